@@ -1,0 +1,131 @@
+//===- Kernel.h - The runtime's kernel-backend interface ---------*- C++ -*-===//
+//
+// A kernel backend (oneDNN on CPU, cuDNN/cuBLAS on GPU) turns one node of the
+// compiled training step into a Kernel once, when the execution plan is
+// built; the executor then calls Kernel::run every step on buffers it owns.
+// This header is plain C++ (no MLIR, no LLVM) so CUDA sources can include it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OASR_RUNTIME_KERNEL_H
+#define OASR_RUNTIME_KERNEL_H
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace oasr::rt {
+
+/// Element types the runtime moves around.
+enum class DType : uint8_t { F32, F16, I64, I32, Bool };
+
+/// Size in bytes of one element of `t`.
+size_t dtypeSize(DType t);
+/// "f32", "i64", ...
+const char *dtypeName(DType t);
+
+/// Static type of a tensor: element type and shape.
+struct TensorDesc {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+  size_t bytes() const { return size_t(numel()) * dtypeSize(dtype); }
+  size_t rank() const { return shape.size(); }
+};
+
+/// A tensor view: a typed buffer owned by the executor (host memory for CPU
+/// backends, device memory for GPU backends).
+struct TensorRef {
+  void *data = nullptr;
+  TensorDesc desc;
+
+  template <typename T> T *as() const { return static_cast<T *>(data); }
+  int64_t numel() const { return desc.numel(); }
+  size_t bytes() const { return desc.bytes(); }
+};
+
+/// An ONNX attribute value as the runtime sees it.
+using AttrValue = std::variant<int64_t, double, std::string,
+                               std::vector<int64_t>, std::vector<double>>;
+
+/// The attributes of one node, with typed accessors and defaults.
+class AttrMap {
+public:
+  void set(const std::string &name, AttrValue v) { values[name] = std::move(v); }
+  bool has(const std::string &name) const { return values.count(name) != 0; }
+  int64_t getInt(const std::string &name, int64_t dflt = 0) const;
+  double getFloat(const std::string &name, double dflt = 0.0) const;
+  std::string getString(const std::string &name,
+                        const std::string &dflt = "") const;
+  std::vector<int64_t> getInts(const std::string &name,
+                               std::vector<int64_t> dflt = {}) const;
+  const std::map<std::string, AttrValue> &all() const { return values; }
+
+private:
+  std::map<std::string, AttrValue> values;
+};
+
+/// Everything a backend needs to build a kernel for one node.
+struct OpSpec {
+  std::string opType;  ///< ONNX / oasr op type, e.g. "Conv", "ConvGrad"
+  std::string name;    ///< node name (its location), for errors and traces
+  AttrMap attrs;       ///< ONNX attributes
+  std::vector<TensorDesc> inputs;
+  std::vector<TensorDesc> outputs;
+  /// Outputs no later op reads; a kernel may skip computing them (e.g. dX of
+  /// the first convolution).
+  std::vector<bool> outputUsed;
+  /// Seed for nodes that draw random numbers (Dropout), fixed per node.
+  uint64_t seed = 0;
+};
+
+/// One node, ready to run. Created once; run every step.
+class Kernel {
+public:
+  virtual ~Kernel();
+  /// Computes `outputs` from `inputs`. Buffers match the OpSpec's descs.
+  virtual void run(const std::vector<TensorRef> &inputs,
+                   const std::vector<TensorRef> &outputs) = 0;
+};
+
+/// A family of kernels on one kind of device.
+class KernelBackend {
+public:
+  virtual ~KernelBackend();
+  /// "cpu" (oneDNN), "cuda" (cuDNN/cuBLAS).
+  virtual const char *name() const = 0;
+  /// Builds the kernel for `spec`. On failure returns null and sets `error`
+  /// to a message naming the node and the reason (unsupported op, attribute).
+  virtual std::unique_ptr<Kernel> create(const OpSpec &spec,
+                                         std::string &error) = 0;
+  /// Device memory management; the CPU backend uses aligned host memory.
+  virtual void *allocate(size_t bytes) = 0;
+  virtual void deallocate(void *ptr) = 0;
+  virtual void copyToDevice(void *dst, const void *src, size_t bytes) = 0;
+  virtual void copyToHost(void *dst, const void *src, size_t bytes) = 0;
+  /// Waits until every kernel issued so far has finished.
+  virtual void synchronize() {}
+  /// Threads the backend may use for one kernel (CPU).
+  virtual void setNumThreads(int threads) { (void)threads; }
+};
+
+/// The oneDNN CPU backend.
+std::unique_ptr<KernelBackend> createCpuBackend();
+#if OASR_ENABLE_CUDA
+/// The cuDNN/cuBLAS backend on the current CUDA device.
+std::unique_ptr<KernelBackend> createCudaBackend();
+#endif
+
+} // namespace oasr::rt
+
+#endif // OASR_RUNTIME_KERNEL_H

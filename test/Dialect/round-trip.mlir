@@ -1,0 +1,60 @@
+// RUN: oasr-opt %s | FileCheck %s
+// RUN: oasr-opt %s | oasr-opt | FileCheck %s
+// RUN: oasr-opt %s --mlir-print-op-generic | oasr-opt | FileCheck %s
+
+// CHECK-LABEL: func.func @conv_relu
+// CHECK-SAME: %[[X:.*]]: tensor<1x3x8x8xf32>
+// CHECK-SAME: %[[W:.*]]: tensor<4x3x3x3xf32> {oasr.param = "conv1.weight"}
+// CHECK-SAME: %[[RM:.*]]: tensor<4xf32> {oasr.state = "bn.running_mean"}
+func.func @conv_relu(%x: tensor<1x3x8x8xf32>,
+                     %w: tensor<4x3x3x3xf32> {oasr.param = "conv1.weight"},
+                     %rm: tensor<4xf32> {oasr.state = "bn.running_mean"})
+    -> tensor<1x4x8x8xf32> {
+  // CHECK: %[[C:.*]] = oasr.node "Conv"(%[[X]], %[[W]]) {pads = [1, 1, 1, 1], strides = [1, 1]} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x8x8xf32>
+  %c = oasr.node "Conv"(%x, %w) {pads = [1, 1, 1, 1], strides = [1, 1]}
+      : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x8x8xf32>
+  // CHECK-NEXT: %[[R:.*]] = oasr.node "Relu"(%[[C]]) {oasr.cost = #oasr.cost<forward_us = 1.500000e+00, flops = 256>} : (tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  %r = oasr.node "Relu"(%c) {oasr.cost = #oasr.cost<forward_us = 1.5, flops = 256>}
+      : (tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+  // CHECK-NEXT: return %[[R]]
+  return %r : tensor<1x4x8x8xf32>
+}
+
+// CHECK-LABEL: func.func @domains_and_multiple_results
+func.func @domains_and_multiple_results(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xi1>) {
+  // CHECK: oasr.node "com.microsoft"::"Gelu"(%{{.*}}) : (tensor<4xf32>) -> tensor<4xf32>
+  %g = oasr.node "com.microsoft"::"Gelu"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  // CHECK: %{{.*}}:2 = oasr.node "Dropout"(%{{.*}}) {ratio = 5.000000e-01 : f32} : (tensor<4xf32>) -> (tensor<4xf32>, tensor<4xi1>)
+  %d:2 = oasr.node "Dropout"(%g) {ratio = 0.5 : f32} : (tensor<4xf32>) -> (tensor<4xf32>, tensor<4xi1>)
+  // CHECK: oasr.node "Constant"() {value = dense<1.000000e+00> : tensor<f32>} : () -> tensor<f32>
+  %c = oasr.node "Constant"() {value = dense<1.0> : tensor<f32>} : () -> tensor<f32>
+  return %d#0, %d#1 : tensor<4xf32>, tensor<4xi1>
+}
+
+// CHECK-LABEL: func.func @fused_allreduce
+func.func @fused_allreduce(%w: tensor<4x3xf32> {oasr.param = "fc.weight"},
+                           %b: tensor<4xf32> {oasr.param = "fc.bias"},
+                           %gw: tensor<4x3xf32>, %gb: tensor<4xf32>,
+                           %v: tensor<4x3xf32>)
+    -> (tensor<4x3xf32>, tensor<4xf32>, tensor<4x3xf32>) {
+  // CHECK: %[[T:.*]] = oasr.allreduce_start %{{.*}}, %{{.*}} {buffer_bytes = 64 : i64, group = 0 : i64, offsets = array<i64: 0, 48>} : tensor<4x3xf32>, tensor<4xf32>
+  %t = oasr.allreduce_start %gw, %gb {group = 0 : i64, offsets = array<i64: 0, 48>, buffer_bytes = 64 : i64}
+      : tensor<4x3xf32>, tensor<4xf32>
+  // CHECK-NEXT: %[[R:.*]]:2 = oasr.allreduce_wait %[[T]] : tensor<4x3xf32>, tensor<4xf32>
+  %r:2 = oasr.allreduce_wait %t : tensor<4x3xf32>, tensor<4xf32>
+  // CHECK-NEXT: %{{.*}}, %{{.*}} = oasr.optimizer_update "momentum" %{{.*}}, %[[R]]#0, %{{.*}} {lr = 1.000000e-01 : f64, momentum = 9.000000e-01 : f64} : tensor<4x3xf32>, tensor<4x3xf32>
+  %nw, %nv = oasr.optimizer_update "momentum" %w, %r#0, %v {lr = 0.1 : f64, momentum = 0.9 : f64}
+      : tensor<4x3xf32>, tensor<4x3xf32>
+  // CHECK-NEXT: oasr.optimizer_update "sgd" %{{.*}}, %[[R]]#1 {lr = 1.000000e-01 : f64, weight_decay = 1.000000e-04 : f64} : tensor<4xf32>
+  %nb = oasr.optimizer_update "sgd" %b, %r#1 {lr = 0.1 : f64, weight_decay = 1.0e-4 : f64} : tensor<4xf32>
+  return %nw, %nb, %nv : tensor<4x3xf32>, tensor<4xf32>, tensor<4x3xf32>
+}
+
+// CHECK-LABEL: func.func @cost_defaults
+// CHECK: #oasr.cost<backward_us = 8.125000e+02>
+// CHECK-NOT: forward_us
+func.func @cost_defaults(%x: tensor<2xf32>) -> tensor<2xf32> {
+  %r = oasr.node "ReluGrad"(%x, %x) {oasr.cost = #oasr.cost<backward_us = 812.5>}
+      : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  return %r : tensor<2xf32>
+}

@@ -1,0 +1,48 @@
+# -*- Python -*-
+# lit configuration for oasr: FileCheck suites mirroring the source tree.
+
+import os
+import shutil
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "OASR"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test", ".json", ".txtpb"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.oasr_obj_root, "test")
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.oasr_tools_dir, append_path=True)
+# Open MPI refuses to run as root unless told; CI runs as root.
+llvm_config.with_environment("OMPI_ALLOW_RUN_AS_ROOT", "1")
+llvm_config.with_environment("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+
+config.substitutions.append(("%python", config.oasr_python))
+config.substitutions.append(("%oasr_src", config.oasr_src_root))
+config.substitutions.append(("%mpirun", config.mpiexec + " --oversubscribe"))
+
+tools = ["oasr-opt", "oasr-translate", "oasr-plan", "oasr-run", "oasr-bench"]
+llvm_config.add_tool_substitutions(
+    [ToolSubst(t, unresolved="ignore") for t in tools],
+    [config.oasr_tools_dir])
+
+for t in tools:
+    if os.path.exists(os.path.join(config.oasr_tools_dir, t)):
+        config.available_features.add(t)
+if config.oasr_enable_cuda:
+    config.available_features.add("cuda")
+
+def has_python_module(name):
+    import subprocess
+    return subprocess.call([config.oasr_python, "-c", "import " + name],
+                           stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL) == 0
+
+for mod in ["onnx", "torch", "torchvision", "sklearn"]:
+    if has_python_module(mod):
+        config.available_features.add("py-" + mod)
