@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+#===- scripts/check.sh - Install, build and run every oasr test -----------===#
+#
+# The README's test command. On a fresh machine it installs what the project
+# needs (scripts/setup.sh), configures and builds everything, then runs the lit
+# suites and the gtest units (through ctest), and closes with one summary line.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BUILD=${OASR_BUILD_DIR:-$ROOT/build}
+LIT=/usr/lib/llvm-19/build/utils/lit/lit.py
+JOBS=${OASR_JOBS:-$(nproc)}
+
+bash scripts/setup.sh || { echo "check: setup failed"; exit 1; }
+
+echo "check: configuring $BUILD"
+cmake -G Ninja -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
+  -DLLVM_EXTERNAL_LIT=$LIT >"$BUILD.cmake.log" 2>&1 ||
+  { cat "$BUILD.cmake.log"; echo "check: configure failed"; exit 1; }
+
+echo "check: building (ninja -j$JOBS)"
+start=$(date +%s)
+ninja -C "$BUILD" -j"$JOBS" all oasr-unittests || { echo "check: build failed"; exit 1; }
+echo "check: built in $(( $(date +%s) - start )) s"
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+echo "check: lit"
+/usr/bin/python3 "$LIT" -v "$BUILD/test" 2>&1 | tee "$BUILD/lit.log"
+lit_rc=${PIPESTATUS[0]}
+echo "check: gtest units (ctest)"
+ctest --test-dir "$BUILD" --output-on-failure -j"$JOBS" 2>&1 | tee "$BUILD/ctest.log"
+ctest_rc=${PIPESTATUS[0]}
+
+count() { grep -E "^ *$1: +[0-9]+" "$2" | awk '{s+=$2} END {print s+0}'; }
+lit_pass=$(count Passed "$BUILD/lit.log")
+lit_fail=$(( $(count Failed "$BUILD/lit.log") + $(count 'Unresolved' "$BUILD/lit.log") + $(count 'Timed Out' "$BUILD/lit.log") ))
+lit_skip=$(count Unsupported "$BUILD/lit.log")
+ct_line=$(grep -E "tests passed, [0-9]+ tests failed out of" "$BUILD/ctest.log" | tail -1)
+ct_fail=$(echo "$ct_line" | sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/')
+ct_total=$(echo "$ct_line" | sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\2/')
+ct_fail=${ct_fail:-0}; ct_total=${ct_total:-0}
+passed=$(( lit_pass + ct_total - ct_fail ))
+failed=$(( lit_fail + ct_fail ))
+echo
+echo "lit: $lit_pass passed, $lit_fail failed, $lit_skip unsupported; ctest: $(( ct_total - ct_fail )) passed, $ct_fail failed"
+echo "check: $passed passed, $failed failed, $lit_skip skipped"
+if [ "$lit_rc" -ne 0 ] || [ "$ctest_rc" -ne 0 ] || [ "$failed" -ne 0 ]; then
+  exit 1
+fi
