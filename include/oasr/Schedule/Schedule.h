@@ -1,0 +1,280 @@
+//===- Schedule.h - Gradient allreduce planning (no MLIR) -------*- C++ -*-===//
+//
+// The planner's public interface: profiles, communication models, the one
+// timeline simulator, every merge strategy and the lower bound. Plain C++17
+// and LLVM Support; the passes (`--oasr-plan-allreduce`), the runtime (timeline
+// replay) and `oasr-plan` all call this code so that their numbers agree.
+//
+// Time origin: every time in a Timeline or a ReadyGrad is in microseconds
+// from the start of the iteration (forward starts at 0, backward starts at
+// `Profile::forwardUs`). The model is the one of DESIGN.md, "The timeline
+// model"; docs/planner.md explains the strategies and the extra costs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OASR_SCHEDULE_SCHEDULE_H
+#define OASR_SCHEDULE_SCHEDULE_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace oasr {
+namespace schedule {
+
+//===----------------------------------------------------------------------===//
+// Profiles
+//===----------------------------------------------------------------------===//
+
+/// One parameter gradient tensor, the unit that plans group.
+struct GradTensor {
+  std::string name;
+  uint64_t bytes = 0;
+};
+
+/// One layer of the model. Its gradients become ready together when its
+/// backward computation ends.
+struct Layer {
+  std::string name;
+  /// Backward compute time of this layer (microseconds).
+  double backwardUs = 0;
+  /// Forward compute time (microseconds); informational, the model uses
+  /// `Profile::forwardUs` for the whole forward pass.
+  double forwardUs = 0;
+  /// Gradient tensors in the order the layer lists them (may be empty, e.g.
+  /// for an activation; the layer's backward time still counts).
+  std::vector<GradTensor> grads;
+};
+
+/// The communication cost model. Times are in seconds as users write them;
+/// `timeUs` returns microseconds like every other time in this library.
+///
+/// Basic model: `T(M) = alpha + beta * M` for `M > 0` and `T(0) = 0`. The ring
+/// form `2(P-1)*alpha0 + 2(P-1)/P * M/B` is stored as the equivalent
+/// alpha/beta (and remembers P, alpha0, B for printing).
+///
+/// Extra real-system costs (zero by default, ignored by the basic model and so
+/// by the `optimal` strategy, but charged by `simulate` and planned for by the
+/// `oasr` strategy):
+///  - `groupOverheadUs`: fixed cost per communicated group on the
+///    communication channel (collective launch, wait, and the per-group
+///    optimizer launch that the runtime issues when a group completes);
+///  - `packUsPerByte`: packing copy into/out of a fusion buffer, charged per
+///    byte to groups of two or more tensors when gradients are not laid out
+///    contiguously (the compiler's layout pass makes this 0 for oasr itself).
+struct CommModel {
+  enum class Kind { AlphaBeta, Ring };
+  Kind kind = Kind::AlphaBeta;
+  /// Start-up latency alpha (seconds).
+  double alphaS = 0;
+  /// Per-byte time beta (seconds per byte).
+  double betaSPerByte = 0;
+  /// Number of ranks, 0 when unknown (informational for alpha-beta).
+  int ranks = 0;
+  /// Ring form parameters (only meaningful when kind == Ring).
+  double alpha0S = 0;
+  double bandwidthBytesPerS = 0;
+  /// Extra per-group cost on the communication channel (microseconds).
+  double groupOverheadUs = 0;
+  /// Packing copy cost for multi-tensor groups (microseconds per byte).
+  double packUsPerByte = 0;
+
+  /// Time of one allreduce of `bytes` bytes in the basic model
+  /// (microseconds); `timeUs(0) == 0`.
+  double timeUs(uint64_t bytes) const;
+  /// Time the communication channel is busy for one group of `numTensors`
+  /// tensors totalling `bytes`: `timeUs` plus the extra costs. 0 for an
+  /// empty group.
+  double groupTimeUs(uint64_t bytes, unsigned numTensors) const;
+  /// alpha in microseconds.
+  double alphaUs() const { return alphaS * 1e6; }
+  /// beta in microseconds per byte.
+  double betaUsPerByte() const { return betaSPerByte * 1e6; }
+  /// True if any extra real-system cost is non-zero.
+  bool hasExtras() const { return groupOverheadUs != 0 || packUsPerByte != 0; }
+  /// This model without the extra costs (the basic model).
+  CommModel basic() const;
+  /// A one-line human description, e.g. "alpha=9.75e-05 s beta=3.06e-10 s/B".
+  std::string describe() const;
+
+  /// The alpha-beta model `T(M) = a + b*M` (seconds, seconds per byte).
+  static CommModel alphaBeta(double alphaS, double betaSPerByte, int ranks = 0);
+  /// The ring allreduce model over `ranks` ranks with per-step latency
+  /// `alpha0S` and link bandwidth `bandwidthBytesPerS`.
+  static CommModel ring(int ranks, double alpha0S, double bandwidthBytesPerS);
+};
+
+/// A measured (or estimated) profile: the planner's input. `layers` are in
+/// forward order; backward visits them last to first.
+struct Profile {
+  std::string model;
+  /// Where the numbers come from (machine, tool); optional, informational.
+  std::string source;
+  int64_t batch = 0;
+  /// Whole forward pass (microseconds).
+  double forwardUs = 0;
+  /// Optimizer update after the last allreduce (microseconds).
+  double updateUs = 0;
+  std::vector<Layer> layers;
+  /// Communication model stored with the profile; command-line values
+  /// override it.
+  std::optional<CommModel> comm;
+
+  /// Sum of the layers' backward times.
+  double backwardUs() const;
+  /// Number of gradient tensors over all layers.
+  unsigned numGrads() const;
+  /// Sum of all gradient bytes.
+  uint64_t totalBytes() const;
+};
+
+/// Parses an `oasr-profile-v1` JSON document. Errors name the file, the
+/// field and, where relevant, the layer (e.g. "f.json: layers[3] (conv2):
+/// backward_us must be >= 0").
+llvm::Expected<Profile> parseProfile(llvm::StringRef jsonText,
+                                     llvm::StringRef fileNameForErrors);
+/// Reads and parses a profile file.
+llvm::Expected<Profile> readProfile(llvm::StringRef path);
+/// Serializes a profile; `parseProfile(toJSON(p))` gives back `p`.
+llvm::json::Value toJSON(const Profile &profile);
+/// Multiplies every compute time (forward, backward, update) by `factor`.
+Profile scaleCompute(const Profile &profile, double factor);
+
+/// Parses a calibration document written by `oasr-bench comm`:
+/// `{"format":"oasr-comm-v1","alpha_s":..,"beta_s_per_byte":..,"ranks":..,
+///   "points":[{"bytes":..,"seconds":..}]}`. If alpha/beta are absent they
+/// are fitted from `points` by least squares.
+llvm::Expected<CommModel> parseCalibration(llvm::StringRef jsonText,
+                                           llvm::StringRef fileNameForErrors);
+/// Reads and parses a calibration file.
+llvm::Expected<CommModel> readCalibration(llvm::StringRef path);
+
+//===----------------------------------------------------------------------===//
+// Ready order, plans and the simulator
+//===----------------------------------------------------------------------===//
+
+/// One gradient in ready (backward) order.
+struct ReadyGrad {
+  /// Index of the producing layer in `Profile::layers`.
+  unsigned layer = 0;
+  /// Index of the tensor in that layer's `grads`.
+  unsigned index = 0;
+  std::string name;
+  uint64_t bytes = 0;
+  /// When the gradient is ready (end of its layer's backward), microseconds
+  /// from the start of the iteration.
+  double readyUs = 0;
+};
+
+/// Gradients in ready order: layers last to first; within a layer, tensors
+/// in the order the layer lists them (they are ready at the same time).
+std::vector<ReadyGrad> readyOrder(const Profile &profile);
+
+/// A plan: a partition of the ready-ordered gradients into contiguous
+/// groups, communicated in that order. `groupEnds[k]` is the exclusive end
+/// index (into `readyOrder`) of group k: group k holds gradients
+/// `[k == 0 ? 0 : groupEnds[k-1], groupEnds[k])`. Ends are strictly
+/// increasing and the last equals the number of gradients (a profile without
+/// gradients has an empty plan).
+struct Plan {
+  std::string strategy;
+  std::vector<unsigned> groupEnds;
+
+  unsigned numGroups() const { return groupEnds.size(); }
+  /// First gradient index of group `k`.
+  unsigned groupBegin(unsigned k) const { return k ? groupEnds[k - 1] : 0; }
+  /// The gradient indices of every group, in communication order.
+  std::vector<std::vector<unsigned>> groups() const;
+};
+
+/// Checks that `plan` is a valid partition of `numGrads` gradients.
+llvm::Error verifyPlan(const Plan &plan, unsigned numGrads);
+/// Builds a plan from group sizes (number of gradients per group).
+Plan planFromSizes(llvm::StringRef strategy, llvm::ArrayRef<unsigned> sizes);
+
+/// Timing of one communicated group.
+struct GroupTiming {
+  unsigned begin = 0, end = 0; ///< gradient range [begin, end) in ready order
+  uint64_t bytes = 0;
+  double readyUs = 0; ///< when its last gradient is ready
+  double startUs = 0; ///< max(ready, end of previous group)
+  double endUs = 0;   ///< start + communication time
+};
+
+/// Backward span of one layer on the compute lane.
+struct LayerSpan {
+  unsigned layer = 0;
+  double startUs = 0, endUs = 0;
+};
+
+/// The simulated timeline of one iteration under one plan.
+struct Timeline {
+  std::string strategy;
+  /// Iteration time: max(backwardEnd, commEnd) + t_update (backward starts
+  /// at t_f, so this is t_f + max(bwd, comm after t_f) + t_update).
+  double iterationUs = 0;
+  double forwardUs = 0;     ///< forward pass = start of backward
+  double backwardEndUs = 0; ///< end of the last layer's backward
+  double commEndUs = 0;     ///< end of the last allreduce (0 if none)
+  double updateUs = 0;      ///< optimizer update after both
+  /// Communication busy time (sum of group durations).
+  double commBusyUs = 0;
+  /// Communication not hidden behind backward: max(0, commEnd - backwardEnd).
+  double nonOverlappedCommUs = 0;
+  /// Fraction of the communication busy time hidden behind backward
+  /// (1 when there is no communication).
+  double overlapRatio = 1;
+  std::vector<GroupTiming> groups;
+  std::vector<LayerSpan> backward; ///< in execution (backward) order
+};
+
+/// Scores `plan` on `profile` under `comm` (including its extra costs). The
+/// plan must be valid for the profile (see verifyPlan); asserts otherwise.
+Timeline simulate(const Profile &profile, const CommModel &comm,
+                  const Plan &plan);
+
+//===----------------------------------------------------------------------===//
+// Strategies
+//===----------------------------------------------------------------------===//
+
+/// Builds the plan of a strategy: "wfbp", "single", "bucket:<bytes>" (bytes
+/// may carry a K/M/G or KiB/MiB/GiB suffix), "ddp", "horovod", "mgwfbp",
+/// "optimal", "oasr". Errors name the strategy string.
+llvm::Expected<Plan> makePlan(llvm::StringRef strategy, const Profile &profile,
+                              const CommModel &comm);
+/// The fixed strategy names, in display order ("bucket:<bytes>" excluded).
+std::vector<std::string> strategyNames();
+/// Checks a strategy string without planning (for option validation).
+llvm::Error checkStrategy(llvm::StringRef strategy);
+
+/// Fixed-size buckets in ready order: a bucket is closed before a tensor
+/// that would push it over `capBytes` (a tensor is never split; a tensor
+/// larger than the cap gets its own bucket).
+Plan bucketPlan(const Profile &profile, uint64_t capBytes);
+
+/// Exact minimum under the basic model (extras ignored), by the pruned
+/// prefix dynamic program; O(n log n) in the number of gradients.
+Plan optimalPlan(const Profile &profile, const CommModel &comm);
+/// The same optimum by the plain O(n^2) recurrence (reference for tests).
+Plan optimalPlanQuadratic(const Profile &profile, const CommModel &comm);
+/// The exact minimum under `comm` including its extra costs (the `oasr`
+/// strategy); equals `optimalPlan` when `comm` has no extras.
+Plan oasrPlan(const Profile &profile, const CommModel &comm);
+/// MG-WFBP's greedy merge rule (Shi, Chu, Li), see docs/planner.md.
+Plan mgwfbpPlan(const Profile &profile, const CommModel &comm);
+
+/// Lower bound on the iteration time under `comm`: t_f + max(end of
+/// backward, r_last + T(M_last), r_1 + T(M_total)) + t_update (see
+/// DESIGN.md; extras raise alpha by the per-group overhead).
+double lowerBoundUs(const Profile &profile, const CommModel &comm);
+
+} // namespace schedule
+} // namespace oasr
+
+#endif // OASR_SCHEDULE_SCHEDULE_H
