@@ -1,0 +1,178 @@
+//===- ONNXModel.h - A loaded ONNX model with lazy weights ------*- C++ -*-===//
+//
+// Loading ONNX ModelProtos (binary, text or JSON) without copying their
+// weights, reading initializers on demand (inline, typed fields or external
+// data), and writing a model back with new initializer values. No MLIR here:
+// the runtime uses this to read and save weights.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OASR_IMPORT_ONNXMODEL_H
+#define OASR_IMPORT_ONNXMODEL_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace onnx {
+class ModelProto;
+class TensorProto;
+} // namespace onnx
+
+namespace llvm {
+class MemoryBuffer;
+} // namespace llvm
+
+namespace oasr {
+namespace onnximport {
+
+/// ONNX `TensorProto::DataType` values used across oasr.
+enum class DataType : int32_t {
+  Undefined = 0,
+  Float = 1,
+  UInt8 = 2,
+  Int8 = 3,
+  UInt16 = 4,
+  Int16 = 5,
+  Int32 = 6,
+  Int64 = 7,
+  String = 8,
+  Bool = 9,
+  Float16 = 10,
+  Double = 11,
+  UInt32 = 12,
+  UInt64 = 13,
+  Complex64 = 14,
+  Complex128 = 15,
+  BFloat16 = 16,
+};
+
+/// Size in bytes of one element of `type`, or 0 for types without a fixed
+/// size (string, undefined, unknown values).
+size_t getElementSize(int32_t type);
+
+/// A printable name for an ONNX data type ("FLOAT", "INT64", ...).
+llvm::StringRef getDataTypeName(int32_t type);
+
+/// The contents of one initializer: raw little-endian bytes, dims and type.
+struct InitializerData {
+  /// The initializer's name.
+  std::string name;
+  /// Its dimensions (empty for a scalar).
+  std::vector<int64_t> dims;
+  /// Its ONNX data type (`onnx::TensorProto::DataType`).
+  int32_t dataType = 0;
+  /// The bytes, `numElements() * getElementSize(dataType)` of them. They point
+  /// into the mapped model or side file (zero copy) or into `storage`; valid
+  /// as long as both this object and the ModelFile live.
+  llvm::ArrayRef<uint8_t> bytes;
+  /// Owns the bytes when they had to be converted (typed `*_data` fields).
+  std::vector<uint8_t> storage;
+
+  /// Number of elements (product of dims; 1 for a scalar).
+  int64_t numElements() const;
+  /// The bytes viewed as `T` (caller checks `dataType`).
+  template <typename T> llvm::ArrayRef<T> as() const {
+    return llvm::ArrayRef<T>(reinterpret_cast<const T *>(bytes.data()),
+                             bytes.size() / sizeof(T));
+  }
+};
+
+/// Where the bytes of one initializer live.
+struct InitializerLocation {
+  enum Kind {
+    /// `raw_data` inside the model file, kept out of proto() (see below).
+    InFile,
+    /// `raw_data` or typed `*_data` fields inside proto().
+    Inline,
+    /// A side file (`data_location = EXTERNAL`).
+    External,
+  };
+  Kind kind = Inline;
+  /// For InFile: byte offset of the data in the model file. For External:
+  /// the `offset` key (0 when absent).
+  uint64_t offset = 0;
+  /// Number of bytes (for External: the `length` key, or -1 when absent,
+  /// meaning "to the end of the file").
+  int64_t length = 0;
+  /// For External: the side file, resolved against the model's directory.
+  std::string path;
+};
+
+/// A loaded ONNX ModelProto with external data resolved lazily.
+///
+/// Binary models are memory-mapped and scanned once: large `raw_data` of the
+/// main graph's initializers is left in the mapped file and recorded by
+/// offset, so proto() holds the graph, dims and types but not the big weights
+/// (such an initializer has no data fields in proto(); use readInitializer).
+/// Loading a model therefore costs time and memory proportional to its graph,
+/// not its weights.
+class ModelFile {
+public:
+  ~ModelFile();
+  ModelFile(const ModelFile &) = delete;
+  ModelFile &operator=(const ModelFile &) = delete;
+
+  /// Loads a binary ModelProto, a text ModelProto (`.txtpb`, `.textproto`,
+  /// `.pbtxt`, `.txt`) or a JSON ModelProto (`.json`). Errors name the file.
+  static llvm::Expected<std::unique_ptr<ModelFile>> load(llvm::StringRef path);
+
+  /// Parses a ModelProto already in memory (binary, or text/JSON when
+  /// `format` is "text"/"json"); `path` names it in errors and resolves
+  /// external data.
+  static llvm::Expected<std::unique_ptr<ModelFile>>
+  loadFromBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
+                 llvm::StringRef path, llvm::StringRef format = "binary");
+
+  /// The model, with big in-file initializer data left out (see above).
+  const onnx::ModelProto &proto() const;
+  /// Mutable access for tools that edit the graph before importing.
+  onnx::ModelProto &mutableProto();
+  /// The absolute path the model was loaded from.
+  llvm::StringRef path() const;
+  /// The directory external data is resolved against.
+  llvm::StringRef directory() const;
+
+  /// The main graph's initializer called `name`, or null.
+  const onnx::TensorProto *findInitializer(llvm::StringRef name) const;
+  /// Where the bytes of initializer `name` live, or an error if there is no
+  /// such initializer.
+  llvm::Expected<InitializerLocation>
+  getInitializerLocation(llvm::StringRef name) const;
+  /// Checks that an external initializer's side file exists and holds the
+  /// bytes its dims and type need, without reading them.
+  llvm::Error checkExternalData(const onnx::TensorProto &tensor) const;
+
+  /// Raw little-endian bytes of a named initializer (raw_data, typed *_data
+  /// fields, or external data), with its dims and ONNX data type. Errors
+  /// name the model, the initializer and, for external data, the side file.
+  llvm::Expected<InitializerData> readInitializer(llvm::StringRef name) const;
+  /// The same for a tensor proto of this model (e.g. a Constant's value).
+  llvm::Expected<InitializerData>
+  readTensor(const onnx::TensorProto &tensor) const;
+
+  /// Writes the model back as one binary ModelProto (all data inline) with
+  /// the given float initializers replaced (used by `oasr-run --save`); other
+  /// ONNX tools load the result. Every name must be an existing FLOAT
+  /// initializer with as many elements as the vector.
+  llvm::Error
+  saveWithInitializers(llvm::StringRef path,
+                       const std::map<std::string, std::vector<float>> &values)
+      const;
+
+private:
+  ModelFile();
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace onnximport
+} // namespace oasr
+
+#endif // OASR_IMPORT_ONNXMODEL_H
