@@ -1,0 +1,463 @@
+//===- Profile.cpp - Profile and calibration JSON, communication models ---===//
+//
+// Reads and writes the `oasr-profile-v1` format of DESIGN.md ("Profile
+// file") and the `oasr-comm-v1` calibration written by `oasr-bench comm`.
+// Every validation error names the file, the field and the layer.
+//
+//===----------------------------------------------------------------------===//
+
+#include "oasr/Schedule/Schedule.h"
+
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <cmath>
+
+using namespace llvm;
+using namespace oasr::schedule;
+
+//===----------------------------------------------------------------------===//
+// CommModel
+//===----------------------------------------------------------------------===//
+
+double CommModel::timeUs(uint64_t bytes) const {
+  if (bytes == 0)
+    return 0;
+  return alphaUs() + betaUsPerByte() * static_cast<double>(bytes);
+}
+
+double CommModel::groupTimeUs(uint64_t bytes, unsigned numTensors) const {
+  if (bytes == 0 || numTensors == 0)
+    return 0;
+  double t = timeUs(bytes) + groupOverheadUs;
+  if (numTensors > 1)
+    t += packUsPerByte * static_cast<double>(bytes);
+  return t;
+}
+
+CommModel CommModel::basic() const {
+  CommModel m = *this;
+  m.groupOverheadUs = 0;
+  m.packUsPerByte = 0;
+  return m;
+}
+
+std::string CommModel::describe() const {
+  std::string s;
+  if (kind == Kind::Ring)
+    s = formatv("ring P={0} alpha0={1:e3} s B={2:e3} B/s (alpha={3:e3} s "
+                "beta={4:e3} s/B)",
+                ranks, alpha0S, bandwidthBytesPerS, alphaS, betaSPerByte)
+            .str();
+  else
+    s = formatv("alpha={0:e3} s beta={1:e3} s/B", alphaS, betaSPerByte).str();
+  if (groupOverheadUs != 0)
+    s += formatv(" group_overhead={0} us", groupOverheadUs).str();
+  if (packUsPerByte != 0)
+    s += formatv(" pack={0:e3} us/B", packUsPerByte).str();
+  return s;
+}
+
+CommModel CommModel::alphaBeta(double alphaS, double betaSPerByte, int ranks) {
+  CommModel m;
+  m.kind = Kind::AlphaBeta;
+  m.alphaS = alphaS;
+  m.betaSPerByte = betaSPerByte;
+  m.ranks = ranks;
+  return m;
+}
+
+CommModel CommModel::ring(int ranks, double alpha0S,
+                          double bandwidthBytesPerS) {
+  CommModel m;
+  m.kind = Kind::Ring;
+  m.ranks = ranks;
+  m.alpha0S = alpha0S;
+  m.bandwidthBytesPerS = bandwidthBytesPerS;
+  double p = ranks;
+  // 2(P-1) steps of latency alpha0; each rank sends 2(P-1)/P of the buffer.
+  m.alphaS = 2.0 * (p - 1) * alpha0S;
+  m.betaSPerByte =
+      bandwidthBytesPerS > 0 ? 2.0 * (p - 1) / p / bandwidthBytesPerS : 0;
+  return m;
+}
+
+//===----------------------------------------------------------------------===//
+// Profile helpers
+//===----------------------------------------------------------------------===//
+
+double Profile::backwardUs() const {
+  double s = 0;
+  for (const Layer &l : layers)
+    s += l.backwardUs;
+  return s;
+}
+
+unsigned Profile::numGrads() const {
+  unsigned n = 0;
+  for (const Layer &l : layers)
+    n += l.grads.size();
+  return n;
+}
+
+uint64_t Profile::totalBytes() const {
+  uint64_t s = 0;
+  for (const Layer &l : layers)
+    for (const GradTensor &g : l.grads)
+      s += g.bytes;
+  return s;
+}
+
+Profile oasr::schedule::scaleCompute(const Profile &profile, double factor) {
+  Profile p = profile;
+  p.forwardUs *= factor;
+  p.updateUs *= factor;
+  for (Layer &l : p.layers) {
+    l.backwardUs *= factor;
+    l.forwardUs *= factor;
+  }
+  return p;
+}
+
+//===----------------------------------------------------------------------===//
+// JSON reading
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Builds errors that name the file and the path to the offending field.
+class Reader {
+public:
+  explicit Reader(StringRef file) : file(file.str()) {}
+
+  Error error(const Twine &where, const Twine &msg) const {
+    return createStringError(inconvertibleErrorCode(),
+                             file + ": " + where + ": " + msg);
+  }
+
+  /// A non-negative finite number field; `required` says if absence is an
+  /// error. Writes `out` only when present.
+  Error number(const json::Object &obj, StringRef key, const Twine &where,
+               double &out, bool required) const {
+    const json::Value *v = obj.get(key);
+    if (!v) {
+      if (required)
+        return error(where, "missing '" + key + "'");
+      return Error::success();
+    }
+    std::optional<double> d = v->getAsNumber();
+    if (!d)
+      return error(where, "'" + key + "' must be a number");
+    if (!std::isfinite(*d) || *d < 0)
+      return error(where, "'" + key + "' must be >= 0, got " +
+                              formatv("{0}", *d).str());
+    out = *d;
+    return Error::success();
+  }
+
+  /// A non-negative integer field.
+  Error integer(const json::Object &obj, StringRef key, const Twine &where,
+                int64_t &out, bool required) const {
+    const json::Value *v = obj.get(key);
+    if (!v) {
+      if (required)
+        return error(where, "missing '" + key + "'");
+      return Error::success();
+    }
+    std::optional<int64_t> i = v->getAsInteger();
+    if (!i)
+      return error(where, "'" + key + "' must be an integer");
+    if (*i < 0)
+      return error(where, "'" + key + "' must be >= 0, got " + Twine(*i));
+    out = *i;
+    return Error::success();
+  }
+
+  Error string(const json::Object &obj, StringRef key, const Twine &where,
+               std::string &out, bool required) const {
+    const json::Value *v = obj.get(key);
+    if (!v) {
+      if (required)
+        return error(where, "missing '" + key + "'");
+      return Error::success();
+    }
+    std::optional<StringRef> s = v->getAsString();
+    if (!s)
+      return error(where, "'" + key + "' must be a string");
+    out = s->str();
+    return Error::success();
+  }
+
+  Expected<CommModel> comm(const json::Object &obj, const Twine &where) const {
+    int64_t ranks = 0;
+    if (Error e = integer(obj, "ranks", where, ranks, false))
+      return std::move(e);
+    CommModel m;
+    if (obj.get("alpha0_s") || obj.get("bandwidth_bytes_per_s")) {
+      double alpha0 = 0, bw = 0;
+      if (Error e = number(obj, "alpha0_s", where, alpha0, true))
+        return std::move(e);
+      if (Error e = number(obj, "bandwidth_bytes_per_s", where, bw, true))
+        return std::move(e);
+      if (ranks < 1)
+        return error(where, "ring form needs 'ranks' >= 1");
+      if (bw <= 0)
+        return error(where, "'bandwidth_bytes_per_s' must be > 0");
+      m = CommModel::ring(ranks, alpha0, bw);
+    } else {
+      double alpha = 0, beta = 0;
+      if (Error e = number(obj, "alpha_s", where, alpha, true))
+        return std::move(e);
+      if (Error e = number(obj, "beta_s_per_byte", where, beta, true))
+        return std::move(e);
+      m = CommModel::alphaBeta(alpha, beta, ranks);
+    }
+    if (Error e =
+            number(obj, "group_overhead_us", where, m.groupOverheadUs, false))
+      return std::move(e);
+    if (Error e =
+            number(obj, "pack_us_per_byte", where, m.packUsPerByte, false))
+      return std::move(e);
+    return m;
+  }
+
+  std::string file;
+};
+} // namespace
+
+static Expected<json::Value> parseJSONText(StringRef text, StringRef file) {
+  Expected<json::Value> v = json::parse(text);
+  if (!v)
+    return createStringError(inconvertibleErrorCode(),
+                             file +
+                                 ": invalid JSON: " + toString(v.takeError()));
+  return v;
+}
+
+Expected<Profile> oasr::schedule::parseProfile(StringRef jsonText,
+                                               StringRef fileNameForErrors) {
+  Reader r(fileNameForErrors);
+  Expected<json::Value> doc = parseJSONText(jsonText, fileNameForErrors);
+  if (!doc)
+    return doc.takeError();
+  const json::Object *root = doc->getAsObject();
+  if (!root)
+    return r.error("top level", "expected a JSON object");
+
+  std::string format;
+  if (Error e = r.string(*root, "format", "top level", format, true))
+    return std::move(e);
+  if (format != "oasr-profile-v1")
+    return r.error("format", "unknown format version '" + format +
+                                 "' (expected 'oasr-profile-v1')");
+
+  Profile p;
+  if (Error e = r.string(*root, "model", "top level", p.model, false))
+    return std::move(e);
+  if (Error e = r.string(*root, "source", "top level", p.source, false))
+    return std::move(e);
+  if (Error e = r.integer(*root, "batch", "top level", p.batch, false))
+    return std::move(e);
+  if (Error e = r.number(*root, "forward_us", "top level", p.forwardUs, false))
+    return std::move(e);
+  if (Error e = r.number(*root, "update_us", "top level", p.updateUs, false))
+    return std::move(e);
+
+  const json::Value *layersV = root->get("layers");
+  if (!layersV)
+    return r.error("top level", "missing 'layers'");
+  const json::Array *layers = layersV->getAsArray();
+  if (!layers)
+    return r.error("layers", "must be an array");
+  if (layers->empty())
+    return r.error("layers", "must not be empty");
+
+  StringSet<> gradNames;
+  for (size_t li = 0, le = layers->size(); li < le; ++li) {
+    const json::Object *lo = (*layers)[li].getAsObject();
+    std::string where = formatv("layers[{0}]", li).str();
+    if (!lo)
+      return r.error(where, "expected an object");
+    Layer layer;
+    if (Error e = r.string(*lo, "name", where, layer.name, true))
+      return std::move(e);
+    where += " ('" + layer.name + "')";
+    if (Error e = r.number(*lo, "backward_us", where, layer.backwardUs, true))
+      return std::move(e);
+    if (Error e = r.number(*lo, "forward_us", where, layer.forwardUs, false))
+      return std::move(e);
+    if (const json::Value *gv = lo->get("grads")) {
+      const json::Array *grads = gv->getAsArray();
+      if (!grads)
+        return r.error(where, "'grads' must be an array");
+      for (size_t gi = 0, ge = grads->size(); gi < ge; ++gi) {
+        std::string gwhere = formatv("{0} grads[{1}]", where, gi).str();
+        const json::Object *go = (*grads)[gi].getAsObject();
+        if (!go)
+          return r.error(gwhere, "expected an object");
+        GradTensor g;
+        if (Error e = r.string(*go, "name", gwhere, g.name, true))
+          return std::move(e);
+        gwhere += " ('" + g.name + "')";
+        int64_t bytes = 0;
+        if (Error e = r.integer(*go, "bytes", gwhere, bytes, true))
+          return std::move(e);
+        g.bytes = bytes;
+        if (!gradNames.insert(g.name).second)
+          return r.error(gwhere, "duplicate gradient name '" + g.name + "'");
+        layer.grads.push_back(std::move(g));
+      }
+    }
+    p.layers.push_back(std::move(layer));
+  }
+
+  if (const json::Value *cv = root->get("comm")) {
+    const json::Object *co = cv->getAsObject();
+    if (!co)
+      return r.error("comm", "expected an object");
+    Expected<CommModel> m = r.comm(*co, "comm");
+    if (!m)
+      return m.takeError();
+    p.comm = *m;
+  }
+  return p;
+}
+
+static Expected<std::string> readFile(StringRef path) {
+  ErrorOr<std::unique_ptr<MemoryBuffer>> buf = MemoryBuffer::getFile(path);
+  if (!buf)
+    return createStringError(buf.getError(), "cannot read '" + path + "': " +
+                                                 buf.getError().message());
+  return (*buf)->getBuffer().str();
+}
+
+Expected<Profile> oasr::schedule::readProfile(StringRef path) {
+  Expected<std::string> text = readFile(path);
+  if (!text)
+    return text.takeError();
+  return parseProfile(*text, path);
+}
+
+json::Value oasr::schedule::toJSON(const Profile &p) {
+  json::Array layers;
+  for (const Layer &l : p.layers) {
+    json::Array grads;
+    for (const GradTensor &g : l.grads)
+      grads.push_back(
+          json::Object{{"name", g.name}, {"bytes", int64_t(g.bytes)}});
+    json::Object lo{{"name", l.name}, {"backward_us", l.backwardUs}};
+    if (l.forwardUs != 0)
+      lo["forward_us"] = l.forwardUs;
+    lo["grads"] = std::move(grads);
+    layers.push_back(std::move(lo));
+  }
+  json::Object root{{"format", "oasr-profile-v1"},
+                    {"model", p.model},
+                    {"batch", p.batch},
+                    {"forward_us", p.forwardUs},
+                    {"update_us", p.updateUs}};
+  if (!p.source.empty())
+    root["source"] = p.source;
+  root["layers"] = std::move(layers);
+  if (p.comm) {
+    const CommModel &m = *p.comm;
+    json::Object c;
+    if (m.kind == CommModel::Kind::Ring) {
+      c["alpha0_s"] = m.alpha0S;
+      c["bandwidth_bytes_per_s"] = m.bandwidthBytesPerS;
+    } else {
+      c["alpha_s"] = m.alphaS;
+      c["beta_s_per_byte"] = m.betaSPerByte;
+    }
+    if (m.ranks)
+      c["ranks"] = m.ranks;
+    if (m.groupOverheadUs != 0)
+      c["group_overhead_us"] = m.groupOverheadUs;
+    if (m.packUsPerByte != 0)
+      c["pack_us_per_byte"] = m.packUsPerByte;
+    root["comm"] = std::move(c);
+  }
+  return root;
+}
+
+//===----------------------------------------------------------------------===//
+// Calibration
+//===----------------------------------------------------------------------===//
+
+Expected<CommModel> oasr::schedule::parseCalibration(StringRef jsonText,
+                                                     StringRef file) {
+  Reader r(file);
+  Expected<json::Value> doc = parseJSONText(jsonText, file);
+  if (!doc)
+    return doc.takeError();
+  const json::Object *root = doc->getAsObject();
+  if (!root)
+    return r.error("top level", "expected a JSON object");
+  std::string format;
+  if (Error e = r.string(*root, "format", "top level", format, true))
+    return std::move(e);
+  if (format != "oasr-comm-v1")
+    return r.error("format", "unknown format version '" + format +
+                                 "' (expected 'oasr-comm-v1')");
+  int64_t ranks = 0;
+  if (Error e = r.integer(*root, "ranks", "top level", ranks, false))
+    return std::move(e);
+
+  // Measured points, used when alpha/beta are absent.
+  std::vector<std::pair<double, double>> points;
+  if (const json::Value *pv = root->get("points")) {
+    const json::Array *arr = pv->getAsArray();
+    if (!arr)
+      return r.error("points", "must be an array");
+    for (size_t i = 0, e = arr->size(); i < e; ++i) {
+      std::string where = formatv("points[{0}]", i).str();
+      const json::Object *po = (*arr)[i].getAsObject();
+      if (!po)
+        return r.error(where, "expected an object");
+      double bytes = 0, seconds = 0;
+      if (Error err = r.number(*po, "bytes", where, bytes, true))
+        return std::move(err);
+      if (Error err = r.number(*po, "seconds", where, seconds, true))
+        return std::move(err);
+      points.push_back({bytes, seconds});
+    }
+  }
+
+  bool hasAlpha = root->get("alpha_s"), hasBeta = root->get("beta_s_per_byte");
+  if (hasAlpha != hasBeta)
+    return r.error("top level", "'alpha_s' and 'beta_s_per_byte' must be "
+                                "given together");
+  double alpha = 0, beta = 0;
+  if (hasAlpha) {
+    if (Error e = r.number(*root, "alpha_s", "top level", alpha, true))
+      return std::move(e);
+    if (Error e = r.number(*root, "beta_s_per_byte", "top level", beta, true))
+      return std::move(e);
+  } else {
+    // Least-squares fit of seconds = alpha + beta * bytes; negative
+    // coefficients (noise) are clamped to 0.
+    if (points.size() < 2)
+      return r.error("top level", "needs 'alpha_s'/'beta_s_per_byte' or at "
+                                  "least two 'points' to fit them");
+    double n = points.size(), sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (auto [x, y] : points) {
+      sx += x;
+      sy += y;
+      sxx += x * x;
+      sxy += x * y;
+    }
+    double den = n * sxx - sx * sx;
+    if (den <= 0)
+      return r.error("points", "need at least two distinct sizes to fit");
+    beta = std::max(0.0, (n * sxy - sx * sy) / den);
+    alpha = std::max(0.0, (sy - beta * sx) / n);
+  }
+  return CommModel::alphaBeta(alpha, beta, ranks);
+}
+
+Expected<CommModel> oasr::schedule::readCalibration(StringRef path) {
+  Expected<std::string> text = readFile(path);
+  if (!text)
+    return text.takeError();
+  return parseCalibration(*text, path);
+}

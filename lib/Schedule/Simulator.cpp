@@ -1,0 +1,145 @@
+//===- Simulator.cpp - Ready order, plans, timeline simulator, lower bound ===//
+//
+// The one simulator that scores every plan (DESIGN.md, "The timeline
+// model"): backward runs the layers last to first on one compute stream; a
+// layer's gradients are ready when it ends; groups are communicated one at a
+// time in plan order, each starting at max(ready of its last gradient, end
+// of the previous group).
+//
+//===----------------------------------------------------------------------===//
+
+#include "oasr/Schedule/Schedule.h"
+
+#include <algorithm>
+#include <cassert>
+
+using namespace llvm;
+using namespace oasr::schedule;
+
+std::vector<ReadyGrad> oasr::schedule::readyOrder(const Profile &profile) {
+  std::vector<ReadyGrad> out;
+  out.reserve(profile.numGrads());
+  double t = profile.forwardUs;
+  for (unsigned l = profile.layers.size(); l-- > 0;) {
+    const Layer &layer = profile.layers[l];
+    t += layer.backwardUs;
+    for (unsigned g = 0, e = layer.grads.size(); g < e; ++g)
+      out.push_back({l, g, layer.grads[g].name, layer.grads[g].bytes, t});
+  }
+  return out;
+}
+
+std::vector<std::vector<unsigned>> Plan::groups() const {
+  std::vector<std::vector<unsigned>> out;
+  out.reserve(groupEnds.size());
+  for (unsigned k = 0, e = groupEnds.size(); k < e; ++k) {
+    std::vector<unsigned> g;
+    for (unsigned i = groupBegin(k); i < groupEnds[k]; ++i)
+      g.push_back(i);
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+Error oasr::schedule::verifyPlan(const Plan &plan, unsigned numGrads) {
+  unsigned prev = 0;
+  for (unsigned k = 0, e = plan.groupEnds.size(); k < e; ++k) {
+    if (plan.groupEnds[k] <= prev)
+      return createStringError(inconvertibleErrorCode(),
+                               "plan '" + plan.strategy + "': group " +
+                                   Twine(k) + " is empty or out of order");
+    prev = plan.groupEnds[k];
+  }
+  if (prev != numGrads)
+    return createStringError(inconvertibleErrorCode(),
+                             "plan '" + plan.strategy + "' covers " +
+                                 Twine(prev) + " gradients, the profile has " +
+                                 Twine(numGrads));
+  return Error::success();
+}
+
+Plan oasr::schedule::planFromSizes(StringRef strategy,
+                                   ArrayRef<unsigned> sizes) {
+  Plan p;
+  p.strategy = strategy.str();
+  unsigned end = 0;
+  for (unsigned s : sizes) {
+    end += s;
+    p.groupEnds.push_back(end);
+  }
+  return p;
+}
+
+Timeline oasr::schedule::simulate(const Profile &profile, const CommModel &comm,
+                                  const Plan &plan) {
+  std::vector<ReadyGrad> ready = readyOrder(profile);
+  assert(!verifyPlan(plan, ready.size()) && "invalid plan for this profile");
+
+  Timeline tl;
+  tl.strategy = plan.strategy;
+  tl.forwardUs = profile.forwardUs;
+  tl.updateUs = profile.updateUs;
+
+  double t = profile.forwardUs;
+  tl.backward.reserve(profile.layers.size());
+  for (unsigned l = profile.layers.size(); l-- > 0;) {
+    double start = t;
+    t += profile.layers[l].backwardUs;
+    tl.backward.push_back({l, start, t});
+  }
+  tl.backwardEndUs = t;
+
+  double prevEnd = 0;
+  tl.groups.reserve(plan.numGroups());
+  for (unsigned k = 0, e = plan.numGroups(); k < e; ++k) {
+    GroupTiming g;
+    g.begin = plan.groupBegin(k);
+    g.end = plan.groupEnds[k];
+    for (unsigned i = g.begin; i < g.end; ++i)
+      g.bytes += ready[i].bytes;
+    g.readyUs = ready[g.end - 1].readyUs;
+    g.startUs = std::max(g.readyUs, prevEnd);
+    double dur = comm.groupTimeUs(g.bytes, g.end - g.begin);
+    g.endUs = g.startUs + dur;
+    tl.commBusyUs += dur;
+    prevEnd = g.endUs;
+    tl.groups.push_back(g);
+  }
+  tl.commEndUs = prevEnd;
+  tl.iterationUs = std::max(tl.backwardEndUs, tl.commEndUs) + tl.updateUs;
+  tl.nonOverlappedCommUs = std::max(0.0, tl.commEndUs - tl.backwardEndUs);
+  if (tl.commBusyUs > 0)
+    tl.overlapRatio =
+        std::clamp(1.0 - tl.nonOverlappedCommUs / tl.commBusyUs, 0.0, 1.0);
+  return tl;
+}
+
+double oasr::schedule::lowerBoundUs(const Profile &profile,
+                                    const CommModel &comm) {
+  std::vector<ReadyGrad> ready = readyOrder(profile);
+  double backwardEnd = profile.forwardUs + profile.backwardUs();
+  double bound = backwardEnd;
+  // Only gradients with bytes are communicated (T(0) = 0).
+  auto firstIt = std::find_if(ready.begin(), ready.end(),
+                              [](const ReadyGrad &g) { return g.bytes; });
+  if (firstIt != ready.end()) {
+    // Every group pays at least alpha plus the per-group overhead; packing
+    // is not charged because a plan may avoid it with one-tensor groups.
+    auto cost = [&](uint64_t bytes) {
+      return comm.timeUs(bytes) + comm.groupOverheadUs;
+    };
+    double firstReady = firstIt->readyUs;
+    // The last-ready bytes: the gradients ready at the latest ready time.
+    double lastReady = 0;
+    for (const ReadyGrad &g : ready)
+      if (g.bytes)
+        lastReady = g.readyUs;
+    uint64_t lastBytes = 0;
+    for (const ReadyGrad &g : ready)
+      if (g.bytes && g.readyUs == lastReady)
+        lastBytes += g.bytes;
+    bound = std::max(bound, lastReady + cost(lastBytes));
+    bound = std::max(bound, firstReady + cost(profile.totalBytes()));
+  }
+  return bound + profile.updateUs;
+}
