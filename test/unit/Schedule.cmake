@@ -1,0 +1,8 @@
+#===- test/unit/Schedule.cmake - planner library units --------------------===#
+oasr_add_unittest(OASRScheduleTests
+  Schedule/ProfileTest.cpp
+  Schedule/SimulatorTest.cpp
+  Schedule/StrategyTest.cpp
+  Schedule/PropertyTest.cpp
+  LIBS OASRSchedule
+)

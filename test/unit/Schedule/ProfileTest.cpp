@@ -1,0 +1,194 @@
+//===- ProfileTest.cpp - Profile/calibration JSON and comm models ---------===//
+
+#include "oasr/Schedule/Schedule.h"
+
+#include "gtest/gtest.h"
+
+#include <string>
+
+using namespace oasr::schedule;
+
+namespace {
+
+const char *kDesignExample =
+    R"({ "format": "oasr-profile-v1", "model": "resnet50", "batch": 32,
+  "forward_us": 41000.0,
+  "layers": [ { "name": "conv1", "backward_us": 812.5,
+                "grads": [ { "name": "conv1.weight", "bytes": 37632 } ] } ],
+  "comm": { "alpha_s": 9.75e-5, "beta_s_per_byte": 3.06e-10, "ranks": 8 } })";
+
+std::string errorOf(llvm::StringRef text) {
+  llvm::Expected<Profile> p = parseProfile(text, "f.json");
+  if (p)
+    return "<no error>";
+  return llvm::toString(p.takeError());
+}
+
+TEST(Profile, ParsesDesignExample) {
+  llvm::Expected<Profile> p = parseProfile(kDesignExample, "x.json");
+  ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+  EXPECT_EQ(p->model, "resnet50");
+  EXPECT_EQ(p->batch, 32);
+  EXPECT_DOUBLE_EQ(p->forwardUs, 41000.0);
+  ASSERT_EQ(p->layers.size(), 1u);
+  EXPECT_EQ(p->layers[0].name, "conv1");
+  EXPECT_DOUBLE_EQ(p->layers[0].backwardUs, 812.5);
+  ASSERT_EQ(p->layers[0].grads.size(), 1u);
+  EXPECT_EQ(p->layers[0].grads[0].name, "conv1.weight");
+  EXPECT_EQ(p->layers[0].grads[0].bytes, 37632u);
+  ASSERT_TRUE(p->comm.has_value());
+  EXPECT_DOUBLE_EQ(p->comm->alphaS, 9.75e-5);
+  EXPECT_DOUBLE_EQ(p->comm->betaSPerByte, 3.06e-10);
+  EXPECT_EQ(p->comm->ranks, 8);
+}
+
+TEST(Profile, RoundTrips) {
+  Profile p;
+  p.model = "m";
+  p.source = "unit test";
+  p.batch = 7;
+  p.forwardUs = 1.0 / 3;
+  p.updateUs = 2.5;
+  p.layers.push_back({"a", 0.1, 0.2, {{"a.w", 12}, {"a.b", 0}}});
+  p.layers.push_back({"relu", 3.0 / 7, 0, {}});
+  p.layers.push_back({"b", 1e-9, 0, {{"b.w", uint64_t(1) << 40}}});
+  for (CommModel m : {CommModel::alphaBeta(1e-4, 3e-10, 8),
+                      CommModel::ring(16, 5e-6, 12.5e9)}) {
+    m.groupOverheadUs = 1.5;
+    m.packUsPerByte = 1e-5;
+    p.comm = m;
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << toJSON(p);
+    llvm::Expected<Profile> q = parseProfile(text, "rt.json");
+    ASSERT_TRUE(bool(q)) << llvm::toString(q.takeError());
+    EXPECT_EQ(q->model, p.model);
+    EXPECT_EQ(q->source, p.source);
+    EXPECT_EQ(q->batch, p.batch);
+    EXPECT_EQ(q->forwardUs, p.forwardUs);
+    EXPECT_EQ(q->updateUs, p.updateUs);
+    ASSERT_EQ(q->layers.size(), p.layers.size());
+    for (size_t i = 0; i < p.layers.size(); ++i) {
+      EXPECT_EQ(q->layers[i].name, p.layers[i].name);
+      EXPECT_EQ(q->layers[i].backwardUs, p.layers[i].backwardUs);
+      EXPECT_EQ(q->layers[i].forwardUs, p.layers[i].forwardUs);
+      ASSERT_EQ(q->layers[i].grads.size(), p.layers[i].grads.size());
+      for (size_t g = 0; g < p.layers[i].grads.size(); ++g) {
+        EXPECT_EQ(q->layers[i].grads[g].name, p.layers[i].grads[g].name);
+        EXPECT_EQ(q->layers[i].grads[g].bytes, p.layers[i].grads[g].bytes);
+      }
+    }
+    ASSERT_TRUE(q->comm.has_value());
+    EXPECT_EQ(q->comm->kind, m.kind);
+    EXPECT_EQ(q->comm->alphaS, m.alphaS);
+    EXPECT_EQ(q->comm->betaSPerByte, m.betaSPerByte);
+    EXPECT_EQ(q->comm->ranks, m.ranks);
+    EXPECT_EQ(q->comm->groupOverheadUs, m.groupOverheadUs);
+    EXPECT_EQ(q->comm->packUsPerByte, m.packUsPerByte);
+  }
+}
+
+TEST(Profile, ValidationErrorsNameFieldAndLayer) {
+  EXPECT_EQ(errorOf("{"), errorOf("{")); // deterministic
+  EXPECT_NE(errorOf("{").find("f.json: invalid JSON"), std::string::npos);
+  EXPECT_NE(errorOf("[]").find("expected a JSON object"), std::string::npos);
+  EXPECT_NE(errorOf(R"({"layers":[]})").find("missing 'format'"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"({"format":"oasr-profile-v2","layers":[]})")
+                .find("unknown format version 'oasr-profile-v2'"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"({"format":"oasr-profile-v1"})").find("missing 'layers'"),
+            std::string::npos);
+  EXPECT_NE(errorOf(R"({"format":"oasr-profile-v1","layers":[]})")
+                .find("f.json: layers: must not be empty"),
+            std::string::npos);
+  EXPECT_NE(
+      errorOf(
+          R"({"format":"oasr-profile-v1","layers":[{"name":"a","backward_us":1},{"name":"conv2","backward_us":-1}]})")
+          .find("layers[1] ('conv2'): 'backward_us' must be >= 0"),
+      std::string::npos);
+  EXPECT_NE(
+      errorOf(
+          R"({"format":"oasr-profile-v1","layers":[{"name":"a","backward_us":1,"grads":[{"name":"a.w"}]}]})")
+          .find("layers[0] ('a') grads[0] ('a.w'): missing 'bytes'"),
+      std::string::npos);
+  EXPECT_NE(
+      errorOf(
+          R"({"format":"oasr-profile-v1","layers":[{"name":"a","grads":[]}]})")
+          .find("layers[0] ('a'): missing 'backward_us'"),
+      std::string::npos);
+  EXPECT_NE(
+      errorOf(
+          R"({"format":"oasr-profile-v1","forward_us":-2,"layers":[{"name":"a","backward_us":1}]})")
+          .find("'forward_us' must be >= 0"),
+      std::string::npos);
+  EXPECT_NE(
+      errorOf(
+          R"({"format":"oasr-profile-v1","layers":[{"name":"a","backward_us":1,"grads":[{"name":"w","bytes":1},{"name":"w","bytes":2}]}]})")
+          .find("duplicate gradient name 'w'"),
+      std::string::npos);
+  EXPECT_NE(
+      errorOf(
+          R"({"format":"oasr-profile-v1","layers":[{"name":"a","backward_us":1}],"comm":{"alpha_s":1e-5}})")
+          .find("comm: missing 'beta_s_per_byte'"),
+      std::string::npos);
+}
+
+TEST(CommModel, AlphaBetaAndRing) {
+  CommModel ab = CommModel::alphaBeta(4e-6, 1e-6);
+  EXPECT_EQ(ab.timeUs(0), 0);
+  EXPECT_NEAR(ab.timeUs(6), 10, 1e-12);
+  // Ring: 2(P-1) alpha0 + 2(P-1)/P M/B; P = 4, alpha0 = 1 us, B = 1 GB/s.
+  CommModel ring = CommModel::ring(4, 1e-6, 1e9);
+  EXPECT_NEAR(ring.alphaS, 6e-6, 1e-18);
+  EXPECT_NEAR(ring.betaSPerByte, 1.5e-9, 1e-21);
+  EXPECT_NEAR(ring.timeUs(1000000), 6 + 1500, 1e-9);
+  EXPECT_EQ(ring.timeUs(0), 0);
+  // Extras: overhead per group, packing only for multi-tensor groups.
+  CommModel x = ab;
+  x.groupOverheadUs = 2;
+  x.packUsPerByte = 0.5;
+  EXPECT_NEAR(x.groupTimeUs(6, 1), 12, 1e-12);
+  EXPECT_NEAR(x.groupTimeUs(6, 2), 15, 1e-12);
+  EXPECT_EQ(x.groupTimeUs(0, 3), 0);
+  EXPECT_FALSE(x.basic().hasExtras());
+}
+
+TEST(Calibration, ExplicitAndFitted) {
+  llvm::Expected<CommModel> m = parseCalibration(
+      R"({"format":"oasr-comm-v1","alpha_s":1e-4,"beta_s_per_byte":2e-10,"ranks":8,"points":[]})",
+      "c.json");
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  EXPECT_EQ(m->alphaS, 1e-4);
+  EXPECT_EQ(m->betaSPerByte, 2e-10);
+  EXPECT_EQ(m->ranks, 8);
+  // Fit seconds = 5e-5 + 1e-9 * bytes from exact points.
+  m = parseCalibration(
+      R"({"format":"oasr-comm-v1","points":[{"bytes":0,"seconds":5e-5},{"bytes":1000000,"seconds":1.05e-3},{"bytes":4000000,"seconds":4.05e-3}]})",
+      "c.json");
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  EXPECT_NEAR(m->alphaS, 5e-5, 1e-12);
+  EXPECT_NEAR(m->betaSPerByte, 1e-9, 1e-18);
+  m = parseCalibration(R"({"format":"oasr-comm-v0"})", "c.json");
+  ASSERT_FALSE(bool(m));
+  EXPECT_NE(llvm::toString(m.takeError()).find("unknown format version"),
+            std::string::npos);
+  m = parseCalibration(R"({"format":"oasr-comm-v1","points":[]})", "c.json");
+  ASSERT_FALSE(bool(m));
+  EXPECT_NE(llvm::toString(m.takeError()).find("at least two 'points'"),
+            std::string::npos);
+}
+
+TEST(Profile, ScaleCompute) {
+  Profile p;
+  p.forwardUs = 10;
+  p.updateUs = 4;
+  p.layers.push_back({"a", 2, 1, {{"a.w", 8}}});
+  Profile q = scaleCompute(p, 0.5);
+  EXPECT_EQ(q.forwardUs, 5);
+  EXPECT_EQ(q.updateUs, 2);
+  EXPECT_EQ(q.layers[0].backwardUs, 1);
+  EXPECT_EQ(q.layers[0].grads[0].bytes, 8u);
+}
+
+} // namespace

@@ -1,0 +1,154 @@
+//===- PropertyTest.cpp - Randomized properties of the planner ------------===//
+//
+// Thousands of seeded random instances: the optimum is never beaten, equals
+// exhaustive enumeration, the pruned DP equals the O(n^2) one, oasr is never
+// worse than mgwfbp or optimal, and the lower bound holds.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "gtest/gtest.h"
+
+#include <chrono>
+
+using namespace oasr::schedule;
+using namespace oasr::schedule::test;
+
+namespace {
+
+double iterationOf(const Profile &p, const CommModel &m, const Plan &plan) {
+  return simulate(p, m, plan).iterationUs;
+}
+
+bool leq(double a, double b) {
+  return a <= b + 1e-9 * std::max(1.0, std::fabs(b));
+}
+
+std::vector<std::string> allStrategies() {
+  std::vector<std::string> s = strategyNames();
+  for (const char *b : {"bucket:1", "bucket:500", "bucket:2000"})
+    s.push_back(b);
+  return s;
+}
+
+TEST(Property, OptimalBeatsEveryStrategyAndBoundHolds) {
+  std::mt19937_64 rng(20240401);
+  std::vector<std::string> names = allStrategies();
+  for (int it = 0; it < 3000; ++it) {
+    RandomInstance ri = randomInstance(rng, 40);
+    Plan opt = optimalPlan(ri.profile, ri.comm);
+    ASSERT_FALSE(bool(verifyPlan(opt, ri.profile.numGrads())));
+    double best = iterationOf(ri.profile, ri.comm, opt);
+    double bound = lowerBoundUs(ri.profile, ri.comm);
+    ASSERT_TRUE(leq(bound, best)) << "instance " << it;
+    for (const std::string &s : names) {
+      llvm::Expected<Plan> p = makePlan(s, ri.profile, ri.comm);
+      ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+      ASSERT_TRUE(leq(best, iterationOf(ri.profile, ri.comm, *p)))
+          << "instance " << it << " strategy " << s;
+    }
+  }
+}
+
+TEST(Property, OptimalEqualsBruteForce) {
+  std::mt19937_64 rng(7);
+  int checked = 0;
+  for (int it = 0; it < 3000; ++it) {
+    RandomInstance ri = randomInstance(rng, 12, 2, /*integral=*/it % 2);
+    if (ri.profile.numGrads() > 12)
+      continue;
+    ++checked;
+    Timeline brute = bruteForce(ri.profile, ri.comm);
+    Timeline opt =
+        simulate(ri.profile, ri.comm, optimalPlan(ri.profile, ri.comm));
+    ASSERT_TRUE(close(opt.commEndUs, brute.commEndUs))
+        << "instance " << it << ": " << opt.commEndUs << " vs "
+        << brute.commEndUs;
+    ASSERT_TRUE(close(opt.iterationUs, brute.iterationUs)) << it;
+  }
+  EXPECT_GT(checked, 1500);
+}
+
+TEST(Property, OasrWithExtrasEqualsBruteForceUnderExtras) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> extra(0, 5);
+  for (int it = 0; it < 1500; ++it) {
+    RandomInstance ri = randomInstance(rng, 10, 2);
+    if (ri.profile.numGrads() > 11)
+      continue;
+    ri.comm.groupOverheadUs = it % 3 ? extra(rng) : 0;
+    ri.comm.packUsPerByte = it % 2 ? extra(rng) * 1e-2 : 0;
+    Timeline brute = bruteForce(ri.profile, ri.comm);
+    Timeline o = simulate(ri.profile, ri.comm, oasrPlan(ri.profile, ri.comm));
+    ASSERT_TRUE(close(o.commEndUs, brute.commEndUs))
+        << "instance " << it << ": " << o.commEndUs << " vs "
+        << brute.commEndUs;
+  }
+}
+
+TEST(Property, PrunedDPEqualsQuadratic) {
+  std::mt19937_64 rng(99);
+  std::uniform_real_distribution<double> extra(0, 5);
+  for (int it = 0; it < 2000; ++it) {
+    RandomInstance ri = randomInstance(rng, 120, 3, /*integral=*/it % 3 == 0);
+    if (it % 4 == 1) {
+      ri.comm.groupOverheadUs = extra(rng);
+      ri.comm.packUsPerByte = extra(rng) * 1e-3;
+    }
+    const Profile &p = ri.profile;
+    // Basic model: optimal.
+    double fast =
+        simulate(p, ri.comm.basic(), optimalPlan(p, ri.comm)).commEndUs;
+    double slow = simulate(p, ri.comm.basic(), optimalPlanQuadratic(p, ri.comm))
+                      .commEndUs;
+    ASSERT_TRUE(close(fast, slow)) << it << ": " << fast << " vs " << slow;
+  }
+}
+
+TEST(Property, OasrNeverWorseThanOptimalOrMgwfbp) {
+  std::mt19937_64 rng(1234);
+  std::uniform_real_distribution<double> extra(0, 5);
+  for (int it = 0; it < 3000; ++it) {
+    RandomInstance ri = randomInstance(rng, 60);
+    const Profile &p = ri.profile;
+    // Under the basic model oasr is the optimum.
+    double o = iterationOf(p, ri.comm, oasrPlan(p, ri.comm));
+    double opt = iterationOf(p, ri.comm, optimalPlan(p, ri.comm));
+    ASSERT_TRUE(close(o, opt)) << it;
+    ASSERT_TRUE(leq(o, iterationOf(p, ri.comm, mgwfbpPlan(p, ri.comm)))) << it;
+    // With real-system extras, scored with them, oasr still wins.
+    CommModel x = ri.comm;
+    x.groupOverheadUs = extra(rng);
+    x.packUsPerByte = it % 2 ? extra(rng) * 1e-3 : 0;
+    double ox = iterationOf(p, x, oasrPlan(p, x));
+    ASSERT_TRUE(leq(ox, iterationOf(p, x, optimalPlan(p, x)))) << it;
+    ASSERT_TRUE(leq(ox, iterationOf(p, x, mgwfbpPlan(p, x)))) << it;
+    for (const std::string &s : allStrategies())
+      ASSERT_TRUE(leq(ox, iterationOf(p, x, *makePlan(s, p, x))))
+          << it << " " << s;
+  }
+}
+
+TEST(Property, LargeModelsPlanFast) {
+  // 1e5 tensors: the pruned DP must stay far below a second.
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> time(0, 50);
+  std::uniform_int_distribution<uint64_t> size(1, 1 << 22);
+  Profile p;
+  for (int i = 0; i < 100000; ++i)
+    p.layers.push_back({"l" + std::to_string(i),
+                        time(rng),
+                        0,
+                        {{"g" + std::to_string(i), size(rng)}}});
+  CommModel m = CommModel::alphaBeta(9.75e-5, 3.06e-10);
+  auto t0 = std::chrono::steady_clock::now();
+  Plan plan = optimalPlan(p, m);
+  double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  EXPECT_FALSE(bool(verifyPlan(plan, 100000)));
+  EXPECT_LT(secs, 1.0);
+}
+
+} // namespace

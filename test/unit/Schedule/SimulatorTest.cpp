@@ -1,0 +1,127 @@
+//===- SimulatorTest.cpp - Ready order, simulator, lower bound by hand ----===//
+
+#include "TestUtil.h"
+
+#include "gtest/gtest.h"
+
+using namespace oasr::schedule;
+using namespace oasr::schedule::test;
+
+namespace {
+
+// The MG-WFBP counter-example of the issue, in forward order: backward
+// times [5, 3, 6], sizes [4, 3, 6], alpha = 4, beta = 1 (model time units).
+Profile counterExample(double forward = 0, double update = 0) {
+  return makeProfile({5, 3, 6}, {4, 3, 6}, forward, update);
+}
+
+TEST(Simulator, ReadyOrderIsReverseForwardOrder) {
+  Profile p = counterExample(10);
+  p.layers[1].grads.push_back({"l1.b", 1});
+  std::vector<ReadyGrad> r = readyOrder(p);
+  ASSERT_EQ(r.size(), 4u);
+  EXPECT_EQ(r[0].name, "l2.w");
+  EXPECT_EQ(r[0].readyUs, 16);
+  EXPECT_EQ(r[1].name, "l1.w");
+  EXPECT_EQ(r[2].name, "l1.b");
+  EXPECT_EQ(r[1].readyUs, 19);
+  EXPECT_EQ(r[2].readyUs, 19);
+  EXPECT_EQ(r[2].layer, 1u);
+  EXPECT_EQ(r[2].index, 1u);
+  EXPECT_EQ(r[3].name, "l0.w");
+  EXPECT_EQ(r[3].readyUs, 24);
+}
+
+TEST(Simulator, WfbpTimelineByHand) {
+  // Ready at 6, 9, 14; each group waits for the previous one:
+  // [6, 16], [16, 23], [23, 31].
+  Profile p = counterExample();
+  Timeline t = simulate(p, unitModel(4, 1), planFromSizes("wfbp", {1, 1, 1}));
+  ASSERT_EQ(t.groups.size(), 3u);
+  EXPECT_NEAR(t.groups[0].startUs, 6, 1e-9);
+  EXPECT_NEAR(t.groups[0].endUs, 16, 1e-9);
+  EXPECT_NEAR(t.groups[1].readyUs, 9, 1e-9);
+  EXPECT_NEAR(t.groups[1].startUs, 16, 1e-9);
+  EXPECT_NEAR(t.groups[1].endUs, 23, 1e-9);
+  EXPECT_NEAR(t.groups[2].startUs, 23, 1e-9);
+  EXPECT_NEAR(t.groups[2].endUs, 31, 1e-9);
+  EXPECT_EQ(t.groups[2].bytes, 4u);
+  EXPECT_NEAR(t.backwardEndUs, 14, 1e-9);
+  EXPECT_NEAR(t.commEndUs, 31, 1e-9);
+  EXPECT_NEAR(t.iterationUs, 31, 1e-9);
+  EXPECT_NEAR(t.commBusyUs, 25, 1e-9);
+  EXPECT_NEAR(t.nonOverlappedCommUs, 17, 1e-9);
+  EXPECT_NEAR(t.overlapRatio, 1 - 17.0 / 25, 1e-12);
+  ASSERT_EQ(t.backward.size(), 3u);
+  EXPECT_EQ(t.backward[0].layer, 2u);
+  EXPECT_NEAR(t.backward[2].startUs, 9, 1e-9);
+  EXPECT_NEAR(t.backward[2].endUs, 14, 1e-9);
+}
+
+TEST(Simulator, ForwardAndUpdateFrameTheIteration) {
+  // Same plan with t_f = 10, t_update = 2: everything shifts by 10 and the
+  // iteration gains 12.
+  Timeline t = simulate(counterExample(10, 2), unitModel(4, 1),
+                        planFromSizes("x", {1, 2}));
+  EXPECT_NEAR(t.groups[0].startUs, 16, 1e-9);
+  EXPECT_NEAR(t.groups[1].startUs, 26, 1e-9); // max(ready 24, end 26)
+  EXPECT_NEAR(t.commEndUs, 37, 1e-9);         // 26 + 4 + 7
+  EXPECT_NEAR(t.iterationUs, 39, 1e-9);
+}
+
+TEST(Simulator, ComputeBoundPlanHidesCommunication) {
+  // Long backward: each group is done before the next layer ends.
+  Profile p = makeProfile({100, 100, 100}, {1, 1, 1}, 0, 5);
+  Timeline t = simulate(p, unitModel(1, 1), planFromSizes("wfbp", {1, 1, 1}));
+  EXPECT_NEAR(t.backwardEndUs, 300, 1e-9);
+  EXPECT_NEAR(t.commEndUs, 302, 1e-9);
+  EXPECT_NEAR(t.nonOverlappedCommUs, 2, 1e-9);
+  EXPECT_NEAR(t.iterationUs, 307, 1e-9);
+  EXPECT_NEAR(t.overlapRatio, 1 - 2.0 / 6, 1e-12);
+}
+
+TEST(Simulator, ExtrasAreCharged) {
+  CommModel m = unitModel(4, 1);
+  m.groupOverheadUs = 1;
+  m.packUsPerByte = 0.5;
+  // Group {l1, l0}: 4 + 7 + 1 + 3.5 = 15.5 from max(16 + 1, 14) = 17.
+  Timeline t = simulate(counterExample(), m, planFromSizes("x", {1, 2}));
+  EXPECT_NEAR(t.groups[0].endUs, 17, 1e-9);
+  EXPECT_NEAR(t.commEndUs, 32.5, 1e-9);
+}
+
+TEST(Simulator, NoGradients) {
+  Profile p;
+  p.forwardUs = 3;
+  p.updateUs = 1;
+  p.layers.push_back({"relu", 2, 0, {}});
+  Plan plan;
+  Timeline t = simulate(p, unitModel(4, 1), plan);
+  EXPECT_EQ(t.groups.size(), 0u);
+  EXPECT_NEAR(t.iterationUs, 6, 1e-9);
+  EXPECT_EQ(t.overlapRatio, 1);
+  EXPECT_NEAR(lowerBoundUs(p, unitModel(4, 1)), 6, 1e-9);
+}
+
+TEST(Simulator, VerifyPlan) {
+  EXPECT_FALSE(bool(verifyPlan(planFromSizes("ok", {2, 1}), 3)));
+  llvm::Error e = verifyPlan(planFromSizes("short", {1, 1}), 3);
+  ASSERT_TRUE(bool(e));
+  EXPECT_NE(llvm::toString(std::move(e)).find("covers 2 gradients"),
+            std::string::npos);
+  e = verifyPlan(planFromSizes("empty", {1, 0, 2}), 3);
+  ASSERT_TRUE(bool(e));
+  llvm::consumeError(std::move(e));
+}
+
+TEST(LowerBound, ByHand) {
+  // max(end of backward 14, last ready 14 + T(4) = 22,
+  //     first ready 6 + T(13) = 23) = 23.
+  EXPECT_NEAR(lowerBoundUs(counterExample(), unitModel(4, 1)), 23, 1e-9);
+  // Compute bound: 300 + 5.
+  EXPECT_NEAR(lowerBoundUs(makeProfile({100, 100, 100}, {1, 1, 1}, 0, 5),
+                           unitModel(1, 1)),
+              305 + 2, 1e-9);
+}
+
+} // namespace
