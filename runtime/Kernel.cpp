@@ -1,0 +1,97 @@
+//===- Kernel.cpp - The runtime's kernel-backend interface ----------------===//
+//
+// Out-of-line pieces of Kernel.h: attribute accessors, element-type helpers
+// and the anchors of the interface classes' vtables.
+//
+//===----------------------------------------------------------------------===//
+
+#include "oasr/Runtime/Kernel.h"
+
+namespace oasr::rt {
+
+size_t dtypeSize(DType t) {
+  switch (t) {
+  case DType::F32:
+    return 4;
+  case DType::F16:
+    return 2;
+  case DType::I64:
+    return 8;
+  case DType::I32:
+    return 4;
+  case DType::Bool:
+    return 1;
+  }
+  return 0;
+}
+
+const char *dtypeName(DType t) {
+  switch (t) {
+  case DType::F32:
+    return "f32";
+  case DType::F16:
+    return "f16";
+  case DType::I64:
+    return "i64";
+  case DType::I32:
+    return "i32";
+  case DType::Bool:
+    return "i1";
+  }
+  return "?";
+}
+
+int64_t AttrMap::getInt(const std::string &name, int64_t dflt) const {
+  auto it = values.find(name);
+  if (it == values.end())
+    return dflt;
+  if (auto *i = std::get_if<int64_t>(&it->second))
+    return *i;
+  if (auto *d = std::get_if<double>(&it->second))
+    return int64_t(*d);
+  if (auto *v = std::get_if<std::vector<int64_t>>(&it->second))
+    if (v->size() == 1)
+      return v->front();
+  return dflt;
+}
+
+double AttrMap::getFloat(const std::string &name, double dflt) const {
+  auto it = values.find(name);
+  if (it == values.end())
+    return dflt;
+  if (auto *d = std::get_if<double>(&it->second))
+    return *d;
+  if (auto *i = std::get_if<int64_t>(&it->second))
+    return double(*i);
+  if (auto *v = std::get_if<std::vector<double>>(&it->second))
+    if (v->size() == 1)
+      return v->front();
+  return dflt;
+}
+
+std::string AttrMap::getString(const std::string &name,
+                               const std::string &dflt) const {
+  auto it = values.find(name);
+  if (it == values.end())
+    return dflt;
+  if (auto *s = std::get_if<std::string>(&it->second))
+    return *s;
+  return dflt;
+}
+
+std::vector<int64_t> AttrMap::getInts(const std::string &name,
+                                      std::vector<int64_t> dflt) const {
+  auto it = values.find(name);
+  if (it == values.end())
+    return dflt;
+  if (auto *v = std::get_if<std::vector<int64_t>>(&it->second))
+    return *v;
+  if (auto *i = std::get_if<int64_t>(&it->second))
+    return {*i};
+  return dflt;
+}
+
+Kernel::~Kernel() = default;
+KernelBackend::~KernelBackend() = default;
+
+} // namespace oasr::rt

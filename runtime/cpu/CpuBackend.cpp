@@ -1,0 +1,208 @@
+//===- CpuBackend.cpp - The oneDNN CPU kernel backend ---------------------===//
+//
+// createCpuBackend(): host memory, the op-type → kernel registry, threading
+// and the validation helpers every CPU kernel uses.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+
+#include <omp.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+namespace oasr::rt::cpu {
+
+dnnl::engine &engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+dnnl::stream &stream() {
+  thread_local dnnl::stream s(engine());
+  return s;
+}
+
+static std::atomic<int> gNumThreads{0};
+
+int numThreads() { return gNumThreads.load(std::memory_order_relaxed); }
+
+void setNumThreads(int threads) {
+  gNumThreads.store(threads > 0 ? threads : 0, std::memory_order_relaxed);
+  applyNumThreads();
+}
+
+void applyNumThreads() {
+  int n = numThreads();
+  if (n > 0 && omp_get_max_threads() != n)
+    omp_set_num_threads(n);
+}
+
+std::string nodeError(const OpSpec &spec, const std::string &msg) {
+  return "node '" + spec.name + "' (" + spec.opType + "): " + msg;
+}
+
+std::string shapeStr(const std::vector<int64_t> &shape) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < shape.size(); ++i)
+    os << (i ? ", " : "") << shape[i];
+  os << ']';
+  return os.str();
+}
+
+static std::string rangeStr(size_t lo, size_t hi) {
+  if (lo == hi)
+    return std::to_string(lo);
+  return std::to_string(lo) + ".." + std::to_string(hi);
+}
+
+bool checkArity(const OpSpec &spec, size_t minIn, size_t maxIn, size_t minOut,
+                size_t maxOut, std::string &error) {
+  if (spec.inputs.size() < minIn || spec.inputs.size() > maxIn) {
+    error = nodeError(spec, "expects " + rangeStr(minIn, maxIn) +
+                                " operands, got " +
+                                std::to_string(spec.inputs.size()));
+    return false;
+  }
+  if (spec.outputs.size() < minOut || spec.outputs.size() > maxOut) {
+    error = nodeError(spec, "expects " + rangeStr(minOut, maxOut) +
+                                " results, got " +
+                                std::to_string(spec.outputs.size()));
+    return false;
+  }
+  return true;
+}
+
+bool checkDType(const OpSpec &spec, bool isInput, size_t idx, DType t,
+                std::string &error) {
+  const auto &descs = isInput ? spec.inputs : spec.outputs;
+  if (idx >= descs.size() || descs[idx].dtype == t)
+    return true;
+  error = nodeError(spec, std::string(isInput ? "operand " : "result ") +
+                              std::to_string(idx) + " has element type " +
+                              dtypeName(descs[idx].dtype) + ", expected " +
+                              dtypeName(t));
+  return false;
+}
+
+bool checkAllF32(const OpSpec &spec, const std::vector<size_t> &inputs,
+                 const std::vector<size_t> &outputs, std::string &error) {
+  for (size_t i : inputs)
+    if (!checkDType(spec, true, i, DType::F32, error))
+      return false;
+  for (size_t i : outputs)
+    if (!checkDType(spec, false, i, DType::F32, error))
+      return false;
+  return true;
+}
+
+void CpuKernel::run(const std::vector<TensorRef> &inputs,
+                    const std::vector<TensorRef> &outputs) {
+  applyNumThreads();
+  try {
+    compute(inputs, outputs);
+  } catch (const dnnl::error &e) {
+    std::fprintf(stderr, "oasr: fatal: node '%s' (%s): oneDNN failed: %s\n",
+                 nodeName.c_str(), op.c_str(), e.what());
+    std::abort();
+  }
+}
+
+dnnl::memory::dims toDims(const std::vector<int64_t> &shape) {
+  return dnnl::memory::dims(shape.begin(), shape.end());
+}
+
+dnnl::memory::format_tag plainTag(size_t rank) {
+  using tag = dnnl::memory::format_tag;
+  switch (rank) {
+  case 1:
+    return tag::a;
+  case 2:
+    return tag::ab;
+  case 3:
+    return tag::abc;
+  case 4:
+    return tag::abcd;
+  case 5:
+    return tag::abcde;
+  case 6:
+    return tag::abcdef;
+  default:
+    return tag::undef;
+  }
+}
+
+dnnl::memory::desc plainDesc(const std::vector<int64_t> &shape,
+                             dnnl::memory::data_type dt) {
+  // Strides rather than tags so any rank up to oneDNN's limit works.
+  dnnl::memory::dims dims = toDims(shape), strides(shape.size());
+  int64_t s = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= shape[i];
+  }
+  if (dims.empty())
+    return dnnl::memory::desc({1}, dt, dnnl::memory::dims{1});
+  return dnnl::memory::desc(dims, dt, strides);
+}
+
+namespace {
+
+class CpuBackend final : public KernelBackend {
+public:
+  CpuBackend() {
+    registerDnnlKernels(registry);
+    registerElementwiseKernels(registry);
+  }
+
+  const char *name() const override { return "cpu"; }
+
+  std::unique_ptr<Kernel> create(const OpSpec &spec,
+                                 std::string &error) override {
+    auto it = registry.find(spec.opType);
+    if (it == registry.end()) {
+      error = nodeError(spec, "op type '" + spec.opType +
+                                  "' is not supported by the cpu backend");
+      return nullptr;
+    }
+    applyNumThreads();
+    error.clear();
+    std::unique_ptr<Kernel> k = it->second(spec, error);
+    if (!k && error.empty())
+      error = nodeError(spec, "kernel creation failed");
+    return k;
+  }
+
+  void *allocate(size_t bytes) override {
+    // 64-byte alignment suits AVX-512 loads and oneDNN's preferences.
+    size_t rounded = (bytes + 63) / 64 * 64;
+    return std::aligned_alloc(64, rounded ? rounded : 64);
+  }
+  void deallocate(void *ptr) override { std::free(ptr); }
+  void copyToDevice(void *dst, const void *src, size_t bytes) override {
+    if (dst != src && bytes)
+      std::memcpy(dst, src, bytes);
+  }
+  void copyToHost(void *dst, const void *src, size_t bytes) override {
+    if (dst != src && bytes)
+      std::memcpy(dst, src, bytes);
+  }
+  void setNumThreads(int threads) override { cpu::setNumThreads(threads); }
+
+private:
+  KernelRegistry registry;
+};
+
+} // namespace
+} // namespace oasr::rt::cpu
+
+namespace oasr::rt {
+std::unique_ptr<KernelBackend> createCpuBackend() {
+  return std::make_unique<cpu::CpuBackend>();
+}
+} // namespace oasr::rt

@@ -1,0 +1,1502 @@
+//===- DnnlKernels.cpp - oneDNN-backed CPU kernels ------------------------===//
+//
+// Convolution, batch normalization, average pooling, Gemm/MatMul, eltwise
+// activations, softmax and Transpose on oneDNN 2.6 (v2 API: op descriptor,
+// then primitive descriptor). Primitives are built once in create(); run()
+// only binds the executor's buffers and executes. Tensors are f32 in plain
+// row-major (NCHW / OIHW) layout; where oneDNN prefers a blocked layout
+// (convolutions) the kernel owns the blocked copies and cached reorders.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <unordered_map>
+
+namespace oasr::rt::cpu {
+namespace {
+
+using dnnl::memory;
+using dt = dnnl::memory::data_type;
+using dims = dnnl::memory::dims;
+using Args = std::unordered_map<int, dnnl::memory>;
+
+/// A buffer of the executor bound at run time, and the layout a primitive
+/// wants for it; when they differ the kernel owns a copy in the primitive's
+/// layout plus the reorder between the two.
+struct BoundArg {
+  memory user, prim;
+  dnnl::reorder toPrim, fromPrim;
+  bool needsReorder = false;
+
+  void init(const memory::desc &userMd, const memory::desc &primMd,
+            bool isOutput) {
+    user = memory(userMd, engine(), DNNL_MEMORY_NONE);
+    if (userMd == primMd) {
+      prim = user;
+      needsReorder = false;
+      return;
+    }
+    prim = memory(primMd, engine());
+    needsReorder = true;
+    if (isOutput)
+      fromPrim = dnnl::reorder(prim, user);
+    else
+      toPrim = dnnl::reorder(user, prim);
+  }
+  void bind(const void *p) { user.set_data_handle(const_cast<void *>(p)); }
+  void in(dnnl::stream &s) {
+    if (needsReorder)
+      toPrim.execute(s, user, prim);
+  }
+  void out(dnnl::stream &s) {
+    if (needsReorder)
+      fromPrim.execute(s, prim, user);
+  }
+};
+
+/// A buffer bound at run time with no layout change.
+static memory userMem(const memory::desc &md) {
+  return memory(md, engine(), DNNL_MEMORY_NONE);
+}
+static void bindMem(memory &m, const void *p) {
+  m.set_data_handle(const_cast<void *>(p));
+}
+
+static memory::desc anyDesc(const dims &d) {
+  return memory::desc(d, dt::f32, memory::format_tag::any);
+}
+
+static std::vector<int64_t> spatial(const std::vector<int64_t> &shape) {
+  return std::vector<int64_t>(shape.begin() + 2, shape.end());
+}
+
+static bool forceConvPlain() {
+  static bool plain = [] {
+    const char *e = std::getenv("OASR_CPU_CONV_PLAIN");
+    return e && *e && *e != '0';
+  }();
+  return plain;
+}
+
+//===----------------------------------------------------------------------===//
+// Conv / ConvGrad
+//===----------------------------------------------------------------------===//
+
+/// Shapes and descriptors of one convolution.
+struct ConvGeom {
+  Window win;
+  int64_t group = 1;
+  bool bias = false;
+  memory::desc xUser, wUser, bUser, yUser; // plain
+  memory::desc xPrim, wPrim, bPrim, yPrim; // any (or plain)
+};
+
+static bool convGeom(const OpSpec &spec, const TensorDesc &x,
+                     const TensorDesc &w, const TensorDesc &y, bool bias,
+                     ConvGeom &g, std::string &error) {
+  if (x.rank() < 3 || x.rank() > 5 || w.rank() != x.rank() ||
+      y.rank() != x.rank()) {
+    error = nodeError(spec, "expects 1-D to 3-D convolution tensors, got X " +
+                                shapeStr(x.shape) + ", W " + shapeStr(w.shape) +
+                                ", Y " + shapeStr(y.shape));
+    return false;
+  }
+  g.group = spec.attrs.getInt("group", 1);
+  int64_t n = x.shape[0], c = x.shape[1], m = w.shape[0];
+  if (g.group < 1 || c != w.shape[1] * g.group || m % g.group != 0 ||
+      y.shape[0] != n || y.shape[1] != m) {
+    error = nodeError(spec, "inconsistent channels: X " + shapeStr(x.shape) +
+                                ", W " + shapeStr(w.shape) + ", Y " +
+                                shapeStr(y.shape) + ", group " +
+                                std::to_string(g.group));
+    return false;
+  }
+  if (!resolveWindow(spec, spatial(x.shape), spatial(w.shape),
+                     spatial(y.shape), /*allowCeil=*/false, g.win, error))
+    return false;
+  g.bias = bias;
+  g.xUser = plainDesc(x.shape);
+  g.yUser = plainDesc(y.shape);
+  dims wd = toDims(w.shape);
+  if (g.group > 1) {
+    wd[0] = m / g.group;
+    wd.insert(wd.begin(), g.group);
+  }
+  g.wUser = plainDesc(std::vector<int64_t>(wd.begin(), wd.end()));
+  g.bUser = plainDesc({m});
+  bool plain = forceConvPlain();
+  g.xPrim = plain ? g.xUser : anyDesc(toDims(x.shape));
+  g.yPrim = plain ? g.yUser : anyDesc(toDims(y.shape));
+  g.wPrim = plain ? g.wUser : anyDesc(wd);
+  g.bPrim = g.bUser;
+  return true;
+}
+
+static dnnl::convolution_forward::primitive_desc
+convForwardPd(const ConvGeom &g) {
+  const Window &w = g.win;
+  auto d = g.bias ? dnnl::convolution_forward::desc(
+                        dnnl::prop_kind::forward_training,
+                        dnnl::algorithm::convolution_direct, g.xPrim, g.wPrim,
+                        g.bPrim, g.yPrim, w.strides, w.dilations, w.padL,
+                        w.padR)
+                  : dnnl::convolution_forward::desc(
+                        dnnl::prop_kind::forward_training,
+                        dnnl::algorithm::convolution_direct, g.xPrim, g.wPrim,
+                        g.yPrim, w.strides, w.dilations, w.padL, w.padR);
+  return dnnl::convolution_forward::primitive_desc(d, engine());
+}
+
+class ConvKernel final : public CpuKernel {
+public:
+  ConvKernel(const OpSpec &spec, const ConvGeom &g)
+      : CpuKernel(spec), bias(g.bias) {
+    auto pd = convForwardPd(g);
+    prim = dnnl::convolution_forward(pd);
+    x.init(g.xUser, pd.src_desc(), false);
+    w.init(g.wUser, pd.weights_desc(), false);
+    y.init(g.yUser, pd.dst_desc(), true);
+    if (bias)
+      b = userMem(g.bUser);
+  }
+
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    auto &s = stream();
+    x.bind(in[0].data);
+    w.bind(in[1].data);
+    y.bind(out[0].data);
+    x.in(s);
+    w.in(s);
+    Args args{{DNNL_ARG_SRC, x.prim},
+              {DNNL_ARG_WEIGHTS, w.prim},
+              {DNNL_ARG_DST, y.prim}};
+    if (bias) {
+      bindMem(b, in[2].data);
+      args[DNNL_ARG_BIAS] = b;
+    }
+    prim.execute(s, args);
+    y.out(s);
+    s.wait();
+  }
+
+private:
+  bool bias;
+  dnnl::convolution_forward prim;
+  BoundArg x, w, y;
+  memory b;
+};
+
+static std::unique_ptr<Kernel> createConv(const OpSpec &spec,
+                                          std::string &error) {
+  if (!checkArity(spec, 2, 3, 1, 1, error) ||
+      !checkAllF32(spec, {0, 1, 2}, {0}, error))
+    return nullptr;
+  ConvGeom g;
+  if (!convGeom(spec, spec.inputs[0], spec.inputs[1], spec.outputs[0],
+                spec.inputs.size() == 3, g, error))
+    return nullptr;
+  if (g.bias && spec.inputs[2].numel() != spec.inputs[1].shape[0]) {
+    error = nodeError(spec, "bias has " +
+                                std::to_string(spec.inputs[2].numel()) +
+                                " elements, expected " +
+                                std::to_string(spec.inputs[1].shape[0]));
+    return nullptr;
+  }
+  return guardCreate(spec, error,
+                     [&] { return std::make_unique<ConvKernel>(spec, g); });
+}
+
+/// ConvGrad: dY, X, W -> dX, dW[, dB].
+class ConvGradKernel final : public CpuKernel {
+public:
+  ConvGradKernel(const OpSpec &spec, const ConvGeom &g, bool wantDx,
+                 bool wantDw)
+      : CpuKernel(spec), bias(g.bias), wantDx(wantDx), wantDw(wantDw) {
+    auto fwd = convForwardPd(g);
+    const Window &win = g.win;
+    if (wantDx) {
+      dnnl::convolution_backward_data::desc d(
+          dnnl::algorithm::convolution_direct, g.xPrim, g.wPrim, g.yPrim,
+          win.strides, win.dilations, win.padL, win.padR);
+      dnnl::convolution_backward_data::primitive_desc pd(d, engine(), fwd);
+      bwdData = dnnl::convolution_backward_data(pd);
+      dyD.init(g.yUser, pd.diff_dst_desc(), false);
+      wD.init(g.wUser, pd.weights_desc(), false);
+      dx.init(g.xUser, pd.diff_src_desc(), true);
+    }
+    if (wantDw) {
+      auto d = bias ? dnnl::convolution_backward_weights::desc(
+                          dnnl::algorithm::convolution_direct, g.xPrim,
+                          g.wPrim, g.bPrim, g.yPrim, win.strides,
+                          win.dilations, win.padL, win.padR)
+                    : dnnl::convolution_backward_weights::desc(
+                          dnnl::algorithm::convolution_direct, g.xPrim,
+                          g.wPrim, g.yPrim, win.strides, win.dilations,
+                          win.padL, win.padR);
+      dnnl::convolution_backward_weights::primitive_desc pd(d, engine(), fwd);
+      bwdWeights = dnnl::convolution_backward_weights(pd);
+      shareDy = wantDx && pd.diff_dst_desc() == dyD.prim.get_desc();
+      if (!shareDy)
+        dyW.init(g.yUser, pd.diff_dst_desc(), false);
+      xW.init(g.xUser, pd.src_desc(), false);
+      dw.init(g.wUser, pd.diff_weights_desc(), true);
+      if (bias)
+        db = userMem(g.bUser);
+    }
+  }
+
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    auto &s = stream();
+    if (wantDx) {
+      dyD.bind(in[0].data);
+      wD.bind(in[2].data);
+      dx.bind(out[0].data);
+      dyD.in(s);
+      wD.in(s);
+      bwdData.execute(s, {{DNNL_ARG_DIFF_DST, dyD.prim},
+                          {DNNL_ARG_WEIGHTS, wD.prim},
+                          {DNNL_ARG_DIFF_SRC, dx.prim}});
+      dx.out(s);
+    }
+    if (wantDw) {
+      memory dyPrim;
+      if (shareDy) {
+        dyPrim = dyD.prim;
+      } else {
+        dyW.bind(in[0].data);
+        dyW.in(s);
+        dyPrim = dyW.prim;
+      }
+      xW.bind(in[1].data);
+      xW.in(s);
+      dw.bind(out[1].data);
+      Args args{{DNNL_ARG_DIFF_DST, dyPrim},
+                {DNNL_ARG_SRC, xW.prim},
+                {DNNL_ARG_DIFF_WEIGHTS, dw.prim}};
+      if (bias) {
+        bindMem(db, out[2].data);
+        args[DNNL_ARG_DIFF_BIAS] = db;
+      }
+      bwdWeights.execute(s, args);
+      dw.out(s);
+    }
+    s.wait();
+  }
+
+private:
+  bool bias, wantDx, wantDw, shareDy = false;
+  dnnl::convolution_backward_data bwdData;
+  dnnl::convolution_backward_weights bwdWeights;
+  BoundArg dyD, wD, dx, dyW, xW, dw;
+  memory db;
+};
+
+static std::unique_ptr<Kernel> createConvGrad(const OpSpec &spec,
+                                              std::string &error) {
+  if (!checkArity(spec, 3, 3, 2, 3, error) ||
+      !checkAllF32(spec, {0, 1, 2}, {0, 1, 2}, error))
+    return nullptr;
+  const auto &dy = spec.inputs[0], &x = spec.inputs[1], &w = spec.inputs[2];
+  if (spec.outputs[0].shape != x.shape || spec.outputs[1].shape != w.shape ||
+      (spec.outputs.size() == 3 && spec.outputs[2].numel() != w.shape[0])) {
+    error = nodeError(spec, "result shapes must be X's, W's and [M]");
+    return nullptr;
+  }
+  ConvGeom g;
+  if (!convGeom(spec, x, w, dy, spec.outputs.size() == 3, g, error))
+    return nullptr;
+  bool wantDx = outputUsed(spec, 0);
+  bool wantDw = outputUsed(spec, 1) || (g.bias && outputUsed(spec, 2));
+  return guardCreate(spec, error, [&] {
+    return std::make_unique<ConvGradKernel>(spec, g, wantDx, wantDw);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// BatchNormalization / BatchNormalizationGrad
+//===----------------------------------------------------------------------===//
+
+static const dnnl::normalization_flags kScaleShift =
+    dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+
+static bool checkBnShapes(const OpSpec &spec, const TensorDesc &x,
+                          const std::vector<size_t> &perChannelInputs,
+                          const std::vector<size_t> &perChannelOutputs,
+                          std::string &error) {
+  if (x.rank() < 2 || x.rank() > 5) {
+    error = nodeError(spec, "expects X of rank 2 to 5, got " +
+                                shapeStr(x.shape));
+    return false;
+  }
+  int64_t c = x.shape[1];
+  auto bad = [&](bool isInput, size_t i, const TensorDesc &d) {
+    error = nodeError(spec, std::string(isInput ? "operand " : "result ") +
+                                std::to_string(i) + " has shape " +
+                                shapeStr(d.shape) + ", expected [" +
+                                std::to_string(c) + "]");
+    return false;
+  };
+  for (size_t i : perChannelInputs)
+    if (i < spec.inputs.size() && spec.inputs[i].numel() != c)
+      return bad(true, i, spec.inputs[i]);
+  for (size_t i : perChannelOutputs)
+    if (i < spec.outputs.size() && spec.outputs[i].numel() != c)
+      return bad(false, i, spec.outputs[i]);
+  return true;
+}
+
+/// BatchNormalization: X, scale, B, mean, var -> Y[, running_mean',
+/// running_var'[, saved_mean, saved_inv_std]] (training) or -> Y (inference).
+class BatchNormKernel final : public CpuKernel {
+public:
+  BatchNormKernel(const OpSpec &spec, bool training)
+      : CpuKernel(spec), training(training) {
+    const TensorDesc &xd = spec.inputs[0];
+    c = xd.shape[1];
+    count = xd.numel() / c;
+    eps = float(spec.attrs.getFloat("epsilon", 1e-5));
+    momentum = float(spec.attrs.getFloat("momentum", 0.9));
+    numOutputs = spec.outputs.size();
+    memory::desc md = plainDesc(xd.shape), cmd = plainDesc({c});
+    auto flags = training ? kScaleShift
+                          : kScaleShift |
+                                dnnl::normalization_flags::use_global_stats;
+    dnnl::batch_normalization_forward::desc d(
+        training ? dnnl::prop_kind::forward_training
+                 : dnnl::prop_kind::forward_inference,
+        md, eps, flags);
+    dnnl::batch_normalization_forward::primitive_desc pd(d, engine());
+    prim = dnnl::batch_normalization_forward(pd);
+    x = userMem(md);
+    y = userMem(md);
+    scale = userMem(cmd);
+    shift = userMem(cmd);
+    mean = userMem(cmd);
+    var = userMem(cmd);
+    if (training) {
+      meanBuf.resize(c);
+      varBuf.resize(c);
+    }
+  }
+
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    auto &s = stream();
+    bindMem(x, in[0].data);
+    bindMem(scale, in[1].data);
+    bindMem(shift, in[2].data);
+    bindMem(y, out[0].data);
+    if (!training) {
+      bindMem(mean, in[3].data);
+      bindMem(var, in[4].data);
+    } else {
+      // Batch statistics land in saved_mean (when present) and a scratch
+      // variance; the inputs' running stats are read after the primitive.
+      bindMem(mean, numOutputs >= 4 ? out[3].data : meanBuf.data());
+      bindMem(var, varBuf.data());
+    }
+    prim.execute(s, {{DNNL_ARG_SRC, x},
+                     {DNNL_ARG_DST, y},
+                     {DNNL_ARG_SCALE, scale},
+                     {DNNL_ARG_SHIFT, shift},
+                     {DNNL_ARG_MEAN, mean},
+                     {DNNL_ARG_VARIANCE, var}});
+    s.wait();
+    if (!training)
+      return;
+    const float *bm = static_cast<const float *>(mean.get_data_handle());
+    const float *bv = varBuf.data();
+    const float *rm = in[3].as<float>(), *rv = in[4].as<float>();
+    float *rmOut = numOutputs >= 2 ? out[1].as<float>() : nullptr;
+    float *rvOut = numOutputs >= 3 ? out[2].as<float>() : nullptr;
+    float *invStd = numOutputs >= 5 ? out[4].as<float>() : nullptr;
+    // PyTorch updates the running variance with the unbiased estimate.
+    float unbias = count > 1 ? float(count) / float(count - 1) : 1.0f;
+    for (int64_t i = 0; i < c; ++i) {
+      float m = bm[i], v = bv[i];
+      if (rmOut)
+        rmOut[i] = momentum * rm[i] + (1 - momentum) * m;
+      if (rvOut)
+        rvOut[i] = momentum * rv[i] + (1 - momentum) * v * unbias;
+      if (invStd)
+        invStd[i] = 1.0f / std::sqrt(v + eps);
+    }
+  }
+
+private:
+  bool training;
+  int64_t c, count;
+  float eps, momentum;
+  size_t numOutputs;
+  dnnl::batch_normalization_forward prim;
+  memory x, y, scale, shift, mean, var;
+  std::vector<float> meanBuf, varBuf;
+};
+
+static std::unique_ptr<Kernel> createBatchNorm(const OpSpec &spec,
+                                               std::string &error) {
+  if (!checkArity(spec, 5, 5, 1, 5, error) ||
+      !checkAllF32(spec, {0, 1, 2, 3, 4}, {0, 1, 2, 3, 4}, error))
+    return nullptr;
+  bool training = spec.attrs.has("training_mode")
+                      ? spec.attrs.getInt("training_mode") != 0
+                      : spec.outputs.size() > 1;
+  if (!training && spec.outputs.size() > 1) {
+    error = nodeError(spec, "inference form (training_mode = 0) has one "
+                            "result, got " +
+                                std::to_string(spec.outputs.size()));
+    return nullptr;
+  }
+  if (!checkBnShapes(spec, spec.inputs[0], {1, 2, 3, 4}, {1, 2, 3, 4}, error))
+    return nullptr;
+  if (spec.outputs[0].shape != spec.inputs[0].shape) {
+    error = nodeError(spec, "Y must have X's shape");
+    return nullptr;
+  }
+  return guardCreate(spec, error, [&] {
+    return std::make_unique<BatchNormKernel>(spec, training);
+  });
+}
+
+/// BatchNormalizationGrad: dY, X, scale, saved_mean, saved_inv_std -> dX,
+/// dScale, dBias.
+class BatchNormGradKernel final : public CpuKernel {
+public:
+  explicit BatchNormGradKernel(const OpSpec &spec) : CpuKernel(spec) {
+    const TensorDesc &xd = spec.inputs[1];
+    c = xd.shape[1];
+    eps = float(spec.attrs.getFloat("epsilon", 1e-5));
+    numOutputs = spec.outputs.size();
+    memory::desc md = plainDesc(xd.shape), cmd = plainDesc({c});
+    dnnl::batch_normalization_forward::desc fd(
+        dnnl::prop_kind::forward_training, md, eps, kScaleShift);
+    dnnl::batch_normalization_forward::primitive_desc fpd(fd, engine());
+    dnnl::batch_normalization_backward::desc d(dnnl::prop_kind::backward, md,
+                                               md, eps, kScaleShift);
+    dnnl::batch_normalization_backward::primitive_desc pd(d, engine(), fpd);
+    prim = dnnl::batch_normalization_backward(pd);
+    dy = userMem(md);
+    x = userMem(md);
+    dx = userMem(md);
+    scale = userMem(cmd);
+    mean = userMem(cmd);
+    var = memory(cmd, engine());
+    dScale = userMem(cmd);
+    dShift = userMem(cmd);
+    scratchScale.resize(c);
+    scratchShift.resize(c);
+  }
+
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    auto &s = stream();
+    const float *invStd = in[4].as<float>();
+    float *v = static_cast<float *>(var.get_data_handle());
+    for (int64_t i = 0; i < c; ++i)
+      v[i] = 1.0f / (invStd[i] * invStd[i]) - eps;
+    bindMem(dy, in[0].data);
+    bindMem(x, in[1].data);
+    bindMem(scale, in[2].data);
+    bindMem(mean, in[3].data);
+    bindMem(dx, out[0].data);
+    bindMem(dScale, numOutputs >= 2 ? out[1].data : scratchScale.data());
+    bindMem(dShift, numOutputs >= 3 ? out[2].data : scratchShift.data());
+    prim.execute(s, {{DNNL_ARG_DIFF_DST, dy},
+                     {DNNL_ARG_SRC, x},
+                     {DNNL_ARG_SCALE, scale},
+                     {DNNL_ARG_MEAN, mean},
+                     {DNNL_ARG_VARIANCE, var},
+                     {DNNL_ARG_DIFF_SRC, dx},
+                     {DNNL_ARG_DIFF_SCALE, dScale},
+                     {DNNL_ARG_DIFF_SHIFT, dShift}});
+    s.wait();
+  }
+
+private:
+  int64_t c;
+  float eps;
+  size_t numOutputs;
+  dnnl::batch_normalization_backward prim;
+  memory dy, x, dx, scale, mean, var, dScale, dShift;
+  std::vector<float> scratchScale, scratchShift;
+};
+
+static std::unique_ptr<Kernel> createBatchNormGrad(const OpSpec &spec,
+                                                   std::string &error) {
+  if (!checkArity(spec, 5, 5, 1, 3, error) ||
+      !checkAllF32(spec, {0, 1, 2, 3, 4}, {0, 1, 2}, error) ||
+      !checkBnShapes(spec, spec.inputs[1], {2, 3, 4}, {1, 2}, error))
+    return nullptr;
+  if (spec.inputs[0].shape != spec.inputs[1].shape ||
+      spec.outputs[0].shape != spec.inputs[1].shape) {
+    error = nodeError(spec, "dY, X and dX must have the same shape");
+    return nullptr;
+  }
+  return guardCreate(spec, error, [&] {
+    return std::make_unique<BatchNormGradKernel>(spec);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// AveragePool / AveragePoolGrad
+//===----------------------------------------------------------------------===//
+
+static bool avgPoolGeom(const OpSpec &spec, const TensorDesc &x,
+                        const TensorDesc &y, Window &w,
+                        dnnl::algorithm &alg, std::string &error) {
+  if (x.rank() < 3 || x.rank() > 5 || y.rank() != x.rank() ||
+      x.shape[0] != y.shape[0] || x.shape[1] != y.shape[1]) {
+    error = nodeError(spec, "expects N, C, spatial tensors, got " +
+                                shapeStr(x.shape) + " -> " +
+                                shapeStr(y.shape));
+    return false;
+  }
+  if (!spec.attrs.has("kernel_shape")) {
+    error = nodeError(spec, "attribute 'kernel_shape' is required");
+    return false;
+  }
+  std::vector<int64_t> k = spec.attrs.getInts("kernel_shape");
+  if (k.size() != x.rank() - 2) {
+    error = nodeError(spec, "kernel_shape has the wrong rank");
+    return false;
+  }
+  for (int64_t d : spec.attrs.getInts("dilations"))
+    if (d != 1) {
+      error = nodeError(spec, "dilated average pooling is not supported");
+      return false;
+    }
+  bool ceil = spec.attrs.getInt("ceil_mode", 0) != 0;
+  if (!resolveWindow(spec, spatial(x.shape), k, spatial(y.shape), ceil, w,
+                     error))
+    return false;
+  bool includePad = spec.attrs.getInt("count_include_pad", 0) != 0;
+  if (includePad && w.paddedForCeil) {
+    error = nodeError(spec, "ceil_mode with count_include_pad = 1 is not "
+                            "supported");
+    return false;
+  }
+  alg = includePad ? dnnl::algorithm::pooling_avg_include_padding
+                   : dnnl::algorithm::pooling_avg_exclude_padding;
+  return true;
+}
+
+class AvgPoolKernel final : public CpuKernel {
+public:
+  AvgPoolKernel(const OpSpec &spec, const Window &w, dnnl::algorithm alg)
+      : CpuKernel(spec) {
+    auto xmd = plainDesc(spec.inputs[0].shape),
+         ymd = plainDesc(spec.outputs[0].shape);
+    dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, xmd,
+                                  ymd, w.strides, w.kernel, w.padL, w.padR);
+    prim = dnnl::pooling_forward(dnnl::pooling_forward::primitive_desc(
+        d, engine()));
+    x = userMem(xmd);
+    y = userMem(ymd);
+  }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    bindMem(x, in[0].data);
+    bindMem(y, out[0].data);
+    prim.execute(stream(), {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, y}});
+    stream().wait();
+  }
+
+private:
+  dnnl::pooling_forward prim;
+  memory x, y;
+};
+
+class AvgPoolGradKernel final : public CpuKernel {
+public:
+  AvgPoolGradKernel(const OpSpec &spec, const Window &w, dnnl::algorithm alg)
+      : CpuKernel(spec) {
+    auto dymd = plainDesc(spec.inputs[0].shape),
+         dxmd = plainDesc(spec.outputs[0].shape);
+    dnnl::pooling_forward::desc fd(dnnl::prop_kind::forward_training, alg,
+                                   dxmd, dymd, w.strides, w.kernel, w.padL,
+                                   w.padR);
+    dnnl::pooling_forward::primitive_desc fpd(fd, engine());
+    dnnl::pooling_backward::desc d(alg, dxmd, dymd, w.strides, w.kernel,
+                                   w.padL, w.padR);
+    prim = dnnl::pooling_backward(
+        dnnl::pooling_backward::primitive_desc(d, engine(), fpd));
+    dy = userMem(dymd);
+    dx = userMem(dxmd);
+  }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    bindMem(dy, in[0].data);
+    bindMem(dx, out[0].data);
+    prim.execute(stream(), {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_SRC, dx}});
+    stream().wait();
+  }
+
+private:
+  dnnl::pooling_backward prim;
+  memory dy, dx;
+};
+
+static std::unique_ptr<Kernel> createAvgPool(const OpSpec &spec,
+                                             std::string &error) {
+  if (!checkArity(spec, 1, 1, 1, 1, error) ||
+      !checkAllF32(spec, {0}, {0}, error))
+    return nullptr;
+  Window w;
+  dnnl::algorithm alg;
+  if (!avgPoolGeom(spec, spec.inputs[0], spec.outputs[0], w, alg, error))
+    return nullptr;
+  return guardCreate(spec, error, [&] {
+    return std::make_unique<AvgPoolKernel>(spec, w, alg);
+  });
+}
+
+static std::unique_ptr<Kernel> createAvgPoolGrad(const OpSpec &spec,
+                                                 std::string &error) {
+  if (!checkArity(spec, 1, 1, 1, 1, error) ||
+      !checkAllF32(spec, {0}, {0}, error))
+    return nullptr;
+  Window w;
+  dnnl::algorithm alg;
+  if (!avgPoolGeom(spec, spec.outputs[0], spec.inputs[0], w, alg, error))
+    return nullptr;
+  return guardCreate(spec, error, [&] {
+    return std::make_unique<AvgPoolGradKernel>(spec, w, alg);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Gemm / GemmGrad / MatMul
+//===----------------------------------------------------------------------===//
+
+/// rows x cols view of a row-major buffer; `transposed` means the buffer
+/// holds the cols x rows matrix.
+static memory::desc matDesc(int64_t rows, int64_t cols, bool transposed) {
+  return memory::desc({rows, cols}, dt::f32,
+                      transposed ? dims{1, rows} : dims{cols, 1});
+}
+
+/// C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] on row-major buffers.
+struct MatMul2D {
+  dnnl::matmul prim;
+  memory a, b, c;
+
+  void init(int64_t m, int64_t k, int64_t n, bool ta, bool tb, float alpha) {
+    auto amd = matDesc(m, k, ta), bmd = matDesc(k, n, tb),
+         cmd = matDesc(m, n, false);
+    dnnl::primitive_attr attr;
+    if (alpha != 1.0f)
+      attr.set_output_scales(0, {alpha});
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(amd, bmd, cmd), attr,
+                                    engine());
+    prim = dnnl::matmul(pd);
+    a = userMem(amd);
+    b = userMem(bmd);
+    c = userMem(cmd);
+  }
+  void run(const void *pa, const void *pb, void *pc) {
+    bindMem(a, pa);
+    bindMem(b, pb);
+    bindMem(c, pc);
+    prim.execute(stream(), {{DNNL_ARG_SRC, a},
+                            {DNNL_ARG_WEIGHTS, b},
+                            {DNNL_ARG_DST, c}});
+    stream().wait();
+  }
+};
+
+/// How a Gemm's C operand broadcasts onto [M, N].
+enum class BiasKind { None, Scalar, Row /*[N]*/, Col /*[M,1]*/, Full };
+
+static bool biasKind(const OpSpec &spec, const TensorDesc &c, int64_t m,
+                     int64_t n, BiasKind &kind, std::string &error) {
+  std::vector<int64_t> s = c.shape;
+  while (s.size() < 2)
+    s.insert(s.begin(), 1);
+  if (s.size() == 2 && s[0] == 1 && s[1] == 1)
+    kind = BiasKind::Scalar;
+  else if (s.size() == 2 && s[0] == 1 && s[1] == n)
+    kind = BiasKind::Row;
+  else if (s.size() == 2 && s[0] == m && s[1] == 1)
+    kind = BiasKind::Col;
+  else if (s.size() == 2 && s[0] == m && s[1] == n)
+    kind = BiasKind::Full;
+  else {
+    error = nodeError(spec, "C of shape " + shapeStr(c.shape) +
+                                " does not broadcast to [" +
+                                std::to_string(m) + ", " + std::to_string(n) +
+                                "]");
+    return false;
+  }
+  return true;
+}
+
+struct GemmShape {
+  int64_t m, k, n;
+  bool ta, tb;
+  float alpha, beta;
+};
+
+static bool gemmShape(const OpSpec &spec, const TensorDesc &a,
+                      const TensorDesc &b, const TensorDesc &y, GemmShape &g,
+                      std::string &error) {
+  g.ta = spec.attrs.getInt("transA", 0) != 0;
+  g.tb = spec.attrs.getInt("transB", 0) != 0;
+  g.alpha = float(spec.attrs.getFloat("alpha", 1.0));
+  g.beta = float(spec.attrs.getFloat("beta", 1.0));
+  if (a.rank() != 2 || b.rank() != 2 || y.rank() != 2) {
+    error = nodeError(spec, "expects 2-D A, B and Y");
+    return false;
+  }
+  g.m = g.ta ? a.shape[1] : a.shape[0];
+  g.k = g.ta ? a.shape[0] : a.shape[1];
+  int64_t kb = g.tb ? b.shape[1] : b.shape[0];
+  g.n = g.tb ? b.shape[0] : b.shape[1];
+  if (kb != g.k || y.shape[0] != g.m || y.shape[1] != g.n) {
+    error = nodeError(spec, "shapes do not multiply: A " + shapeStr(a.shape) +
+                                ", B " + shapeStr(b.shape) + ", Y " +
+                                shapeStr(y.shape) + " (transA " +
+                                std::to_string(g.ta) + ", transB " +
+                                std::to_string(g.tb) + ")");
+    return false;
+  }
+  return true;
+}
+
+class GemmKernel final : public CpuKernel {
+public:
+  GemmKernel(const OpSpec &spec, const GemmShape &g, BiasKind kind)
+      : CpuKernel(spec), g(g), kind(kind) {
+    mm.init(g.m, g.k, g.n, g.ta, g.tb, g.alpha);
+  }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    mm.run(in[0].data, in[1].data, out[0].data);
+    if (kind == BiasKind::None || g.beta == 0.0f)
+      return;
+    float *y = out[0].as<float>();
+    const float *c = in[2].as<float>();
+    const float beta = g.beta;
+    const int64_t m = g.m, n = g.n;
+    BiasKind kd = kind;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < m; ++i) {
+      float *row = y + i * n;
+      switch (kd) {
+      case BiasKind::Scalar:
+        for (int64_t j = 0; j < n; ++j)
+          row[j] += beta * c[0];
+        break;
+      case BiasKind::Row:
+        for (int64_t j = 0; j < n; ++j)
+          row[j] += beta * c[j];
+        break;
+      case BiasKind::Col:
+        for (int64_t j = 0; j < n; ++j)
+          row[j] += beta * c[i];
+        break;
+      case BiasKind::Full:
+        for (int64_t j = 0; j < n; ++j)
+          row[j] += beta * c[i * n + j];
+        break;
+      case BiasKind::None:
+        break;
+      }
+    }
+  }
+
+private:
+  GemmShape g;
+  BiasKind kind;
+  MatMul2D mm;
+};
+
+static std::unique_ptr<Kernel> createGemm(const OpSpec &spec,
+                                          std::string &error) {
+  if (!checkArity(spec, 2, 3, 1, 1, error) ||
+      !checkAllF32(spec, {0, 1, 2}, {0}, error))
+    return nullptr;
+  GemmShape g;
+  BiasKind kind = BiasKind::None;
+  if (!gemmShape(spec, spec.inputs[0], spec.inputs[1], spec.outputs[0], g,
+                 error))
+    return nullptr;
+  if (spec.inputs.size() == 3 &&
+      !biasKind(spec, spec.inputs[2], g.m, g.n, kind, error))
+    return nullptr;
+  return guardCreate(spec, error, [&] {
+    return std::make_unique<GemmKernel>(spec, g, kind);
+  });
+}
+
+/// GemmGrad: dY, A, B -> dA, dB[, dC].
+class GemmGradKernel final : public CpuKernel {
+public:
+  GemmGradKernel(const OpSpec &spec, const GemmShape &g, BiasKind kind)
+      : CpuKernel(spec), g(g), kind(kind), wantA(outputUsed(spec, 0)),
+        wantB(outputUsed(spec, 1)) {
+    // Y = alpha op(A) op(B): dop(A) = alpha dY op(B)^T, dop(B) = alpha
+    // op(A)^T dY; a transposed operand's gradient is the transposed product.
+    // Buffers: dY [M,N]; A is [M,K] or (transA) [K,M]; B is [K,N] or [N,K].
+    if (wantA) {
+      if (!g.ta) // dA[M,K] = dY[M,N] * op(B)^T[N,K]
+        mmA.init(g.m, g.n, g.k, false, !g.tb, g.alpha);
+      else // dA[K,M] = op(B)[K,N] * dY^T[N,M]
+        mmA.init(g.k, g.n, g.m, g.tb, true, g.alpha);
+    }
+    if (wantB) {
+      if (!g.tb) // dB[K,N] = op(A)^T[K,M] * dY[M,N]
+        mmB.init(g.k, g.m, g.n, !g.ta, false, g.alpha);
+      else // dB[N,K] = dY^T[N,M] * op(A)[M,K]
+        mmB.init(g.n, g.m, g.k, true, g.ta, g.alpha);
+    }
+  }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const void *dy = in[0].data, *a = in[1].data, *b = in[2].data;
+    if (wantA) {
+      if (!g.ta)
+        mmA.run(dy, b, out[0].data);
+      else
+        mmA.run(b, dy, out[0].data);
+    }
+    if (wantB) {
+      if (!g.tb)
+        mmB.run(a, dy, out[1].data);
+      else
+        mmB.run(dy, a, out[1].data);
+    }
+    if (kind != BiasKind::None && out.size() > 2)
+      reduceBias(in[0].as<float>(), out[2].as<float>());
+  }
+
+private:
+  void reduceBias(const float *dy, float *dc) {
+    const int64_t m = g.m, n = g.n;
+    const float beta = g.beta;
+    switch (kind) {
+    case BiasKind::Scalar: {
+      double sum = 0;
+#pragma omp parallel for reduction(+ : sum) schedule(static)
+      for (int64_t i = 0; i < m * n; ++i)
+        sum += dy[i];
+      dc[0] = float(beta * sum);
+      break;
+    }
+    case BiasKind::Row:
+#pragma omp parallel for schedule(static)
+      for (int64_t j0 = 0; j0 < n; j0 += 64) {
+        int64_t j1 = std::min(n, j0 + 64);
+        float acc[64] = {0};
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = j0; j < j1; ++j)
+            acc[j - j0] += dy[i * n + j];
+        for (int64_t j = j0; j < j1; ++j)
+          dc[j] = beta * acc[j - j0];
+      }
+      break;
+    case BiasKind::Col:
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < m; ++i) {
+        float acc = 0;
+        for (int64_t j = 0; j < n; ++j)
+          acc += dy[i * n + j];
+        dc[i] = beta * acc;
+      }
+      break;
+    case BiasKind::Full:
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < m * n; ++i)
+        dc[i] = beta * dy[i];
+      break;
+    case BiasKind::None:
+      break;
+    }
+  }
+
+  GemmShape g;
+  BiasKind kind;
+  bool wantA, wantB;
+  MatMul2D mmA, mmB;
+};
+
+static std::unique_ptr<Kernel> createGemmGrad(const OpSpec &spec,
+                                              std::string &error) {
+  if (!checkArity(spec, 3, 3, 2, 3, error) ||
+      !checkAllF32(spec, {0, 1, 2}, {0, 1, 2}, error))
+    return nullptr;
+  GemmShape g;
+  if (!gemmShape(spec, spec.inputs[1], spec.inputs[2], spec.inputs[0], g,
+                 error))
+    return nullptr;
+  if (spec.outputs[0].shape != spec.inputs[1].shape ||
+      spec.outputs[1].shape != spec.inputs[2].shape) {
+    error = nodeError(spec, "dA and dB must have A's and B's shapes");
+    return nullptr;
+  }
+  BiasKind kind = BiasKind::None;
+  if (spec.outputs.size() == 3 &&
+      !biasKind(spec, spec.outputs[2], g.m, g.n, kind, error))
+    return nullptr;
+  return guardCreate(spec, error, [&] {
+    return std::make_unique<GemmGradKernel>(spec, g, kind);
+  });
+}
+
+/// MatMul with numpy semantics (1-D operands promoted, batch dims
+/// broadcast), on oneDNN's batched matmul.
+class MatMulKernel final : public CpuKernel {
+public:
+  MatMulKernel(const OpSpec &spec, const dims &ad, const dims &bd,
+               const dims &yd)
+      : CpuKernel(spec) {
+    auto amd = plainDesc({ad.begin(), ad.end()}),
+         bmd = plainDesc({bd.begin(), bd.end()}),
+         ymd = plainDesc({yd.begin(), yd.end()});
+    prim = dnnl::matmul(dnnl::matmul::primitive_desc(
+        dnnl::matmul::desc(amd, bmd, ymd), engine()));
+    a = userMem(amd);
+    b = userMem(bmd);
+    y = userMem(ymd);
+  }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    bindMem(a, in[0].data);
+    bindMem(b, in[1].data);
+    bindMem(y, out[0].data);
+    prim.execute(stream(),
+                 {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, y}});
+    stream().wait();
+  }
+
+private:
+  dnnl::matmul prim;
+  memory a, b, y;
+};
+
+static std::unique_ptr<Kernel> createMatMul(const OpSpec &spec,
+                                            std::string &error) {
+  if (!checkArity(spec, 2, 2, 1, 1, error) ||
+      !checkAllF32(spec, {0, 1}, {0}, error))
+    return nullptr;
+  dims ad = toDims(spec.inputs[0].shape), bd = toDims(spec.inputs[1].shape);
+  if (ad.empty() || bd.empty()) {
+    error = nodeError(spec, "operands must have rank >= 1");
+    return nullptr;
+  }
+  if (ad.size() == 1)
+    ad.insert(ad.begin(), 1);
+  if (bd.size() == 1)
+    bd.push_back(1);
+  size_t r = std::max(ad.size(), bd.size());
+  ad.insert(ad.begin(), r - ad.size(), 1);
+  bd.insert(bd.begin(), r - bd.size(), 1);
+  dims yd(r);
+  for (size_t i = 0; i + 2 < r; ++i) {
+    if (ad[i] != bd[i] && ad[i] != 1 && bd[i] != 1) {
+      error = nodeError(spec, "batch dimensions do not broadcast: " +
+                                  shapeStr(spec.inputs[0].shape) + " x " +
+                                  shapeStr(spec.inputs[1].shape));
+      return nullptr;
+    }
+    yd[i] = std::max(ad[i], bd[i]);
+  }
+  yd[r - 2] = ad[r - 2];
+  yd[r - 1] = bd[r - 1];
+  if (ad[r - 1] != bd[r - 2] ||
+      spec.outputs[0].numel() !=
+          std::accumulate(yd.begin(), yd.end(), int64_t(1),
+                          std::multiplies<int64_t>())) {
+    error = nodeError(spec, "shapes do not multiply: " +
+                                shapeStr(spec.inputs[0].shape) + " x " +
+                                shapeStr(spec.inputs[1].shape) + " -> " +
+                                shapeStr(spec.outputs[0].shape));
+    return nullptr;
+  }
+  if (r > DNNL_MAX_NDIMS) {
+    error = nodeError(spec, "rank above oneDNN's limit");
+    return nullptr;
+  }
+  return guardCreate(spec, error, [&] {
+    return std::make_unique<MatMulKernel>(spec, ad, bd, yd);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Eltwise activations and their gradients
+//===----------------------------------------------------------------------===//
+
+struct EltwiseInfo {
+  dnnl::algorithm fwd, bwd; // bwd: the use-dst-for-bwd flavour (or undef)
+  float alpha, beta;
+};
+
+static bool eltwiseInfo(const OpSpec &spec, const std::string &op,
+                        EltwiseInfo &info) {
+  using A = dnnl::algorithm;
+  float alpha = 0, beta = 0;
+  A fwd, bwd = A::undef;
+  if (op == "Relu") {
+    fwd = A::eltwise_relu;
+    bwd = A::eltwise_relu_use_dst_for_bwd;
+  } else if (op == "LeakyRelu") {
+    fwd = A::eltwise_relu;
+    bwd = A::eltwise_relu_use_dst_for_bwd;
+    alpha = float(spec.attrs.getFloat("alpha", 0.01));
+  } else if (op == "Sigmoid") {
+    fwd = A::eltwise_logistic;
+    bwd = A::eltwise_logistic_use_dst_for_bwd;
+  } else if (op == "Tanh") {
+    fwd = A::eltwise_tanh;
+    bwd = A::eltwise_tanh_use_dst_for_bwd;
+  } else if (op == "Elu") {
+    fwd = A::eltwise_elu;
+    bwd = A::eltwise_elu_use_dst_for_bwd;
+    alpha = float(spec.attrs.getFloat("alpha", 1.0));
+  } else if (op == "Exp") {
+    fwd = A::eltwise_exp;
+    bwd = A::eltwise_exp_use_dst_for_bwd;
+  } else if (op == "Sqrt") {
+    fwd = A::eltwise_sqrt;
+    bwd = A::eltwise_sqrt_use_dst_for_bwd;
+  } else if (op == "Log") {
+    fwd = A::eltwise_log;
+  } else if (op == "Abs") {
+    fwd = A::eltwise_abs;
+  } else {
+    return false;
+  }
+  info = {fwd, bwd, alpha, beta};
+  return true;
+}
+
+class EltwiseKernel final : public CpuKernel {
+public:
+  EltwiseKernel(const OpSpec &spec, const EltwiseInfo &info) : CpuKernel(spec) {
+    auto md = plainDesc({spec.inputs[0].numel()});
+    dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_training, info.fwd,
+                                  md, info.alpha, info.beta);
+    prim = dnnl::eltwise_forward(
+        dnnl::eltwise_forward::primitive_desc(d, engine()));
+    x = userMem(md);
+    y = userMem(md);
+  }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    bindMem(x, in[0].data);
+    bindMem(y, out[0].data);
+    prim.execute(stream(), {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, y}});
+    stream().wait();
+  }
+
+private:
+  dnnl::eltwise_forward prim;
+  memory x, y;
+};
+
+/// <Op>Grad: dY, Y -> dX, from the forward result.
+class EltwiseGradKernel final : public CpuKernel {
+public:
+  EltwiseGradKernel(const OpSpec &spec, const EltwiseInfo &info)
+      : CpuKernel(spec) {
+    auto md = plainDesc({spec.inputs[0].numel()});
+    dnnl::eltwise_forward::desc fd(dnnl::prop_kind::forward_training,
+                                   info.bwd, md, info.alpha, info.beta);
+    dnnl::eltwise_forward::primitive_desc fpd(fd, engine());
+    dnnl::eltwise_backward::desc d(info.bwd, md, md, info.alpha, info.beta);
+    prim = dnnl::eltwise_backward(
+        dnnl::eltwise_backward::primitive_desc(d, engine(), fpd));
+    dy = userMem(md);
+    y = userMem(md);
+    dx = userMem(md);
+  }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    bindMem(dy, in[0].data);
+    bindMem(y, in[1].data);
+    bindMem(dx, out[0].data);
+    prim.execute(stream(), {{DNNL_ARG_DIFF_DST, dy},
+                            {DNNL_ARG_DST, y},
+                            {DNNL_ARG_DIFF_SRC, dx}});
+    stream().wait();
+  }
+
+private:
+  dnnl::eltwise_backward prim;
+  memory dy, y, dx;
+};
+
+static std::unique_ptr<Kernel> createEltwise(const OpSpec &spec,
+                                             std::string &error) {
+  EltwiseInfo info;
+  eltwiseInfo(spec, spec.opType, info);
+  if (!checkArity(spec, 1, 1, 1, 1, error) ||
+      !checkAllF32(spec, {0}, {0}, error))
+    return nullptr;
+  if (spec.inputs[0].numel() != spec.outputs[0].numel()) {
+    error = nodeError(spec, "X and Y must have the same size");
+    return nullptr;
+  }
+  return guardCreate(spec, error, [&] {
+    return std::make_unique<EltwiseKernel>(spec, info);
+  });
+}
+
+static std::unique_ptr<Kernel> createEltwiseGrad(const OpSpec &spec,
+                                                 std::string &error) {
+  std::string fwdOp = spec.opType.substr(0, spec.opType.size() - 4);
+  EltwiseInfo info;
+  eltwiseInfo(spec, fwdOp, info);
+  if (!checkArity(spec, 2, 2, 1, 1, error) ||
+      !checkAllF32(spec, {0, 1}, {0}, error))
+    return nullptr;
+  if (info.bwd == dnnl::algorithm::eltwise_relu_use_dst_for_bwd &&
+      info.alpha < 0) {
+    error = nodeError(spec, "negative alpha cannot be inverted from Y");
+    return nullptr;
+  }
+  int64_t n = spec.inputs[0].numel();
+  if (spec.inputs[1].numel() != n || spec.outputs[0].numel() != n) {
+    error = nodeError(spec, "dY, Y and dX must have the same size");
+    return nullptr;
+  }
+  return guardCreate(spec, error, [&] {
+    return std::make_unique<EltwiseGradKernel>(spec, info);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax / LogSoftmax and their gradients
+//===----------------------------------------------------------------------===//
+
+static bool softmaxAxis(const OpSpec &spec, const TensorDesc &x, int &axis,
+                        std::string &error) {
+  int64_t r = int64_t(x.rank());
+  int64_t a = spec.attrs.getInt("axis", -1);
+  if (a < 0)
+    a += r;
+  if (r == 0 || a < 0 || a >= r) {
+    error = nodeError(spec, "axis " + std::to_string(spec.attrs.getInt(
+                                          "axis", -1)) +
+                                " out of range for " + shapeStr(x.shape));
+    return false;
+  }
+  axis = int(a);
+  return true;
+}
+
+class SoftmaxKernel final : public CpuKernel {
+public:
+  SoftmaxKernel(const OpSpec &spec, int axis, bool log) : CpuKernel(spec) {
+    auto md = plainDesc(spec.inputs[0].shape);
+    if (log)
+      prim = dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(
+          dnnl::logsoftmax_forward::desc(dnnl::prop_kind::forward_training, md,
+                                         axis),
+          engine()));
+    else
+      prim = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
+          dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md,
+                                      axis),
+          engine()));
+    x = userMem(md);
+    y = userMem(md);
+  }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    bindMem(x, in[0].data);
+    bindMem(y, out[0].data);
+    prim.execute(stream(), {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, y}});
+    stream().wait();
+  }
+
+private:
+  dnnl::primitive prim;
+  memory x, y;
+};
+
+/// SoftmaxGrad / LogSoftmaxGrad: dY, Y -> dX.
+class SoftmaxGradKernel final : public CpuKernel {
+public:
+  SoftmaxGradKernel(const OpSpec &spec, int axis, bool log) : CpuKernel(spec) {
+    auto md = plainDesc(spec.inputs[0].shape);
+    if (log) {
+      dnnl::logsoftmax_forward::primitive_desc fpd(
+          dnnl::logsoftmax_forward::desc(dnnl::prop_kind::forward_training, md,
+                                         axis),
+          engine());
+      prim = dnnl::logsoftmax_backward(
+          dnnl::logsoftmax_backward::primitive_desc(
+              dnnl::logsoftmax_backward::desc(md, md, axis), engine(), fpd));
+    } else {
+      dnnl::softmax_forward::primitive_desc fpd(
+          dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md,
+                                      axis),
+          engine());
+      prim = dnnl::softmax_backward(dnnl::softmax_backward::primitive_desc(
+          dnnl::softmax_backward::desc(md, md, axis), engine(), fpd));
+    }
+    dy = userMem(md);
+    y = userMem(md);
+    dx = userMem(md);
+  }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    bindMem(dy, in[0].data);
+    bindMem(y, in[1].data);
+    bindMem(dx, out[0].data);
+    prim.execute(stream(), {{DNNL_ARG_DIFF_DST, dy},
+                            {DNNL_ARG_DST, y},
+                            {DNNL_ARG_DIFF_SRC, dx}});
+    stream().wait();
+  }
+
+private:
+  dnnl::primitive prim;
+  memory dy, y, dx;
+};
+
+static std::unique_ptr<Kernel> createSoftmax(const OpSpec &spec,
+                                             std::string &error) {
+  bool grad = spec.opType.find("Grad") != std::string::npos;
+  bool log = spec.opType.rfind("Log", 0) == 0;
+  size_t nIn = grad ? 2 : 1;
+  if (!checkArity(spec, nIn, nIn, 1, 1, error) ||
+      !checkAllF32(spec, {0, 1}, {0}, error))
+    return nullptr;
+  for (const auto &d : spec.inputs)
+    if (d.shape != spec.outputs[0].shape) {
+      error = nodeError(spec, "operands and result must have one shape");
+      return nullptr;
+    }
+  int axis;
+  if (!softmaxAxis(spec, spec.outputs[0], axis, error))
+    return nullptr;
+  return guardCreate(spec, error, [&]() -> std::unique_ptr<Kernel> {
+    if (grad)
+      return std::make_unique<SoftmaxGradKernel>(spec, axis, log);
+    return std::make_unique<SoftmaxKernel>(spec, axis, log);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Transpose (a oneDNN reorder from a permuted-strides view)
+//===----------------------------------------------------------------------===//
+
+class TransposeKernel final : public CpuKernel {
+public:
+  TransposeKernel(const OpSpec &spec, const std::vector<int64_t> &perm,
+                  dt type)
+      : CpuKernel(spec) {
+    const auto &xs = spec.inputs[0].shape;
+    size_t r = xs.size();
+    dims inStrides(r), outDims(r), viewStrides(r);
+    int64_t s = 1;
+    for (size_t i = r; i-- > 0;) {
+      inStrides[i] = s;
+      s *= xs[i];
+    }
+    for (size_t i = 0; i < r; ++i) {
+      outDims[i] = xs[perm[i]];
+      viewStrides[i] = inStrides[perm[i]];
+    }
+    memory::desc src(outDims, type, viewStrides);
+    memory::desc dst = plainDesc({outDims.begin(), outDims.end()}, type);
+    x = userMem(src);
+    y = userMem(dst);
+    prim = dnnl::reorder(x, y);
+  }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    bindMem(x, in[0].data);
+    bindMem(y, out[0].data);
+    prim.execute(stream(), x, y);
+    stream().wait();
+  }
+
+private:
+  dnnl::reorder prim;
+  memory x, y;
+};
+
+static std::unique_ptr<Kernel> createTranspose(const OpSpec &spec,
+                                               std::string &error) {
+  if (!checkArity(spec, 1, 1, 1, 1, error))
+    return nullptr;
+  const TensorDesc &x = spec.inputs[0];
+  dt type;
+  switch (x.dtype) {
+  case DType::F32:
+    type = dt::f32;
+    break;
+  case DType::I32:
+    type = dt::s32;
+    break;
+  default:
+    error = nodeError(spec, std::string("element type ") +
+                                dtypeName(x.dtype) + " is not supported");
+    return nullptr;
+  }
+  if (!checkDType(spec, false, 0, x.dtype, error))
+    return nullptr;
+  size_t r = x.rank();
+  std::vector<int64_t> perm(r);
+  for (size_t i = 0; i < r; ++i)
+    perm[i] = int64_t(r - 1 - i);
+  perm = spec.attrs.getInts("perm", perm);
+  std::vector<bool> seen(r, false);
+  bool ok = perm.size() == r;
+  for (size_t i = 0; ok && i < r; ++i) {
+    if (perm[i] < 0)
+      perm[i] += int64_t(r);
+    ok = perm[i] >= 0 && perm[i] < int64_t(r) && !seen[perm[i]];
+    if (ok)
+      seen[perm[i]] = true;
+  }
+  if (!ok) {
+    error = nodeError(spec, "perm " + shapeStr(spec.attrs.getInts("perm")) +
+                                " is not a permutation of rank " +
+                                std::to_string(r));
+    return nullptr;
+  }
+  std::vector<int64_t> ys(r);
+  for (size_t i = 0; i < r; ++i)
+    ys[i] = x.shape[perm[i]];
+  if (spec.outputs[0].shape != ys) {
+    error = nodeError(spec, "result shape " +
+                                shapeStr(spec.outputs[0].shape) +
+                                " is not the permuted " + shapeStr(ys));
+    return nullptr;
+  }
+  if (r == 0 || r > DNNL_MAX_NDIMS) {
+    error = nodeError(spec, "rank " + std::to_string(r) + " is not supported");
+    return nullptr;
+  }
+  return guardCreate(spec, error, [&] {
+    return std::make_unique<TransposeKernel>(spec, perm, type);
+  });
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Window geometry shared by convolutions and pools
+//===----------------------------------------------------------------------===//
+
+/// Resolves kernel_shape/strides/dilations/pads/auto_pad of a window op
+/// against its input and output spatial shapes.
+bool resolveWindow(const OpSpec &spec, const std::vector<int64_t> &in,
+                          const std::vector<int64_t> &kernel,
+                          const std::vector<int64_t> &out, bool allowCeil,
+                          Window &w, std::string &error) {
+  size_t sp = in.size();
+  auto listAttr = [&](const char *name, int64_t dflt, size_t n,
+                      std::vector<int64_t> &v) {
+    v = spec.attrs.getInts(name, std::vector<int64_t>(n, dflt));
+    if (v.size() != n) {
+      error = nodeError(spec, std::string("attribute '") + name + "' has " +
+                                  std::to_string(v.size()) +
+                                  " values, expected " + std::to_string(n));
+      return false;
+    }
+    return true;
+  };
+  std::vector<int64_t> strides, dil, pads;
+  if (!listAttr("strides", 1, sp, strides) ||
+      !listAttr("dilations", 1, sp, dil))
+    return false;
+  if (spec.attrs.has("kernel_shape") &&
+      spec.attrs.getInts("kernel_shape") != kernel) {
+    error = nodeError(spec, "kernel_shape " +
+                                shapeStr(spec.attrs.getInts("kernel_shape")) +
+                                " does not match the weights' spatial shape " +
+                                shapeStr(kernel));
+    return false;
+  }
+  std::string autoPad = spec.attrs.getString("auto_pad", "NOTSET");
+  pads.assign(2 * sp, 0);
+  if (autoPad == "NOTSET") {
+    if (!listAttr("pads", 0, 2 * sp, pads))
+      return false;
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (size_t i = 0; i < sp; ++i) {
+      int64_t o = (in[i] + strides[i] - 1) / strides[i];
+      int64_t total = std::max<int64_t>(
+          0, (o - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - in[i]);
+      int64_t small = total / 2;
+      pads[i] = autoPad == "SAME_UPPER" ? small : total - small;
+      pads[i + sp] = total - pads[i];
+    }
+  } else if (autoPad != "VALID") {
+    error = nodeError(spec, "auto_pad '" + autoPad + "' is not supported");
+    return false;
+  }
+  w = Window();
+  for (size_t i = 0; i < sp; ++i) {
+    if (strides[i] < 1 || dil[i] < 1 || kernel[i] < 1) {
+      error = nodeError(spec, "strides, dilations and kernel must be >= 1");
+      return false;
+    }
+    int64_t extent = (kernel[i] - 1) * dil[i] + 1;
+    int64_t pl = pads[i], pr = pads[i + sp];
+    int64_t floorOut = (in[i] + pl + pr - extent) / strides[i] + 1;
+    if (out[i] != floorOut) {
+      int64_t ceilOut =
+          (in[i] + pl + pr - extent + strides[i] - 1) / strides[i] + 1;
+      if (!allowCeil || out[i] != ceilOut) {
+        error = nodeError(
+            spec, "result spatial size " + std::to_string(out[i]) +
+                      " in dimension " + std::to_string(i) +
+                      " does not match the window (input " +
+                      std::to_string(in[i]) + ", extent " +
+                      std::to_string(extent) + ", stride " +
+                      std::to_string(strides[i]) + ", pads " +
+                      std::to_string(pl) + "/" + std::to_string(pr) +
+                      " give " + std::to_string(floorOut) + ")");
+        return false;
+      }
+      pr = (out[i] - 1) * strides[i] + extent - in[i] - pl;
+      w.paddedForCeil = true;
+    }
+    w.kernel.push_back(kernel[i]);
+    w.strides.push_back(strides[i]);
+    w.dilations.push_back(dil[i] - 1);
+    w.padL.push_back(pl);
+    w.padR.push_back(pr);
+  }
+  return true;
+}
+
+void registerDnnlKernels(KernelRegistry &r) {
+  r["Conv"] = createConv;
+  r["ConvGrad"] = createConvGrad;
+  r["BatchNormalization"] = createBatchNorm;
+  r["BatchNormalizationGrad"] = createBatchNormGrad;
+  r["AveragePool"] = createAvgPool;
+  r["AveragePoolGrad"] = createAvgPoolGrad;
+  r["Gemm"] = createGemm;
+  r["GemmGrad"] = createGemmGrad;
+  r["MatMul"] = createMatMul;
+  for (const char *op : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Exp",
+                         "Sqrt", "Log", "Abs"})
+    r[op] = createEltwise;
+  for (const char *op : {"ReluGrad", "LeakyReluGrad", "SigmoidGrad",
+                         "TanhGrad", "EluGrad"})
+    r[op] = createEltwiseGrad;
+  for (const char *op :
+       {"Softmax", "LogSoftmax", "SoftmaxGrad", "LogSoftmaxGrad",
+        "SoftmaxGrad_13", "LogSoftmaxGrad_13"})
+    r[op] = createSoftmax;
+  r["Transpose"] = createTranspose;
+}
+
+} // namespace oasr::rt::cpu

@@ -1,0 +1,1565 @@
+//===- ElementwiseKernels.cpp - Hand-written CPU kernels ------------------===//
+//
+// The kernels that are plain loops (OpenMP-parallel): numpy-broadcast
+// arithmetic and its reduction (ReduceSumTo), copies and views, Concat/Split,
+// Dropout, Pad, max pooling with indices, global average pooling, Clip,
+// softmax cross-entropy and Constant.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+namespace oasr::rt::cpu {
+namespace {
+
+[[noreturn]] void fatal(const std::string &node, const std::string &op,
+                        const std::string &msg) {
+  std::fprintf(stderr, "oasr: fatal: node '%s' (%s): %s\n", node.c_str(),
+               op.c_str(), msg.c_str());
+  std::abort();
+}
+
+/// memcpy split across threads for large buffers.
+void parallelCopy(void *dst, const void *src, size_t bytes) {
+  if (dst == src || bytes == 0)
+    return;
+  constexpr size_t kChunk = size_t(1) << 20;
+  if (bytes < 2 * kChunk) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  int64_t chunks = int64_t((bytes + kChunk - 1) / kChunk);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    size_t off = size_t(c) * kChunk;
+    std::memcpy(static_cast<char *>(dst) + off,
+                static_cast<const char *>(src) + off,
+                std::min(kChunk, bytes - off));
+  }
+}
+
+/// Row-major strides of `shape`.
+std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> s(shape.size());
+  int64_t acc = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    s[i] = acc;
+    acc *= shape[i];
+  }
+  return s;
+}
+
+bool isFloatOrInt(DType t) {
+  return t == DType::F32 || t == DType::I64 || t == DType::I32;
+}
+
+//===----------------------------------------------------------------------===//
+// Numpy broadcasting
+//===----------------------------------------------------------------------===//
+
+/// Iteration of k operands broadcast onto an output shape, with adjacent
+/// dimensions of the same broadcast pattern merged. The last merged dimension
+/// is the inner loop; each operand's inner stride is 0 or 1.
+struct BroadcastPlan {
+  std::vector<int64_t> dims;                 // merged output dims
+  std::vector<std::vector<int64_t>> strides; // per operand, per merged dim
+  int64_t inner() const { return dims.back(); }
+  int64_t rows() const {
+    int64_t r = 1;
+    for (size_t i = 0; i + 1 < dims.size(); ++i)
+      r *= dims[i];
+    return r;
+  }
+  /// Element offsets of each operand at the start of row `row`.
+  void rowOffsets(int64_t row, int64_t *offs) const {
+    size_t k = strides.size();
+    for (size_t j = 0; j < k; ++j)
+      offs[j] = 0;
+    for (size_t d = dims.size() - 1; d-- > 0;) {
+      int64_t idx = row % dims[d];
+      row /= dims[d];
+      for (size_t j = 0; j < k; ++j)
+        offs[j] += idx * strides[j][d];
+    }
+  }
+};
+
+/// True if `in` broadcasts to `out` (numpy rules, aligned right).
+bool broadcastsTo(const std::vector<int64_t> &in,
+                  const std::vector<int64_t> &out) {
+  if (in.size() > out.size())
+    return false;
+  size_t off = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i] != 1 && in[i] != out[off + i])
+      return false;
+  return true;
+}
+
+BroadcastPlan makePlan(const std::vector<std::vector<int64_t>> &ins,
+                       const std::vector<int64_t> &out) {
+  size_t r = out.size(), k = ins.size();
+  // Aligned shapes and broadcast flags; size-1 output dims are dropped.
+  std::vector<int64_t> dims;
+  std::vector<std::vector<bool>> bc(k);
+  for (size_t d = 0; d < r; ++d) {
+    if (out[d] == 1)
+      continue;
+    dims.push_back(out[d]);
+    for (size_t j = 0; j < k; ++j) {
+      size_t off = r - ins[j].size();
+      bool b = d < off || ins[j][d - off] == 1;
+      bc[j].push_back(b);
+    }
+  }
+  BroadcastPlan p;
+  if (dims.empty()) {
+    p.dims = {1};
+    p.strides.assign(k, {0});
+    return p;
+  }
+  // Merge runs of dims whose broadcast pattern is identical for all operands.
+  std::vector<int64_t> mdims;
+  std::vector<std::vector<bool>> mbc(k);
+  for (size_t d = 0; d < dims.size(); ++d) {
+    bool merge = d > 0;
+    for (size_t j = 0; merge && j < k; ++j)
+      merge = bc[j][d] == mbc[j].back();
+    if (merge) {
+      mdims.back() *= dims[d];
+      continue;
+    }
+    mdims.push_back(dims[d]);
+    for (size_t j = 0; j < k; ++j)
+      mbc[j].push_back(bc[j][d]);
+  }
+  p.dims = mdims;
+  p.strides.assign(k, std::vector<int64_t>(mdims.size(), 0));
+  for (size_t j = 0; j < k; ++j) {
+    int64_t acc = 1;
+    for (size_t d = mdims.size(); d-- > 0;) {
+      if (!mbc[j][d]) {
+        p.strides[j][d] = acc;
+        acc *= mdims[d];
+      }
+    }
+  }
+  return p;
+}
+
+enum class BinOp { Add, Sub, Mul, Div };
+
+template <typename T, BinOp Op> inline T apply(T a, T b) {
+  if constexpr (Op == BinOp::Add)
+    return a + b;
+  else if constexpr (Op == BinOp::Sub)
+    return a - b;
+  else if constexpr (Op == BinOp::Mul)
+    return a * b;
+  else
+    return a / b;
+}
+
+template <typename T, BinOp Op>
+void binaryLoop(const BroadcastPlan &p, const T *a, const T *b, T *y) {
+  const int64_t rows = p.rows(), inner = p.inner();
+  const int64_t sa = p.strides[0].back(), sb = p.strides[1].back();
+#pragma omp parallel for schedule(static) if (rows * inner > 16384)
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t offs[2];
+    p.rowOffsets(row, offs);
+    const T *pa = a + offs[0], *pb = b + offs[1];
+    T *py = y + row * inner;
+    if (sa == 1 && sb == 1) {
+      for (int64_t i = 0; i < inner; ++i)
+        py[i] = apply<T, Op>(pa[i], pb[i]);
+    } else if (sa == 1) {
+      const T bv = pb[0];
+      for (int64_t i = 0; i < inner; ++i)
+        py[i] = apply<T, Op>(pa[i], bv);
+    } else if (sb == 1) {
+      const T av = pa[0];
+      for (int64_t i = 0; i < inner; ++i)
+        py[i] = apply<T, Op>(av, pb[i]);
+    } else {
+      const T v = apply<T, Op>(pa[0], pb[0]);
+      for (int64_t i = 0; i < inner; ++i)
+        py[i] = v;
+    }
+  }
+}
+
+template <typename T>
+void binaryDispatch(BinOp op, const BroadcastPlan &p, const void *a,
+                    const void *b, void *y) {
+  auto *ta = static_cast<const T *>(a), *tb = static_cast<const T *>(b);
+  auto *ty = static_cast<T *>(y);
+  switch (op) {
+  case BinOp::Add:
+    return binaryLoop<T, BinOp::Add>(p, ta, tb, ty);
+  case BinOp::Sub:
+    return binaryLoop<T, BinOp::Sub>(p, ta, tb, ty);
+  case BinOp::Mul:
+    return binaryLoop<T, BinOp::Mul>(p, ta, tb, ty);
+  case BinOp::Div:
+    return binaryLoop<T, BinOp::Div>(p, ta, tb, ty);
+  }
+}
+
+void binary(DType t, BinOp op, const BroadcastPlan &p, const void *a,
+            const void *b, void *y) {
+  switch (t) {
+  case DType::F32:
+    return binaryDispatch<float>(op, p, a, b, y);
+  case DType::I64:
+    return binaryDispatch<int64_t>(op, p, a, b, y);
+  case DType::I32:
+    return binaryDispatch<int32_t>(op, p, a, b, y);
+  default:
+    return;
+  }
+}
+
+bool checkBroadcastOperands(const OpSpec &spec, std::string &error) {
+  const TensorDesc &y = spec.outputs[0];
+  if (!isFloatOrInt(y.dtype)) {
+    error = nodeError(spec, std::string("element type ") +
+                                dtypeName(y.dtype) + " is not supported");
+    return false;
+  }
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    if (!checkDType(spec, true, i, y.dtype, error))
+      return false;
+    if (!broadcastsTo(spec.inputs[i].shape, y.shape)) {
+      error = nodeError(spec, "operand " + std::to_string(i) + " of shape " +
+                                  shapeStr(spec.inputs[i].shape) +
+                                  " does not broadcast to " +
+                                  shapeStr(y.shape));
+      return false;
+    }
+  }
+  return true;
+}
+
+/// Add/Sub/Mul/Div with numpy broadcasting.
+class BinaryKernel final : public CpuKernel {
+public:
+  BinaryKernel(const OpSpec &spec, BinOp op)
+      : CpuKernel(spec), op(op), type(spec.outputs[0].dtype),
+        plan(makePlan({spec.inputs[0].shape, spec.inputs[1].shape},
+                      spec.outputs[0].shape)) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    binary(type, op, plan, in[0].data, in[1].data, out[0].data);
+  }
+
+private:
+  BinOp op;
+  DType type;
+  BroadcastPlan plan;
+};
+
+std::unique_ptr<Kernel> createBinary(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 2, 2, 1, 1, error) ||
+      !checkBroadcastOperands(spec, error))
+    return nullptr;
+  BinOp op = spec.opType == "Add"   ? BinOp::Add
+             : spec.opType == "Sub" ? BinOp::Sub
+             : spec.opType == "Mul" ? BinOp::Mul
+                                    : BinOp::Div;
+  return std::make_unique<BinaryKernel>(spec, op);
+}
+
+/// Sum: variadic, broadcasting. Equal shapes are summed in one pass (safe
+/// when the result aliases an operand).
+class SumKernel final : public CpuKernel {
+public:
+  explicit SumKernel(const OpSpec &spec)
+      : CpuKernel(spec), type(spec.outputs[0].dtype) {
+    const auto &ys = spec.outputs[0].shape;
+    for (const auto &d : spec.inputs)
+      sameShape = sameShape && d.shape == ys;
+    if (!sameShape) {
+      pair = makePlan({spec.inputs[0].shape, spec.inputs[1].shape}, ys);
+      for (size_t i = 2; i < spec.inputs.size(); ++i)
+        rest.push_back(makePlan({ys, spec.inputs[i].shape}, ys));
+    }
+    numel = spec.outputs[0].numel();
+  }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    if (sameShape && type == DType::F32)
+      return sumSame<float>(in, out[0]);
+    if (sameShape && type == DType::I64)
+      return sumSame<int64_t>(in, out[0]);
+    if (sameShape && type == DType::I32)
+      return sumSame<int32_t>(in, out[0]);
+    // Broadcasting: y = x0 + x1, then y += xi.
+    binary(type, BinOp::Add, pair, in[0].data, in[1].data, out[0].data);
+    for (size_t i = 2; i < in.size(); ++i)
+      binary(type, BinOp::Add, rest[i - 2], out[0].data, in[i].data,
+             out[0].data);
+  }
+
+private:
+  template <typename T>
+  void sumSame(const std::vector<TensorRef> &in, const TensorRef &out) {
+    T *y = out.as<T>();
+    size_t k = in.size();
+    std::vector<const T *> xs(k);
+    for (size_t j = 0; j < k; ++j)
+      xs[j] = in[j].as<T>();
+    const int64_t n = numel;
+#pragma omp parallel for schedule(static) if (n > 16384)
+    for (int64_t i = 0; i < n; ++i) {
+      T acc = xs[0][i];
+      for (size_t j = 1; j < k; ++j)
+        acc += xs[j][i];
+      y[i] = acc;
+    }
+  }
+  DType type;
+  bool sameShape = true;
+  int64_t numel;
+  BroadcastPlan pair;
+  std::vector<BroadcastPlan> rest;
+};
+
+std::unique_ptr<Kernel> createSum(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 1024, 1, 1, error) ||
+      !checkBroadcastOperands(spec, error))
+    return nullptr;
+  if (spec.inputs.size() == 1 &&
+      spec.inputs[0].shape != spec.outputs[0].shape) {
+    error = nodeError(spec, "a single operand must have the result's shape");
+    return nullptr;
+  }
+  return std::make_unique<SumKernel>(spec);
+}
+
+/// Neg on f32 / i64 / i32.
+class NegKernel final : public CpuKernel {
+public:
+  explicit NegKernel(const OpSpec &spec)
+      : CpuKernel(spec), type(spec.outputs[0].dtype),
+        n(spec.outputs[0].numel()) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    switch (type) {
+    case DType::F32:
+      return neg(in[0].as<float>(), out[0].as<float>());
+    case DType::I64:
+      return neg(in[0].as<int64_t>(), out[0].as<int64_t>());
+    case DType::I32:
+      return neg(in[0].as<int32_t>(), out[0].as<int32_t>());
+    default:
+      return;
+    }
+  }
+
+private:
+  template <typename T> void neg(const T *x, T *y) {
+    const int64_t count = n;
+#pragma omp parallel for schedule(static) if (count > 16384)
+    for (int64_t i = 0; i < count; ++i)
+      y[i] = -x[i];
+  }
+  DType type;
+  int64_t n;
+};
+
+std::unique_ptr<Kernel> createNeg(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 1, 1, 1, error) ||
+      !checkDType(spec, true, 0, spec.outputs[0].dtype, error))
+    return nullptr;
+  if (!isFloatOrInt(spec.outputs[0].dtype) ||
+      spec.inputs[0].shape != spec.outputs[0].shape) {
+    error = nodeError(spec, "expects X and Y of one shape, f32/i64/i32");
+    return nullptr;
+  }
+  return std::make_unique<NegKernel>(spec);
+}
+
+//===----------------------------------------------------------------------===//
+// ReduceSumTo
+//===----------------------------------------------------------------------===//
+
+/// ReduceSumTo: dY -> dX, summing dY over the axes along which dX's shape
+/// broadcasts to dY's.
+class ReduceSumToKernel final : public CpuKernel {
+public:
+  explicit ReduceSumToKernel(const OpSpec &spec) : CpuKernel(spec) {
+    const auto &ys = spec.inputs[0].shape;
+    std::vector<int64_t> xs = spec.outputs[0].shape;
+    xs.insert(xs.begin(), ys.size() - xs.size(), 1);
+    // Merge runs of (reduced | kept) dims, dropping size-1 dims of dY.
+    std::vector<int64_t> dims;
+    std::vector<bool> red;
+    for (size_t d = 0; d < ys.size(); ++d) {
+      if (ys[d] == 1)
+        continue;
+      bool r = xs[d] == 1;
+      if (!dims.empty() && red.back() == r) {
+        dims.back() *= ys[d];
+        continue;
+      }
+      dims.push_back(ys[d]);
+      red.push_back(r);
+    }
+    copyOnly = std::find(red.begin(), red.end(), true) == red.end();
+    total = spec.inputs[0].numel();
+    if (copyOnly)
+      return;
+    std::vector<int64_t> inStr = stridesOf(dims);
+    lastReduced = red.back();
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (red[d])
+        redDims.push_back({dims[d], inStr[d]});
+      else
+        keptDims.push_back({dims[d], inStr[d]});
+    }
+    // The inner dimension is handled separately.
+    auto &innerList = lastReduced ? redDims : keptDims;
+    inner = innerList.back().first;
+    innerList.pop_back();
+    redCount = 1;
+    for (auto &r : redDims)
+      redCount *= r.first;
+    outerKept = 1;
+    for (auto &k : keptDims)
+      outerKept *= k.first;
+  }
+
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const float *dy = in[0].as<float>();
+    float *dx = out[0].as<float>();
+    if (copyOnly)
+      return parallelCopy(dx, dy, size_t(total) * sizeof(float));
+    if (lastReduced)
+      reduceInner(dy, dx);
+    else
+      reduceOuter(dy, dx);
+  }
+
+private:
+  static int64_t offsetOf(int64_t idx,
+                          const std::vector<std::pair<int64_t, int64_t>> &ds) {
+    int64_t off = 0;
+    for (size_t d = ds.size(); d-- > 0;) {
+      off += (idx % ds[d].first) * ds[d].second;
+      idx /= ds[d].first;
+    }
+    return off;
+  }
+
+  // Each result element sums `redCount` contiguous runs of `inner` values.
+  void reduceInner(const float *dy, float *dx) {
+    const int64_t outs = outerKept;
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < outs; ++o) {
+      int64_t base = offsetOf(o, keptDims);
+      double acc = 0;
+      for (int64_t r = 0; r < redCount; ++r) {
+        const float *p = dy + base + offsetOf(r, redDims);
+        float part = 0;
+        for (int64_t i = 0; i < inner; ++i)
+          part += p[i];
+        acc += part;
+      }
+      dx[o] = float(acc);
+    }
+  }
+
+  // The result keeps dY's inner dimension: accumulate rows, column blocks
+  // spread over threads.
+  void reduceOuter(const float *dy, float *dx) {
+    constexpr int64_t kBlock = 256;
+    const int64_t blocks = (inner + kBlock - 1) / kBlock;
+    const int64_t units = outerKept * blocks;
+#pragma omp parallel for schedule(static)
+    for (int64_t u = 0; u < units; ++u) {
+      int64_t o = u / blocks, c0 = (u % blocks) * kBlock;
+      int64_t c1 = std::min(inner, c0 + kBlock);
+      float acc[kBlock] = {0};
+      int64_t base = offsetOf(o, keptDims) + c0;
+      for (int64_t r = 0; r < redCount; ++r) {
+        const float *p = dy + base + offsetOf(r, redDims);
+        for (int64_t c = 0; c < c1 - c0; ++c)
+          acc[c] += p[c];
+      }
+      for (int64_t c = c0; c < c1; ++c)
+        dx[o * inner + c] = acc[c - c0];
+    }
+  }
+
+  bool copyOnly = false, lastReduced = false;
+  int64_t total = 0, inner = 1, redCount = 1, outerKept = 1;
+  std::vector<std::pair<int64_t, int64_t>> keptDims, redDims; // (size, stride)
+};
+
+std::unique_ptr<Kernel> createReduceSumTo(const OpSpec &spec,
+                                          std::string &error) {
+  if (!checkArity(spec, 1, 1, 1, 1, error) ||
+      !checkAllF32(spec, {0}, {0}, error))
+    return nullptr;
+  if (!broadcastsTo(spec.outputs[0].shape, spec.inputs[0].shape)) {
+    error = nodeError(spec, "result shape " +
+                                shapeStr(spec.outputs[0].shape) +
+                                " does not broadcast to the operand's " +
+                                shapeStr(spec.inputs[0].shape));
+    return nullptr;
+  }
+  return std::make_unique<ReduceSumToKernel>(spec);
+}
+
+//===----------------------------------------------------------------------===//
+// Copies and views
+//===----------------------------------------------------------------------===//
+
+/// Reshape/Flatten/Squeeze/Unsqueeze/Identity: the result has the operand's
+/// bytes; copies unless the executor aliased the two buffers.
+class CopyKernel final : public CpuKernel {
+public:
+  explicit CopyKernel(const OpSpec &spec)
+      : CpuKernel(spec), bytes(spec.outputs[0].bytes()) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    parallelCopy(out[0].data, in[0].data, bytes);
+  }
+
+private:
+  size_t bytes;
+};
+
+std::unique_ptr<Kernel> createCopy(const OpSpec &spec, std::string &error) {
+  size_t maxIn = spec.opType == "Flatten" || spec.opType == "Identity" ? 1 : 2;
+  if (!checkArity(spec, 1, maxIn, 1, 1, error) ||
+      !checkDType(spec, false, 0, spec.inputs[0].dtype, error))
+    return nullptr;
+  if (spec.inputs[0].numel() != spec.outputs[0].numel()) {
+    error = nodeError(spec, "operand " + shapeStr(spec.inputs[0].shape) +
+                                " and result " +
+                                shapeStr(spec.outputs[0].shape) +
+                                " differ in size");
+    return nullptr;
+  }
+  return std::make_unique<CopyKernel>(spec);
+}
+
+//===----------------------------------------------------------------------===//
+// Concat / Split
+//===----------------------------------------------------------------------===//
+
+bool normAxis(const OpSpec &spec, int64_t rank, int64_t dflt, int64_t &axis,
+              std::string &error) {
+  axis = spec.attrs.getInt("axis", dflt);
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank) {
+    error = nodeError(spec, "axis " +
+                                std::to_string(spec.attrs.getInt("axis",
+                                                                  dflt)) +
+                                " out of range for rank " +
+                                std::to_string(rank));
+    return false;
+  }
+  return true;
+}
+
+/// The parts of a Concat (the operands) or a Split (the results): each part
+/// contributes `partBytes[i]` per outer index; the whole row is `rowBytes`.
+struct Parts {
+  int64_t outer = 1;
+  std::vector<size_t> partBytes, partOffset;
+  size_t rowBytes = 0;
+};
+
+bool makeParts(const OpSpec &spec, const TensorDesc &whole,
+               const std::vector<TensorDesc> &parts, Parts &p,
+               std::string &error) {
+  int64_t axis;
+  if (!normAxis(spec, int64_t(whole.rank()), 0, axis, error))
+    return false;
+  int64_t sum = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const TensorDesc &d = parts[i];
+    bool ok = d.rank() == whole.rank() && d.dtype == whole.dtype;
+    for (size_t k = 0; ok && k < d.rank(); ++k)
+      ok = int64_t(k) == axis || d.shape[k] == whole.shape[k];
+    if (!ok) {
+      error = nodeError(spec, "part " + std::to_string(i) + " " +
+                                  shapeStr(d.shape) + " does not fit " +
+                                  shapeStr(whole.shape) + " along axis " +
+                                  std::to_string(axis));
+      return false;
+    }
+    sum += d.shape[axis];
+  }
+  if (sum != whole.shape[axis]) {
+    error = nodeError(spec, "parts sum to " + std::to_string(sum) +
+                                " along axis " + std::to_string(axis) +
+                                ", expected " +
+                                std::to_string(whole.shape[axis]));
+    return false;
+  }
+  for (int64_t k = 0; k < axis; ++k)
+    p.outer *= whole.shape[k];
+  size_t esz = dtypeSize(whole.dtype);
+  for (const TensorDesc &d : parts) {
+    size_t b = esz;
+    for (size_t k = axis; k < d.rank(); ++k)
+      b *= size_t(d.shape[k]);
+    p.partOffset.push_back(p.rowBytes);
+    p.partBytes.push_back(b);
+    p.rowBytes += b;
+  }
+  return true;
+}
+
+class ConcatSplitKernel final : public CpuKernel {
+public:
+  ConcatSplitKernel(const OpSpec &spec, Parts p, bool split)
+      : CpuKernel(spec), p(std::move(p)), split(split) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const int64_t nParts = int64_t(p.partBytes.size());
+    const int64_t units = p.outer * nParts;
+    char *whole = static_cast<char *>(split ? in[0].data : out[0].data);
+#pragma omp parallel for schedule(static) if (units > 1 && p.rowBytes * p.outer > (1 << 16))
+    for (int64_t u = 0; u < units; ++u) {
+      int64_t o = u / nParts, i = u % nParts;
+      char *w = whole + size_t(o) * p.rowBytes + p.partOffset[i];
+      char *part = static_cast<char *>(split ? out[i].data : in[i].data) +
+                   size_t(o) * p.partBytes[i];
+      if (split)
+        std::memcpy(part, w, p.partBytes[i]);
+      else
+        std::memcpy(w, part, p.partBytes[i]);
+    }
+  }
+
+private:
+  Parts p;
+  bool split;
+};
+
+std::unique_ptr<Kernel> createConcat(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 1 << 16, 1, 1, error))
+    return nullptr;
+  Parts p;
+  if (!makeParts(spec, spec.outputs[0], spec.inputs, p, error))
+    return nullptr;
+  return std::make_unique<ConcatSplitKernel>(spec, std::move(p), false);
+}
+
+std::unique_ptr<Kernel> createSplit(const OpSpec &spec, std::string &error) {
+  // The optional `split` operand (opset 13) is not read: the results' shapes
+  // already say how the operand is cut.
+  if (!checkArity(spec, 1, 2, 1, 1 << 16, error))
+    return nullptr;
+  Parts p;
+  if (!makeParts(spec, spec.inputs[0], spec.outputs, p, error))
+    return nullptr;
+  return std::make_unique<ConcatSplitKernel>(spec, std::move(p), true);
+}
+
+//===----------------------------------------------------------------------===//
+// Dropout / DropoutGrad
+//===----------------------------------------------------------------------===//
+
+inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+/// Reads an optional scalar operand (null data or no elements: absent).
+bool scalarOperand(const std::vector<TensorRef> &in, size_t i, double &v) {
+  if (i >= in.size() || !in[i].data || in[i].numel() == 0)
+    return false;
+  switch (in[i].desc.dtype) {
+  case DType::F32:
+    v = *in[i].as<float>();
+    return true;
+  case DType::I64:
+    v = double(*in[i].as<int64_t>());
+    return true;
+  case DType::I32:
+    v = double(*in[i].as<int32_t>());
+    return true;
+  case DType::Bool:
+    v = *in[i].as<uint8_t>() ? 1.0 : 0.0;
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// Dropout: X[, ratio[, training_mode]] -> Y[, mask]. The mask of element i
+/// at step s is a pure function of (seed, s, i), so results do not depend on
+/// the thread count and runs are reproducible; every run is a new step.
+class DropoutKernel final : public CpuKernel {
+public:
+  explicit DropoutKernel(const OpSpec &spec)
+      : CpuKernel(spec), seed(spec.seed), n(spec.inputs[0].numel()),
+        defaultRatio(spec.attrs.getFloat("ratio", 0.5)),
+        defaultTraining(spec.attrs.getInt("training_mode", 0) != 0) {}
+
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    double ratio = defaultRatio, training = defaultTraining;
+    scalarOperand(in, 1, ratio);
+    scalarOperand(in, 2, training);
+    if (ratio < 0 || ratio > 1)
+      fatal(nodeName, op, "ratio " + std::to_string(ratio) +
+                              " is outside [0, 1]");
+    const float *x = in[0].as<float>();
+    float *y = out[0].as<float>();
+    uint8_t *mask = out.size() > 1 ? out[1].as<uint8_t>() : nullptr;
+    const int64_t count = n;
+    if (training == 0 || ratio == 0) {
+      parallelCopy(y, x, size_t(count) * sizeof(float));
+      if (mask)
+        std::memset(mask, 1, size_t(count));
+      return;
+    }
+    const uint64_t stepKey = splitmix64(seed ^ splitmix64(step++));
+    // keep iff the top 32 random bits >= ratio * 2^32
+    const uint64_t threshold = uint64_t(std::ldexp(ratio, 32));
+    const float scale = ratio < 1 ? float(1.0 / (1.0 - ratio)) : 0.0f;
+#pragma omp parallel for schedule(static) if (count > 16384)
+    for (int64_t i = 0; i < count; ++i) {
+      bool keep = (splitmix64(stepKey + uint64_t(i)) >> 32) >= threshold;
+      y[i] = keep ? x[i] * scale : 0.0f;
+      if (mask)
+        mask[i] = keep;
+    }
+  }
+
+private:
+  uint64_t seed, step = 0;
+  int64_t n;
+  double defaultRatio;
+  bool defaultTraining;
+};
+
+std::unique_ptr<Kernel> createDropout(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 3, 1, 2, error) ||
+      !checkAllF32(spec, {0}, {0}, error) ||
+      !checkDType(spec, false, 1, DType::Bool, error))
+    return nullptr;
+  if (spec.outputs[0].shape != spec.inputs[0].shape ||
+      (spec.outputs.size() > 1 &&
+       spec.outputs[1].shape != spec.inputs[0].shape)) {
+    error = nodeError(spec, "Y and mask must have X's shape");
+    return nullptr;
+  }
+  return std::make_unique<DropoutKernel>(spec);
+}
+
+/// DropoutGrad: dY, mask[, ratio[, training_mode]] -> dX = dY * mask /
+/// (1 - ratio).
+class DropoutGradKernel final : public CpuKernel {
+public:
+  explicit DropoutGradKernel(const OpSpec &spec)
+      : CpuKernel(spec), n(spec.inputs[0].numel()),
+        defaultRatio(spec.attrs.getFloat("ratio", 0.5)) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    double ratio = defaultRatio, training = 1;
+    scalarOperand(in, 2, ratio);
+    scalarOperand(in, 3, training);
+    const float *dy = in[0].as<float>();
+    const uint8_t *mask = in[1].as<uint8_t>();
+    float *dx = out[0].as<float>();
+    const int64_t count = n;
+    if (training == 0) {
+      parallelCopy(dx, dy, size_t(count) * sizeof(float));
+      return;
+    }
+    const float scale = ratio < 1 ? float(1.0 / (1.0 - ratio)) : 0.0f;
+#pragma omp parallel for schedule(static) if (count > 16384)
+    for (int64_t i = 0; i < count; ++i)
+      dx[i] = mask[i] ? dy[i] * scale : 0.0f;
+  }
+
+private:
+  int64_t n;
+  double defaultRatio;
+};
+
+std::unique_ptr<Kernel> createDropoutGrad(const OpSpec &spec,
+                                          std::string &error) {
+  if (!checkArity(spec, 2, 4, 1, 1, error) ||
+      !checkAllF32(spec, {0}, {0}, error) ||
+      !checkDType(spec, true, 1, DType::Bool, error))
+    return nullptr;
+  if (spec.inputs[1].shape != spec.inputs[0].shape ||
+      spec.outputs[0].shape != spec.inputs[0].shape) {
+    error = nodeError(spec, "dY, mask and dX must have one shape");
+    return nullptr;
+  }
+  return std::make_unique<DropoutGradKernel>(spec);
+}
+
+//===----------------------------------------------------------------------===//
+// Pad / PadGrad
+//===----------------------------------------------------------------------===//
+
+/// out[o] = in[o - begin] where inside `in`, else `value` (f32). Negative
+/// begins crop.
+void padCopy(const float *in, const std::vector<int64_t> &inShape, float *out,
+             const std::vector<int64_t> &outShape,
+             const std::vector<int64_t> &begin, float value) {
+  size_t r = outShape.size();
+  if (r == 0) {
+    out[0] = in[0];
+    return;
+  }
+  std::vector<int64_t> inStr = stridesOf(inShape);
+  int64_t inner = outShape[r - 1], rows = 1;
+  for (size_t d = 0; d + 1 < r; ++d)
+    rows *= outShape[d];
+  const int64_t lastIn = inShape[r - 1], lastBegin = begin[r - 1];
+  // Columns [c0, c1) of an output row come from the input row.
+  const int64_t c0 = std::clamp<int64_t>(lastBegin, 0, inner);
+  const int64_t c1 = std::clamp<int64_t>(lastBegin + lastIn, c0, inner);
+#pragma omp parallel for schedule(static) if (rows * inner > 16384)
+  for (int64_t row = 0; row < rows; ++row) {
+    float *o = out + row * inner;
+    int64_t rem = row, inOff = 0;
+    bool inside = true;
+    for (size_t d = r - 1; d-- > 0;) {
+      int64_t idx = rem % outShape[d] - begin[d];
+      rem /= outShape[d];
+      if (idx < 0 || idx >= inShape[d]) {
+        inside = false;
+        break;
+      }
+      inOff += idx * inStr[d];
+    }
+    if (!inside) {
+      std::fill(o, o + inner, value);
+      continue;
+    }
+    std::fill(o, o + c0, value);
+    if (c1 > c0)
+      std::memcpy(o + c0, in + inOff + (c0 - lastBegin),
+                  size_t(c1 - c0) * sizeof(float));
+    std::fill(o + c1, o + inner, value);
+  }
+}
+
+/// Pad {mode = constant}: data[, pads[, constant_value[, axes]]] -> Y.
+/// The pads operand is read at run time (host memory).
+class PadKernel final : public CpuKernel {
+public:
+  explicit PadKernel(const OpSpec &spec)
+      : CpuKernel(spec), inShape(spec.inputs[0].shape),
+        outShape(spec.outputs[0].shape), attrPads(spec.attrs.getInts("pads")),
+        attrValue(float(spec.attrs.getFloat("value", 0.0))),
+        hasAttrPads(spec.attrs.has("pads")) {}
+
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    size_t r = inShape.size();
+    std::vector<int64_t> pads = attrPads;
+    if (!hasAttrPads) {
+      if (in.size() < 2 || !in[1].data)
+        fatal(nodeName, op, "no pads attribute or operand");
+      const int64_t *p = in[1].as<int64_t>();
+      pads.assign(p, p + in[1].numel());
+    }
+    std::vector<int64_t> axes(r);
+    for (size_t i = 0; i < r; ++i)
+      axes[i] = int64_t(i);
+    if (in.size() > 3 && in[3].data) {
+      const int64_t *a = in[3].as<int64_t>();
+      axes.assign(a, a + in[3].numel());
+      for (int64_t &ax : axes)
+        if (ax < 0)
+          ax += int64_t(r);
+    }
+    if (pads.size() != 2 * axes.size())
+      fatal(nodeName, op, "pads has " + std::to_string(pads.size()) +
+                              " values for " + std::to_string(axes.size()) +
+                              " axes");
+    std::vector<int64_t> begin(r, 0), end(r, 0);
+    for (size_t i = 0; i < axes.size(); ++i) {
+      if (axes[i] < 0 || axes[i] >= int64_t(r))
+        fatal(nodeName, op, "axis out of range");
+      begin[axes[i]] = pads[i];
+      end[axes[i]] = pads[i + axes.size()];
+    }
+    for (size_t d = 0; d < r; ++d)
+      if (inShape[d] + begin[d] + end[d] != outShape[d])
+        fatal(nodeName, op, "pads do not produce the result shape " +
+                                shapeStr(outShape));
+    double v = attrValue;
+    scalarOperand(in, 2, v);
+    padCopy(in[0].as<float>(), inShape, out[0].as<float>(), outShape, begin,
+            float(v));
+  }
+
+private:
+  std::vector<int64_t> inShape, outShape, attrPads;
+  float attrValue;
+  bool hasAttrPads;
+};
+
+std::unique_ptr<Kernel> createPad(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 4, 1, 1, error) ||
+      !checkAllF32(spec, {0, 2}, {0}, error))
+    return nullptr;
+  std::string mode = spec.attrs.getString("mode", "constant");
+  if (mode != "constant") {
+    error = nodeError(spec, "mode '" + mode + "' is not supported (only "
+                                              "'constant')");
+    return nullptr;
+  }
+  if (spec.inputs[0].rank() != spec.outputs[0].rank()) {
+    error = nodeError(spec, "operand and result ranks differ");
+    return nullptr;
+  }
+  if (!spec.attrs.has("pads") &&
+      (spec.inputs.size() < 2 || spec.inputs[1].dtype != DType::I64)) {
+    error = nodeError(spec, "needs a pads attribute or an i64 pads operand");
+    return nullptr;
+  }
+  return std::make_unique<PadKernel>(spec);
+}
+
+/// PadGrad {pads}: dY -> dX, the slice of dY the padded input came from.
+class PadGradKernel final : public CpuKernel {
+public:
+  PadGradKernel(const OpSpec &spec, std::vector<int64_t> begin)
+      : CpuKernel(spec), inShape(spec.inputs[0].shape),
+        outShape(spec.outputs[0].shape), begin(std::move(begin)) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    padCopy(in[0].as<float>(), inShape, out[0].as<float>(), outShape, begin,
+            0.0f);
+  }
+
+private:
+  std::vector<int64_t> inShape, outShape, begin;
+};
+
+std::unique_ptr<Kernel> createPadGrad(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 1, 1, 1, error) ||
+      !checkAllF32(spec, {0}, {0}, error))
+    return nullptr;
+  const auto &dy = spec.inputs[0].shape, &dx = spec.outputs[0].shape;
+  std::vector<int64_t> pads = spec.attrs.getInts("pads");
+  size_t r = dx.size();
+  bool ok = dy.size() == r && pads.size() == 2 * r;
+  for (size_t d = 0; ok && d < r; ++d)
+    ok = dx[d] + pads[d] + pads[d + r] == dy[d];
+  if (!ok) {
+    error = nodeError(spec, "pads " + shapeStr(pads) + " do not take " +
+                                shapeStr(dx) + " to " + shapeStr(dy));
+    return nullptr;
+  }
+  std::vector<int64_t> begin(r);
+  for (size_t d = 0; d < r; ++d)
+    begin[d] = -pads[d];
+  return std::make_unique<PadGradKernel>(spec, begin);
+}
+
+//===----------------------------------------------------------------------===//
+// MaxPool / MaxPoolGrad
+//===----------------------------------------------------------------------===//
+
+/// 1-D and 2-D geometry as 2-D (a 1-D pool is a 2-D one with H = 1).
+struct Pool2D {
+  int64_t planes, ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw;
+};
+
+bool maxPoolGeom(const OpSpec &spec, const TensorDesc &x, const TensorDesc &y,
+                 Pool2D &g, std::string &error) {
+  if ((x.rank() != 3 && x.rank() != 4) || y.rank() != x.rank() ||
+      x.shape[0] != y.shape[0] || x.shape[1] != y.shape[1]) {
+    error = nodeError(spec, "expects 1-D or 2-D pooling tensors, got " +
+                                shapeStr(x.shape) + " -> " +
+                                shapeStr(y.shape));
+    return false;
+  }
+  if (spec.attrs.getInt("storage_order", 0) != 0) {
+    error = nodeError(spec, "storage_order = 1 is not supported");
+    return false;
+  }
+  if (!spec.attrs.has("kernel_shape")) {
+    error = nodeError(spec, "attribute 'kernel_shape' is required");
+    return false;
+  }
+  std::vector<int64_t> k = spec.attrs.getInts("kernel_shape");
+  std::vector<int64_t> in(x.shape.begin() + 2, x.shape.end()),
+      out(y.shape.begin() + 2, y.shape.end());
+  if (k.size() != in.size()) {
+    error = nodeError(spec, "kernel_shape has the wrong rank");
+    return false;
+  }
+  Window w;
+  if (!resolveWindow(spec, in, k, out,
+                     spec.attrs.getInt("ceil_mode", 0) != 0, w, error))
+    return false;
+  bool twoD = in.size() == 2;
+  g.planes = x.shape[0] * x.shape[1];
+  g.ih = twoD ? in[0] : 1;
+  g.iw = in.back();
+  g.oh = twoD ? out[0] : 1;
+  g.ow = out.back();
+  g.kh = twoD ? w.kernel[0] : 1;
+  g.kw = w.kernel.back();
+  g.sh = twoD ? w.strides[0] : 1;
+  g.sw = w.strides.back();
+  g.dh = twoD ? w.dilations[0] + 1 : 1;
+  g.dw = w.dilations.back() + 1;
+  g.ph = twoD ? w.padL[0] : 0;
+  g.pw = w.padL.back();
+  return true;
+}
+
+/// MaxPool: X -> Y[, Indices]; Indices are flat offsets into each (n, c)
+/// plane of X (PyTorch's convention).
+class MaxPoolKernel final : public CpuKernel {
+public:
+  MaxPoolKernel(const OpSpec &spec, const Pool2D &g)
+      : CpuKernel(spec), g(g) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const float *x = in[0].as<float>();
+    float *y = out[0].as<float>();
+    int64_t *ind = out.size() > 1 ? out[1].as<int64_t>() : nullptr;
+    const Pool2D p = g;
+#pragma omp parallel for schedule(static)
+    for (int64_t pl = 0; pl < p.planes; ++pl) {
+      const float *xp = x + pl * p.ih * p.iw;
+      float *yp = y + pl * p.oh * p.ow;
+      int64_t *ip = ind ? ind + pl * p.oh * p.ow : nullptr;
+      for (int64_t oy = 0; oy < p.oh; ++oy) {
+        for (int64_t ox = 0; ox < p.ow; ++ox) {
+          float best = -std::numeric_limits<float>::infinity();
+          int64_t bestIdx = -1;
+          for (int64_t ky = 0; ky < p.kh; ++ky) {
+            int64_t iy = oy * p.sh - p.ph + ky * p.dh;
+            if (iy < 0 || iy >= p.ih)
+              continue;
+            for (int64_t kx = 0; kx < p.kw; ++kx) {
+              int64_t ix = ox * p.sw - p.pw + kx * p.dw;
+              if (ix < 0 || ix >= p.iw)
+                continue;
+              float v = xp[iy * p.iw + ix];
+              if (v > best || bestIdx < 0 || std::isnan(v)) {
+                best = v;
+                bestIdx = iy * p.iw + ix;
+                if (std::isnan(v))
+                  goto done;
+              }
+            }
+          }
+        done:
+          yp[oy * p.ow + ox] = best;
+          if (ip)
+            ip[oy * p.ow + ox] = bestIdx;
+        }
+      }
+    }
+  }
+
+private:
+  Pool2D g;
+};
+
+std::unique_ptr<Kernel> createMaxPool(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 1, 1, 2, error) ||
+      !checkAllF32(spec, {0}, {0}, error) ||
+      !checkDType(spec, false, 1, DType::I64, error))
+    return nullptr;
+  Pool2D g;
+  if (!maxPoolGeom(spec, spec.inputs[0], spec.outputs[0], g, error))
+    return nullptr;
+  if (spec.outputs.size() > 1 &&
+      spec.outputs[1].shape != spec.outputs[0].shape) {
+    error = nodeError(spec, "Indices must have Y's shape");
+    return nullptr;
+  }
+  return std::make_unique<MaxPoolKernel>(spec, g);
+}
+
+/// MaxPoolGrad: dY, Indices -> dX (scatter-add into each plane).
+class MaxPoolGradKernel final : public CpuKernel {
+public:
+  MaxPoolGradKernel(const OpSpec &spec, int64_t planes, int64_t inPlane,
+                    int64_t outPlane)
+      : CpuKernel(spec), planes(planes), inPlane(inPlane),
+        outPlane(outPlane) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const float *dy = in[0].as<float>();
+    const int64_t *ind = in[1].as<int64_t>();
+    float *dx = out[0].as<float>();
+    const int64_t np = planes, ip = inPlane, opl = outPlane;
+    bool bad = false;
+#pragma omp parallel for schedule(static) reduction(|| : bad)
+    for (int64_t p = 0; p < np; ++p) {
+      float *dxp = dx + p * ip;
+      std::fill(dxp, dxp + ip, 0.0f);
+      const float *dyp = dy + p * opl;
+      const int64_t *idx = ind + p * opl;
+      for (int64_t i = 0; i < opl; ++i) {
+        if (idx[i] < 0 || idx[i] >= ip) {
+          bad = true;
+          continue;
+        }
+        dxp[idx[i]] += dyp[i];
+      }
+    }
+    if (bad)
+      fatal(nodeName, op, "an index is outside its (n, c) plane");
+  }
+
+private:
+  int64_t planes, inPlane, outPlane;
+};
+
+std::unique_ptr<Kernel> createMaxPoolGrad(const OpSpec &spec,
+                                          std::string &error) {
+  if (!checkArity(spec, 2, 2, 1, 1, error) ||
+      !checkAllF32(spec, {0}, {0}, error) ||
+      !checkDType(spec, true, 1, DType::I64, error))
+    return nullptr;
+  const TensorDesc &dy = spec.inputs[0], &dx = spec.outputs[0];
+  if (dy.rank() < 3 || dx.rank() != dy.rank() || dy.shape[0] != dx.shape[0] ||
+      dy.shape[1] != dx.shape[1] || spec.inputs[1].shape != dy.shape) {
+    error = nodeError(spec, "expects dY and Indices [N, C, ...] and dX [N, "
+                            "C, ...]");
+    return nullptr;
+  }
+  int64_t planes = dx.shape[0] * dx.shape[1];
+  return std::make_unique<MaxPoolGradKernel>(
+      spec, planes, dx.numel() / planes, dy.numel() / planes);
+}
+
+//===----------------------------------------------------------------------===//
+// GlobalAveragePool / GlobalAveragePoolGrad
+//===----------------------------------------------------------------------===//
+
+class GlobalAvgPoolKernel final : public CpuKernel {
+public:
+  GlobalAvgPoolKernel(const OpSpec &spec, int64_t planes, int64_t size,
+                      bool grad)
+      : CpuKernel(spec), planes(planes), size(size), grad(grad) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const float *x = in[0].as<float>();
+    float *y = out[0].as<float>();
+    const int64_t np = planes, sz = size;
+    const float inv = 1.0f / float(sz);
+    if (grad) {
+#pragma omp parallel for schedule(static)
+      for (int64_t p = 0; p < np; ++p) {
+        float v = x[p] * inv;
+        std::fill(y + p * sz, y + (p + 1) * sz, v);
+      }
+      return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < np; ++p) {
+      const float *xp = x + p * sz;
+      float acc = 0;
+      for (int64_t i = 0; i < sz; ++i)
+        acc += xp[i];
+      y[p] = acc * inv;
+    }
+  }
+
+private:
+  int64_t planes, size;
+  bool grad;
+};
+
+std::unique_ptr<Kernel> createGlobalAvgPool(const OpSpec &spec,
+                                            std::string &error) {
+  bool grad = spec.opType == "GlobalAveragePoolGrad";
+  if (!checkArity(spec, 1, 1, 1, 1, error) ||
+      !checkAllF32(spec, {0}, {0}, error))
+    return nullptr;
+  const TensorDesc &x = grad ? spec.outputs[0] : spec.inputs[0];
+  const TensorDesc &y = grad ? spec.inputs[0] : spec.outputs[0];
+  if (x.rank() < 3 || y.numel() != x.shape[0] * x.shape[1] ||
+      y.rank() != x.rank()) {
+    error = nodeError(spec, "expects X [N, C, ...] and Y [N, C, 1, ...], got " +
+                                shapeStr(x.shape) + " and " +
+                                shapeStr(y.shape));
+    return nullptr;
+  }
+  int64_t planes = x.shape[0] * x.shape[1];
+  return std::make_unique<GlobalAvgPoolKernel>(spec, planes,
+                                               x.numel() / planes, grad);
+}
+
+//===----------------------------------------------------------------------===//
+// Clip / ClipGrad
+//===----------------------------------------------------------------------===//
+
+/// Clip: X[, min[, max]] -> Y; ClipGrad: dY, X -> dX (dY where min <= X <=
+/// max, PyTorch's convention at the bounds). Bounds come from the operands
+/// when given, else from the f32 attributes min/max.
+class ClipKernel final : public CpuKernel {
+public:
+  ClipKernel(const OpSpec &spec, bool grad)
+      : CpuKernel(spec), grad(grad), n(spec.outputs[0].numel()),
+        attrMin(spec.attrs.getFloat("min",
+                                    -std::numeric_limits<double>::infinity())),
+        attrMax(spec.attrs.getFloat("max",
+                                    std::numeric_limits<double>::infinity())) {
+  }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    double lo = attrMin, hi = attrMax;
+    size_t first = grad ? 2 : 1;
+    scalarOperand(in, first, lo);
+    scalarOperand(in, first + 1, hi);
+    const float flo = float(lo), fhi = float(hi);
+    float *y = out[0].as<float>();
+    const int64_t count = n;
+    if (grad) {
+      const float *dy = in[0].as<float>(), *x = in[1].as<float>();
+#pragma omp parallel for schedule(static) if (count > 16384)
+      for (int64_t i = 0; i < count; ++i)
+        y[i] = (x[i] >= flo && x[i] <= fhi) ? dy[i] : 0.0f;
+      return;
+    }
+    const float *x = in[0].as<float>();
+#pragma omp parallel for schedule(static) if (count > 16384)
+    for (int64_t i = 0; i < count; ++i)
+      y[i] = std::min(std::max(x[i], flo), fhi);
+  }
+
+private:
+  bool grad;
+  int64_t n;
+  double attrMin, attrMax;
+};
+
+std::unique_ptr<Kernel> createClip(const OpSpec &spec, std::string &error) {
+  bool grad = spec.opType == "ClipGrad";
+  if (!checkArity(spec, grad ? 2 : 1, grad ? 4 : 3, 1, 1, error) ||
+      !checkAllF32(spec, {0, 1, 2, 3}, {0}, error))
+    return nullptr;
+  for (size_t i = 0; i < (grad ? 2u : 1u); ++i)
+    if (spec.inputs[i].shape != spec.outputs[0].shape) {
+      error = nodeError(spec, "operands and result must have one shape");
+      return nullptr;
+    }
+  return std::make_unique<ClipKernel>(spec, grad);
+}
+
+//===----------------------------------------------------------------------===//
+// SoftmaxCrossEntropyLoss / SoftmaxCrossEntropyLossGrad
+//===----------------------------------------------------------------------===//
+
+enum class Reduction { Mean, Sum, None };
+
+/// Scores [N, C, D...] (D = product of the trailing dims), labels [N, D...].
+struct SceGeom {
+  int64_t n, c, d;
+  Reduction reduction;
+  bool hasIgnore;
+  int64_t ignoreIndex;
+};
+
+bool sceGeom(const OpSpec &spec, const TensorDesc &scores,
+             const TensorDesc &labels, SceGeom &g, std::string &error) {
+  if (scores.rank() < 2 || labels.rank() != scores.rank() - 1 ||
+      labels.shape[0] != scores.shape[0] ||
+      !std::equal(labels.shape.begin() + 1, labels.shape.end(),
+                  scores.shape.begin() + 2)) {
+    error = nodeError(spec, "expects scores [N, C, ...] and labels [N, ...], "
+                            "got " +
+                                shapeStr(scores.shape) + " and " +
+                                shapeStr(labels.shape));
+    return false;
+  }
+  if (labels.dtype != DType::I64 && labels.dtype != DType::I32) {
+    error = nodeError(spec, "labels must be i64 or i32");
+    return false;
+  }
+  std::string red = spec.attrs.getString("reduction", "mean");
+  if (red == "mean")
+    g.reduction = Reduction::Mean;
+  else if (red == "sum")
+    g.reduction = Reduction::Sum;
+  else if (red == "none")
+    g.reduction = Reduction::None;
+  else {
+    error = nodeError(spec, "reduction '" + red + "' is not supported");
+    return false;
+  }
+  g.n = scores.shape[0];
+  g.c = scores.shape[1];
+  g.d = scores.numel() / std::max<int64_t>(1, g.n * g.c);
+  g.hasIgnore = spec.attrs.has("ignore_index");
+  g.ignoreIndex = spec.attrs.getInt("ignore_index", -100);
+  return true;
+}
+
+inline int64_t labelAt(const TensorRef &t, int64_t i) {
+  return t.desc.dtype == DType::I64 ? t.as<int64_t>()[i]
+                                    : int64_t(t.as<int32_t>()[i]);
+}
+
+/// scores, labels -> loss[, log_prob].
+class SceKernel final : public CpuKernel {
+public:
+  SceKernel(const OpSpec &spec, const SceGeom &g, bool wantLogProb)
+      : CpuKernel(spec), g(g) {
+    if (!wantLogProb)
+      scratch.resize(size_t(g.n * g.c * g.d));
+  }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const float *x = in[0].as<float>();
+    float *lp = scratch.empty() ? out[1].as<float>() : scratch.data();
+    float *loss = out[0].as<float>();
+    const SceGeom p = g;
+    const int64_t rows = p.n * p.d;
+    std::vector<float> rowLoss(static_cast<size_t>(rows));
+    int64_t badLabel = -1;
+    int64_t count = 0;
+#pragma omp parallel for schedule(static) reduction(+ : count) reduction(max : badLabel)
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t ni = r / p.d, di = r % p.d;
+      const float *xr = x + ni * p.c * p.d + di;
+      float *lr = lp + ni * p.c * p.d + di;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t c = 0; c < p.c; ++c)
+        mx = std::max(mx, xr[c * p.d]);
+      double s = 0;
+      for (int64_t c = 0; c < p.c; ++c)
+        s += std::exp(double(xr[c * p.d] - mx));
+      float lse = mx + float(std::log(s));
+      for (int64_t c = 0; c < p.c; ++c)
+        lr[c * p.d] = xr[c * p.d] - lse;
+      int64_t lab = labelAt(in[1], r);
+      if (p.hasIgnore && lab == p.ignoreIndex) {
+        rowLoss[r] = 0;
+        continue;
+      }
+      if (lab < 0 || lab >= p.c) {
+        badLabel = std::max(badLabel, r);
+        rowLoss[r] = 0;
+        continue;
+      }
+      rowLoss[r] = -lr[lab * p.d];
+      ++count;
+    }
+    if (badLabel >= 0)
+      fatal(nodeName, op, "label " + std::to_string(labelAt(in[1], badLabel)) +
+                              " at " + std::to_string(badLabel) +
+                              " is outside [0, " + std::to_string(p.c) + ")");
+    if (p.reduction == Reduction::None) {
+      std::copy(rowLoss.begin(), rowLoss.end(), loss);
+      return;
+    }
+    double total = 0;
+    for (float l : rowLoss)
+      total += l;
+    if (p.reduction == Reduction::Mean)
+      total = count ? total / double(count) : 0.0;
+    loss[0] = float(total);
+  }
+
+private:
+  SceGeom g;
+  std::vector<float> scratch;
+};
+
+std::unique_ptr<Kernel> createSce(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 2, 2, 1, 2, error) ||
+      !checkAllF32(spec, {0}, {0, 1}, error))
+    return nullptr;
+  SceGeom g;
+  if (!sceGeom(spec, spec.inputs[0], spec.inputs[1], g, error))
+    return nullptr;
+  int64_t want = g.reduction == Reduction::None ? g.n * g.d : 1;
+  if (spec.outputs[0].numel() != want ||
+      (spec.outputs.size() > 1 &&
+       spec.outputs[1].shape != spec.inputs[0].shape)) {
+    error = nodeError(spec, "loss must have " + std::to_string(want) +
+                                " element(s) and log_prob the scores' shape");
+    return nullptr;
+  }
+  return std::make_unique<SceKernel>(spec, g,
+                                     spec.outputs.size() > 1);
+}
+
+/// dLoss, log_prob, labels -> dScores = (softmax - onehot) * dLoss / count.
+class SceGradKernel final : public CpuKernel {
+public:
+  SceGradKernel(const OpSpec &spec, const SceGeom &g) : CpuKernel(spec), g(g) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const float *dl = in[0].as<float>(), *lp = in[1].as<float>();
+    float *dx = out[0].as<float>();
+    const SceGeom p = g;
+    const int64_t rows = p.n * p.d;
+    int64_t count = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      count += !(p.hasIgnore && labelAt(in[2], r) == p.ignoreIndex);
+    float scale = p.reduction == Reduction::Mean
+                      ? (count ? dl[0] / float(count) : 0.0f)
+                      : dl[0];
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t ni = r / p.d, di = r % p.d;
+      const float *lr = lp + ni * p.c * p.d + di;
+      float *dr = dx + ni * p.c * p.d + di;
+      int64_t lab = labelAt(in[2], r);
+      if (p.hasIgnore && lab == p.ignoreIndex) {
+        for (int64_t c = 0; c < p.c; ++c)
+          dr[c * p.d] = 0;
+        continue;
+      }
+      float s = p.reduction == Reduction::None ? dl[r] : scale;
+      for (int64_t c = 0; c < p.c; ++c)
+        dr[c * p.d] = (std::exp(lr[c * p.d]) - (c == lab ? 1.0f : 0.0f)) * s;
+    }
+  }
+
+private:
+  SceGeom g;
+};
+
+std::unique_ptr<Kernel> createSceGrad(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 3, 3, 1, 1, error) ||
+      !checkAllF32(spec, {0, 1}, {0}, error))
+    return nullptr;
+  SceGeom g;
+  if (!sceGeom(spec, spec.inputs[1], spec.inputs[2], g, error))
+    return nullptr;
+  int64_t want = g.reduction == Reduction::None ? g.n * g.d : 1;
+  if (spec.inputs[0].numel() != want ||
+      spec.outputs[0].shape != spec.inputs[1].shape) {
+    error = nodeError(spec, "dLoss must have " + std::to_string(want) +
+                                " element(s) and dScores log_prob's shape");
+    return nullptr;
+  }
+  return std::make_unique<SceGradKernel>(spec, g);
+}
+
+//===----------------------------------------------------------------------===//
+// Constant
+//===----------------------------------------------------------------------===//
+
+/// Constant: fills its result from a flat attribute (see Kernel.h).
+class ConstantKernel final : public CpuKernel {
+public:
+  ConstantKernel(const OpSpec &spec, std::vector<char> bytes)
+      : CpuKernel(spec), bytes(std::move(bytes)) {}
+  void compute(const std::vector<TensorRef> &,
+               const std::vector<TensorRef> &out) override {
+    std::memcpy(out[0].data, bytes.data(), bytes.size());
+  }
+
+private:
+  std::vector<char> bytes;
+};
+
+std::unique_ptr<Kernel> createConstant(const OpSpec &spec,
+                                       std::string &error) {
+  if (!checkArity(spec, 0, 0, 1, 1, error))
+    return nullptr;
+  const TensorDesc &y = spec.outputs[0];
+  std::vector<double> vals;
+  const AttrValue *v = nullptr;
+  for (const char *name : {"value", "value_float", "value_floats",
+                           "value_int", "value_ints"}) {
+    auto it = spec.attrs.all().find(name);
+    if (it != spec.attrs.all().end()) {
+      v = &it->second;
+      break;
+    }
+  }
+  if (v) {
+    if (auto *d = std::get_if<double>(v))
+      vals = {*d};
+    else if (auto *i = std::get_if<int64_t>(v))
+      vals = {double(*i)};
+    else if (auto *ds = std::get_if<std::vector<double>>(v))
+      vals = *ds;
+    else if (auto *is = std::get_if<std::vector<int64_t>>(v))
+      vals.assign(is->begin(), is->end());
+  }
+  int64_t n = y.numel();
+  if (vals.empty() || (int64_t(vals.size()) != n && vals.size() != 1)) {
+    error = nodeError(spec, "needs a 'value' attribute with 1 or " +
+                                std::to_string(n) +
+                                " numbers (the executor materializes tensor "
+                                "constants itself)");
+    return nullptr;
+  }
+  std::vector<char> bytes(y.bytes());
+  for (int64_t i = 0; i < n; ++i) {
+    double d = vals.size() == 1 ? vals[0] : vals[i];
+    switch (y.dtype) {
+    case DType::F32:
+      reinterpret_cast<float *>(bytes.data())[i] = float(d);
+      break;
+    case DType::I64:
+      reinterpret_cast<int64_t *>(bytes.data())[i] = int64_t(d);
+      break;
+    case DType::I32:
+      reinterpret_cast<int32_t *>(bytes.data())[i] = int32_t(d);
+      break;
+    case DType::Bool:
+      reinterpret_cast<uint8_t *>(bytes.data())[i] = d != 0;
+      break;
+    default:
+      error = nodeError(spec, std::string("element type ") +
+                                  dtypeName(y.dtype) + " is not supported");
+      return nullptr;
+    }
+  }
+  return std::make_unique<ConstantKernel>(spec, std::move(bytes));
+}
+
+} // namespace
+
+void registerElementwiseKernels(KernelRegistry &r) {
+  for (const char *op : {"Add", "Sub", "Mul", "Div"})
+    r[op] = createBinary;
+  r["Sum"] = createSum;
+  r["Neg"] = createNeg;
+  r["ReduceSumTo"] = createReduceSumTo;
+  for (const char *op :
+       {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+    r[op] = createCopy;
+  r["Concat"] = createConcat;
+  r["Split"] = createSplit;
+  r["Dropout"] = createDropout;
+  r["DropoutGrad"] = createDropoutGrad;
+  r["Pad"] = createPad;
+  r["PadGrad"] = createPadGrad;
+  r["MaxPool"] = createMaxPool;
+  r["MaxPoolGrad"] = createMaxPoolGrad;
+  r["GlobalAveragePool"] = createGlobalAvgPool;
+  r["GlobalAveragePoolGrad"] = createGlobalAvgPool;
+  r["Clip"] = createClip;
+  r["ClipGrad"] = createClip;
+  r["SoftmaxCrossEntropyLoss"] = createSce;
+  r["SoftmaxCrossEntropyLossGrad"] = createSceGrad;
+  r["Constant"] = createConstant;
+}
+
+} // namespace oasr::rt::cpu

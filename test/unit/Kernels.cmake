@@ -1,0 +1,7 @@
+#===- test/unit/Kernels.cmake - CPU kernel tests against PyTorch ----------===#
+# The forward and backward kernels of the cpu backend compared with PyTorch:
+# scripts/kernel_reference.py writes inputs and torch's results into a temp
+# directory at test time (nothing generated is committed).
+oasr_add_unittest(OASRKernelTests Kernels/KernelTests.cpp LIBS OASRKernels)
+target_compile_definitions(OASRKernelTests PRIVATE
+  OASR_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

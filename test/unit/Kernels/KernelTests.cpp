@@ -1,0 +1,3 @@
+#include "oasr/Runtime/Kernel.h"
+#include <gtest/gtest.h>
+TEST(Kernels, Smoke) { EXPECT_TRUE(oasr::rt::createCpuBackend() != nullptr); }
