@@ -1,8 +1,18 @@
 //===- Passes.h - oasr graph passes -----------------------------*- C++ -*-===//
+//
+// The training passes (autodiff, cost annotation, allreduce planning, gradient
+// buffer layout, optimizer insertion, plan report) and the training pipeline.
+// Everything is declared in Passes.td; this header adds the pipeline.
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef OASR_PASSES_PASSES_H
 #define OASR_PASSES_PASSES_H
 
+#include "oasr/Dialect/OASRDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 

@@ -1,0 +1,72 @@
+// RUN: oasr-opt %s --oasr-autodiff -split-input-file -verify-diagnostics
+
+module {
+  func.func @forward(%x: tensor<2x4xf32> {oasr.input = "x"},
+                     %w: tensor<4x4xf32> {oasr.param = "w"})
+      -> (tensor<2x4xf32> {oasr.output = "y"}) {
+    %m = oasr.node "MatMul"(%x, %w) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    // expected-error @+1 {{no gradient rule for 'Tanh' node "Tanh_2" on the path from a parameter to the loss}}
+    %t = oasr.node "Tanh"(%m) : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    return %t : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+module {
+  // expected-error @+1 {{the model has no float output to train on}}
+  func.func @forward(%x: tensor<2x4xf32> {oasr.input = "x"},
+                     %w: tensor<4x4xf32> {oasr.param = "w"})
+      -> (tensor<2xi64> {oasr.output = "y"}) {
+    %m = oasr.node "MatMul"(%x, %w) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %a = oasr.node "ArgMax"(%m) {axis = 1 : i64, keepdims = 0 : i64} : (tensor<2x4xf32>) -> tensor<2xi64>
+    return %a : tensor<2xi64>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{expected a 'func.func @forward' (the imported model)}}
+module {
+  func.func @other() {
+    return
+  }
+}
+
+// -----
+
+// expected-error @+1 {{oasr.trained names 'nope', which is not a parameter of @forward}}
+module attributes {oasr.trained = ["nope"]} {
+  func.func @forward(%x: tensor<2x4xf32> {oasr.input = "x"}) -> (tensor<2x4xf32> {oasr.output = "y"}) {
+    return %x : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+// A Clip whose bound is computed has no gradient rule.
+module {
+  func.func @forward(%x: tensor<2x4xf32> {oasr.input = "x"},
+                     %w: tensor<4x4xf32> {oasr.param = "w"},
+                     %lo: tensor<f32> {oasr.input = "lo"})
+      -> (tensor<2x4xf32> {oasr.output = "y"}) {
+    %m = oasr.node "MatMul"(%x, %w) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    // expected-error @+1 {{cannot differentiate 'Clip' node "Clip_2": min is not a constant}}
+    %t = oasr.node "Clip"(%m, %lo) : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+    return %t : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+module {
+  // expected-warning @+1 {{parameter 'unused' does not reach the loss; its gradient is zero}}
+  func.func @forward(%x: tensor<2x4xf32> {oasr.input = "x"},
+                     %w: tensor<4x4xf32> {oasr.param = "w"},
+                     %u: tensor<4xf32> {oasr.param = "unused"})
+      -> (tensor<2x4xf32> {oasr.output = "y"}) {
+    %m = oasr.node "MatMul"(%x, %w) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    return %m : tensor<2x4xf32>
+  }
+}
+
