@@ -14,9 +14,10 @@ JOBS=${OASR_JOBS:-$(nproc)}
 bash scripts/setup.sh || { echo "check: setup failed"; exit 1; }
 
 echo "check: configuring $BUILD"
+mkdir -p "$BUILD"
 cmake -G Ninja -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
-  -DLLVM_EXTERNAL_LIT=$LIT >"$BUILD.cmake.log" 2>&1 ||
-  { cat "$BUILD.cmake.log"; echo "check: configure failed"; exit 1; }
+  -DLLVM_EXTERNAL_LIT=$LIT >"$BUILD/configure.log" 2>&1 ||
+  { cat "$BUILD/configure.log"; echo "check: configure failed"; exit 1; }
 
 echo "check: building (ninja -j$JOBS)"
 start=$(date +%s)
