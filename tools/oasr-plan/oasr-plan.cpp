@@ -1,0 +1,299 @@
+//===- oasr-plan.cpp - Plan gradient allreduce merging on a profile -------===//
+//
+// oasr-plan PROFILE.json --strategy=all|NAME[,NAME...]
+//   [--alpha=S --beta=S_PER_BYTE | --comm=CALIBRATION.json] [--ranks=P]
+//   [--compute-scale=F] [--format=table|json] [--trace=F.json] [--svg=F.svg]
+//
+// Scores every requested strategy with the one simulator of lib/Schedule and
+// prints a table (or JSON); optionally writes a Chrome trace and an SVG
+// Gantt chart of the timelines. docs/planner.md describes the model.
+//
+//===----------------------------------------------------------------------===//
+
+#include "oasr/Config.h"
+#include "oasr/Schedule/Render.h"
+#include "oasr/Schedule/Schedule.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+using namespace oasr::schedule;
+
+namespace {
+enum class OutputFormat { Table, JSON };
+
+cl::OptionCategory planCat("oasr-plan options");
+
+cl::opt<std::string> profilePath(cl::Positional, cl::Required,
+                                 cl::desc("<profile.json>"), cl::cat(planCat));
+cl::opt<std::string>
+    strategyOpt("strategy",
+                cl::desc("Strategies to score: 'all' or a comma-separated list "
+                         "of wfbp, single, ddp, horovod, mgwfbp, optimal, "
+                         "oasr, bucket:<bytes>"),
+                cl::init("all"), cl::cat(planCat));
+cl::opt<double> alphaOpt("alpha",
+                         cl::desc("Allreduce start-up time alpha (seconds); "
+                                  "with --ranks, the per-step ring latency"),
+                         cl::cat(planCat));
+cl::opt<double> betaOpt("beta",
+                        cl::desc("Allreduce time per byte beta (seconds/byte); "
+                                 "with --ranks, the inverse link bandwidth"),
+                        cl::cat(planCat));
+cl::opt<std::string> commOpt("comm",
+                             cl::desc("Calibration JSON written by "
+                                      "'oasr-bench comm' (oasr-comm-v1)"),
+                             cl::value_desc("file"), cl::cat(planCat));
+cl::opt<int> ranksOpt(
+    "ranks",
+    cl::desc("Use the ring form over P ranks: T(M) = 2(P-1) alpha + "
+             "2(P-1)/P beta M, with --alpha/--beta as per-step values"),
+    cl::value_desc("P"), cl::cat(planCat));
+cl::opt<double> overheadOpt(
+    "group-overhead-us",
+    cl::desc("Extra fixed cost per communicated group (microseconds): "
+             "launch, wait and per-group optimizer launch"),
+    cl::cat(planCat));
+cl::opt<double>
+    packOpt("pack-us-per-byte",
+            cl::desc("Packing copy cost for multi-tensor groups when "
+                     "gradients are not contiguous (microseconds per byte)"),
+            cl::cat(planCat));
+cl::opt<double> computeScale("compute-scale",
+                             cl::desc("Multiply every compute time by F "
+                                      "(0.05 asks: what on a 20x faster GPU)"),
+                             cl::init(1.0), cl::value_desc("F"),
+                             cl::cat(planCat));
+cl::opt<OutputFormat> formatOpt(
+    "format", cl::desc("Output format"),
+    cl::values(clEnumValN(OutputFormat::Table, "table",
+                          "human-readable table (default)"),
+               clEnumValN(OutputFormat::JSON, "json", "machine-readable JSON")),
+    cl::init(OutputFormat::Table), cl::cat(planCat));
+cl::opt<std::string> traceOpt("trace",
+                              cl::desc("Write a Chrome trace (Perfetto) of "
+                                       "the scored timelines"),
+                              cl::value_desc("file.json"), cl::cat(planCat));
+cl::opt<std::string> svgOpt("svg",
+                            cl::desc("Write an SVG Gantt chart of the scored "
+                                     "timelines"),
+                            cl::value_desc("file.svg"), cl::cat(planCat));
+
+/// Prints "oasr-plan: error: MSG" and returns the exit code.
+int fail(const Twine &msg) {
+  WithColor::error(errs(), "oasr-plan") << msg << "\n";
+  return 1;
+}
+
+/// The communication model from the command line, else the profile.
+Expected<CommModel> chooseComm(const Profile &profile) {
+  auto err = [](const Twine &msg) {
+    return createStringError(inconvertibleErrorCode(), msg);
+  };
+  bool hasAlpha = alphaOpt.getNumOccurrences(),
+       hasBeta = betaOpt.getNumOccurrences();
+  if (hasAlpha != hasBeta)
+    return err(hasAlpha ? "--alpha needs --beta" : "--beta needs --alpha");
+  if (hasAlpha && !commOpt.empty())
+    return err("--alpha/--beta and --comm are mutually exclusive");
+  if (hasAlpha && (alphaOpt < 0 || betaOpt < 0))
+    return err("--alpha and --beta must be >= 0");
+  if (ranksOpt.getNumOccurrences()) {
+    if (!hasAlpha)
+      return err("--ranks needs --alpha and --beta (the per-step ring "
+                 "latency and inverse bandwidth)");
+    if (ranksOpt < 1)
+      return err("--ranks must be >= 1");
+  }
+  CommModel m;
+  if (hasAlpha) {
+    if (ranksOpt.getNumOccurrences())
+      m = CommModel::ring(ranksOpt, alphaOpt,
+                          betaOpt > 0 ? 1.0 / betaOpt : 0.0);
+    else
+      m = CommModel::alphaBeta(alphaOpt, betaOpt);
+  } else if (!commOpt.empty()) {
+    Expected<CommModel> c = readCalibration(commOpt);
+    if (!c)
+      return c.takeError();
+    m = *c;
+  } else if (profile.comm) {
+    m = *profile.comm;
+  } else {
+    return err("no communication model: give --alpha and --beta, --comm, or "
+               "a 'comm' object in the profile");
+  }
+  if (overheadOpt.getNumOccurrences()) {
+    if (overheadOpt < 0)
+      return err("--group-overhead-us must be >= 0");
+    m.groupOverheadUs = overheadOpt;
+  }
+  if (packOpt.getNumOccurrences()) {
+    if (packOpt < 0)
+      return err("--pack-us-per-byte must be >= 0");
+    m.packUsPerByte = packOpt;
+  }
+  return m;
+}
+
+/// The requested strategy names, validated.
+Expected<std::vector<std::string>> chooseStrategies() {
+  std::vector<std::string> out;
+  SmallVector<StringRef> parts;
+  StringRef(strategyOpt).split(parts, ',');
+  for (StringRef part : parts) {
+    part = part.trim();
+    if (part == "all") {
+      for (const std::string &s : strategyNames())
+        out.push_back(s);
+      continue;
+    }
+    if (Error e = checkStrategy(part))
+      return createStringError(inconvertibleErrorCode(),
+                               "--strategy: " + toString(std::move(e)));
+    out.push_back(part.str());
+  }
+  return out;
+}
+
+Error writeFile(StringRef path, StringRef what, StringRef text) {
+  std::error_code ec;
+  ToolOutputFile file(path, ec, sys::fs::OF_Text);
+  if (ec)
+    return createStringError(ec, "cannot write " + what + " '" + path +
+                                     "': " + ec.message());
+  file.os() << text;
+  file.keep();
+  return Error::success();
+}
+
+struct Scored {
+  Plan plan;
+  Timeline timeline;
+};
+} // namespace
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(planCat);
+  cl::SetVersionPrinter([](raw_ostream &os) {
+    os << "oasr-plan (oasr " << OASR_VERSION << ", LLVM " << LLVM_VERSION_STRING
+       << ")\n";
+  });
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "oasr-plan: choose which layers' gradients share one allreduce\n\n"
+      "Scores each strategy with the timeline model of DESIGN.md and prints "
+      "the predicted iteration time, the speed-up over wfbp, the "
+      "non-overlapped communication and the gap to a lower bound.\n");
+
+  if (!(computeScale > 0))
+    return fail("--compute-scale must be > 0");
+  Expected<std::vector<std::string>> strategies = chooseStrategies();
+  if (!strategies)
+    return fail(toString(strategies.takeError()));
+  Expected<Profile> loaded = readProfile(profilePath);
+  if (!loaded)
+    return fail(toString(loaded.takeError()));
+  Profile profile = scaleCompute(*loaded, computeScale);
+  Expected<CommModel> comm = chooseComm(profile);
+  if (!comm)
+    return fail(toString(comm.takeError()));
+
+  std::vector<Scored> scored;
+  for (const std::string &s : *strategies) {
+    Expected<Plan> plan = makePlan(s, profile, *comm);
+    if (!plan)
+      return fail(toString(plan.takeError()));
+    Timeline t = simulate(profile, *comm, *plan);
+    scored.push_back({std::move(*plan), std::move(t)});
+  }
+  Plan wfbp = *makePlan("wfbp", profile, *comm);
+  double wfbpUs = simulate(profile, *comm, wfbp).iterationUs;
+  double bound = lowerBoundUs(profile, *comm);
+  std::vector<ReadyGrad> ready = readyOrder(profile);
+  auto speedup = [&](const Timeline &t) { return wfbpUs / t.iterationUs; };
+  auto gap = [&](const Timeline &t) {
+    return bound > 0 ? (t.iterationUs - bound) / bound : 0.0;
+  };
+
+  raw_ostream &os = outs();
+  if (formatOpt == OutputFormat::JSON) {
+    json::Array list;
+    for (const Scored &s : scored) {
+      json::Array groups;
+      for (const GroupTiming &g : s.timeline.groups) {
+        json::Array names;
+        for (unsigned i = g.begin; i < g.end; ++i)
+          names.push_back(ready[i].name);
+        groups.push_back(std::move(names));
+      }
+      const Timeline &t = s.timeline;
+      list.push_back(
+          json::Object{{"name", s.plan.strategy},
+                       {"iteration_us", t.iterationUs},
+                       {"backward_end_us", t.backwardEndUs},
+                       {"comm_end_us", t.commEndUs},
+                       {"non_overlapped_comm_us", t.nonOverlappedCommUs},
+                       {"overlap_ratio", t.overlapRatio},
+                       {"speedup_over_wfbp", speedup(t)},
+                       {"gap_to_lower_bound", gap(t)},
+                       {"num_groups", int64_t(t.groups.size())},
+                       {"groups", std::move(groups)}});
+    }
+    json::Object doc{
+        {"model", profile.model},
+        {"num_grads", int64_t(ready.size())},
+        {"total_bytes", int64_t(profile.totalBytes())},
+        {"compute_scale", double(computeScale)},
+        {"comm", json::Object{{"alpha_s", comm->alphaS},
+                              {"beta_s_per_byte", comm->betaSPerByte},
+                              {"group_overhead_us", comm->groupOverheadUs},
+                              {"pack_us_per_byte", comm->packUsPerByte}}},
+        {"lower_bound_us", bound},
+        {"strategies", std::move(list)}};
+    os << formatv("{0:2}", json::Value(std::move(doc))) << "\n";
+  } else {
+    os << formatv("model: {0}  layers: {1}  gradients: {2}  bytes: {3}\n",
+                  profile.model.empty() ? "?" : profile.model,
+                  profile.layers.size(), ready.size(), profile.totalBytes());
+    os << formatv("forward: {0:f1} us  backward: {1:f1} us  update: {2:f1} us"
+                  "  compute scale: {3}\n",
+                  profile.forwardUs, profile.backwardUs(), profile.updateUs,
+                  double(computeScale));
+    os << "comm: " << comm->describe() << "\n";
+    os << formatv("lower bound: {0:f1} us\n\n", bound);
+    os << formatv("{0,-16} {1,7} {2,14} {3,8} {4,16} {5,8}\n", "strategy",
+                  "groups", "iteration_us", "speedup", "non_overlap_us", "gap");
+    for (const Scored &s : scored) {
+      const Timeline &t = s.timeline;
+      os << formatv("{0,-16} {1,7} {2,14:f1} {3,7:f3}x {4,16:f1} {5,7:f1}%\n",
+                    s.plan.strategy, t.groups.size(), t.iterationUs, speedup(t),
+                    t.nonOverlappedCommUs, 100 * gap(t));
+    }
+  }
+
+  std::vector<Timeline> timelines;
+  for (const Scored &s : scored)
+    timelines.push_back(s.timeline);
+  if (!traceOpt.empty()) {
+    std::string text;
+    raw_string_ostream ts(text);
+    ts << chromeTrace(profile, timelines) << "\n";
+    if (Error e = writeFile(traceOpt, "trace", text))
+      return fail(toString(std::move(e)));
+  }
+  if (!svgOpt.empty())
+    if (Error e = writeFile(svgOpt, "SVG", ganttSVG(profile, timelines)))
+      return fail(toString(std::move(e)));
+  return 0;
+}
