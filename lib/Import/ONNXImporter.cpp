@@ -1,0 +1,2078 @@
+//===- ONNXImporter.cpp - ONNX model to oasr IR ---------------------------===//
+//
+// One importer class with a name -> Value symbol table (onnx-mlir's shape):
+// graph inputs, parameters and state become tagged arguments of
+// `func.func @forward`, every node becomes one `oasr.node`, and every value
+// gets a static ranked tensor type from libonnx's per-node shape inference,
+// completed by oasr's own shape functions for the ops the compiler must
+// understand (and for opsets newer than libonnx knows). Small integer tensors
+// (shape computations) are folded on the side so Reshape/Expand/Slice/... of
+// computed shapes get static types. Weights are never read.
+//
+//===----------------------------------------------------------------------===//
+
+#include "oasr/Import/ONNXImporter.h"
+
+#include "ONNXSchemaInference.h"
+#include "oasr/Dialect/OASRDialect.h"
+#include "oasr/Import/ONNXModel.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/IR/BuiltinDialect.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Debug.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <numeric>
+#include <optional>
+
+#define DEBUG_TYPE "oasr-import"
+
+using namespace mlir;
+using namespace ::oasr::onnximport;
+using llvm::SmallVector;
+using llvm::StringRef;
+
+/// Supported ranges (see docs/importer.md).
+static constexpr int64_t kMinIRVersion = 3, kMaxIRVersion = 10;
+static constexpr int64_t kMinOpset = 11, kMaxOpset = 21;
+/// Non-parameter initializers with at most this many elements become
+/// `Constant` nodes; bigger float ones become state, others resource blobs.
+static constexpr int64_t kSmallConstant = 16;
+/// Integer tensors up to this size are folded for shape computations.
+static constexpr int64_t kFoldLimit = 4096;
+/// Tensor attributes bigger than this are kept as resource blobs.
+static constexpr int64_t kInlineAttrLimit = 1024;
+
+bool ::oasr::onnximport::parseDimOption(StringRef spec, ImportOptions &options,
+                                      std::string &error) {
+  auto [name, value] = spec.split('=');
+  int64_t number;
+  if (name.empty() || value.getAsInteger(10, number) || number <= 0) {
+    error = ("--dim expects name=value with a positive value, got '" + spec +
+             "'")
+                .str();
+    return false;
+  }
+  options.dims[name.str()] = number;
+  return true;
+}
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Tensor facts: types, shapes and folded values
+//===----------------------------------------------------------------------===//
+
+/// What the importer knows about one value.
+struct TensorInfo {
+  int32_t elemType = 0;
+  bool ranked = false;
+  /// -1 for an unknown dimension.
+  SmallVector<int64_t, 4> dims;
+
+  bool isStatic() const {
+    return ranked && llvm::all_of(dims, [](int64_t d) { return d >= 0; });
+  }
+  int64_t numElements() const {
+    int64_t n = 1;
+    for (int64_t d : dims)
+      n *= d;
+    return n;
+  }
+  static TensorInfo get(int32_t type, llvm::ArrayRef<int64_t> dims) {
+    TensorInfo info;
+    info.elemType = type;
+    info.ranked = true;
+    info.dims.assign(dims.begin(), dims.end());
+    return info;
+  }
+};
+
+/// A small integer (or bool) tensor known at import time.
+struct FoldedValue {
+  int32_t elemType = 0;
+  SmallVector<int64_t, 4> dims;
+  SmallVector<int64_t, 8> values;
+};
+
+bool isIntegerType(int32_t t) {
+  switch (static_cast<DataType>(t)) {
+  case DataType::Int64:
+  case DataType::Int32:
+  case DataType::Int16:
+  case DataType::Int8:
+  case DataType::UInt8:
+  case DataType::UInt16:
+  case DataType::UInt32:
+  case DataType::UInt64:
+  case DataType::Bool:
+    return true;
+  default:
+    return false;
+  }
+}
+
+bool isFloatType(int32_t t) {
+  switch (static_cast<DataType>(t)) {
+  case DataType::Float:
+  case DataType::Double:
+  case DataType::Float16:
+  case DataType::BFloat16:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// Role of an initializer in the imported function.
+enum class InitRole { Unused, Param, State, Constant };
+
+//===----------------------------------------------------------------------===//
+// The importer
+//===----------------------------------------------------------------------===//
+
+class ONNXImporter {
+public:
+  ONNXImporter(MLIRContext &context, const ModelFile &model,
+               const ImportOptions &options)
+      : context(context), model(model), options(options),
+        graph(model.proto().graph()), builder(&context) {}
+
+  OwningOpRef<ModuleOp> run();
+
+private:
+  // Diagnostics.
+  InFlightDiagnostic emitModelError();
+  InFlightDiagnostic emitNodeError(const onnx::NodeProto &node);
+  Location getNodeLoc(const onnx::NodeProto &node, size_t index);
+
+  // Checks before importing.
+  LogicalResult checkVersions();
+  LogicalResult checkNodeDomains();
+
+  // Types.
+  std::optional<Type> getElementType(int32_t onnxType);
+  FailureOr<RankedTensorType> getTensorType(const TensorInfo &info);
+  TensorInfo getInfo(const onnx::TypeProto &type);
+  void toTypeProto(const TensorInfo &info, onnx::TypeProto &type);
+  LogicalResult applyInputOverrides(const onnx::ValueInfoProto &input,
+                                    TensorInfo &info);
+
+  // Initializers.
+  void classifyInitializers();
+  bool isTrainableUse(const onnx::NodeProto &node, size_t position,
+                      const onnx::TensorProto &init);
+  FailureOr<Attribute> getTensorAttr(const onnx::TensorProto &tensor,
+                                     const onnx::NodeProto *node);
+  void foldInitializer(const onnx::TensorProto &tensor);
+  Value materializeConstant(const onnx::TensorProto &tensor);
+
+  // Nodes.
+  LogicalResult importNode(const onnx::NodeProto &node, size_t index);
+  LogicalResult inferNode(const onnx::NodeProto &node,
+                          SmallVectorImpl<TensorInfo> &outputs);
+  bool inferWithOwnRules(const onnx::NodeProto &node,
+                         llvm::ArrayRef<const TensorInfo *> in,
+                         SmallVectorImpl<TensorInfo> &out, std::string &why);
+  void foldNode(const onnx::NodeProto &node,
+                llvm::ArrayRef<TensorInfo> outputs);
+  FailureOr<NamedAttribute> convertAttribute(const onnx::NodeProto &node,
+                                             const onnx::AttributeProto &attr);
+  const onnx::TensorProto *getFoldedProto(StringRef name);
+  const FoldedValue *getFolded(const onnx::NodeProto &node, size_t i);
+
+  // Training info.
+  void importTrainingInfo(ModuleOp module);
+
+  int getOpset(StringRef domain) const {
+    auto it = opsets.find(domain == "ai.onnx" ? "" : domain);
+    return it == opsets.end() ? 0 : it->second;
+  }
+
+  MLIRContext &context;
+  const ModelFile &model;
+  const ImportOptions &options;
+  const onnx::GraphProto &graph;
+  OpBuilder builder;
+  Location fileLoc = UnknownLoc::get(&context);
+
+  /// The symbol table: ONNX value name -> IR value.
+  llvm::StringMap<Value> symbols;
+  /// ONNX value name -> known type and shape.
+  llvm::StringMap<TensorInfo> infos;
+  /// ONNX value name -> folded small integer value.
+  llvm::StringMap<FoldedValue> folded;
+  llvm::StringMap<onnx::TensorProto> foldedProtos;
+  /// Declared types from the model's value_info / outputs (fallback).
+  llvm::StringMap<const onnx::TypeProto *> declared;
+  llvm::StringMap<int> opsets;
+  llvm::StringMap<const onnx::TensorProto *> initializers;
+  llvm::StringMap<InitRole> roles;
+  llvm::StringSet<> trained;
+  bool hasTrainingInfo = false;
+  int64_t defaultOpset = 0;
+  Block *body = nullptr;
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Diagnostics
+//===----------------------------------------------------------------------===//
+
+InFlightDiagnostic ONNXImporter::emitModelError() {
+  return mlir::emitError(fileLoc) << model.path() << ": ";
+}
+
+InFlightDiagnostic ONNXImporter::emitNodeError(const onnx::NodeProto &node) {
+  InFlightDiagnostic diag = emitModelError();
+  diag << "node '" << node.name() << "' (";
+  if (!node.domain().empty())
+    diag << node.domain() << "::";
+  diag << node.op_type() << "): ";
+  return diag;
+}
+
+Location ONNXImporter::getNodeLoc(const onnx::NodeProto &node, size_t index) {
+  std::string name = node.name();
+  if (name.empty())
+    name = node.output_size() ? node.output(0)
+                              : node.op_type() + "_" + std::to_string(index);
+  return NameLoc::get(StringAttr::get(&context, name));
+}
+
+//===----------------------------------------------------------------------===//
+// Versions and domains
+//===----------------------------------------------------------------------===//
+
+static const char *const kKnownDomains[] = {
+    "", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training", "com.microsoft"};
+
+LogicalResult ONNXImporter::checkVersions() {
+  const onnx::ModelProto &proto = model.proto();
+  int64_t ir = proto.ir_version();
+  if (ir < kMinIRVersion || ir > kMaxIRVersion)
+    return emitModelError() << "IR version " << ir
+                            << " is not supported (supported: "
+                            << kMinIRVersion << " to " << kMaxIRVersion << ")";
+  for (const onnx::OperatorSetIdProto &opset : proto.opset_import()) {
+    std::string domain = opset.domain() == "ai.onnx" ? "" : opset.domain();
+    opsets[domain] = int(opset.version());
+    if (domain.empty() &&
+        (opset.version() < kMinOpset || opset.version() > kMaxOpset))
+      return emitModelError()
+             << "opset " << opset.version()
+             << " of the default domain 'ai.onnx' is not supported "
+                "(supported: "
+             << kMinOpset << " to " << kMaxOpset << ")";
+  }
+  if (!opsets.count(""))
+    return emitModelError()
+           << "the model imports no opset of the default domain 'ai.onnx'";
+  defaultOpset = opsets[""];
+  return success();
+}
+
+LogicalResult ONNXImporter::checkNodeDomains() {
+  llvm::StringSet<> localFunctions;
+  for (const onnx::FunctionProto &f : model.proto().functions())
+    localFunctions.insert(f.domain() + ":" + f.name());
+  for (const onnx::NodeProto &node : graph.node()) {
+    StringRef domain = node.domain();
+    if (domain == "ai.onnx")
+      domain = "";
+    if (localFunctions.count((node.domain() + ":" + node.op_type())))
+      return emitNodeError(node)
+             << "model-local functions are not supported yet";
+    if (!llvm::is_contained(kKnownDomains, domain))
+      return emitNodeError(node)
+             << "op in unknown domain '" << node.domain()
+             << "' (known: ai.onnx, ai.onnx.ml, ai.onnx.preview.training, "
+                "com.microsoft)";
+    if (!opsets.count(domain))
+      return emitNodeError(node) << "domain '" << node.domain()
+                                 << "' is not in the model's opset_import";
+  }
+  if (graph.sparse_initializer_size())
+    return emitModelError() << "sparse initializers are not supported";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+std::optional<Type> ONNXImporter::getElementType(int32_t onnxType) {
+  MLIRContext *ctx = &context;
+  switch (static_cast<DataType>(onnxType)) {
+  case DataType::Float:
+    return Float32Type::get(ctx);
+  case DataType::Double:
+    return Float64Type::get(ctx);
+  case DataType::Float16:
+    return Float16Type::get(ctx);
+  case DataType::BFloat16:
+    return BFloat16Type::get(ctx);
+  case DataType::Int64:
+    return IntegerType::get(ctx, 64);
+  case DataType::Int32:
+    return IntegerType::get(ctx, 32);
+  case DataType::Int16:
+    return IntegerType::get(ctx, 16);
+  case DataType::Int8:
+    return IntegerType::get(ctx, 8);
+  case DataType::UInt8:
+    return IntegerType::get(ctx, 8, IntegerType::Unsigned);
+  case DataType::UInt16:
+    return IntegerType::get(ctx, 16, IntegerType::Unsigned);
+  case DataType::UInt32:
+    return IntegerType::get(ctx, 32, IntegerType::Unsigned);
+  case DataType::UInt64:
+    return IntegerType::get(ctx, 64, IntegerType::Unsigned);
+  case DataType::Bool:
+    return IntegerType::get(ctx, 1);
+  default:
+    return std::nullopt;
+  }
+}
+
+FailureOr<RankedTensorType> ONNXImporter::getTensorType(const TensorInfo &info) {
+  std::optional<Type> element = getElementType(info.elemType);
+  if (!element || !info.isStatic())
+    return failure();
+  return RankedTensorType::get(info.dims, *element);
+}
+
+TensorInfo ONNXImporter::getInfo(const onnx::TypeProto &type) {
+  TensorInfo info;
+  if (!type.has_tensor_type())
+    return info;
+  const onnx::TypeProto::Tensor &tensor = type.tensor_type();
+  info.elemType = tensor.elem_type();
+  if (!tensor.has_shape())
+    return info;
+  info.ranked = true;
+  for (const onnx::TensorShapeProto::Dimension &dim : tensor.shape().dim()) {
+    if (dim.has_dim_value()) {
+      info.dims.push_back(dim.dim_value());
+      continue;
+    }
+    auto it = dim.has_dim_param() ? options.dims.find(dim.dim_param())
+                                  : options.dims.end();
+    info.dims.push_back(it != options.dims.end() ? it->second : -1);
+  }
+  return info;
+}
+
+void ONNXImporter::toTypeProto(const TensorInfo &info, onnx::TypeProto &type) {
+  onnx::TypeProto::Tensor *tensor = type.mutable_tensor_type();
+  tensor->set_elem_type(info.elemType);
+  if (!info.ranked)
+    return;
+  onnx::TensorShapeProto *shape = tensor->mutable_shape();
+  for (int64_t d : info.dims) {
+    onnx::TensorShapeProto::Dimension *dim = shape->add_dim();
+    if (d >= 0)
+      dim->set_dim_value(d);
+  }
+}
+
+LogicalResult
+ONNXImporter::applyInputOverrides(const onnx::ValueInfoProto &input,
+                                  TensorInfo &info) {
+  if (!input.type().has_tensor_type())
+    return emitModelError() << "graph input '" << input.name()
+                            << "' is not a tensor";
+  if (!info.ranked)
+    return emitModelError() << "graph input '" << input.name()
+                            << "' has no shape";
+  if (options.batch > 0 && !info.dims.empty())
+    info.dims[0] = options.batch;
+  const auto &dims = input.type().tensor_type().shape().dim();
+  for (auto [i, d] : llvm::enumerate(info.dims)) {
+    if (d >= 0)
+      continue;
+    const onnx::TensorShapeProto::Dimension &dim = dims[int(i)];
+    InFlightDiagnostic diag = emitModelError();
+    diag << "graph input '" << input.name() << "' has symbolic dimension ";
+    if (dim.has_dim_param())
+      diag << "'" << dim.dim_param() << "' ";
+    diag << "(dim " << i << "); fix it with --batch=N";
+    if (dim.has_dim_param())
+      diag << " or --dim " << dim.dim_param() << "=N";
+    return failure();
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Initializers
+//===----------------------------------------------------------------------===//
+
+/// Ops an initializer passes through unchanged in kind (views, casts): a
+/// trainable use of the result is a trainable use of the initializer.
+static bool isPassThrough(const onnx::NodeProto &node, size_t position) {
+  StringRef op = node.op_type();
+  if (op == "Identity" || op == "Transpose" || op == "Cast" || op == "Concat" ||
+      op == "Flatten")
+    return true;
+  return position == 0 &&
+         (op == "Reshape" || op == "Slice" || op == "Split" ||
+          op == "Squeeze" || op == "Unsqueeze" || op == "Expand" ||
+          op == "Gather");
+}
+
+bool ONNXImporter::isTrainableUse(const onnx::NodeProto &node, size_t position,
+                                  const onnx::TensorProto &init) {
+  StringRef op = node.op_type();
+  if (op == "Conv" || op == "ConvTranspose" || op == "PRelu")
+    return position == 1 || position == 2;
+  if (op == "Gemm" || op == "MatMul" || op == "Einsum")
+    return true;
+  if (op == "BatchNormalization" || op == "InstanceNormalization" ||
+      op == "LayerNormalization" || op == "GroupNormalization" ||
+      op == "SimplifiedLayerNormalization" || op == "SkipLayerNormalization")
+    return position == 1 || position == 2;
+  if (op == "Gather")
+    return position == 0;
+  if (op == "LSTM" || op == "GRU" || op == "RNN")
+    return position >= 1 && position <= 3;
+  // A non-scalar tensor added to or multiplied with an activation: a bias
+  // (MatMul + Add) or a scale/shift (decomposed LayerNorm).
+  if (op == "Add" || op == "Sub" || op == "Mul") {
+    int64_t numel = 1;
+    for (int64_t d : init.dims())
+      numel *= d;
+    if (numel <= 1)
+      return false;
+    for (auto [i, name] : llvm::enumerate(node.input()))
+      if (i != position && !initializers.count(name))
+        return true;
+  }
+  return false;
+}
+
+void ONNXImporter::classifyInitializers() {
+  // Consumers of every value.
+  llvm::StringMap<SmallVector<std::pair<const onnx::NodeProto *, size_t>, 2>>
+      users;
+  for (const onnx::NodeProto &node : graph.node())
+    for (auto [i, name] : llvm::enumerate(node.input()))
+      if (!name.empty())
+        users[name].push_back({&node, i});
+
+  for (const onnx::TensorProto &init : graph.initializer()) {
+    bool param = false, state = false, used = false;
+    // Walk forward through pass-through ops (bounded).
+    SmallVector<std::string, 4> worklist{init.name()};
+    llvm::StringSet<> seen;
+    while (!worklist.empty() && seen.size() < 64) {
+      std::string name = worklist.pop_back_val();
+      if (!seen.insert(name).second)
+        continue;
+      for (auto [node, pos] : users.lookup(name)) {
+        used = true;
+        if (isTrainableUse(*node, pos, init))
+          param = true;
+        else if (node->op_type() == "BatchNormalization" &&
+                 (pos == 3 || pos == 4))
+          state = true;
+        else if (isPassThrough(*node, pos))
+          for (const std::string &out : node->output())
+            if (!out.empty())
+              worklist.push_back(out);
+      }
+    }
+    int64_t numel = 1;
+    for (int64_t d : init.dims())
+      numel *= d;
+    bool isFloat = isFloatType(init.data_type());
+    InitRole role;
+    if (!used)
+      role = InitRole::Unused;
+    else if (!isFloat)
+      role = InitRole::Constant;
+    else if (hasTrainingInfo)
+      role = trained.count(init.name())
+                 ? InitRole::Param
+                 : (numel <= kSmallConstant && !state && !param
+                        ? InitRole::Constant
+                        : InitRole::State);
+    else if (param)
+      role = InitRole::Param;
+    else if (state || numel > kSmallConstant)
+      role = InitRole::State;
+    else
+      role = InitRole::Constant;
+    roles[init.name()] = role;
+  }
+}
+
+FailureOr<Attribute> ONNXImporter::getTensorAttr(const onnx::TensorProto &tensor,
+                                                 const onnx::NodeProto *node) {
+  auto fail = [&]() -> InFlightDiagnostic {
+    if (node)
+      return emitNodeError(*node);
+    return emitModelError();
+  };
+  std::optional<Type> element = getElementType(tensor.data_type());
+  if (!element) {
+    fail() << "tensor '" << tensor.name() << "' has unsupported data type "
+           << getDataTypeName(tensor.data_type());
+    return failure();
+  }
+  auto data = model.readTensor(tensor);
+  if (!data) {
+    fail() << llvm::toString(data.takeError());
+    return failure();
+  }
+  auto type = RankedTensorType::get(data->dims, *element);
+  if (data->numElements() > kInlineAttrLimit) {
+    // Big: a resource blob (elided when printing with
+    // --mlir-elide-resource-strings-if-larger).
+    std::string blobName = tensor.name().empty() ? "onnx_tensor" : tensor.name();
+    return Attribute(DenseResourceElementsAttr::get(
+        type, blobName,
+        HeapAsmResourceBlob::allocateAndCopyWithAlign(
+            llvm::ArrayRef<char>(
+                reinterpret_cast<const char *>(data->bytes.data()),
+                data->bytes.size()),
+            alignof(uint64_t))));
+  }
+  if (tensor.data_type() == int32_t(DataType::Bool)) {
+    SmallVector<bool> values;
+    for (uint8_t b : data->bytes)
+      values.push_back(b != 0);
+    return Attribute(DenseElementsAttr::get(type, values));
+  }
+  bool detectedSplat = false;
+  llvm::ArrayRef<char> raw(reinterpret_cast<const char *>(data->bytes.data()),
+                           data->bytes.size());
+  if (!DenseElementsAttr::isValidRawBuffer(type, raw, detectedSplat)) {
+    fail() << "tensor '" << tensor.name() << "' has malformed data";
+    return failure();
+  }
+  return Attribute(DenseElementsAttr::getFromRawBuffer(type, raw));
+}
+
+void ONNXImporter::foldInitializer(const onnx::TensorProto &tensor) {
+  if (!isIntegerType(tensor.data_type()))
+    return;
+  int64_t numel = 1;
+  for (int64_t d : tensor.dims())
+    numel *= d;
+  if (numel > kFoldLimit)
+    return;
+  auto data = model.readTensor(tensor);
+  if (!data) {
+    llvm::consumeError(data.takeError());
+    return;
+  }
+  FoldedValue value;
+  value.elemType = tensor.data_type();
+  value.dims.assign(tensor.dims().begin(), tensor.dims().end());
+  size_t size = getElementSize(tensor.data_type());
+  for (int64_t i = 0; i < numel; ++i) {
+    const uint8_t *p = data->bytes.data() + i * size;
+    int64_t v = 0;
+    switch (static_cast<DataType>(tensor.data_type())) {
+    case DataType::Int64:
+    case DataType::UInt64:
+      std::memcpy(&v, p, 8);
+      break;
+    case DataType::Int32: {
+      int32_t x;
+      std::memcpy(&x, p, 4);
+      v = x;
+      break;
+    }
+    case DataType::UInt32: {
+      uint32_t x;
+      std::memcpy(&x, p, 4);
+      v = x;
+      break;
+    }
+    case DataType::Int16: {
+      int16_t x;
+      std::memcpy(&x, p, 2);
+      v = x;
+      break;
+    }
+    case DataType::UInt16: {
+      uint16_t x;
+      std::memcpy(&x, p, 2);
+      v = x;
+      break;
+    }
+    case DataType::Int8:
+      v = int8_t(*p);
+      break;
+    default:
+      v = *p;
+      break;
+    }
+    value.values.push_back(v);
+  }
+  folded[tensor.name()] = std::move(value);
+}
+
+Value ONNXImporter::materializeConstant(const onnx::TensorProto &tensor) {
+  auto it = symbols.find(tensor.name());
+  if (it != symbols.end())
+    return it->second;
+  FailureOr<Attribute> value = getTensorAttr(tensor, nullptr);
+  if (failed(value))
+    return {};
+  // At the current insertion point: right before the first node using it.
+  auto type = cast<TypedAttr>(*value).getType();
+  auto op = builder.create<mlir::oasr::NodeOp>(
+      NameLoc::get(builder.getStringAttr(tensor.name())), TypeRange{type},
+      "Constant", ValueRange{},
+      ArrayRef<NamedAttribute>{builder.getNamedAttr("value", *value)});
+  Value result = op->getResult(0);
+  symbols[tensor.name()] = result;
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+FailureOr<NamedAttribute>
+ONNXImporter::convertAttribute(const onnx::NodeProto &node,
+                               const onnx::AttributeProto &attr) {
+  Builder &b = builder;
+  auto named = [&](Attribute value) {
+    return b.getNamedAttr(attr.name(), value);
+  };
+  switch (attr.type()) {
+  case onnx::AttributeProto::INT:
+    return named(b.getI64IntegerAttr(attr.i()));
+  case onnx::AttributeProto::FLOAT:
+    return named(b.getF32FloatAttr(attr.f()));
+  case onnx::AttributeProto::STRING:
+    return named(b.getStringAttr(attr.s()));
+  case onnx::AttributeProto::INTS: {
+    SmallVector<Attribute> values;
+    for (int64_t v : attr.ints())
+      values.push_back(b.getI64IntegerAttr(v));
+    return named(b.getArrayAttr(values));
+  }
+  case onnx::AttributeProto::FLOATS: {
+    SmallVector<Attribute> values;
+    for (float v : attr.floats())
+      values.push_back(b.getF32FloatAttr(v));
+    return named(b.getArrayAttr(values));
+  }
+  case onnx::AttributeProto::STRINGS: {
+    SmallVector<Attribute> values;
+    for (const std::string &v : attr.strings())
+      values.push_back(b.getStringAttr(v));
+    return named(b.getArrayAttr(values));
+  }
+  case onnx::AttributeProto::TENSOR: {
+    FailureOr<Attribute> value = getTensorAttr(attr.t(), &node);
+    if (failed(value))
+      return failure();
+    return named(*value);
+  }
+  default:
+    break;
+  }
+  emitNodeError(node) << "attribute '" << attr.name() << "' of kind "
+                      << onnx::AttributeProto::AttributeType_Name(attr.type())
+                      << " is not supported (subgraphs, sparse tensors and "
+                         "type protos are not imported)";
+  return failure();
+}
+
+//===----------------------------------------------------------------------===//
+// Own shape rules
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Attribute access on a NodeProto.
+struct Attrs {
+  const onnx::NodeProto &node;
+  const onnx::AttributeProto *find(StringRef name) const {
+    for (const onnx::AttributeProto &a : node.attribute())
+      if (a.name() == name)
+        return &a;
+    return nullptr;
+  }
+  int64_t getInt(StringRef name, int64_t dflt) const {
+    const onnx::AttributeProto *a = find(name);
+    return a ? a->i() : dflt;
+  }
+  std::optional<SmallVector<int64_t>> getInts(StringRef name) const {
+    const onnx::AttributeProto *a = find(name);
+    if (!a)
+      return std::nullopt;
+    return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+  }
+  std::string getString(StringRef name, StringRef dflt) const {
+    const onnx::AttributeProto *a = find(name);
+    return a ? a->s() : dflt.str();
+  }
+};
+} // namespace
+
+/// Numpy broadcasting of `shapes`; false when incompatible.
+static bool broadcast(llvm::ArrayRef<const TensorInfo *> shapes,
+                      SmallVectorImpl<int64_t> &out) {
+  size_t rank = 0;
+  for (const TensorInfo *s : shapes)
+    rank = std::max(rank, s->dims.size());
+  out.assign(rank, 1);
+  for (const TensorInfo *s : shapes) {
+    size_t offset = rank - s->dims.size();
+    for (auto [i, d] : llvm::enumerate(s->dims)) {
+      int64_t &o = out[offset + i];
+      if (d == 1)
+        continue;
+      if (o == 1 || o == d)
+        o = d;
+      else if (d < 0 || o < 0)
+        o = -1;
+      else
+        return false;
+    }
+  }
+  return true;
+}
+
+static int64_t normalizeAxis(int64_t axis, int64_t rank) {
+  return axis < 0 ? axis + rank : axis;
+}
+
+const FoldedValue *ONNXImporter::getFolded(const onnx::NodeProto &node,
+                                           size_t i) {
+  if (int(i) >= node.input_size() || node.input(int(i)).empty())
+    return nullptr;
+  auto it = folded.find(node.input(int(i)));
+  return it == folded.end() ? nullptr : &it->second;
+}
+
+/// Output size of a convolution/pool window along one axis.
+static int64_t windowOutput(int64_t in, int64_t kernel, int64_t stride,
+                            int64_t dilation, int64_t padBegin, int64_t padEnd,
+                            bool ceilMode) {
+  if (in < 0 || kernel < 0)
+    return -1;
+  int64_t span = (kernel - 1) * dilation + 1;
+  int64_t numerator = in + padBegin + padEnd - span;
+  if (numerator < 0)
+    return -1;
+  int64_t out = ceilMode ? (numerator + stride - 1) / stride + 1
+                         : numerator / stride + 1;
+  // The last window must start inside the input or the begin padding.
+  if (ceilMode && (out - 1) * stride >= in + padBegin)
+    --out;
+  return out;
+}
+
+bool ONNXImporter::inferWithOwnRules(const onnx::NodeProto &node,
+                                     llvm::ArrayRef<const TensorInfo *> in,
+                                     SmallVectorImpl<TensorInfo> &out,
+                                     std::string &why) {
+  StringRef op = node.op_type();
+  Attrs attrs{node};
+  int opset = getOpset(node.domain());
+  size_t numOut = out.size();
+  auto input = [&](size_t i) -> const TensorInfo * {
+    return i < in.size() && in[i] && in[i]->ranked ? in[i] : nullptr;
+  };
+  auto needInputs = [&](size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      if (!input(i)) {
+        why = llvm::formatv("the shape of input #{0} is unknown", i);
+        return false;
+      }
+    return true;
+  };
+  auto setAll = [&](const TensorInfo &info) {
+    for (TensorInfo &o : out)
+      o = info;
+    return true;
+  };
+  auto needFolded = [&](size_t i) -> const FoldedValue * {
+    const FoldedValue *v = getFolded(node, i);
+    if (!v)
+      why = llvm::formatv("input #{0} ('{1}') is not a constant known at "
+                          "import time",
+                          i, int(i) < node.input_size() ? node.input(int(i))
+                                                        : std::string());
+    return v;
+  };
+
+  // Same shape and type as input 0.
+  static const llvm::StringSet<> unary = {
+      "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Sqrt", "Erf", "Gelu",
+      "Identity", "Softmax", "LogSoftmax", "Clip", "Neg", "Exp", "Log",
+      "Abs", "Reciprocal", "Elu", "Selu", "HardSigmoid", "HardSwish",
+      "Softplus", "Softsign", "Floor", "Ceil", "Round", "PRelu", "Sin", "Cos",
+      "Not", "FastGelu", "BiasGelu", "Mish", "Celu", "ThresholdedRelu",
+      "Hardmax", "Sign", "IsNaN", "IsInf"};
+  if (unary.contains(op)) {
+    if (!needInputs(1))
+      return false;
+    TensorInfo info = *input(0);
+    if (op == "IsNaN" || op == "IsInf")
+      info.elemType = int32_t(DataType::Bool);
+    return setAll(info);
+  }
+  if (op == "Dropout") {
+    if (!needInputs(1))
+      return false;
+    out[0] = *input(0);
+    if (numOut > 1) {
+      out[1] = *input(0);
+      out[1].elemType = int32_t(DataType::Bool);
+    }
+    return true;
+  }
+  static const llvm::StringSet<> elementwise = {
+      "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Mod",
+      "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And",
+      "Or", "Xor", "Where", "BitShift"};
+  if (elementwise.contains(op)) {
+    if (!needInputs(in.size()))
+      return false;
+    TensorInfo info;
+    info.ranked = true;
+    if (!broadcast(in, info.dims)) {
+      why = "the input shapes do not broadcast";
+      return false;
+    }
+    info.elemType = op == "Where" ? in[1]->elemType : in[0]->elemType;
+    if (op == "Equal" || op == "Less" || op == "Greater" ||
+        op == "LessOrEqual" || op == "GreaterOrEqual" || op == "And" ||
+        op == "Or" || op == "Xor")
+      info.elemType = int32_t(DataType::Bool);
+    return setAll(info);
+  }
+  if (op == "Cast" || op == "CastLike") {
+    if (!needInputs(op == "CastLike" ? 2 : 1))
+      return false;
+    TensorInfo info = *input(0);
+    info.elemType = op == "Cast" ? int32_t(attrs.getInt("to", 1))
+                                 : input(1)->elemType;
+    return setAll(info);
+  }
+  if (op == "Constant") {
+    for (const onnx::AttributeProto &a : node.attribute()) {
+      if (a.name() == "value")
+        return setAll(TensorInfo::get(
+            a.t().data_type(),
+            SmallVector<int64_t>(a.t().dims().begin(), a.t().dims().end())));
+      int64_t n = -1;
+      int32_t type = 0;
+      if (a.name() == "value_float" || a.name() == "value_int")
+        n = 0;
+      if (a.name() == "value_floats")
+        n = a.floats_size();
+      if (a.name() == "value_ints")
+        n = a.ints_size();
+      type = StringRef(a.name()).contains("float") ? int32_t(DataType::Float)
+                                                   : int32_t(DataType::Int64);
+      if (n == 0)
+        return setAll(TensorInfo::get(type, {}));
+      if (n > 0)
+        return setAll(TensorInfo::get(type, {n}));
+    }
+    why = "Constant without a supported value attribute";
+    return false;
+  }
+  if (op == "Shape") {
+    if (!needInputs(1))
+      return false;
+    int64_t rank = input(0)->dims.size();
+    int64_t start = std::clamp<int64_t>(
+        normalizeAxis(attrs.getInt("start", 0), rank), 0, rank);
+    int64_t end = std::clamp<int64_t>(
+        normalizeAxis(attrs.getInt("end", rank), rank), 0, rank);
+    return setAll(TensorInfo::get(int32_t(DataType::Int64),
+                                  {std::max<int64_t>(end - start, 0)}));
+  }
+  if (op == "Size")
+    return setAll(TensorInfo::get(int32_t(DataType::Int64), {}));
+  if (op == "Conv" || op == "ConvTranspose" || op == "MaxPool" ||
+      op == "AveragePool" || op == "LpPool") {
+    bool isConv = op == "Conv" || op == "ConvTranspose";
+    if (!needInputs(isConv ? 2 : 1))
+      return false;
+    const TensorInfo &x = *input(0);
+    size_t spatial = x.dims.size() >= 2 ? x.dims.size() - 2 : 0;
+    SmallVector<int64_t> kernel;
+    if (auto k = attrs.getInts("kernel_shape"))
+      kernel = *k;
+    else if (isConv && input(1)->dims.size() == spatial + 2)
+      kernel.assign(input(1)->dims.begin() + 2, input(1)->dims.end());
+    if (kernel.size() != spatial) {
+      why = "kernel_shape does not match the input rank";
+      return false;
+    }
+    SmallVector<int64_t> strides = attrs.getInts("strides").value_or(
+        SmallVector<int64_t>(spatial, 1));
+    SmallVector<int64_t> dilations = attrs.getInts("dilations").value_or(
+        SmallVector<int64_t>(spatial, 1));
+    SmallVector<int64_t> pads = attrs.getInts("pads").value_or(
+        SmallVector<int64_t>(2 * spatial, 0));
+    if (strides.size() != spatial || dilations.size() != spatial ||
+        pads.size() != 2 * spatial) {
+      why = "strides/dilations/pads do not match the input rank";
+      return false;
+    }
+    std::string autoPad = attrs.getString("auto_pad", "NOTSET");
+    bool ceilMode = attrs.getInt("ceil_mode", 0) != 0;
+    TensorInfo y = TensorInfo::get(x.elemType, {x.dims[0]});
+    int64_t channels = x.dims[1];
+    if (op == "Conv")
+      channels = input(1)->dims[0];
+    if (op == "ConvTranspose")
+      channels = input(1)->dims[1] * attrs.getInt("group", 1);
+    y.dims.push_back(channels);
+    auto outputShape = attrs.getInts("output_shape");
+    auto outputPadding = attrs.getInts("output_padding");
+    for (size_t i = 0; i < spatial; ++i) {
+      int64_t d = x.dims[i + 2], o;
+      if (op == "ConvTranspose") {
+        if (outputShape && outputShape->size() == spatial) {
+          o = (*outputShape)[i];
+        } else {
+          int64_t outPad = outputPadding && outputPadding->size() == spatial
+                               ? (*outputPadding)[i]
+                               : 0;
+          int64_t span = (kernel[i] - 1) * dilations[i] + 1;
+          o = strides[i] * (d - 1) + outPad + span;
+          if (autoPad == "NOTSET" || autoPad.empty())
+            o -= pads[i] + pads[i + spatial];
+          else if (autoPad != "VALID")
+            o = d * strides[i];
+        }
+      } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+        o = d < 0 ? -1 : (d + strides[i] - 1) / strides[i];
+      } else if (autoPad == "VALID") {
+        o = windowOutput(d, kernel[i], strides[i], dilations[i], 0, 0,
+                         ceilMode);
+      } else {
+        o = windowOutput(d, kernel[i], strides[i], dilations[i], pads[i],
+                         pads[i + spatial], ceilMode);
+      }
+      y.dims.push_back(o);
+    }
+    out[0] = y;
+    if (numOut > 1) {
+      out[1] = y;
+      out[1].elemType = int32_t(DataType::Int64);
+    }
+    return true;
+  }
+  if (op == "GlobalAveragePool" || op == "GlobalMaxPool" ||
+      op == "GlobalLpPool") {
+    if (!needInputs(1))
+      return false;
+    TensorInfo y = *input(0);
+    for (size_t i = 2; i < y.dims.size(); ++i)
+      y.dims[i] = 1;
+    return setAll(y);
+  }
+  if (op == "BatchNormalization" || op == "InstanceNormalization") {
+    if (!needInputs(2))
+      return false;
+    out[0] = *input(0);
+    for (size_t i = 1; i < numOut; ++i)
+      out[i] = TensorInfo::get(input(0)->elemType, input(1)->dims);
+    return true;
+  }
+  if (op == "LayerNormalization") {
+    if (!needInputs(1))
+      return false;
+    out[0] = *input(0);
+    int64_t rank = input(0)->dims.size();
+    int64_t axis = normalizeAxis(attrs.getInt("axis", -1), rank);
+    TensorInfo stats = *input(0);
+    stats.elemType = int32_t(attrs.getInt("stash_type", 1));
+    for (int64_t i = axis; i < rank; ++i)
+      stats.dims[i] = 1;
+    for (size_t i = 1; i < numOut; ++i)
+      out[i] = stats;
+    return true;
+  }
+  if (op == "Gemm") {
+    if (!needInputs(2))
+      return false;
+    const TensorInfo &a = *input(0), &b = *input(1);
+    if (a.dims.size() != 2 || b.dims.size() != 2) {
+      why = "Gemm inputs must be 2-D";
+      return false;
+    }
+    int64_t m = attrs.getInt("transA", 0) ? a.dims[1] : a.dims[0];
+    int64_t n = attrs.getInt("transB", 0) ? b.dims[0] : b.dims[1];
+    return setAll(TensorInfo::get(a.elemType, {m, n}));
+  }
+  if (op == "MatMul") {
+    if (!needInputs(2))
+      return false;
+    TensorInfo a = *input(0), b = *input(1);
+    if (a.dims.empty() || b.dims.empty()) {
+      why = "MatMul of a scalar";
+      return false;
+    }
+    bool aVec = a.dims.size() == 1, bVec = b.dims.size() == 1;
+    if (aVec)
+      a.dims.insert(a.dims.begin(), 1);
+    if (bVec)
+      b.dims.push_back(1);
+    int64_t ka = a.dims.back(), kb = b.dims[b.dims.size() - 2];
+    if (ka >= 0 && kb >= 0 && ka != kb) {
+      why = llvm::formatv("inner dimensions differ ({0} vs {1})", ka, kb);
+      return false;
+    }
+    TensorInfo batchA = TensorInfo::get(0, llvm::ArrayRef(a.dims).drop_back(2));
+    TensorInfo batchB = TensorInfo::get(0, llvm::ArrayRef(b.dims).drop_back(2));
+    TensorInfo y;
+    y.ranked = true;
+    y.elemType = a.elemType;
+    const TensorInfo *batches[] = {&batchA, &batchB};
+    if (!broadcast(batches, y.dims)) {
+      why = "batch dimensions do not broadcast";
+      return false;
+    }
+    if (!aVec)
+      y.dims.push_back(a.dims[a.dims.size() - 2]);
+    if (!bVec)
+      y.dims.push_back(b.dims.back());
+    return setAll(y);
+  }
+  if (op == "Concat") {
+    if (!needInputs(in.size()))
+      return false;
+    TensorInfo y = *in[0];
+    int64_t axis = normalizeAxis(attrs.getInt("axis", 0), y.dims.size());
+    if (axis < 0 || axis >= int64_t(y.dims.size())) {
+      why = "axis out of range";
+      return false;
+    }
+    for (const TensorInfo *t : in.drop_front()) {
+      if (t->dims.size() != y.dims.size()) {
+        why = "inputs differ in rank";
+        return false;
+      }
+      y.dims[axis] = (y.dims[axis] < 0 || t->dims[axis] < 0)
+                         ? -1
+                         : y.dims[axis] + t->dims[axis];
+    }
+    return setAll(y);
+  }
+  if (op == "Flatten") {
+    if (!needInputs(1))
+      return false;
+    const TensorInfo &x = *input(0);
+    int64_t axis = normalizeAxis(attrs.getInt("axis", 1), x.dims.size());
+    int64_t outer = 1, inner = 1;
+    for (auto [i, d] : llvm::enumerate(x.dims))
+      (int64_t(i) < axis ? outer : inner) *= d;
+    return setAll(TensorInfo::get(x.elemType, {outer, inner}));
+  }
+  if (op == "Reshape") {
+    if (!needInputs(1))
+      return false;
+    const FoldedValue *shape = needFolded(1);
+    if (!shape)
+      return false;
+    const TensorInfo &x = *input(0);
+    bool allowZero = attrs.getInt("allowzero", 0) != 0;
+    TensorInfo y = TensorInfo::get(x.elemType, shape->values);
+    int64_t known = 1, inferAt = -1;
+    for (auto [i, d] : llvm::enumerate(y.dims)) {
+      if (d == 0 && !allowZero)
+        d = i < x.dims.size() ? x.dims[i] : -1;
+      if (d == -1) {
+        inferAt = i;
+        continue;
+      }
+      known *= d;
+    }
+    if (inferAt >= 0) {
+      int64_t total = x.isStatic() ? x.numElements() : -1;
+      y.dims[inferAt] = total >= 0 && known > 0 ? total / known : -1;
+    }
+    return setAll(y);
+  }
+  if (op == "Transpose") {
+    if (!needInputs(1))
+      return false;
+    const TensorInfo &x = *input(0);
+    SmallVector<int64_t> perm;
+    if (auto p = attrs.getInts("perm"))
+      perm = *p;
+    else
+      for (int64_t i = x.dims.size() - 1; i >= 0; --i)
+        perm.push_back(i);
+    if (perm.size() != x.dims.size()) {
+      why = "perm does not match the input rank";
+      return false;
+    }
+    TensorInfo y = TensorInfo::get(x.elemType, {});
+    for (int64_t p : perm)
+      y.dims.push_back(x.dims[p]);
+    return setAll(y);
+  }
+  if (op == "Squeeze" || op == "Unsqueeze") {
+    if (!needInputs(1))
+      return false;
+    const TensorInfo &x = *input(0);
+    std::optional<SmallVector<int64_t>> axes = attrs.getInts("axes");
+    if (opset >= 13 && node.input_size() > 1 && !node.input(1).empty()) {
+      const FoldedValue *a = needFolded(1);
+      if (!a)
+        return false;
+      axes = SmallVector<int64_t>(a->values.begin(), a->values.end());
+    }
+    TensorInfo y = TensorInfo::get(x.elemType, {});
+    if (op == "Squeeze") {
+      int64_t rank = x.dims.size();
+      llvm::SmallDenseSet<int64_t> drop;
+      if (axes)
+        for (int64_t a : *axes)
+          drop.insert(normalizeAxis(a, rank));
+      for (auto [i, d] : llvm::enumerate(x.dims))
+        if (axes ? !drop.count(i) : d != 1)
+          y.dims.push_back(d);
+    } else {
+      if (!axes) {
+        why = "Unsqueeze without axes";
+        return false;
+      }
+      int64_t rank = x.dims.size() + axes->size();
+      llvm::SmallDenseSet<int64_t> insert;
+      for (int64_t a : *axes)
+        insert.insert(normalizeAxis(a, rank));
+      size_t next = 0;
+      for (int64_t i = 0; i < rank; ++i)
+        y.dims.push_back(insert.count(i) ? 1 : x.dims[next++]);
+    }
+    return setAll(y);
+  }
+  if (op == "Pad") {
+    if (!needInputs(1))
+      return false;
+    const TensorInfo &x = *input(0);
+    int64_t rank = x.dims.size();
+    SmallVector<int64_t> pads;
+    if (auto p = attrs.getInts("pads")) {
+      pads = *p;
+    } else {
+      const FoldedValue *padValues = needFolded(1);
+      if (!padValues)
+        return false;
+      pads.assign(padValues->values.begin(), padValues->values.end());
+    }
+    SmallVector<int64_t> axes;
+    if (const FoldedValue *a = getFolded(node, 3))
+      for (int64_t v : a->values)
+        axes.push_back(normalizeAxis(v, rank));
+    else
+      for (int64_t i = 0; i < rank; ++i)
+        axes.push_back(i);
+    if (pads.size() != 2 * axes.size()) {
+      why = "pads do not match the padded axes";
+      return false;
+    }
+    TensorInfo y = x;
+    for (auto [i, a] : llvm::enumerate(axes))
+      if (y.dims[a] >= 0)
+        y.dims[a] += pads[i] + pads[i + axes.size()];
+    return setAll(y);
+  }
+  if (op == "ConstantOfShape" || op == "Expand") {
+    const FoldedValue *shape = needFolded(1 - (op == "ConstantOfShape"));
+    if (!shape)
+      return false;
+    if (op == "ConstantOfShape") {
+      const onnx::AttributeProto *v = attrs.find("value");
+      return setAll(TensorInfo::get(
+          v ? v->t().data_type() : int32_t(DataType::Float), shape->values));
+    }
+    if (!needInputs(1))
+      return false;
+    TensorInfo target = TensorInfo::get(0, shape->values);
+    const TensorInfo *both[] = {input(0), &target};
+    TensorInfo y;
+    y.ranked = true;
+    y.elemType = input(0)->elemType;
+    if (!broadcast(both, y.dims)) {
+      why = "the shape does not broadcast";
+      return false;
+    }
+    return setAll(y);
+  }
+  if (op.starts_with("Reduce") || op == "ArgMax" || op == "ArgMin") {
+    if (!needInputs(1))
+      return false;
+    const TensorInfo &x = *input(0);
+    int64_t rank = x.dims.size();
+    std::optional<SmallVector<int64_t>> axes = attrs.getInts("axes");
+    if (op == "ArgMax" || op == "ArgMin")
+      axes = SmallVector<int64_t>{attrs.getInt("axis", 0)};
+    if (node.input_size() > 1 && !node.input(1).empty()) {
+      const FoldedValue *a = needFolded(1);
+      if (!a)
+        return false;
+      axes = SmallVector<int64_t>(a->values.begin(), a->values.end());
+    }
+    bool keep = attrs.getInt("keepdims", 1) != 0;
+    bool noop = attrs.getInt("noop_with_empty_axes", 0) != 0;
+    if ((!axes || axes->empty()) && noop)
+      return setAll(x);
+    llvm::SmallDenseSet<int64_t> reduced;
+    if (axes && !axes->empty())
+      for (int64_t a : *axes)
+        reduced.insert(normalizeAxis(a, rank));
+    else
+      for (int64_t i = 0; i < rank; ++i)
+        reduced.insert(i);
+    TensorInfo y = TensorInfo::get(x.elemType, {});
+    if (op == "ArgMax" || op == "ArgMin")
+      y.elemType = int32_t(DataType::Int64);
+    for (auto [i, d] : llvm::enumerate(x.dims)) {
+      if (!reduced.count(i))
+        y.dims.push_back(d);
+      else if (keep)
+        y.dims.push_back(1);
+    }
+    return setAll(y);
+  }
+  if (op == "Gather") {
+    if (!needInputs(2))
+      return false;
+    const TensorInfo &data = *input(0), &indices = *input(1);
+    int64_t axis = normalizeAxis(attrs.getInt("axis", 0), data.dims.size());
+    TensorInfo y = TensorInfo::get(data.elemType, {});
+    for (int64_t i = 0; i < axis; ++i)
+      y.dims.push_back(data.dims[i]);
+    y.dims.append(indices.dims.begin(), indices.dims.end());
+    for (size_t i = axis + 1; i < data.dims.size(); ++i)
+      y.dims.push_back(data.dims[i]);
+    return setAll(y);
+  }
+  if (op == "Slice") {
+    if (!needInputs(1))
+      return false;
+    const TensorInfo &x = *input(0);
+    int64_t rank = x.dims.size();
+    SmallVector<int64_t> starts, ends, axes, steps;
+    if (opset < 10) {
+      starts = attrs.getInts("starts").value_or(SmallVector<int64_t>());
+      ends = attrs.getInts("ends").value_or(SmallVector<int64_t>());
+      axes = attrs.getInts("axes").value_or(SmallVector<int64_t>());
+    } else {
+      const FoldedValue *s = needFolded(1), *e = s ? needFolded(2) : nullptr;
+      if (!s || !e)
+        return false;
+      starts.assign(s->values.begin(), s->values.end());
+      ends.assign(e->values.begin(), e->values.end());
+      if (node.input_size() > 3 && !node.input(3).empty()) {
+        const FoldedValue *a = needFolded(3);
+        if (!a)
+          return false;
+        axes.assign(a->values.begin(), a->values.end());
+      }
+      if (node.input_size() > 4 && !node.input(4).empty()) {
+        const FoldedValue *st = needFolded(4);
+        if (!st)
+          return false;
+        steps.assign(st->values.begin(), st->values.end());
+      }
+    }
+    if (axes.empty())
+      for (size_t i = 0; i < starts.size(); ++i)
+        axes.push_back(i);
+    if (steps.empty())
+      steps.assign(starts.size(), 1);
+    if (ends.size() != starts.size() || axes.size() != starts.size() ||
+        steps.size() != starts.size()) {
+      why = "starts/ends/axes/steps differ in length";
+      return false;
+    }
+    TensorInfo y = x;
+    for (size_t i = 0; i < starts.size(); ++i) {
+      int64_t a = normalizeAxis(axes[i], rank);
+      if (a < 0 || a >= rank || steps[i] == 0) {
+        why = "axis out of range or zero step";
+        return false;
+      }
+      int64_t d = x.dims[a];
+      if (d < 0) {
+        y.dims[a] = -1;
+        continue;
+      }
+      int64_t s = starts[i] < 0 ? starts[i] + d : starts[i];
+      int64_t e = ends[i] < 0 ? ends[i] + d : ends[i];
+      if (steps[i] > 0) {
+        s = std::clamp<int64_t>(s, 0, d);
+        e = std::clamp<int64_t>(e, 0, d);
+        y.dims[a] = e > s ? (e - s + steps[i] - 1) / steps[i] : 0;
+      } else {
+        s = std::clamp<int64_t>(s, 0, d - 1);
+        e = std::clamp<int64_t>(e, -1, d - 1);
+        y.dims[a] = s > e ? (s - e - steps[i] - 1) / -steps[i] : 0;
+      }
+    }
+    return setAll(y);
+  }
+  if (op == "Split") {
+    if (!needInputs(1))
+      return false;
+    const TensorInfo &x = *input(0);
+    int64_t axis = normalizeAxis(attrs.getInt("axis", 0), x.dims.size());
+    SmallVector<int64_t> split;
+    if (auto s = attrs.getInts("split"))
+      split = *s;
+    else if (const FoldedValue *s = getFolded(node, 1))
+      split.assign(s->values.begin(), s->values.end());
+    int64_t d = x.dims[axis];
+    if (split.empty()) {
+      if (d < 0) {
+        why = "the split axis has an unknown size";
+        return false;
+      }
+      int64_t n = numOut, chunk = (d + n - 1) / n;
+      for (int64_t i = 0; i < n; ++i)
+        split.push_back(std::min(chunk, d - i * chunk));
+    }
+    if (split.size() != numOut) {
+      why = "split sizes do not match the outputs";
+      return false;
+    }
+    for (size_t i = 0; i < numOut; ++i) {
+      out[i] = x;
+      out[i].dims[axis] = split[i];
+    }
+    return true;
+  }
+  if (op == "Range") {
+    const FoldedValue *s = needFolded(0), *l = s ? needFolded(1) : nullptr,
+                      *d = l ? needFolded(2) : nullptr;
+    if (!d || s->values.size() != 1 || l->values.size() != 1 ||
+        d->values.size() != 1 || d->values[0] == 0)
+      return false;
+    int64_t n = (l->values[0] - s->values[0] + d->values[0] -
+                 (d->values[0] > 0 ? 1 : -1)) /
+                d->values[0];
+    return setAll(TensorInfo::get(s->elemType, {std::max<int64_t>(n, 0)}));
+  }
+  if (op == "Tile") {
+    if (!needInputs(1))
+      return false;
+    const FoldedValue *r = needFolded(1);
+    if (!r || r->values.size() != input(0)->dims.size())
+      return false;
+    TensorInfo y = *input(0);
+    for (auto [i, d] : llvm::enumerate(y.dims))
+      d = d < 0 ? -1 : d * r->values[i];
+    return setAll(y);
+  }
+  why = "oasr has no shape rule for this op";
+  return false;
+}
+
+//===----------------------------------------------------------------------===//
+// Folding small integer tensors (shape computations)
+//===----------------------------------------------------------------------===//
+
+static int64_t getStrideProduct(llvm::ArrayRef<int64_t> dims, size_t from) {
+  int64_t p = 1;
+  for (size_t i = from; i < dims.size(); ++i)
+    p *= dims[i];
+  return p;
+}
+
+void ONNXImporter::foldNode(const onnx::NodeProto &node,
+                            llvm::ArrayRef<TensorInfo> outputs) {
+  if (outputs.empty() || !outputs[0].isStatic() ||
+      !isIntegerType(outputs[0].elemType) ||
+      outputs[0].numElements() > kFoldLimit || node.output(0).empty())
+    return;
+  StringRef op = node.op_type();
+  Attrs attrs{node};
+  const TensorInfo &y = outputs[0];
+  FoldedValue result;
+  result.elemType = y.elemType;
+  result.dims = y.dims;
+  auto in = [&](size_t i) { return getFolded(node, i); };
+
+  if (op == "Constant") {
+    for (const onnx::AttributeProto &a : node.attribute()) {
+      if (a.name() == "value" && a.has_t()) {
+        onnx::TensorProto t = a.t();
+        t.set_name(node.output(0));
+        foldInitializer(t);
+        return;
+      }
+      if (a.name() == "value_int")
+        result.values.push_back(a.i());
+      if (a.name() == "value_ints")
+        result.values.assign(a.ints().begin(), a.ints().end());
+    }
+  } else if (op == "Shape") {
+    const TensorInfo &x = infos[node.input(0)];
+    if (!x.isStatic())
+      return;
+    int64_t rank = x.dims.size();
+    int64_t start = std::clamp<int64_t>(
+        normalizeAxis(attrs.getInt("start", 0), rank), 0, rank);
+    for (int64_t i = 0; i < y.numElements(); ++i)
+      result.values.push_back(x.dims[start + i]);
+  } else if (op == "Size") {
+    const TensorInfo &x = infos[node.input(0)];
+    if (!x.isStatic())
+      return;
+    result.values.push_back(x.numElements());
+  } else if (op == "ConstantOfShape") {
+    const onnx::AttributeProto *v = attrs.find("value");
+    int64_t fill = 0;
+    if (v) {
+      onnx::TensorProto t = v->t();
+      t.set_name("fill");
+      auto data = model.readTensor(t);
+      if (!data) {
+        llvm::consumeError(data.takeError());
+        return;
+      }
+      if (data->bytes.size() >= 8 && t.data_type() == int32_t(DataType::Int64))
+        std::memcpy(&fill, data->bytes.data(), 8);
+      else if (!data->bytes.empty() &&
+               t.data_type() == int32_t(DataType::Int32))
+        fill = *reinterpret_cast<const int32_t *>(data->bytes.data());
+      else if (!data->bytes.empty())
+        fill = data->bytes[0];
+    }
+    result.values.assign(y.numElements(), fill);
+  } else {
+    // Everything else needs all its inputs folded.
+    SmallVector<const FoldedValue *> ins;
+    for (size_t i = 0, e = node.input_size(); i < e; ++i) {
+      if (node.input(int(i)).empty())
+        continue;
+      const FoldedValue *v = in(i);
+      if (!v)
+        return;
+      ins.push_back(v);
+    }
+    if (ins.empty())
+      return;
+    if (op == "Identity" || op == "Reshape" || op == "Squeeze" ||
+        op == "Unsqueeze" || op == "Flatten" || op == "Cast") {
+      result.values = ins[0]->values;
+      if (op == "Cast" && y.elemType == int32_t(DataType::Bool))
+        for (int64_t &v : result.values)
+          v = v != 0;
+    } else if (op == "Concat") {
+      int64_t axis = normalizeAxis(attrs.getInt("axis", 0), y.dims.size());
+      int64_t outer = 1;
+      for (int64_t i = 0; i < axis; ++i)
+        outer *= y.dims[i];
+      for (int64_t o = 0; o < outer; ++o)
+        for (const FoldedValue *v : ins) {
+          int64_t chunk = getStrideProduct(v->dims, axis);
+          result.values.append(v->values.begin() + o * chunk,
+                               v->values.begin() + (o + 1) * chunk);
+        }
+    } else if (op == "Gather") {
+      const FoldedValue &data = *ins[0], &idx = *ins[1];
+      int64_t rank = data.dims.size();
+      int64_t axis = normalizeAxis(attrs.getInt("axis", 0), rank);
+      if (rank == 0)
+        return;
+      int64_t outer = 1;
+      for (int64_t i = 0; i < axis; ++i)
+        outer *= data.dims[i];
+      int64_t inner = getStrideProduct(data.dims, axis + 1);
+      int64_t n = data.dims[axis];
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t k : idx.values) {
+          int64_t j = k < 0 ? k + n : k;
+          if (j < 0 || j >= n)
+            return;
+          auto begin = data.values.begin() + (o * n + j) * inner;
+          result.values.append(begin, begin + inner);
+        }
+    } else if (op == "Slice" && ins[0]->dims.size() == 1 && ins.size() >= 3) {
+      int64_t d = ins[0]->dims[0];
+      int64_t step = ins.size() > 4 ? ins[4]->values[0] : 1;
+      int64_t s = ins[1]->values[0], e = ins[2]->values[0];
+      s = s < 0 ? s + d : s;
+      e = e < 0 ? e + d : e;
+      if (step > 0) {
+        s = std::clamp<int64_t>(s, 0, d);
+        e = std::clamp<int64_t>(e, 0, d);
+        for (int64_t i = s; i < e; i += step)
+          result.values.push_back(ins[0]->values[i]);
+      } else if (step < 0) {
+        s = std::clamp<int64_t>(s, 0, d - 1);
+        e = std::clamp<int64_t>(e, -1, d - 1);
+        for (int64_t i = s; i > e; i += step)
+          result.values.push_back(ins[0]->values[i]);
+      }
+    } else if (op == "Range") {
+      int64_t s = ins[0]->values[0], d = ins[2]->values[0];
+      for (int64_t i = 0; i < y.numElements(); ++i)
+        result.values.push_back(s + i * d);
+    } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" ||
+               op == "Equal" || op == "Where" || op == "Max" ||
+               op == "Min" || op == "Less" || op == "Greater" ||
+               op == "Mod" || op == "Not" || op == "Neg" || op == "Abs") {
+      // Broadcasting element-wise evaluation.
+      int64_t n = y.numElements(), rank = y.dims.size();
+      for (int64_t k = 0; k < n; ++k) {
+        SmallVector<int64_t, 3> args;
+        for (const FoldedValue *v : ins) {
+          int64_t offset = 0, stride = 1, rem = k;
+          SmallVector<int64_t, 4> index(rank);
+          for (int64_t i = rank - 1; i >= 0; --i) {
+            index[i] = rem % y.dims[i];
+            rem /= y.dims[i];
+          }
+          int64_t vr = v->dims.size();
+          for (int64_t i = vr - 1; i >= 0; --i) {
+            int64_t d = v->dims[i];
+            offset += (d == 1 ? 0 : index[rank - vr + i]) * stride;
+            stride *= d;
+          }
+          args.push_back(v->values[offset]);
+        }
+        int64_t a = args[0], b = args.size() > 1 ? args[1] : 0, r;
+        if (op == "Add")
+          r = a + b;
+        else if (op == "Sub")
+          r = a - b;
+        else if (op == "Mul")
+          r = a * b;
+        else if (op == "Div") {
+          if (b == 0)
+            return;
+          r = a / b;
+        } else if (op == "Mod") {
+          if (b == 0)
+            return;
+          r = a % b;
+        } else if (op == "Equal")
+          r = a == b;
+        else if (op == "Less")
+          r = a < b;
+        else if (op == "Greater")
+          r = a > b;
+        else if (op == "Max")
+          r = std::max(a, b);
+        else if (op == "Min")
+          r = std::min(a, b);
+        else if (op == "Not")
+          r = !a;
+        else if (op == "Neg")
+          r = -a;
+        else if (op == "Abs")
+          r = a < 0 ? -a : a;
+        else
+          r = a ? b : args[2];
+        result.values.push_back(r);
+      }
+    } else {
+      return;
+    }
+  }
+  if (int64_t(result.values.size()) != y.numElements())
+    return;
+  folded[node.output(0)] = std::move(result);
+}
+
+const onnx::TensorProto *ONNXImporter::getFoldedProto(StringRef name) {
+  auto it = folded.find(name);
+  if (it == folded.end())
+    return nullptr;
+  auto [slot, inserted] = foldedProtos.try_emplace(name);
+  onnx::TensorProto &t = slot->second;
+  if (inserted) {
+    const FoldedValue &v = it->second;
+    t.set_name(name.str());
+    t.set_data_type(v.elemType);
+    for (int64_t d : v.dims)
+      t.add_dims(d);
+    switch (static_cast<DataType>(v.elemType)) {
+    case DataType::Int64:
+      for (int64_t x : v.values)
+        t.add_int64_data(x);
+      break;
+    case DataType::UInt32:
+    case DataType::UInt64:
+      for (int64_t x : v.values)
+        t.add_uint64_data(uint64_t(x));
+      break;
+    default:
+      for (int64_t x : v.values)
+        t.add_int32_data(int32_t(x));
+      break;
+    }
+  }
+  return &t;
+}
+
+//===----------------------------------------------------------------------===//
+// Nodes
+//===----------------------------------------------------------------------===//
+
+/// Ops whose signature or semantics changed after opset 17, the newest
+/// libonnx 1.12 knows; at opset >= 18 oasr's own rules decide their shapes.
+static bool changedAfterOpset17(StringRef op) {
+  return op.starts_with("Reduce") || op == "Pad" || op == "Split" ||
+         op == "AveragePool" || op == "MaxPool" || op == "Resize" ||
+         op == "Gelu" || op == "GroupNormalization" || op == "Col2Im" ||
+         op == "CenterCropPad";
+}
+
+LogicalResult ONNXImporter::inferNode(const onnx::NodeProto &node,
+                                      SmallVectorImpl<TensorInfo> &outputs) {
+  size_t numOut = node.output_size();
+  outputs.assign(numOut, TensorInfo());
+  SmallVector<const TensorInfo *> inputs;
+  std::vector<onnx::TypeProto> inputTypes(node.input_size());
+  std::vector<const onnx::TypeProto *> typePtrs(node.input_size(), nullptr);
+  std::vector<const onnx::TensorProto *> data(node.input_size(), nullptr);
+  for (auto [i, name] : llvm::enumerate(node.input())) {
+    if (name.empty()) {
+      inputs.push_back(nullptr);
+      continue;
+    }
+    auto it = infos.find(name);
+    const TensorInfo *info = it == infos.end() ? nullptr : &it->second;
+    inputs.push_back(info);
+    if (info) {
+      toTypeProto(*info, inputTypes[i]);
+      typePtrs[i] = &inputTypes[i];
+    }
+    data[i] = getFoldedProto(name);
+  }
+  int opset = getOpset(node.domain());
+  int known = ::oasr::onnximport::detail::getMaxKnownOpset(node.domain());
+  bool preferOwn = opset > known && changedAfterOpset17(node.op_type());
+
+  std::string onnxError, ownWhy;
+  bool onnxFailed = false;
+  if (!preferOwn && node.op_type() != "Constant") {
+    std::vector<onnx::TypeProto> inferred;
+    switch (::oasr::onnximport::detail::inferWithSchema(node, opset, typePtrs, data, inferred,
+                                    onnxError)) {
+    case ::oasr::onnximport::detail::SchemaInference::Inferred:
+      for (size_t i = 0; i < numOut; ++i)
+        outputs[i] = getInfo(inferred[i]);
+      break;
+    case ::oasr::onnximport::detail::SchemaInference::Failed:
+      onnxFailed = true;
+      break;
+    case ::oasr::onnximport::detail::SchemaInference::NoSchema:
+      break;
+    }
+  }
+  bool complete = llvm::all_of(llvm::enumerate(outputs), [&](auto it) {
+    return node.output(int(it.index())).empty() || it.value().isStatic();
+  });
+  if (!complete && !onnxFailed) {
+    SmallVector<TensorInfo> own(numOut);
+    if (inferWithOwnRules(node, inputs, own, ownWhy))
+      for (size_t i = 0; i < numOut; ++i)
+        if (!outputs[i].isStatic() && own[i].ranked) {
+          if (!outputs[i].elemType || own[i].isStatic())
+            outputs[i] = own[i];
+          if (!outputs[i].elemType)
+            outputs[i].elemType = own[i].elemType;
+        }
+  }
+  // The model's own value_info, when oasr changed no dimension.
+  if (options.batch <= 0 && options.dims.empty())
+    for (size_t i = 0; i < numOut; ++i)
+      if (!outputs[i].isStatic() && declared.count(node.output(int(i)))) {
+        TensorInfo d = getInfo(*declared[node.output(int(i))]);
+        if (d.isStatic())
+          outputs[i] = d;
+      }
+  if (onnxFailed) {
+    // Keep onnx's message: the model is inconsistent.
+    StringRef message = onnxError;
+    message = message.trim();
+    emitNodeError(node) << "shape inference failed: " << message;
+    return failure();
+  }
+  for (size_t i = 0; i < numOut; ++i) {
+    if (node.output(int(i)).empty() || outputs[i].isStatic())
+      continue;
+    InFlightDiagnostic diag = emitNodeError(node);
+    diag << "cannot infer a static shape for output '" << node.output(int(i))
+         << "'";
+    if (outputs[i].ranked) {
+      diag << " (got [";
+      llvm::interleaveComma(outputs[i].dims, diag, [&](int64_t d) {
+        if (d < 0)
+          diag << "?";
+        else
+          diag << d;
+      });
+      diag << "])";
+    }
+    if (!ownWhy.empty())
+      diag << ": " << ownWhy;
+    if (opset > known)
+      diag << " (libonnx knows opset " << known << ", the model uses "
+           << opset << ")";
+    return failure();
+  }
+  return success();
+}
+
+LogicalResult ONNXImporter::importNode(const onnx::NodeProto &node,
+                                       size_t index) {
+  // Operands, recording absent optional inputs.
+  SmallVector<Value> operands;
+  SmallVector<int64_t> absent;
+  int lastInput = node.input_size() - 1;
+  while (lastInput >= 0 && node.input(lastInput).empty())
+    --lastInput;
+  for (int i = 0; i <= lastInput; ++i) {
+    const std::string &name = node.input(i);
+    if (name.empty()) {
+      absent.push_back(i);
+      continue;
+    }
+    auto it = symbols.find(name);
+    Value value = it == symbols.end() ? Value() : it->second;
+    if (!value) {
+      auto init = initializers.find(name);
+      if (init != initializers.end())
+        value = materializeConstant(*init->second);
+      else
+        return emitNodeError(node)
+               << "input '" << name
+               << "' is not defined by a graph input, an initializer or an "
+                  "earlier node";
+      if (!value)
+        return failure();
+    }
+    operands.push_back(value);
+  }
+
+  SmallVector<TensorInfo> outputs;
+  if (failed(inferNode(node, outputs)))
+    return failure();
+  int numResults = node.output_size();
+  while (numResults > 0 && node.output(numResults - 1).empty())
+    --numResults;
+  SmallVector<Type> resultTypes;
+  for (int i = 0; i < numResults; ++i) {
+    FailureOr<RankedTensorType> type = getTensorType(outputs[i]);
+    if (failed(type))
+      return emitNodeError(node)
+             << "output #" << i << " ('" << node.output(i)
+             << "') has unsupported type "
+             << getDataTypeName(outputs[i].elemType) << " or shape";
+    resultTypes.push_back(*type);
+  }
+
+  SmallVector<NamedAttribute> attributes;
+  for (const onnx::AttributeProto &attr : node.attribute()) {
+    FailureOr<NamedAttribute> converted = convertAttribute(node, attr);
+    if (failed(converted))
+      return failure();
+    attributes.push_back(*converted);
+  }
+  if (!absent.empty())
+    attributes.push_back(builder.getNamedAttr(
+        "oasr.absent_inputs", builder.getDenseI64ArrayAttr(absent)));
+
+  auto op = builder.create<mlir::oasr::NodeOp>(getNodeLoc(node, index), resultTypes,
+                                         node.op_type(), operands, attributes);
+  StringRef domain = node.domain();
+  if (!domain.empty() && domain != "ai.onnx")
+    op.setDomain(domain);
+  for (int i = 0; i < numResults; ++i) {
+    if (node.output(i).empty())
+      continue;
+    symbols[node.output(i)] = op->getResult(i);
+    infos[node.output(i)] = outputs[i];
+  }
+  foldNode(node, outputs);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Training info
+//===----------------------------------------------------------------------===//
+
+void ONNXImporter::importTrainingInfo(ModuleOp module) {
+  if (!hasTrainingInfo)
+    return;
+  Builder &b = builder;
+  SmallVector<Attribute> names;
+  for (const onnx::TrainingInfoProto &info : model.proto().training_info())
+    for (const onnx::StringStringEntryProto &binding : info.update_binding())
+      names.push_back(b.getStringAttr(binding.key()));
+  module->setAttr("oasr.trained", b.getArrayAttr(names));
+
+  for (const onnx::TrainingInfoProto &info : model.proto().training_info()) {
+    const onnx::GraphProto &algorithm = info.algorithm();
+    llvm::StringMap<const onnx::TensorProto *> constants;
+    for (const onnx::TensorProto &t : algorithm.initializer())
+      constants[t.name()] = &t;
+    for (const onnx::TensorProto &t : graph.initializer())
+      constants.try_emplace(t.name(), &t);
+    for (const onnx::NodeProto &node : algorithm.node())
+      if (node.op_type() == "Constant" && node.output_size() == 1)
+        for (const onnx::AttributeProto &a : node.attribute())
+          if (a.name() == "value")
+            constants[node.output(0)] = &a.t();
+    for (const onnx::NodeProto &node : algorithm.node()) {
+      StringRef op = node.op_type();
+      if (op != "Momentum" && op != "Adagrad" && op != "Adam")
+        continue;
+      SmallVector<NamedAttribute> fields;
+      fields.push_back(b.getNamedAttr("algo", b.getStringAttr(op.lower())));
+      if (!node.domain().empty())
+        fields.push_back(
+            b.getNamedAttr("domain", b.getStringAttr(node.domain())));
+      for (const onnx::AttributeProto &attr : node.attribute()) {
+        if (attr.type() == onnx::AttributeProto::FLOAT)
+          fields.push_back(b.getNamedAttr(attr.name(), b.getF64FloatAttr(attr.f())));
+        else if (attr.type() == onnx::AttributeProto::INT)
+          fields.push_back(
+              b.getNamedAttr(attr.name(), b.getI64IntegerAttr(attr.i())));
+        else if (attr.type() == onnx::AttributeProto::STRING)
+          fields.push_back(
+              b.getNamedAttr(attr.name(), b.getStringAttr(attr.s())));
+      }
+      // Input 0 is the learning rate R, input 1 the update count T.
+      if (node.input_size() > 0) {
+        fields.push_back(
+            b.getNamedAttr("lr_name", b.getStringAttr(node.input(0))));
+        auto it = constants.find(node.input(0));
+        if (it != constants.end()) {
+          auto data = model.readTensor(*it->second);
+          if (data && data->dataType == int32_t(DataType::Float) &&
+              data->numElements() == 1)
+            fields.push_back(
+                b.getNamedAttr("lr", b.getF64FloatAttr(data->as<float>()[0])));
+          else if (data && data->dataType == int32_t(DataType::Double) &&
+                   data->numElements() == 1)
+            fields.push_back(
+                b.getNamedAttr("lr", b.getF64FloatAttr(data->as<double>()[0])));
+          if (!data)
+            llvm::consumeError(data.takeError());
+        }
+      }
+      // The parameters the optimizer updates (inputs X after R and T).
+      int perTensor = op == "Adam" ? 4 : 3; // X, G, V (and H for Adam)
+      int n = (node.input_size() - 2) / perTensor;
+      SmallVector<Attribute> params;
+      for (int i = 0; i < n; ++i)
+        params.push_back(b.getStringAttr(node.input(2 + i)));
+      fields.push_back(b.getNamedAttr("params", b.getArrayAttr(params)));
+      module->setAttr("oasr.optimizer", b.getDictionaryAttr(fields));
+    }
+    for (const onnx::NodeProto &node : algorithm.node())
+      if (node.op_type() == "Gradient")
+        for (const onnx::AttributeProto &attr : node.attribute())
+          if (attr.name() == "y")
+            module->setAttr("oasr.loss", b.getStringAttr(attr.s()));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Driver
+//===----------------------------------------------------------------------===//
+
+OwningOpRef<ModuleOp> ONNXImporter::run() {
+  context.loadDialect<mlir::oasr::OASRDialect, func::FuncDialect>();
+  fileLoc = FileLineColLoc::get(&context, model.path(), 0, 0);
+  if (failed(checkVersions()) || failed(checkNodeDomains()))
+    return {};
+
+  for (const onnx::TensorProto &init : graph.initializer())
+    initializers[init.name()] = &init;
+  for (const onnx::ValueInfoProto &vi : graph.value_info())
+    declared[vi.name()] = &vi.type();
+  for (const onnx::ValueInfoProto &vi : graph.output())
+    declared[vi.name()] = &vi.type();
+  for (const onnx::TrainingInfoProto &info : model.proto().training_info()) {
+    hasTrainingInfo = true;
+    for (const onnx::StringStringEntryProto &binding : info.update_binding())
+      trained.insert(binding.key());
+  }
+
+  // Initializers: types, folded values, external data, roles.
+  for (const onnx::TensorProto &init : graph.initializer()) {
+    if (!getElementType(init.data_type()))
+      return emitModelError() << "initializer '" << init.name()
+                              << "' has unsupported data type "
+                              << getDataTypeName(init.data_type()),
+             nullptr;
+    if (options.checkExternalData)
+      if (llvm::Error err = model.checkExternalData(init))
+        return emitModelError() << llvm::toString(std::move(err))
+                                       .substr(model.path().size() + 2),
+               nullptr;
+    infos[init.name()] = TensorInfo::get(
+        init.data_type(),
+        SmallVector<int64_t>(init.dims().begin(), init.dims().end()));
+    foldInitializer(init);
+  }
+  classifyInitializers();
+
+  // Graph inputs (those that are not initializers).
+  SmallVector<const onnx::ValueInfoProto *> inputs;
+  for (const onnx::ValueInfoProto &input : graph.input()) {
+    if (initializers.count(input.name()))
+      continue;
+    TensorInfo info = getInfo(input.type());
+    if (failed(applyInputOverrides(input, info)))
+      return {};
+    if (!getElementType(info.elemType))
+      return emitModelError() << "graph input '" << input.name()
+                              << "' has unsupported data type "
+                              << getDataTypeName(info.elemType),
+             nullptr;
+    infos[input.name()] = info;
+    inputs.push_back(&input);
+  }
+
+  // Parameters and state in the order of first use.
+  SmallVector<const onnx::TensorProto *> params, state;
+  llvm::StringSet<> placed;
+  for (const onnx::NodeProto &node : graph.node())
+    for (const std::string &name : node.input()) {
+      auto it = roles.find(name);
+      if (it == roles.end() || !placed.insert(name).second)
+        continue;
+      if (it->second == InitRole::Param)
+        params.push_back(initializers[name]);
+      else if (it->second == InitRole::State)
+        state.push_back(initializers[name]);
+    }
+
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
+  Builder &b = builder;
+  int64_t defaultOpsetValue = defaultOpset;
+  (*module)->setAttr("oasr.source", b.getStringAttr(model.path()));
+  (*module)->setAttr("oasr.opset", b.getI64IntegerAttr(defaultOpsetValue));
+  (*module)->setAttr("oasr.model",
+                     b.getStringAttr(llvm::sys::path::stem(model.path())));
+  if (!model.proto().producer_name().empty())
+    (*module)->setAttr("oasr.producer",
+                       b.getStringAttr(model.proto().producer_name()));
+
+  SmallVector<Type> argTypes;
+  SmallVector<DictionaryAttr> argAttrs;
+  auto addArg = [&](StringRef tag, StringRef name, const TensorInfo &info) {
+    argTypes.push_back(*getTensorType(info));
+    argAttrs.push_back(
+        b.getDictionaryAttr(b.getNamedAttr(tag, b.getStringAttr(name))));
+  };
+  for (const onnx::ValueInfoProto *input : inputs)
+    addArg("oasr.input", input->name(), infos[input->name()]);
+  for (const onnx::TensorProto *p : params) {
+    if (failed(getTensorType(infos[p->name()])))
+      return emitModelError() << "initializer '" << p->name()
+                              << "' has invalid dims",
+             nullptr;
+    addArg(mlir::oasr::OASRDialect::kParamAttrName, p->name(), infos[p->name()]);
+  }
+  for (const onnx::TensorProto *s : state) {
+    if (failed(getTensorType(infos[s->name()])))
+      return emitModelError() << "initializer '" << s->name()
+                              << "' has invalid dims",
+             nullptr;
+    addArg(mlir::oasr::OASRDialect::kStateAttrName, s->name(), infos[s->name()]);
+  }
+
+  builder.setInsertionPointToEnd(module->getBody());
+  auto func = builder.create<func::FuncOp>(
+      fileLoc, options.funcName, builder.getFunctionType(argTypes, {}));
+  body = func.addEntryBlock();
+  for (auto [i, attrs] : llvm::enumerate(argAttrs)) {
+    func.setArgAttrs(i, attrs);
+    // The argument's location is the ONNX name it stands for.
+    body->getArgument(i).setLoc(
+        NameLoc::get(cast<StringAttr>(attrs.begin()->getValue())));
+  }
+  size_t argIndex = 0;
+  for (const onnx::ValueInfoProto *input : inputs)
+    symbols[input->name()] = body->getArgument(argIndex++);
+  for (const onnx::TensorProto *p : params)
+    symbols[p->name()] = body->getArgument(argIndex++);
+  for (const onnx::TensorProto *s : state)
+    symbols[s->name()] = body->getArgument(argIndex++);
+
+  builder.setInsertionPointToEnd(body);
+  for (auto [i, node] : llvm::enumerate(graph.node()))
+    if (failed(importNode(node, i)))
+      return {};
+
+  SmallVector<Value> results;
+  SmallVector<Type> resultTypes;
+  for (const onnx::ValueInfoProto &output : graph.output()) {
+    Value value = symbols.lookup(output.name());
+    if (!value) {
+      auto init = initializers.find(output.name());
+      if (init != initializers.end())
+        value = materializeConstant(*init->second);
+    }
+    if (!value)
+      return emitModelError() << "graph output '" << output.name()
+                              << "' is not produced by any node",
+             nullptr;
+    results.push_back(value);
+    resultTypes.push_back(value.getType());
+  }
+  builder.create<func::ReturnOp>(fileLoc, results);
+  func.setFunctionType(builder.getFunctionType(argTypes, resultTypes));
+  for (auto [i, output] : llvm::enumerate(graph.output()))
+    func.setResultAttr(i, "oasr.output", b.getStringAttr(output.name()));
+
+  importTrainingInfo(*module);
+  if (failed(mlir::verify(*module)))
+    return {};
+  return module;
+}
+
+namespace oasr {
+namespace onnximport {
+
+OwningOpRef<ModuleOp> importONNX(MLIRContext &context, const ModelFile &model,
+                                 const ImportOptions &options) {
+  return ONNXImporter(context, model, options).run();
+}
+
+OwningOpRef<ModuleOp> importONNX(MLIRContext &context, StringRef path,
+                                 const ImportOptions &options) {
+  auto model = ModelFile::load(path);
+  if (!model) {
+    mlir::emitError(FileLineColLoc::get(&context, path, 0, 0))
+        << llvm::toString(model.takeError());
+    return {};
+  }
+  return importONNX(context, **model, options);
+}
+
+} // namespace onnximport
+} // namespace oasr

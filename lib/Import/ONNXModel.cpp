@@ -1,0 +1,618 @@
+//===- ONNXModel.cpp - A loaded ONNX model with lazy weights --------------===//
+//
+// Binary models are memory-mapped and rewritten once at the wire level: the
+// big `raw_data` fields of the main graph's initializers are cut out (their
+// file offsets recorded) before protobuf parses the rest, so loading costs
+// time and memory proportional to the graph, not to the weights. Text and
+// JSON models (small, for tests) are parsed as they are.
+//
+//===----------------------------------------------------------------------===//
+
+#include "oasr/Import/ONNXModel.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/text_format.h>
+#include <google/protobuf/util/json_util.h>
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+#include <mutex>
+
+using namespace oasr::onnximport;
+using llvm::Error;
+using llvm::Expected;
+using llvm::StringRef;
+
+/// In-file `raw_data` at least this long stays in the mapped file.
+static constexpr uint64_t kStripThreshold = 256;
+
+static Error makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+//===----------------------------------------------------------------------===//
+// Data types
+//===----------------------------------------------------------------------===//
+
+size_t oasr::onnximport::getElementSize(int32_t type) {
+  switch (static_cast<DataType>(type)) {
+  case DataType::Float:
+  case DataType::Int32:
+  case DataType::UInt32:
+    return 4;
+  case DataType::UInt8:
+  case DataType::Int8:
+  case DataType::Bool:
+    return 1;
+  case DataType::UInt16:
+  case DataType::Int16:
+  case DataType::Float16:
+  case DataType::BFloat16:
+    return 2;
+  case DataType::Int64:
+  case DataType::Double:
+  case DataType::UInt64:
+  case DataType::Complex64:
+    return 8;
+  case DataType::Complex128:
+    return 16;
+  default:
+    return 0;
+  }
+}
+
+StringRef oasr::onnximport::getDataTypeName(int32_t type) {
+  if (onnx::TensorProto_DataType_IsValid(type))
+    return onnx::TensorProto_DataType_Name(
+        static_cast<onnx::TensorProto_DataType>(type));
+  return "<invalid data type>";
+}
+
+int64_t InitializerData::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+//===----------------------------------------------------------------------===//
+// Wire-level rewriting of binary models
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Copies a serialized ModelProto while cutting big initializer raw_data out.
+class WireStripper {
+public:
+  WireStripper(const uint8_t *base, uint64_t size) : base(base), size(size) {}
+
+  /// Rewrites the whole file; returns false on malformed input, with
+  /// `errorOffset` the byte where it went wrong.
+  bool run(std::string &out) { return rewrite(0, size, Level::Model, out); }
+
+  uint64_t errorOffset = 0;
+  std::string errorWhat;
+  /// Initializer name -> (offset, length) of its raw_data in the file.
+  llvm::StringMap<std::pair<uint64_t, uint64_t>> stripped;
+
+private:
+  enum class Level { Model, Graph, Tensor };
+
+  bool fail(uint64_t at, const char *what) {
+    errorOffset = at;
+    errorWhat = what;
+    return false;
+  }
+
+  bool readVarint(uint64_t &pos, uint64_t end, uint64_t &value) {
+    value = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+      if (pos >= end)
+        return fail(pos, "truncated varint");
+      uint8_t byte = base[pos++];
+      value |= uint64_t(byte & 0x7f) << shift;
+      if (!(byte & 0x80))
+        return true;
+    }
+    return fail(pos, "varint longer than 10 bytes");
+  }
+
+  static void writeVarint(std::string &out, uint64_t value) {
+    while (value >= 0x80) {
+      out.push_back(char(value | 0x80));
+      value >>= 7;
+    }
+    out.push_back(char(value));
+  }
+
+  bool rewrite(uint64_t pos, uint64_t end, Level level, std::string &out) {
+    std::string tensorName;
+    std::pair<uint64_t, uint64_t> rawData{0, 0};
+    bool cut = false;
+    while (pos < end) {
+      uint64_t fieldStart = pos, tag;
+      if (!readVarint(pos, end, tag))
+        return false;
+      uint64_t field = tag >> 3, wireType = tag & 7;
+      if (field == 0)
+        return fail(fieldStart, "field number 0");
+      switch (wireType) {
+      case 0: { // varint
+        uint64_t ignored;
+        if (!readVarint(pos, end, ignored))
+          return false;
+        break;
+      }
+      case 1: // fixed64
+        if (end - pos < 8)
+          return fail(pos, "truncated fixed64");
+        pos += 8;
+        break;
+      case 5: // fixed32
+        if (end - pos < 4)
+          return fail(pos, "truncated fixed32");
+        pos += 4;
+        break;
+      case 2: { // length-delimited
+        uint64_t length;
+        if (!readVarint(pos, end, length))
+          return false;
+        if (length > end - pos)
+          return fail(pos, "length-delimited field runs past the end");
+        uint64_t dataStart = pos;
+        pos += length;
+        bool descend = (level == Level::Model && field == 7) ||
+                       (level == Level::Graph && field == 5);
+        if (descend) {
+          std::string sub;
+          if (!rewrite(dataStart, pos, descend && level == Level::Model
+                                           ? Level::Graph
+                                           : Level::Tensor,
+                       sub))
+            return false;
+          writeVarint(out, tag);
+          writeVarint(out, sub.size());
+          out += sub;
+          continue;
+        }
+        if (level == Level::Tensor && field == 8)
+          tensorName.assign(reinterpret_cast<const char *>(base + dataStart),
+                            length);
+        if (level == Level::Tensor && field == 9 && length >= kStripThreshold) {
+          rawData = {dataStart, length};
+          cut = true;
+          continue;
+        }
+        break;
+      }
+      default:
+        return fail(fieldStart, "unsupported wire type");
+      }
+      out.append(reinterpret_cast<const char *>(base + fieldStart),
+                 pos - fieldStart);
+    }
+    if (pos != end)
+      return fail(end, "field runs past its message");
+    if (cut)
+      stripped[tensorName] = rawData;
+    return true;
+  }
+
+  const uint8_t *base;
+  uint64_t size;
+};
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// ModelFile
+//===----------------------------------------------------------------------===//
+
+struct ModelFile::Impl {
+  std::string path, directory;
+  onnx::ModelProto proto;
+  /// The mapped binary file (null for text/JSON).
+  std::unique_ptr<llvm::MemoryBuffer> file;
+  llvm::StringMap<std::pair<uint64_t, uint64_t>> stripped;
+  llvm::StringMap<int> initializerIndex;
+  /// Mapped side files, by resolved path.
+  mutable std::mutex sideFilesMutex;
+  mutable llvm::StringMap<std::unique_ptr<llvm::MemoryBuffer>> sideFiles;
+
+  Expected<const llvm::MemoryBuffer *> getSideFile(StringRef sidePath,
+                                                   StringRef tensor) const;
+};
+
+ModelFile::ModelFile() : impl(std::make_unique<Impl>()) {}
+ModelFile::~ModelFile() = default;
+
+const onnx::ModelProto &ModelFile::proto() const { return impl->proto; }
+onnx::ModelProto &ModelFile::mutableProto() { return impl->proto; }
+StringRef ModelFile::path() const { return impl->path; }
+StringRef ModelFile::directory() const { return impl->directory; }
+
+static std::string getFormat(StringRef path) {
+  StringRef ext = llvm::sys::path::extension(path);
+  if (ext.equals_insensitive(".json"))
+    return "json";
+  if (ext.equals_insensitive(".txtpb") || ext.equals_insensitive(".textproto") ||
+      ext.equals_insensitive(".pbtxt") || ext.equals_insensitive(".prototxt") ||
+      ext.equals_insensitive(".txt"))
+    return "text";
+  return "binary";
+}
+
+Expected<std::unique_ptr<ModelFile>> ModelFile::load(StringRef path) {
+  llvm::SmallString<256> absolute(path);
+  if (std::error_code ec = llvm::sys::fs::make_absolute(absolute))
+    return makeError(path + ": " + ec.message());
+  llvm::sys::path::remove_dots(absolute, /*remove_dot_dot=*/true);
+  std::string format = getFormat(path);
+  // Binary files are mapped, never copied: only the graph part is touched.
+  auto buffer = llvm::MemoryBuffer::getFile(absolute, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return makeError(llvm::Twine(absolute) + ": cannot open: " +
+                     buffer.getError().message());
+  return loadFromBuffer(std::move(*buffer), absolute, format);
+}
+
+Expected<std::unique_ptr<ModelFile>>
+ModelFile::loadFromBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
+                          StringRef path, StringRef format) {
+  std::unique_ptr<ModelFile> model(new ModelFile());
+  Impl &impl = *model->impl;
+  impl.path = path.str();
+  impl.directory = llvm::sys::path::parent_path(path).str();
+  StringRef data = buffer->getBuffer();
+
+  if (format == "text") {
+    google::protobuf::TextFormat::Parser parser;
+    struct Collector : google::protobuf::io::ErrorCollector {
+      std::string message;
+      void AddError(int line, int column, const std::string &msg) override {
+        if (message.empty())
+          message = llvm::formatv("line {0}, column {1}: {2}", line + 1,
+                                  column + 1, msg);
+      }
+    } collector;
+    parser.RecordErrorsTo(&collector);
+    google::protobuf::io::ArrayInputStream stream(data.data(), data.size());
+    if (!parser.Parse(&stream, &impl.proto))
+      return makeError(path + ": not a text ModelProto: " + collector.message);
+  } else if (format == "json") {
+    auto status = google::protobuf::util::JsonStringToMessage(
+        std::string(data), &impl.proto);
+    if (!status.ok())
+      return makeError(path + ": not a JSON ModelProto: " +
+                       std::string(status.message()));
+  } else {
+    if (data.empty())
+      return makeError(path + ": not an ONNX protobuf: the file is empty");
+    WireStripper stripper(reinterpret_cast<const uint8_t *>(data.data()),
+                          data.size());
+    std::string graphOnly;
+    graphOnly.reserve(std::min<size_t>(data.size(), 1 << 20));
+    if (!stripper.run(graphOnly))
+      return makeError(llvm::formatv(
+          "{0}: not an ONNX protobuf (truncated or corrupt: {1} at byte {2} "
+          "of {3})",
+          path, stripper.errorWhat, stripper.errorOffset, data.size()));
+    if (!impl.proto.ParseFromString(graphOnly))
+      return makeError(path + ": not an ONNX protobuf (the ModelProto does "
+                              "not parse)");
+    impl.stripped = std::move(stripper.stripped);
+    impl.file = std::move(buffer);
+  }
+  if (!impl.proto.has_graph() || impl.proto.ir_version() <= 0)
+    return makeError(path + ": not an ONNX model (no ir_version or graph)");
+
+  const onnx::GraphProto &graph = impl.proto.graph();
+  for (int i = 0, e = graph.initializer_size(); i < e; ++i)
+    impl.initializerIndex[graph.initializer(i).name()] = i;
+  return std::move(model);
+}
+
+const onnx::TensorProto *ModelFile::findInitializer(StringRef name) const {
+  auto it = impl->initializerIndex.find(name);
+  if (it == impl->initializerIndex.end())
+    return nullptr;
+  return &impl->proto.graph().initializer(it->second);
+}
+
+/// Number of bytes a tensor's dims and type call for, or -1 on overflow or
+/// for a type without a fixed size.
+static int64_t getExpectedBytes(const onnx::TensorProto &tensor) {
+  size_t elementSize = getElementSize(tensor.data_type());
+  if (!elementSize)
+    return -1;
+  uint64_t n = 1;
+  for (int64_t d : tensor.dims()) {
+    if (d < 0 || (d && n > (uint64_t(1) << 62) / uint64_t(d)))
+      return -1;
+    n *= uint64_t(d);
+  }
+  return int64_t(n * elementSize);
+}
+
+namespace {
+struct ExternalKeys {
+  std::string location;
+  uint64_t offset = 0;
+  int64_t length = -1;
+};
+} // namespace
+
+static Expected<ExternalKeys> getExternalKeys(const onnx::TensorProto &tensor,
+                                              StringRef modelPath) {
+  ExternalKeys keys;
+  for (const onnx::StringStringEntryProto &entry : tensor.external_data()) {
+    StringRef value = entry.value();
+    if (entry.key() == "location") {
+      keys.location = entry.value();
+    } else if (entry.key() == "offset" || entry.key() == "length") {
+      uint64_t number;
+      if (value.getAsInteger(10, number))
+        return makeError(modelPath + ": initializer '" + tensor.name() +
+                         "': external data key '" + entry.key() +
+                         "' is not a number: '" + value + "'");
+      if (entry.key() == "offset")
+        keys.offset = number;
+      else
+        keys.length = int64_t(number);
+    }
+  }
+  if (keys.location.empty())
+    return makeError(modelPath + ": initializer '" + tensor.name() +
+                     "': external data without a 'location'");
+  return keys;
+}
+
+Expected<InitializerLocation>
+ModelFile::getInitializerLocation(StringRef name) const {
+  const onnx::TensorProto *tensor = findInitializer(name);
+  if (!tensor)
+    return makeError(impl->path + ": no initializer named '" + name + "'");
+  InitializerLocation location;
+  auto cut = impl->stripped.find(name);
+  if (cut != impl->stripped.end()) {
+    location.kind = InitializerLocation::InFile;
+    location.offset = cut->second.first;
+    location.length = int64_t(cut->second.second);
+    location.path = impl->path;
+    return location;
+  }
+  if (tensor->data_location() == onnx::TensorProto::EXTERNAL) {
+    auto keys = getExternalKeys(*tensor, impl->path);
+    if (!keys)
+      return keys.takeError();
+    location.kind = InitializerLocation::External;
+    location.offset = keys->offset;
+    location.length = keys->length;
+    llvm::SmallString<256> side(impl->directory);
+    llvm::sys::path::append(side, keys->location);
+    location.path = std::string(side);
+    return location;
+  }
+  location.kind = InitializerLocation::Inline;
+  location.length = getExpectedBytes(*tensor);
+  return location;
+}
+
+Expected<const llvm::MemoryBuffer *>
+ModelFile::Impl::getSideFile(StringRef sidePath, StringRef tensor) const {
+  std::lock_guard<std::mutex> lock(sideFilesMutex);
+  auto it = sideFiles.find(sidePath);
+  if (it != sideFiles.end())
+    return it->second.get();
+  auto buffer = llvm::MemoryBuffer::getFile(sidePath, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return makeError(path + ": initializer '" + tensor +
+                     "': external data file '" + sidePath +
+                     "' cannot be opened: " + buffer.getError().message());
+  const llvm::MemoryBuffer *result = buffer->get();
+  sideFiles[sidePath] = std::move(*buffer);
+  return result;
+}
+
+Error ModelFile::checkExternalData(const onnx::TensorProto &tensor) const {
+  if (tensor.data_location() != onnx::TensorProto::EXTERNAL)
+    return Error::success();
+  auto keys = getExternalKeys(tensor, impl->path);
+  if (!keys)
+    return keys.takeError();
+  llvm::SmallString<256> side(impl->directory);
+  llvm::sys::path::append(side, keys->location);
+  uint64_t fileSize;
+  if (std::error_code ec = llvm::sys::fs::file_size(side, fileSize))
+    return makeError(impl->path + ": initializer '" + tensor.name() +
+                     "': external data file '" + side +
+                     "' cannot be opened: " + ec.message());
+  int64_t expected = getExpectedBytes(tensor);
+  int64_t length = keys->length >= 0 ? keys->length : expected;
+  if (expected >= 0 && keys->length >= 0 && keys->length != expected)
+    return makeError(llvm::formatv(
+        "{0}: initializer '{1}': external data length {2} does not match its "
+        "dims and type ({3} bytes)",
+        impl->path, tensor.name(), keys->length, expected));
+  if (length < 0 || keys->offset + uint64_t(length) > fileSize)
+    return makeError(llvm::formatv(
+        "{0}: initializer '{1}': external data file '{2}' is too short: it has "
+        "{3} bytes, the initializer needs bytes [{4}, {5})",
+        impl->path, tensor.name(), side, fileSize, keys->offset,
+        keys->offset + uint64_t(std::max<int64_t>(length, 0))));
+  return Error::success();
+}
+
+template <typename From, typename To>
+static void convertInto(const google::protobuf::RepeatedField<From> &values,
+                        std::vector<uint8_t> &storage) {
+  storage.resize(values.size() * sizeof(To));
+  To *out = reinterpret_cast<To *>(storage.data());
+  for (int i = 0, e = values.size(); i < e; ++i)
+    out[i] = static_cast<To>(values.Get(i));
+}
+
+Expected<InitializerData>
+ModelFile::readTensor(const onnx::TensorProto &tensor) const {
+  InitializerData data;
+  data.name = tensor.name();
+  data.dims.assign(tensor.dims().begin(), tensor.dims().end());
+  data.dataType = tensor.data_type();
+  auto error = [&](const llvm::Twine &what) {
+    return makeError(impl->path + ": initializer '" + tensor.name() + "' (" +
+                     getDataTypeName(tensor.data_type()) + "): " + what);
+  };
+  int64_t expected = getExpectedBytes(tensor);
+  if (expected < 0)
+    return error("unsupported data type or invalid dims");
+
+  auto cut = impl->stripped.find(tensor.name());
+  if (impl->file && cut != impl->stripped.end() &&
+      findInitializer(tensor.name()) == &tensor) {
+    data.bytes = llvm::ArrayRef<uint8_t>(
+        reinterpret_cast<const uint8_t *>(impl->file->getBufferStart()) +
+            cut->second.first,
+        cut->second.second);
+  } else if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
+    if (Error err = checkExternalData(tensor))
+      return std::move(err);
+    auto keys = getExternalKeys(tensor, impl->path);
+    if (!keys)
+      return keys.takeError();
+    llvm::SmallString<256> side(impl->directory);
+    llvm::sys::path::append(side, keys->location);
+    auto file = impl->getSideFile(side, tensor.name());
+    if (!file)
+      return file.takeError();
+    data.bytes = llvm::ArrayRef<uint8_t>(
+        reinterpret_cast<const uint8_t *>((*file)->getBufferStart()) +
+            keys->offset,
+        size_t(expected));
+  } else if (tensor.has_raw_data()) {
+    data.bytes = llvm::ArrayRef<uint8_t>(
+        reinterpret_cast<const uint8_t *>(tensor.raw_data().data()),
+        tensor.raw_data().size());
+  } else {
+    using DT = DataType;
+    switch (static_cast<DT>(tensor.data_type())) {
+    case DT::Float:
+    case DT::Complex64:
+      convertInto<float, float>(tensor.float_data(), data.storage);
+      break;
+    case DT::Double:
+    case DT::Complex128:
+      convertInto<double, double>(tensor.double_data(), data.storage);
+      break;
+    case DT::Int64:
+      convertInto<int64_t, int64_t>(tensor.int64_data(), data.storage);
+      break;
+    case DT::UInt32:
+      convertInto<uint64_t, uint32_t>(tensor.uint64_data(), data.storage);
+      break;
+    case DT::UInt64:
+      convertInto<uint64_t, uint64_t>(tensor.uint64_data(), data.storage);
+      break;
+    case DT::Int32:
+      convertInto<int32_t, int32_t>(tensor.int32_data(), data.storage);
+      break;
+    case DT::Int16:
+      convertInto<int32_t, int16_t>(tensor.int32_data(), data.storage);
+      break;
+    case DT::UInt16:
+    case DT::Float16:
+    case DT::BFloat16:
+      convertInto<int32_t, uint16_t>(tensor.int32_data(), data.storage);
+      break;
+    case DT::Int8:
+      convertInto<int32_t, int8_t>(tensor.int32_data(), data.storage);
+      break;
+    case DT::UInt8:
+    case DT::Bool:
+      convertInto<int32_t, uint8_t>(tensor.int32_data(), data.storage);
+      break;
+    default:
+      return error("unsupported data type");
+    }
+    data.bytes = data.storage;
+  }
+  if (int64_t(data.bytes.size()) != expected)
+    return error(llvm::formatv("holds {0} bytes of data, its dims and type "
+                               "need {1}",
+                               data.bytes.size(), expected));
+  return std::move(data);
+}
+
+Expected<InitializerData> ModelFile::readInitializer(StringRef name) const {
+  const onnx::TensorProto *tensor = findInitializer(name);
+  if (!tensor)
+    return makeError(impl->path + ": no initializer named '" + name + "'");
+  return readTensor(*tensor);
+}
+
+Error ModelFile::saveWithInitializers(
+    StringRef path,
+    const std::map<std::string, std::vector<float>> &values) const {
+  for (const auto &[name, vector] : values) {
+    const onnx::TensorProto *tensor = findInitializer(name);
+    if (!tensor)
+      return makeError(impl->path + ": cannot save: no initializer named '" +
+                       name + "'");
+    if (tensor->data_type() != onnx::TensorProto::FLOAT)
+      return makeError(impl->path + ": cannot save: initializer '" + name +
+                       "' is not FLOAT");
+    if (getExpectedBytes(*tensor) != int64_t(vector.size() * sizeof(float)))
+      return makeError(llvm::formatv(
+          "{0}: cannot save: initializer '{1}' has {2} elements, got {3}",
+          impl->path, name, getExpectedBytes(*tensor) / 4, vector.size()));
+  }
+  onnx::ModelProto copy = impl->proto;
+  onnx::GraphProto *graph = copy.mutable_graph();
+  for (onnx::TensorProto &tensor : *graph->mutable_initializer()) {
+    auto it = values.find(tensor.name());
+    std::string bytes;
+    if (it != values.end()) {
+      bytes.assign(reinterpret_cast<const char *>(it->second.data()),
+                   it->second.size() * sizeof(float));
+    } else if (impl->stripped.count(tensor.name()) ||
+               tensor.data_location() == onnx::TensorProto::EXTERNAL) {
+      auto data = readTensor(
+          impl->proto.graph().initializer(impl->initializerIndex[tensor.name()]));
+      if (!data)
+        return data.takeError();
+      bytes.assign(reinterpret_cast<const char *>(data->bytes.data()),
+                   data->bytes.size());
+    } else {
+      continue; // inline data stays as it is
+    }
+    tensor.clear_float_data();
+    tensor.clear_double_data();
+    tensor.clear_int32_data();
+    tensor.clear_int64_data();
+    tensor.clear_uint64_data();
+    tensor.clear_external_data();
+    tensor.clear_data_location();
+    tensor.set_raw_data(std::move(bytes));
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_None);
+  if (ec)
+    return makeError(path + ": cannot write: " + ec.message());
+  std::string serialized;
+  if (!copy.SerializeToString(&serialized))
+    return makeError(path + ": cannot serialize the model (over 2 GiB?)");
+  os << serialized;
+  os.close();
+  if (os.has_error())
+    return makeError(path + ": write failed: " + os.error().message());
+  return Error::success();
+}

@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""Regenerates the small text ModelProtos in this folder (run by hand with
+Debian's /usr/bin/python3, which has onnx; the outputs are committed so the
+lit tests need no Python). Usage: gen_inputs.py [output dir]"""
+
+import os
+import sys
+
+import numpy as np
+import onnx
+from google.protobuf import json_format, text_format
+from onnx import TensorProto, helper, numpy_helper
+
+OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+
+
+def init(name, shape, dtype=np.float32, value=None):
+    if value is None:
+        value = np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape) * 0.01
+    return numpy_helper.from_array(np.asarray(value, dtype=dtype).reshape(shape), name)
+
+
+def const(name, value, dtype=np.int64):
+    return helper.make_node("Constant", [], [name], name=name,
+                            value=numpy_helper.from_array(np.asarray(value, dtype=dtype)))
+
+
+def save(model, name, fmt="text"):
+    path = os.path.join(OUT, name)
+    with open(path, "w") as f:
+        if fmt == "json":
+            f.write(json_format.MessageToJson(model))
+        else:
+            f.write(text_format.MessageToString(model))
+
+
+def model(graph, opset=15, ir=8, extra_opsets=()):
+    opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in extra_opsets]
+    m = helper.make_model(graph, opset_imports=opsets, producer_name="gen_inputs")
+    m.ir_version = ir
+    return m
+
+
+# A CNN block in PyTorch's training-mode export form.
+def cnn():
+    nodes = [
+        helper.make_node("Conv", ["x", "conv1.weight", "conv1.bias"], ["c"], name="/conv1/Conv",
+                         pads=[1, 1, 1, 1], strides=[1, 1], kernel_shape=[3, 3]),
+        helper.make_node("BatchNormalization",
+                         ["c", "bn1.weight", "bn1.bias", "bn1.running_mean", "bn1.running_var"],
+                         ["b", "bn1.rm_out", "bn1.rv_out"], name="/bn1/BatchNormalization",
+                         epsilon=1e-5, momentum=0.9, training_mode=1),
+        helper.make_node("Relu", ["b"], ["r"], name="/relu/Relu"),
+        helper.make_node("MaxPool", ["r"], ["p"], name="/pool/MaxPool",
+                         kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=0),
+        helper.make_node("GlobalAveragePool", ["p"], ["g"], name="/gap/GlobalAveragePool"),
+        helper.make_node("Flatten", ["g"], ["f"], name="/Flatten", axis=1),
+        const("ratio", 0.5, np.float32),
+        const("training", True, np.bool_),
+        helper.make_node("Dropout", ["f", "ratio", "training"], ["d", "mask"], name="/drop/Dropout"),
+        helper.make_node("Gemm", ["d", "fc.weight", "fc.bias"], ["y"], name="/fc/Gemm",
+                         alpha=1.0, beta=1.0, transB=1),
+    ]
+    g = helper.make_graph(
+        nodes, "cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 10])],
+        [init("conv1.weight", [4, 3, 3, 3]), init("conv1.bias", [4]),
+         init("bn1.weight", [4]), init("bn1.bias", [4]),
+         init("bn1.running_mean", [4]), init("bn1.running_var", [4]),
+         init("fc.weight", [10, 4]), init("fc.bias", [10])])
+    return model(g, opset=15)
+
+
+# Transformer-style pieces: embedding, computed reshape, attention, LayerNorm.
+def transformer():
+    nodes = [
+        helper.make_node("Gather", ["embed.weight", "tokens"], ["e"], name="/embed/Gather"),
+        helper.make_node("MatMul", ["e", "q.weight"], ["qm"], name="/q/MatMul"),
+        helper.make_node("Add", ["q.bias", "qm"], ["q"], name="/q/Add"),
+        # reshape [B, S, 8] -> [B, S, 2, 4] with the shape computed from Shape.
+        helper.make_node("Shape", ["q"], ["qs"], name="/Shape"),
+        const("idx0", 0), const("idx1", 1),
+        helper.make_node("Gather", ["qs", "idx0"], ["b"], name="/Gather_b", axis=0),
+        helper.make_node("Gather", ["qs", "idx1"], ["s"], name="/Gather_s", axis=0),
+        const("axes0", [0]),
+        helper.make_node("Unsqueeze", ["b", "axes0"], ["bu"], name="/Unsqueeze_b"),
+        helper.make_node("Unsqueeze", ["s", "axes0"], ["su"], name="/Unsqueeze_s"),
+        const("heads", [2, 4]),
+        helper.make_node("Concat", ["bu", "su", "heads"], ["shape"], name="/Concat", axis=0),
+        helper.make_node("Reshape", ["q", "shape"], ["qh"], name="/Reshape"),
+        helper.make_node("Transpose", ["qh"], ["qt"], name="/Transpose", perm=[0, 2, 1, 3]),
+        helper.make_node("Transpose", ["qh"], ["kt"], name="/TransposeK", perm=[0, 2, 3, 1]),
+        helper.make_node("MatMul", ["qt", "kt"], ["att"], name="/att/MatMul"),
+        const("scale", 2.0, np.float32),
+        helper.make_node("Div", ["att", "scale"], ["atts"], name="/att/Div"),
+        helper.make_node("Softmax", ["atts"], ["attp"], name="/att/Softmax", axis=-1),
+        helper.make_node("MatMul", ["attp", "qt"], ["ctx"], name="/ctx/MatMul"),
+        helper.make_node("Transpose", ["ctx"], ["ctxt"], name="/ctx/Transpose", perm=[0, 2, 1, 3]),
+        const("flat", [0, 0, -1]),
+        helper.make_node("Reshape", ["ctxt", "flat"], ["ctxf"], name="/ctx/Reshape"),
+        helper.make_node("LayerNormalization", ["ctxf", "ln.weight", "ln.bias"], ["ln"],
+                         name="/ln/LayerNormalization", axis=-1, epsilon=1e-5),
+        # GELU through Erf
+        const("sqrt2", 1.4142135, np.float32),
+        helper.make_node("Div", ["ln", "sqrt2"], ["gd"], name="/gelu/Div"),
+        helper.make_node("Erf", ["gd"], ["ge"], name="/gelu/Erf"),
+        helper.make_node("ReduceMean", ["ge"], ["rm"], name="/ReduceMean", axes=[-1], keepdims=1),
+        helper.make_node("Sub", ["ge", "rm"], ["cen"], name="/Sub"),
+        const("two", 2.0, np.float32),
+        helper.make_node("Pow", ["cen", "two"], ["sq"], name="/Pow"),
+        helper.make_node("ReduceSum", ["sq", "axes_last"], ["ss"], name="/ReduceSum", keepdims=0),
+        helper.make_node("Sqrt", ["ss"], ["rs"], name="/Sqrt"),
+        # mask handling: Cast, Where, Expand, ConstantOfShape, Slice, Squeeze
+        helper.make_node("Cast", ["tokens"], ["tf"], name="/Cast", to=TensorProto.FLOAT),
+        helper.make_node("ConstantOfShape", ["qs"], ["zeros"], name="/ConstantOfShape",
+                         value=numpy_helper.from_array(np.array([0.0], dtype=np.float32))),
+        helper.make_node("Equal", ["tokens", "pad_id"], ["ispad"], name="/Equal"),
+        helper.make_node("Where", ["ispad", "neg", "tf"], ["masked"], name="/Where"),
+        helper.make_node("Expand", ["masked", "expand_to"], ["mx"], name="/Expand"),
+        helper.make_node("Slice", ["zeros", "sl_start", "sl_end", "sl_axes"], ["zs"], name="/Slice"),
+        helper.make_node("Squeeze", ["mx", "axes0"], ["msq"], name="/Squeeze"),
+        helper.make_node("Identity", ["rs"], ["out"], name="/Identity"),
+    ]
+    g = helper.make_graph(
+        nodes, "transformer",
+        [helper.make_tensor_value_info("tokens", TensorProto.INT64, ["batch", "seq"])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("msq", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("zs", TensorProto.FLOAT, None)],
+        [init("embed.weight", [20, 8]), init("q.weight", [8, 8]), init("q.bias", [8]),
+         init("ln.weight", [8]), init("ln.bias", [8]),
+         init("axes_last", [1], np.int64, [-1]), init("pad_id", [], np.int64, 0),
+         init("neg", [], np.float32, -1.0),
+         init("expand_to", [3], np.int64, [1, 1, 1]),
+         init("sl_start", [1], np.int64, [1]), init("sl_end", [1], np.int64, [-1]),
+         init("sl_axes", [1], np.int64, [2])])
+    return model(g, opset=17)
+
+
+# Opsets newer than libonnx 1.12 knows: ReduceMean-18 (axes input), Pad-18
+# (axes input), Gelu-20, Split-18 (num_outputs), at opset 21.
+def new_opsets():
+    nodes = [
+        helper.make_node("Pad", ["x", "pads", "", "pad_axes"], ["p"], name="/Pad", mode="constant"),
+        helper.make_node("Gelu", ["p"], ["g"], name="/Gelu", approximate="tanh"),
+        helper.make_node("ReduceMean", ["g", "rm_axes"], ["m"], name="/ReduceMean", keepdims=1),
+        helper.make_node("Split", ["g"], ["s0", "s1"], name="/Split", axis=1, num_outputs=2),
+        helper.make_node("Add", ["s0", "s1"], ["y"], name="/Add"),
+        helper.make_node("Conv", ["y", "w"], ["c"], name="/Conv", kernel_shape=[1, 1]),
+    ]
+    g = helper.make_graph(
+        nodes, "new_opsets",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 6, 6])],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("m", TensorProto.FLOAT, None)],
+        [init("pads", [4], np.int64, [1, 2, 1, 2]), init("pad_axes", [2], np.int64, [2, 3]),
+         init("rm_axes", [1], np.int64, [1]), init("w", [3, 2, 1, 1])])
+    return model(g, opset=21, ir=10)
+
+
+def training_info():
+    m = cnn()
+    algo_nodes = [
+        helper.make_node("Gradient", ["x"], ["dW", "dB"], name="grad",
+                         domain="ai.onnx.preview.training", xs=["fc.weight", "fc.bias"], y="loss"),
+        helper.make_node("Momentum", ["lr", "T", "fc.weight", "fc.bias", "dW", "dB", "v1", "v2"],
+                         ["fc.weight_new", "fc.bias_new", "v1_new", "v2_new"], name="momentum",
+                         domain="ai.onnx.preview.training", alpha=0.9, beta=1.0,
+                         norm_coefficient=1e-4, mode="standard"),
+    ]
+    algo = helper.make_graph(algo_nodes, "algorithm", [], [],
+                             [init("lr", [], np.float32, 0.05), init("T", [], np.int64, 0)])
+    ti = m.training_info.add()
+    ti.algorithm.CopyFrom(algo)
+    for k, v in [("fc.weight", "fc.weight_new"), ("fc.bias", "fc.bias_new")]:
+        e = ti.update_binding.add()
+        e.key, e.value = k, v
+    m.opset_import.append(helper.make_opsetid("ai.onnx.preview.training", 1))
+    return m
+
+
+def external():
+    m = cnn()
+    for t in m.graph.initializer:
+        if t.name in ("conv1.weight", "fc.weight"):
+            raw = numpy_helper.to_array(t).tobytes()
+            offset = 0 if t.name == "conv1.weight" else 512
+            t.ClearField("raw_data")
+            t.ClearField("float_data")
+            t.data_location = TensorProto.EXTERNAL
+            for k, v in [("location", "cnn_weights.bin"), ("offset", str(offset)),
+                         ("length", str(len(raw)))]:
+                e = t.external_data.add()
+                e.key, e.value = k, v
+    return m
+
+
+# Error cases.
+def unknown_domain():
+    g = helper.make_graph(
+        [helper.make_node("Frobnicate", ["x"], ["y"], name="/custom/Frobnicate", domain="my.company")],
+        "unknown_domain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    return model(g, extra_opsets=[("my.company", 1)])
+
+
+def shape_mismatch():
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="/fc/MatMul")], "mismatch",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [init("w", [5, 4])])
+    return model(g)
+
+
+def shape_unknown():
+    g = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="/view/Reshape"),
+         helper.make_node("Relu", ["y"], ["z"], name="/relu")], "unknown_shape",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)])
+    return model(g)
+
+
+def bad_dtype():
+    g = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"], name="/id")], "bad_dtype",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+        [helper.make_tensor("labels", TensorProto.STRING, [2], [b"cat", b"dog"])])
+    return model(g)
+
+
+def relu_model(opset=15, ir=8):
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="/relu")], "relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    return model(g, opset=opset, ir=ir)
+
+
+if __name__ == "__main__":
+    save(cnn(), "cnn.txtpb")
+    save(cnn(), "cnn.json", "json")
+    save(transformer(), "transformer.txtpb")
+    save(new_opsets(), "new_opsets.txtpb")
+    save(training_info(), "training_info.txtpb")
+    save(external(), "external.txtpb")
+    save(unknown_domain(), "unknown_domain.txtpb")
+    save(shape_mismatch(), "shape_mismatch.txtpb")
+    save(shape_unknown(), "shape_unknown.txtpb")
+    save(bad_dtype(), "bad_dtype.txtpb")
+    save(relu_model(), "relu.txtpb")
+    save(relu_model(ir=12), "bad_ir.txtpb")
+    save(relu_model(opset=9), "old_opset.txtpb")
+    save(relu_model(opset=23), "new_opset.txtpb")

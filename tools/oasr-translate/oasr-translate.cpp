@@ -1,0 +1,115 @@
+//===- oasr-translate.cpp - ONNX to oasr IR translation -------------------===//
+//
+// `oasr-translate --import-onnx model.onnx -o model.mlir`: imports a binary,
+// text (.txtpb/.textproto/.pbtxt) or JSON ModelProto into the oasr IR and
+// prints it. Errors name the file and node and exit non-zero.
+//
+//===----------------------------------------------------------------------===//
+
+#include "oasr/Config.h"
+#include "oasr/Dialect/OASRDialect.h"
+#include "oasr/Import/ONNXImporter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+
+static cl::OptionCategory category("oasr-translate options");
+
+static cl::opt<std::string> inputFilename(cl::Positional,
+                                          cl::desc("<model.onnx>"),
+                                          cl::Required, cl::cat(category));
+static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
+                                           cl::value_desc("filename"),
+                                           cl::init("-"), cl::cat(category));
+static cl::opt<bool> importONNX("import-onnx",
+                                cl::desc("Import an ONNX ModelProto (binary, "
+                                         "text or JSON) into the oasr IR"),
+                                cl::cat(category));
+static cl::opt<int64_t>
+    batch("batch", cl::desc("Set dimension 0 of every graph input"),
+          cl::init(0), cl::cat(category));
+static cl::list<std::string>
+    dims("dim", cl::desc("Fix a symbolic dimension: --dim name=value"),
+         cl::value_desc("name=value"), cl::cat(category));
+static cl::opt<bool> noVerifyExternal(
+    "no-check-external-data",
+    cl::desc("Do not check that external-data side files exist"),
+    cl::init(false), cl::cat(category));
+static cl::opt<bool> quiet("quiet",
+                           cl::desc("Import and verify, print nothing"),
+                           cl::init(false), cl::cat(category));
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::SetVersionPrinter([](raw_ostream &os) {
+    os << "oasr-translate (oasr " << OASR_VERSION << ", MLIR/LLVM "
+       << LLVM_VERSION_STRING << ")\n";
+  });
+  mlir::registerAsmPrinterCLOptions();
+  mlir::registerMLIRContextCLOptions();
+  cl::ParseCommandLineOptions(argc, argv, "oasr translation driver\n");
+
+  if (!importONNX) {
+    errs() << "oasr-translate: choose a translation (--import-onnx)\n";
+    return 1;
+  }
+  oasr::onnximport::ImportOptions options;
+  options.batch = batch;
+  options.checkExternalData = !noVerifyExternal;
+  for (const std::string &spec : dims) {
+    std::string error;
+    if (!oasr::onnximport::parseDimOption(spec, options, error)) {
+      errs() << "oasr-translate: " << error << "\n";
+      return 1;
+    }
+  }
+
+  mlir::MLIRContext context;
+  // Messages already name the file and node: print them as they are.
+  mlir::ScopedDiagnosticHandler handler(&context, [](mlir::Diagnostic &diag) {
+    switch (diag.getSeverity()) {
+    case mlir::DiagnosticSeverity::Error:
+      errs() << "error: ";
+      break;
+    case mlir::DiagnosticSeverity::Warning:
+      errs() << "warning: ";
+      break;
+    default:
+      errs() << "note: ";
+      break;
+    }
+    errs() << diag << "\n";
+    for (mlir::Diagnostic &note : diag.getNotes())
+      errs() << "note: " << note << "\n";
+    return mlir::success();
+  });
+
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      oasr::onnximport::importONNX(context, inputFilename, options);
+  if (!module)
+    return 1;
+  if (quiet)
+    return 0;
+
+  std::string error;
+  auto output = mlir::openOutputFile(outputFilename, &error);
+  if (!output) {
+    errs() << "oasr-translate: " << error << "\n";
+    return 1;
+  }
+  module->print(output->os());
+  output->os() << "\n";
+  output->keep();
+  return 0;
+}
