@@ -1,0 +1,142 @@
+//===- Communicator.h - Communicators and the communication engine -*- C++ -*-===//
+//
+// A Communicator moves bytes between the data-parallel ranks (MPI between
+// processes, the trivial one-process communicator, NCCL later). The
+// CommEngine owns the one communication thread: every collective of a run is
+// issued on it, in the order it was enqueued, so collectives progress while
+// the compute thread keeps running backward (Open MPI has no asynchronous
+// progress of its own) and every rank issues them in the same order.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OASR_RUNTIME_COMMUNICATOR_H
+#define OASR_RUNTIME_COMMUNICATOR_H
+
+#include "oasr/Runtime/Kernel.h"
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace oasr::rt {
+
+/// Bytes between data-parallel ranks. Implementations are thread-compatible:
+/// the runtime calls one communicator from one thread at a time (the
+/// CommEngine's thread while training runs). `abort` may be called from any
+/// thread.
+class Communicator {
+public:
+  virtual ~Communicator();
+  /// "mpi", "self", "nccl".
+  virtual const char *name() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// Host name of this rank (for error messages).
+  virtual std::string host() const;
+
+  /// Replaces `count` elements at `data` by their sum over all ranks divided
+  /// by size(), in place. The same elements reduced in any grouping give the
+  /// same sums as long as the library's reduction order per element is the
+  /// same (see docs/runtime.md).
+  virtual void allreduceAverage(void *data, size_t count, DType dtype) = 0;
+  /// In-place elementwise sum / max over ranks of doubles (metrics, flags).
+  virtual void allreduceSum(double *data, size_t count) = 0;
+  virtual void allreduceMax(double *data, size_t count) = 0;
+  /// Copies `bytes` at `data` from `root` to every rank.
+  virtual void broadcast(void *data, size_t bytes, int root) = 0;
+  virtual void barrier() = 0;
+  /// Gathers a variable number of bytes from every rank to `root`, which
+  /// receives them concatenated in rank order in `out` (with `counts[r]`
+  /// bytes from rank r). Other ranks leave `out` untouched.
+  virtual void gatherBytes(const void *data, size_t bytes, int root,
+                           std::vector<char> &out,
+                           std::vector<size_t> &counts) = 0;
+  /// Ends every rank of the job with a non-zero status after printing
+  /// `message` (which should name this rank). Does not return.
+  [[noreturn]] virtual void abort(const std::string &message, int code) = 0;
+  /// Shuts the communicator down at the end of a run (MPI_Finalize).
+  virtual void finalize() {}
+};
+
+/// The one-process communicator: averaging is the identity.
+std::unique_ptr<Communicator> createSelfCommunicator();
+
+/// Initialises MPI (MPI_THREAD_MULTIPLE requested; at least
+/// MPI_THREAD_SERIALIZED required, calls are serialized by the CommEngine) and
+/// returns the MPI_COMM_WORLD communicator. On failure returns null and sets
+/// `error`.
+std::unique_ptr<Communicator> createMpiCommunicator(int *argc, char ***argv,
+                                                    std::string &error);
+
+/// True when this process was started by mpirun (Open MPI, MPICH, Slurm PMI).
+bool launchedByMpi();
+
+/// A timed interval on the communication lane, for traces.
+struct CommEvent {
+  uint32_t job = 0;     ///< the job's tag (fused group index or user tag)
+  double startUs = 0;   ///< from CommEngine::epoch()
+  double endUs = 0;
+};
+
+/// The communication thread and its FIFO of jobs. `enqueue` returns at once;
+/// jobs run one at a time in enqueue order; `wait` blocks until that job ran.
+class CommEngine {
+public:
+  using JobId = uint64_t;
+
+  explicit CommEngine(Communicator &comm);
+  ~CommEngine();
+  CommEngine(const CommEngine &) = delete;
+  CommEngine &operator=(const CommEngine &) = delete;
+
+  Communicator &communicator() { return comm; }
+
+  /// Queues `fn` (which may call the communicator). `tag` names the job in
+  /// the event log when `record` is set.
+  JobId enqueue(std::function<void(Communicator &)> fn, uint32_t tag = 0,
+                bool record = false);
+  /// Blocks until job `id` has finished.
+  void wait(JobId id);
+  /// Runs `fn` on the communication thread and waits for it.
+  void run(std::function<void(Communicator &)> fn) { wait(enqueue(std::move(fn))); }
+  /// Blocks until every queued job has finished.
+  void drain();
+
+  /// Time origin of event timestamps (steady clock, microseconds); set by
+  /// `resetEpoch`, normally right after a barrier so ranks roughly agree.
+  void resetEpoch();
+  double nowUs() const;
+  /// Recorded jobs so far (only read after `drain`).
+  const std::vector<CommEvent> &events() const { return recorded; }
+  void clearEvents() { recorded.clear(); }
+
+private:
+  struct Job {
+    JobId id;
+    std::function<void(Communicator &)> fn;
+    uint32_t tag;
+    bool record;
+  };
+  void loop();
+
+  Communicator &comm;
+  std::mutex mu;
+  std::condition_variable queued, finished;
+  std::deque<Job> queue;
+  JobId nextId = 1;
+  JobId doneUpTo = 0; ///< jobs run in order, so one counter suffices
+  bool stopping = false;
+  std::vector<CommEvent> recorded;
+  int64_t epochNs = 0;
+  std::thread thread;
+};
+
+} // namespace oasr::rt
+
+#endif // OASR_RUNTIME_COMMUNICATOR_H

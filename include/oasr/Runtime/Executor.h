@@ -1,0 +1,175 @@
+//===- Executor.h - Runs a compiled training step -----------------*- C++ -*-===//
+//
+// The executor reads the compiled module (docs/IR.md section 3) once and
+// builds an execution plan: one step per op with its kernel (from a
+// KernelBackend), buffers assigned by liveness with reuse, fused gradient
+// groups laid out in one contiguous buffer each (the gradient producers write
+// straight into it), parameters, BN state and optimizer state as persistent
+// buffers updated in place. Steps then run with no IR access.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OASR_RUNTIME_EXECUTOR_H
+#define OASR_RUNTIME_EXECUTOR_H
+
+#include "oasr/Runtime/Kernel.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mlir {
+class ModuleOp;
+} // namespace mlir
+
+namespace oasr::rt {
+
+/// What the executor asks of the training algorithm inside a step: a fused
+/// group's gradients are complete (`allreduce_start`), and the averaged
+/// gradients are needed now (`allreduce_wait`).
+class StepHooks {
+public:
+  virtual ~StepHooks();
+  virtual void gradientsReady(unsigned group) = 0;
+  virtual void gradientsNeeded(unsigned group) = 0;
+};
+
+/// A tensor that lives across steps: a parameter, BN state, optimizer state.
+struct PersistentTensor {
+  enum Kind { Param, State, OptState } kind = Param;
+  /// How seeded random init fills it when the model has no initializer.
+  enum Init { HeNormal, Zeros, Ones } init = Zeros;
+  std::string name; ///< ONNX initializer name (opt state: the param's name)
+  TensorRef ref;
+  int64_t fanIn = 1; ///< inputs per output unit (He init)
+};
+
+/// One fused gradient group: a contiguous buffer averaged in place.
+struct GradGroup {
+  unsigned index = 0;  ///< position in communication order
+  TensorRef buffer;    ///< the whole buffer (f32 elements, padded)
+  size_t bytes = 0;    ///< gradient bytes (without padding)
+  std::vector<std::string> params; ///< parameters whose gradients it holds
+  std::string layer;   ///< layer whose backward closes the group
+};
+
+/// Kind of a planned step, for traces and profiles.
+enum class StepKind : uint8_t { Forward, Backward, Update, Comm, Copy };
+
+/// One entry of the execution plan.
+struct PlanStepInfo {
+  std::string name;  ///< node name (location) or "allreduce_start #k"
+  std::string opType;
+  std::string layer; ///< forward layer the op belongs to
+  StepKind kind = StepKind::Forward;
+};
+
+/// Options of plan building.
+struct ExecutorOptions {
+  uint64_t seed = 0;        ///< dropout seeds and random init
+  double lrOverride = -1;   ///< >= 0: replaces every optimizer_update's lr
+  bool reuseBuffers = true; ///< liveness-based reuse of activation memory
+};
+
+/// Statistics of the plan's memory.
+struct MemoryStats {
+  size_t arenaBytes = 0;      ///< activations after reuse
+  size_t unsharedBytes = 0;   ///< what the activations need without reuse
+  size_t persistentBytes = 0; ///< params, state, optimizer state, constants
+  size_t gradBytes = 0;       ///< fused group buffers
+};
+
+/// Timing of one executed plan step (microseconds since an epoch).
+struct OpTiming {
+  double startUs = 0, endUs = 0;
+};
+
+class Executor {
+public:
+  ~Executor();
+
+  /// Builds the plan for `@train_step` of `module`. Errors name the op (its
+  /// location) and the reason; a module without a training step or without
+  /// optimizer updates is rejected as "not compiled for training".
+  static llvm::Expected<std::unique_ptr<Executor>>
+  create(mlir::ModuleOp module, KernelBackend &backend,
+         const ExecutorOptions &options);
+
+  /// Model input (the batch) and labels, written by the data loader before
+  /// each step. `label` has a null `data` when the model has no label.
+  const TensorRef &input() const { return inputRef; }
+  const TensorRef &label() const { return labelRef; }
+  /// Batch size (first dimension of the input).
+  int64_t batch() const;
+  /// Classes of the loss' scores (0 when unknown).
+  int64_t numClasses() const;
+
+  /// Persistent tensors, in argument order.
+  std::vector<PersistentTensor> &persistent() { return persistentTensors; }
+  const std::vector<GradGroup> &groups() const { return gradGroups; }
+  const MemoryStats &memory() const { return memStats; }
+  /// Parameter gradients in ready order: parameter, producing layer, bytes.
+  struct GradInfo {
+    std::string param, layer;
+    size_t bytes = 0;
+  };
+  const std::vector<GradInfo> &gradients() const { return gradInfos; }
+  /// The plan in execution order.
+  const std::vector<PlanStepInfo> &steps() const { return stepInfos; }
+
+  /// Module attributes the runtime reports: `oasr.source`, `oasr.model`,
+  /// `oasr.plan` (strategy, predicted iteration time in us; -1 if absent).
+  const std::string &sourcePath() const { return source; }
+  const std::string &modelName() const { return model; }
+  const std::string &planStrategy() const { return strategy; }
+  double predictedIterationUs() const { return predictedUs; }
+
+  /// Runs one training step. `timings`, when non-null, points to one entry
+  /// per plan step (see `steps()`), filled with times in microseconds since
+  /// `epochNs` on the steady clock.
+  void runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs);
+  /// Runs the forward ops only (no state written back): for evaluation.
+  void runForward();
+
+  /// The loss of the last step (or forward) and its scores per sample.
+  float loss() const;
+  /// Number of samples whose argmax score equals the label, last step.
+  int64_t correct() const;
+
+  /// Gradient of parameter `name` as seen by the optimizer in the last step
+  /// (the averaged gradient), or a null ref when unknown.
+  TensorRef gradient(const std::string &name) const;
+
+  struct Impl;
+
+private:
+  Executor();
+  std::unique_ptr<Impl> impl;
+  TensorRef inputRef, labelRef;
+  std::vector<PersistentTensor> persistentTensors;
+  std::vector<GradGroup> gradGroups;
+  MemoryStats memStats;
+  std::vector<PlanStepInfo> stepInfos;
+  std::vector<GradInfo> gradInfos;
+  std::string source, model, strategy;
+  double predictedUs = -1;
+};
+
+/// Fills parameters and state: from the ONNX initializers of the same name
+/// when a loader is given and finds them, otherwise seeded random init
+/// (He-normal for weights of rank >= 2, zeros for biases, ones for BN scales,
+/// running means 0 and variances 1); optimizer state starts at zero. Returns
+/// the number of tensors loaded from the file.
+using InitializerLoader = std::function<bool(
+    const std::string &name, const TensorRef &dst, std::string &error)>;
+llvm::Expected<unsigned> initializeWeights(Executor &exec,
+                                           const InitializerLoader &loader,
+                                           uint64_t seed);
+
+} // namespace oasr::rt
+
+#endif // OASR_RUNTIME_EXECUTOR_H

@@ -1,0 +1,99 @@
+//===- Training.h - Training algorithms and the training loop -----*- C++ -*-===//
+//
+// A TrainingAlgorithm decides what communication a step needs. Synchronous
+// SGD (the only one today) averages gradients with the fused allreduces the
+// compiler planned: it enqueues each group on the CommEngine when the
+// executor reaches its allreduce_start and blocks at its allreduce_wait.
+//
+// The EASGD family plugs in through the same hooks: its workers run the
+// module's local steps with `gradientsReady`/`gradientsNeeded` as no-ops (no
+// gradient averaging), and `afterStep` performs the elastic exchange every
+// tau steps -- synchronous EASGD as an allreduce of the parameters on the
+// CommEngine, asynchronous EASGD / MEASGD / Hogwild as a request to a
+// parameter-server rank through the Communicator (rank 0 serves the center
+// variable). The executor does not change for them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OASR_RUNTIME_TRAINING_H
+#define OASR_RUNTIME_TRAINING_H
+
+#include "oasr/Runtime/Communicator.h"
+#include "oasr/Runtime/DataLoader.h"
+#include "oasr/Runtime/Executor.h"
+
+#include "llvm/Support/Error.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace oasr::rt {
+
+/// What a training algorithm does around and inside each step.
+class TrainingAlgorithm : public StepHooks {
+public:
+  ~TrainingAlgorithm() override;
+  /// "sync-sgd", "easgd", ...
+  virtual const char *name() const = 0;
+  /// Once, before the first step: every rank must start from the same
+  /// weights (SyncSGD broadcasts rank 0's parameters and state).
+  virtual void setup(Executor &exec, CommEngine &engine) = 0;
+  /// After every step (EASGD: elastic averaging every tau steps).
+  virtual void afterStep(Executor &exec, CommEngine &engine, int64_t step) {
+    (void)exec, (void)engine, (void)step;
+  }
+  /// Microseconds the compute thread spent blocked on communication since
+  /// the last call (the exposed, non-overlapped communication).
+  virtual double takeBlockedUs() = 0;
+};
+
+/// Synchronous SGD over the planned fused allreduces.
+std::unique_ptr<TrainingAlgorithm> createSyncSGD(Executor &exec,
+                                                 CommEngine &engine);
+
+/// Options of the training loop.
+struct TrainOptions {
+  int64_t steps = 10;
+  int64_t logEvery = 1;      ///< progress line every N steps (rank 0)
+  bool quiet = false;        ///< no progress lines
+  std::string tracePath;     ///< Chrome trace JSON (rank 0 writes)
+  int64_t traceSteps = 20;   ///< steps recorded in the trace
+  std::string profilePath;   ///< oasr-profile-v1 JSON (rank 0 writes)
+  int64_t failAtStep = -1;   ///< testing: rank failRank aborts at this step
+  int failRank = -1;
+  bool evaluate = true;      ///< test accuracy at the end when data has a test split
+};
+
+/// What the run measured (rank 0's view; times in microseconds).
+struct TrainSummary {
+  int64_t steps = 0;
+  double meanIterationUs = 0; ///< wall time per step (first step excluded)
+  double computeUs = 0;       ///< kernels + updates + copies per step
+  double exposedCommUs = 0;   ///< blocked in allreduce_wait per step
+  double commBusyUs = 0;      ///< communication thread busy per step
+  double forwardUs = 0;
+  double predictedUs = -1;    ///< the plan's prediction, -1 if unknown
+  double lastLoss = 0;
+  double trainAccuracy = -1;  ///< over the last logging interval
+  double testAccuracy = -1;   ///< -1 when there is no test split
+  int64_t testSamples = 0;
+};
+
+/// Runs `options.steps` training steps on every rank. Collective: every rank
+/// calls it with the same options. Errors are local to the calling rank.
+llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
+                  CommEngine &engine, const TrainOptions &options,
+                  TrainSummary &summary);
+
+/// Evaluates accuracy of the current weights on this rank's test shard and
+/// sums over ranks. Returns {correct, total}.
+std::pair<int64_t, int64_t> evaluate(Executor &exec, DataLoader &data,
+                                     CommEngine &engine);
+
+/// "rank R (host)" for messages.
+std::string rankName(const Communicator &comm);
+
+} // namespace oasr::rt
+
+#endif // OASR_RUNTIME_TRAINING_H

@@ -1,0 +1,1225 @@
+//===- Executor.cpp - Execution plan of a compiled training step ---------===//
+//
+// Walks @train_step once: assigns every SSA value a storage (activation
+// arena slot with liveness-based reuse, persistent tensor, fused group
+// buffer, or an alias of another value), asks the kernel backend for one
+// kernel per node, and records a flat list of instructions. Steps then run
+// that list without touching IR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "oasr/Runtime/Executor.h"
+#include "oasr/Dialect/OASRDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+
+using namespace mlir;
+using llvm::Expected;
+
+namespace oasr::rt {
+
+StepHooks::~StepHooks() = default;
+
+namespace {
+
+constexpr size_t kAlign = 64;
+size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+/// Where a value lives.
+enum class Where : uint8_t { Arena, Persistent, Group, Alias };
+
+struct ValueInfo {
+  TensorDesc desc;
+  Where where = Where::Arena;
+  int aliasOf = -1;     ///< Where::Alias: the value whose storage it shares
+  int persistent = -1;  ///< Where::Persistent: index into Impl::persist
+  int group = -1;       ///< Where::Group
+  size_t offset = 0;    ///< arena or group byte offset
+  int def = -1;         ///< defining instruction (-1: argument / constant)
+  int lastUse = -1;     ///< last instruction reading it (after aliasing)
+  bool used = false;    ///< read by anything (incl. returns)
+  bool kernelOutput = false;
+  void *ptr = nullptr;  ///< resolved address
+};
+
+enum class InstrOp : uint8_t { Kernel, Copy, Start, Wait, Update };
+
+struct Instr {
+  InstrOp op = InstrOp::Kernel;
+  std::unique_ptr<Kernel> kernel;
+  std::vector<int> ins, outs;
+  std::vector<TensorRef> inRefs, outRefs;
+  unsigned group = 0;
+  // Copy: pairs of (dst, src) values.
+  std::vector<std::pair<int, int>> copies;
+  // Update on the host.
+  std::string algo;
+  double lr = 0, momentum = 0, weightDecay = 0;
+};
+
+struct PersistBuf {
+  TensorDesc desc;
+  void *ptr = nullptr;
+  std::vector<char> init; ///< constants: bytes to upload
+};
+
+struct GroupBuf {
+  size_t bytes = 0;
+  void *ptr = nullptr;
+  DType dtype = DType::F32;
+};
+
+} // namespace
+
+struct Executor::Impl {
+  KernelBackend *backend = nullptr;
+  bool hostMemory = true;
+  std::vector<ValueInfo> values;
+  std::vector<Instr> instrs;
+  std::vector<PersistBuf> persist;
+  std::vector<GroupBuf> groupBufs;
+  void *arena = nullptr;
+  size_t arenaBytes = 0;
+  int lossValue = -1, scoresValue = -1, labelValue = -1, inputValue = -1;
+  unsigned forwardEnd = 0; ///< instructions [0, forwardEnd) are the forward
+  std::map<std::string, int> gradOfParam; ///< param name -> averaged value
+
+  ~Impl() {
+    if (!backend)
+      return;
+    instrs.clear(); // kernels before their memory
+    if (arena)
+      backend->deallocate(arena);
+    for (PersistBuf &p : persist)
+      if (p.ptr)
+        backend->deallocate(p.ptr);
+    for (GroupBuf &g : groupBufs)
+      if (g.ptr)
+        backend->deallocate(g.ptr);
+  }
+
+  int root(int v) const {
+    while (values[v].where == Where::Alias)
+      v = values[v].aliasOf;
+    return v;
+  }
+  TensorRef ref(int v) const { return TensorRef{values[v].ptr, values[v].desc}; }
+  void copy(int dst, int src) {
+    size_t n = values[dst].desc.bytes();
+    if (values[dst].ptr == values[src].ptr)
+      return;
+    if (hostMemory) {
+      std::memcpy(values[dst].ptr, values[src].ptr, n);
+      return;
+    }
+    std::vector<char> staging(n);
+    backend->copyToHost(staging.data(), values[src].ptr, n);
+    backend->copyToDevice(values[dst].ptr, staging.data(), n);
+  }
+};
+
+Executor::Executor() : impl(std::make_unique<Impl>()) {}
+Executor::~Executor() = default;
+
+//===----------------------------------------------------------------------===//
+// IR -> plan helpers
+//===----------------------------------------------------------------------===//
+
+static std::string locName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations()) {
+      std::string s = locName(l);
+      if (!s.empty())
+        return s;
+    }
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    return llvm::formatv("{0}:{1}:{2}", file.getFilename().getValue(),
+                         file.getLine(), file.getColumn())
+        .str();
+  return "";
+}
+
+static std::string opName(Operation *op) {
+  std::string s = locName(op->getLoc());
+  if (!s.empty())
+    return s;
+  if (auto node = dyn_cast<mlir::oasr::NodeOp>(op))
+    return node.getOpType().str();
+  return op->getName().getStringRef().str();
+}
+
+static llvm::Error opError(Operation *op, const llvm::Twine &msg) {
+  std::string where = locName(op->getLoc());
+  std::string kind;
+  if (auto node = dyn_cast<mlir::oasr::NodeOp>(op))
+    kind = ("'" + node.getOpType() + "'").str();
+  else
+    kind = ("'" + op->getName().getStringRef() + "'").str();
+  return llvm::createStringError(
+      llvm::inconvertibleErrorCode(),
+      (kind + (where.empty() ? "" : " at " + where) + ": " + msg).str());
+}
+
+static Expected<TensorDesc> descOf(Type type, Operation *op) {
+  auto t = dyn_cast<RankedTensorType>(type);
+  if (!t || !t.hasStaticShape())
+    return opError(op, "needs statically shaped tensors, got a value of type " +
+                           llvm::formatv("{0}", type).str());
+  TensorDesc d;
+  Type e = t.getElementType();
+  if (e.isF32())
+    d.dtype = DType::F32;
+  else if (e.isF16())
+    d.dtype = DType::F16;
+  else if (e.isInteger(64))
+    d.dtype = DType::I64;
+  else if (e.isInteger(32))
+    d.dtype = DType::I32;
+  else if (e.isInteger(1))
+    d.dtype = DType::Bool;
+  else
+    return opError(op, "unsupported element type " +
+                           llvm::formatv("{0}", e).str());
+  d.shape.assign(t.getShape().begin(), t.getShape().end());
+  return d;
+}
+
+/// ONNX attribute -> runtime attribute. Returns false for attributes the
+/// runtime does not pass to kernels.
+static bool convertAttr(Attribute a, AttrValue &out) {
+  if (auto i = dyn_cast<IntegerAttr>(a)) {
+    out = int64_t(i.getValue().getSExtValue());
+    return true;
+  }
+  if (auto f = dyn_cast<FloatAttr>(a)) {
+    out = f.getValueAsDouble();
+    return true;
+  }
+  if (auto s = dyn_cast<StringAttr>(a)) {
+    out = s.getValue().str();
+    return true;
+  }
+  if (auto arr = dyn_cast<DenseI64ArrayAttr>(a)) {
+    out = std::vector<int64_t>(arr.asArrayRef().begin(), arr.asArrayRef().end());
+    return true;
+  }
+  if (auto arr = dyn_cast<DenseI32ArrayAttr>(a)) {
+    out = std::vector<int64_t>(arr.asArrayRef().begin(), arr.asArrayRef().end());
+    return true;
+  }
+  if (auto arr = dyn_cast<DenseF32ArrayAttr>(a)) {
+    out = std::vector<double>(arr.asArrayRef().begin(), arr.asArrayRef().end());
+    return true;
+  }
+  if (auto arr = dyn_cast<DenseF64ArrayAttr>(a)) {
+    out = std::vector<double>(arr.asArrayRef().begin(), arr.asArrayRef().end());
+    return true;
+  }
+  if (auto arr = dyn_cast<ArrayAttr>(a)) {
+    bool allInt = true, allNum = true;
+    for (Attribute e : arr) {
+      allInt &= isa<IntegerAttr>(e);
+      allNum &= isa<IntegerAttr, FloatAttr>(e);
+    }
+    if (allInt) {
+      std::vector<int64_t> v;
+      for (Attribute e : arr)
+        v.push_back(cast<IntegerAttr>(e).getValue().getSExtValue());
+      out = std::move(v);
+      return true;
+    }
+    if (allNum) {
+      std::vector<double> v;
+      for (Attribute e : arr)
+        v.push_back(isa<FloatAttr>(e)
+                        ? cast<FloatAttr>(e).getValueAsDouble()
+                        : double(cast<IntegerAttr>(e).getValue().getSExtValue()));
+      out = std::move(v);
+      return true;
+    }
+    return false;
+  }
+  if (auto dense = dyn_cast<DenseElementsAttr>(a)) {
+    Type e = dense.getElementType();
+    if (isa<FloatType>(e)) {
+      std::vector<double> v;
+      for (APFloat f : dense.getValues<APFloat>())
+        v.push_back(f.convertToDouble());
+      out = std::move(v);
+      return true;
+    }
+    if (isa<IntegerType>(e)) {
+      std::vector<int64_t> v;
+      for (APInt i : dense.getValues<APInt>())
+        v.push_back(e.isInteger(1) ? int64_t(i.getZExtValue())
+                                   : i.getSExtValue());
+      out = std::move(v);
+      return true;
+    }
+  }
+  return false;
+}
+
+/// Bytes of a dense constant in the runtime's layout.
+static llvm::Error materialize(DenseElementsAttr dense, const TensorDesc &desc,
+                               std::vector<char> &bytes, Operation *op) {
+  bytes.assign(desc.bytes(), 0);
+  int64_t n = desc.numel();
+  auto at = [&](int64_t i) { return dense.isSplat() ? 0 : i; };
+  switch (desc.dtype) {
+  case DType::F32: {
+    auto vals = llvm::to_vector(dense.getValues<APFloat>());
+    for (int64_t i = 0; i < n; ++i)
+      reinterpret_cast<float *>(bytes.data())[i] =
+          float(vals[at(i)].convertToDouble());
+    return llvm::Error::success();
+  }
+  case DType::F16: {
+    auto vals = llvm::to_vector(dense.getValues<APFloat>());
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h = uint16_t(vals[at(i)].bitcastToAPInt().getZExtValue());
+      std::memcpy(bytes.data() + 2 * i, &h, 2);
+    }
+    return llvm::Error::success();
+  }
+  case DType::I64:
+  case DType::I32:
+  case DType::Bool: {
+    auto vals = llvm::to_vector(dense.getValues<APInt>());
+    for (int64_t i = 0; i < n; ++i) {
+      const APInt &v = vals[at(i)];
+      if (desc.dtype == DType::I64)
+        reinterpret_cast<int64_t *>(bytes.data())[i] = v.getSExtValue();
+      else if (desc.dtype == DType::I32)
+        reinterpret_cast<int32_t *>(bytes.data())[i] = int32_t(v.getSExtValue());
+      else
+        bytes[i] = char(v.getZExtValue() != 0);
+    }
+    return llvm::Error::success();
+  }
+  }
+  return opError(op, "cannot materialise this constant");
+}
+
+static bool isView(StringRef opType) {
+  return opType == "Reshape" || opType == "Flatten" || opType == "Squeeze" ||
+         opType == "Unsqueeze" || opType == "Identity";
+}
+
+static uint64_t hashName(const std::string &s, uint64_t seed) {
+  uint64_t h = 1469598103934665603ull ^ seed;
+  for (char c : s) {
+    h ^= uint8_t(c);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+//===----------------------------------------------------------------------===//
+// Executor::create
+//===----------------------------------------------------------------------===//
+
+Expected<std::unique_ptr<Executor>>
+Executor::create(ModuleOp module, KernelBackend &backend,
+                 const ExecutorOptions &options) {
+  auto notTraining = [](const llvm::Twine &why) {
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "the module was not compiled for training: " + why +
+            "; compile it with `oasr-opt --oasr-train-pipeline` (or pass the "
+            ".onnx model to oasr-run)");
+  };
+  auto fn = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!fn) {
+    if (module.lookupSymbol<func::FuncOp>("forward"))
+      return notTraining("it has @forward but no @train_step");
+    return notTraining("it has no function @train_step");
+  }
+  if (fn.getBody().getBlocks().size() != 1)
+    return notTraining("@train_step must have exactly one block");
+  bool hasUpdate = false;
+  fn.walk([&](mlir::oasr::OptimizerUpdateOp) { hasUpdate = true; });
+  if (!hasUpdate)
+    return notTraining("@train_step has no oasr.optimizer_update");
+
+  std::unique_ptr<Executor> exec(new Executor());
+  Impl &I = *exec->impl;
+  I.backend = &backend;
+  I.hostMemory = std::string(backend.name()) == "cpu";
+
+  // Module attributes.
+  if (auto s = module->getAttrOfType<StringAttr>("oasr.source"))
+    exec->source = s.getValue().str();
+  if (auto s = module->getAttrOfType<StringAttr>("oasr.model"))
+    exec->model = s.getValue().str();
+  if (auto plan = module->getAttrOfType<DictionaryAttr>("oasr.plan")) {
+    if (auto s = plan.getAs<StringAttr>("strategy"))
+      exec->strategy = s.getValue().str();
+    if (auto f = plan.getAs<FloatAttr>("predicted_iteration_us"))
+      exec->predictedUs = f.getValueAsDouble();
+    else if (auto i = plan.getAs<IntegerAttr>("predicted_iteration_us"))
+      exec->predictedUs = double(i.getInt());
+  }
+
+  llvm::DenseMap<Value, int> idOf;
+  auto newValue = [&](Value v, Operation *where) -> Expected<int> {
+    auto d = descOf(v.getType(), where);
+    if (!d)
+      return d.takeError();
+    int id = int(I.values.size());
+    I.values.push_back(ValueInfo{});
+    I.values.back().desc = *d;
+    idOf[v] = id;
+    return id;
+  };
+  auto newPersistent = [&](int id) {
+    I.values[id].where = Where::Persistent;
+    I.values[id].persistent = int(I.persist.size());
+    I.persist.push_back(PersistBuf{I.values[id].desc, nullptr, {}});
+  };
+
+  // Arguments.
+  Block &body = fn.getBody().front();
+  std::map<std::string, int> paramArg, stateArg, optStateArg;
+  std::vector<std::pair<PersistentTensor::Kind, std::string>> persistMeta;
+  std::vector<int> persistValue;
+  for (BlockArgument arg : body.getArguments()) {
+    auto id = newValue(arg, fn);
+    if (!id)
+      return id.takeError();
+    newPersistent(*id);
+    auto tag = [&](StringRef name) -> std::string {
+      if (auto s = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), name))
+        return s.getValue().str();
+      return "";
+    };
+    std::string name;
+    if (!(name = tag("oasr.input")).empty()) {
+      if (I.inputValue >= 0)
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            "@train_step has more than one oasr.input; the runtime feeds one "
+            "input tensor");
+      I.inputValue = *id;
+    } else if (!(name = tag("oasr.label")).empty()) {
+      I.labelValue = *id;
+    } else if (!(name = tag("oasr.param")).empty()) {
+      paramArg[name] = *id;
+      persistMeta.push_back({PersistentTensor::Param, name});
+      persistValue.push_back(*id);
+    } else if (!(name = tag("oasr.state")).empty()) {
+      stateArg[name] = *id;
+      persistMeta.push_back({PersistentTensor::State, name});
+      persistValue.push_back(*id);
+    } else if (!(name = tag("oasr.opt_state")).empty()) {
+      optStateArg[name] = *id;
+      persistMeta.push_back({PersistentTensor::OptState, name});
+      persistValue.push_back(*id);
+    } else {
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "@train_step argument #%u has none of the tags oasr.input, "
+          "oasr.label, oasr.param, oasr.state, oasr.opt_state",
+          arg.getArgNumber());
+    }
+  }
+  if (I.inputValue < 0)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "@train_step has no argument tagged "
+                                   "oasr.input");
+
+  // Ops -> instructions.
+  std::vector<int> copyBack; // pairs flattened: dst, src
+  bool seenBackward = false;
+  llvm::DenseMap<Operation *, int> instrOf;
+  struct PendingGroup {
+    unsigned index;
+    std::vector<int> grads;
+    std::vector<size_t> offsets;
+    std::vector<std::string> gradLayers;
+    size_t bytes;
+    std::string layer;
+  };
+  llvm::DenseMap<int, std::pair<unsigned, unsigned>> waitResult; // id -> g, k
+  std::vector<PendingGroup> groups;
+  struct GradOrder {
+    std::pair<unsigned, unsigned> at;
+    std::string param, layer;
+    size_t bytes;
+  };
+  std::vector<GradOrder> gradOrder;
+  llvm::DenseMap<Operation *, unsigned> groupOfStart;
+  std::map<std::string, std::string> layerOfGradValue;
+
+  for (Operation &opRef : body) {
+    Operation *op = &opRef;
+    std::vector<int> ins;
+    for (Value v : op->getOperands()) {
+      auto it = idOf.find(v);
+      if (it == idOf.end()) {
+        if (isa<mlir::oasr::TokenType>(v.getType()))
+          continue;
+        return opError(op, "uses a value the runtime does not know");
+      }
+      ins.push_back(it->second);
+    }
+
+    if (auto node = dyn_cast<mlir::oasr::NodeOp>(op)) {
+      if (!node.getDomain().empty())
+        return opError(op, "custom domain '" + node.getDomain() +
+                               "' is not supported by the runtime");
+      StringRef opType = node.getOpType();
+      std::string layer;
+      if (auto l = op->getAttrOfType<StringAttr>("oasr.layer"))
+        layer = l.getValue().str();
+      if (opType == "Constant") {
+        if (op->getNumResults() != 1)
+          return opError(op, "a Constant has one result");
+        auto id = newValue(op->getResult(0), op);
+        if (!id)
+          return id.takeError();
+        newPersistent(*id);
+        auto dense = op->getAttrOfType<DenseElementsAttr>("value");
+        if (!dense)
+          return opError(op, "needs a dense `value` attribute");
+        if (auto err = materialize(dense, I.values[*id].desc,
+                                   I.persist.back().init, op))
+          return std::move(err);
+        continue;
+      }
+      if (isView(opType) && op->getNumResults() == 1 && !ins.empty()) {
+        auto id = newValue(op->getResult(0), op);
+        if (!id)
+          return id.takeError();
+        if (I.values[*id].desc.bytes() != I.values[ins[0]].desc.bytes())
+          return opError(op, "view changes the number of bytes");
+        I.values[*id].where = Where::Alias;
+        I.values[*id].aliasOf = ins[0];
+        I.values[ins[0]].used = true;
+        // The view reads its input when its own readers run: handled by the
+        // liveness pass through `root`.
+        continue;
+      }
+      Instr instr;
+      instr.op = InstrOp::Kernel;
+      instr.ins = ins;
+      OpSpec spec;
+      spec.opType = opType.str();
+      spec.name = opName(op);
+      spec.seed = hashName(spec.name, options.seed);
+      for (NamedAttribute a : op->getDiscardableAttrs()) {
+        if (a.getName().getValue().starts_with("oasr."))
+          continue;
+        AttrValue v;
+        if (convertAttr(a.getValue(), v))
+          spec.attrs.set(a.getName().str(), std::move(v));
+      }
+      for (int v : ins)
+        spec.inputs.push_back(I.values[v].desc);
+      for (Value r : op->getResults()) {
+        auto id = newValue(r, op);
+        if (!id)
+          return id.takeError();
+        I.values[*id].def = int(I.instrs.size());
+        I.values[*id].kernelOutput = true;
+        instr.outs.push_back(*id);
+        spec.outputs.push_back(I.values[*id].desc);
+      }
+      bool backward = !layer.empty();
+      if (backward)
+        seenBackward = true;
+      if (opType == "SoftmaxCrossEntropyLoss") {
+        I.lossValue = instr.outs.empty() ? -1 : instr.outs[0];
+        I.scoresValue = ins.empty() ? -1 : ins[0];
+        I.forwardEnd = unsigned(I.instrs.size()) + 1;
+      }
+      if (!seenBackward && I.lossValue < 0)
+        I.forwardEnd = unsigned(I.instrs.size()) + 1;
+      // Untagged BN running statistics: results 1, 2 update operands 3, 4.
+      if (opType == "BatchNormalization" && op->getNumResults() >= 3 &&
+          ins.size() >= 5)
+        for (int k : {1, 2})
+          if (I.values[ins[k + 2]].where == Where::Persistent &&
+              I.values[ins[k + 2]].persistent >= 0 &&
+              !op->getResult(k).use_empty())
+            ; // handled through the function results below
+      exec->stepInfos.push_back(PlanStepInfo{
+          spec.name, spec.opType, backward ? layer : spec.name,
+          backward ? StepKind::Backward : StepKind::Forward});
+      instrOf[op] = int(I.instrs.size());
+      // Kernel creation happens after buffer planning (outputUsed known).
+      instr.kernel = nullptr;
+      I.instrs.push_back(std::move(instr));
+      // Remember the spec for later creation.
+      continue;
+    }
+
+    if (auto start = dyn_cast<mlir::oasr::AllreduceStartOp>(op)) {
+      PendingGroup g;
+      g.index = unsigned(groups.size());
+      std::optional<ArrayRef<int64_t>> offs = start.getOffsets();
+      size_t end = 0;
+      for (auto [k, v] : llvm::enumerate(ins)) {
+        size_t off = offs ? size_t((*offs)[k]) : alignUp(end);
+        g.grads.push_back(v);
+        g.offsets.push_back(off);
+        end = off + I.values[v].desc.bytes();
+        if (I.values[v].desc.dtype != I.values[ins[0]].desc.dtype)
+          return opError(op, "a fused group must hold one element type");
+        std::string gl;
+        if (Operation *p = start.getGrads()[k].getDefiningOp())
+          if (auto l = p->getAttrOfType<StringAttr>("oasr.layer"))
+            gl = l.getValue().str();
+        g.gradLayers.push_back(gl);
+      }
+      g.bytes = start.getBufferBytes() ? size_t(*start.getBufferBytes()) : end;
+      Operation *producer = start.getGrads().front().getDefiningOp();
+      for (Value v : start.getGrads())
+        if (Operation *p = v.getDefiningOp())
+          if (!producer || (p->getBlock() == producer->getBlock() &&
+                            producer->isBeforeInBlock(p)))
+            producer = p;
+      if (producer)
+        if (auto l = producer->getAttrOfType<StringAttr>("oasr.layer"))
+          g.layer = l.getValue().str();
+      groupOfStart[op] = g.index;
+      // Place each gradient straight into the group buffer when nothing else
+      // reads it; otherwise copy it in at this point.
+      Instr copyIn;
+      copyIn.op = InstrOp::Copy;
+      for (auto [k, v] : llvm::enumerate(g.grads)) {
+        ValueInfo &vi = I.values[v];
+        Value irValue = start.getGrads()[k];
+        bool onlyStart = llvm::all_of(irValue.getUsers(), [&](Operation *u) {
+          return u == op;
+        });
+        bool inOtherGroup = vi.where == Where::Group;
+        if (vi.where == Where::Arena && vi.kernelOutput && onlyStart &&
+            !inOtherGroup && !vi.used) {
+          vi.where = Where::Group;
+          vi.group = int(g.index);
+          vi.offset = g.offsets[k];
+        } else {
+          int slot = int(I.values.size());
+          I.values.push_back(ValueInfo{});
+          I.values[slot].desc = vi.desc;
+          I.values[slot].where = Where::Group;
+          I.values[slot].group = int(g.index);
+          I.values[slot].offset = g.offsets[k];
+          copyIn.copies.push_back({slot, v});
+          copyIn.ins.push_back(v);
+          copyIn.outs.push_back(slot);
+        }
+      }
+      if (!copyIn.copies.empty()) {
+        exec->stepInfos.push_back(PlanStepInfo{
+            llvm::formatv("pack group {0}", g.index).str(), "Copy", g.layer,
+            StepKind::Copy});
+        I.instrs.push_back(std::move(copyIn));
+      }
+      Instr s;
+      s.op = InstrOp::Start;
+      s.group = g.index;
+      s.ins = ins;
+      exec->stepInfos.push_back(
+          PlanStepInfo{llvm::formatv("allreduce_start {0}", g.index).str(),
+                       "allreduce_start", g.layer, StepKind::Comm});
+      I.instrs.push_back(std::move(s));
+      groups.push_back(std::move(g));
+      continue;
+    }
+
+    if (auto wait = dyn_cast<mlir::oasr::AllreduceWaitOp>(op)) {
+      auto it = groupOfStart.find(wait.getStart().getOperation());
+      if (it == groupOfStart.end())
+        return opError(op, "waits for an allreduce that was not started");
+      PendingGroup &g = groups[it->second];
+      Instr w;
+      w.op = InstrOp::Wait;
+      w.group = g.index;
+      for (auto [k, r] : llvm::enumerate(op->getResults())) {
+        auto id = newValue(r, op);
+        if (!id)
+          return id.takeError();
+        I.values[*id].where = Where::Group;
+        I.values[*id].group = int(g.index);
+        I.values[*id].offset = g.offsets[k];
+        I.values[*id].def = int(I.instrs.size());
+        waitResult[*id] = {g.index, unsigned(k)};
+        w.outs.push_back(*id);
+      }
+      exec->stepInfos.push_back(
+          PlanStepInfo{llvm::formatv("allreduce_wait {0}", g.index).str(),
+                       "allreduce_wait", g.layer, StepKind::Comm});
+      I.instrs.push_back(std::move(w));
+      continue;
+    }
+
+    if (auto upd = dyn_cast<mlir::oasr::OptimizerUpdateOp>(op)) {
+      Instr u;
+      u.op = InstrOp::Update;
+      u.algo = upd.getAlgo().str();
+      u.lr = options.lrOverride >= 0 ? options.lrOverride
+                                     : upd.getLr().convertToDouble();
+      u.momentum = upd.getMomentum().convertToDouble();
+      u.weightDecay = upd.getWeightDecay().convertToDouble();
+      u.ins = ins;
+      if (I.values[ins[0]].desc.dtype != DType::F32)
+        return opError(op, "the runtime updates f32 parameters only");
+      // New parameter / state in place when the old value is an argument
+      // and nothing reads it after this update.
+      for (auto [k, r] : llvm::enumerate(op->getResults())) {
+        Value old = k == 0 ? upd.getParam() : upd.getState()[k - 1];
+        int oldId = idOf[old];
+        bool inPlace = I.values[oldId].where == Where::Persistent &&
+                       isa<BlockArgument>(old) &&
+                       llvm::all_of(old.getUsers(), [&](Operation *user) {
+                         return user == op || user->isBeforeInBlock(op);
+                       });
+        // Views of the old value read it too.
+        for (Operation *user : old.getUsers())
+          if (auto n = dyn_cast<mlir::oasr::NodeOp>(user))
+            if (isView(n.getOpType()))
+              for (Operation *vu : n->getResult(0).getUsers())
+                if (vu != op && !vu->isBeforeInBlock(op))
+                  inPlace = false;
+        auto id = newValue(r, op);
+        if (!id)
+          return id.takeError();
+        if (inPlace) {
+          I.values[*id].where = Where::Alias;
+          I.values[*id].aliasOf = oldId;
+        } else {
+          I.values[*id].def = int(I.instrs.size());
+          I.values[*id].kernelOutput = true;
+          if (isa<BlockArgument>(old)) {
+            copyBack.push_back(oldId);
+            copyBack.push_back(*id);
+          }
+        }
+        u.outs.push_back(*id);
+      }
+      // The averaged gradient of this parameter, for --dump-grads.
+      if (auto arg = dyn_cast<BlockArgument>(upd.getParam()))
+        if (auto s = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                     "oasr.param")) {
+          I.gradOfParam[s.getValue().str()] = ins[1];
+          auto wr = waitResult.find(ins[1]);
+          if (wr != waitResult.end())
+            gradOrder.push_back({wr->second, s.getValue().str(),
+                                 groups[wr->second.first]
+                                     .gradLayers[wr->second.second],
+                                 I.values[ins[1]].desc.bytes()});
+        }
+      exec->stepInfos.push_back(PlanStepInfo{
+          "update " + opName(op), "optimizer_update", "", StepKind::Update});
+      I.instrs.push_back(std::move(u));
+      continue;
+    }
+
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      // Results tagged new_* (or produced by BN training outputs) overwrite
+      // the argument of the same name at the end of the step.
+      for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+        int id = ins[k];
+        I.values[id].used = true;
+        auto tagged = [&](StringRef tag) -> std::string {
+          if (auto s = fn.getResultAttrOfType<StringAttr>(unsigned(k), tag))
+            return s.getValue().str();
+          return "";
+        };
+        int target = -1;
+        std::string n;
+        if (!(n = tagged("oasr.new_param")).empty() && paramArg.count(n))
+          target = paramArg[n];
+        else if (!(n = tagged("oasr.new_opt_state")).empty() &&
+                 optStateArg.count(n))
+          target = optStateArg[n];
+        else if (!(n = tagged("oasr.new_state")).empty() && stateArg.count(n))
+          target = stateArg[n];
+        else if (auto res = dyn_cast<OpResult>(v)) {
+          auto node = dyn_cast<mlir::oasr::NodeOp>(res.getOwner());
+          if (node && node.is("BatchNormalization") &&
+              (res.getResultNumber() == 1 || res.getResultNumber() == 2)) {
+            Value old = node.getInputs()[res.getResultNumber() + 2];
+            if (isa<BlockArgument>(old))
+              target = idOf[old];
+          }
+        }
+        if (target >= 0 && I.root(id) != I.root(target) &&
+            std::find(copyBack.begin(), copyBack.end(), id) == copyBack.end()) {
+          copyBack.push_back(target);
+          copyBack.push_back(id);
+        }
+        if (k == 0 && I.lossValue < 0)
+          I.lossValue = id;
+      }
+      continue;
+    }
+    return opError(op, "is not an op the runtime executes");
+  }
+  if (I.lossValue < 0)
+    return notTraining("@train_step computes no loss");
+
+  if (!copyBack.empty()) {
+    Instr c;
+    c.op = InstrOp::Copy;
+    for (size_t k = 0; k < copyBack.size(); k += 2) {
+      c.copies.push_back({copyBack[k], copyBack[k + 1]});
+      c.ins.push_back(copyBack[k + 1]);
+    }
+    exec->stepInfos.push_back(
+        PlanStepInfo{"write back state", "Copy", "", StepKind::Copy});
+    I.instrs.push_back(std::move(c));
+  }
+
+  // Liveness: last instruction reading each root value.
+  const int end = int(I.instrs.size());
+  for (auto [k, instr] : llvm::enumerate(I.instrs))
+    for (int v : instr.ins) {
+      int r = I.root(v);
+      I.values[v].used = true;
+      I.values[r].used = true;
+      I.values[r].lastUse = std::max(I.values[r].lastUse, int(k));
+    }
+  for (auto [k, instr] : llvm::enumerate(I.instrs))
+    for (auto [dst, src] : instr.copies)
+      I.values[I.root(dst)].lastUse =
+          std::max(I.values[I.root(dst)].lastUse, int(k));
+  for (int keep : {I.lossValue, I.scoresValue})
+    if (keep >= 0)
+      I.values[I.root(keep)].lastUse = end;
+  // Values returned by the function stay valid until the end of the step.
+  for (ValueInfo &vi : I.values)
+    if (vi.used && vi.lastUse < 0)
+      vi.lastUse = end;
+  // Aliases extend their root's life to their own readers.
+  for (size_t v = 0; v < I.values.size(); ++v)
+    if (I.values[v].where == Where::Alias) {
+      int r = I.root(int(v));
+      I.values[r].lastUse = std::max(I.values[r].lastUse, I.values[v].lastUse);
+    }
+
+  // Arena planning: first fit over free intervals, freeing at last use.
+  {
+    std::map<size_t, size_t> freeList; // offset -> size
+    size_t top = 0, unshared = 0;
+    auto allocate = [&](size_t n) -> size_t {
+      n = alignUp(std::max<size_t>(n, 1));
+      if (options.reuseBuffers) {
+        auto best = freeList.end();
+        for (auto it = freeList.begin(); it != freeList.end(); ++it)
+          if (it->second >= n &&
+              (best == freeList.end() || it->second < best->second))
+            best = it;
+        if (best != freeList.end()) {
+          size_t off = best->first, sz = best->second;
+          freeList.erase(best);
+          if (sz > n)
+            freeList[off + n] = sz - n;
+          return off;
+        }
+        // Grow from the last free block if it touches the top.
+        if (!freeList.empty()) {
+          auto last = std::prev(freeList.end());
+          if (last->first + last->second == top) {
+            size_t off = last->first;
+            freeList.erase(last);
+            top = off + n;
+            return off;
+          }
+        }
+      }
+      size_t off = top;
+      top += n;
+      return off;
+    };
+    auto release = [&](size_t off, size_t n) {
+      n = alignUp(std::max<size_t>(n, 1));
+      auto it = freeList.emplace(off, n).first;
+      auto next = std::next(it);
+      if (next != freeList.end() && it->first + it->second == next->first) {
+        it->second += next->second;
+        freeList.erase(next);
+      }
+      if (it != freeList.begin()) {
+        auto prev = std::prev(it);
+        if (prev->first + prev->second == it->first) {
+          prev->second += it->second;
+          freeList.erase(it);
+        }
+      }
+    };
+    std::vector<std::vector<int>> dying(I.instrs.size() + 1);
+    for (size_t v = 0; v < I.values.size(); ++v) {
+      ValueInfo &vi = I.values[v];
+      if (vi.where != Where::Arena || vi.def < 0)
+        continue;
+      int last = vi.lastUse < 0 ? vi.def : vi.lastUse;
+      if (last < end)
+        dying[size_t(last)].push_back(int(v));
+    }
+    for (size_t k = 0; k < I.instrs.size(); ++k) {
+      for (int v : I.instrs[k].outs) {
+        ValueInfo &vi = I.values[v];
+        if (vi.where != Where::Arena || vi.def != int(k))
+          continue;
+        vi.offset = allocate(vi.desc.bytes());
+        unshared += alignUp(vi.desc.bytes());
+      }
+      for (int v : dying[k])
+        release(I.values[v].offset, I.values[v].desc.bytes());
+    }
+    I.arenaBytes = top;
+    exec->memStats.arenaBytes = top;
+    exec->memStats.unsharedBytes = unshared;
+  }
+
+  // Memory.
+  if (I.arenaBytes) {
+    I.arena = backend.allocate(I.arenaBytes);
+    if (!I.arena)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "cannot allocate %zu bytes of activations",
+                                     I.arenaBytes);
+  }
+  for (PersistBuf &p : I.persist) {
+    p.ptr = backend.allocate(std::max<size_t>(p.desc.bytes(), 1));
+    if (!p.init.empty())
+      backend.copyToDevice(p.ptr, p.init.data(), p.init.size());
+    else if (I.hostMemory)
+      std::memset(p.ptr, 0, p.desc.bytes());
+    exec->memStats.persistentBytes += p.desc.bytes();
+  }
+  for (PendingGroup &g : groups) {
+    GroupBuf b;
+    b.bytes = alignUp(std::max<size_t>(g.bytes, 4));
+    b.dtype = I.values[g.grads[0]].desc.dtype;
+    b.ptr = backend.allocate(b.bytes);
+    if (I.hostMemory)
+      std::memset(b.ptr, 0, b.bytes);
+    else {
+      std::vector<char> zeros(b.bytes, 0);
+      backend.copyToDevice(b.ptr, zeros.data(), b.bytes);
+    }
+    exec->memStats.gradBytes += b.bytes;
+    I.groupBufs.push_back(b);
+  }
+  for (size_t v = 0; v < I.values.size(); ++v) {
+    ValueInfo &vi = I.values[v];
+    switch (vi.where) {
+    case Where::Arena:
+      vi.ptr = static_cast<char *>(I.arena) + vi.offset;
+      break;
+    case Where::Persistent:
+      vi.ptr = I.persist[size_t(vi.persistent)].ptr;
+      break;
+    case Where::Group:
+      vi.ptr = static_cast<char *>(I.groupBufs[size_t(vi.group)].ptr) +
+               vi.offset;
+      break;
+    case Where::Alias:
+      break;
+    }
+  }
+  for (size_t v = 0; v < I.values.size(); ++v)
+    if (I.values[v].where == Where::Alias)
+      I.values[v].ptr = I.values[I.root(int(v))].ptr;
+
+  // Kernels (now that every output's use is known) and resolved refs.
+  size_t infoIdx = 0;
+  for (Operation &opRef : body) {
+    auto node = dyn_cast<mlir::oasr::NodeOp>(&opRef);
+    if (!node || !instrOf.count(&opRef))
+      continue;
+    Instr &instr = I.instrs[size_t(instrOf[&opRef])];
+    OpSpec spec;
+    spec.opType = node.getOpType().str();
+    spec.name = opName(&opRef);
+    spec.seed = hashName(spec.name, options.seed);
+    for (NamedAttribute a : opRef.getDiscardableAttrs()) {
+      if (a.getName().getValue().starts_with("oasr."))
+        continue;
+      AttrValue v;
+      if (convertAttr(a.getValue(), v))
+        spec.attrs.set(a.getName().str(), std::move(v));
+    }
+    for (int v : instr.ins)
+      spec.inputs.push_back(I.values[v].desc);
+    for (int v : instr.outs) {
+      spec.outputs.push_back(I.values[v].desc);
+      bool used = I.values[v].used;
+      for (size_t a = 0; a < I.values.size() && !used; ++a)
+        if (I.values[a].where == Where::Alias && I.values[a].aliasOf == v &&
+            I.values[a].used)
+          used = true;
+      spec.outputUsed.push_back(used || I.values[v].where == Where::Group);
+    }
+    std::string error;
+    instr.kernel = backend.create(spec, error);
+    if (!instr.kernel)
+      return opError(&opRef, error.empty() ? "the " + std::string(backend.name()) +
+                                                 " backend has no kernel for it"
+                                           : error);
+    (void)infoIdx;
+  }
+  for (Instr &instr : I.instrs) {
+    for (int v : instr.ins)
+      instr.inRefs.push_back(I.ref(v));
+    for (int v : instr.outs)
+      instr.outRefs.push_back(I.ref(v));
+    if (instr.op == InstrOp::Update && !I.hostMemory)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "optimizer updates on the '%s' backend are not implemented yet",
+          backend.name());
+  }
+
+  // Public views.
+  exec->inputRef = I.ref(I.inputValue);
+  if (I.labelValue >= 0)
+    exec->labelRef = I.ref(I.labelValue);
+  for (size_t k = 0; k < persistMeta.size(); ++k) {
+    PersistentTensor t;
+    t.kind = persistMeta[k].first;
+    t.name = persistMeta[k].second;
+    t.ref = I.ref(persistValue[k]);
+    exec->persistentTensors.push_back(std::move(t));
+  }
+  // Init hints from how each tensor is used.
+  for (PersistentTensor &t : exec->persistentTensors) {
+    const TensorDesc &d = t.ref.desc;
+    if (t.kind == PersistentTensor::OptState)
+      t.init = PersistentTensor::Zeros;
+    else if (t.kind == PersistentTensor::State)
+      t.init = llvm::StringRef(t.name).contains("var") ? PersistentTensor::Ones
+                                                       : PersistentTensor::Zeros;
+    else if (d.rank() >= 2) {
+      t.init = PersistentTensor::HeNormal;
+      t.fanIn = d.numel() / std::max<int64_t>(d.shape[0], 1);
+    } else
+      t.init = PersistentTensor::Zeros;
+  }
+  for (BlockArgument arg : body.getArguments()) {
+    for (OpOperand &use : arg.getUses()) {
+      auto node = dyn_cast<mlir::oasr::NodeOp>(use.getOwner());
+      if (!node || !node.is("BatchNormalization"))
+        continue;
+      unsigned k = use.getOperandNumber();
+      int id = idOf[arg];
+      for (PersistentTensor &t : exec->persistentTensors)
+        if (t.ref.data == I.values[id].ptr)
+          t.init = (k == 1 || k == 4) ? PersistentTensor::Ones
+                                      : PersistentTensor::Zeros;
+    }
+  }
+  for (PendingGroup &g : groups) {
+    GradGroup gg;
+    gg.index = g.index;
+    gg.buffer.data = I.groupBufs[g.index].ptr;
+    gg.buffer.desc.dtype = I.groupBufs[g.index].dtype;
+    gg.buffer.desc.shape = {int64_t(I.groupBufs[g.index].bytes /
+                                    dtypeSize(I.groupBufs[g.index].dtype))};
+    gg.bytes = g.bytes;
+    gg.layer = g.layer;
+    exec->gradGroups.push_back(std::move(gg));
+  }
+  for (auto &[name, v] : I.gradOfParam)
+    if (I.values[v].where == Where::Group)
+      exec->gradGroups[size_t(I.values[v].group)].params.push_back(name);
+  std::stable_sort(gradOrder.begin(), gradOrder.end(),
+                   [](const GradOrder &a, const GradOrder &b) {
+                     return a.at < b.at;
+                   });
+  for (GradOrder &g : gradOrder)
+    exec->gradInfos.push_back(GradInfo{g.param, g.layer, g.bytes});
+  if (I.forwardEnd == 0)
+    I.forwardEnd = unsigned(I.instrs.size());
+  return std::move(exec);
+}
+
+//===----------------------------------------------------------------------===//
+// Running
+//===----------------------------------------------------------------------===//
+
+int64_t Executor::batch() const {
+  return inputRef.desc.rank() ? inputRef.desc.shape[0] : 1;
+}
+
+int64_t Executor::numClasses() const {
+  if (impl->scoresValue < 0)
+    return 0;
+  const TensorDesc &d = impl->values[size_t(impl->scoresValue)].desc;
+  return d.rank() == 2 ? d.shape[1] : 0;
+}
+
+static void hostUpdate(const Instr &u) {
+  float *p = u.inRefs[0].as<float>();
+  const float *g = u.inRefs[1].as<float>();
+  float *np = u.outRefs[0].as<float>();
+  int64_t n = u.inRefs[0].numel();
+  const float lr = float(u.lr), wd = float(u.weightDecay);
+  if (u.algo == "sgd") {
+    if (wd == 0.0f)
+      for (int64_t i = 0; i < n; ++i)
+        np[i] = p[i] - lr * g[i];
+    else
+      for (int64_t i = 0; i < n; ++i)
+        np[i] = p[i] - lr * (g[i] + wd * p[i]);
+    return;
+  }
+  // momentum: v' = m v + (g + wd p); p' = p - lr v'
+  const float *v = u.inRefs[2].as<float>();
+  float *nv = u.outRefs[1].as<float>();
+  const float m = float(u.momentum);
+  for (int64_t i = 0; i < n; ++i) {
+    float vi = m * v[i] + (g[i] + wd * p[i]);
+    nv[i] = vi;
+    np[i] = p[i] - lr * vi;
+  }
+}
+
+void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
+  Impl &I = *impl;
+  auto now = [&] {
+    return double(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count() -
+                  epochNs) *
+           1e-3;
+  };
+  for (size_t k = 0; k < I.instrs.size(); ++k) {
+    Instr &instr = I.instrs[k];
+    double t0 = timings ? now() : 0;
+    switch (instr.op) {
+    case InstrOp::Kernel:
+      instr.kernel->run(instr.inRefs, instr.outRefs);
+      break;
+    case InstrOp::Copy:
+      for (auto [dst, src] : instr.copies)
+        I.copy(dst, src);
+      break;
+    case InstrOp::Start:
+      I.backend->synchronize();
+      hooks.gradientsReady(instr.group);
+      break;
+    case InstrOp::Wait:
+      hooks.gradientsNeeded(instr.group);
+      break;
+    case InstrOp::Update:
+      hostUpdate(instr);
+      break;
+    }
+    if (timings) {
+      timings[k].startUs = t0;
+      timings[k].endUs = now();
+    }
+  }
+  I.backend->synchronize();
+}
+
+void Executor::runForward() {
+  Impl &I = *impl;
+  for (unsigned k = 0; k < I.forwardEnd && k < I.instrs.size(); ++k) {
+    Instr &instr = I.instrs[k];
+    if (instr.op == InstrOp::Kernel)
+      instr.kernel->run(instr.inRefs, instr.outRefs);
+  }
+  I.backend->synchronize();
+}
+
+float Executor::loss() const {
+  const Impl &I = *impl;
+  const ValueInfo &v = I.values[size_t(I.lossValue)];
+  float l = 0;
+  if (I.hostMemory)
+    std::memcpy(&l, v.ptr, sizeof(float));
+  else
+    I.backend->copyToHost(&l, v.ptr, sizeof(float));
+  return l;
+}
+
+int64_t Executor::correct() const {
+  const Impl &I = *impl;
+  if (I.scoresValue < 0 || I.labelValue < 0)
+    return 0;
+  const ValueInfo &s = I.values[size_t(I.scoresValue)];
+  const ValueInfo &l = I.values[size_t(I.labelValue)];
+  if (s.desc.rank() != 2 || s.desc.dtype != DType::F32)
+    return 0;
+  int64_t n = s.desc.shape[0], c = s.desc.shape[1];
+  std::vector<float> scores(size_t(n * c));
+  std::vector<char> labels(l.desc.bytes());
+  I.backend->copyToHost(scores.data(), s.ptr, scores.size() * sizeof(float));
+  I.backend->copyToHost(labels.data(), l.ptr, labels.size());
+  int64_t ok = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float *row = scores.data() + i * c;
+    int64_t best = std::max_element(row, row + c) - row;
+    int64_t label = l.desc.dtype == DType::I64
+                        ? reinterpret_cast<int64_t *>(labels.data())[i]
+                        : reinterpret_cast<int32_t *>(labels.data())[i];
+    ok += best == label;
+  }
+  return ok;
+}
+
+TensorRef Executor::gradient(const std::string &name) const {
+  auto it = impl->gradOfParam.find(name);
+  if (it == impl->gradOfParam.end())
+    return TensorRef{};
+  return impl->ref(it->second);
+}
+
+//===----------------------------------------------------------------------===//
+// Weights
+//===----------------------------------------------------------------------===//
+
+Expected<unsigned> initializeWeights(Executor &exec,
+                                     const InitializerLoader &loader,
+                                     uint64_t seed) {
+  unsigned loaded = 0;
+  for (PersistentTensor &t : exec.persistent()) {
+    if (t.kind != PersistentTensor::OptState && loader) {
+      std::string error;
+      if (loader(t.name, t.ref, error)) {
+        ++loaded;
+        continue;
+      }
+      if (!error.empty())
+        return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                       "initializer '%s': %s", t.name.c_str(),
+                                       error.c_str());
+    }
+    if (t.ref.desc.dtype != DType::F32)
+      continue; // zero-initialised already
+    std::vector<float> host(size_t(t.ref.numel()), 0.0f);
+    if (t.init == PersistentTensor::Ones)
+      std::fill(host.begin(), host.end(), 1.0f);
+    else if (t.init == PersistentTensor::HeNormal) {
+      std::mt19937_64 rng(hashName(t.name, seed));
+      std::normal_distribution<float> dist(
+          0.0f, std::sqrt(2.0f / float(std::max<int64_t>(t.fanIn, 1))));
+      for (float &x : host)
+        x = dist(rng);
+    }
+    std::memcpy(t.ref.data, host.data(), host.size() * sizeof(float));
+  }
+  return loaded;
+}
+
+} // namespace oasr::rt

@@ -1,0 +1,285 @@
+//===- Communicator.cpp - MPI and self communicators, the comm engine ----===//
+//
+// The MPI communicator wraps MPI_COMM_WORLD; the self communicator is the
+// one-process identity. The CommEngine runs every collective on one thread
+// in FIFO order so they progress while compute runs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "oasr/Runtime/Communicator.h"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <unistd.h>
+
+namespace oasr::rt {
+
+Communicator::~Communicator() = default;
+
+std::string Communicator::host() const {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0)
+    return "?";
+  return buf;
+}
+
+bool launchedByMpi() {
+  for (const char *v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK",
+                        "MPI_LOCALNRANKS"})
+    if (std::getenv(v))
+      return true;
+  return false;
+}
+
+//===----------------------------------------------------------------------===//
+// Self
+//===----------------------------------------------------------------------===//
+
+namespace {
+class SelfCommunicator final : public Communicator {
+public:
+  const char *name() const override { return "self"; }
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  void allreduceAverage(void *, size_t, DType) override {}
+  void allreduceSum(double *, size_t) override {}
+  void allreduceMax(double *, size_t) override {}
+  void broadcast(void *, size_t, int) override {}
+  void barrier() override {}
+  void gatherBytes(const void *data, size_t bytes, int, std::vector<char> &out,
+                   std::vector<size_t> &counts) override {
+    const char *p = static_cast<const char *>(data);
+    out.assign(p, p + bytes);
+    counts.assign(1, bytes);
+  }
+  [[noreturn]] void abort(const std::string &message, int code) override {
+    std::fprintf(stderr, "%s\n", message.c_str());
+    std::fflush(stderr);
+    std::_Exit(code ? code : 1);
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// MPI
+//===----------------------------------------------------------------------===//
+
+class MpiCommunicator final : public Communicator {
+public:
+  MpiCommunicator() {
+    MPI_Comm_rank(MPI_COMM_WORLD, &myRank);
+    MPI_Comm_size(MPI_COMM_WORLD, &mySize);
+  }
+  ~MpiCommunicator() override { finalize(); }
+  const char *name() const override { return "mpi"; }
+  int rank() const override { return myRank; }
+  int size() const override { return mySize; }
+
+  void allreduceAverage(void *data, size_t count, DType dtype) override {
+    if (mySize == 1 || count == 0)
+      return;
+    switch (dtype) {
+    case DType::F32: {
+      float *p = static_cast<float *>(data);
+      allreduceChunks(p, count, MPI_FLOAT);
+      // Multiplying by 1/P is exact for power-of-two P and the same on every
+      // rank and in every grouping otherwise.
+      const float scale = 1.0f / float(mySize);
+      for (size_t i = 0; i < count; ++i)
+        p[i] *= scale;
+      return;
+    }
+    case DType::I64:
+    case DType::I32: {
+      MPI_Datatype t = dtype == DType::I64 ? MPI_INT64_T : MPI_INT32_T;
+      allreduceChunks(data, count, t);
+      if (dtype == DType::I64)
+        for (size_t i = 0; i < count; ++i)
+          static_cast<int64_t *>(data)[i] /= mySize;
+      else
+        for (size_t i = 0; i < count; ++i)
+          static_cast<int32_t *>(data)[i] /= mySize;
+      return;
+    }
+    default:
+      abort("oasr-run: rank " + std::to_string(myRank) +
+                ": error: allreduce of " + dtypeName(dtype) +
+                " gradients is not supported by the MPI communicator",
+            1);
+    }
+  }
+  void allreduceSum(double *data, size_t count) override {
+    MPI_Allreduce(MPI_IN_PLACE, data, int(count), MPI_DOUBLE, MPI_SUM,
+                  MPI_COMM_WORLD);
+  }
+  void allreduceMax(double *data, size_t count) override {
+    MPI_Allreduce(MPI_IN_PLACE, data, int(count), MPI_DOUBLE, MPI_MAX,
+                  MPI_COMM_WORLD);
+  }
+  void broadcast(void *data, size_t bytes, int root) override {
+    char *p = static_cast<char *>(data);
+    while (bytes) {
+      size_t n = std::min<size_t>(bytes, size_t(1) << 30);
+      MPI_Bcast(p, int(n), MPI_BYTE, root, MPI_COMM_WORLD);
+      p += n;
+      bytes -= n;
+    }
+  }
+  void barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
+  void gatherBytes(const void *data, size_t bytes, int root,
+                   std::vector<char> &out,
+                   std::vector<size_t> &counts) override {
+    int n = int(bytes);
+    std::vector<int> sizes(mySize), displs(mySize);
+    MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, root, MPI_COMM_WORLD);
+    int total = 0;
+    if (myRank == root)
+      for (int r = 0; r < mySize; ++r) {
+        displs[r] = total;
+        total += sizes[r];
+      }
+    std::vector<char> recv(myRank == root ? size_t(total) : 0);
+    MPI_Gatherv(data, n, MPI_BYTE, recv.data(), sizes.data(), displs.data(),
+                MPI_BYTE, root, MPI_COMM_WORLD);
+    if (myRank == root) {
+      out = std::move(recv);
+      counts.assign(sizes.begin(), sizes.end());
+    }
+  }
+  [[noreturn]] void abort(const std::string &message, int code) override {
+    std::fprintf(stderr, "%s\n", message.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
+    std::_Exit(code ? code : 1);
+  }
+  void finalize() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized)
+      MPI_Finalize();
+  }
+
+private:
+  /// MPI counts are ints: split very large buffers.
+  void allreduceChunks(void *data, size_t count, MPI_Datatype t) {
+    int elemSize = 0;
+    MPI_Type_size(t, &elemSize);
+    char *p = static_cast<char *>(data);
+    const size_t maxCount = size_t(1) << 30;
+    while (count) {
+      size_t n = std::min(count, maxCount);
+      MPI_Allreduce(MPI_IN_PLACE, p, int(n), t, MPI_SUM, MPI_COMM_WORLD);
+      p += n * size_t(elemSize);
+      count -= n;
+    }
+  }
+
+  int myRank = 0, mySize = 1;
+};
+} // namespace
+
+std::unique_ptr<Communicator> createSelfCommunicator() {
+  return std::make_unique<SelfCommunicator>();
+}
+
+std::unique_ptr<Communicator> createMpiCommunicator(int *argc, char ***argv,
+                                                    std::string &error) {
+  int provided = 0;
+  if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) !=
+      MPI_SUCCESS) {
+    error = "MPI_Init_thread failed";
+    return nullptr;
+  }
+  if (provided < MPI_THREAD_SERIALIZED) {
+    error = "the MPI library provides thread level " +
+            std::to_string(provided) +
+            ", the runtime needs at least MPI_THREAD_SERIALIZED";
+    MPI_Finalize();
+    return nullptr;
+  }
+  return std::make_unique<MpiCommunicator>();
+}
+
+//===----------------------------------------------------------------------===//
+// CommEngine
+//===----------------------------------------------------------------------===//
+
+static int64_t steadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+CommEngine::CommEngine(Communicator &comm) : comm(comm) {
+  epochNs = steadyNs();
+  recorded.reserve(4096);
+  thread = std::thread([this] { loop(); });
+}
+
+CommEngine::~CommEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stopping = true;
+  }
+  queued.notify_all();
+  thread.join();
+}
+
+CommEngine::JobId CommEngine::enqueue(std::function<void(Communicator &)> fn,
+                                      uint32_t tag, bool record) {
+  JobId id;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    id = nextId++;
+    queue.push_back(Job{id, std::move(fn), tag, record});
+  }
+  queued.notify_one();
+  return id;
+}
+
+void CommEngine::wait(JobId id) {
+  std::unique_lock<std::mutex> lock(mu);
+  finished.wait(lock, [&] { return doneUpTo >= id; });
+}
+
+void CommEngine::drain() {
+  JobId last;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    last = nextId - 1;
+  }
+  wait(last);
+}
+
+void CommEngine::resetEpoch() { epochNs = steadyNs(); }
+
+double CommEngine::nowUs() const { return double(steadyNs() - epochNs) * 1e-3; }
+
+void CommEngine::loop() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      queued.wait(lock, [&] { return stopping || !queue.empty(); });
+      if (queue.empty())
+        return;
+      job = std::move(queue.front());
+      queue.pop_front();
+    }
+    double start = job.record ? nowUs() : 0;
+    job.fn(comm);
+    double end = job.record ? nowUs() : 0;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (job.record)
+        recorded.push_back(CommEvent{job.tag, start, end});
+      doneUpTo = job.id;
+    }
+    finished.notify_all();
+  }
+}
+
+} // namespace oasr::rt

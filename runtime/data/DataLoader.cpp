@@ -1,0 +1,326 @@
+//===- DataLoader.cpp - Synthetic, MNIST IDX and CIFAR-10 loaders --------===//
+
+#include "oasr/Runtime/DataLoader.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+namespace oasr::rt {
+
+DataLoader::~DataLoader() = default;
+
+void Dataset::sample(int64_t i, float *dst) const {
+  if (!floats.empty()) {
+    std::memcpy(dst, floats.data() + i * features, size_t(features) * 4);
+    return;
+  }
+  const uint8_t *src = bytes.data() + i * features;
+  for (int64_t k = 0; k < features; ++k)
+    dst[k] = float(src[k]) * (1.0f / 255.0f);
+}
+
+static llvm::Error fail(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+static llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>>
+readFile(llvm::StringRef path) {
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                         /*RequiresNullTerminator=*/false);
+  if (!buf)
+    return fail(path + ": " + buf.getError().message());
+  return std::move(*buf);
+}
+
+static uint32_t be32(const unsigned char *p) {
+  return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 |
+         uint32_t(p[3]);
+}
+
+/// Parses an IDX header: type code, dims. Returns the data offset.
+static llvm::Expected<size_t> idxHeader(llvm::StringRef path,
+                                        llvm::StringRef data, uint8_t &type,
+                                        std::vector<int64_t> &dims) {
+  auto *p = reinterpret_cast<const unsigned char *>(data.data());
+  if (data.size() >= 2 && p[0] == 0x1f && p[1] == 0x8b)
+    return fail(path + ": gzip-compressed; gunzip it first");
+  if (data.size() < 4 || p[0] != 0 || p[1] != 0)
+    return fail(path + ": not an IDX file (bad magic number)");
+  type = p[2];
+  unsigned rank = p[3];
+  if (type != 0x08 && type != 0x0D)
+    return fail(path + ": IDX element type 0x" +
+                llvm::Twine::utohexstr(type) +
+                " is not supported (unsigned byte 0x08 or float 0x0D)");
+  if (rank == 0 || data.size() < 4 + 4 * size_t(rank))
+    return fail(path + ": truncated IDX header");
+  dims.clear();
+  size_t elems = 1;
+  for (unsigned k = 0; k < rank; ++k) {
+    dims.push_back(be32(p + 4 + 4 * k));
+    elems *= size_t(dims.back());
+  }
+  size_t off = 4 + 4 * size_t(rank);
+  size_t elemSize = type == 0x08 ? 1 : 4;
+  if (data.size() != off + elems * elemSize)
+    return fail(path + ": IDX header announces " + llvm::Twine(elems) +
+                " elements but the file holds " +
+                llvm::Twine((data.size() - off) / elemSize));
+  return off;
+}
+
+llvm::Error readIdxImages(llvm::StringRef path, Dataset &out) {
+  auto buf = readFile(path);
+  if (!buf)
+    return buf.takeError();
+  llvm::StringRef data = (*buf)->getBuffer();
+  uint8_t type;
+  std::vector<int64_t> dims;
+  auto off = idxHeader(path, data, type, dims);
+  if (!off)
+    return off.takeError();
+  out.count = dims[0];
+  out.features = 1;
+  for (size_t k = 1; k < dims.size(); ++k)
+    out.features *= dims[k];
+  const char *p = data.data() + *off;
+  if (type == 0x08) {
+    out.bytes.assign(p, p + size_t(out.count * out.features));
+    out.floats.clear();
+  } else {
+    out.floats.resize(size_t(out.count * out.features));
+    // IDX stores big-endian floats.
+    for (size_t i = 0; i < out.floats.size(); ++i) {
+      uint32_t bits = be32(reinterpret_cast<const unsigned char *>(p) + 4 * i);
+      std::memcpy(&out.floats[i], &bits, 4);
+    }
+    out.bytes.clear();
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error readIdxLabels(llvm::StringRef path, std::vector<int64_t> &labels) {
+  auto buf = readFile(path);
+  if (!buf)
+    return buf.takeError();
+  llvm::StringRef data = (*buf)->getBuffer();
+  uint8_t type;
+  std::vector<int64_t> dims;
+  auto off = idxHeader(path, data, type, dims);
+  if (!off)
+    return off.takeError();
+  if (dims.size() != 1 || type != 0x08)
+    return fail(path + ": a label file is a 1-D unsigned-byte IDX file");
+  labels.assign(data.begin() + *off, data.end());
+  for (int64_t &l : labels)
+    l = int64_t(uint8_t(l));
+  return llvm::Error::success();
+}
+
+namespace {
+
+/// Shared logic: per-epoch shuffled order over the whole train split,
+/// sample i of the order goes to rank i % size.
+class ShardedLoader : public DataLoader {
+public:
+  ShardedLoader(std::string what, Dataset train, Dataset test, int rank,
+                int size, uint64_t seed)
+      : what(std::move(what)), train(std::move(train)), test(std::move(test)),
+        rank(rank), size(size), seed(seed) {
+    for (int64_t i = rank; i < this->test.count; i += size)
+      shard.push_back(i);
+    newEpoch();
+  }
+  std::string describe() const override { return what; }
+  int64_t trainSize() const override {
+    return (train.count - rank + size - 1) / size;
+  }
+  void nextBatch(float *images, int64_t *labels, int64_t n) override {
+    for (int64_t k = 0; k < n; ++k) {
+      if (pos >= mine.size()) {
+        ++epoch;
+        newEpoch();
+      }
+      int64_t i = mine[pos++];
+      train.sample(i, images + k * train.features);
+      labels[k] = train.labels[size_t(i)];
+    }
+  }
+  const Dataset *testSet() const override {
+    return test.count ? &test : nullptr;
+  }
+  const std::vector<int64_t> &testShard() const override { return shard; }
+
+private:
+  void newEpoch() {
+    std::vector<int64_t> order(size_t(train.count));
+    std::iota(order.begin(), order.end(), 0);
+    std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + epoch);
+    for (size_t i = order.size(); i > 1; --i)
+      std::swap(order[i - 1], order[size_t(rng() % i)]);
+    mine.clear();
+    for (size_t i = size_t(rank); i < order.size(); i += size_t(size))
+      mine.push_back(order[i]);
+    pos = 0;
+  }
+
+  std::string what;
+  Dataset train, test;
+  int rank, size;
+  uint64_t seed, epoch = 0;
+  std::vector<int64_t> mine, shard;
+  size_t pos = 0;
+};
+
+/// Seeded synthetic data that is learnable: each class has a fixed random
+/// prototype (the same on every rank), a sample is its class prototype plus
+/// noise. Each rank draws its own stream (seed, rank).
+class SyntheticLoader : public DataLoader {
+public:
+  SyntheticLoader(const SampleShape &shape, int rank, uint64_t seed)
+      : shape(shape), rng(seed * 1000003ull + uint64_t(rank) + 1) {
+    std::mt19937_64 protoRng(seed ^ 0x5EEDull);
+    std::normal_distribution<float> n01(0.0f, 1.0f);
+    int64_t classes = std::max<int64_t>(shape.classes, 1);
+    prototypes.resize(size_t(classes * shape.features));
+    for (float &x : prototypes)
+      x = n01(protoRng);
+  }
+  std::string describe() const override { return "synthetic"; }
+  int64_t trainSize() const override { return 0; }
+  void nextBatch(float *images, int64_t *labels, int64_t n) override {
+    std::normal_distribution<float> noise(0.0f, 1.0f);
+    int64_t classes = std::max<int64_t>(shape.classes, 1);
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t c = int64_t(rng() % uint64_t(classes));
+      labels[k] = c;
+      const float *proto = prototypes.data() + c * shape.features;
+      float *dst = images + k * shape.features;
+      for (int64_t f = 0; f < shape.features; ++f)
+        dst[f] = proto[f] + noise(rng);
+    }
+  }
+
+private:
+  SampleShape shape;
+  std::mt19937_64 rng;
+  std::vector<float> prototypes;
+};
+
+llvm::Error checkShape(const std::string &what, const Dataset &d,
+                       const SampleShape &shape) {
+  if (d.features != shape.features)
+    return fail(what + ": samples have " + llvm::Twine(d.features) +
+                " values but the model's input takes " +
+                llvm::Twine(shape.features) + " per sample");
+  if (int64_t(d.labels.size()) != d.count)
+    return fail(what + ": " + llvm::Twine(d.count) + " samples but " +
+                llvm::Twine(d.labels.size()) + " labels");
+  for (int64_t l : d.labels)
+    if (l < 0 || (shape.classes > 0 && l >= shape.classes))
+      return fail(what + ": label " + llvm::Twine(l) +
+                  " is outside the model's " + llvm::Twine(shape.classes) +
+                  " classes");
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::unique_ptr<DataLoader>>
+loadMnist(llvm::StringRef dir, const SampleShape &shape, int rank, int size,
+          uint64_t seed) {
+  if (!llvm::sys::fs::is_directory(dir))
+    return fail("--data=mnist:" + dir + ": no such directory");
+  auto path = [&](llvm::StringRef name) {
+    llvm::SmallString<256> p(dir);
+    llvm::sys::path::append(p, name);
+    return std::string(p);
+  };
+  Dataset train, test;
+  if (auto err = readIdxImages(path("train-images-idx3-ubyte"), train))
+    return std::move(err);
+  if (auto err = readIdxLabels(path("train-labels-idx1-ubyte"), train.labels))
+    return std::move(err);
+  if (auto err = checkShape(path("train-images-idx3-ubyte"), train, shape))
+    return std::move(err);
+  if (llvm::sys::fs::exists(path("t10k-images-idx3-ubyte"))) {
+    if (auto err = readIdxImages(path("t10k-images-idx3-ubyte"), test))
+      return std::move(err);
+    if (auto err = readIdxLabels(path("t10k-labels-idx1-ubyte"), test.labels))
+      return std::move(err);
+    if (auto err = checkShape(path("t10k-images-idx3-ubyte"), test, shape))
+      return std::move(err);
+  }
+  return std::make_unique<ShardedLoader>(("mnist:" + dir).str(),
+                                         std::move(train), std::move(test),
+                                         rank, size, seed);
+}
+
+llvm::Error readCifarBatch(const std::string &file, Dataset &d) {
+  auto buf = readFile(file);
+  if (!buf)
+    return buf.takeError();
+  llvm::StringRef data = (*buf)->getBuffer();
+  const size_t record = 1 + 3072;
+  if (data.empty() || data.size() % record != 0)
+    return fail(file + ": not a CIFAR-10 binary batch (size " +
+                llvm::Twine(data.size()) + " is not a multiple of 3073)");
+  size_t n = data.size() / record;
+  d.features = 3072;
+  for (size_t i = 0; i < n; ++i) {
+    const char *r = data.data() + i * record;
+    d.labels.push_back(int64_t(uint8_t(r[0])));
+    d.bytes.insert(d.bytes.end(), r + 1, r + record);
+  }
+  d.count += int64_t(n);
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::unique_ptr<DataLoader>>
+loadCifar(llvm::StringRef dir, const SampleShape &shape, int rank, int size,
+          uint64_t seed) {
+  if (!llvm::sys::fs::is_directory(dir))
+    return fail("--data=cifar10:" + dir + ": no such directory");
+  Dataset train, test;
+  for (int b = 1; b <= 5; ++b) {
+    llvm::SmallString<256> p(dir);
+    llvm::sys::path::append(p, "data_batch_" + std::to_string(b) + ".bin");
+    if (auto err = readCifarBatch(std::string(p), train))
+      return std::move(err);
+  }
+  if (auto err = checkShape((dir + "/data_batch_1.bin").str(), train, shape))
+    return std::move(err);
+  llvm::SmallString<256> t(dir);
+  llvm::sys::path::append(t, "test_batch.bin");
+  if (llvm::sys::fs::exists(t)) {
+    if (auto err = readCifarBatch(std::string(t), test))
+      return std::move(err);
+    if (auto err = checkShape(std::string(t), test, shape))
+      return std::move(err);
+  }
+  return std::make_unique<ShardedLoader>(("cifar10:" + dir).str(),
+                                         std::move(train), std::move(test),
+                                         rank, size, seed);
+}
+
+} // namespace
+
+llvm::Expected<std::unique_ptr<DataLoader>>
+createDataLoader(llvm::StringRef spec, const SampleShape &shape, int rank,
+                 int size, uint64_t seed) {
+  if (spec == "synthetic" || spec.empty())
+    return std::make_unique<SyntheticLoader>(shape, rank, seed);
+  auto [kind, dir] = spec.split(':');
+  if (kind == "mnist" && !dir.empty())
+    return loadMnist(dir, shape, rank, size, seed);
+  if (kind == "cifar10" && !dir.empty())
+    return loadCifar(dir, shape, rank, size, seed);
+  return fail("--data=" + spec +
+              ": expected synthetic, mnist:DIR or cifar10:DIR");
+}
+
+} // namespace oasr::rt

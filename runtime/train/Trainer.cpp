@@ -1,0 +1,439 @@
+//===- Trainer.cpp - Sync SGD, the training loop, traces and profiles ----===//
+
+#include "oasr/Runtime/Training.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+namespace oasr::rt {
+
+TrainingAlgorithm::~TrainingAlgorithm() = default;
+
+std::string rankName(const Communicator &comm) {
+  return "rank " + std::to_string(comm.rank()) + " (" + comm.host() + ")";
+}
+
+static int64_t steadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+//===----------------------------------------------------------------------===//
+// Synchronous SGD
+//===----------------------------------------------------------------------===//
+
+namespace {
+class SyncSGD final : public TrainingAlgorithm {
+public:
+  SyncSGD(Executor &exec, CommEngine &engine)
+      : exec(exec), engine(engine), jobs(exec.groups().size(), 0) {}
+  const char *name() const override { return "sync-sgd"; }
+
+  void setup(Executor &, CommEngine &) override {
+    // All ranks start from rank 0's weights, whatever each one loaded.
+    if (engine.communicator().size() == 1)
+      return;
+    for (PersistentTensor &t : exec.persistent()) {
+      void *p = t.ref.data;
+      size_t n = t.ref.bytes();
+      engine.run([=](Communicator &c) { c.broadcast(p, n, 0); });
+    }
+  }
+  void gradientsReady(unsigned group) override {
+    const GradGroup &g = exec.groups()[group];
+    void *data = g.buffer.data;
+    size_t count = size_t(g.buffer.numel());
+    DType dtype = g.buffer.desc.dtype;
+    jobs[group] = engine.enqueue(
+        [=](Communicator &c) { c.allreduceAverage(data, count, dtype); },
+        group, /*record=*/true);
+  }
+  void gradientsNeeded(unsigned group) override {
+    int64_t t0 = steadyNs();
+    engine.wait(jobs[group]);
+    blockedNs += steadyNs() - t0;
+  }
+  double takeBlockedUs() override {
+    double us = double(blockedNs) * 1e-3;
+    blockedNs = 0;
+    return us;
+  }
+
+private:
+  Executor &exec;
+  CommEngine &engine;
+  std::vector<CommEngine::JobId> jobs;
+  int64_t blockedNs = 0;
+};
+} // namespace
+
+std::unique_ptr<TrainingAlgorithm> createSyncSGD(Executor &exec,
+                                                 CommEngine &engine) {
+  return std::make_unique<SyncSGD>(exec, engine);
+}
+
+//===----------------------------------------------------------------------===//
+// Evaluation
+//===----------------------------------------------------------------------===//
+
+std::pair<int64_t, int64_t> evaluate(Executor &exec, DataLoader &data,
+                                     CommEngine &engine) {
+  double counts[2] = {0, 0};
+  const Dataset *test = data.testSet();
+  const TensorRef &in = exec.input();
+  const TensorRef &lab = exec.label();
+  if (test && lab.data && in.desc.dtype == DType::F32) {
+    const std::vector<int64_t> &shard = data.testShard();
+    int64_t n = exec.batch();
+    int64_t features = in.numel() / std::max<int64_t>(n, 1);
+    // Full batches only: the model's batch is static.
+    for (size_t b = 0; b + size_t(n) <= shard.size(); b += size_t(n)) {
+      for (int64_t k = 0; k < n; ++k) {
+        int64_t i = shard[b + size_t(k)];
+        test->sample(i, in.as<float>() + k * features);
+        if (lab.desc.dtype == DType::I64)
+          lab.as<int64_t>()[k] = test->labels[size_t(i)];
+        else
+          lab.as<int32_t>()[k] = int32_t(test->labels[size_t(i)]);
+      }
+      exec.runForward();
+      counts[0] += double(exec.correct());
+      counts[1] += double(n);
+    }
+  }
+  engine.run([&](Communicator &c) { c.allreduceSum(counts, 2); });
+  return {int64_t(counts[0]), int64_t(counts[1])};
+}
+
+//===----------------------------------------------------------------------===//
+// Trace and profile
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// One trace record, sent as plain doubles between ranks.
+struct Rec {
+  double lane, name, start, end;
+};
+
+llvm::Error writeJson(const std::string &path, llvm::json::Value value) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_Text);
+  if (ec)
+    return llvm::createStringError(ec, "cannot write %s: %s", path.c_str(),
+                                   ec.message().c_str());
+  os << llvm::formatv("{0:2}", value) << "\n";
+  return llvm::Error::success();
+}
+
+std::string stepKindName(StepKind k) {
+  switch (k) {
+  case StepKind::Forward:
+    return "forward";
+  case StepKind::Backward:
+    return "backward";
+  case StepKind::Update:
+    return "update";
+  case StepKind::Comm:
+    return "comm";
+  case StepKind::Copy:
+    return "copy";
+  }
+  return "";
+}
+} // namespace
+
+static llvm::Error writeTrace(const std::string &path, Executor &exec,
+                              CommEngine &engine,
+                              const std::vector<Rec> &local) {
+  std::vector<Rec> comm;
+  for (const CommEvent &e : engine.events())
+    comm.push_back(Rec{1, double(e.job), e.startUs, e.endUs});
+  std::vector<Rec> all = local;
+  all.insert(all.end(), comm.begin(), comm.end());
+  std::vector<char> bytes;
+  std::vector<size_t> counts;
+  engine.run([&](Communicator &c) {
+    c.gatherBytes(all.data(), all.size() * sizeof(Rec), 0, bytes, counts);
+  });
+  if (engine.communicator().rank() != 0)
+    return llvm::Error::success();
+  llvm::json::Array events;
+  const auto &steps = exec.steps();
+  size_t off = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    events.push_back(llvm::json::Object{
+        {"name", "process_name"}, {"ph", "M"}, {"pid", int64_t(r)},
+        {"args", llvm::json::Object{{"name", "rank " + std::to_string(r)}}}});
+    events.push_back(llvm::json::Object{
+        {"name", "thread_name"}, {"ph", "M"}, {"pid", int64_t(r)}, {"tid", 0},
+        {"args", llvm::json::Object{{"name", "compute"}}}});
+    events.push_back(llvm::json::Object{
+        {"name", "thread_name"}, {"ph", "M"}, {"pid", int64_t(r)}, {"tid", 1},
+        {"args", llvm::json::Object{{"name", "communication"}}}});
+    const Rec *recs = reinterpret_cast<const Rec *>(bytes.data() + off);
+    size_t n = counts[r] / sizeof(Rec);
+    off += counts[r];
+    for (size_t k = 0; k < n; ++k) {
+      const Rec &e = recs[k];
+      std::string name, cat;
+      llvm::json::Object args;
+      if (e.lane == 0) {
+        const PlanStepInfo &s = steps[size_t(e.name)];
+        name = s.name;
+        cat = stepKindName(s.kind);
+        args["op"] = s.opType;
+        if (!s.layer.empty())
+          args["layer"] = s.layer;
+      } else {
+        unsigned g = unsigned(e.name);
+        const GradGroup &gg = exec.groups()[g];
+        name = "allreduce group " + std::to_string(g);
+        cat = "allreduce";
+        args["bytes"] = int64_t(gg.bytes);
+        args["layer"] = gg.layer;
+        llvm::json::Array params;
+        for (const std::string &p : gg.params)
+          params.push_back(p);
+        args["params"] = std::move(params);
+      }
+      events.push_back(llvm::json::Object{
+          {"name", name},
+          {"cat", cat},
+          {"ph", "X"},
+          {"pid", int64_t(r)},
+          {"tid", int64_t(e.lane)},
+          {"ts", e.start},
+          {"dur", std::max(0.0, e.end - e.start)},
+          {"args", std::move(args)}});
+    }
+  }
+  return writeJson(path, llvm::json::Object{{"traceEvents", std::move(events)},
+                                            {"displayTimeUnit", "ms"}});
+}
+
+static llvm::Error writeProfile(const std::string &path, Executor &exec,
+                                const std::vector<double> &meanUs,
+                                double forwardUs, double updateUs,
+                                const Communicator &comm) {
+  const auto &steps = exec.steps();
+  std::vector<std::string> order;
+  std::map<std::string, double> fwd, bwd;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const PlanStepInfo &s = steps[k];
+    if (s.kind == StepKind::Forward) {
+      if (!fwd.count(s.layer))
+        order.push_back(s.layer);
+      fwd[s.layer] += meanUs[k];
+    } else if (s.kind == StepKind::Backward) {
+      bwd[s.layer] += meanUs[k];
+    }
+  }
+  std::map<std::string, llvm::json::Array> grads;
+  for (const auto &g : exec.gradients())
+    grads[g.layer].push_back(llvm::json::Object{
+        {"name", g.param}, {"bytes", int64_t(g.bytes)}});
+  // Backward layers without a forward node of the same name still count.
+  for (auto &[layer, us] : bwd)
+    if (!fwd.count(layer))
+      order.push_back(layer);
+  llvm::json::Array layers;
+  for (const std::string &l : order) {
+    llvm::json::Object o{{"name", l},
+                         {"forward_us", fwd.count(l) ? fwd[l] : 0.0},
+                         {"backward_us", bwd.count(l) ? bwd[l] : 0.0}};
+    o["grads"] = grads.count(l) ? std::move(grads[l]) : llvm::json::Array();
+    layers.push_back(std::move(o));
+  }
+  llvm::json::Object doc{
+      {"format", "oasr-profile-v1"},
+      {"model", exec.modelName().empty() ? "model" : exec.modelName()},
+      {"batch", exec.batch()},
+      {"source", "oasr-run measured, " + std::to_string(comm.size()) +
+                     " rank(s), rank 0"},
+      {"forward_us", forwardUs},
+      {"update_us", updateUs},
+      {"layers", std::move(layers)}};
+  return writeJson(path, std::move(doc));
+}
+
+//===----------------------------------------------------------------------===//
+// The loop
+//===----------------------------------------------------------------------===//
+
+static std::string formatDuration(double s) {
+  char buf[32];
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%.1fs", s);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%dm%02ds", int(s / 60), int(s) % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%dh%02dm", int(s / 3600),
+                  int(s / 60) % 60);
+  return buf;
+}
+
+llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
+                  CommEngine &engine, const TrainOptions &options,
+                  TrainSummary &summary) {
+  Communicator &comm = engine.communicator();
+  const int rank = comm.rank();
+  const size_t planSteps = exec.steps().size();
+  const TensorRef &in = exec.input();
+  const TensorRef &lab = exec.label();
+  const int64_t n = exec.batch();
+  if (in.desc.dtype != DType::F32)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "the model's input is %s; the data "
+                                   "loaders feed f32",
+                                   dtypeName(in.desc.dtype));
+  std::vector<int64_t> labels(static_cast<size_t>(n));
+
+  std::vector<OpTiming> times(planSteps);
+  std::vector<double> sumUs(planSteps, 0.0);
+  std::vector<Rec> trace;
+  if (!options.tracePath.empty())
+    trace.reserve(size_t(std::min(options.steps, options.traceSteps)) *
+                  planSteps);
+
+  algo.setup(exec, engine);
+  engine.run([](Communicator &c) { c.barrier(); });
+  const int64_t epochNs = steadyNs();
+  engine.resetEpoch();
+  engine.clearEvents();
+
+  double measuredIterUs = 0, measuredComputeUs = 0, measuredBlockedUs = 0;
+  int64_t measured = 0;
+  double intervalLoss = 0, intervalCorrect = 0, intervalSamples = 0;
+  int64_t intervalSteps = 0;
+  int64_t runStartNs = steadyNs(), intervalStartNs = runStartNs;
+  size_t commEventsBefore = 0;
+  double commBusyUs = 0;
+
+  for (int64_t step = 0; step < options.steps; ++step) {
+    if (step == options.failAtStep && rank == options.failRank)
+      comm.abort("oasr-run: " + rankName(comm) +
+                     ": error: injected failure at step " +
+                     std::to_string(step) + " (--fail-at-step)",
+                 3);
+    data.nextBatch(in.as<float>(), labels.data(), n);
+    if (lab.data) {
+      if (lab.desc.dtype == DType::I64)
+        std::copy(labels.begin(), labels.end(), lab.as<int64_t>());
+      else
+        for (int64_t k = 0; k < n; ++k)
+          lab.as<int32_t>()[k] = int32_t(labels[size_t(k)]);
+    }
+    int64_t t0 = steadyNs();
+    exec.runStep(algo, times.data(), epochNs);
+    algo.afterStep(exec, engine, step);
+    int64_t t1 = steadyNs();
+    double blocked = algo.takeBlockedUs();
+
+    // Bookkeeping (not part of the measured step).
+    double compute = 0;
+    for (size_t k = 0; k < planSteps; ++k)
+      if (exec.steps()[k].kind != StepKind::Comm)
+        compute += times[k].endUs - times[k].startUs;
+    bool warmup = step == 0 && options.steps > 1;
+    if (warmup)
+      commEventsBefore = engine.events().size();
+    if (!warmup) {
+      measuredIterUs += double(t1 - t0) * 1e-3;
+      measuredComputeUs += compute;
+      measuredBlockedUs += blocked;
+      ++measured;
+      for (size_t k = 0; k < planSteps; ++k)
+        sumUs[k] += times[k].endUs - times[k].startUs;
+    }
+    if (!options.tracePath.empty() && step < options.traceSteps)
+      for (size_t k = 0; k < planSteps; ++k)
+        trace.push_back(Rec{0, double(k), times[k].startUs, times[k].endUs});
+
+    double loss = exec.loss();
+    intervalLoss += loss;
+    intervalCorrect += double(exec.correct());
+    intervalSamples += double(n);
+    ++intervalSteps;
+    summary.lastLoss = loss;
+
+    bool last = step + 1 == options.steps;
+    if (!options.quiet && ((step + 1) % std::max<int64_t>(options.logEvery, 1) == 0 || last)) {
+      double agg[4] = {intervalLoss, intervalCorrect, intervalSamples,
+                       double(intervalSteps)};
+      engine.run([&](Communicator &c) { c.allreduceSum(agg, 4); });
+      int64_t now = steadyNs();
+      double secs = double(now - intervalStartNs) * 1e-9;
+      double totalSecs = double(now - runStartNs) * 1e-9;
+      double meanLoss = agg[0] / std::max(agg[3], 1.0);
+      double acc = agg[2] > 0 ? agg[1] / agg[2] : 0;
+      summary.trainAccuracy = lab.data ? acc : -1;
+      summary.lastLoss = meanLoss;
+      if (rank == 0) {
+        double ips = secs > 0 ? agg[2] / secs : 0;
+        double eta = totalSecs / double(step + 1) *
+                     double(options.steps - step - 1);
+        if (lab.data)
+          std::printf("step %lld/%lld  loss %.4f  acc %5.1f%%  %.1f img/s  "
+                      "ETA %s\n",
+                      (long long)(step + 1), (long long)options.steps,
+                      meanLoss, 100.0 * acc, ips, formatDuration(eta).c_str());
+        else
+          std::printf("step %lld/%lld  loss %.4f  %.1f img/s  ETA %s\n",
+                      (long long)(step + 1), (long long)options.steps,
+                      meanLoss, ips, formatDuration(eta).c_str());
+        std::fflush(stdout);
+      }
+      intervalLoss = intervalCorrect = intervalSamples = 0;
+      intervalSteps = 0;
+      intervalStartNs = steadyNs();
+    }
+  }
+  engine.drain();
+  for (size_t k = commEventsBefore; k < engine.events().size(); ++k)
+    commBusyUs += engine.events()[k].endUs - engine.events()[k].startUs;
+
+  summary.steps = options.steps;
+  if (measured) {
+    double m = double(measured);
+    summary.meanIterationUs = measuredIterUs / m;
+    summary.computeUs = measuredComputeUs / m;
+    summary.exposedCommUs = measuredBlockedUs / m;
+    summary.commBusyUs = commBusyUs / m;
+    double fwd = 0, upd = 0;
+    for (size_t k = 0; k < planSteps; ++k) {
+      sumUs[k] /= m;
+      if (exec.steps()[k].kind == StepKind::Forward)
+        fwd += sumUs[k];
+      if (exec.steps()[k].kind == StepKind::Update ||
+          exec.steps()[k].kind == StepKind::Copy)
+        upd += sumUs[k];
+    }
+    summary.forwardUs = fwd;
+    if (!options.profilePath.empty() && rank == 0)
+      if (auto err =
+              writeProfile(options.profilePath, exec, sumUs, fwd, upd, comm))
+        return err;
+  }
+  summary.predictedUs = exec.predictedIterationUs();
+  if (!options.tracePath.empty())
+    if (auto err = writeTrace(options.tracePath, exec, engine, trace))
+      return err;
+  if (options.evaluate && data.testSet() && lab.data) {
+    auto [ok, total] = evaluate(exec, data, engine);
+    if (total) {
+      summary.testAccuracy = double(ok) / double(total);
+      summary.testSamples = total;
+    }
+  }
+  return llvm::Error::success();
+}
+
+} // namespace oasr::rt

@@ -1,0 +1,550 @@
+//===- oasr-run.cpp - Runs a compiled training step on MPI ranks ---------===//
+//
+//   mpirun -np P oasr-run MODEL.(mlir|onnx) [--data=...] [--steps=N] ...
+//   oasr-run --np P MODEL ...          (re-launches itself under mpirun)
+//
+// Every rank parses the module, builds the execution plan, loads the same
+// weights, and trains with the planned fused allreduces overlapping
+// backward. Rank 0 prints progress and a summary.
+//
+//===----------------------------------------------------------------------===//
+
+#include "oasr/Config.h"
+#include "oasr/Dialect/OASRDialect.h"
+#include "oasr/Runtime/Communicator.h"
+#include "oasr/Runtime/DataLoader.h"
+#include "oasr/Runtime/Executor.h"
+#include "oasr/Runtime/Training.h"
+
+#if OASR_HAVE_IMPORT
+#include "oasr/Import/ONNXImporter.h"
+#include "oasr/Import/ONNXModel.h"
+#endif
+#if OASR_HAVE_PASSES
+#include "oasr/Passes/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#endif
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <unistd.h>
+
+using namespace oasr::rt;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory runCat("oasr-run options");
+static cl::opt<std::string> modelPath(cl::Positional, cl::Required,
+                                      cl::desc("<model.mlir | model.onnx>"),
+                                      cl::cat(runCat));
+static cl::opt<int> np("np", cl::desc("Re-launch under `mpirun -np N`"),
+                       cl::init(0), cl::cat(runCat));
+static cl::opt<std::string>
+    strategy("strategy",
+             cl::desc("Allreduce plan for an .onnx input (wfbp, single, "
+                      "bucket:<bytes>, mgwfbp, oasr, optimal)"),
+             cl::init(""), cl::cat(runCat));
+static cl::opt<double> alpha("alpha", cl::desc("Start-up latency (s)"),
+                             cl::init(-1), cl::cat(runCat));
+static cl::opt<double> beta("beta", cl::desc("Per-byte time (s/B)"),
+                            cl::init(-1), cl::cat(runCat));
+static cl::opt<std::string>
+    commFile("comm", cl::desc("Calibration JSON from `oasr-bench comm`"),
+             cl::init(""), cl::cat(runCat));
+static cl::opt<std::string>
+    dataSpec("data", cl::desc("synthetic | mnist:DIR | cifar10:DIR"),
+             cl::init("synthetic"), cl::cat(runCat));
+static cl::opt<int> batch("batch",
+                          cl::desc("Per-rank batch (must match the module)"),
+                          cl::init(0), cl::cat(runCat));
+static cl::opt<int64_t> steps("steps", cl::desc("Training steps"),
+                              cl::init(10), cl::cat(runCat));
+static cl::opt<double> lr("lr", cl::desc("Learning rate (overrides the "
+                                         "module's)"),
+                          cl::init(-1), cl::cat(runCat));
+static cl::opt<uint64_t> seed("seed", cl::desc("Seed for data and init"),
+                              cl::init(1), cl::cat(runCat));
+// `--threads=N` is taken out of argv before llvm::cl sees it: libLLVM
+// already registers a global option of that name.
+static int threads = 0;
+static cl::opt<std::string> tracePath("trace",
+                                      cl::desc("Write a Chrome trace JSON"),
+                                      cl::init(""), cl::cat(runCat));
+static cl::opt<std::string>
+    profilePath("profile", cl::desc("Write the measured oasr-profile-v1"),
+                cl::init(""), cl::cat(runCat));
+static cl::opt<std::string> savePath("save",
+                                     cl::desc("Write the trained ONNX model"),
+                                     cl::init(""), cl::cat(runCat));
+static cl::opt<std::string>
+    dumpGrads("dump-grads",
+              cl::desc("Write the averaged gradients of the last step (JSON)"),
+              cl::init(""), cl::cat(runCat));
+static cl::opt<int64_t> logEvery("log-every",
+                                 cl::desc("Progress line every N steps"),
+                                 cl::init(1), cl::cat(runCat));
+static cl::opt<std::string>
+    commKind("communicator",
+             cl::desc("mpi | self (default: mpi under mpirun, else self)"),
+             cl::init(""), cl::cat(runCat));
+static cl::opt<bool> quiet("quiet", cl::desc("No progress lines"),
+                           cl::init(false), cl::cat(runCat));
+static cl::opt<std::string>
+    emitMlir("emit-mlir", cl::desc("Write the compiled module (rank 0)"),
+             cl::init(""), cl::cat(runCat));
+// Testing only.
+static cl::opt<int64_t> failAtStep("fail-at-step", cl::Hidden, cl::init(-1));
+static cl::opt<int> failRank("fail-rank", cl::Hidden, cl::init(-1));
+
+namespace {
+/// The failure of one rank's setup, agreed on collectively.
+struct Failure {
+  bool failed = false;
+  std::string message;
+  void set(const llvm::Twine &m) {
+    if (!failed) {
+      failed = true;
+      message = m.str();
+    }
+  }
+  void set(llvm::Error err) { set(llvm::toString(std::move(err))); }
+};
+
+bool endsWith(llvm::StringRef s, llvm::StringRef suffix) {
+  return s.ends_with(suffix);
+}
+
+/// Re-executes under mpirun: `mpirun -np P --oversubscribe <self> args...`.
+int relaunch(int argc, char **argv) {
+  std::string self = llvm::sys::fs::getMainExecutable(argv[0], (void *)&np);
+  auto mpirun = llvm::sys::findProgramByName("mpirun");
+  if (!mpirun) {
+    llvm::errs() << "oasr-run: error: --np needs `mpirun` on PATH\n";
+    return 1;
+  }
+  std::vector<std::string> args = {*mpirun, "-np", std::to_string(np),
+                                   "--oversubscribe", self};
+  for (int i = 1; i < argc; ++i) {
+    llvm::StringRef a(argv[i]);
+    if (a == "--np" || a == "-np") {
+      ++i;
+      continue;
+    }
+    if (a.starts_with("--np=") || a.starts_with("-np="))
+      continue;
+    args.push_back(a.str());
+  }
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  std::vector<char *> cargs;
+  for (std::string &a : args)
+    cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  execv(cargs[0], cargs.data());
+  llvm::errs() << "oasr-run: error: cannot execute " << *mpirun << ": "
+               << std::strerror(errno) << "\n";
+  return 1;
+}
+
+int localRanks() {
+  for (const char *v : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
+    if (const char *s = std::getenv(v))
+      return std::max(1, std::atoi(s));
+  return 1;
+}
+
+/// Parses or compiles the model into a training module.
+mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
+                                             Failure &failure) {
+  std::string diags;
+  mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
+    llvm::raw_string_ostream os(diags);
+    if (!diags.empty())
+      os << "\n";
+    std::string loc;
+    llvm::raw_string_ostream(loc) << d.getLocation();
+    os << loc << ": " << d.str();
+    return mlir::success();
+  });
+  llvm::StringRef path(modelPath);
+  if (!llvm::sys::fs::exists(path)) {
+    failure.set(path + ": no such file");
+    return nullptr;
+  }
+  bool onnx = endsWith(path, ".onnx") || endsWith(path, ".onnx.json") ||
+              endsWith(path, ".textproto");
+  bool planning = !strategy.empty() || alpha >= 0 || beta >= 0 ||
+                  !commFile.empty();
+  if (!onnx) {
+    if (planning) {
+      failure.set("--strategy/--alpha/--beta/--comm apply to .onnx inputs; "
+                  "a .mlir module carries its plan (recompile it with "
+                  "oasr-opt)");
+      return nullptr;
+    }
+    if (batch > 0) {
+      // Checked against the module after parsing.
+    }
+    auto module = mlir::parseSourceFile<mlir::ModuleOp>(path, &ctx);
+    if (!module)
+      failure.set(diags.empty() ? (path + ": cannot parse").str() : diags);
+    return module;
+  }
+#if OASR_HAVE_IMPORT && OASR_HAVE_PASSES
+  oasr::onnximport::ImportOptions io;
+  io.batch = batch;
+  auto module = oasr::onnximport::importONNX(ctx, path, io);
+  if (!module) {
+    failure.set(diags.empty() ? (path + ": cannot import").str() : diags);
+    return nullptr;
+  }
+  std::string pipeline = "oasr-train-pipeline";
+  llvm::SmallVector<std::string> opts;
+  if (!strategy.empty())
+    opts.push_back("strategy=" + strategy);
+  if (alpha >= 0)
+    opts.push_back(llvm::formatv("alpha={0}", alpha.getValue()).str());
+  if (beta >= 0)
+    opts.push_back(llvm::formatv("beta={0}", beta.getValue()).str());
+  if (!commFile.empty())
+    opts.push_back("comm=" + commFile);
+  if (!opts.empty())
+    pipeline += "{" + llvm::join(opts, " ") + "}";
+  mlir::PassManager pm(&ctx);
+  std::string perr;
+  llvm::raw_string_ostream perrs(perr);
+  if (mlir::failed(mlir::parsePassPipeline(pipeline, pm, perrs))) {
+    failure.set("cannot build pipeline '" + pipeline + "': " + perr);
+    return nullptr;
+  }
+  if (mlir::failed(pm.run(*module))) {
+    failure.set(diags.empty() ? (path + ": compilation failed").str() : diags);
+    return nullptr;
+  }
+  return module;
+#else
+  failure.set(path + ": this oasr-run was built without the importer and "
+                     "passes; compile the model with `oasr-opt "
+                     "--oasr-train-pipeline` and pass the .mlir");
+  return nullptr;
+#endif
+}
+
+llvm::Error writeGrads(const std::string &path, Executor &exec) {
+  llvm::json::Object params;
+  for (const PersistentTensor &t : exec.persistent()) {
+    if (t.kind != PersistentTensor::Param)
+      continue;
+    TensorRef g = exec.gradient(t.name);
+    llvm::json::Array shape, grad, value;
+    for (int64_t d : t.ref.desc.shape)
+      shape.push_back(d);
+    for (int64_t i = 0; i < t.ref.numel(); ++i)
+      value.push_back(double(t.ref.as<float>()[i]));
+    if (g.data)
+      for (int64_t i = 0; i < g.numel(); ++i)
+        grad.push_back(double(g.as<float>()[i]));
+    params[t.name] = llvm::json::Object{
+        {"shape", std::move(shape)}, {"grad", std::move(grad)},
+        {"value", std::move(value)}};
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_Text);
+  if (ec)
+    return llvm::createStringError(ec, "cannot write %s: %s", path.c_str(),
+                                   ec.message().c_str());
+  os << llvm::formatv("{0}", llvm::json::Value(llvm::json::Object{
+                                 {"loss", double(exec.loss())},
+                                 {"params", std::move(params)}}))
+     << "\n";
+  return llvm::Error::success();
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  cl::HideUnrelatedOptions(runCat);
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "oasr-run " << OASR_VERSION << "\n";
+  });
+  std::vector<char *> args;
+  for (int i = 0; i < argc; ++i) {
+    llvm::StringRef a(argv[i]);
+    if (i > 0 && (a.starts_with("--threads=") || a.starts_with("-threads="))) {
+      if (a.split('=').second.getAsInteger(10, threads) || threads < 1) {
+        llvm::errs() << "oasr-run: error: " << a
+                     << ": expected a positive number of threads\n";
+        return 1;
+      }
+      continue;
+    }
+    if (i > 0 && (a == "--threads" || a == "-threads") && i + 1 < argc) {
+      if (llvm::StringRef(argv[i + 1]).getAsInteger(10, threads) ||
+          threads < 1) {
+        llvm::errs() << "oasr-run: error: --threads " << argv[i + 1]
+                     << ": expected a positive number of threads\n";
+        return 1;
+      }
+      ++i;
+      continue;
+    }
+    args.push_back(argv[i]);
+  }
+  cl::ParseCommandLineOptions(int(args.size()), args.data(),
+                              "oasr-run: train a compiled model on MPI ranks\n\n"
+                              "  --threads=N  compute threads per rank "
+                              "(default: cores / ranks on this host)\n");
+  if (np > 0 && !launchedByMpi())
+    return relaunch(argc, argv);
+
+  // Communicator.
+  std::unique_ptr<Communicator> comm;
+  std::string kind = commKind.empty() ? (launchedByMpi() ? "mpi" : "self")
+                                      : std::string(commKind);
+  if (kind == "mpi") {
+    std::string error;
+    comm = createMpiCommunicator(&argc, &argv, error);
+    if (!comm) {
+      llvm::errs() << "oasr-run: error: " << error << "\n";
+      return 1;
+    }
+  } else if (kind == "self") {
+    comm = createSelfCommunicator();
+  } else {
+    llvm::errs() << "oasr-run: error: --communicator=" << kind
+                 << ": expected mpi or self\n";
+    return 1;
+  }
+  const int rank = comm->rank(), size = comm->size();
+  CommEngine engine(*comm);
+
+  // Setup on every rank; failures are agreed on before training.
+  Failure failure;
+  mlir::DialectRegistry registry;
+  registry.insert<mlir::func::FuncDialect, mlir::oasr::OASRDialect>();
+#if OASR_HAVE_PASSES
+  mlir::oasr::registerAllPasses();
+#endif
+  mlir::MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  auto module = loadModule(ctx, failure);
+
+  std::unique_ptr<KernelBackend> backend = createCpuBackend();
+  int nthreads = threads > 0
+                     ? int(threads)
+                     : std::max(1, int(std::thread::hardware_concurrency()) /
+                                       localRanks());
+  backend->setNumThreads(nthreads);
+
+  std::unique_ptr<Executor> exec;
+  if (module && !failure.failed) {
+    if (rank == 0 && !emitMlir.empty()) {
+      std::error_code ec;
+      llvm::raw_fd_ostream os(emitMlir, ec);
+      if (!ec)
+        module->print(os);
+    }
+    ExecutorOptions eo;
+    eo.seed = seed;
+    eo.lrOverride = lr;
+    auto created = Executor::create(*module, *backend, eo);
+    if (!created)
+      failure.set(llvm::Twine(modelPath) + ": " +
+                  llvm::toString(created.takeError()));
+    else
+      exec = std::move(*created);
+  }
+  if (exec && batch > 0 && exec->batch() != batch)
+    failure.set(llvm::formatv("--batch={0} does not match the model: {1} was "
+                              "compiled for a per-rank batch of {2}",
+                              batch.getValue(), modelPath.getValue(),
+                              exec->batch())
+                    .str());
+#if OASR_HAVE_IMPORT
+  std::unique_ptr<oasr::onnximport::ModelFile> onnxModel;
+#else
+  std::unique_ptr<int> onnxModel; // never set
+#endif
+  if (exec && !failure.failed) {
+    InitializerLoader loader;
+#if OASR_HAVE_IMPORT
+    if (!exec->sourcePath().empty() &&
+        llvm::sys::fs::exists(exec->sourcePath())) {
+      auto mf = oasr::onnximport::ModelFile::load(exec->sourcePath());
+      if (!mf)
+        failure.set(mf.takeError());
+      else
+        onnxModel = std::move(*mf);
+    }
+    if (onnxModel)
+      loader = [&](const std::string &name, const TensorRef &dst,
+                   std::string &error) -> bool {
+        if (!onnxModel->findInitializer(name))
+          return false;
+        auto data = onnxModel->readInitializer(name);
+        if (!data) {
+          error = llvm::toString(data.takeError());
+          return false;
+        }
+        size_t want = dst.bytes();
+        if (data->bytes.size() != want ||
+            data->dataType != int32_t(oasr::onnximport::DataType::Float)) {
+          error = llvm::formatv("has {0} bytes of type {1}, the module "
+                                "expects {2} bytes of f32",
+                                data->bytes.size(),
+                                oasr::onnximport::getDataTypeName(
+                                    data->dataType),
+                                want)
+                      .str();
+          return false;
+        }
+        std::memcpy(dst.data, data->bytes.data(), want);
+        return true;
+      };
+#endif
+    if (!failure.failed) {
+      auto loaded = initializeWeights(*exec, loader, seed);
+      if (!loaded)
+        failure.set(loaded.takeError());
+      else if (rank == 0 && !quiet)
+        std::printf("oasr-run: %s: %zu tensors, %u from %s, rest seeded "
+                    "random\n",
+                    modelPath.c_str(), exec->persistent().size(), *loaded,
+                    onnxModel ? exec->sourcePath().c_str() : "(no ONNX source)");
+    }
+  }
+  std::unique_ptr<DataLoader> data;
+  if (exec && !failure.failed) {
+    SampleShape shape;
+    shape.features = exec->input().numel() / std::max<int64_t>(exec->batch(), 1);
+    shape.classes = exec->numClasses();
+    auto loader = createDataLoader(dataSpec, shape, rank, size, seed);
+    if (!loader)
+      failure.set(loader.takeError());
+    else
+      data = std::move(*loader);
+  }
+  if (!savePath.empty() && !failure.failed && !onnxModel)
+    failure.set("--save needs the model's ONNX source (module attribute "
+                "oasr.source naming an existing .onnx file)");
+
+  // Agree: the lowest failing rank reports, everyone exits non-zero.
+  double lowestFailing = failure.failed ? -double(rank) : -1e9;
+  engine.run([&](Communicator &c) { c.allreduceMax(&lowestFailing, 1); });
+  if (lowestFailing > -1e9) {
+    int who = int(-lowestFailing);
+    if (rank == who) {
+      std::string prefix = size > 1 && rank != 0
+                               ? "oasr-run: " + rankName(*comm) + ": error: "
+                               : "oasr-run: error: ";
+      std::fprintf(stderr, "%s%s\n", prefix.c_str(), failure.message.c_str());
+      std::fflush(stderr);
+    }
+    engine.drain();
+    comm->finalize();
+    return 1;
+  }
+
+  if (rank == 0 && !quiet) {
+    const MemoryStats &m = exec->memory();
+    std::printf("oasr-run: %d rank(s) [%s], %d thread(s)/rank, batch %lld/rank, "
+                "data %s, plan %s with %zu fused group(s); memory: "
+                "activations %.1f MiB (%.1f MiB without reuse), weights+state "
+                "%.1f MiB, gradients %.1f MiB\n",
+                size, comm->name(), nthreads, (long long)exec->batch(),
+                data->describe().c_str(),
+                exec->planStrategy().empty() ? "?" : exec->planStrategy().c_str(),
+                exec->groups().size(), m.arenaBytes / 1048576.0,
+                m.unsharedBytes / 1048576.0, m.persistentBytes / 1048576.0,
+                m.gradBytes / 1048576.0);
+    std::fflush(stdout);
+  }
+
+  auto algo = createSyncSGD(*exec, engine);
+  TrainOptions to;
+  to.steps = steps;
+  to.logEvery = logEvery;
+  to.quiet = quiet;
+  to.tracePath = tracePath;
+  to.profilePath = profilePath;
+  to.failAtStep = failAtStep;
+  to.failRank = failRank;
+  TrainSummary summary;
+  if (auto err = train(*exec, *data, *algo, engine, to, summary))
+    comm->abort("oasr-run: " + rankName(*comm) + ": error: " +
+                    llvm::toString(std::move(err)),
+                1);
+
+  if (rank == 0) {
+    double ms = 1e-3;
+    std::printf("summary: %lld steps on %d rank(s), strategy %s, %zu group(s)\n",
+                (long long)summary.steps, size,
+                exec->planStrategy().empty() ? "?" : exec->planStrategy().c_str(),
+                exec->groups().size());
+    std::printf("  mean iteration   %9.3f ms\n", summary.meanIterationUs * ms);
+    std::printf("  compute          %9.3f ms (forward %.3f ms)\n",
+                summary.computeUs * ms, summary.forwardUs * ms);
+    double hidden = summary.commBusyUs > 0
+                        ? 100.0 * std::max(0.0, 1.0 - summary.exposedCommUs /
+                                                          summary.commBusyUs)
+                        : 100.0;
+    std::printf("  exposed comm     %9.3f ms (allreduce busy %.3f ms, %.0f%% "
+                "hidden)\n",
+                summary.exposedCommUs * ms, summary.commBusyUs * ms, hidden);
+    if (summary.predictedUs >= 0)
+      std::printf("  predicted        %9.3f ms (measured/predicted %.2f)\n",
+                  summary.predictedUs * ms,
+                  summary.predictedUs > 0
+                      ? summary.meanIterationUs / summary.predictedUs
+                      : 0.0);
+    else
+      std::printf("  predicted        n/a (module has no oasr.plan)\n");
+    std::printf("  final loss       %9.4f\n", summary.lastLoss);
+    if (summary.trainAccuracy >= 0)
+      std::printf("  train accuracy   %8.1f%%\n", 100 * summary.trainAccuracy);
+    if (summary.testAccuracy >= 0)
+      std::printf("  test accuracy    %8.1f%% (%lld samples)\n",
+                  100 * summary.testAccuracy, (long long)summary.testSamples);
+    std::fflush(stdout);
+
+    if (!dumpGrads.empty())
+      if (auto err = writeGrads(dumpGrads, *exec))
+        comm->abort("oasr-run: error: " + llvm::toString(std::move(err)), 1);
+#if OASR_HAVE_IMPORT
+    if (!savePath.empty()) {
+      std::map<std::string, std::vector<float>> values;
+      for (const PersistentTensor &t : exec->persistent())
+        if (t.kind != PersistentTensor::OptState &&
+            t.ref.desc.dtype == DType::F32 &&
+            onnxModel->findInitializer(t.name))
+          values[t.name].assign(t.ref.as<float>(),
+                                t.ref.as<float>() + t.ref.numel());
+      if (auto err = onnxModel->saveWithInitializers(savePath, values))
+        comm->abort("oasr-run: error: --save: " +
+                        llvm::toString(std::move(err)),
+                    1);
+      std::printf("saved %s (%zu initializers updated)\n", savePath.c_str(),
+                  values.size());
+    }
+#endif
+  }
+  engine.run([](Communicator &c) { c.barrier(); });
+  engine.drain();
+  comm->finalize();
+  return 0;
+}
