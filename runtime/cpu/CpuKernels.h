@@ -1,4 +1,5 @@
-//===- CpuKernels.h - Internals shared by the CPU kernel backend -*- C++ -*-===//
+//===- CpuKernels.h - Internals shared by the CPU kernel backend -*- C++
+//-*-===//
 //
 // Private to runtime/cpu: the kernel registry, spec validation helpers, the
 // oneDNN engine/stream and the base class every CPU kernel derives from.
@@ -68,7 +69,8 @@ std::string shapeStr(const std::vector<int64_t> &shape);
 /// oneDNN failure into a fatal error naming the node.
 class CpuKernel : public Kernel {
 public:
-  explicit CpuKernel(const OpSpec &spec) : nodeName(spec.name), op(spec.opType) {}
+  explicit CpuKernel(const OpSpec &spec)
+      : nodeName(spec.name), op(spec.opType) {}
   void run(const std::vector<TensorRef> &inputs,
            const std::vector<TensorRef> &outputs) final;
 
@@ -81,9 +83,9 @@ protected:
 /// Plain (row-major) dims/tag helpers for oneDNN memory descriptors.
 dnnl::memory::dims toDims(const std::vector<int64_t> &shape);
 dnnl::memory::format_tag plainTag(size_t rank);
-dnnl::memory::desc plainDesc(const std::vector<int64_t> &shape,
-                             dnnl::memory::data_type dt =
-                                 dnnl::memory::data_type::f32);
+dnnl::memory::desc
+plainDesc(const std::vector<int64_t> &shape,
+          dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
 
 /// The resolved window of a convolution or pooling node (oneDNN conventions).
 struct Window {
@@ -111,9 +113,9 @@ std::unique_ptr<Kernel> guardCreate(const OpSpec &spec, std::string &error,
   try {
     return body();
   } catch (const dnnl::error &e) {
-    error = nodeError(spec, std::string("oneDNN rejected the node: ") +
-                                e.what() + " (status " +
-                                std::to_string(int(e.status)) + ")");
+    error =
+        nodeError(spec, std::string("oneDNN rejected the node: ") + e.what() +
+                            " (status " + std::to_string(int(e.status)) + ")");
     return nullptr;
   }
 }

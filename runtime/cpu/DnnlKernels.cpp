@@ -119,8 +119,8 @@ static bool convGeom(const OpSpec &spec, const TensorDesc &x,
                                 std::to_string(g.group));
     return false;
   }
-  if (!resolveWindow(spec, spatial(x.shape), spatial(w.shape),
-                     spatial(y.shape), /*allowCeil=*/false, g.win, error))
+  if (!resolveWindow(spec, spatial(x.shape), spatial(w.shape), spatial(y.shape),
+                     /*allowCeil=*/false, g.win, error))
     return false;
   g.bias = bias;
   g.xUser = plainDesc(x.shape);
@@ -143,15 +143,15 @@ static bool convGeom(const OpSpec &spec, const TensorDesc &x,
 static dnnl::convolution_forward::primitive_desc
 convForwardPd(const ConvGeom &g) {
   const Window &w = g.win;
-  auto d = g.bias ? dnnl::convolution_forward::desc(
-                        dnnl::prop_kind::forward_training,
-                        dnnl::algorithm::convolution_direct, g.xPrim, g.wPrim,
-                        g.bPrim, g.yPrim, w.strides, w.dilations, w.padL,
-                        w.padR)
-                  : dnnl::convolution_forward::desc(
-                        dnnl::prop_kind::forward_training,
-                        dnnl::algorithm::convolution_direct, g.xPrim, g.wPrim,
-                        g.yPrim, w.strides, w.dilations, w.padL, w.padR);
+  auto d = g.bias
+               ? dnnl::convolution_forward::desc(
+                     dnnl::prop_kind::forward_training,
+                     dnnl::algorithm::convolution_direct, g.xPrim, g.wPrim,
+                     g.bPrim, g.yPrim, w.strides, w.dilations, w.padL, w.padR)
+               : dnnl::convolution_forward::desc(
+                     dnnl::prop_kind::forward_training,
+                     dnnl::algorithm::convolution_direct, g.xPrim, g.wPrim,
+                     g.yPrim, w.strides, w.dilations, w.padL, w.padR);
   return dnnl::convolution_forward::primitive_desc(d, engine());
 }
 
@@ -205,10 +205,10 @@ static std::unique_ptr<Kernel> createConv(const OpSpec &spec,
                 spec.inputs.size() == 3, g, error))
     return nullptr;
   if (g.bias && spec.inputs[2].numel() != spec.inputs[1].shape[0]) {
-    error = nodeError(spec, "bias has " +
-                                std::to_string(spec.inputs[2].numel()) +
-                                " elements, expected " +
-                                std::to_string(spec.inputs[1].shape[0]));
+    error =
+        nodeError(spec, "bias has " + std::to_string(spec.inputs[2].numel()) +
+                            " elements, expected " +
+                            std::to_string(spec.inputs[1].shape[0]));
     return nullptr;
   }
   return guardCreate(spec, error,
@@ -234,14 +234,14 @@ public:
       dx.init(g.xUser, pd.diff_src_desc(), true);
     }
     if (wantDw) {
-      auto d = bias ? dnnl::convolution_backward_weights::desc(
-                          dnnl::algorithm::convolution_direct, g.xPrim,
-                          g.wPrim, g.bPrim, g.yPrim, win.strides,
-                          win.dilations, win.padL, win.padR)
-                    : dnnl::convolution_backward_weights::desc(
-                          dnnl::algorithm::convolution_direct, g.xPrim,
-                          g.wPrim, g.yPrim, win.strides, win.dilations,
-                          win.padL, win.padR);
+      auto d =
+          bias ? dnnl::convolution_backward_weights::desc(
+                     dnnl::algorithm::convolution_direct, g.xPrim, g.wPrim,
+                     g.bPrim, g.yPrim, win.strides, win.dilations, win.padL,
+                     win.padR)
+               : dnnl::convolution_backward_weights::desc(
+                     dnnl::algorithm::convolution_direct, g.xPrim, g.wPrim,
+                     g.yPrim, win.strides, win.dilations, win.padL, win.padR);
       dnnl::convolution_backward_weights::primitive_desc pd(d, engine(), fwd);
       bwdWeights = dnnl::convolution_backward_weights(pd);
       shareDy = wantDx && pd.diff_dst_desc() == dyD.prim.get_desc();
@@ -334,8 +334,8 @@ static bool checkBnShapes(const OpSpec &spec, const TensorDesc &x,
                           const std::vector<size_t> &perChannelOutputs,
                           std::string &error) {
   if (x.rank() < 2 || x.rank() > 5) {
-    error = nodeError(spec, "expects X of rank 2 to 5, got " +
-                                shapeStr(x.shape));
+    error =
+        nodeError(spec, "expects X of rank 2 to 5, got " + shapeStr(x.shape));
     return false;
   }
   int64_t c = x.shape[1];
@@ -368,9 +368,9 @@ public:
     momentum = float(spec.attrs.getFloat("momentum", 0.9));
     numOutputs = spec.outputs.size();
     memory::desc md = plainDesc(xd.shape), cmd = plainDesc({c});
-    auto flags = training ? kScaleShift
-                          : kScaleShift |
-                                dnnl::normalization_flags::use_global_stats;
+    auto flags =
+        training ? kScaleShift
+                 : kScaleShift | dnnl::normalization_flags::use_global_stats;
     dnnl::batch_normalization_forward::desc d(
         training ? dnnl::prop_kind::forward_training
                  : dnnl::prop_kind::forward_inference,
@@ -495,6 +495,9 @@ public:
     dShift = userMem(cmd);
     scratchScale.resize(c);
     scratchShift.resize(c);
+    // oneDNN 2.6 lists SHIFT among the backward pass's inputs (unread).
+    shift = memory(cmd, engine());
+    std::memset(shift.get_data_handle(), 0, size_t(c) * sizeof(float));
   }
 
   void compute(const std::vector<TensorRef> &in,
@@ -514,6 +517,7 @@ public:
     prim.execute(s, {{DNNL_ARG_DIFF_DST, dy},
                      {DNNL_ARG_SRC, x},
                      {DNNL_ARG_SCALE, scale},
+                     {DNNL_ARG_SHIFT, shift},
                      {DNNL_ARG_MEAN, mean},
                      {DNNL_ARG_VARIANCE, var},
                      {DNNL_ARG_DIFF_SRC, dx},
@@ -527,7 +531,7 @@ private:
   float eps;
   size_t numOutputs;
   dnnl::batch_normalization_backward prim;
-  memory dy, x, dx, scale, mean, var, dScale, dShift;
+  memory dy, x, dx, scale, shift, mean, var, dScale, dShift;
   std::vector<float> scratchScale, scratchShift;
 };
 
@@ -542,9 +546,8 @@ static std::unique_ptr<Kernel> createBatchNormGrad(const OpSpec &spec,
     error = nodeError(spec, "dY, X and dX must have the same shape");
     return nullptr;
   }
-  return guardCreate(spec, error, [&] {
-    return std::make_unique<BatchNormGradKernel>(spec);
-  });
+  return guardCreate(
+      spec, error, [&] { return std::make_unique<BatchNormGradKernel>(spec); });
 }
 
 //===----------------------------------------------------------------------===//
@@ -552,13 +555,12 @@ static std::unique_ptr<Kernel> createBatchNormGrad(const OpSpec &spec,
 //===----------------------------------------------------------------------===//
 
 static bool avgPoolGeom(const OpSpec &spec, const TensorDesc &x,
-                        const TensorDesc &y, Window &w,
-                        dnnl::algorithm &alg, std::string &error) {
+                        const TensorDesc &y, Window &w, dnnl::algorithm &alg,
+                        std::string &error) {
   if (x.rank() < 3 || x.rank() > 5 || y.rank() != x.rank() ||
       x.shape[0] != y.shape[0] || x.shape[1] != y.shape[1]) {
     error = nodeError(spec, "expects N, C, spatial tensors, got " +
-                                shapeStr(x.shape) + " -> " +
-                                shapeStr(y.shape));
+                                shapeStr(x.shape) + " -> " + shapeStr(y.shape));
     return false;
   }
   if (!spec.attrs.has("kernel_shape")) {
@@ -598,8 +600,8 @@ public:
          ymd = plainDesc(spec.outputs[0].shape);
     dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, xmd,
                                   ymd, w.strides, w.kernel, w.padL, w.padR);
-    prim = dnnl::pooling_forward(dnnl::pooling_forward::primitive_desc(
-        d, engine()));
+    prim = dnnl::pooling_forward(
+        dnnl::pooling_forward::primitive_desc(d, engine()));
     x = userMem(xmd);
     y = userMem(ymd);
   }
@@ -622,12 +624,11 @@ public:
       : CpuKernel(spec) {
     auto dymd = plainDesc(spec.inputs[0].shape),
          dxmd = plainDesc(spec.outputs[0].shape);
-    dnnl::pooling_forward::desc fd(dnnl::prop_kind::forward_training, alg,
-                                   dxmd, dymd, w.strides, w.kernel, w.padL,
-                                   w.padR);
+    dnnl::pooling_forward::desc fd(dnnl::prop_kind::forward_training, alg, dxmd,
+                                   dymd, w.strides, w.kernel, w.padL, w.padR);
     dnnl::pooling_forward::primitive_desc fpd(fd, engine());
-    dnnl::pooling_backward::desc d(alg, dxmd, dymd, w.strides, w.kernel,
-                                   w.padL, w.padR);
+    dnnl::pooling_backward::desc d(alg, dxmd, dymd, w.strides, w.kernel, w.padL,
+                                   w.padR);
     prim = dnnl::pooling_backward(
         dnnl::pooling_backward::primitive_desc(d, engine(), fpd));
     dy = userMem(dymd);
@@ -707,9 +708,8 @@ struct MatMul2D {
     bindMem(a, pa);
     bindMem(b, pb);
     bindMem(c, pc);
-    prim.execute(stream(), {{DNNL_ARG_SRC, a},
-                            {DNNL_ARG_WEIGHTS, b},
-                            {DNNL_ARG_DST, c}});
+    prim.execute(stream(),
+                 {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
     stream().wait();
   }
 };
@@ -732,9 +732,8 @@ static bool biasKind(const OpSpec &spec, const TensorDesc &c, int64_t m,
     kind = BiasKind::Full;
   else {
     error = nodeError(spec, "C of shape " + shapeStr(c.shape) +
-                                " does not broadcast to [" +
-                                std::to_string(m) + ", " + std::to_string(n) +
-                                "]");
+                                " does not broadcast to [" + std::to_string(m) +
+                                ", " + std::to_string(n) + "]");
     return false;
   }
   return true;
@@ -833,9 +832,8 @@ static std::unique_ptr<Kernel> createGemm(const OpSpec &spec,
   if (spec.inputs.size() == 3 &&
       !biasKind(spec, spec.inputs[2], g.m, g.n, kind, error))
     return nullptr;
-  return guardCreate(spec, error, [&] {
-    return std::make_unique<GemmKernel>(spec, g, kind);
-  });
+  return guardCreate(
+      spec, error, [&] { return std::make_unique<GemmKernel>(spec, g, kind); });
 }
 
 /// GemmGrad: dY, A, B -> dA, dB[, dC].
@@ -1013,13 +1011,13 @@ static std::unique_ptr<Kernel> createMatMul(const OpSpec &spec,
   yd[r - 2] = ad[r - 2];
   yd[r - 1] = bd[r - 1];
   if (ad[r - 1] != bd[r - 2] ||
-      spec.outputs[0].numel() !=
-          std::accumulate(yd.begin(), yd.end(), int64_t(1),
-                          std::multiplies<int64_t>())) {
-    error = nodeError(spec, "shapes do not multiply: " +
-                                shapeStr(spec.inputs[0].shape) + " x " +
-                                shapeStr(spec.inputs[1].shape) + " -> " +
-                                shapeStr(spec.outputs[0].shape));
+      spec.outputs[0].numel() != std::accumulate(yd.begin(), yd.end(),
+                                                 int64_t(1),
+                                                 std::multiplies<int64_t>())) {
+    error = nodeError(
+        spec, "shapes do not multiply: " + shapeStr(spec.inputs[0].shape) +
+                  " x " + shapeStr(spec.inputs[1].shape) + " -> " +
+                  shapeStr(spec.outputs[0].shape));
     return nullptr;
   }
   if (r > DNNL_MAX_NDIMS) {
@@ -1109,8 +1107,8 @@ public:
   EltwiseGradKernel(const OpSpec &spec, const EltwiseInfo &info)
       : CpuKernel(spec) {
     auto md = plainDesc({spec.inputs[0].numel()});
-    dnnl::eltwise_forward::desc fd(dnnl::prop_kind::forward_training,
-                                   info.bwd, md, info.alpha, info.beta);
+    dnnl::eltwise_forward::desc fd(dnnl::prop_kind::forward_training, info.bwd,
+                                   md, info.alpha, info.beta);
     dnnl::eltwise_forward::primitive_desc fpd(fd, engine());
     dnnl::eltwise_backward::desc d(info.bwd, md, md, info.alpha, info.beta);
     prim = dnnl::eltwise_backward(
@@ -1124,9 +1122,9 @@ public:
     bindMem(dy, in[0].data);
     bindMem(y, in[1].data);
     bindMem(dx, out[0].data);
-    prim.execute(stream(), {{DNNL_ARG_DIFF_DST, dy},
-                            {DNNL_ARG_DST, y},
-                            {DNNL_ARG_DIFF_SRC, dx}});
+    prim.execute(
+        stream(),
+        {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DST, y}, {DNNL_ARG_DIFF_SRC, dx}});
     stream().wait();
   }
 
@@ -1146,9 +1144,8 @@ static std::unique_ptr<Kernel> createEltwise(const OpSpec &spec,
     error = nodeError(spec, "X and Y must have the same size");
     return nullptr;
   }
-  return guardCreate(spec, error, [&] {
-    return std::make_unique<EltwiseKernel>(spec, info);
-  });
+  return guardCreate(
+      spec, error, [&] { return std::make_unique<EltwiseKernel>(spec, info); });
 }
 
 static std::unique_ptr<Kernel> createEltwiseGrad(const OpSpec &spec,
@@ -1185,8 +1182,8 @@ static bool softmaxAxis(const OpSpec &spec, const TensorDesc &x, int &axis,
   if (a < 0)
     a += r;
   if (r == 0 || a < 0 || a >= r) {
-    error = nodeError(spec, "axis " + std::to_string(spec.attrs.getInt(
-                                          "axis", -1)) +
+    error = nodeError(spec, "axis " +
+                                std::to_string(spec.attrs.getInt("axis", -1)) +
                                 " out of range for " + shapeStr(x.shape));
     return false;
   }
@@ -1234,8 +1231,8 @@ public:
           dnnl::logsoftmax_forward::desc(dnnl::prop_kind::forward_training, md,
                                          axis),
           engine());
-      prim = dnnl::logsoftmax_backward(
-          dnnl::logsoftmax_backward::primitive_desc(
+      prim =
+          dnnl::logsoftmax_backward(dnnl::logsoftmax_backward::primitive_desc(
               dnnl::logsoftmax_backward::desc(md, md, axis), engine(), fpd));
     } else {
       dnnl::softmax_forward::primitive_desc fpd(
@@ -1254,9 +1251,9 @@ public:
     bindMem(dy, in[0].data);
     bindMem(y, in[1].data);
     bindMem(dx, out[0].data);
-    prim.execute(stream(), {{DNNL_ARG_DIFF_DST, dy},
-                            {DNNL_ARG_DST, y},
-                            {DNNL_ARG_DIFF_SRC, dx}});
+    prim.execute(
+        stream(),
+        {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DST, y}, {DNNL_ARG_DIFF_SRC, dx}});
     stream().wait();
   }
 
@@ -1294,8 +1291,7 @@ static std::unique_ptr<Kernel> createSoftmax(const OpSpec &spec,
 
 class TransposeKernel final : public CpuKernel {
 public:
-  TransposeKernel(const OpSpec &spec, const std::vector<int64_t> &perm,
-                  dt type)
+  TransposeKernel(const OpSpec &spec, const std::vector<int64_t> &perm, dt type)
       : CpuKernel(spec) {
     const auto &xs = spec.inputs[0].shape;
     size_t r = xs.size();
@@ -1342,8 +1338,8 @@ static std::unique_ptr<Kernel> createTranspose(const OpSpec &spec,
     type = dt::s32;
     break;
   default:
-    error = nodeError(spec, std::string("element type ") +
-                                dtypeName(x.dtype) + " is not supported");
+    error = nodeError(spec, std::string("element type ") + dtypeName(x.dtype) +
+                                " is not supported");
     return nullptr;
   }
   if (!checkDType(spec, false, 0, x.dtype, error))
@@ -1372,8 +1368,7 @@ static std::unique_ptr<Kernel> createTranspose(const OpSpec &spec,
   for (size_t i = 0; i < r; ++i)
     ys[i] = x.shape[perm[i]];
   if (spec.outputs[0].shape != ys) {
-    error = nodeError(spec, "result shape " +
-                                shapeStr(spec.outputs[0].shape) +
+    error = nodeError(spec, "result shape " + shapeStr(spec.outputs[0].shape) +
                                 " is not the permuted " + shapeStr(ys));
     return nullptr;
   }
@@ -1395,9 +1390,9 @@ static std::unique_ptr<Kernel> createTranspose(const OpSpec &spec,
 /// Resolves kernel_shape/strides/dilations/pads/auto_pad of a window op
 /// against its input and output spatial shapes.
 bool resolveWindow(const OpSpec &spec, const std::vector<int64_t> &in,
-                          const std::vector<int64_t> &kernel,
-                          const std::vector<int64_t> &out, bool allowCeil,
-                          Window &w, std::string &error) {
+                   const std::vector<int64_t> &kernel,
+                   const std::vector<int64_t> &out, bool allowCeil, Window &w,
+                   std::string &error) {
   size_t sp = in.size();
   auto listAttr = [&](const char *name, int64_t dflt, size_t n,
                       std::vector<int64_t> &v) {
@@ -1454,14 +1449,13 @@ bool resolveWindow(const OpSpec &spec, const std::vector<int64_t> &in,
           (in[i] + pl + pr - extent + strides[i] - 1) / strides[i] + 1;
       if (!allowCeil || out[i] != ceilOut) {
         error = nodeError(
-            spec, "result spatial size " + std::to_string(out[i]) +
-                      " in dimension " + std::to_string(i) +
-                      " does not match the window (input " +
-                      std::to_string(in[i]) + ", extent " +
-                      std::to_string(extent) + ", stride " +
-                      std::to_string(strides[i]) + ", pads " +
-                      std::to_string(pl) + "/" + std::to_string(pr) +
-                      " give " + std::to_string(floorOut) + ")");
+            spec,
+            "result spatial size " + std::to_string(out[i]) + " in dimension " +
+                std::to_string(i) + " does not match the window (input " +
+                std::to_string(in[i]) + ", extent " + std::to_string(extent) +
+                ", stride " + std::to_string(strides[i]) + ", pads " +
+                std::to_string(pl) + "/" + std::to_string(pr) + " give " +
+                std::to_string(floorOut) + ")");
         return false;
       }
       pr = (out[i] - 1) * strides[i] + extent - in[i] - pl;
@@ -1489,8 +1483,8 @@ void registerDnnlKernels(KernelRegistry &r) {
   for (const char *op : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Exp",
                          "Sqrt", "Log", "Abs"})
     r[op] = createEltwise;
-  for (const char *op : {"ReluGrad", "LeakyReluGrad", "SigmoidGrad",
-                         "TanhGrad", "EluGrad"})
+  for (const char *op :
+       {"ReluGrad", "LeakyReluGrad", "SigmoidGrad", "TanhGrad", "EluGrad"})
     r[op] = createEltwiseGrad;
   for (const char *op :
        {"Softmax", "LogSoftmax", "SoftmaxGrad", "LogSoftmaxGrad",

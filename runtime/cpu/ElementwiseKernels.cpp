@@ -230,18 +230,18 @@ void binary(DType t, BinOp op, const BroadcastPlan &p, const void *a,
 bool checkBroadcastOperands(const OpSpec &spec, std::string &error) {
   const TensorDesc &y = spec.outputs[0];
   if (!isFloatOrInt(y.dtype)) {
-    error = nodeError(spec, std::string("element type ") +
-                                dtypeName(y.dtype) + " is not supported");
+    error = nodeError(spec, std::string("element type ") + dtypeName(y.dtype) +
+                                " is not supported");
     return false;
   }
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     if (!checkDType(spec, true, i, y.dtype, error))
       return false;
     if (!broadcastsTo(spec.inputs[i].shape, y.shape)) {
-      error = nodeError(spec, "operand " + std::to_string(i) + " of shape " +
-                                  shapeStr(spec.inputs[i].shape) +
-                                  " does not broadcast to " +
-                                  shapeStr(y.shape));
+      error =
+          nodeError(spec, "operand " + std::to_string(i) + " of shape " +
+                              shapeStr(spec.inputs[i].shape) +
+                              " does not broadcast to " + shapeStr(y.shape));
       return false;
     }
   }
@@ -511,8 +511,7 @@ std::unique_ptr<Kernel> createReduceSumTo(const OpSpec &spec,
       !checkAllF32(spec, {0}, {0}, error))
     return nullptr;
   if (!broadcastsTo(spec.outputs[0].shape, spec.inputs[0].shape)) {
-    error = nodeError(spec, "result shape " +
-                                shapeStr(spec.outputs[0].shape) +
+    error = nodeError(spec, "result shape " + shapeStr(spec.outputs[0].shape) +
                                 " does not broadcast to the operand's " +
                                 shapeStr(spec.inputs[0].shape));
     return nullptr;
@@ -545,10 +544,9 @@ std::unique_ptr<Kernel> createCopy(const OpSpec &spec, std::string &error) {
       !checkDType(spec, false, 0, spec.inputs[0].dtype, error))
     return nullptr;
   if (spec.inputs[0].numel() != spec.outputs[0].numel()) {
-    error = nodeError(spec, "operand " + shapeStr(spec.inputs[0].shape) +
-                                " and result " +
-                                shapeStr(spec.outputs[0].shape) +
-                                " differ in size");
+    error = nodeError(
+        spec, "operand " + shapeStr(spec.inputs[0].shape) + " and result " +
+                  shapeStr(spec.outputs[0].shape) + " differ in size");
     return nullptr;
   }
   return std::make_unique<CopyKernel>(spec);
@@ -564,11 +562,9 @@ bool normAxis(const OpSpec &spec, int64_t rank, int64_t dflt, int64_t &axis,
   if (axis < 0)
     axis += rank;
   if (axis < 0 || axis >= rank) {
-    error = nodeError(spec, "axis " +
-                                std::to_string(spec.attrs.getInt("axis",
-                                                                  dflt)) +
-                                " out of range for rank " +
-                                std::to_string(rank));
+    error = nodeError(
+        spec, "axis " + std::to_string(spec.attrs.getInt("axis", dflt)) +
+                  " out of range for rank " + std::to_string(rank));
     return false;
   }
   return true;
@@ -604,10 +600,10 @@ bool makeParts(const OpSpec &spec, const TensorDesc &whole,
     sum += d.shape[axis];
   }
   if (sum != whole.shape[axis]) {
-    error = nodeError(spec, "parts sum to " + std::to_string(sum) +
-                                " along axis " + std::to_string(axis) +
-                                ", expected " +
-                                std::to_string(whole.shape[axis]));
+    error =
+        nodeError(spec, "parts sum to " + std::to_string(sum) + " along axis " +
+                            std::to_string(axis) + ", expected " +
+                            std::to_string(whole.shape[axis]));
     return false;
   }
   for (int64_t k = 0; k < axis; ++k)
@@ -633,7 +629,8 @@ public:
     const int64_t nParts = int64_t(p.partBytes.size());
     const int64_t units = p.outer * nParts;
     char *whole = static_cast<char *>(split ? in[0].data : out[0].data);
-#pragma omp parallel for schedule(static) if (units > 1 && p.rowBytes * p.outer > (1 << 16))
+#pragma omp parallel for schedule(                                             \
+    static) if (units > 1 && p.rowBytes * p.outer > (1 << 16))
     for (int64_t u = 0; u < units; ++u) {
       int64_t o = u / nParts, i = u % nParts;
       char *w = whole + size_t(o) * p.rowBytes + p.partOffset[i];
@@ -720,8 +717,8 @@ public:
     scalarOperand(in, 1, ratio);
     scalarOperand(in, 2, training);
     if (ratio < 0 || ratio > 1)
-      fatal(nodeName, op, "ratio " + std::to_string(ratio) +
-                              " is outside [0, 1]");
+      fatal(nodeName, op,
+            "ratio " + std::to_string(ratio) + " is outside [0, 1]");
     const float *x = in[0].as<float>();
     float *y = out[0].as<float>();
     uint8_t *mask = out.size() > 1 ? out[1].as<uint8_t>() : nullptr;
@@ -890,9 +887,9 @@ public:
           ax += int64_t(r);
     }
     if (pads.size() != 2 * axes.size())
-      fatal(nodeName, op, "pads has " + std::to_string(pads.size()) +
-                              " values for " + std::to_string(axes.size()) +
-                              " axes");
+      fatal(nodeName, op,
+            "pads has " + std::to_string(pads.size()) + " values for " +
+                std::to_string(axes.size()) + " axes");
     std::vector<int64_t> begin(r, 0), end(r, 0);
     for (size_t i = 0; i < axes.size(); ++i) {
       if (axes[i] < 0 || axes[i] >= int64_t(r))
@@ -902,8 +899,8 @@ public:
     }
     for (size_t d = 0; d < r; ++d)
       if (inShape[d] + begin[d] + end[d] != outShape[d])
-        fatal(nodeName, op, "pads do not produce the result shape " +
-                                shapeStr(outShape));
+        fatal(nodeName, op,
+              "pads do not produce the result shape " + shapeStr(outShape));
     double v = attrValue;
     scalarOperand(in, 2, v);
     padCopy(in[0].as<float>(), inShape, out[0].as<float>(), outShape, begin,
@@ -922,8 +919,9 @@ std::unique_ptr<Kernel> createPad(const OpSpec &spec, std::string &error) {
     return nullptr;
   std::string mode = spec.attrs.getString("mode", "constant");
   if (mode != "constant") {
-    error = nodeError(spec, "mode '" + mode + "' is not supported (only "
-                                              "'constant')");
+    error = nodeError(spec, "mode '" + mode +
+                                "' is not supported (only "
+                                "'constant')");
     return nullptr;
   }
   if (spec.inputs[0].rank() != spec.outputs[0].rank()) {
@@ -989,8 +987,7 @@ bool maxPoolGeom(const OpSpec &spec, const TensorDesc &x, const TensorDesc &y,
   if ((x.rank() != 3 && x.rank() != 4) || y.rank() != x.rank() ||
       x.shape[0] != y.shape[0] || x.shape[1] != y.shape[1]) {
     error = nodeError(spec, "expects 1-D or 2-D pooling tensors, got " +
-                                shapeStr(x.shape) + " -> " +
-                                shapeStr(y.shape));
+                                shapeStr(x.shape) + " -> " + shapeStr(y.shape));
     return false;
   }
   if (spec.attrs.getInt("storage_order", 0) != 0) {
@@ -1009,8 +1006,8 @@ bool maxPoolGeom(const OpSpec &spec, const TensorDesc &x, const TensorDesc &y,
     return false;
   }
   Window w;
-  if (!resolveWindow(spec, in, k, out,
-                     spec.attrs.getInt("ceil_mode", 0) != 0, w, error))
+  if (!resolveWindow(spec, in, k, out, spec.attrs.getInt("ceil_mode", 0) != 0,
+                     w, error))
     return false;
   bool twoD = in.size() == 2;
   g.planes = x.shape[0] * x.shape[1];
@@ -1033,8 +1030,7 @@ bool maxPoolGeom(const OpSpec &spec, const TensorDesc &x, const TensorDesc &y,
 /// plane of X (PyTorch's convention).
 class MaxPoolKernel final : public CpuKernel {
 public:
-  MaxPoolKernel(const OpSpec &spec, const Pool2D &g)
-      : CpuKernel(spec), g(g) {}
+  MaxPoolKernel(const OpSpec &spec, const Pool2D &g) : CpuKernel(spec), g(g) {}
   void compute(const std::vector<TensorRef> &in,
                const std::vector<TensorRef> &out) override {
     const float *x = in[0].as<float>();
@@ -1101,8 +1097,7 @@ class MaxPoolGradKernel final : public CpuKernel {
 public:
   MaxPoolGradKernel(const OpSpec &spec, int64_t planes, int64_t inPlane,
                     int64_t outPlane)
-      : CpuKernel(spec), planes(planes), inPlane(inPlane),
-        outPlane(outPlane) {}
+      : CpuKernel(spec), planes(planes), inPlane(inPlane), outPlane(outPlane) {}
   void compute(const std::vector<TensorRef> &in,
                const std::vector<TensorRef> &out) override {
     const float *dy = in[0].as<float>();
@@ -1146,8 +1141,8 @@ std::unique_ptr<Kernel> createMaxPoolGrad(const OpSpec &spec,
     return nullptr;
   }
   int64_t planes = dx.shape[0] * dx.shape[1];
-  return std::make_unique<MaxPoolGradKernel>(
-      spec, planes, dx.numel() / planes, dy.numel() / planes);
+  return std::make_unique<MaxPoolGradKernel>(spec, planes, dx.numel() / planes,
+                                             dy.numel() / planes);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1198,14 +1193,14 @@ std::unique_ptr<Kernel> createGlobalAvgPool(const OpSpec &spec,
   const TensorDesc &y = grad ? spec.inputs[0] : spec.outputs[0];
   if (x.rank() < 3 || y.numel() != x.shape[0] * x.shape[1] ||
       y.rank() != x.rank()) {
-    error = nodeError(spec, "expects X [N, C, ...] and Y [N, C, 1, ...], got " +
-                                shapeStr(x.shape) + " and " +
-                                shapeStr(y.shape));
+    error =
+        nodeError(spec, "expects X [N, C, ...] and Y [N, C, 1, ...], got " +
+                            shapeStr(x.shape) + " and " + shapeStr(y.shape));
     return nullptr;
   }
   int64_t planes = x.shape[0] * x.shape[1];
-  return std::make_unique<GlobalAvgPoolKernel>(spec, planes,
-                                               x.numel() / planes, grad);
+  return std::make_unique<GlobalAvgPoolKernel>(spec, planes, x.numel() / planes,
+                                               grad);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1222,8 +1217,7 @@ public:
         attrMin(spec.attrs.getFloat("min",
                                     -std::numeric_limits<double>::infinity())),
         attrMax(spec.attrs.getFloat("max",
-                                    std::numeric_limits<double>::infinity())) {
-  }
+                                    std::numeric_limits<double>::infinity())) {}
   void compute(const std::vector<TensorRef> &in,
                const std::vector<TensorRef> &out) override {
     double lo = attrMin, hi = attrMax;
@@ -1365,9 +1359,10 @@ public:
       ++count;
     }
     if (badLabel >= 0)
-      fatal(nodeName, op, "label " + std::to_string(labelAt(in[1], badLabel)) +
-                              " at " + std::to_string(badLabel) +
-                              " is outside [0, " + std::to_string(p.c) + ")");
+      fatal(nodeName, op,
+            "label " + std::to_string(labelAt(in[1], badLabel)) + " at " +
+                std::to_string(badLabel) + " is outside [0, " +
+                std::to_string(p.c) + ")");
     if (p.reduction == Reduction::None) {
       std::copy(rowLoss.begin(), rowLoss.end(), loss);
       return;
@@ -1400,8 +1395,7 @@ std::unique_ptr<Kernel> createSce(const OpSpec &spec, std::string &error) {
                                 " element(s) and log_prob the scores' shape");
     return nullptr;
   }
-  return std::make_unique<SceKernel>(spec, g,
-                                     spec.outputs.size() > 1);
+  return std::make_unique<SceKernel>(spec, g, spec.outputs.size() > 1);
 }
 
 /// dLoss, log_prob, labels -> dScores = (softmax - onehot) * dLoss / count.
@@ -1476,15 +1470,14 @@ private:
   std::vector<char> bytes;
 };
 
-std::unique_ptr<Kernel> createConstant(const OpSpec &spec,
-                                       std::string &error) {
+std::unique_ptr<Kernel> createConstant(const OpSpec &spec, std::string &error) {
   if (!checkArity(spec, 0, 0, 1, 1, error))
     return nullptr;
   const TensorDesc &y = spec.outputs[0];
   std::vector<double> vals;
   const AttrValue *v = nullptr;
-  for (const char *name : {"value", "value_float", "value_floats",
-                           "value_int", "value_ints"}) {
+  for (const char *name :
+       {"value", "value_float", "value_floats", "value_int", "value_ints"}) {
     auto it = spec.attrs.all().find(name);
     if (it != spec.attrs.all().end()) {
       v = &it->second;

@@ -1,3 +1,565 @@
+//===- KernelTests.cpp - CPU kernels against PyTorch ----------------------===//
+//
+// Every forward and backward kernel of the cpu backend is compared with
+// PyTorch: scripts/kernel_reference.py writes random inputs and torch's
+// results (float64 math on the float32 inputs) into a temp directory at test
+// time, one group of cases per test. A result passes when its largest error
+// is within 1e-4 of the reference's largest magnitude; integer results
+// (MaxPool indices) must match exactly. Dropout, which torch cannot
+// reproduce bit for bit, is checked for its statistics and for consistency
+// between its forward and backward kernels; malformed nodes must be refused
+// with errors that name them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "oasr/Config.h"
 #include "oasr/Runtime/Kernel.h"
+
 #include <gtest/gtest.h>
-TEST(Kernels, Smoke) { EXPECT_TRUE(oasr::rt::createCpuBackend() != nullptr); }
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+using namespace oasr::rt;
+
+namespace {
+
+constexpr double kTolerance = 1e-4;
+
+struct RefTensor {
+  TensorDesc desc;
+  std::string file; // "-" when not compared
+  bool used = true;
+};
+
+struct RefCase {
+  std::string name, op;
+  AttrMap attrs;
+  uint64_t seed = 0;
+  std::vector<RefTensor> ins, outs;
+};
+
+DType parseDType(const std::string &s) {
+  if (s == "f32")
+    return DType::F32;
+  if (s == "i64")
+    return DType::I64;
+  if (s == "i1")
+    return DType::Bool;
+  ADD_FAILURE() << "unknown dtype " << s;
+  return DType::F32;
+}
+
+RefTensor parseTensor(std::istringstream &is) {
+  RefTensor t;
+  std::string dtype;
+  size_t rank = 0;
+  is >> dtype >> t.file >> rank;
+  t.desc.dtype = parseDType(dtype);
+  t.desc.shape.resize(rank);
+  for (auto &d : t.desc.shape)
+    is >> d;
+  std::string flag;
+  if (is >> flag)
+    t.used = flag != "unused";
+  return t;
+}
+
+std::vector<RefCase> parseManifest(const std::string &path) {
+  std::vector<RefCase> cases;
+  std::ifstream f(path);
+  std::string line;
+  RefCase cur;
+  while (std::getline(f, line)) {
+    std::istringstream is(line);
+    std::string kw;
+    is >> kw;
+    if (kw == "case") {
+      cur = RefCase();
+      is >> cur.name >> cur.op;
+    } else if (kw == "attr") {
+      std::string name, kind;
+      is >> name >> kind;
+      if (kind == "int") {
+        int64_t v;
+        is >> v;
+        cur.attrs.set(name, v);
+      } else if (kind == "float") {
+        double v;
+        is >> v;
+        cur.attrs.set(name, v);
+      } else if (kind == "str") {
+        std::string v;
+        is >> v;
+        cur.attrs.set(name, v);
+      } else if (kind == "ints") {
+        size_t n;
+        is >> n;
+        std::vector<int64_t> v(n);
+        for (auto &x : v)
+          is >> x;
+        cur.attrs.set(name, v);
+      } else if (kind == "floats") {
+        size_t n;
+        is >> n;
+        std::vector<double> v(n);
+        for (auto &x : v)
+          is >> x;
+        cur.attrs.set(name, v);
+      }
+    } else if (kw == "seed") {
+      is >> cur.seed;
+    } else if (kw == "in") {
+      cur.ins.push_back(parseTensor(is));
+    } else if (kw == "out") {
+      cur.outs.push_back(parseTensor(is));
+    } else if (kw == "end") {
+      cases.push_back(cur);
+    }
+  }
+  return cases;
+}
+
+std::vector<char> readFile(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<char>(std::istreambuf_iterator<char>(f), {});
+}
+
+/// A buffer from the backend's allocator.
+struct Buffer {
+  KernelBackend *backend = nullptr;
+  void *data = nullptr;
+  size_t bytes = 0;
+  Buffer(KernelBackend &b, size_t n) : backend(&b), bytes(n) {
+    data = b.allocate(n);
+  }
+  Buffer(Buffer &&o) noexcept
+      : backend(o.backend), data(o.data), bytes(o.bytes) {
+    o.data = nullptr;
+  }
+  Buffer(const Buffer &) = delete;
+  ~Buffer() {
+    if (data)
+      backend->deallocate(data);
+  }
+};
+
+class KernelsVsTorch : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    backend = createCpuBackend();
+    backend->setNumThreads(2);
+  }
+  static void TearDownTestSuite() { backend.reset(); }
+
+  /// Generates group `group` with PyTorch and checks every case in it.
+  void checkGroup(const std::string &group) {
+    std::string dir = ::testing::TempDir() + "oasr-kernels-" + group + "-" +
+                      std::to_string(::getpid());
+    std::string cmd = std::string(OASR_PYTHON) +
+                      " " OASR_SOURCE_DIR
+                      "/scripts/kernel_reference.py --out " +
+                      dir + " --group " + group;
+    int rc = std::system(cmd.c_str());
+    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77) {
+      GTEST_SKIP() << "PyTorch is not available to " << OASR_PYTHON;
+    }
+    ASSERT_EQ(rc, 0) << "reference generation failed: " << cmd;
+    std::vector<RefCase> cases = parseManifest(dir + "/manifest.txt");
+    ASSERT_FALSE(cases.empty());
+    for (const RefCase &c : cases)
+      runCase(c, dir);
+    std::system(("rm -rf " + dir).c_str());
+  }
+
+  void runCase(const RefCase &c, const std::string &dir) {
+    SCOPED_TRACE("case " + c.name + " (" + c.op + ")");
+    OpSpec spec;
+    spec.opType = c.op;
+    spec.name = "/test/" + c.name;
+    spec.attrs = c.attrs;
+    spec.seed = c.seed;
+    for (const auto &t : c.ins)
+      spec.inputs.push_back(t.desc);
+    for (const auto &t : c.outs) {
+      spec.outputs.push_back(t.desc);
+      spec.outputUsed.push_back(t.used);
+    }
+    std::string error;
+    std::unique_ptr<Kernel> k = backend->create(spec, error);
+    ASSERT_TRUE(k) << error;
+
+    std::vector<Buffer> inBufs, outBufs;
+    std::vector<TensorRef> ins, outs;
+    for (const auto &t : c.ins) {
+      std::vector<char> bytes = readFile(dir + "/" + t.file);
+      ASSERT_EQ(bytes.size(), t.desc.bytes()) << t.file;
+      inBufs.emplace_back(*backend, bytes.size());
+      backend->copyToDevice(inBufs.back().data, bytes.data(), bytes.size());
+      ins.push_back({inBufs.back().data, t.desc});
+    }
+    for (const auto &t : c.outs) {
+      outBufs.emplace_back(*backend, t.desc.bytes());
+      outs.push_back({outBufs.back().data, t.desc});
+    }
+    // Run twice on garbage-filled results: kernels are built once and run
+    // every step, and must write every element they own.
+    for (int rep = 0; rep < 2; ++rep) {
+      for (auto &b : outBufs)
+        std::memset(b.data, 0xff, b.bytes);
+      k->run(ins, outs);
+    }
+    for (size_t i = 0; i < c.outs.size(); ++i) {
+      const RefTensor &t = c.outs[i];
+      if (t.file == "-")
+        continue;
+      std::vector<char> ref = readFile(dir + "/" + t.file);
+      ASSERT_EQ(ref.size(), t.desc.bytes()) << t.file;
+      compare(c.name + ".out" + std::to_string(i), t.desc, outBufs[i].data,
+              ref.data());
+    }
+  }
+
+  static void compare(const std::string &what, const TensorDesc &d,
+                      const void *got, const void *ref) {
+    if (d.dtype != DType::F32) {
+      EXPECT_EQ(std::memcmp(got, ref, d.bytes()), 0)
+          << what << ": integer result differs";
+      return;
+    }
+    const float *g = static_cast<const float *>(got);
+    const float *r = static_cast<const float *>(ref);
+    double maxRef = 0, maxErr = 0;
+    int64_t worst = 0;
+    for (int64_t i = 0; i < d.numel(); ++i) {
+      maxRef = std::max(maxRef, std::fabs(double(r[i])));
+      double e = std::fabs(double(g[i]) - double(r[i]));
+      if (!(e <= maxErr)) { // NaN counts as the worst
+        maxErr = std::isnan(e) ? INFINITY : e;
+        worst = i;
+      }
+    }
+    double scale = std::max(maxRef, 1e-6);
+    std::printf("  %-28s max|ref| %-10.4g rel.err %.2e\n", what.c_str(), maxRef,
+                maxErr / scale);
+    EXPECT_LE(maxErr, kTolerance * scale)
+        << what << ": element " << worst << " is " << g[worst]
+        << ", torch says " << r[worst] << " (max |ref| " << maxRef << ")";
+  }
+
+  static std::unique_ptr<KernelBackend> backend;
+};
+
+std::unique_ptr<KernelBackend> KernelsVsTorch::backend;
+
+TEST_F(KernelsVsTorch, Conv) { checkGroup("conv"); }
+TEST_F(KernelsVsTorch, BatchNorm) { checkGroup("bn"); }
+TEST_F(KernelsVsTorch, Eltwise) { checkGroup("eltwise"); }
+TEST_F(KernelsVsTorch, Pool) { checkGroup("pool"); }
+TEST_F(KernelsVsTorch, Gemm) { checkGroup("gemm"); }
+TEST_F(KernelsVsTorch, MatMulTranspose) { checkGroup("matmul"); }
+TEST_F(KernelsVsTorch, LossSoftmax) { checkGroup("loss"); }
+TEST_F(KernelsVsTorch, ShapeOps) { checkGroup("shape"); }
+TEST_F(KernelsVsTorch, BroadcastArith) { checkGroup("arith"); }
+
+//===----------------------------------------------------------------------===//
+// Dropout: statistics, reproducibility, forward/backward consistency
+//===----------------------------------------------------------------------===//
+
+struct DropoutRig {
+  std::unique_ptr<KernelBackend> backend = createCpuBackend();
+  int64_t n = 200000;
+  std::vector<float> x, y;
+  std::vector<uint8_t> mask;
+  float ratio = 0.3f;
+  uint8_t training = 1;
+
+  DropoutRig() : x(n), y(n), mask(n) {
+    for (int64_t i = 0; i < n; ++i)
+      x[i] = float(std::sin(0.37 * double(i)) + 1.5);
+  }
+  OpSpec spec(uint64_t seed) const {
+    OpSpec s;
+    s.opType = "Dropout";
+    s.name = "/drop";
+    s.seed = seed;
+    s.inputs = {{DType::F32, {n}}, {DType::F32, {}}, {DType::Bool, {}}};
+    s.outputs = {{DType::F32, {n}}, {DType::Bool, {n}}};
+    return s;
+  }
+  std::unique_ptr<Kernel> make(uint64_t seed) {
+    std::string err;
+    auto k = backend->create(spec(seed), err);
+    EXPECT_TRUE(k) << err;
+    return k;
+  }
+  void run(Kernel &k) {
+    k.run({{x.data(), {DType::F32, {n}}},
+           {&ratio, {DType::F32, {}}},
+           {&training, {DType::Bool, {}}}},
+          {{y.data(), {DType::F32, {n}}}, {mask.data(), {DType::Bool, {n}}}});
+  }
+};
+
+TEST(Dropout, MaskStatisticsAndScaling) {
+  DropoutRig r;
+  r.backend->setNumThreads(2);
+  auto k = r.make(42);
+  r.run(*k);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < r.n; ++i) {
+    ASSERT_TRUE(r.mask[i] == 0 || r.mask[i] == 1);
+    kept += r.mask[i];
+    float want = r.mask[i] ? r.x[i] * float(1.0 / (1.0 - r.ratio)) : 0.0f;
+    ASSERT_FLOAT_EQ(r.y[i], want) << i;
+  }
+  double p = double(kept) / double(r.n), q = 1.0 - r.ratio;
+  double sigma = std::sqrt(q * (1 - q) / double(r.n));
+  EXPECT_NEAR(p, q, 5 * sigma);
+  // Neighbouring elements are independent: P(both kept) ~ q^2.
+  int64_t pairs = 0;
+  for (int64_t i = 0; i + 1 < r.n; i += 2)
+    pairs += r.mask[i] && r.mask[i + 1];
+  double pq = q * q;
+  EXPECT_NEAR(double(pairs) / double(r.n / 2), pq,
+              5 * std::sqrt(pq * (1 - pq) / double(r.n / 2)));
+}
+
+TEST(Dropout, NewMaskEachStepReproducibleAcrossRunsAndThreads) {
+  DropoutRig r;
+  r.backend->setNumThreads(2);
+  auto k1 = r.make(7);
+  r.run(*k1);
+  std::vector<uint8_t> step0 = r.mask;
+  r.run(*k1);
+  std::vector<uint8_t> step1 = r.mask;
+  int64_t differ = 0;
+  for (int64_t i = 0; i < r.n; ++i)
+    differ += step0[i] != step1[i];
+  // Independent masks differ with probability 2 q (1 - q) = 0.42.
+  EXPECT_NEAR(double(differ) / double(r.n), 0.42, 0.02);
+
+  // Same seed, one thread: the same sequence of masks.
+  r.backend->setNumThreads(1);
+  auto k2 = r.make(7);
+  r.run(*k2);
+  EXPECT_EQ(r.mask, step0);
+  r.run(*k2);
+  EXPECT_EQ(r.mask, step1);
+
+  // Another seed: another mask.
+  auto k3 = r.make(8);
+  r.run(*k3);
+  EXPECT_NE(r.mask, step0);
+}
+
+TEST(Dropout, InferenceIsIdentity) {
+  DropoutRig r;
+  r.training = 0;
+  auto k = r.make(1);
+  r.run(*k);
+  EXPECT_EQ(r.y, r.x);
+  for (uint8_t m : r.mask)
+    ASSERT_EQ(m, 1);
+}
+
+TEST(Dropout, GradMatchesForward) {
+  // Y = X * mask / (1 - ratio) is linear in X, so its gradient must satisfy
+  // <dY, Y> = <dX, X> for any dY, and dX must vanish where the mask is 0.
+  DropoutRig r;
+  auto k = r.make(3);
+  r.run(*k);
+  OpSpec g;
+  g.opType = "DropoutGrad";
+  g.name = "/drop_grad";
+  g.attrs.set("ratio", double(r.ratio));
+  g.inputs = {{DType::F32, {r.n}}, {DType::Bool, {r.n}}};
+  g.outputs = {{DType::F32, {r.n}}};
+  std::string err;
+  auto kg = r.backend->create(g, err);
+  ASSERT_TRUE(kg) << err;
+  std::vector<float> dy(r.n), dx(r.n);
+  for (int64_t i = 0; i < r.n; ++i)
+    dy[i] = float(std::cos(0.11 * double(i)));
+  kg->run({{dy.data(), g.inputs[0]}, {r.mask.data(), g.inputs[1]}},
+          {{dx.data(), g.outputs[0]}});
+  double lhs = 0, rhs = 0;
+  for (int64_t i = 0; i < r.n; ++i) {
+    lhs += double(dy[i]) * r.y[i];
+    rhs += double(dx[i]) * r.x[i];
+    if (!r.mask[i]) {
+      ASSERT_EQ(dx[i], 0.0f);
+    }
+  }
+  EXPECT_NEAR(lhs, rhs, 1e-5 * std::fabs(lhs));
+}
+
+//===----------------------------------------------------------------------===//
+// Malformed nodes are refused with errors naming them
+//===----------------------------------------------------------------------===//
+
+class BadSpec : public ::testing::Test {
+protected:
+  std::unique_ptr<KernelBackend> backend = createCpuBackend();
+
+  /// Expects create() to fail with an error naming the node and containing
+  /// `fragment`.
+  void expectError(const OpSpec &spec, const std::string &fragment) {
+    std::string err;
+    auto k = backend->create(spec, err);
+    EXPECT_FALSE(k);
+    EXPECT_NE(err.find("'" + spec.name + "'"), std::string::npos) << err;
+    EXPECT_NE(err.find(spec.opType), std::string::npos) << err;
+    EXPECT_NE(err.find(fragment), std::string::npos) << err;
+  }
+  static OpSpec conv() {
+    OpSpec s;
+    s.opType = "Conv";
+    s.name = "/layer1/conv";
+    s.attrs.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+    s.inputs = {{DType::F32, {2, 3, 8, 8}}, {DType::F32, {4, 3, 3, 3}}};
+    s.outputs = {{DType::F32, {2, 4, 8, 8}}};
+    return s;
+  }
+};
+
+TEST_F(BadSpec, ValidConvIsAccepted) {
+  std::string err;
+  EXPECT_TRUE(backend->create(conv(), err)) << err;
+}
+
+TEST_F(BadSpec, UnsupportedOp) {
+  OpSpec s;
+  s.opType = "NonMaxSuppression";
+  s.name = "/postprocess/nms";
+  s.inputs = {{DType::F32, {1, 4}}};
+  s.outputs = {{DType::I64, {1, 3}}};
+  expectError(s, "not supported by the cpu backend");
+}
+
+TEST_F(BadSpec, WrongOperandCount) {
+  OpSpec s = conv();
+  s.inputs.resize(1);
+  expectError(s, "expects 2..3 operands, got 1");
+  OpSpec r;
+  r.opType = "Relu";
+  r.name = "/relu";
+  r.inputs = {{DType::F32, {4}}, {DType::F32, {4}}};
+  r.outputs = {{DType::F32, {4}}};
+  expectError(r, "expects 1 operands, got 2");
+}
+
+TEST_F(BadSpec, WrongResultCount) {
+  OpSpec s = conv();
+  s.name = "/convgrad";
+  s.opType = "ConvGrad";
+  s.inputs = {{DType::F32, {2, 4, 8, 8}}, s.inputs[0], s.inputs[1]};
+  s.outputs = {s.inputs[1]};
+  expectError(s, "expects 2..3 results, got 1");
+}
+
+TEST_F(BadSpec, UnsupportedDType) {
+  OpSpec s = conv();
+  s.inputs[0].dtype = DType::F16;
+  expectError(s, "operand 0 has element type f16, expected f32");
+}
+
+TEST_F(BadSpec, UnsupportedAttributes) {
+  OpSpec s = conv();
+  s.attrs.set("auto_pad", std::string("SAME_SIDEWAYS"));
+  expectError(s, "auto_pad 'SAME_SIDEWAYS' is not supported");
+
+  OpSpec p;
+  p.opType = "Pad";
+  p.name = "/pad";
+  p.attrs.set("mode", std::string("reflect"));
+  p.attrs.set("pads", std::vector<int64_t>{1, 1});
+  p.inputs = {{DType::F32, {4}}};
+  p.outputs = {{DType::F32, {6}}};
+  expectError(p, "mode 'reflect' is not supported");
+
+  OpSpec m;
+  m.opType = "MaxPool";
+  m.name = "/pool";
+  m.attrs.set("kernel_shape", std::vector<int64_t>{2, 2});
+  m.attrs.set("storage_order", int64_t(1));
+  m.inputs = {{DType::F32, {1, 1, 4, 4}}};
+  m.outputs = {{DType::F32, {1, 1, 3, 3}}};
+  expectError(m, "storage_order = 1 is not supported");
+}
+
+TEST_F(BadSpec, InconsistentShapes) {
+  OpSpec s = conv();
+  s.outputs[0].shape = {2, 4, 7, 7};
+  expectError(s, "does not match the window");
+  OpSpec g = conv();
+  g.attrs.set("group", int64_t(2));
+  expectError(g, "inconsistent channels");
+  OpSpec a;
+  a.opType = "Add";
+  a.name = "/add";
+  a.inputs = {{DType::F32, {3, 4}}, {DType::F32, {5}}};
+  a.outputs = {{DType::F32, {3, 4}}};
+  expectError(a, "does not broadcast");
+}
+
+//===----------------------------------------------------------------------===//
+// Interface pieces
+//===----------------------------------------------------------------------===//
+
+TEST(KernelInterface, AttrMapAndDTypes) {
+  AttrMap m;
+  m.set("i", int64_t(3));
+  m.set("f", 0.5);
+  m.set("s", std::string("mean"));
+  m.set("is", std::vector<int64_t>{1, 2});
+  EXPECT_EQ(m.getInt("i"), 3);
+  EXPECT_EQ(m.getInt("missing", 7), 7);
+  EXPECT_EQ(m.getFloat("f"), 0.5);
+  EXPECT_EQ(m.getFloat("i"), 3.0);
+  EXPECT_EQ(m.getString("s"), "mean");
+  EXPECT_EQ(m.getString("i", "x"), "x");
+  EXPECT_EQ(m.getInts("is"), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(m.getInts("i"), (std::vector<int64_t>{3}));
+  EXPECT_EQ(dtypeSize(DType::F32), 4u);
+  EXPECT_EQ(dtypeSize(DType::I64), 8u);
+  EXPECT_EQ(dtypeSize(DType::Bool), 1u);
+  EXPECT_STREQ(dtypeName(DType::F16), "f16");
+  EXPECT_STREQ(dtypeName(DType::Bool), "i1");
+}
+
+TEST(KernelInterface, ConstantAndAliasedViews) {
+  auto backend = createCpuBackend();
+  OpSpec c;
+  c.opType = "Constant";
+  c.name = "/const";
+  c.attrs.set("value", std::vector<int64_t>{4, -1});
+  c.outputs = {{DType::I64, {2}}};
+  std::string err;
+  auto k = backend->create(c, err);
+  ASSERT_TRUE(k) << err;
+  int64_t out[2] = {0, 0};
+  k->run({}, {{out, c.outputs[0]}});
+  EXPECT_EQ(out[0], 4);
+  EXPECT_EQ(out[1], -1);
+
+  // A view the executor aliased (result buffer == operand buffer) is a no-op.
+  OpSpec r;
+  r.opType = "Reshape";
+  r.name = "/reshape";
+  r.inputs = {{DType::F32, {2, 3}}, {DType::I64, {1}}};
+  r.outputs = {{DType::F32, {6}}};
+  auto kr = backend->create(r, err);
+  ASSERT_TRUE(kr) << err;
+  float buf[6] = {1, 2, 3, 4, 5, 6};
+  int64_t shape[1] = {6};
+  kr->run({{buf, r.inputs[0]}, {shape, r.inputs[1]}}, {{buf, r.outputs[0]}});
+  EXPECT_EQ(buf[5], 6.0f);
+}
+
+} // namespace

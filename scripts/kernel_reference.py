@@ -1,0 +1,498 @@
+#!/usr/bin/env python3
+# ===- kernel_reference.py - PyTorch reference results for the kernel tests -===#
+#
+# Writes random inputs and PyTorch's results (forward values and autograd
+# gradients, computed in float64 from the float32 inputs) for the cpu kernel
+# tests (test/unit/Kernels/KernelTests.cpp) into a directory:
+#
+#   <out>/manifest.txt   one block per case (format below)
+#   <out>/<case>.<k>.bin raw little-endian tensors (f32, i64, bool as u8)
+#
+#   case <name> <op type>
+#   attr <name> int|float|str <value> | ints|floats <n> <values...>
+#   seed <n>
+#   in  <dtype> <file> <rank> <dims...>
+#   out <dtype> <file or -> <rank> <dims...> [unused]
+#   end
+#
+# An output whose file is "-" is not compared. Nothing generated here is
+# committed; the tests run this script at test time.
+#
+# Usage: kernel_reference.py --out DIR [--group G ...] [--list]
+# ===------------------------------------------------------------------------===#
+
+import argparse
+import os
+import sys
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:  # the test skips on 77
+    print(f"kernel_reference.py: {e}", file=sys.stderr)
+    sys.exit(77)
+
+DT = {
+    torch.float32: "f32",
+    torch.float64: "f32",
+    torch.int64: "i64",
+    torch.bool: "i1",
+}
+
+GROUPS = {}
+
+
+def group(name):
+    def deco(fn):
+        GROUPS[name] = fn
+        return fn
+
+    return deco
+
+
+class Case:
+    def __init__(self, name, op, attrs=None, seed=0):
+        self.name, self.op = name, op
+        self.attrs = attrs or {}
+        self.seed = seed
+        self.inputs = []  # tensors
+        self.outputs = []  # (tensor or (dtype, shape), compare, used)
+
+    def inp(self, *ts):
+        self.inputs += ts
+        return self
+
+    def out(self, *ts, compare=True, used=True):
+        for t in ts:
+            self.outputs.append((t, compare, used))
+        return self
+
+
+def rnd(*shape, lo=-1.0, hi=1.0):
+    """float32 random values, returned as float64 for exact references."""
+    t = torch.rand(tuple(shape), dtype=torch.float32) * (hi - lo) + lo
+    return t.double()
+
+
+def f64(t):
+    return t.detach().double()
+
+
+def write_tensor(path, t):
+    t = t.detach()
+    if t.dtype == torch.bool:
+        a = t.numpy().astype(np.uint8)
+    elif t.dtype == torch.int64:
+        a = t.numpy().astype("<i8")
+    else:
+        a = t.numpy().astype("<f4")
+    a.tofile(path)
+
+
+def fmt_attr(name, v):
+    if isinstance(v, bool) or isinstance(v, int):
+        return f"attr {name} int {int(v)}"
+    if isinstance(v, float):
+        return f"attr {name} float {v!r}"
+    if isinstance(v, str):
+        return f"attr {name} str {v}"
+    if isinstance(v, (list, tuple)):
+        if all(isinstance(x, int) for x in v):
+            return f"attr {name} ints {len(v)} " + " ".join(map(str, v))
+        return f"attr {name} floats {len(v)} " + " ".join(repr(float(x)) for x in v)
+    raise TypeError(f"attribute {name}: {v!r}")
+
+
+def desc(t):
+    if isinstance(t, tuple):
+        dtype, shape = t
+    else:
+        dtype, shape = DT[t.dtype], list(t.shape)
+    return f"{dtype} {{}} {len(shape)} " + " ".join(map(str, shape))
+
+
+def write_cases(out_dir, cases, manifest):
+    for c in cases:
+        manifest.append(f"case {c.name} {c.op}")
+        for k, v in c.attrs.items():
+            manifest.append(fmt_attr(k, v))
+        manifest.append(f"seed {c.seed}")
+        for i, t in enumerate(c.inputs):
+            fname = f"{c.name}.in{i}.bin"
+            write_tensor(os.path.join(out_dir, fname), t)
+            manifest.append("in " + desc(t).format(fname))
+        for i, (t, compare, used) in enumerate(c.outputs):
+            fname = "-"
+            if compare:
+                fname = f"{c.name}.out{i}.bin"
+                write_tensor(os.path.join(out_dir, fname), t)
+            manifest.append("out " + desc(t).format(fname) + ("" if used else " unused"))
+        manifest.append("end")
+
+
+def grad_of(fn, inputs, dy):
+    """Gradients of sum(fn(*inputs) * dy) w.r.t. every input."""
+    ins = [x.clone().requires_grad_(True) for x in inputs]
+    y = fn(*ins)
+    y.backward(dy)
+    return [f64(x.grad) for x in ins]
+
+
+# ---------------------------------------------------------------- conv ----
+
+
+def conv_cases(name, xs, ws, bias, stride=1, pad=0, dil=1, group=1, auto_pad=None):
+    x, w = rnd(*xs), rnd(*ws)
+    b = rnd(ws[0]) if bias else None
+    attrs = {"strides": [stride] * 2, "dilations": [dil] * 2, "group": group}
+    tpad = pad
+    if auto_pad:
+        attrs["auto_pad"] = auto_pad
+        tpad = 0
+        pl = []
+        for i in (2, 3):
+            o = -(-xs[i] // stride)
+            total = max(0, (o - 1) * stride + (ws[i] - 1) * dil + 1 - xs[i])
+            lo = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+            pl.append((lo, total - lo))
+        fpad = (pl[1][0], pl[1][1], pl[0][0], pl[0][1])
+    else:
+        attrs["pads"] = [pad] * 4
+        fpad = None
+
+    def fn(x, w, *b):
+        if fpad:
+            x = F.pad(x, fpad)
+        return F.conv2d(x, w, b[0] if b else None, stride, tpad, dil, group)
+
+    ins = [x, w] + ([b] if bias else [])
+    y = fn(*ins)
+    fwd = Case(name, "Conv", attrs).inp(*ins).out(f64(y))
+    dy = rnd(*y.shape)
+    grads = grad_of(fn, ins, dy)
+    bwd = Case(name + "_grad", "ConvGrad", attrs).inp(dy, x, w).out(*grads)
+    return [fwd, bwd]
+
+
+@group("conv")
+def g_conv():
+    cs = []
+    cs += conv_cases("conv_pad1", (2, 3, 9, 9), (4, 3, 3, 3), False, pad=1)
+    cs += conv_cases("conv_s2_bias", (2, 8, 15, 15), (16, 8, 3, 3), True, stride=2, pad=1)
+    cs += conv_cases("conv_stem7x7", (2, 3, 32, 32), (16, 3, 7, 7), False, stride=2, pad=3)
+    cs += conv_cases("conv_1x1_s2", (2, 16, 8, 8), (32, 16, 1, 1), True, stride=2)
+    cs += conv_cases("conv_groups_dil", (2, 8, 10, 10), (8, 2, 3, 3), True, pad=2, dil=2, group=4)
+    cs += conv_cases("conv_depthwise", (2, 8, 9, 9), (8, 1, 3, 3), False, pad=1, group=8)
+    cs += conv_cases("conv_same_upper", (1, 4, 7, 7), (4, 4, 3, 3), True, stride=2, auto_pad="SAME_UPPER")
+    cs += conv_cases("conv_wide", (2, 32, 14, 14), (64, 32, 3, 3), True, pad=1)
+    # ConvGrad whose dX nobody reads (the first convolution).
+    c = conv_cases("conv_nodx", (2, 3, 8, 8), (4, 3, 3, 3), True, pad=1)[1]
+    c.outputs[0] = (c.outputs[0][0], False, False)
+    cs.append(c)
+    return cs
+
+
+# ------------------------------------------------------------ batchnorm ----
+
+
+def bn_cases(name, xs, momentum=0.9, eps=1e-5):
+    c = xs[1]
+    x, scale, bias = rnd(*xs, lo=-2, hi=3), rnd(c, lo=0.5, hi=1.5), rnd(c)
+    mean, var = rnd(c), rnd(c, lo=0.5, hi=2.0)
+    attrs = {"epsilon": eps, "momentum": momentum, "training_mode": 1}
+    rm, rv = mean.clone(), var.clone()
+    y = F.batch_norm(x, rm, rv, scale, bias, training=True, momentum=1 - momentum, eps=eps)
+    dims = [0] + list(range(2, len(xs)))
+    saved_mean = x.mean(dim=dims)
+    saved_inv = 1.0 / torch.sqrt(x.var(dim=dims, unbiased=False) + eps)
+    fwd = Case(name, "BatchNormalization", attrs).inp(x, scale, bias, mean, var)
+    fwd.out(f64(y), f64(rm), f64(rv), f64(saved_mean), f64(saved_inv))
+
+    dy = rnd(*xs)
+
+    def fn(x, s, b):
+        return F.batch_norm(x, None, None, s, b, training=True, eps=eps)
+
+    dx, ds, db = grad_of(fn, [x, scale, bias], dy)
+    bwd = Case(name + "_grad", "BatchNormalizationGrad", {"epsilon": eps})
+    bwd.inp(dy, x, scale, saved_mean, saved_inv).out(dx, ds, db)
+
+    inf = Case(name + "_infer", "BatchNormalization", {"epsilon": eps, "momentum": momentum, "training_mode": 0})
+    yi = F.batch_norm(x, mean.clone(), var.clone(), scale, bias, training=False, eps=eps)
+    inf.inp(x, scale, bias, mean, var).out(f64(yi))
+    return [fwd, bwd, inf]
+
+
+@group("bn")
+def g_bn():
+    return bn_cases("bn4d", (4, 6, 5, 5)) + bn_cases("bn2d", (8, 5), momentum=0.7, eps=1e-3) + bn_cases(
+        "bn_wide", (2, 64, 7, 7)
+    )
+
+
+# -------------------------------------------------------------- eltwise ----
+
+
+@group("eltwise")
+def g_eltwise():
+    cs = []
+    shape = (3, 4, 5, 6)
+    for op, fn, attrs in [
+        ("Relu", torch.relu, {}),
+        ("LeakyRelu", lambda x: F.leaky_relu(x, 0.2), {"alpha": 0.2}),
+        ("Sigmoid", torch.sigmoid, {}),
+        ("Tanh", torch.tanh, {}),
+        ("Neg", torch.neg, {}),
+        ("Clip", lambda x: torch.clamp(x, -0.3, 0.6), {"min": -0.3, "max": 0.6}),
+    ]:
+        x = rnd(*shape, lo=-2, hi=2)
+        y = fn(x)
+        cs.append(Case(op.lower(), op, attrs).inp(x).out(f64(y)))
+        dy = rnd(*shape)
+        (dx,) = grad_of(fn, [x], dy)
+        if op in ("Relu", "LeakyRelu", "Sigmoid", "Tanh"):
+            cs.append(Case(op.lower() + "_grad", op + "Grad", attrs).inp(dy, f64(y)).out(dx))
+        if op == "Clip":
+            cs.append(Case("clip_grad", "ClipGrad", attrs).inp(dy, x).out(dx))
+    x = rnd(2, 10)
+    cs.append(Case("clip_inputs", "Clip").inp(x, torch.tensor(-0.5).double(), torch.tensor(0.25).double()).out(f64(torch.clamp(x, -0.5, 0.25))))
+    return cs
+
+
+# ---------------------------------------------------------------- pools ----
+
+
+@group("pool")
+def g_pool():
+    cs = []
+    for name, xs, k, s, p, ceil in [
+        ("maxpool_3x3s2p1", (2, 4, 11, 11), 3, 2, 1, False),
+        ("maxpool_2x2s2", (2, 3, 8, 8), 2, 2, 0, False),
+        ("maxpool_ceil", (1, 2, 8, 8), 3, 2, 0, True),
+    ]:
+        x = rnd(*xs)
+        attrs = {"kernel_shape": [k, k], "strides": [s, s], "pads": [p] * 4, "ceil_mode": int(ceil)}
+        y, idx = F.max_pool2d(x, k, s, p, ceil_mode=ceil, return_indices=True)
+        cs.append(Case(name, "MaxPool", attrs).inp(x).out(f64(y), idx))
+        dy = rnd(*y.shape)
+        (dx,) = grad_of(lambda x: F.max_pool2d(x, k, s, p, ceil_mode=ceil), [x], dy)
+        cs.append(Case(name + "_grad", "MaxPoolGrad", attrs).inp(dy, idx).out(dx))
+    for name, xs, k, s, p, inc, ceil in [
+        ("avgpool_3x3s2p1", (2, 4, 11, 11), 3, 2, 1, 0, False),
+        ("avgpool_incpad", (2, 4, 10, 10), 3, 2, 1, 1, False),
+        ("avgpool_2x2", (2, 3, 8, 8), 2, 2, 0, 0, False),
+        ("avgpool_ceil", (1, 2, 8, 8), 3, 2, 1, 0, True),
+    ]:
+        x = rnd(*xs)
+        attrs = {"kernel_shape": [k, k], "strides": [s, s], "pads": [p] * 4, "count_include_pad": inc, "ceil_mode": int(ceil)}
+
+        def fn(x):
+            return F.avg_pool2d(x, k, s, p, ceil_mode=ceil, count_include_pad=bool(inc))
+
+        y = fn(x)
+        cs.append(Case(name, "AveragePool", attrs).inp(x).out(f64(y)))
+        dy = rnd(*y.shape)
+        (dx,) = grad_of(fn, [x], dy)
+        cs.append(Case(name + "_grad", "AveragePoolGrad", attrs).inp(dy).out(dx))
+    x = rnd(2, 16, 7, 7)
+    y = x.mean(dim=(2, 3), keepdim=True)
+    cs.append(Case("gap", "GlobalAveragePool").inp(x).out(f64(y)))
+    dy = rnd(*y.shape)
+    (dx,) = grad_of(lambda x: x.mean(dim=(2, 3), keepdim=True), [x], dy)
+    cs.append(Case("gap_grad", "GlobalAveragePoolGrad").inp(dy).out(dx))
+    return cs
+
+
+# ----------------------------------------------------------- gemm/matmul ----
+
+
+def gemm_cases(name, m, k, n, ta, tb, alpha, beta, cshape):
+    a = rnd(*((k, m) if ta else (m, k)))
+    b = rnd(*((n, k) if tb else (k, n)))
+    ins = [a, b] + ([rnd(*cshape)] if cshape is not None else [])
+    attrs = {"transA": ta, "transB": tb, "alpha": alpha, "beta": beta}
+
+    def fn(a, b, *c):
+        y = alpha * ((a.t() if ta else a) @ (b.t() if tb else b))
+        return y + beta * c[0] if c else y
+
+    y = fn(*ins)
+    fwd = Case(name, "Gemm", attrs).inp(*ins).out(f64(y))
+    dy = rnd(m, n)
+    grads = grad_of(fn, ins, dy)
+    bwd = Case(name + "_grad", "GemmGrad", attrs).inp(dy, a, b).out(*grads)
+    return [fwd, bwd]
+
+
+@group("gemm")
+def g_gemm():
+    cs = []
+    cs += gemm_cases("gemm_tb_bias", 8, 20, 10, 0, 1, 1.0, 1.0, (10,))
+    cs += gemm_cases("gemm_ta_col", 6, 7, 9, 1, 0, 0.5, 2.0, (6, 1))
+    cs += gemm_cases("gemm_both_full", 5, 12, 4, 1, 1, 1.5, 0.5, (5, 4))
+    cs += gemm_cases("gemm_scalar_c", 7, 3, 5, 0, 0, 1.0, 1.0, ())
+    cs += gemm_cases("gemm_nobias", 16, 64, 32, 0, 1, 1.0, 1.0, None)
+    cs += gemm_cases("gemm_fc", 32, 512, 100, 0, 1, 1.0, 1.0, (100,))
+    return cs
+
+
+@group("matmul")
+def g_matmul():
+    cs = []
+    for name, sa, sb in [
+        ("matmul_batched", (3, 4, 5), (3, 5, 6)),
+        ("matmul_bcast_b", (2, 3, 4, 5), (5, 6)),
+        ("matmul_bcast_a", (4, 5), (3, 5, 6)),
+        ("matmul_bcast_both", (2, 1, 4, 5), (1, 3, 5, 6)),
+        ("matmul_vec_mat", (5,), (5, 6)),
+        ("matmul_mat_vec", (3, 4, 5), (5,)),
+        ("matmul_2d", (17, 33), (33, 9)),
+    ]:
+        a, b = rnd(*sa), rnd(*sb)
+        cs.append(Case(name, "MatMul").inp(a, b).out(f64(torch.matmul(a, b))))
+    x = rnd(2, 3, 4, 5)
+    for perm in ([0, 2, 3, 1], [3, 1, 0, 2], None):
+        y = x.permute(*(perm or [3, 2, 1, 0]))
+        attrs = {"perm": perm} if perm else {}
+        cs.append(Case("transpose_" + ("".join(map(str, perm)) if perm else "default"), "Transpose", attrs).inp(x).out(f64(y.contiguous())))
+    return cs
+
+
+# ------------------------------------------------------------------ loss ----
+
+
+@group("loss")
+def g_loss():
+    cs = []
+    for name, shape, red, ignore in [
+        ("sce_mean", (8, 10), "mean", None),
+        ("sce_sum", (6, 7), "sum", None),
+        ("sce_ignore", (9, 5), "mean", 2),
+        ("sce_none", (5, 4), "none", None),
+        ("sce_spatial", (3, 5, 4), "mean", None),
+    ]:
+        x = rnd(*shape, lo=-3, hi=3)
+        lab = torch.randint(0, shape[1], (shape[0],) + tuple(shape[2:]))
+        attrs = {"reduction": red}
+        if ignore is not None:
+            attrs["ignore_index"] = ignore
+            lab[0] = ignore
+
+        def fn(x):
+            return F.cross_entropy(x, lab, reduction=red, ignore_index=ignore if ignore is not None else -100)
+
+        loss = fn(x)
+        logp = F.log_softmax(x, dim=1)
+        cs.append(Case(name, "SoftmaxCrossEntropyLoss", attrs).inp(x, lab).out(f64(loss), f64(logp)))
+        dl = rnd(*loss.shape, lo=0.5, hi=2.0)
+        (dx,) = grad_of(fn, [x], dl)
+        cs.append(Case(name + "_grad", "SoftmaxCrossEntropyLossGrad", attrs).inp(dl, f64(logp), lab).out(dx))
+    x = rnd(4, 5, 6, lo=-3, hi=3)
+    for op, axis, fn in [
+        ("Softmax", -1, lambda x: torch.softmax(x, -1)),
+        ("Softmax", 1, lambda x: torch.softmax(x, 1)),
+        ("LogSoftmax", 1, lambda x: torch.log_softmax(x, 1)),
+        ("LogSoftmax", -1, lambda x: torch.log_softmax(x, -1)),
+    ]:
+        y = fn(x)
+        nm = f"{op.lower()}_ax{axis % 3}"
+        cs.append(Case(nm, op, {"axis": axis}).inp(x).out(f64(y)))
+        dy = rnd(*x.shape)
+        (dx,) = grad_of(fn, [x], dy)
+        cs.append(Case(nm + "_grad", op + "Grad", {"axis": axis}).inp(dy, f64(y)).out(dx))
+    return cs
+
+
+# ------------------------------------------------------- shapes & arith ----
+
+
+@group("shape")
+def g_shape():
+    cs = []
+    a, b, c = rnd(2, 3, 4), rnd(2, 5, 4), rnd(2, 1, 4)
+    y = torch.cat([a, b, c], 1)
+    cs.append(Case("concat_ax1", "Concat", {"axis": 1}).inp(a, b, c).out(f64(y)))
+    cs.append(Case("concat_axneg", "Concat", {"axis": -1}).inp(a, a).out(f64(torch.cat([a, a], -1))))
+    cs.append(Case("concat_ax0_i64", "Concat", {"axis": 0}).inp(torch.arange(6).reshape(2, 3), torch.arange(3).reshape(1, 3)).out(torch.cat([torch.arange(6).reshape(2, 3), torch.arange(3).reshape(1, 3)], 0)))
+    parts = torch.split(y, [3, 5, 1], 1)
+    cs.append(Case("split_ax1", "Split", {"axis": 1, "split": [3, 5, 1]}).inp(y).out(*[f64(p.contiguous()) for p in parts]))
+    x = rnd(4, 6, 2)
+    cs.append(Case("split_ax2", "Split", {"axis": -1}).inp(x).out(*[f64(p.contiguous()) for p in torch.split(x, 1, -1)]))
+    cs.append(Case("reshape", "Reshape").inp(x, torch.tensor([8, 6])).out(f64(x.reshape(8, 6))))
+    cs.append(Case("flatten", "Flatten", {"axis": 1}).inp(x).out(f64(x.reshape(4, 12))))
+    cs.append(Case("identity", "Identity").inp(x).out(f64(x)))
+    # Pad: attribute form and operand form.
+    x = rnd(2, 3, 4, 5)
+    pads = [0, 0, 1, 2, 0, 1, 2, 0]
+    y = F.pad(x, (2, 0, 1, 2, 0, 1), value=1.5)
+    cs.append(Case("pad_attr", "Pad", {"pads": pads, "value": 1.5}).inp(x).out(f64(y)))
+    y2 = F.pad(x, (1, 1, 0, 3), value=-0.5)
+    cs.append(Case("pad_operands", "Pad").inp(x, torch.tensor([0, 0, 0, 1, 0, 0, 3, 1]), torch.tensor(-0.5).double()).out(f64(y2)))
+    dy = rnd(*y.shape)
+    (dx,) = grad_of(lambda x: F.pad(x, (2, 0, 1, 2, 0, 1), value=1.5), [x], dy)
+    cs.append(Case("pad_grad", "PadGrad", {"pads": pads}).inp(dy).out(dx))
+    return cs
+
+
+@group("arith")
+def g_arith():
+    cs = []
+    for name, op, fn, sa, sb in [
+        ("add_bcast", "Add", torch.add, (2, 3, 4, 5), (3, 1, 5)),
+        ("add_same", "Add", torch.add, (7, 9), (7, 9)),
+        ("add_scalar", "Add", torch.add, (4, 5), ()),
+        ("sub_outer", "Sub", torch.sub, (4, 1), (3,)),
+        ("mul_channel", "Mul", torch.mul, (2, 3, 4, 5), (1, 3, 1, 1)),
+        ("div_bcast", "Div", torch.div, (6, 1, 5), (1, 4, 5)),
+        ("mul_big", "Mul", torch.mul, (8, 64, 32), (64, 1)),
+    ]:
+        a = rnd(*sa)
+        b = rnd(*sb, lo=0.5, hi=2.0) if op == "Div" else rnd(*sb)
+        cs.append(Case(name, op).inp(a, b).out(f64(fn(a, b))))
+    a, b = torch.randint(-5, 5, (3, 4)), torch.randint(-5, 5, (4,))
+    cs.append(Case("add_i64", "Add").inp(a, b).out(a + b))
+    xs = [rnd(3, 4, 5) for _ in range(3)]
+    cs.append(Case("sum_same", "Sum").inp(*xs).out(f64(xs[0] + xs[1] + xs[2])))
+    ys = [rnd(3, 1, 5), rnd(4, 1), rnd(3, 4, 5)]
+    cs.append(Case("sum_bcast", "Sum").inp(*ys).out(f64(ys[0] + ys[1] + ys[2])))
+    for name, sy, sx in [
+        ("rst_bias", (8, 10), (10,)),
+        ("rst_channel", (2, 3, 4, 5), (1, 3, 1, 1)),
+        ("rst_mixed", (2, 3, 4, 5), (3, 1, 5)),
+        ("rst_rows", (6, 7), (6, 1)),
+        ("rst_scalar", (3, 4, 5), ()),
+        ("rst_same", (3, 4), (3, 4)),
+        ("rst_big", (64, 300), (300,)),
+    ]:
+        dy = rnd(*sy)
+        lead = len(sy) - len(sx)
+        red = tuple(range(lead)) + tuple(i + lead for i, d in enumerate(sx) if d == 1 and sy[i + lead] != 1)
+        dx = dy.sum(dim=red, keepdim=True) if red else dy
+        cs.append(Case(name, "ReduceSumTo").inp(dy).out(f64(dx.reshape(sx))))
+    return cs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--group", action="append", default=[])
+    ap.add_argument("--seed", type=int, default=1234)
+    args = ap.parse_args()
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(1)
+    os.makedirs(args.out, exist_ok=True)
+    names = args.group or sorted(GROUPS)
+    manifest = []
+    for g in names:
+        if g not in GROUPS:
+            print(f"unknown group {g}; known: {sorted(GROUPS)}", file=sys.stderr)
+            return 2
+        write_cases(args.out, GROUPS[g](), manifest)
+    with open(os.path.join(args.out, "manifest.txt"), "w") as f:
+        f.write("\n".join(manifest) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
