@@ -5,6 +5,26 @@
 // built; the executor then calls Kernel::run every step on buffers it owns.
 // This header is plain C++ (no MLIR, no LLVM) so CUDA sources can include it.
 //
+// Conventions between the executor and every backend:
+//  * Constant: the executor materializes `value` itself (once, at plan
+//    build). The CPU backend also accepts a Constant whose `value` (or
+//    value_float(s)/value_int(s)) is a flat number list, 1 element splatted.
+//  * Reshape/Flatten/Squeeze/Unsqueeze/Identity: the executor may alias the
+//    result to the operand; the kernels copy and are no-ops when the two
+//    buffers coincide. Their shape operand is never read.
+//  * Aliasing a result to an operand is otherwise allowed only where the two
+//    have one shape and the op is elementwise (Add/Sub/Mul/Div/Sum/Neg/Relu,
+//    ...) and for BatchNormalization's running_mean'/running_var' onto its
+//    mean/var operands.
+//  * Optional operands left out in the middle of the list are passed as a
+//    TensorRef with data == nullptr. Scalar operands some ops read at run time
+//    (Dropout ratio/training_mode, Clip min/max, Pad pads/constant_value)
+//    are read from host memory by the CPU backend.
+//  * Dropout draws its mask from (OpSpec::seed, the number of times the
+//    kernel has run, element index): a new mask every step, the same sequence
+//    on every run of the program whatever the thread count.
+//  * MaxPool's Indices are flat offsets into each (n, c) plane (PyTorch).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef OASR_RUNTIME_KERNEL_H
@@ -115,7 +135,9 @@ public:
   virtual void copyToHost(void *dst, const void *src, size_t bytes) = 0;
   /// Waits until every kernel issued so far has finished.
   virtual void synchronize() {}
-  /// Threads the backend may use for one kernel (CPU).
+  /// Threads the backend may use for one kernel (CPU: OpenMP threads of
+  /// oneDNN and the hand-written loops; applies to kernels created and run
+  /// on any thread after the call; 0 restores OpenMP's default).
   virtual void setNumThreads(int threads) { (void)threads; }
 };
 
