@@ -28,6 +28,8 @@
 #include <cstring>
 #include <mutex>
 
+#include <unistd.h>
+
 using namespace oasr::onnximport;
 using llvm::Error;
 using llvm::Expected;
@@ -90,10 +92,79 @@ int64_t InitializerData::numElements() const {
 //===----------------------------------------------------------------------===//
 
 namespace {
+/// Bytes of a serialized model: in memory, or read from a file on demand
+/// (so that the weights the scan skips are never read or mapped).
+class ByteSource {
+public:
+  /// In-memory bytes.
+  ByteSource(const uint8_t *base, uint64_t size) : base(base), size(size) {}
+  /// A file read with pread through a small window.
+  ByteSource(int fd, uint64_t size) : size(size), fd(fd) {}
+
+  uint64_t getSize() const { return size; }
+
+  /// The byte at `pos` (< size).
+  uint8_t at(uint64_t pos) {
+    if (base)
+      return base[pos];
+    if (pos < windowStart || pos >= windowStart + window.size())
+      fill(pos);
+    return uint8_t(window[pos - windowStart]);
+  }
+
+  /// Appends bytes [pos, pos + n) to `out`; false on a read error.
+  bool append(uint64_t pos, uint64_t n, std::string &out) {
+    if (base) {
+      out.append(reinterpret_cast<const char *>(base + pos), n);
+      return true;
+    }
+    if (pos >= windowStart && pos + n <= windowStart + window.size()) {
+      out.append(window, pos - windowStart, n);
+      return true;
+    }
+    size_t old = out.size();
+    out.resize(old + n);
+    return readAt(pos, &out[old], n);
+  }
+
+  bool failed = false;
+
+private:
+  static constexpr uint64_t kWindow = 64 * 1024;
+
+  bool readAt(uint64_t pos, char *into, uint64_t n) {
+    while (n) {
+      ssize_t got = ::pread(fd, into, n, off_t(pos));
+      if (got <= 0) {
+        failed = true;
+        std::memset(into, 0, n);
+        return false;
+      }
+      into += got;
+      pos += uint64_t(got);
+      n -= uint64_t(got);
+    }
+    return true;
+  }
+
+  void fill(uint64_t pos) {
+    windowStart = pos;
+    window.resize(std::min(kWindow, size - pos));
+    readAt(pos, window.data(), window.size());
+  }
+
+  const uint8_t *base = nullptr;
+  uint64_t size;
+  int fd = -1;
+  std::string window;
+  uint64_t windowStart = 0;
+};
+
 /// Copies a serialized ModelProto while cutting big initializer raw_data out.
 class WireStripper {
 public:
-  WireStripper(const uint8_t *base, uint64_t size) : base(base), size(size) {}
+  explicit WireStripper(ByteSource &source)
+      : source(source), size(source.getSize()) {}
 
   /// Rewrites the whole file; returns false on malformed input, with
   /// `errorOffset` the byte where it went wrong.
@@ -118,7 +189,7 @@ private:
     for (unsigned shift = 0; shift < 64; shift += 7) {
       if (pos >= end)
         return fail(pos, "truncated varint");
-      uint8_t byte = base[pos++];
+      uint8_t byte = source.at(pos++);
       value |= uint64_t(byte & 0x7f) << shift;
       if (!(byte & 0x80))
         return true;
@@ -185,8 +256,7 @@ private:
           continue;
         }
         if (level == Level::Tensor && field == 8)
-          tensorName.assign(reinterpret_cast<const char *>(base + dataStart),
-                            length);
+          tensorName.clear(), source.append(dataStart, length, tensorName);
         if (level == Level::Tensor && field == 9 && length >= kStripThreshold) {
           rawData = {dataStart, length};
           cut = true;
@@ -197,8 +267,8 @@ private:
       default:
         return fail(fieldStart, "unsupported wire type");
       }
-      out.append(reinterpret_cast<const char *>(base + fieldStart),
-                 pos - fieldStart);
+      if (!source.append(fieldStart, pos - fieldStart, out))
+        return fail(fieldStart, "read error");
     }
     if (pos != end)
       return fail(end, "field runs past its message");
@@ -207,7 +277,7 @@ private:
     return true;
   }
 
-  const uint8_t *base;
+  ByteSource &source;
   uint64_t size;
 };
 } // namespace
@@ -219,8 +289,9 @@ private:
 struct ModelFile::Impl {
   std::string path, directory;
   onnx::ModelProto proto;
-  /// The mapped binary file (null for text/JSON).
-  std::unique_ptr<llvm::MemoryBuffer> file;
+  /// The binary model file, mapped on the first read of an initializer
+  /// whose raw_data was left in it (null until then, and for text/JSON).
+  mutable std::unique_ptr<llvm::MemoryBuffer> file;
   llvm::StringMap<std::pair<uint64_t, uint64_t>> stripped;
   llvm::StringMap<int> initializerIndex;
   /// Mapped side files, by resolved path.
@@ -229,6 +300,17 @@ struct ModelFile::Impl {
 
   Expected<const llvm::MemoryBuffer *> getSideFile(StringRef sidePath,
                                                    StringRef tensor) const;
+  Expected<const llvm::MemoryBuffer *> getModelFile() const {
+    std::lock_guard<std::mutex> lock(sideFilesMutex);
+    if (!file) {
+      auto buffer = llvm::MemoryBuffer::getFile(
+          path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+      if (!buffer)
+        return makeError(path + ": cannot map: " + buffer.getError().message());
+      file = std::move(*buffer);
+    }
+    return file.get();
+  }
 };
 
 ModelFile::ModelFile() : impl(std::make_unique<Impl>()) {}
@@ -250,19 +332,76 @@ static std::string getFormat(StringRef path) {
   return "binary";
 }
 
+/// Parses a binary ModelProto from `source`, leaving big initializer
+/// raw_data where it is (recorded in `impl.stripped`).
+static Error parseBinary(ModelFile::Impl &impl, ByteSource &source);
+
 Expected<std::unique_ptr<ModelFile>> ModelFile::load(StringRef path) {
   llvm::SmallString<256> absolute(path);
   if (std::error_code ec = llvm::sys::fs::make_absolute(absolute))
     return makeError(path + ": " + ec.message());
   llvm::sys::path::remove_dots(absolute, /*remove_dot_dot=*/true);
   std::string format = getFormat(path);
-  // Binary files are mapped, never copied: only the graph part is touched.
-  auto buffer = llvm::MemoryBuffer::getFile(absolute, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  if (!buffer)
-    return makeError(llvm::Twine(absolute) + ": cannot open: " +
-                     buffer.getError().message());
-  return loadFromBuffer(std::move(*buffer), absolute, format);
+  if (format != "binary") {
+    auto buffer = llvm::MemoryBuffer::getFile(absolute, /*IsText=*/false,
+                                              /*RequiresNullTerminator=*/false);
+    if (!buffer)
+      return makeError(llvm::Twine(absolute) + ": cannot open: " +
+                       buffer.getError().message());
+    return loadFromBuffer(std::move(*buffer), absolute, format);
+  }
+  // Binary models are read through a small window, skipping the weights:
+  // loading touches the graph only. The file is mapped later, when (and if)
+  // an initializer is read.
+  int fd;
+  if (std::error_code ec = llvm::sys::fs::openFileForRead(absolute, fd))
+    return makeError(llvm::Twine(absolute) + ": cannot open: " + ec.message());
+  uint64_t size = 0;
+  std::error_code ec = llvm::sys::fs::file_size(absolute, size);
+  std::unique_ptr<ModelFile> model(new ModelFile());
+  Impl &impl = *model->impl;
+  impl.path = std::string(absolute);
+  impl.directory = llvm::sys::path::parent_path(absolute).str();
+  Error err = Error::success();
+  if (ec) {
+    err = makeError(llvm::Twine(absolute) + ": cannot open: " + ec.message());
+  } else {
+    ByteSource source(fd, size);
+    err = parseBinary(impl, source);
+  }
+  ::close(fd);
+  if (err)
+    return std::move(err);
+  return std::move(model);
+}
+
+static Error finishLoad(ModelFile::Impl &impl) {
+  if (!impl.proto.has_graph() || impl.proto.ir_version() <= 0)
+    return makeError(impl.path + ": not an ONNX model (no ir_version or graph)");
+  const onnx::GraphProto &graph = impl.proto.graph();
+  for (int i = 0, e = graph.initializer_size(); i < e; ++i)
+    impl.initializerIndex[graph.initializer(i).name()] = i;
+  return Error::success();
+}
+
+static Error parseBinary(ModelFile::Impl &impl, ByteSource &source) {
+  const std::string &path = impl.path;
+  if (source.getSize() == 0)
+    return makeError(path + ": not an ONNX protobuf: the file is empty");
+  WireStripper stripper(source);
+  std::string graphOnly;
+  if (!stripper.run(graphOnly))
+    return makeError(llvm::formatv(
+        "{0}: not an ONNX protobuf (truncated or corrupt: {1} at byte {2} "
+        "of {3})",
+        path, stripper.errorWhat, stripper.errorOffset, source.getSize()));
+  if (source.failed)
+    return makeError(path + ": read error");
+  if (!impl.proto.ParseFromString(graphOnly))
+    return makeError(path + ": not an ONNX protobuf (the ModelProto does "
+                            "not parse)");
+  impl.stripped = std::move(stripper.stripped);
+  return finishLoad(impl);
 }
 
 Expected<std::unique_ptr<ModelFile>>
@@ -295,29 +434,15 @@ ModelFile::loadFromBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
       return makeError(path + ": not a JSON ModelProto: " +
                        std::string(status.message()));
   } else {
-    if (data.empty())
-      return makeError(path + ": not an ONNX protobuf: the file is empty");
-    WireStripper stripper(reinterpret_cast<const uint8_t *>(data.data()),
-                          data.size());
-    std::string graphOnly;
-    graphOnly.reserve(std::min<size_t>(data.size(), 1 << 20));
-    if (!stripper.run(graphOnly))
-      return makeError(llvm::formatv(
-          "{0}: not an ONNX protobuf (truncated or corrupt: {1} at byte {2} "
-          "of {3})",
-          path, stripper.errorWhat, stripper.errorOffset, data.size()));
-    if (!impl.proto.ParseFromString(graphOnly))
-      return makeError(path + ": not an ONNX protobuf (the ModelProto does "
-                              "not parse)");
-    impl.stripped = std::move(stripper.stripped);
+    ByteSource source(reinterpret_cast<const uint8_t *>(data.data()),
+                      data.size());
+    if (Error err = parseBinary(impl, source))
+      return std::move(err);
     impl.file = std::move(buffer);
+    return std::move(model);
   }
-  if (!impl.proto.has_graph() || impl.proto.ir_version() <= 0)
-    return makeError(path + ": not an ONNX model (no ir_version or graph)");
-
-  const onnx::GraphProto &graph = impl.proto.graph();
-  for (int i = 0, e = graph.initializer_size(); i < e; ++i)
-    impl.initializerIndex[graph.initializer(i).name()] = i;
+  if (Error err = finishLoad(impl))
+    return std::move(err);
   return std::move(model);
 }
 
@@ -477,10 +602,15 @@ ModelFile::readTensor(const onnx::TensorProto &tensor) const {
     return error("unsupported data type or invalid dims");
 
   auto cut = impl->stripped.find(tensor.name());
-  if (impl->file && cut != impl->stripped.end() &&
+  if (cut != impl->stripped.end() &&
       findInitializer(tensor.name()) == &tensor) {
+    auto file = impl->getModelFile();
+    if (!file)
+      return file.takeError();
+    if (cut->second.first + cut->second.second > (*file)->getBufferSize())
+      return error("the model file changed since it was loaded");
     data.bytes = llvm::ArrayRef<uint8_t>(
-        reinterpret_cast<const uint8_t *>(impl->file->getBufferStart()) +
+        reinterpret_cast<const uint8_t *>((*file)->getBufferStart()) +
             cut->second.first,
         cut->second.second);
   } else if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {

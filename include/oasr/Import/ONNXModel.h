@@ -107,12 +107,12 @@ struct InitializerLocation {
 
 /// A loaded ONNX ModelProto with external data resolved lazily.
 ///
-/// Binary models are memory-mapped and scanned once: large `raw_data` of the
-/// main graph's initializers is left in the mapped file and recorded by
+/// Binary models are scanned once through a small read window: large
+/// `raw_data` of the main graph's initializers is skipped and recorded by
 /// offset, so proto() holds the graph, dims and types but not the big weights
-/// (such an initializer has no data fields in proto(); use readInitializer).
-/// Loading a model therefore costs time and memory proportional to its graph,
-/// not its weights.
+/// (such an initializer has no data fields in proto(); use readInitializer,
+/// which maps the file on first use). Loading a model therefore costs time
+/// and memory proportional to its graph, not its weights.
 class ModelFile {
 public:
   ~ModelFile();
@@ -166,9 +166,11 @@ public:
                        const std::map<std::string, std::vector<float>> &values)
       const;
 
+  /// Opaque implementation state.
+  struct Impl;
+
 private:
   ModelFile();
-  struct Impl;
   std::unique_ptr<Impl> impl;
 };
 
