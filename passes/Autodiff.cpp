@@ -741,7 +741,7 @@ static GradRule findRule(NodeOp node) {
 //===----------------------------------------------------------------------===//
 
 namespace {
-struct AutodiffPass : oasr::impl::AutodiffBase<AutodiffPass> {
+struct AutodiffPass : mlir::oasr::impl::AutodiffBase<AutodiffPass> {
   using Base::Base;
   void runOnOperation() final;
 

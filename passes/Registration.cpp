@@ -2,4 +2,7 @@
 
 #include "oasr/Passes/Passes.h"
 
-void mlir::oasr::registerAllPasses() { registerOASRPasses(); }
+void mlir::oasr::registerAllPasses() {
+  registerOASRPasses();
+  registerTrainPipeline();
+}

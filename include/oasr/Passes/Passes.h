@@ -24,6 +24,67 @@ namespace mlir::oasr {
 #define GEN_PASS_REGISTRATION
 #include "oasr/Passes/Passes.h.inc"
 
+/// Options of `--oasr-train-pipeline`: the union of the passes' options.
+struct TrainPipelineOptions
+    : public PassPipelineOptions<TrainPipelineOptions> {
+  // --oasr-autodiff
+  Option<std::string> output{*this, "output",
+                             llvm::cl::desc("Model output to train on")};
+  Option<std::string> loss{*this, "loss", llvm::cl::desc("Loss name"),
+                           llvm::cl::init("loss")};
+  Option<std::string> label{*this, "label",
+                            llvm::cl::desc("Label argument name"),
+                            llvm::cl::init("label")};
+  // --oasr-annotate-cost
+  Option<std::string> device{*this, "device",
+                             llvm::cl::desc("Roofline device"),
+                             llvm::cl::init("cpu")};
+  Option<std::string> profile{*this, "profile",
+                              llvm::cl::desc("oasr-profile-v1 file")};
+  // --oasr-plan-allreduce
+  Option<std::string> strategy{*this, "strategy",
+                               llvm::cl::desc("Merge strategy"),
+                               llvm::cl::init("oasr")};
+  Option<double> alpha{*this, "alpha",
+                       llvm::cl::desc("Allreduce start-up time (s)"),
+                       llvm::cl::init(-1.0)};
+  Option<double> beta{*this, "beta",
+                      llvm::cl::desc("Allreduce time per byte (s/B)"),
+                      llvm::cl::init(-1.0)};
+  Option<std::string> comm{*this, "comm",
+                           llvm::cl::desc("oasr-comm-v1 calibration file")};
+  Option<int> ranks{*this, "ranks", llvm::cl::desc("Ring form over P ranks"),
+                    llvm::cl::init(0)};
+  // --oasr-layout-gradients
+  Option<int64_t> alignment{*this, "alignment",
+                            llvm::cl::desc("Gradient alignment (bytes)"),
+                            llvm::cl::init(256)};
+  // --oasr-insert-optimizer
+  Option<std::string> algo{*this, "algo",
+                           llvm::cl::desc("Optimizer: sgd or momentum")};
+  Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"),
+                    llvm::cl::init(-1.0)};
+  Option<double> momentum{*this, "momentum", llvm::cl::desc("Momentum"),
+                          llvm::cl::init(-1.0)};
+  Option<double> weightDecay{*this, "weight_decay",
+                             llvm::cl::desc("Weight decay"),
+                             llvm::cl::init(-1.0)};
+  // --oasr-plan-report
+  Option<bool> report{*this, "report",
+                      llvm::cl::desc("Print the plan report at the end"),
+                      llvm::cl::init(false)};
+  Option<std::string> reportOutput{*this, "report-output",
+                                   llvm::cl::desc("Plan report file"),
+                                   llvm::cl::init("-")};
+};
+
+/// Adds the training passes to `pm`, configured by `options`.
+void populateTrainPipeline(OpPassManager &pm,
+                           const TrainPipelineOptions &options);
+
+/// Registers `--oasr-train-pipeline`.
+void registerTrainPipeline();
+
 /// Registers every oasr pass and pipeline with the global registry.
 void registerAllPasses();
 

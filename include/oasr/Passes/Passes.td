@@ -63,4 +63,171 @@ def Autodiff : Pass<"oasr-autodiff", "::mlir::ModuleOp"> {
   ];
 }
 
+//===----------------------------------------------------------------------===//
+// AnnotateCost
+//===----------------------------------------------------------------------===//
+
+def AnnotateCost : Pass<"oasr-annotate-cost", "::mlir::ModuleOp"> {
+  let summary = "Attach #oasr.cost to every forward and backward node";
+  let description = [{
+    Gives every `oasr.node` of `@train_step` an `oasr.cost`, so the planner
+    knows when each gradient is ready:
+
+    * `device=NAME` (default `cpu`): analytic FLOPs and bytes from the static
+      shapes, turned into time by a roofline,
+      `t = max(flops / peak_flops, bytes / bandwidth)`. Devices: `cpu` (this
+      build machine, measured), `h100`, `h200`, `v100`, `k80` (one GK210);
+      docs/passes.md lists the numbers and their sources.
+    * `profile=FILE`: measured times from an `oasr-profile-v1` file. A profile
+      layer matches the planner layer that makes the same parameter gradients
+      ready (or, failing that, the backward nodes whose `oasr.layer` equals
+      its name); its `backward_us` is spread over that layer's backward nodes
+      in proportion to their analytic cost, and the profile's `forward_us` over
+      the forward nodes likewise, so the planner gets back exactly the
+      profile. Unmatched names on either side are reported as warnings. The
+      profile's `comm` and `update_us` are kept in the module attribute
+      `oasr.cost_model` for `--oasr-plan-allreduce`.
+
+    It also records, on each gradient result of `@train_step`, its size
+    (`oasr.grad_bytes`) and its ready position (`oasr.ready`: the index of the
+    backward node that makes it ready, in backward order).
+  }];
+  let dependentDialects = ["::mlir::oasr::OASRDialect"];
+  let options = [
+    Option<"device", "device", "std::string", "\"cpu\"",
+           "Roofline device: cpu, h100, h200, v100, k80">,
+    Option<"profile", "profile", "std::string", "\"\"",
+           "oasr-profile-v1 file with measured per-layer times">
+  ];
+  let statistics = [
+    Statistic<"numAnnotated", "annotated-nodes", "Nodes given an oasr.cost">,
+    Statistic<"numUnmatched", "unmatched-names",
+              "Profile layers or step layers without a match">,
+    Statistic<"totalFlops", "total-mflops", "Analytic MFLOP of one step">
+  ];
+}
+
+//===----------------------------------------------------------------------===//
+// PlanAllreduce
+//===----------------------------------------------------------------------===//
+
+def PlanAllreduce : Pass<"oasr-plan-allreduce", "::mlir::ModuleOp"> {
+  let summary = "Group the gradients into fused allreduces placed by lib/Schedule";
+  let description = [{
+    Builds the planner's profile from the annotated step (one layer per
+    backward node that makes parameter gradients ready, in forward order;
+    `backward_us` = the summed `oasr.cost` of the backward nodes up to it,
+    `forward_us` = the summed forward costs), asks lib/Schedule for the plan
+    of `strategy`, and rewrites the step:
+
+    * one `oasr.allreduce_start` per group, in group order, right after the
+      backward node that makes the group's last gradient ready;
+    * the matching `oasr.allreduce_wait`s, in the same order, before the
+      return that consumes the averaged gradients.
+
+    The communication model is, in order of precedence: `alpha=`/`beta=`
+    (seconds, seconds per byte; with `ranks=P` the ring form where `alpha`
+    is the per-step latency and `beta` the inverse link bandwidth), `comm=`
+    (an `oasr-comm-v1` calibration from `oasr-bench comm`), or the `comm`
+    object of the profile given to `--oasr-annotate-cost`. The module
+    attribute `oasr.plan` records the strategy, the number of groups, the
+    model and the predicted iteration time; the latter is exactly what
+    `oasr-plan` predicts for the same profile.
+  }];
+  let dependentDialects = ["::mlir::oasr::OASRDialect"];
+  let options = [
+    Option<"strategy", "strategy", "std::string", "\"oasr\"",
+           "oasr, optimal, mgwfbp, wfbp, single, ddp, horovod or bucket:N">,
+    Option<"alpha", "alpha", "double", "-1.0",
+           "Allreduce start-up time alpha (seconds)">,
+    Option<"beta", "beta", "double", "-1.0",
+           "Allreduce time per byte beta (seconds/byte)">,
+    Option<"comm", "comm", "std::string", "\"\"",
+           "oasr-comm-v1 calibration file (oasr-bench comm)">,
+    Option<"ranks", "ranks", "int", "0",
+           "Use the ring form over P ranks (with alpha and beta)">,
+    Option<"groupOverheadUs", "group-overhead-us", "double", "0.0",
+           "Extra fixed cost per communicated group (microseconds)">
+  ];
+  let statistics = [
+    Statistic<"numGroups", "groups", "Fused allreduce groups">,
+    Statistic<"numGrads", "grads", "Gradients communicated">,
+    Statistic<"predictedUs", "predicted-iteration-us",
+              "Predicted iteration time (microseconds, rounded)">
+  ];
+}
+
+//===----------------------------------------------------------------------===//
+// LayoutGradients
+//===----------------------------------------------------------------------===//
+
+def LayoutGradients : Pass<"oasr-layout-gradients", "::mlir::ModuleOp"> {
+  let summary = "Give each allreduce group one contiguous gradient buffer";
+  let description = [{
+    Assigns the gradients of every `oasr.allreduce_start` consecutive byte
+    offsets in one buffer (`offsets`, `buffer_bytes`), each aligned to
+    `alignment` bytes, so that the runtime allocates the group's gradients
+    inside one buffer, backward writes them in place, and the fused
+    allreduce runs on the buffer with no packing copy.
+  }];
+  let dependentDialects = ["::mlir::oasr::OASRDialect"];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", "256",
+           "Byte alignment of each gradient in its buffer (power of two)">
+  ];
+  let statistics = [
+    Statistic<"numBuffers", "buffers", "Gradient buffers laid out">,
+    Statistic<"bufferBytes", "buffer-bytes", "Bytes over all buffers">,
+    Statistic<"paddingBytes", "padding-bytes", "Bytes lost to alignment">
+  ];
+}
+
+//===----------------------------------------------------------------------===//
+// InsertOptimizer
+//===----------------------------------------------------------------------===//
+
+def InsertOptimizer : Pass<"oasr-insert-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Update each parameter right after its group's allreduce";
+  let description = [{
+    Inserts one `oasr.optimizer_update` per parameter right after the
+    `oasr.allreduce_wait` of its group, so that the updates of early groups
+    run while later groups are still being communicated. The step then
+    returns the loss, the new parameters (`oasr.new_param`), the new
+    optimizer state (`oasr.new_opt_state`; momentum buffers are new
+    arguments tagged `oasr.opt_state`) and the new batch-norm state.
+
+    Hyper-parameters come from the options, else from the model's ONNX
+    TrainingInfo (`oasr.optimizer`), else the defaults (sgd, lr 0.01).
+  }];
+  let dependentDialects = ["::mlir::oasr::OASRDialect"];
+  let options = [
+    Option<"algo", "algo", "std::string", "\"\"", "sgd or momentum">,
+    Option<"lr", "lr", "double", "-1.0", "Learning rate">,
+    Option<"momentum", "momentum", "double", "-1.0", "Momentum (momentum)">,
+    Option<"weightDecay", "weight_decay", "double", "-1.0", "Weight decay">
+  ];
+  let statistics = [
+    Statistic<"numUpdates", "updates", "Parameter updates inserted">
+  ];
+}
+
+//===----------------------------------------------------------------------===//
+// PlanReport
+//===----------------------------------------------------------------------===//
+
+def PlanReport : Pass<"oasr-plan-report", "::mlir::ModuleOp"> {
+  let summary = "Print the planned groups and predicted timeline";
+  let description = [{
+    Prints a readable summary of a planned step: the strategy and
+    communication model, every fused allreduce group (gradients, bytes,
+    the node it follows, its ready/start/end times) and the predicted
+    timeline (forward, backward, communication, iteration, lower bound),
+    to stdout or to `output=FILE`. The IR is unchanged.
+  }];
+  let options = [
+    Option<"output", "output", "std::string", "\"-\"",
+           "Where to write the report ('-' for stdout)">
+  ];
+}
+
 #endif // OASR_PASSES_PASSES_TD

@@ -1,0 +1,62 @@
+//===- LayoutGradients.cpp - One contiguous buffer per allreduce group ----===//
+//
+// Gives the gradients of each fused allreduce consecutive, aligned byte
+// offsets in one buffer so the collective needs no packing copy.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PassDetail.h"
+#include "oasr/Passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/MathExtras.h"
+
+namespace mlir::oasr {
+#define GEN_PASS_DEF_LAYOUTGRADIENTS
+#include "oasr/Passes/Passes.h.inc"
+} // namespace mlir::oasr
+
+using namespace mlir;
+using namespace mlir::oasr;
+
+namespace {
+struct LayoutGradientsPass
+    : mlir::oasr::impl::LayoutGradientsBase<LayoutGradientsPass> {
+  using Base::Base;
+  void runOnOperation() final;
+};
+} // namespace
+
+void LayoutGradientsPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (alignment < 1 || !llvm::isPowerOf2_64(alignment)) {
+    module.emitError("'alignment' must be a power of two, got ") << alignment;
+    return signalPassFailure();
+  }
+  Builder b(module.getContext());
+  WalkResult result = module.walk([&](AllreduceStartOp start) {
+    SmallVector<int64_t> offsets;
+    int64_t end = 0, payload = 0;
+    for (Value g : start.getGrads()) {
+      int64_t bytes = tensorBytes(g.getType());
+      if (bytes == 0 && tensorElements(g.getType()) != 0) {
+        start.emitError("gradient of type ")
+            << g.getType() << " has no static byte size";
+        return WalkResult::interrupt();
+      }
+      int64_t offset = llvm::alignTo(end, alignment);
+      offsets.push_back(offset);
+      end = offset + bytes;
+      payload += bytes;
+    }
+    int64_t size = llvm::alignTo(end, alignment);
+    start.setOffsetsAttr(b.getDenseI64ArrayAttr(offsets));
+    start.setBufferBytesAttr(b.getI64IntegerAttr(size));
+    ++numBuffers;
+    bufferBytes += size;
+    paddingBytes += size - payload;
+    return WalkResult::advance();
+  });
+  if (result.wasInterrupted())
+    signalPassFailure();
+}

@@ -1,0 +1,60 @@
+//===- Pipeline.cpp - The training pipeline -------------------------------===//
+//
+// --oasr-train-pipeline: autodiff, annotate-cost, plan-allreduce,
+// layout-gradients, insert-optimizer (and optionally the plan report).
+//
+//===----------------------------------------------------------------------===//
+
+#include "oasr/Passes/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+using namespace mlir::oasr;
+
+void mlir::oasr::populateTrainPipeline(OpPassManager &pm,
+                                       const TrainPipelineOptions &opts) {
+  AutodiffOptions autodiff;
+  autodiff.outputName = opts.output;
+  autodiff.lossName = opts.loss;
+  autodiff.labelName = opts.label;
+  pm.addPass(createAutodiff(autodiff));
+
+  AnnotateCostOptions cost;
+  cost.device = opts.device;
+  cost.profile = opts.profile;
+  pm.addPass(createAnnotateCost(cost));
+
+  PlanAllreduceOptions plan;
+  plan.strategy = opts.strategy;
+  plan.alpha = opts.alpha;
+  plan.beta = opts.beta;
+  plan.comm = opts.comm;
+  plan.ranks = opts.ranks;
+  pm.addPass(createPlanAllreduce(plan));
+
+  LayoutGradientsOptions layout;
+  layout.alignment = opts.alignment;
+  pm.addPass(createLayoutGradients(layout));
+
+  InsertOptimizerOptions optimizer;
+  optimizer.algo = opts.algo;
+  optimizer.lr = opts.lr;
+  optimizer.momentum = opts.momentum;
+  optimizer.weightDecay = opts.weightDecay;
+  pm.addPass(createInsertOptimizer(optimizer));
+
+  if (opts.report) {
+    PlanReportOptions report;
+    report.output = opts.reportOutput;
+    pm.addPass(createPlanReport(report));
+  }
+}
+
+void mlir::oasr::registerTrainPipeline() {
+  PassPipelineRegistration<TrainPipelineOptions>(
+      "oasr-train-pipeline",
+      "Imported forward graph to planned training step: autodiff, "
+      "annotate-cost, plan-allreduce, layout-gradients, insert-optimizer",
+      populateTrainPipeline);
+}

@@ -1,0 +1,182 @@
+//===- PlanAllreduce.cpp - Fused allreduces at the planner's boundaries ---===//
+//
+// Builds the planner profile of the annotated step, calls lib/Schedule for
+// the plan of the chosen strategy, and inserts oasr.allreduce_start after the
+// node that makes each group's last gradient ready and the waits before the
+// gradients are consumed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PassDetail.h"
+#include "oasr/Passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/Debug.h"
+
+#include <cmath>
+
+#define DEBUG_TYPE "oasr-plan-allreduce"
+
+namespace mlir::oasr {
+#define GEN_PASS_DEF_PLANALLREDUCE
+#include "oasr/Passes/Passes.h.inc"
+} // namespace mlir::oasr
+
+using namespace mlir;
+using namespace mlir::oasr;
+namespace sched = ::oasr::schedule;
+
+namespace {
+struct PlanAllreducePass : mlir::oasr::impl::PlanAllreduceBase<PlanAllreducePass> {
+  using Base::Base;
+  void runOnOperation() final;
+
+private:
+  FailureOr<sched::CommModel> commModel(ModuleOp module);
+};
+} // namespace
+
+FailureOr<sched::CommModel> PlanAllreducePass::commModel(ModuleOp module) {
+  bool hasAlpha = alpha >= 0, hasBeta = beta >= 0;
+  if (hasAlpha != hasBeta) {
+    module.emitError(hasAlpha ? "'alpha' needs 'beta'" : "'beta' needs 'alpha'");
+    return failure();
+  }
+  if (hasAlpha && !comm.empty()) {
+    module.emitError("'alpha'/'beta' and 'comm' are mutually exclusive");
+    return failure();
+  }
+  if (ranks < 0 || (ranks > 0 && !hasAlpha)) {
+    module.emitError("'ranks' needs 'alpha' and 'beta' (the per-step ring "
+                     "latency and inverse bandwidth) and must be >= 1");
+    return failure();
+  }
+  sched::CommModel m;
+  if (hasAlpha) {
+    m = ranks > 0 ? sched::CommModel::ring(ranks, alpha,
+                                           beta > 0 ? 1.0 / beta : 0.0)
+                  : sched::CommModel::alphaBeta(alpha, beta);
+  } else if (!comm.empty()) {
+    llvm::Expected<sched::CommModel> c = sched::readCalibration(comm);
+    if (!c) {
+      module.emitError("cannot read the communication model: ")
+          << llvm::toString(c.takeError());
+      return failure();
+    }
+    m = *c;
+  } else {
+    auto model = module->getAttrOfType<DictionaryAttr>(kCostModelAttr);
+    auto a = model ? model.getAs<FloatAttr>("alpha_s") : FloatAttr();
+    auto b = model ? model.getAs<FloatAttr>("beta_s_per_byte") : FloatAttr();
+    if (!a || !b) {
+      module.emitError("no communication model: give 'alpha' and 'beta', "
+                       "'comm', or a profile with a 'comm' object to "
+                       "--oasr-annotate-cost");
+      return failure();
+    }
+    int r = 0;
+    if (auto ra = model.getAs<IntegerAttr>("ranks"))
+      r = ra.getInt();
+    m = sched::CommModel::alphaBeta(a.getValueAsDouble(),
+                                    b.getValueAsDouble(), r);
+  }
+  if (groupOverheadUs < 0) {
+    module.emitError("'group-overhead-us' must be >= 0");
+    return failure();
+  }
+  m.groupOverheadUs = groupOverheadUs;
+  return m;
+}
+
+void PlanAllreducePass::runOnOperation() {
+  ModuleOp module = getOperation();
+  func::FuncOp fn = getTrainStep(module, "--oasr-plan-allreduce");
+  if (!fn)
+    return signalPassFailure();
+  if (!fn.getBody().getOps<AllreduceStartOp>().empty()) {
+    fn.emitError("@train_step is already planned");
+    return signalPassFailure();
+  }
+  if (llvm::Error e = sched::checkStrategy(strategy)) {
+    module.emitError("unknown strategy: ") << llvm::toString(std::move(e));
+    return signalPassFailure();
+  }
+  FailureOr<StepAnalysis> step = StepAnalysis::build(fn);
+  if (failed(step))
+    return signalPassFailure();
+  if (!step->hasCosts) {
+    fn.emitError("nodes without 'oasr.cost': run --oasr-annotate-cost first");
+    return signalPassFailure();
+  }
+  FailureOr<sched::CommModel> cm = commModel(module);
+  if (failed(cm))
+    return signalPassFailure();
+
+  double updateUs = 0;
+  if (auto model = module->getAttrOfType<DictionaryAttr>(kCostModelAttr))
+    if (auto u = model.getAs<FloatAttr>("update_us"))
+      updateUs = u.getValueAsDouble();
+  sched::Profile profile = step->toProfile(updateUs);
+  llvm::Expected<sched::Plan> plan = sched::makePlan(strategy, profile, *cm);
+  if (!plan) {
+    module.emitError("planning failed: ") << llvm::toString(plan.takeError());
+    return signalPassFailure();
+  }
+  sched::Timeline timeline = sched::simulate(profile, *cm, *plan);
+  SmallVector<unsigned> order = step->readyOrder();
+
+  // Starts: right after the node that makes the group's last gradient ready
+  // (several groups after one node keep their order).
+  OpBuilder b(module.getContext());
+  Block &body = fn.getBody().front();
+  DenseMap<Operation *, Operation *> lastInsertedAfter;
+  SmallVector<AllreduceStartOp> starts;
+  for (unsigned k = 0; k < plan->numGroups(); ++k) {
+    SmallVector<Value> grads;
+    for (unsigned i = plan->groupBegin(k); i < plan->groupEnds[k]; ++i)
+      grads.push_back(step->grads[order[i]].value);
+    // Gradients are in ready order: the last one is ready last.
+    Operation *readyOp = step->grads[order[plan->groupEnds[k] - 1]].readyOp;
+    Operation *after = lastInsertedAfter.lookup(readyOp);
+    b.setInsertionPointAfter(after ? after : readyOp);
+    auto start = b.create<AllreduceStartOp>(
+        readyOp->getLoc(), TokenType::get(module.getContext()), grads,
+        b.getI64IntegerAttr(k), DenseI64ArrayAttr(), IntegerAttr());
+    lastInsertedAfter[readyOp] = start;
+    starts.push_back(start);
+  }
+
+  // Waits: before the return, in group order; the return takes the
+  // averaged gradients.
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  b.setInsertionPoint(ret);
+  for (AllreduceStartOp start : starts) {
+    auto wait = b.create<AllreduceWaitOp>(start.getLoc(),
+                                          start.getGrads().getTypes(),
+                                          start.getToken());
+    for (auto [grad, reduced] :
+         llvm::zip(start.getGrads(), wait.getReduced()))
+      grad.replaceUsesWithIf(reduced, [&](OpOperand &use) {
+        return use.getOwner() == ret.getOperation();
+      });
+  }
+
+  module->setAttr(
+      kPlanAttr,
+      b.getDictionaryAttr(
+          {b.getNamedAttr("strategy", b.getStringAttr(plan->strategy)),
+           b.getNamedAttr("groups", b.getI64IntegerAttr(plan->numGroups())),
+           b.getNamedAttr("predicted_iteration_us",
+                          b.getF64FloatAttr(timeline.iterationUs)),
+           b.getNamedAttr("lower_bound_us",
+                          b.getF64FloatAttr(sched::lowerBoundUs(profile, *cm))),
+           b.getNamedAttr("alpha_s", b.getF64FloatAttr(cm->alphaS)),
+           b.getNamedAttr("beta_s_per_byte",
+                          b.getF64FloatAttr(cm->betaSPerByte)),
+           b.getNamedAttr("group_overhead_us",
+                          b.getF64FloatAttr(cm->groupOverheadUs)),
+           b.getNamedAttr("update_us", b.getF64FloatAttr(updateUs))}));
+  numGroups = plan->numGroups();
+  numGrads = order.size();
+  predictedUs = uint64_t(std::llround(timeline.iterationUs));
+}

@@ -1,0 +1,128 @@
+//===- PlanReport.cpp - Readable summary of a planned training step -------===//
+//
+// Rebuilds the planner's profile and plan from the IR (costs, allreduce
+// groups, oasr.plan) and prints the groups and the predicted timeline.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PassDetail.h"
+#include "oasr/Passes/Passes.h"
+
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+namespace mlir::oasr {
+#define GEN_PASS_DEF_PLANREPORT
+#include "oasr/Passes/Passes.h.inc"
+} // namespace mlir::oasr
+
+using namespace mlir;
+using namespace mlir::oasr;
+namespace sched = ::oasr::schedule;
+
+namespace {
+struct PlanReportPass : mlir::oasr::impl::PlanReportBase<PlanReportPass> {
+  using Base::Base;
+  void runOnOperation() final;
+};
+} // namespace
+
+static double getF64(DictionaryAttr d, StringRef key) {
+  if (auto f = d.getAs<FloatAttr>(key))
+    return f.getValueAsDouble();
+  return 0;
+}
+
+void PlanReportPass::runOnOperation() {
+  markAllAnalysesPreserved();
+  ModuleOp module = getOperation();
+  func::FuncOp fn = getTrainStep(module, "--oasr-plan-report");
+  if (!fn)
+    return signalPassFailure();
+  auto planAttr = module->getAttrOfType<DictionaryAttr>(kPlanAttr);
+  if (!planAttr) {
+    module.emitError("no 'oasr.plan': run --oasr-plan-allreduce first");
+    return signalPassFailure();
+  }
+  FailureOr<StepAnalysis> step = StepAnalysis::build(fn);
+  if (failed(step))
+    return signalPassFailure();
+  sched::Profile profile = step->toProfile(getF64(planAttr, "update_us"));
+  sched::CommModel cm = sched::CommModel::alphaBeta(
+      getF64(planAttr, "alpha_s"), getF64(planAttr, "beta_s_per_byte"));
+  cm.groupOverheadUs = getF64(planAttr, "group_overhead_us");
+
+  // The plan as the IR has it.
+  SmallVector<unsigned> order = step->readyOrder();
+  DenseMap<Value, unsigned> readyIndex;
+  for (auto [i, g] : llvm::enumerate(order))
+    readyIndex[step->grads[g].value] = i;
+  sched::Plan plan;
+  if (auto s = planAttr.getAs<StringAttr>("strategy"))
+    plan.strategy = s.getValue().str();
+  SmallVector<AllreduceStartOp> starts(
+      fn.getBody().front().getOps<AllreduceStartOp>());
+  for (AllreduceStartOp start : starts) {
+    unsigned end = 0;
+    for (Value g : start.getGrads())
+      end = std::max(end, readyIndex.lookup(g) + 1);
+    plan.groupEnds.push_back(end);
+  }
+  if (llvm::Error e = sched::verifyPlan(plan, order.size())) {
+    fn.emitError("the allreduce groups are not a plan: ")
+        << llvm::toString(std::move(e));
+    return signalPassFailure();
+  }
+  sched::Timeline t = sched::simulate(profile, cm, plan);
+  double bound = sched::lowerBoundUs(profile, cm);
+
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(output, &error);
+  if (!file) {
+    module.emitError(error);
+    return signalPassFailure();
+  }
+  llvm::raw_ostream &os = file->os();
+  os << llvm::formatv("oasr plan: model '{0}', strategy {1}, {2} groups, {3} "
+                      "gradients, {4} bytes\n",
+                      profile.model, plan.strategy, plan.numGroups(),
+                      order.size(), profile.totalBytes());
+  os << "comm: " << cm.describe() << "\n";
+  os << llvm::formatv("predicted iteration: {0:f3} us (forward {1:f3}, "
+                      "backward end {2:f3}, comm end {3:f3}, update {4:f3})\n",
+                      t.iterationUs, t.forwardUs, t.backwardEndUs, t.commEndUs,
+                      t.updateUs);
+  os << llvm::formatv("lower bound: {0:f3} us (gap {1:f2}%), non-overlapped "
+                      "comm {2:f3} us, overlap {3:f1}%\n",
+                      bound,
+                      bound > 0 ? 100.0 * (t.iterationUs - bound) / bound : 0.0,
+                      t.nonOverlappedCommUs, 100.0 * t.overlapRatio);
+  os << llvm::formatv("{0,5} {1,6} {2,12} {3,12} {4,12} {5,12} {6,12}  {7}\n",
+                      "group", "grads", "bytes", "buffer", "ready_us",
+                      "start_us", "end_us", "after node -> gradients");
+  for (auto [k, start] : llvm::enumerate(starts)) {
+    const sched::GroupTiming &g = t.groups[k];
+    std::string buffer = start.getBufferBytes()
+                             ? std::to_string(*start.getBufferBytes())
+                             : std::string("-");
+    Operation *after = start->getPrevNode();
+    while (after && isa<AllreduceStartOp>(after))
+      after = after->getPrevNode();
+    std::string names;
+    unsigned shown = 0;
+    for (unsigned i = g.begin; i < g.end; ++i) {
+      if (shown++ == 3) {
+        names += llvm::formatv(", ... ({0} more)", g.end - i).str();
+        break;
+      }
+      names += (names.empty() ? "" : ", ") + step->grads[order[i]].param;
+    }
+    os << llvm::formatv("{0,5} {1,6} {2,12} {3,12} {4,12:f3} {5,12:f3} "
+                        "{6,12:f3}  {7} -> {8}\n",
+                        k, g.end - g.begin, g.bytes, buffer, g.readyUs,
+                        g.startUs, g.endUs,
+                        after ? layerOf(after) : StringRef("?"), names);
+  }
+  file->keep();
+}
