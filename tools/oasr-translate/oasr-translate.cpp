@@ -22,6 +22,8 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
+
 using namespace llvm;
 
 static cl::OptionCategory category("oasr-translate options");
@@ -45,6 +47,10 @@ static cl::list<std::string>
 static cl::opt<bool> noVerifyExternal(
     "no-check-external-data",
     cl::desc("Do not check that external-data side files exist"),
+    cl::init(false), cl::cat(category));
+static cl::opt<bool> printImportTime(
+    "print-import-time",
+    cl::desc("Print the in-process import + verify time to stderr"),
     cl::init(false), cl::cat(category));
 static cl::opt<bool> quiet("quiet",
                            cl::desc("Import and verify, print nothing"),
@@ -95,10 +101,17 @@ int main(int argc, char **argv) {
     return mlir::success();
   });
 
+  auto start = std::chrono::steady_clock::now();
   mlir::OwningOpRef<mlir::ModuleOp> module =
       oasr::onnximport::importONNX(context, inputFilename, options);
   if (!module)
     return 1;
+  if (printImportTime)
+    errs() << "import-time-s: "
+           << std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                            start)
+                  .count()
+           << "\n";
   if (quiet)
     return 0;
 
