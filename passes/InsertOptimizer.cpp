@@ -12,6 +12,9 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <charconv>
+#include <cstdlib>
+
 namespace mlir::oasr {
 #define GEN_PASS_DEF_INSERTOPTIMIZER
 #include "oasr/Passes/Passes.h.inc"
@@ -35,8 +38,17 @@ static double pick(double option, DictionaryAttr fromModel, StringRef key,
   if (option >= 0)
     return option;
   if (fromModel)
-    if (auto f = fromModel.getAs<FloatAttr>(key))
-      return f.getValueAsDouble();
+    if (auto f = fromModel.getAs<FloatAttr>(key)) {
+      if (!f.getType().isF32())
+        return f.getValueAsDouble();
+      // ONNX stores floats as f32: take the shortest decimal that reads
+      // back as that f32 (0.05f is 0.05, not 0.0500000007).
+      char buf[32];
+      auto r = std::to_chars(buf, buf + sizeof(buf) - 1,
+                             float(f.getValueAsDouble()));
+      *r.ptr = 0;
+      return std::strtod(buf, nullptr);
+    }
   return dflt;
 }
 

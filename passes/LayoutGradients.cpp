@@ -29,8 +29,9 @@ struct LayoutGradientsPass
 
 void LayoutGradientsPass::runOnOperation() {
   ModuleOp module = getOperation();
-  if (alignment < 1 || !llvm::isPowerOf2_64(alignment)) {
-    module.emitError("'alignment' must be a power of two, got ") << alignment;
+  int64_t align = alignment;
+  if (align < 1 || !llvm::isPowerOf2_64(align)) {
+    module.emitError("'alignment' must be a power of two, got ") << align;
     return signalPassFailure();
   }
   Builder b(module.getContext());
@@ -44,12 +45,12 @@ void LayoutGradientsPass::runOnOperation() {
             << g.getType() << " has no static byte size";
         return WalkResult::interrupt();
       }
-      int64_t offset = llvm::alignTo(end, alignment);
+      int64_t offset = llvm::alignTo(end, align);
       offsets.push_back(offset);
       end = offset + bytes;
       payload += bytes;
     }
-    int64_t size = llvm::alignTo(end, alignment);
+    int64_t size = llvm::alignTo(end, align);
     start.setOffsetsAttr(b.getDenseI64ArrayAttr(offsets));
     start.setBufferBytesAttr(b.getI64IntegerAttr(size));
     ++numBuffers;
