@@ -544,7 +544,11 @@ FailureOr<Attribute> ONNXImporter::getTensorAttr(const onnx::TensorProto &tensor
   if (data->numElements() > kInlineAttrLimit) {
     // Big: a resource blob (elided when printing with
     // --mlir-elide-resource-strings-if-larger).
-    std::string blobName = tensor.name().empty() ? "onnx_tensor" : tensor.name();
+    std::string blobName = tensor.name();
+    if (blobName.empty() && node)
+      blobName = node->output_size() ? node->output(0) : node->name();
+    if (blobName.empty())
+      blobName = "onnx_tensor";
     return Attribute(DenseResourceElementsAttr::get(
         type, blobName,
         HeapAsmResourceBlob::allocateAndCopyWithAlign(
@@ -1670,8 +1674,15 @@ LogicalResult ONNXImporter::inferNode(const onnx::NodeProto &node,
   int opset = getOpset(node.domain());
   int known = ::oasr::onnximport::detail::getMaxKnownOpset(node.domain());
   bool preferOwn = opset > known && changedAfterOpset17(node.op_type());
-
   std::string onnxError, ownWhy;
+  SmallVector<TensorInfo> own(numOut);
+  if (options.preferOwnShapeRules &&
+      inferWithOwnRules(node, inputs, own, ownWhy) &&
+      llvm::all_of(own, [](const TensorInfo &t) { return t.isStatic(); })) {
+    outputs.assign(own.begin(), own.end());
+    preferOwn = true;
+  }
+
   bool onnxFailed = false;
   if (!preferOwn && node.op_type() != "Constant") {
     std::vector<onnx::TypeProto> inferred;
@@ -1692,7 +1703,8 @@ LogicalResult ONNXImporter::inferNode(const onnx::NodeProto &node,
     return node.output(int(it.index())).empty() || it.value().isStatic();
   });
   if (!complete && !onnxFailed) {
-    SmallVector<TensorInfo> own(numOut);
+    own.assign(numOut, TensorInfo());
+    ownWhy.clear();
     if (inferWithOwnRules(node, inputs, own, ownWhy))
       for (size_t i = 0; i < numOut; ++i)
         if (!outputs[i].isStatic() && own[i].ranked) {

@@ -52,6 +52,11 @@ static cl::opt<bool> printImportTime(
     "print-import-time",
     cl::desc("Print the in-process import + verify time to stderr"),
     cl::init(false), cl::cat(category));
+static cl::opt<bool> ownShapeRules(
+    "prefer-own-shape-rules",
+    cl::desc("Infer shapes with oasr's own rules first, libonnx's only for "
+             "ops without one (to cross-check the two)"),
+    cl::init(false), cl::cat(category));
 static cl::opt<bool> quiet("quiet",
                            cl::desc("Import and verify, print nothing"),
                            cl::init(false), cl::cat(category));
@@ -73,6 +78,7 @@ int main(int argc, char **argv) {
   oasr::onnximport::ImportOptions options;
   options.batch = batch;
   options.checkExternalData = !noVerifyExternal;
+  options.preferOwnShapeRules = ownShapeRules;
   for (const std::string &spec : dims) {
     std::string error;
     if (!oasr::onnximport::parseDimOption(spec, options, error)) {

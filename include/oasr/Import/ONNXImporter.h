@@ -37,6 +37,10 @@ struct ImportOptions {
   std::string funcName = "forward";
   /// Check that external-data side files exist and are long enough.
   bool checkExternalData = true;
+  /// Use oasr's own shape rules first and libonnx's only for ops without
+  /// one (by default libonnx goes first up to the opset it knows). For
+  /// cross-checking the two.
+  bool preferOwnShapeRules = false;
 };
 
 /// Parses `--dim` values of the form `name=value` into `options.dims`.

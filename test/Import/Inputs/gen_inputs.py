@@ -180,6 +180,27 @@ def training_info():
     return m
 
 
+# Constants: a big Constant node and a big integer initializer become
+# resource blobs, small ones dense attributes; a big float initializer at a
+# non-trainable position is state, a float scalar a Constant.
+def constants():
+    big = np.linspace(0, 1, 2048, dtype=np.float32).reshape(2, 1024)
+    nodes = [
+        helper.make_node("Constant", [], ["table"], name="/table",
+                         value=numpy_helper.from_array(big)),
+        helper.make_node("Gather", ["table", "ids"], ["rows"], name="/rows", axis=1),
+        helper.make_node("Clip", ["rows", "lo", "hi"], ["clipped"], name="/clip"),
+        helper.make_node("Div", ["clipped", "half"], ["y"], name="/div"),
+    ]
+    g = helper.make_graph(
+        nodes, "constants", [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [init("ids", [1500], np.int64, np.arange(1500) % 1024),
+         init("lo", [], np.float32, 0.1), init("hi", [], np.float32, 0.9),
+         init("half", [2, 1500], np.float32, np.full((2, 1500), 0.5))])
+    return model(g, opset=13)
+
+
 def external():
     m = cnn()
     for t in m.graph.initializer:
@@ -249,6 +270,7 @@ if __name__ == "__main__":
     save(new_opsets(), "new_opsets.txtpb")
     save(training_info(), "training_info.txtpb")
     save(external(), "external.txtpb")
+    save(constants(), "constants.txtpb")
     save(unknown_domain(), "unknown_domain.txtpb")
     save(shape_mismatch(), "shape_mismatch.txtpb")
     save(shape_unknown(), "shape_unknown.txtpb")
