@@ -86,6 +86,74 @@ static std::optional<double> scalarOf(Value v) {
   return std::nullopt;
 }
 
+/// Evaluates a small integer tensor computed from constants and static
+/// shapes (Shape, Gather, Add/Sub/Mul/Div, Cast, Unsqueeze, Squeeze, Reshape,
+/// Concat), as exporters emit for Slice bounds. std::nullopt when it is not
+/// such a value.
+static std::optional<SmallVector<int64_t>> evalInts(Value v, unsigned depth = 0) {
+  if (!v || depth > 32)
+    return std::nullopt;
+  auto node = v.getDefiningOp<NodeOp>();
+  if (!node || !node.getDomain().empty())
+    return std::nullopt;
+  if (node.is("Constant"))
+    return intsOf(node->getAttrOfType<DenseIntElementsAttr>("value"));
+  if (node.is("Shape")) {
+    auto t = dyn_cast<RankedTensorType>(node->getOperand(0).getType());
+    if (!t || !t.hasStaticShape() || node->hasAttr("start") ||
+        node->hasAttr("end"))
+      return std::nullopt;
+    return SmallVector<int64_t>(t.getShape());
+  }
+  auto arg = [&](unsigned i) { return evalInts(node->getOperand(i), depth + 1); };
+  if (node.is("Cast") || node.is("Unsqueeze") || node.is("Squeeze") ||
+      node.is("Reshape"))
+    return arg(0);
+  if (node.is("Gather")) {
+    auto data = arg(0), idx = arg(1);
+    if (!data || !idx)
+      return std::nullopt;
+    SmallVector<int64_t> out;
+    for (int64_t i : *idx) {
+      if (i < 0)
+        i += data->size();
+      if (i < 0 || i >= int64_t(data->size()))
+        return std::nullopt;
+      out.push_back((*data)[i]);
+    }
+    return out;
+  }
+  if (node.is("Concat")) {
+    SmallVector<int64_t> out;
+    for (unsigned i = 0; i < node->getNumOperands(); ++i) {
+      auto part = arg(i);
+      if (!part)
+        return std::nullopt;
+      out.append(*part);
+    }
+    return out;
+  }
+  StringRef type = node.getOpType();
+  if (type == "Add" || type == "Sub" || type == "Mul" || type == "Div") {
+    auto a = arg(0), b = arg(1);
+    if (!a || !b || (a->size() != b->size() && a->size() != 1 && b->size() != 1))
+      return std::nullopt;
+    size_t n = std::max(a->size(), b->size());
+    SmallVector<int64_t> out;
+    for (size_t i = 0; i < n; ++i) {
+      int64_t x = (*a)[a->size() == 1 ? 0 : i], y = (*b)[b->size() == 1 ? 0 : i];
+      if (type == "Div" && y == 0)
+        return std::nullopt;
+      out.push_back(type == "Add" ? x + y
+                    : type == "Sub" ? x - y
+                    : type == "Mul" ? x * y
+                                    : x / y);
+    }
+    return out;
+  }
+  return std::nullopt;
+}
+
 static int64_t intAttr(Operation *op, StringRef name, int64_t dflt) {
   if (auto a = op->getAttrOfType<IntegerAttr>(name))
     return a.getInt();
@@ -592,6 +660,66 @@ static LogicalResult gradPad(GradContext &c) {
   return success();
 }
 
+static LogicalResult gradSlice(GradContext &c) {
+  // Opset >= 10: data, starts, ends[, axes[, steps]] as (computable) inputs.
+  auto x = cast<RankedTensorType>(typeOf(c, 0));
+  SmallVector<SmallVector<int64_t>> lists;
+  for (unsigned i = 1; i < c.fwd->getNumOperands(); ++i) {
+    if (c.wants(i))
+      return c.fail("starts/ends cannot carry a gradient");
+    auto v = evalInts(c.in(i));
+    if (!v)
+      return c.fail("starts/ends/axes/steps are not computable at compile time");
+    lists.push_back(*v);
+  }
+  if (lists.size() < 2) {
+    // Opset 1: attributes.
+    auto starts = intsOf(c.fwd->getAttr("starts"));
+    auto ends = intsOf(c.fwd->getAttr("ends"));
+    if (!starts || !ends)
+      return c.fail("missing starts/ends");
+    lists = {*starts, *ends};
+    if (auto axes = intsOf(c.fwd->getAttr("axes")))
+      lists.push_back(*axes);
+  }
+  SmallVector<int64_t> starts = lists[0], ends = lists[1], axes, steps;
+  if (lists.size() > 2)
+    axes = lists[2];
+  else
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(i);
+  if (lists.size() > 3)
+    steps = lists[3];
+  else
+    steps.assign(starts.size(), 1);
+  if (axes.size() != starts.size() || ends.size() != starts.size() ||
+      steps.size() != starts.size())
+    return c.fail("starts, ends, axes and steps differ in length");
+  // Normalise to non-negative, clamped bounds as the runtime will use them.
+  for (size_t i = 0; i < starts.size(); ++i) {
+    if (axes[i] < 0)
+      axes[i] += x.getRank();
+    int64_t dim = x.getDimSize(axes[i]);
+    if (steps[i] <= 0)
+      return c.fail("negative steps are not supported");
+    auto clamp = [&](int64_t v) {
+      if (v < 0)
+        v += dim;
+      return std::min(std::max<int64_t>(v, 0), dim);
+    };
+    starts[i] = clamp(starts[i]);
+    ends[i] = clamp(ends[i]);
+  }
+  auto &b = c.b();
+  c.dIns.assign(c.fwd->getNumOperands(), Value());
+  c.dIns[0] = c.node1("SliceGrad", x, {c.dOut()},
+                      {b.getNamedAttr("starts", b.getI64ArrayAttr(starts)),
+                       b.getNamedAttr("ends", b.getI64ArrayAttr(ends)),
+                       b.getNamedAttr("axes", b.getI64ArrayAttr(axes)),
+                       b.getNamedAttr("steps", b.getI64ArrayAttr(steps))});
+  return success();
+}
+
 static LogicalResult gradSoftmaxCrossEntropy(GradContext &c) {
   if (c.fwd->getNumResults() != 2)
     return c.fail("expected the training form with log_prob");
@@ -723,6 +851,7 @@ static const llvm::StringMap<GradRule> &gradRules() {
       {"Transpose", gradTranspose},
       {"Gather", gradGather},
       {"ReduceMean", gradReduceMean},
+      {"Slice", gradSlice},
   };
   return rules;
 }

@@ -70,3 +70,19 @@ module {
   }
 }
 
+
+// -----
+
+// Slice bounds that depend on an input value cannot be folded.
+module {
+  func.func @forward(%x: tensor<2x6xf32> {oasr.input = "x"},
+                     %w: tensor<6xf32> {oasr.param = "w"},
+                     %start: tensor<1xi64> {oasr.input = "start"})
+      -> (tensor<2x3xf32> {oasr.output = "y"}) {
+    %m = oasr.node "Mul"(%x, %w) : (tensor<2x6xf32>, tensor<6xf32>) -> tensor<2x6xf32>
+    %e = oasr.node "Constant"() {value = dense<6> : tensor<1xi64>} : () -> tensor<1xi64>
+    // expected-error @+1 {{cannot differentiate 'Slice' node "Slice_3": starts/ends/axes/steps are not computable at compile time}}
+    %y = oasr.node "Slice"(%m, %start, %e) : (tensor<2x6xf32>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x3xf32>
+    return %y : tensor<2x3xf32>
+  }
+}

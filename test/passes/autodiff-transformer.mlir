@@ -40,3 +40,26 @@ module attributes {oasr.opset = 17 : i64} {
     return %ge : tensor<2x3x4xf32>
   }
 }
+
+// -----
+
+// Slice bounds computed from the static shape (as PyTorch exports chunk())
+// are folded into SliceGrad's attributes.
+// CHECK-LABEL: func.func @train_step
+// CHECK: oasr.node "SliceGrad"(%{{.*}}) {axes = [1], ends = [6], oasr.layer = "/chunk1", starts = [3], steps = [1]} : (tensor<2x3xf32>) -> tensor<2x6xf32>
+module {
+  func.func @forward(%x: tensor<2x6xf32> {oasr.input = "x"},
+                     %w: tensor<6xf32> {oasr.param = "w"})
+      -> (tensor<2x3xf32> {oasr.output = "y"}) {
+    %m = oasr.node "Mul"(%x, %w) : (tensor<2x6xf32>, tensor<6xf32>) -> tensor<2x6xf32> loc("/mul")
+    %s = oasr.node "Shape"(%m) : (tensor<2x6xf32>) -> tensor<2xi64>
+    %i = oasr.node "Constant"() {value = dense<-1> : tensor<1xi64>} : () -> tensor<1xi64>
+    %d = oasr.node "Gather"(%s, %i) {axis = 0 : i64} : (tensor<2xi64>, tensor<1xi64>) -> tensor<1xi64>
+    %two = oasr.node "Constant"() {value = dense<2> : tensor<1xi64>} : () -> tensor<1xi64>
+    %h = oasr.node "Div"(%d, %two) : (tensor<1xi64>, tensor<1xi64>) -> tensor<1xi64>
+    %e = oasr.node "Mul"(%h, %two) : (tensor<1xi64>, tensor<1xi64>) -> tensor<1xi64>
+    %one = oasr.node "Constant"() {value = dense<1> : tensor<1xi64>} : () -> tensor<1xi64>
+    %y = oasr.node "Slice"(%m, %h, %e, %one) : (tensor<2x6xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x3xf32> loc("/chunk1")
+    return %y : tensor<2x3xf32>
+  }
+}
