@@ -186,6 +186,17 @@ def g_conv():
     cs += conv_cases("conv_depthwise", (2, 8, 9, 9), (8, 1, 3, 3), False, pad=1, group=8)
     cs += conv_cases("conv_same_upper", (1, 4, 7, 7), (4, 4, 3, 3), True, stride=2, auto_pad="SAME_UPPER")
     cs += conv_cases("conv_wide", (2, 32, 14, 14), (64, 32, 3, 3), True, pad=1)
+    # 1-D convolution (NCW).
+    x, w, b = rnd(2, 4, 17), rnd(6, 4, 5), rnd(6)
+    attrs = {"strides": [2], "pads": [2, 1], "dilations": [1], "group": 1}
+
+    def fn1(x, w, b):
+        return F.conv1d(F.pad(x, (2, 1)), w, b, 2)
+
+    y = fn1(x, w, b)
+    cs.append(Case("conv1d", "Conv", attrs).inp(x, w, b).out(f64(y)))
+    dy = rnd(*y.shape)
+    cs.append(Case("conv1d_grad", "ConvGrad", attrs).inp(dy, x, w).out(*grad_of(fn1, [x, w, b], dy)))
     # ConvGrad whose dX nobody reads (the first convolution).
     c = conv_cases("conv_nodx", (2, 3, 8, 8), (4, 3, 3, 3), True, pad=1)[1]
     c.outputs[0] = (c.outputs[0][0], False, False)

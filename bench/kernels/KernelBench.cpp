@@ -107,8 +107,7 @@ int main(int argc, char **argv) {
   const char *layout = std::getenv("OASR_CPU_CONV_LAYOUT");
   std::printf("# oasr cpu backend, batch %lld, threads %d, layout %s, %s "
               "time\n",
-              (long long)batch, threads,
-              layout ? layout : "auto",
+              (long long)batch, threads, layout ? layout : "auto",
               gCpuClock ? "cpu" : "wall");
   std::printf("%-14s %9s %9s %9s %9s\n", "layer", "fwd_ms", "bwd_ms",
               "fwd_GF/s", "bwd_GF/s");
@@ -138,8 +137,11 @@ int main(int argc, char **argv) {
     }
     Buf bx(*backend, x), bw(*backend, w), bb(*backend, b), by(*backend, y),
         bdy(*backend, y), bdx(*backend, x), bdw(*backend, w), bdb(*backend, b);
-    double tf = timeIt([&] { fwd->run({bx.ref, bw.ref, bb.ref}, {by.ref}); },
-                       minTime);
+    double tf = timeIt(
+        [&] {
+          fwd->run({bx.ref, bw.ref, bb.ref}, {by.ref});
+        },
+        minTime);
     double tb = timeIt(
         [&] {
           bwd->run({bdy.ref, bx.ref, bw.ref}, {bdx.ref, bdw.ref, bdb.ref});

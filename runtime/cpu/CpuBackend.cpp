@@ -29,10 +29,18 @@ dnnl::stream &stream() {
 
 static std::atomic<int> gNumThreads{0};
 
+/// OpenMP's own choice (OMP_NUM_THREADS or the core count), taken before
+/// the backend first changes it.
+static int defaultNumThreads() {
+  static int n = omp_get_max_threads();
+  return n;
+}
+
 int numThreads() { return gNumThreads.load(std::memory_order_relaxed); }
 
 void setNumThreads(int threads) {
-  gNumThreads.store(threads > 0 ? threads : 0, std::memory_order_relaxed);
+  int dflt = defaultNumThreads();
+  gNumThreads.store(threads > 0 ? threads : dflt, std::memory_order_relaxed);
   applyNumThreads();
 }
 
@@ -156,6 +164,7 @@ namespace {
 class CpuBackend final : public KernelBackend {
 public:
   CpuBackend() {
+    (void)defaultNumThreads();
     registerDnnlKernels(registry);
     registerElementwiseKernels(registry);
   }

@@ -40,8 +40,11 @@ dnnl::engine &engine();
 /// the thread that submits).
 dnnl::stream &stream();
 
-/// Threads a kernel may use; 0 means "leave OpenMP's default".
+/// Threads a kernel may use; 0 until setNumThreads is first called (OpenMP
+/// left alone).
 int numThreads();
+/// Sets the threads of every kernel run from now on, on any thread; `threads`
+/// <= 0 restores OpenMP's default (OMP_NUM_THREADS or the core count).
 void setNumThreads(int threads);
 /// Applies numThreads() to the calling thread's OpenMP settings.
 void applyNumThreads();
