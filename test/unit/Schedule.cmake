@@ -4,5 +4,6 @@ oasr_add_unittest(OASRScheduleTests
   Schedule/SimulatorTest.cpp
   Schedule/StrategyTest.cpp
   Schedule/PropertyTest.cpp
+  Schedule/RenderTest.cpp
   LIBS OASRSchedule
 )
