@@ -68,6 +68,17 @@ static cl::opt<std::string>
     commFile("comm", cl::desc("Calibration JSON from `oasr-bench comm`"),
              cl::init(""), cl::cat(runCat));
 static cl::opt<std::string>
+    planProfile("plan-profile",
+                cl::desc("Measured oasr-profile-v1 the .onnx plan uses for "
+                         "its costs (e.g. from an earlier --profile)"),
+                cl::init(""), cl::cat(runCat));
+static cl::opt<std::string>
+    optimizer("optimizer", cl::desc("sgd | momentum, for an .onnx input"),
+              cl::init(""), cl::cat(runCat));
+static cl::opt<double> momentum("momentum",
+                                cl::desc("Momentum, for an .onnx input"),
+                                cl::init(-1), cl::cat(runCat));
+static cl::opt<std::string>
     dataSpec("data", cl::desc("synthetic | mnist:DIR | cifar10:DIR"),
              cl::init("synthetic"), cl::cat(runCat));
 static cl::opt<int> batch("batch",
@@ -169,6 +180,11 @@ int localRanks() {
   return 1;
 }
 
+/// The allreduce model an .onnx plan uses when none is given: roughly Open
+/// MPI over shared memory on one host (measure yours with oasr-bench comm).
+constexpr double kDefaultAlpha = 2e-5, kDefaultBeta = 5e-10;
+bool usedDefaultComm = false;
+
 /// Parses or compiles the model into a training module.
 mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
                                              Failure &failure) {
@@ -190,10 +206,12 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
   bool onnx = endsWith(path, ".onnx") || endsWith(path, ".onnx.json") ||
               endsWith(path, ".textproto");
   bool planning = !strategy.empty() || alpha >= 0 || beta >= 0 ||
-                  !commFile.empty();
+                  !commFile.empty() || !planProfile.empty() ||
+                  !optimizer.empty() || momentum >= 0;
   if (!onnx) {
     if (planning) {
-      failure.set("--strategy/--alpha/--beta/--comm apply to .onnx inputs; "
+      failure.set("--strategy/--alpha/--beta/--comm/--plan-profile/"
+                  "--optimizer/--momentum apply to .onnx inputs; "
                   "a .mlir module carries its plan (recompile it with "
                   "oasr-opt)");
       return nullptr;
@@ -214,25 +232,37 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
     failure.set(diags.empty() ? (path + ": cannot import").str() : diags);
     return nullptr;
   }
-  std::string pipeline = "oasr-train-pipeline";
-  llvm::SmallVector<std::string> opts;
+  mlir::oasr::TrainPipelineOptions po;
   if (!strategy.empty())
-    opts.push_back("strategy=" + strategy);
+    po.strategy = strategy.getValue();
   if (alpha >= 0)
-    opts.push_back(llvm::formatv("alpha={0}", alpha.getValue()).str());
+    po.alpha = alpha.getValue();
   if (beta >= 0)
-    opts.push_back(llvm::formatv("beta={0}", beta.getValue()).str());
+    po.beta = beta.getValue();
   if (!commFile.empty())
-    opts.push_back("comm=" + commFile);
-  if (!opts.empty())
-    pipeline += "{" + llvm::join(opts, " ") + "}";
-  mlir::PassManager pm(&ctx);
-  std::string perr;
-  llvm::raw_string_ostream perrs(perr);
-  if (mlir::failed(mlir::parsePassPipeline(pipeline, pm, perrs))) {
-    failure.set("cannot build pipeline '" + pipeline + "': " + perr);
-    return nullptr;
+    po.comm = commFile.getValue();
+  if (!planProfile.empty())
+    po.profile = planProfile.getValue();
+  if (alpha < 0 && beta < 0 && commFile.empty()) {
+    // No communication model given: $OASR_COMM_CALIBRATION, else a default
+    // for one host (shared memory), announced so nobody mistakes it for a
+    // measurement.
+    if (const char *env = std::getenv("OASR_COMM_CALIBRATION")) {
+      po.comm = std::string(env);
+    } else {
+      po.alpha = kDefaultAlpha;
+      po.beta = kDefaultBeta;
+      usedDefaultComm = true;
+    }
   }
+  if (!optimizer.empty())
+    po.algo = optimizer.getValue();
+  if (momentum >= 0)
+    po.momentum = momentum.getValue();
+  if (lr >= 0)
+    po.lr = lr.getValue();
+  mlir::PassManager pm(&ctx);
+  mlir::oasr::populateTrainPipeline(pm, po);
   if (mlir::failed(pm.run(*module))) {
     failure.set(diags.empty() ? (path + ": compilation failed").str() : diags);
     return nullptr;
@@ -461,6 +491,11 @@ int main(int argc, char **argv) {
     return 1;
   }
 
+  if (rank == 0 && !quiet && usedDefaultComm)
+    std::printf("oasr-run: planned with the default allreduce model alpha=%g s "
+                "beta=%g s/B (give --comm=FILE from `oasr-bench comm`, or "
+                "--alpha/--beta)\n",
+                kDefaultAlpha, kDefaultBeta);
   if (rank == 0 && !quiet) {
     const MemoryStats &m = exec->memory();
     std::printf("oasr-run: %d rank(s) [%s], %d thread(s)/rank, batch %lld/rank, "
