@@ -484,6 +484,55 @@ def g_arith():
     return cs
 
 
+@group("transformer")
+def g_transformer():
+    cs = []
+    emb = rnd(50, 8)
+    idx = torch.randint(0, 50, (4, 6))
+    idx[0, 0] = idx[1, 1] = idx[2, 2]  # repeated rows accumulate in the grad
+    idx[3, 5] = -1  # counts from the end
+    y = emb[idx % 50]
+    cs.append(Case("gather_embed", "Gather", {"axis": 0}).inp(emb, idx).out(f64(y)))
+    dy = rnd(*y.shape)
+    (demb,) = grad_of(lambda e: e[idx % 50], [emb], dy)
+    cs.append(Case("gather_embed_grad", "GatherGrad", {"axis": 0}).inp(torch.tensor([50, 8]), idx, dy).out(demb))
+    x = rnd(3, 7, 5)
+    i1 = torch.tensor([6, 0, 2])
+    cs.append(Case("gather_ax1", "Gather", {"axis": 1}).inp(x, i1).out(f64(x[:, i1])))
+    dy = rnd(3, 3, 5)
+    (dx,) = grad_of(lambda x: x[:, i1], [x], dy)
+    cs.append(Case("gather_ax1_grad", "GatherGrad", {"axis": 1}).inp(torch.tensor([3, 7, 5]), i1, dy).out(dx))
+    shp = torch.tensor([16, 8, 128])
+    cs.append(Case("gather_scalar_i64", "Gather", {"axis": 0}).inp(shp, torch.tensor(2)).out(shp[2]))
+    x = rnd(4, 6, 9)
+    y = torch.from_numpy(x.numpy()[:, 1:5, 8:1:-3].copy())  # torch has no negative steps
+    cs.append(Case("slice_operands", "Slice").inp(x, torch.tensor([1, -1]), torch.tensor([5, 1]), torch.tensor([1, 2]), torch.tensor([1, -3])).out(f64(y.contiguous())))
+    y = x[:, :, 6:]
+    cs.append(Case("slice_qkv", "Slice").inp(x, torch.tensor([6]), torch.tensor([9]), torch.tensor([2])).out(f64(y.contiguous())))
+    dy = rnd(4, 6, 3)
+    (dx,) = grad_of(lambda x: x[:, :, 6:], [x], dy)
+    cs.append(Case("slice_grad", "SliceGrad", {"starts": [6], "ends": [9], "axes": [2], "steps": [1]}).inp(dy).out(dx))
+    dy = rnd(4, 2, 3)
+    (dx,) = grad_of(lambda x: x[:, 0:4:2, 1:9:3], [x], dy)
+    cs.append(Case("slice_grad_steps", "SliceGrad", {"starts": [0, 1], "ends": [4, 9], "axes": [1, 2], "steps": [2, 3]}).inp(dy).out(dx))
+    x = rnd(8, 1, 16)
+    cs.append(Case("expand", "Expand").inp(x, torch.tensor([8, 5, 16])).out(f64(x.expand(8, 5, 16).contiguous())))
+    x = rnd(8, 16, 32)
+    cs.append(Case("reducemean_last", "ReduceMean", {"axes": [-1]}).inp(x).out(f64(x.mean(-1, keepdim=True))))
+    cs.append(Case("reducemean_nokeep", "ReduceMean", {"axes": [1], "keepdims": 0}).inp(x).out(f64(x.mean(1))))
+    cs.append(Case("reducesum_all", "ReduceSum", {"keepdims": 0}).inp(x).out(f64(x.sum())))
+    cs.append(Case("pow_square", "Pow").inp(x, torch.tensor(2.0).double()).out(f64(x ** 2)))
+    xp, e = rnd(5, 6, lo=0.1, hi=2.0), rnd(6, lo=-2, hi=3)
+    cs.append(Case("pow_bcast", "Pow").inp(xp, e).out(f64(xp ** e)))
+    xc = rnd(4, 5, lo=-10, hi=10)
+    cs.append(Case("cast_f32_i64", "Cast", {"to": 7}).inp(xc).out(xc.float().to(torch.int64)))
+    ic = torch.randint(-100, 100, (3, 4))
+    cs.append(Case("cast_i64_f32", "Cast", {"to": 1}).inp(ic).out(f64(ic.double())))
+    cs.append(Case("shape", "Shape").inp(x).out(torch.tensor([8, 16, 32])))
+    cs.append(Case("shape_slice", "Shape", {"start": 1, "end": -1}).inp(x).out(torch.tensor([16])))
+    return cs
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", required=True)

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 namespace oasr::rt::cpu {
 namespace {
@@ -154,7 +155,7 @@ BroadcastPlan makePlan(const std::vector<std::vector<int64_t>> &ins,
   return p;
 }
 
-enum class BinOp { Add, Sub, Mul, Div };
+enum class BinOp { Add, Sub, Mul, Div, Pow };
 
 template <typename T, BinOp Op> inline T apply(T a, T b) {
   if constexpr (Op == BinOp::Add)
@@ -163,8 +164,12 @@ template <typename T, BinOp Op> inline T apply(T a, T b) {
     return a - b;
   else if constexpr (Op == BinOp::Mul)
     return a * b;
-  else
+  else if constexpr (Op == BinOp::Div)
     return a / b;
+  else if constexpr (std::is_floating_point_v<T>)
+    return b == T(2) ? a * a : T(std::pow(a, b));
+  else
+    return T(std::pow(double(a), double(b)));
 }
 
 template <typename T, BinOp Op>
@@ -210,6 +215,8 @@ void binaryDispatch(BinOp op, const BroadcastPlan &p, const void *a,
     return binaryLoop<T, BinOp::Mul>(p, ta, tb, ty);
   case BinOp::Div:
     return binaryLoop<T, BinOp::Div>(p, ta, tb, ty);
+  case BinOp::Pow:
+    return binaryLoop<T, BinOp::Pow>(p, ta, tb, ty);
   }
 }
 
@@ -273,7 +280,8 @@ std::unique_ptr<Kernel> createBinary(const OpSpec &spec, std::string &error) {
   BinOp op = spec.opType == "Add"   ? BinOp::Add
              : spec.opType == "Sub" ? BinOp::Sub
              : spec.opType == "Mul" ? BinOp::Mul
-                                    : BinOp::Div;
+             : spec.opType == "Div" ? BinOp::Div
+                                    : BinOp::Pow;
   return std::make_unique<BinaryKernel>(spec, op);
 }
 
@@ -392,12 +400,13 @@ std::unique_ptr<Kernel> createNeg(const OpSpec &spec, std::string &error) {
 //===----------------------------------------------------------------------===//
 
 /// ReduceSumTo: dY -> dX, summing dY over the axes along which dX's shape
-/// broadcasts to dY's.
+/// broadcasts to dY's, times `scale` (ReduceSum/ReduceMean reuse it with
+/// the reduced axes kept as 1).
 class ReduceSumToKernel final : public CpuKernel {
 public:
-  explicit ReduceSumToKernel(const OpSpec &spec) : CpuKernel(spec) {
-    const auto &ys = spec.inputs[0].shape;
-    std::vector<int64_t> xs = spec.outputs[0].shape;
+  ReduceSumToKernel(const OpSpec &spec, const std::vector<int64_t> &ys,
+                    std::vector<int64_t> xs, float scale = 1.0f)
+      : CpuKernel(spec), scale(scale) {
     xs.insert(xs.begin(), ys.size() - xs.size(), 1);
     // Merge runs of (reduced | kept) dims, dropping size-1 dims of dY.
     std::vector<int64_t> dims;
@@ -441,8 +450,16 @@ public:
                const std::vector<TensorRef> &out) override {
     const float *dy = in[0].as<float>();
     float *dx = out[0].as<float>();
-    if (copyOnly)
+    if (copyOnly && scale == 1.0f)
       return parallelCopy(dx, dy, size_t(total) * sizeof(float));
+    if (copyOnly) {
+      const int64_t n = total;
+      const float sc = scale;
+#pragma omp parallel for schedule(static) if (n > 16384)
+      for (int64_t i = 0; i < n; ++i)
+        dx[i] = dy[i] * sc;
+      return;
+    }
     if (lastReduced)
       reduceInner(dy, dx);
     else
@@ -474,7 +491,7 @@ private:
           part += p[i];
         acc += part;
       }
-      dx[o] = float(acc);
+      dx[o] = float(acc * scale);
     }
   }
 
@@ -496,10 +513,11 @@ private:
           acc[c] += p[c];
       }
       for (int64_t c = c0; c < c1; ++c)
-        dx[o * inner + c] = acc[c - c0];
+        dx[o * inner + c] = acc[c - c0] * scale;
     }
   }
 
+  float scale;
   bool copyOnly = false, lastReduced = false;
   int64_t total = 0, inner = 1, redCount = 1, outerKept = 1;
   std::vector<std::pair<int64_t, int64_t>> keptDims, redDims; // (size, stride)
@@ -516,7 +534,8 @@ std::unique_ptr<Kernel> createReduceSumTo(const OpSpec &spec,
                                 shapeStr(spec.inputs[0].shape));
     return nullptr;
   }
-  return std::make_unique<ReduceSumToKernel>(spec);
+  return std::make_unique<ReduceSumToKernel>(spec, spec.inputs[0].shape,
+                                             spec.outputs[0].shape);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1527,10 +1546,518 @@ std::unique_ptr<Kernel> createConstant(const OpSpec &spec, std::string &error) {
   return std::make_unique<ConstantKernel>(spec, std::move(bytes));
 }
 
+//===----------------------------------------------------------------------===//
+// ReduceMean / ReduceSum
+//===----------------------------------------------------------------------===//
+
+/// ReduceMean / ReduceSum {axes, keepdims}: axes from the attribute, else
+/// (keepdims = 1) from where the result has 1s, else all axes.
+std::unique_ptr<Kernel> createReduce(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 2, 1, 1, error) ||
+      !checkAllF32(spec, {0}, {0}, error))
+    return nullptr;
+  const auto &xs = spec.inputs[0].shape;
+  int64_t r = int64_t(xs.size());
+  bool keep = spec.attrs.getInt("keepdims", 1) != 0;
+  std::vector<int64_t> kept = xs;
+  if (spec.attrs.has("axes")) {
+    for (int64_t a : spec.attrs.getInts("axes")) {
+      if (a < 0)
+        a += r;
+      if (a < 0 || a >= r) {
+        error = nodeError(spec, "axis out of range");
+        return nullptr;
+      }
+      kept[a] = 1;
+    }
+  } else if (keep && spec.inputs.size() > 1) {
+    kept = spec.outputs[0].shape;
+  } else if (spec.inputs.size() > 1) {
+    error = nodeError(spec, "axes as an operand need keepdims = 1");
+    return nullptr;
+  } else if (spec.attrs.getInt("noop_with_empty_axes", 0) == 0) {
+    kept.assign(xs.size(), 1);
+  }
+  int64_t keptNumel = 1;
+  for (int64_t d : kept)
+    keptNumel *= d;
+  if (kept.size() != xs.size() || keptNumel != spec.outputs[0].numel() ||
+      (keep && kept != spec.outputs[0].shape)) {
+    error =
+        nodeError(spec, "result " + shapeStr(spec.outputs[0].shape) +
+                            " does not match the reduction of " + shapeStr(xs));
+    return nullptr;
+  }
+  float scale = 1.0f;
+  if (spec.opType == "ReduceMean")
+    scale = float(double(keptNumel) / double(spec.inputs[0].numel()));
+  return std::make_unique<ReduceSumToKernel>(spec, xs, kept, scale);
+}
+
+//===----------------------------------------------------------------------===//
+// Shape / Cast / Expand
+//===----------------------------------------------------------------------===//
+
+/// Shape {start, end}: the operand's static shape.
+std::unique_ptr<Kernel> createShape(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 1, 1, 1, error) ||
+      !checkDType(spec, false, 0, DType::I64, error))
+    return nullptr;
+  const auto &xs = spec.inputs[0].shape;
+  int64_t r = int64_t(xs.size());
+  int64_t b = spec.attrs.getInt("start", 0), e = spec.attrs.getInt("end", r);
+  b = std::clamp<int64_t>(b < 0 ? b + r : b, 0, r);
+  e = std::clamp<int64_t>(e < 0 ? e + r : e, b, r);
+  if (spec.outputs[0].numel() != e - b) {
+    error = nodeError(spec, "result must have " + std::to_string(e - b) +
+                                " elements");
+    return nullptr;
+  }
+  std::vector<double> dims(xs.begin() + b, xs.begin() + e);
+  OpSpec c = spec;
+  c.inputs.clear();
+  c.attrs = AttrMap();
+  c.attrs.set("value", dims);
+  return createConstant(c, error);
+}
+
+template <typename From, typename To>
+void castLoop(const void *src, void *dst, int64_t n) {
+  const From *s = static_cast<const From *>(src);
+  To *d = static_cast<To *>(dst);
+#pragma omp parallel for schedule(static) if (n > 16384)
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (std::is_same_v<To, uint8_t>)
+      d[i] = s[i] != From(0);
+    else
+      d[i] = To(s[i]);
+  }
+}
+
+template <typename From>
+void castFrom(DType to, const void *src, void *dst, int64_t n) {
+  switch (to) {
+  case DType::F32:
+    return castLoop<From, float>(src, dst, n);
+  case DType::I64:
+    return castLoop<From, int64_t>(src, dst, n);
+  case DType::I32:
+    return castLoop<From, int32_t>(src, dst, n);
+  case DType::Bool:
+    return castLoop<From, uint8_t>(src, dst, n);
+  default:
+    return;
+  }
+}
+
+/// Cast {to}: between f32, i64, i32 and bool (the result's type says which).
+class CastKernel final : public CpuKernel {
+public:
+  explicit CastKernel(const OpSpec &spec)
+      : CpuKernel(spec), from(spec.inputs[0].dtype), to(spec.outputs[0].dtype),
+        n(spec.outputs[0].numel()) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    if (from == to)
+      return parallelCopy(out[0].data, in[0].data, out[0].bytes());
+    switch (from) {
+    case DType::F32:
+      return castFrom<float>(to, in[0].data, out[0].data, n);
+    case DType::I64:
+      return castFrom<int64_t>(to, in[0].data, out[0].data, n);
+    case DType::I32:
+      return castFrom<int32_t>(to, in[0].data, out[0].data, n);
+    case DType::Bool:
+      return castFrom<uint8_t>(to, in[0].data, out[0].data, n);
+    default:
+      return;
+    }
+  }
+
+private:
+  DType from, to;
+  int64_t n;
+};
+
+std::unique_ptr<Kernel> createCast(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 1, 1, 1, error))
+    return nullptr;
+  for (DType t : {spec.inputs[0].dtype, spec.outputs[0].dtype})
+    if (t == DType::F16) {
+      error = nodeError(spec, "f16 casts are not supported");
+      return nullptr;
+    }
+  if (spec.inputs[0].shape != spec.outputs[0].shape) {
+    error = nodeError(spec, "operand and result must have one shape");
+    return nullptr;
+  }
+  return std::make_unique<CastKernel>(spec);
+}
+
+/// Expand: the operand broadcast to the result's shape (the shape operand is
+/// not read).
+class ExpandKernel final : public CpuKernel {
+public:
+  explicit ExpandKernel(const OpSpec &spec)
+      : CpuKernel(spec), esize(dtypeSize(spec.outputs[0].dtype)),
+        plan(makePlan({spec.inputs[0].shape}, spec.outputs[0].shape)) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const char *x = static_cast<const char *>(in[0].data);
+    char *y = static_cast<char *>(out[0].data);
+    const int64_t rows = plan.rows(), inner = plan.inner();
+    const bool contiguous = plan.strides[0].back() == 1;
+    const size_t es = esize;
+#pragma omp parallel for schedule(static) if (rows * inner > 16384)
+    for (int64_t row = 0; row < rows; ++row) {
+      int64_t off;
+      plan.rowOffsets(row, &off);
+      char *dst = y + size_t(row * inner) * es;
+      const char *src = x + size_t(off) * es;
+      if (contiguous) {
+        std::memcpy(dst, src, size_t(inner) * es);
+        continue;
+      }
+      for (int64_t i = 0; i < inner; ++i)
+        std::memcpy(dst + size_t(i) * es, src, es);
+    }
+  }
+
+private:
+  size_t esize;
+  BroadcastPlan plan;
+};
+
+std::unique_ptr<Kernel> createExpand(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 2, 1, 1, error) ||
+      !checkDType(spec, false, 0, spec.inputs[0].dtype, error))
+    return nullptr;
+  if (!broadcastsTo(spec.inputs[0].shape, spec.outputs[0].shape)) {
+    error = nodeError(spec, "operand " + shapeStr(spec.inputs[0].shape) +
+                                " does not broadcast to " +
+                                shapeStr(spec.outputs[0].shape));
+    return nullptr;
+  }
+  return std::make_unique<ExpandKernel>(spec);
+}
+
+//===----------------------------------------------------------------------===//
+// Gather / GatherGrad
+//===----------------------------------------------------------------------===//
+
+/// data [outer, axisDim, inner] gathered along the middle dimension.
+struct GatherGeom {
+  int64_t outer = 1, axisDim = 1, inner = 1, numIdx = 1;
+};
+
+bool gatherGeom(const OpSpec &spec, const TensorDesc &data,
+                const TensorDesc &idx, const TensorDesc &y, GatherGeom &g,
+                std::string &error) {
+  int64_t axis;
+  if (!normAxis(spec, int64_t(data.rank()), 0, axis, error))
+    return false;
+  if (idx.dtype != DType::I64 && idx.dtype != DType::I32) {
+    error = nodeError(spec, "indices must be i64 or i32");
+    return false;
+  }
+  std::vector<int64_t> want(data.shape.begin(), data.shape.begin() + axis);
+  want.insert(want.end(), idx.shape.begin(), idx.shape.end());
+  want.insert(want.end(), data.shape.begin() + axis + 1, data.shape.end());
+  if (y.shape != want || y.dtype != data.dtype) {
+    error = nodeError(spec, "gathered shape " + shapeStr(y.shape) +
+                                " should be " + shapeStr(want));
+    return false;
+  }
+  for (int64_t k = 0; k < axis; ++k)
+    g.outer *= data.shape[k];
+  g.axisDim = data.shape[axis];
+  for (size_t k = axis + 1; k < data.rank(); ++k)
+    g.inner *= data.shape[k];
+  g.numIdx = idx.numel();
+  return true;
+}
+
+/// Gather {axis}: data, indices -> Y (negative indices count from the end).
+class GatherKernel final : public CpuKernel {
+public:
+  GatherKernel(const OpSpec &spec, const GatherGeom &g, bool grad)
+      : CpuKernel(spec), g(g), grad(grad),
+        esize(dtypeSize(grad ? spec.outputs[0].dtype : spec.inputs[0].dtype)) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const TensorRef &idx = in[1];
+    const GatherGeom p = g;
+    // Resolve indices once.
+    std::vector<int64_t> ix(size_t(p.numIdx));
+    for (int64_t i = 0; i < p.numIdx; ++i) {
+      int64_t v = labelAt(idx, i);
+      if (v < 0)
+        v += p.axisDim;
+      if (v < 0 || v >= p.axisDim)
+        fatal(nodeName, op,
+              "index " + std::to_string(labelAt(idx, i)) + " is outside [0, " +
+                  std::to_string(p.axisDim) + ")");
+      ix[size_t(i)] = v;
+    }
+    if (!grad) {
+      const char *x = static_cast<const char *>(in[0].data);
+      char *y = static_cast<char *>(out[0].data);
+      const size_t rowBytes = size_t(p.inner) * esize;
+      const int64_t units = p.outer * p.numIdx;
+#pragma omp parallel for schedule(static) if (units * p.inner > 16384)
+      for (int64_t u = 0; u < units; ++u) {
+        int64_t o = u / p.numIdx, i = u % p.numIdx;
+        std::memcpy(y + size_t(u) * rowBytes,
+                    x + size_t(o * p.axisDim + ix[size_t(i)]) * rowBytes,
+                    rowBytes);
+      }
+      return;
+    }
+    // GatherGrad: shape, indices, dY -> dX (zero, then scatter-add); each
+    // thread owns whole (outer, column block) slices so no two write alike.
+    const float *dy = in[2].as<float>();
+    float *dx = out[0].as<float>();
+    std::memset(dx, 0, out[0].bytes());
+    constexpr int64_t kBlock = 256;
+    const int64_t blocks = (p.inner + kBlock - 1) / kBlock;
+    const int64_t units = p.outer * blocks;
+#pragma omp parallel for schedule(static) if (units > 1)
+    for (int64_t u = 0; u < units; ++u) {
+      int64_t o = u / blocks, c0 = (u % blocks) * kBlock;
+      int64_t c1 = std::min(p.inner, c0 + kBlock);
+      for (int64_t i = 0; i < p.numIdx; ++i) {
+        const float *src = dy + (o * p.numIdx + i) * p.inner;
+        float *dst = dx + (o * p.axisDim + ix[size_t(i)]) * p.inner;
+        for (int64_t c = c0; c < c1; ++c)
+          dst[c] += src[c];
+      }
+    }
+  }
+
+private:
+  GatherGeom g;
+  bool grad;
+  size_t esize;
+};
+
+std::unique_ptr<Kernel> createGather(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 2, 2, 1, 1, error))
+    return nullptr;
+  GatherGeom g;
+  if (!gatherGeom(spec, spec.inputs[0], spec.inputs[1], spec.outputs[0], g,
+                  error))
+    return nullptr;
+  return std::make_unique<GatherKernel>(spec, g, false);
+}
+
+std::unique_ptr<Kernel> createGatherGrad(const OpSpec &spec,
+                                         std::string &error) {
+  if (!checkArity(spec, 3, 3, 1, 1, error) ||
+      !checkAllF32(spec, {2}, {0}, error))
+    return nullptr;
+  GatherGeom g;
+  if (!gatherGeom(spec, spec.outputs[0], spec.inputs[1], spec.inputs[2], g,
+                  error))
+    return nullptr;
+  return std::make_unique<GatherKernel>(spec, g, true);
+}
+
+//===----------------------------------------------------------------------===//
+// Slice / SliceGrad
+//===----------------------------------------------------------------------===//
+
+/// out[i] = in[start + i * step] per dimension (row-major, any element size);
+/// `scatter` runs the other way (dX[start + i * step] = dY[i], dX zeroed).
+void stridedCopy(const char *in, const std::vector<int64_t> &inShape, char *out,
+                 const std::vector<int64_t> &outShape,
+                 const std::vector<int64_t> &start,
+                 const std::vector<int64_t> &step, size_t es, bool scatter) {
+  size_t r = outShape.size();
+  std::vector<int64_t> inStr = stridesOf(inShape);
+  int64_t inner = r ? outShape[r - 1] : 1, rows = 1;
+  for (size_t d = 0; d + 1 < r; ++d)
+    rows *= outShape[d];
+  const int64_t lastStart = r ? start[r - 1] : 0,
+                lastStep = r ? step[r - 1] : 1;
+#pragma omp parallel for schedule(static) if (rows * inner > 16384)
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t rem = row, off = lastStart;
+    for (size_t d = r - 1; d-- > 0;) {
+      off += (start[d] + (rem % outShape[d]) * step[d]) * inStr[d];
+      rem /= outShape[d];
+    }
+    char *o = out + size_t(row * inner) * es;
+    if (lastStep == 1) {
+      if (scatter)
+        std::memcpy(const_cast<char *>(in) + size_t(off) * es, o,
+                    size_t(inner) * es);
+      else
+        std::memcpy(o, in + size_t(off) * es, size_t(inner) * es);
+      continue;
+    }
+    for (int64_t i = 0; i < inner; ++i) {
+      char *p = const_cast<char *>(in) + size_t(off + i * lastStep) * es;
+      if (scatter)
+        std::memcpy(p, o + size_t(i) * es, es);
+      else
+        std::memcpy(o + size_t(i) * es, p, es);
+    }
+  }
+}
+
+/// Per-dimension start/step of a slice, from ONNX starts/ends/axes/steps
+/// (clamped as ONNX says); checks they give `outShape`.
+bool resolveSlice(const std::vector<int64_t> &inShape,
+                  const std::vector<int64_t> &outShape,
+                  const std::vector<int64_t> &starts,
+                  const std::vector<int64_t> &ends, std::vector<int64_t> axes,
+                  std::vector<int64_t> steps, std::vector<int64_t> &start,
+                  std::vector<int64_t> &step, std::string &why) {
+  size_t r = inShape.size();
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(int64_t(i));
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size()) {
+    why = "starts, ends, axes and steps differ in length";
+    return false;
+  }
+  start.assign(r, 0);
+  step.assign(r, 1);
+  std::vector<int64_t> size = inShape;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t a = axes[i] < 0 ? axes[i] + int64_t(r) : axes[i];
+    if (a < 0 || a >= int64_t(r) || steps[i] == 0) {
+      why = "bad axis or zero step";
+      return false;
+    }
+    int64_t dim = inShape[a], s = starts[i], e = ends[i], st = steps[i];
+    if (s < 0)
+      s += dim;
+    if (e < 0)
+      e += dim;
+    if (st > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      size[a] = e > s ? (e - s + st - 1) / st : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      size[a] = s > e ? (s - e - st - 1) / -st : 0;
+    }
+    start[a] = s;
+    step[a] = st;
+  }
+  if (size != outShape) {
+    why = "the slice " + shapeStr(size) + " is not the result " +
+          shapeStr(outShape);
+    return false;
+  }
+  return true;
+}
+
+std::vector<int64_t> intsOperand(const std::vector<TensorRef> &in, size_t i) {
+  std::vector<int64_t> v;
+  if (i >= in.size() || !in[i].data)
+    return v;
+  for (int64_t k = 0; k < in[i].numel(); ++k)
+    v.push_back(labelAt(in[i], k));
+  return v;
+}
+
+/// Slice: data, starts, ends[, axes[, steps]] (read at run time) or the
+/// opset-1 attributes -> Y.
+class SliceKernel final : public CpuKernel {
+public:
+  explicit SliceKernel(const OpSpec &spec)
+      : CpuKernel(spec), inShape(spec.inputs[0].shape),
+        outShape(spec.outputs[0].shape), esize(dtypeSize(spec.inputs[0].dtype)),
+        attrs(spec.attrs) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    std::vector<int64_t> starts, ends, axes, steps;
+    if (in.size() >= 3) {
+      starts = intsOperand(in, 1);
+      ends = intsOperand(in, 2);
+      axes = intsOperand(in, 3);
+      steps = intsOperand(in, 4);
+    } else {
+      starts = attrs.getInts("starts");
+      ends = attrs.getInts("ends");
+      axes = attrs.getInts("axes");
+    }
+    std::vector<int64_t> start, step;
+    std::string why;
+    if (!resolveSlice(inShape, outShape, starts, ends, axes, steps, start, step,
+                      why))
+      fatal(nodeName, op, why);
+    stridedCopy(static_cast<const char *>(in[0].data), inShape,
+                static_cast<char *>(out[0].data), outShape, start, step, esize,
+                false);
+  }
+
+private:
+  std::vector<int64_t> inShape, outShape;
+  size_t esize;
+  AttrMap attrs;
+};
+
+std::unique_ptr<Kernel> createSlice(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 5, 1, 1, error) ||
+      !checkDType(spec, false, 0, spec.inputs[0].dtype, error))
+    return nullptr;
+  if (spec.inputs.size() == 2 ||
+      spec.inputs[0].rank() != spec.outputs[0].rank()) {
+    error = nodeError(spec, "expects data, starts, ends[, axes[, steps]] "
+                            "and a result of the data's rank");
+    return nullptr;
+  }
+  return std::make_unique<SliceKernel>(spec);
+}
+
+/// SliceGrad {starts, ends, axes, steps}: dY -> dX (zero outside the slice).
+class SliceGradKernel final : public CpuKernel {
+public:
+  SliceGradKernel(const OpSpec &spec, std::vector<int64_t> start,
+                  std::vector<int64_t> step)
+      : CpuKernel(spec), dxShape(spec.outputs[0].shape),
+        dyShape(spec.inputs[0].shape), start(std::move(start)),
+        step(std::move(step)) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    std::memset(out[0].data, 0, out[0].bytes());
+    stridedCopy(static_cast<const char *>(out[0].data), dxShape,
+                static_cast<char *>(in[0].data), dyShape, start, step,
+                sizeof(float), true);
+  }
+
+private:
+  std::vector<int64_t> dxShape, dyShape, start, step;
+};
+
+std::unique_ptr<Kernel> createSliceGrad(const OpSpec &spec,
+                                        std::string &error) {
+  if (!checkArity(spec, 1, 1, 1, 1, error) ||
+      !checkAllF32(spec, {0}, {0}, error))
+    return nullptr;
+  std::vector<int64_t> start, step;
+  std::string why;
+  if (!resolveSlice(spec.outputs[0].shape, spec.inputs[0].shape,
+                    spec.attrs.getInts("starts"), spec.attrs.getInts("ends"),
+                    spec.attrs.getInts("axes"), spec.attrs.getInts("steps"),
+                    start, step, why)) {
+    error = nodeError(spec, why);
+    return nullptr;
+  }
+  return std::make_unique<SliceGradKernel>(spec, start, step);
+}
+
 } // namespace
 
 void registerElementwiseKernels(KernelRegistry &r) {
-  for (const char *op : {"Add", "Sub", "Mul", "Div"})
+  for (const char *op : {"Add", "Sub", "Mul", "Div", "Pow"})
     r[op] = createBinary;
   r["Sum"] = createSum;
   r["Neg"] = createNeg;
@@ -1553,6 +2080,15 @@ void registerElementwiseKernels(KernelRegistry &r) {
   r["SoftmaxCrossEntropyLoss"] = createSce;
   r["SoftmaxCrossEntropyLossGrad"] = createSceGrad;
   r["Constant"] = createConstant;
+  r["ReduceMean"] = createReduce;
+  r["ReduceSum"] = createReduce;
+  r["Shape"] = createShape;
+  r["Cast"] = createCast;
+  r["Expand"] = createExpand;
+  r["Gather"] = createGather;
+  r["GatherGrad"] = createGatherGrad;
+  r["Slice"] = createSlice;
+  r["SliceGrad"] = createSliceGrad;
 }
 
 } // namespace oasr::rt::cpu

@@ -266,6 +266,7 @@ TEST_F(KernelsVsTorch, MatMulTranspose) { checkGroup("matmul"); }
 TEST_F(KernelsVsTorch, LossSoftmax) { checkGroup("loss"); }
 TEST_F(KernelsVsTorch, ShapeOps) { checkGroup("shape"); }
 TEST_F(KernelsVsTorch, BroadcastArith) { checkGroup("arith"); }
+TEST_F(KernelsVsTorch, TransformerOps) { checkGroup("transformer"); }
 
 //===----------------------------------------------------------------------===//
 // Dropout: statistics, reproducibility, forward/backward consistency
