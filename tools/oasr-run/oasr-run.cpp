@@ -277,8 +277,14 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
 }
 
 llvm::Error writeGrads(const std::string &path, Executor &exec) {
-  llvm::json::Object params;
+  llvm::json::Object params, state;
   for (const PersistentTensor &t : exec.persistent()) {
+    if (t.kind == PersistentTensor::State && t.ref.desc.dtype == DType::F32) {
+      llvm::json::Array value;
+      for (int64_t i = 0; i < t.ref.numel(); ++i)
+        value.push_back(double(t.ref.as<float>()[i]));
+      state[t.name] = llvm::json::Object{{"value", std::move(value)}};
+    }
     if (t.kind != PersistentTensor::Param)
       continue;
     TensorRef g = exec.gradient(t.name);
@@ -301,7 +307,8 @@ llvm::Error writeGrads(const std::string &path, Executor &exec) {
                                    ec.message().c_str());
   os << llvm::formatv("{0}", llvm::json::Value(llvm::json::Object{
                                  {"loss", double(exec.loss())},
-                                 {"params", std::move(params)}}))
+                                 {"params", std::move(params)},
+                                 {"state", std::move(state)}}))
      << "\n";
   return llvm::Error::success();
 }

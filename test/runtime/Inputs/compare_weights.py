@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compares the parameter values of two `oasr-run --dump-grads` files.
+"""Compares the parameter (and BN state) values of two `oasr-run --dump-grads` files.
 
     compare_weights.py A.json B.json [--rtol R]
 
@@ -17,8 +17,13 @@ p.add_argument("b")
 p.add_argument("--rtol", type=float, default=0.0)
 p.add_argument("--key", default="value")
 a = p.parse_args()
-A = json.load(open(a.a))["params"]
-B = json.load(open(a.b))["params"]
+DA, DB = json.load(open(a.a)), json.load(open(a.b))
+A, B = dict(DA["params"]), dict(DB["params"])
+# BN running statistics (state) must agree too.
+for k, v in DA.get("state", {}).items():
+    A["state:" + k] = {a.key: v["value"]}
+for k, v in DB.get("state", {}).items():
+    B["state:" + k] = {a.key: v["value"]}
 if sorted(A) != sorted(B):
     sys.exit(f"parameter names differ: {sorted(A)} vs {sorted(B)}")
 f32 = lambda x: struct.unpack("f", struct.pack("f", x))[0]
@@ -38,4 +43,4 @@ for name in sorted(A):
                 worst, where = d, name
 if a.rtol and worst > a.rtol:
     sys.exit(f"{where}: relative difference {worst:.3g} > {a.rtol}")
-print(f"identical ({len(A)} parameters" + (f", max rel diff {worst:.3g})" if a.rtol else ", bitwise)"))
+print(f"identical ({len(DA['params'])} parameters, {len(A) - len(DA['params'])} state" + (f", max rel diff {worst:.3g})" if a.rtol else ", bitwise)"))
