@@ -22,7 +22,9 @@ llvm_config.with_environment("PATH", config.oasr_tools_dir, append_path=True)
 llvm_config.with_environment("OMPI_ALLOW_RUN_AS_ROOT", "1")
 llvm_config.with_environment("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
 
-config.substitutions.append(("%python", config.oasr_python))
+# Ahead of lit's own %python (the interpreter running lit): tests need
+# Debian's python with onnx/torch.
+config.substitutions.insert(0, ("%python", config.oasr_python))
 config.substitutions.append(("%oasr_src", config.oasr_src_root))
 config.substitutions.append(("%mpirun", config.mpiexec + " --oversubscribe"))
 
