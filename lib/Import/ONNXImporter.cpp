@@ -20,11 +20,11 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Verifier.h"
-#include "mlir/IR/BuiltinDialect.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SetVector.h"
@@ -58,13 +58,13 @@ static constexpr int64_t kFoldLimit = 4096;
 static constexpr int64_t kInlineAttrLimit = 1024;
 
 bool ::oasr::onnximport::parseDimOption(StringRef spec, ImportOptions &options,
-                                      std::string &error) {
+                                        std::string &error) {
   auto [name, value] = spec.split('=');
   int64_t number;
   if (name.empty() || value.getAsInteger(10, number) || number <= 0) {
-    error = ("--dim expects name=value with a positive value, got '" + spec +
-             "'")
-                .str();
+    error =
+        ("--dim expects name=value with a positive value, got '" + spec + "'")
+            .str();
     return false;
   }
   options.dims[name.str()] = number;
@@ -267,8 +267,8 @@ LogicalResult ONNXImporter::checkVersions() {
   int64_t ir = proto.ir_version();
   if (ir < kMinIRVersion || ir > kMaxIRVersion)
     return emitModelError() << "IR version " << ir
-                            << " is not supported (supported: "
-                            << kMinIRVersion << " to " << kMaxIRVersion << ")";
+                            << " is not supported (supported: " << kMinIRVersion
+                            << " to " << kMaxIRVersion << ")";
   for (const onnx::OperatorSetIdProto &opset : proto.opset_import()) {
     std::string domain = opset.domain() == "ai.onnx" ? "" : opset.domain();
     opsets[domain] = int(opset.version());
@@ -350,7 +350,8 @@ std::optional<Type> ONNXImporter::getElementType(int32_t onnxType) {
   }
 }
 
-FailureOr<RankedTensorType> ONNXImporter::getTensorType(const TensorInfo &info) {
+FailureOr<RankedTensorType>
+ONNXImporter::getTensorType(const TensorInfo &info) {
   std::optional<Type> element = getElementType(info.elemType);
   if (!element || !info.isStatic())
     return failure();
@@ -395,11 +396,11 @@ LogicalResult
 ONNXImporter::applyInputOverrides(const onnx::ValueInfoProto &input,
                                   TensorInfo &info) {
   if (!input.type().has_tensor_type())
-    return emitModelError() << "graph input '" << input.name()
-                            << "' is not a tensor";
+    return emitModelError()
+           << "graph input '" << input.name() << "' is not a tensor";
   if (!info.ranked)
-    return emitModelError() << "graph input '" << input.name()
-                            << "' has no shape";
+    return emitModelError()
+           << "graph input '" << input.name() << "' has no shape";
   if (options.batch > 0 && !info.dims.empty())
     info.dims[0] = options.batch;
   const auto &dims = input.type().tensor_type().shape().dim();
@@ -430,10 +431,9 @@ static bool isPassThrough(const onnx::NodeProto &node, size_t position) {
   if (op == "Identity" || op == "Transpose" || op == "Cast" || op == "Concat" ||
       op == "Flatten")
     return true;
-  return position == 0 &&
-         (op == "Reshape" || op == "Slice" || op == "Split" ||
-          op == "Squeeze" || op == "Unsqueeze" || op == "Expand" ||
-          op == "Gather");
+  return position == 0 && (op == "Reshape" || op == "Slice" || op == "Split" ||
+                           op == "Squeeze" || op == "Unsqueeze" ||
+                           op == "Expand" || op == "Gather");
 }
 
 bool ONNXImporter::isTrainableUse(const onnx::NodeProto &node, size_t position,
@@ -522,8 +522,9 @@ void ONNXImporter::classifyInitializers() {
   }
 }
 
-FailureOr<Attribute> ONNXImporter::getTensorAttr(const onnx::TensorProto &tensor,
-                                                 const onnx::NodeProto *node) {
+FailureOr<Attribute>
+ONNXImporter::getTensorAttr(const onnx::TensorProto &tensor,
+                            const onnx::NodeProto *node) {
   auto fail = [&]() -> InFlightDiagnostic {
     if (node)
       return emitNodeError(*node);
@@ -781,8 +782,8 @@ static int64_t windowOutput(int64_t in, int64_t kernel, int64_t stride,
   int64_t numerator = in + padBegin + padEnd - span;
   if (numerator < 0)
     return -1;
-  int64_t out = ceilMode ? (numerator + stride - 1) / stride + 1
-                         : numerator / stride + 1;
+  int64_t out =
+      ceilMode ? (numerator + stride - 1) / stride + 1 : numerator / stride + 1;
   // The last window must start inside the input or the begin padding.
   if (ceilMode && (out - 1) * stride >= in + padBegin)
     --out;
@@ -816,21 +817,33 @@ bool ONNXImporter::inferWithOwnRules(const onnx::NodeProto &node,
   auto needFolded = [&](size_t i) -> const FoldedValue * {
     const FoldedValue *v = getFolded(node, i);
     if (!v)
-      why = llvm::formatv("input #{0} ('{1}') is not a constant known at "
-                          "import time",
-                          i, int(i) < node.input_size() ? node.input(int(i))
-                                                        : std::string());
+      why = llvm::formatv(
+          "input #{0} ('{1}') is not a constant known at "
+          "import time",
+          i, int(i) < node.input_size() ? node.input(int(i)) : std::string());
     return v;
   };
 
   // Same shape and type as input 0.
-  static const llvm::StringSet<> unary = {
-      "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Sqrt", "Erf", "Gelu",
-      "Identity", "Softmax", "LogSoftmax", "Clip", "Neg", "Exp", "Log",
-      "Abs", "Reciprocal", "Elu", "Selu", "HardSigmoid", "HardSwish",
-      "Softplus", "Softsign", "Floor", "Ceil", "Round", "PRelu", "Sin", "Cos",
-      "Not", "FastGelu", "BiasGelu", "Mish", "Celu", "ThresholdedRelu",
-      "Hardmax", "Sign", "IsNaN", "IsInf"};
+  static const llvm::StringSet<> unary = {"Relu",        "LeakyRelu",
+                                          "Sigmoid",     "Tanh",
+                                          "Sqrt",        "Erf",
+                                          "Gelu",        "Identity",
+                                          "Softmax",     "LogSoftmax",
+                                          "Clip",        "Neg",
+                                          "Exp",         "Log",
+                                          "Abs",         "Reciprocal",
+                                          "Elu",         "Selu",
+                                          "HardSigmoid", "HardSwish",
+                                          "Softplus",    "Softsign",
+                                          "Floor",       "Ceil",
+                                          "Round",       "PRelu",
+                                          "Sin",         "Cos",
+                                          "Not",         "FastGelu",
+                                          "BiasGelu",    "Mish",
+                                          "Celu",        "ThresholdedRelu",
+                                          "Hardmax",     "Sign",
+                                          "IsNaN",       "IsInf"};
   if (unary.contains(op)) {
     if (!needInputs(1))
       return false;
@@ -850,9 +863,10 @@ bool ONNXImporter::inferWithOwnRules(const onnx::NodeProto &node,
     return true;
   }
   static const llvm::StringSet<> elementwise = {
-      "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Mod",
-      "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And",
-      "Or", "Xor", "Where", "BitShift"};
+      "Add",   "Sub",  "Mul",     "Div",         "Pow",
+      "Max",   "Min",  "Sum",     "Mean",        "Mod",
+      "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
+      "And",   "Or",   "Xor",     "Where",       "BitShift"};
   if (elementwise.contains(op)) {
     if (!needInputs(in.size()))
       return false;
@@ -873,8 +887,8 @@ bool ONNXImporter::inferWithOwnRules(const onnx::NodeProto &node,
     if (!needInputs(op == "CastLike" ? 2 : 1))
       return false;
     TensorInfo info = *input(0);
-    info.elemType = op == "Cast" ? int32_t(attrs.getInt("to", 1))
-                                 : input(1)->elemType;
+    info.elemType =
+        op == "Cast" ? int32_t(attrs.getInt("to", 1)) : input(1)->elemType;
     return setAll(info);
   }
   if (op == "Constant") {
@@ -930,12 +944,12 @@ bool ONNXImporter::inferWithOwnRules(const onnx::NodeProto &node,
       why = "kernel_shape does not match the input rank";
       return false;
     }
-    SmallVector<int64_t> strides = attrs.getInts("strides").value_or(
-        SmallVector<int64_t>(spatial, 1));
-    SmallVector<int64_t> dilations = attrs.getInts("dilations").value_or(
-        SmallVector<int64_t>(spatial, 1));
-    SmallVector<int64_t> pads = attrs.getInts("pads").value_or(
-        SmallVector<int64_t>(2 * spatial, 0));
+    SmallVector<int64_t> strides =
+        attrs.getInts("strides").value_or(SmallVector<int64_t>(spatial, 1));
+    SmallVector<int64_t> dilations =
+        attrs.getInts("dilations").value_or(SmallVector<int64_t>(spatial, 1));
+    SmallVector<int64_t> pads =
+        attrs.getInts("pads").value_or(SmallVector<int64_t>(2 * spatial, 0));
     if (strides.size() != spatial || dilations.size() != spatial ||
         pads.size() != 2 * spatial) {
       why = "strides/dilations/pads do not match the input rank";
@@ -1539,9 +1553,9 @@ void ONNXImporter::foldNode(const onnx::NodeProto &node,
       for (int64_t i = 0; i < y.numElements(); ++i)
         result.values.push_back(s + i * d);
     } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" ||
-               op == "Equal" || op == "Where" || op == "Max" ||
-               op == "Min" || op == "Less" || op == "Greater" ||
-               op == "Mod" || op == "Not" || op == "Neg" || op == "Abs") {
+               op == "Equal" || op == "Where" || op == "Max" || op == "Min" ||
+               op == "Less" || op == "Greater" || op == "Mod" || op == "Not" ||
+               op == "Neg" || op == "Abs") {
       // Broadcasting element-wise evaluation.
       int64_t n = y.numElements(), rank = y.dims.size();
       for (int64_t k = 0; k < n; ++k) {
@@ -1686,8 +1700,8 @@ LogicalResult ONNXImporter::inferNode(const onnx::NodeProto &node,
   bool onnxFailed = false;
   if (!preferOwn && node.op_type() != "Constant") {
     std::vector<onnx::TypeProto> inferred;
-    switch (::oasr::onnximport::detail::inferWithSchema(node, opset, typePtrs, data, inferred,
-                                    onnxError)) {
+    switch (::oasr::onnximport::detail::inferWithSchema(
+        node, opset, typePtrs, data, inferred, onnxError)) {
     case ::oasr::onnximport::detail::SchemaInference::Inferred:
       for (size_t i = 0; i < numOut; ++i)
         outputs[i] = getInfo(inferred[i]);
@@ -1748,8 +1762,8 @@ LogicalResult ONNXImporter::inferNode(const onnx::NodeProto &node,
     if (!ownWhy.empty())
       diag << ": " << ownWhy;
     if (opset > known)
-      diag << " (libonnx knows opset " << known << ", the model uses "
-           << opset << ")";
+      diag << " (libonnx knows opset " << known << ", the model uses " << opset
+           << ")";
     return failure();
   }
   return success();
@@ -1814,7 +1828,8 @@ LogicalResult ONNXImporter::importNode(const onnx::NodeProto &node,
     attributes.push_back(builder.getNamedAttr(
         "oasr.absent_inputs", builder.getDenseI64ArrayAttr(absent)));
 
-  auto op = builder.create<mlir::oasr::NodeOp>(getNodeLoc(node, index), resultTypes,
+  auto op =
+      builder.create<mlir::oasr::NodeOp>(getNodeLoc(node, index), resultTypes,
                                          node.op_type(), operands, attributes);
   StringRef domain = node.domain();
   if (!domain.empty() && domain != "ai.onnx")
@@ -1866,7 +1881,8 @@ void ONNXImporter::importTrainingInfo(ModuleOp module) {
             b.getNamedAttr("domain", b.getStringAttr(node.domain())));
       for (const onnx::AttributeProto &attr : node.attribute()) {
         if (attr.type() == onnx::AttributeProto::FLOAT)
-          fields.push_back(b.getNamedAttr(attr.name(), b.getF64FloatAttr(attr.f())));
+          fields.push_back(
+              b.getNamedAttr(attr.name(), b.getF64FloatAttr(attr.f())));
         else if (attr.type() == onnx::AttributeProto::INT)
           fields.push_back(
               b.getNamedAttr(attr.name(), b.getI64IntegerAttr(attr.i())));
@@ -1934,16 +1950,18 @@ OwningOpRef<ModuleOp> ONNXImporter::run() {
 
   // Initializers: types, folded values, external data, roles.
   for (const onnx::TensorProto &init : graph.initializer()) {
-    if (!getElementType(init.data_type()))
-      return emitModelError() << "initializer '" << init.name()
-                              << "' has unsupported data type "
-                              << getDataTypeName(init.data_type()),
-             nullptr;
+    if (!getElementType(init.data_type())) {
+      emitModelError() << "initializer '" << init.name()
+                       << "' has unsupported data type "
+                       << getDataTypeName(init.data_type());
+      return {};
+    }
     if (options.checkExternalData)
-      if (llvm::Error err = model.checkExternalData(init))
-        return emitModelError() << llvm::toString(std::move(err))
-                                       .substr(model.path().size() + 2),
-               nullptr;
+      if (llvm::Error err = model.checkExternalData(init)) {
+        emitModelError()
+            << llvm::toString(std::move(err)).substr(model.path().size() + 2);
+        return {};
+      }
     infos[init.name()] = TensorInfo::get(
         init.data_type(),
         SmallVector<int64_t>(init.dims().begin(), init.dims().end()));
@@ -1959,11 +1977,12 @@ OwningOpRef<ModuleOp> ONNXImporter::run() {
     TensorInfo info = getInfo(input.type());
     if (failed(applyInputOverrides(input, info)))
       return {};
-    if (!getElementType(info.elemType))
-      return emitModelError() << "graph input '" << input.name()
-                              << "' has unsupported data type "
-                              << getDataTypeName(info.elemType),
-             nullptr;
+    if (!getElementType(info.elemType)) {
+      emitModelError() << "graph input '" << input.name()
+                       << "' has unsupported data type "
+                       << getDataTypeName(info.elemType);
+      return {};
+    }
     infos[input.name()] = info;
     inputs.push_back(&input);
   }
@@ -2003,18 +2022,20 @@ OwningOpRef<ModuleOp> ONNXImporter::run() {
   for (const onnx::ValueInfoProto *input : inputs)
     addArg("oasr.input", input->name(), infos[input->name()]);
   for (const onnx::TensorProto *p : params) {
-    if (failed(getTensorType(infos[p->name()])))
-      return emitModelError() << "initializer '" << p->name()
-                              << "' has invalid dims",
-             nullptr;
-    addArg(mlir::oasr::OASRDialect::kParamAttrName, p->name(), infos[p->name()]);
+    if (failed(getTensorType(infos[p->name()]))) {
+      emitModelError() << "initializer '" << p->name() << "' has invalid dims";
+      return {};
+    }
+    addArg(mlir::oasr::OASRDialect::kParamAttrName, p->name(),
+           infos[p->name()]);
   }
   for (const onnx::TensorProto *s : state) {
-    if (failed(getTensorType(infos[s->name()])))
-      return emitModelError() << "initializer '" << s->name()
-                              << "' has invalid dims",
-             nullptr;
-    addArg(mlir::oasr::OASRDialect::kStateAttrName, s->name(), infos[s->name()]);
+    if (failed(getTensorType(infos[s->name()]))) {
+      emitModelError() << "initializer '" << s->name() << "' has invalid dims";
+      return {};
+    }
+    addArg(mlir::oasr::OASRDialect::kStateAttrName, s->name(),
+           infos[s->name()]);
   }
 
   builder.setInsertionPointToEnd(module->getBody());
@@ -2049,10 +2070,11 @@ OwningOpRef<ModuleOp> ONNXImporter::run() {
       if (init != initializers.end())
         value = materializeConstant(*init->second);
     }
-    if (!value)
-      return emitModelError() << "graph output '" << output.name()
-                              << "' is not produced by any node",
-             nullptr;
+    if (!value) {
+      emitModelError() << "graph output '" << output.name()
+                       << "' is not produced by any node";
+      return {};
+    }
     results.push_back(value);
     resultTypes.push_back(value.getType());
   }

@@ -245,9 +245,9 @@ private:
                        (level == Level::Graph && field == 5);
         if (descend) {
           std::string sub;
-          if (!rewrite(dataStart, pos, descend && level == Level::Model
-                                           ? Level::Graph
-                                           : Level::Tensor,
+          if (!rewrite(dataStart, pos,
+                       descend && level == Level::Model ? Level::Graph
+                                                        : Level::Tensor,
                        sub))
             return false;
           writeVarint(out, tag);
@@ -325,7 +325,8 @@ static std::string getFormat(StringRef path) {
   StringRef ext = llvm::sys::path::extension(path);
   if (ext.equals_insensitive(".json"))
     return "json";
-  if (ext.equals_insensitive(".txtpb") || ext.equals_insensitive(".textproto") ||
+  if (ext.equals_insensitive(".txtpb") ||
+      ext.equals_insensitive(".textproto") ||
       ext.equals_insensitive(".pbtxt") || ext.equals_insensitive(".prototxt") ||
       ext.equals_insensitive(".txt"))
     return "text";
@@ -346,8 +347,8 @@ Expected<std::unique_ptr<ModelFile>> ModelFile::load(StringRef path) {
     auto buffer = llvm::MemoryBuffer::getFile(absolute, /*IsText=*/false,
                                               /*RequiresNullTerminator=*/false);
     if (!buffer)
-      return makeError(llvm::Twine(absolute) + ": cannot open: " +
-                       buffer.getError().message());
+      return makeError(llvm::Twine(absolute) +
+                       ": cannot open: " + buffer.getError().message());
     return loadFromBuffer(std::move(*buffer), absolute, format);
   }
   // Binary models are read through a small window, skipping the weights:
@@ -377,7 +378,8 @@ Expected<std::unique_ptr<ModelFile>> ModelFile::load(StringRef path) {
 
 static Error finishLoad(ModelFile::Impl &impl) {
   if (!impl.proto.has_graph() || impl.proto.ir_version() <= 0)
-    return makeError(impl.path + ": not an ONNX model (no ir_version or graph)");
+    return makeError(impl.path +
+                     ": not an ONNX model (no ir_version or graph)");
   const onnx::GraphProto &graph = impl.proto.graph();
   for (int i = 0, e = graph.initializer_size(); i < e; ++i)
     impl.initializerIndex[graph.initializer(i).name()] = i;
@@ -428,11 +430,11 @@ ModelFile::loadFromBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
     if (!parser.Parse(&stream, &impl.proto))
       return makeError(path + ": not a text ModelProto: " + collector.message);
   } else if (format == "json") {
-    auto status = google::protobuf::util::JsonStringToMessage(
-        std::string(data), &impl.proto);
+    auto status = google::protobuf::util::JsonStringToMessage(std::string(data),
+                                                              &impl.proto);
     if (!status.ok())
-      return makeError(path + ": not a JSON ModelProto: " +
-                       std::string(status.message()));
+      return makeError(
+          path + ": not a JSON ModelProto: " + std::string(status.message()));
   } else {
     ByteSource source(reinterpret_cast<const uint8_t *>(data.data()),
                       data.size());
@@ -715,8 +717,8 @@ Error ModelFile::saveWithInitializers(
                    it->second.size() * sizeof(float));
     } else if (impl->stripped.count(tensor.name()) ||
                tensor.data_location() == onnx::TensorProto::EXTERNAL) {
-      auto data = readTensor(
-          impl->proto.graph().initializer(impl->initializerIndex[tensor.name()]));
+      auto data = readTensor(impl->proto.graph().initializer(
+          impl->initializerIndex[tensor.name()]));
       if (!data)
         return data.takeError();
       bytes.assign(reinterpret_cast<const char *>(data->bytes.data()),

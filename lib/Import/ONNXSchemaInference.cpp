@@ -17,7 +17,8 @@
 using namespace oasr::onnximport::detail;
 
 int oasr::onnximport::detail::getMaxKnownOpset(const std::string &domain) {
-  const auto &map = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  const auto &map =
+      onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
   auto it = map.find(domain == "ai.onnx" ? std::string() : domain);
   return it == map.end() ? 0 : it->second.second;
 }
@@ -27,9 +28,9 @@ static const onnx::OpSchema *getSchema(const std::string &opType,
   int known = getMaxKnownOpset(domain);
   if (!known)
     return nullptr;
-  return onnx::OpSchemaRegistry::Schema(
-      opType, opset < known ? opset : known,
-      domain == "ai.onnx" ? std::string() : domain);
+  return onnx::OpSchemaRegistry::Schema(opType, opset < known ? opset : known,
+                                        domain == "ai.onnx" ? std::string()
+                                                            : domain);
 }
 
 int oasr::onnximport::detail::getSchemaSinceVersion(const std::string &opType,
@@ -44,10 +45,12 @@ SchemaInference oasr::onnximport::detail::inferWithSchema(
     const std::vector<const onnx::TypeProto *> &inputTypes,
     const std::vector<const onnx::TensorProto *> &inputData,
     std::vector<onnx::TypeProto> &outputTypes, std::string &error) {
-  const onnx::OpSchema *schema = getSchema(node.op_type(), node.domain(), opset);
+  const onnx::OpSchema *schema =
+      getSchema(node.op_type(), node.domain(), opset);
   if (!schema)
     return SchemaInference::NoSchema;
-  if (!schema->has_type_and_shape_inference_function() && !schema->HasFunction())
+  if (!schema->has_type_and_shape_inference_function() &&
+      !schema->HasFunction())
     return SchemaInference::NoSchema;
 
   std::unordered_map<std::string, onnx::TypeProto *> types;

@@ -43,11 +43,11 @@ enum class SchemaInference {
 /// Runs the inference function of the schema of `node` at `opset` (clamped
 /// to what libonnx knows). `inputTypes[i]`/`inputData[i]` describe input `i`
 /// (null when absent or unknown); `outputTypes` gets one entry per output.
-SchemaInference inferWithSchema(const onnx::NodeProto &node, int opset,
-                                const std::vector<const onnx::TypeProto *> &inputTypes,
-                                const std::vector<const onnx::TensorProto *> &inputData,
-                                std::vector<onnx::TypeProto> &outputTypes,
-                                std::string &error);
+SchemaInference
+inferWithSchema(const onnx::NodeProto &node, int opset,
+                const std::vector<const onnx::TypeProto *> &inputTypes,
+                const std::vector<const onnx::TensorProto *> &inputData,
+                std::vector<onnx::TypeProto> &outputTypes, std::string &error);
 
 } // namespace detail
 } // namespace onnximport

@@ -106,6 +106,6 @@ int main(int argc, char **argv) {
   if (isONNXFile(inputFilename))
     return mlir::asMainReturnCode(
         runOnONNX(inputFilename, outputFilename, registry));
-  return mlir::asMainReturnCode(mlir::MlirOptMain(
-      argc, argv, inputFilename, outputFilename, registry));
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, inputFilename, outputFilename, registry));
 }

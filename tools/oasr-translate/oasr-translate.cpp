@@ -38,9 +38,9 @@ static cl::opt<bool> importONNX("import-onnx",
                                 cl::desc("Import an ONNX ModelProto (binary, "
                                          "text or JSON) into the oasr IR"),
                                 cl::cat(category));
-static cl::opt<int64_t>
-    batch("batch", cl::desc("Set dimension 0 of every graph input"),
-          cl::init(0), cl::cat(category));
+static cl::opt<int64_t> batch("batch",
+                              cl::desc("Set dimension 0 of every graph input"),
+                              cl::init(0), cl::cat(category));
 static cl::list<std::string>
     dims("dim", cl::desc("Fix a symbolic dimension: --dim name=value"),
          cl::value_desc("name=value"), cl::cat(category));

@@ -161,10 +161,9 @@ public:
   /// the given float initializers replaced (used by `oasr-run --save`); other
   /// ONNX tools load the result. Every name must be an existing FLOAT
   /// initializer with as many elements as the vector.
-  llvm::Error
-  saveWithInitializers(llvm::StringRef path,
-                       const std::map<std::string, std::vector<float>> &values)
-      const;
+  llvm::Error saveWithInitializers(
+      llvm::StringRef path,
+      const std::map<std::string, std::vector<float>> &values) const;
 
   /// Opaque implementation state.
   struct Impl;

@@ -124,8 +124,8 @@ TEST_F(ModelFileTest, BinaryKeepsBigRawDataInTheFile) {
   EXPECT_EQ(data->dataType, int32_t(DataType::Float));
   EXPECT_EQ(data->dims, (std::vector<int64_t>{64, 4}));
   ASSERT_EQ(data->as<float>().size(), weights.size());
-  EXPECT_TRUE(std::equal(weights.begin(), weights.end(),
-                         data->as<float>().begin()));
+  EXPECT_TRUE(
+      std::equal(weights.begin(), weights.end(), data->as<float>().begin()));
 
   auto b = (*model)->readInitializer("b");
   ASSERT_TRUE(bool(b));
@@ -198,8 +198,8 @@ TEST_F(ModelFileTest, ExternalData) {
   ASSERT_TRUE(bool(model));
   auto data = (*model)->readInitializer("w");
   ASSERT_TRUE(bool(data)) << llvm::toString(data.takeError());
-  EXPECT_TRUE(std::equal(weights.begin(), weights.end(),
-                         data->as<float>().begin()));
+  EXPECT_TRUE(
+      std::equal(weights.begin(), weights.end(), data->as<float>().begin()));
   auto location = (*model)->getInitializerLocation("w");
   ASSERT_TRUE(bool(location));
   EXPECT_EQ(location->kind, InitializerLocation::External);
@@ -211,8 +211,8 @@ TEST_F(ModelFileTest, SaveWithInitializers) {
   auto model = ModelFile::load(path("m.onnx"));
   ASSERT_TRUE(bool(model));
   std::vector<float> newB = {9, 8, 7, 6};
-  llvm::Error err = (*model)->saveWithInitializers(path("saved.onnx"),
-                                                  {{"b", newB}});
+  llvm::Error err =
+      (*model)->saveWithInitializers(path("saved.onnx"), {{"b", newB}});
   ASSERT_FALSE(bool(err)) << llvm::toString(std::move(err));
 
   // Plain protobuf parses it and every initializer holds its data inline.
@@ -222,8 +222,8 @@ TEST_F(ModelFileTest, SaveWithInitializers) {
   ASSERT_TRUE(saved.ParseFromString(bytes));
   const onnx::TensorProto &w = saved.graph().initializer(0);
   ASSERT_EQ(w.raw_data().size(), weights.size() * 4);
-  EXPECT_EQ(std::memcmp(w.raw_data().data(), weights.data(), w.raw_data().size()),
-            0);
+  EXPECT_EQ(
+      std::memcmp(w.raw_data().data(), weights.data(), w.raw_data().size()), 0);
 
   auto reloaded = ModelFile::load(path("saved.onnx"));
   ASSERT_TRUE(bool(reloaded));
@@ -262,9 +262,9 @@ TEST_F(ModelFileTest, ImportONNXThroughTheCppAPI) {
   ASSERT_EQ(func.getNumArguments(), 3u);
   EXPECT_TRUE(func.getArgAttr(1, "oasr.param"));
   EXPECT_TRUE(func.getArgAttr(2, "oasr.param"));
-  EXPECT_EQ(mlir::cast<mlir::RankedTensorType>(func.getResultTypes()[0])
-                .getShape(),
-            (llvm::ArrayRef<int64_t>{6, 2}));
+  EXPECT_EQ(
+      mlir::cast<mlir::RankedTensorType>(func.getResultTypes()[0]).getShape(),
+      (llvm::ArrayRef<int64_t>{6, 2}));
 }
 
 } // namespace
