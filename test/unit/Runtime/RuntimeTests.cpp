@@ -1,0 +1,315 @@
+//===- RuntimeTests.cpp - Executor plan, data loaders, comm engine --------===//
+
+#include "oasr/Dialect/OASRDialect.h"
+#include "oasr/Runtime/Communicator.h"
+#include "oasr/Runtime/DataLoader.h"
+#include "oasr/Runtime/Executor.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <fstream>
+#include <set>
+
+using namespace oasr::rt;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Executor plan
+//===----------------------------------------------------------------------===//
+
+/// A chain of four ReLUs on [1024] floats, then a loss: each activation dies
+/// after its consumer, so the arena needs far less than the sum.
+const char *kChain = R"mlir(
+module attributes {oasr.plan = {strategy = "wfbp", groups = 1 : i64, predicted_iteration_us = 5.0 : f64}} {
+  func.func @train_step(%x: tensor<4x256xf32> {oasr.input = "input"},
+                        %label: tensor<4xi64> {oasr.label = "label"},
+                        %w: tensor<10x256xf32> {oasr.param = "fc.weight"})
+      -> (tensor<f32>, tensor<10x256xf32>) {
+    %a = oasr.node "Relu"(%x) : (tensor<4x256xf32>) -> tensor<4x256xf32> loc("r1")
+    %b = oasr.node "Relu"(%a) : (tensor<4x256xf32>) -> tensor<4x256xf32> loc("r2")
+    %c = oasr.node "Relu"(%b) : (tensor<4x256xf32>) -> tensor<4x256xf32> loc("r3")
+    %d = oasr.node "Relu"(%c) : (tensor<4x256xf32>) -> tensor<4x256xf32> loc("r4")
+    %v = oasr.node "Reshape"(%d) : (tensor<4x256xf32>) -> tensor<4x256xf32> loc("view")
+    %y = oasr.node "Gemm"(%v, %w) {transB = 1 : i64} : (tensor<4x256xf32>, tensor<10x256xf32>) -> tensor<4x10xf32> loc("fc")
+    %loss, %logp = oasr.node "SoftmaxCrossEntropyLoss"(%y, %label) {reduction = "mean"} : (tensor<4x10xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<4x10xf32>) loc("loss")
+    %one = oasr.node "Constant"() {value = dense<1.0> : tensor<f32>} : () -> tensor<f32>
+    %dy = oasr.node "SoftmaxCrossEntropyLossGrad"(%one, %logp, %label) {reduction = "mean", oasr.layer = "loss"} : (tensor<f32>, tensor<4x10xf32>, tensor<4xi64>) -> tensor<4x10xf32>
+    %dv, %dw = oasr.node "GemmGrad"(%dy, %v, %w) {transB = 1 : i64, oasr.layer = "fc"} : (tensor<4x10xf32>, tensor<4x256xf32>, tensor<10x256xf32>) -> (tensor<4x256xf32>, tensor<10x256xf32>)
+    %t = oasr.allreduce_start %dw {group = 0 : i64, offsets = array<i64: 0>, buffer_bytes = 10240 : i64} : tensor<10x256xf32>
+    %rw = oasr.allreduce_wait %t : tensor<10x256xf32>
+    %nw = oasr.optimizer_update "sgd" %w, %rw {lr = 0.5 : f64} : tensor<10x256xf32>
+    return %loss, %nw : tensor<f32>, tensor<10x256xf32>
+  }
+}
+)mlir";
+
+struct Parsed {
+  mlir::MLIRContext ctx;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  explicit Parsed(const char *text) {
+    mlir::DialectRegistry registry;
+    registry.insert<mlir::func::FuncDialect, mlir::oasr::OASRDialect>();
+    ctx.appendDialectRegistry(registry);
+    ctx.loadAllAvailableDialects();
+    module = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
+  }
+};
+
+/// Counts hooks; no communication.
+struct CountingHooks : StepHooks {
+  int ready = 0, needed = 0;
+  void gradientsReady(unsigned) override { ++ready; }
+  void gradientsNeeded(unsigned) override { ++needed; }
+};
+
+TEST(ExecutorPlan, ReusesActivationsAndWritesGradientsIntoTheGroupBuffer) {
+  Parsed p(kChain);
+  ASSERT_TRUE(p.module);
+  auto backend = createCpuBackend();
+  auto exec = Executor::create(*p.module, *backend, ExecutorOptions{});
+  ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
+  Executor &e = **exec;
+  // Four 4 KiB activations in a chain, plus a few small tensors: with reuse
+  // at most three chain buffers are alive at once.
+  EXPECT_LT(e.memory().arenaBytes, e.memory().unsharedBytes);
+  EXPECT_LE(e.memory().arenaBytes, size_t(4 * 4096));
+  ASSERT_EQ(e.groups().size(), 1u);
+  EXPECT_EQ(e.groups()[0].bytes, 10240u);
+  TensorRef g = e.gradient("fc.weight");
+  ASSERT_NE(g.data, nullptr);
+  EXPECT_EQ(g.data, e.groups()[0].buffer.data) << "gradient not in place";
+  EXPECT_EQ(e.predictedIterationUs(), 5.0);
+  EXPECT_EQ(e.planStrategy(), "wfbp");
+
+  auto loaded = initializeWeights(e, nullptr, 7);
+  ASSERT_TRUE(bool(loaded));
+  std::vector<float> before(e.persistent()[0].ref.as<float>(),
+                            e.persistent()[0].ref.as<float>() + 2560);
+  for (int64_t i = 0; i < e.input().numel(); ++i)
+    e.input().as<float>()[i] = float(i % 7) * 0.1f;
+  for (int64_t i = 0; i < 4; ++i)
+    e.label().as<int64_t>()[i] = i;
+  CountingHooks hooks;
+  e.runStep(hooks, nullptr, 0);
+  EXPECT_EQ(hooks.ready, 1);
+  EXPECT_EQ(hooks.needed, 1);
+  EXPECT_GT(e.loss(), 0.0f);
+  // SGD in place: w' = w - 0.5 * g.
+  const float *w = e.persistent()[0].ref.as<float>();
+  for (int i = 0; i < 2560; i += 97)
+    EXPECT_FLOAT_EQ(w[i], before[size_t(i)] - 0.5f * g.as<float>()[i]);
+}
+
+TEST(ExecutorPlan, WithoutReuseEveryActivationHasItsOwnBuffer) {
+  Parsed p(kChain);
+  auto backend = createCpuBackend();
+  ExecutorOptions o;
+  o.reuseBuffers = false;
+  auto exec = Executor::create(*p.module, *backend, o);
+  ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
+  EXPECT_EQ((*exec)->memory().arenaBytes, (*exec)->memory().unsharedBytes);
+}
+
+TEST(ExecutorPlan, RejectsAForwardOnlyModule) {
+  Parsed p(R"mlir(
+    func.func @forward(%x: tensor<2xf32> {oasr.input = "x"}) -> tensor<2xf32> {
+      %y = oasr.node "Relu"(%x) : (tensor<2xf32>) -> tensor<2xf32>
+      return %y : tensor<2xf32>
+    })mlir");
+  ASSERT_TRUE(p.module);
+  auto backend = createCpuBackend();
+  auto exec = Executor::create(*p.module, *backend, ExecutorOptions{});
+  ASSERT_FALSE(bool(exec));
+  EXPECT_NE(llvm::toString(exec.takeError()).find("not compiled for training"),
+            std::string::npos);
+}
+
+//===----------------------------------------------------------------------===//
+// Data loaders
+//===----------------------------------------------------------------------===//
+
+struct TempDir {
+  llvm::SmallString<128> path;
+  TempDir() { llvm::sys::fs::createUniqueDirectory("oasr-runtime", path); }
+  ~TempDir() { llvm::sys::fs::remove_directories(path); }
+  std::string file(const char *name) const {
+    llvm::SmallString<128> p(path);
+    llvm::sys::path::append(p, name);
+    return std::string(p);
+  }
+};
+
+void writeBe32(std::ofstream &os, uint32_t v) {
+  unsigned char b[4] = {uint8_t(v >> 24), uint8_t(v >> 16), uint8_t(v >> 8),
+                        uint8_t(v)};
+  os.write(reinterpret_cast<char *>(b), 4);
+}
+
+/// n samples of `features` bytes: sample i is all i; label i % 10.
+void writeMnist(const TempDir &d, uint32_t n, uint32_t features) {
+  std::ofstream img(d.file("train-images-idx3-ubyte"), std::ios::binary);
+  img.put(0).put(0).put(8).put(2);
+  writeBe32(img, n);
+  writeBe32(img, features);
+  for (uint32_t i = 0; i < n; ++i)
+    for (uint32_t f = 0; f < features; ++f)
+      img.put(char(i));
+  std::ofstream lab(d.file("train-labels-idx1-ubyte"), std::ios::binary);
+  lab.put(0).put(0).put(8).put(1);
+  writeBe32(lab, n);
+  for (uint32_t i = 0; i < n; ++i)
+    lab.put(char(i % 10));
+}
+
+TEST(DataLoader, ShardsAreDisjointCoverTheDataAndAreSeeded) {
+  TempDir d;
+  writeMnist(d, 40, 4);
+  std::set<int> seen;
+  for (int rank = 0; rank < 2; ++rank) {
+    auto loader = createDataLoader("mnist:" + std::string(d.path),
+                                   SampleShape{4, 10}, rank, 2, 3);
+    ASSERT_TRUE(bool(loader)) << llvm::toString(loader.takeError());
+    EXPECT_EQ((*loader)->trainSize(), 20);
+    std::vector<float> x(20 * 4);
+    std::vector<int64_t> y(20);
+    (*loader)->nextBatch(x.data(), y.data(), 20);
+    for (int k = 0; k < 20; ++k) {
+      int i = int(std::lround(x[size_t(k) * 4] * 255.0f));
+      EXPECT_EQ(y[size_t(k)], i % 10);
+      EXPECT_TRUE(seen.insert(i).second) << "sample " << i << " twice";
+    }
+  }
+  EXPECT_EQ(seen.size(), 40u);
+  // Same seed, same order; another seed, another order.
+  auto first = [&](uint64_t seed) {
+    auto l = createDataLoader("mnist:" + std::string(d.path),
+                              SampleShape{4, 10}, 0, 2, seed);
+    std::vector<float> x(8 * 4);
+    std::vector<int64_t> y(8);
+    (*l)->nextBatch(x.data(), y.data(), 8);
+    return x;
+  };
+  EXPECT_EQ(first(5), first(5));
+  EXPECT_NE(first(5), first(6));
+}
+
+TEST(DataLoader, ErrorsNameTheFileAndTheProblem) {
+  TempDir d;
+  writeMnist(d, 4, 5);
+  auto wrongShape = createDataLoader("mnist:" + std::string(d.path),
+                                     SampleShape{4, 10}, 0, 1, 1);
+  ASSERT_FALSE(bool(wrongShape));
+  EXPECT_NE(llvm::toString(wrongShape.takeError())
+                .find("samples have 5 values but the model's input takes 4"),
+            std::string::npos);
+  {
+    std::ofstream bad(d.file("train-images-idx3-ubyte"), std::ios::binary);
+    bad << "garbage";
+  }
+  auto badMagic = createDataLoader("mnist:" + std::string(d.path),
+                                   SampleShape{5, 10}, 0, 1, 1);
+  ASSERT_FALSE(bool(badMagic));
+  EXPECT_NE(llvm::toString(badMagic.takeError()).find("not an IDX file"),
+            std::string::npos);
+  auto missing = createDataLoader("cifar10:/nonexistent/dir",
+                                  SampleShape{3072, 10}, 0, 1, 1);
+  ASSERT_FALSE(bool(missing));
+  EXPECT_NE(llvm::toString(missing.takeError()).find("no such directory"),
+            std::string::npos);
+  auto unknown = createDataLoader("imagenet:/x", SampleShape{1, 1}, 0, 1, 1);
+  ASSERT_FALSE(bool(unknown));
+  llvm::consumeError(unknown.takeError());
+}
+
+TEST(DataLoader, CifarBinaryRecords) {
+  TempDir d;
+  for (int b = 1; b <= 5; ++b) {
+    std::ofstream os(d.file(("data_batch_" + std::to_string(b) + ".bin").c_str()),
+                     std::ios::binary);
+    for (int r = 0; r < 2; ++r) {
+      os.put(char(b));
+      for (int k = 0; k < 3072; ++k)
+        os.put(char(255));
+    }
+  }
+  auto loader = createDataLoader("cifar10:" + std::string(d.path),
+                                 SampleShape{3072, 10}, 0, 1, 1);
+  ASSERT_TRUE(bool(loader)) << llvm::toString(loader.takeError());
+  EXPECT_EQ((*loader)->trainSize(), 10);
+  std::vector<float> x(3072);
+  int64_t y;
+  (*loader)->nextBatch(x.data(), &y, 1);
+  EXPECT_GE(y, 1);
+  EXPECT_LE(y, 5);
+  EXPECT_FLOAT_EQ(x[100], 1.0f);
+}
+
+TEST(DataLoader, SyntheticIsSeededPerRank) {
+  auto make = [](int rank, uint64_t seed) {
+    auto l = createDataLoader("synthetic", SampleShape{16, 4}, rank, 2, seed);
+    std::vector<float> x(4 * 16);
+    std::vector<int64_t> y(4);
+    (*l)->nextBatch(x.data(), y.data(), 4);
+    for (int64_t v : y)
+      EXPECT_LT(v, 4);
+    return x;
+  };
+  EXPECT_EQ(make(0, 1), make(0, 1));
+  EXPECT_NE(make(0, 1), make(1, 1));
+}
+
+//===----------------------------------------------------------------------===//
+// Communication engine
+//===----------------------------------------------------------------------===//
+
+TEST(CommEngine, RunsJobsInOrderOnItsThreadAndWaitBlocksUntilDone) {
+  auto comm = createSelfCommunicator();
+  CommEngine engine(*comm);
+  std::vector<int> order;
+  std::atomic<bool> offMain{true};
+  std::thread::id mainId = std::this_thread::get_id();
+  std::atomic<int> done{0};
+  std::vector<CommEngine::JobId> ids;
+  for (int i = 0; i < 50; ++i)
+    ids.push_back(engine.enqueue(
+        [&, i](Communicator &) {
+          if (std::this_thread::get_id() == mainId)
+            offMain = false;
+          order.push_back(i);
+          ++done;
+        },
+        uint32_t(i), /*record=*/i % 2 == 0));
+  engine.wait(ids[10]);
+  EXPECT_GE(done.load(), 11);
+  engine.drain();
+  ASSERT_EQ(order.size(), 50u);
+  for (int i = 0; i < 50; ++i)
+    EXPECT_EQ(order[size_t(i)], i);
+  EXPECT_TRUE(offMain);
+  ASSERT_EQ(engine.events().size(), 25u);
+  EXPECT_EQ(engine.events()[3].job, 6u);
+  EXPECT_LE(engine.events()[3].startUs, engine.events()[3].endUs);
+}
+
+TEST(CommEngine, SelfCommunicatorAveragingIsTheIdentity) {
+  auto comm = createSelfCommunicator();
+  EXPECT_EQ(comm->size(), 1);
+  std::vector<float> v = {1, 2, 3};
+  CommEngine engine(*comm);
+  engine.run([&](Communicator &c) {
+    c.allreduceAverage(v.data(), v.size(), DType::F32);
+  });
+  EXPECT_EQ(v, (std::vector<float>{1, 2, 3}));
+}
+
+} // namespace
