@@ -29,8 +29,8 @@ Profile syntheticProfile(unsigned tensors) {
     Layer l;
     l.name = "layer" + std::to_string(i);
     l.backwardUs = time(rng);
-    l.grads.push_back({l.name + ".weight",
-                       4 * uint64_t(std::pow(10.0, logSize(rng)))});
+    l.grads.push_back(
+        {l.name + ".weight", 4 * uint64_t(std::pow(10.0, logSize(rng)))});
     if (p.numGrads() + 1 < tensors)
       l.grads.push_back({l.name + ".bias", 4 * 256});
     p.layers.push_back(std::move(l));
