@@ -255,6 +255,18 @@ def bad_dtype():
     return model(g)
 
 
+# An op new in opset 20 that libonnx 1.12 does not know and oasr has no
+# shape rule for.
+def unknown_new_op():
+    g = helper.make_graph(
+        [helper.make_node("AffineGrid", ["theta", "size"], ["grid"], name="/grid/AffineGrid")],
+        "unknown_new_op",
+        [helper.make_tensor_value_info("theta", TensorProto.FLOAT, [2, 2, 3])],
+        [helper.make_tensor_value_info("grid", TensorProto.FLOAT, None)],
+        [init("size", [4], np.int64, [2, 3, 8, 8])])
+    return model(g, opset=20, ir=9)
+
+
 def relu_model(opset=15, ir=8):
     g = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"], name="/relu")], "relu",
@@ -276,6 +288,7 @@ if __name__ == "__main__":
     save(shape_unknown(), "shape_unknown.txtpb")
     save(bad_dtype(), "bad_dtype.txtpb")
     save(relu_model(), "relu.txtpb")
+    save(unknown_new_op(), "unknown_new_op.txtpb")
     save(relu_model(ir=12), "bad_ir.txtpb")
     save(relu_model(opset=9), "old_opset.txtpb")
     save(relu_model(opset=23), "new_opset.txtpb")
