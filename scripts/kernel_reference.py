@@ -530,6 +530,31 @@ def g_transformer():
     cs.append(Case("cast_i64_f32", "Cast", {"to": 1}).inp(ic).out(f64(ic.double())))
     cs.append(Case("shape", "Shape").inp(x).out(torch.tensor([8, 16, 32])))
     cs.append(Case("shape_slice", "Shape", {"start": 1, "end": -1}).inp(x).out(torch.tensor([16])))
+    # LayerNormalization (training form: Mean, InvStdDev) and its gradient.
+    for name, shape, axis, bias in [("ln_last", (4, 6, 32), -1, True), ("ln_ax1", (3, 5, 4, 6), 1, False)]:
+        x = rnd(*shape, lo=-2, hi=3)
+        ns = shape[axis:] if axis >= 0 else shape[axis:]
+        sc, b = rnd(*ns, lo=0.5, hi=1.5), rnd(*ns)
+        ins = [x, sc] + ([b] if bias else [])
+
+        def fn(x, s, *b):
+            return F.layer_norm(x, ns, s, b[0] if b else None, 1e-5)
+
+        dims = tuple(range(len(shape) - len(ns), len(shape)))
+        mean = x.mean(dim=dims, keepdim=True)
+        inv = 1.0 / torch.sqrt(x.var(dim=dims, unbiased=False, keepdim=True) + 1e-5)
+        attrs = {"axis": axis, "epsilon": 1e-5}
+        cs.append(Case(name, "LayerNormalization", attrs).inp(*ins).out(f64(fn(*ins)), f64(mean), f64(inv)))
+        dy = rnd(*shape)
+        grads = grad_of(fn, ins, dy)
+        cs.append(Case(name + "_grad", "LayerNormalizationGrad", attrs).inp(dy, x, sc, mean, inv).out(*grads))
+    x = rnd(4, 50, lo=-4, hi=4)
+    for approx in ("none", "tanh"):
+        fn = lambda x, a=approx: F.gelu(x, approximate=a)
+        cs.append(Case("gelu_" + approx, "Gelu", {"approximate": approx}).inp(x).out(f64(fn(x))))
+        dy = rnd(*x.shape)
+        cs.append(Case("gelu_" + approx + "_grad", "GeluGrad", {"approximate": approx}).inp(dy, x).out(*grad_of(fn, [x], dy)))
+    cs.append(Case("erf", "Erf").inp(x).out(f64(torch.erf(x))))
     return cs
 
 
