@@ -1,7 +1,12 @@
 #!/usr/bin/python3
-"""PyTorch CPU reference for the runtime benchmark (bench/run_runtime.sh).
+"""PyTorch CPU reference for the runtime benchmarks (bench/run_runtime*.sh).
 
     runtime.py MODEL --batch 16 --threads 2 --steps 5
+    runtime.py mlp-wide --export OUT.onnx
+
+`mlp-wide` (784 -> 4 x 2048 -> 10, 14.3 M parameters in 10 tensors) is the
+multi-rank benchmark's model: enough gradient bytes for the allreduces to
+matter next to the compute on a small machine.
 
 Builds the model exactly as scripts/export_models.py does (torchvision, no
 pretrained weights, seed 0), trains it with SGD on random data (forward,
@@ -24,9 +29,30 @@ def main():
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--export", default="")
     a = p.parse_args()
     import torch
-    from export_models import build
+    from export_models import build as build_vision
+
+    def build(name):
+        if name == "mlp-wide":
+            layers, width = [], 784
+            for _ in range(4):
+                layers += [torch.nn.Linear(width, 2048), torch.nn.ReLU()]
+                width = 2048
+            layers.append(torch.nn.Linear(width, 10))
+            return torch.nn.Sequential(*layers), torch.randn(1, 784)
+        return build_vision(name)
+
+    if a.export:
+        torch.manual_seed(0)
+        model, example = build(a.model)
+        model.train()
+        torch.onnx.export(model, example, a.export, training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False, opset_version=17,
+                          input_names=["input"], output_names=["output"],
+                          dynamic_axes={"input": {0: "batch"}})
+        return
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)

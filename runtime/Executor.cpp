@@ -517,19 +517,7 @@ Executor::create(ModuleOp module, KernelBackend &backend,
       Instr instr;
       instr.op = InstrOp::Kernel;
       instr.ins = ins;
-      OpSpec spec;
-      spec.opType = opType.str();
-      spec.name = opName(op);
-      spec.seed = hashName(spec.name, options.seed);
-      for (NamedAttribute a : op->getDiscardableAttrs()) {
-        if (a.getName().getValue().starts_with("oasr."))
-          continue;
-        AttrValue v;
-        if (convertAttr(a.getValue(), v))
-          spec.attrs.set(a.getName().str(), std::move(v));
-      }
-      for (int v : ins)
-        spec.inputs.push_back(I.values[v].desc);
+      std::string name = opName(op);
       for (Value r : op->getResults()) {
         auto id = newValue(r, op);
         if (!id)
@@ -537,7 +525,6 @@ Executor::create(ModuleOp module, KernelBackend &backend,
         I.values[*id].def = int(I.instrs.size());
         I.values[*id].kernelOutput = true;
         instr.outs.push_back(*id);
-        spec.outputs.push_back(I.values[*id].desc);
       }
       bool backward = !layer.empty();
       if (backward)
@@ -549,22 +536,12 @@ Executor::create(ModuleOp module, KernelBackend &backend,
       }
       if (!seenBackward && I.lossValue < 0)
         I.forwardEnd = unsigned(I.instrs.size()) + 1;
-      // Untagged BN running statistics: results 1, 2 update operands 3, 4.
-      if (opType == "BatchNormalization" && op->getNumResults() >= 3 &&
-          ins.size() >= 5)
-        for (int k : {1, 2})
-          if (I.values[ins[k + 2]].where == Where::Persistent &&
-              I.values[ins[k + 2]].persistent >= 0 &&
-              !op->getResult(k).use_empty())
-            ; // handled through the function results below
       exec->stepInfos.push_back(PlanStepInfo{
-          spec.name, spec.opType, backward ? layer : spec.name,
+          name, opType.str(), backward ? layer : name,
           backward ? StepKind::Backward : StepKind::Forward});
       instrOf[op] = int(I.instrs.size());
-      // Kernel creation happens after buffer planning (outputUsed known).
-      instr.kernel = nullptr;
+      // Kernels are created after buffer planning, when outputUsed is known.
       I.instrs.push_back(std::move(instr));
-      // Remember the spec for later creation.
       continue;
     }
 
@@ -941,7 +918,6 @@ Executor::create(ModuleOp module, KernelBackend &backend,
       I.values[v].ptr = I.values[I.root(int(v))].ptr;
 
   // Kernels (now that every output's use is known) and resolved refs.
-  size_t infoIdx = 0;
   for (Operation &opRef : body) {
     auto node = dyn_cast<mlir::oasr::NodeOp>(&opRef);
     if (!node || !instrOf.count(&opRef))
@@ -975,7 +951,6 @@ Executor::create(ModuleOp module, KernelBackend &backend,
       return opError(&opRef, error.empty() ? "the " + std::string(backend.name()) +
                                                  " backend has no kernel for it"
                                            : error);
-    (void)infoIdx;
   }
   for (Instr &instr : I.instrs) {
     for (int v : instr.ins)

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Runtime benchmark, 2 and 4 ranks on one host (loopback / shared memory):
+# measured iteration time of every strategy next to the planner's prediction
+# for the same calibrated alpha-beta (oasr-bench comm at that rank count) and
+# the measured profile (oasr-run --profile at that rank count).
+#
+#   bench/run_runtime_ranks.sh [BUILD_DIR] [STEPS] [BATCH]
+#
+# Writes bench/results/runtime-ranks.json and bench/results/runtime-ranks.md.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-$ROOT/build}
+STEPS=${2:-12}
+BATCH=${3:-64}
+PY=/usr/bin/python3
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+WORK=$BUILD/bench-ranks
+OUT=$ROOT/bench/results
+mkdir -p "$WORK" "$OUT"
+MODEL=$WORK/mlp-wide.onnx
+[ -f "$MODEL" ] || $PY "$ROOT/bench/runtime.py" mlp-wide --export "$MODEL" >/dev/null 2>&1
+RUN="$BUILD/bin/oasr-run $MODEL --batch=$BATCH --steps=$STEPS --threads=1 --quiet"
+STRATEGIES="wfbp single bucket:8388608 mgwfbp oasr optimal"
+
+rows=()
+for P in 2 4; do
+  mpirun --oversubscribe -np $P "$BUILD/bin/oasr-bench" comm --quiet \
+    --max-bytes=67108864 --seconds-per-size=0.05 --out="$WORK/comm-$P.json" >/dev/null
+  mpirun --oversubscribe -np $P $RUN --strategy=wfbp --comm="$WORK/comm-$P.json" \
+    --profile="$WORK/profile-$P.json" >/dev/null
+  for S in $STRATEGIES; do
+    log=$(mpirun --oversubscribe -np $P $RUN --strategy=$S --comm="$WORK/comm-$P.json" \
+      --plan-profile="$WORK/profile-$P.json")
+    groups=$(echo "$log" | sed -n 's/.*strategy .*, \([0-9]*\) group(s)/\1/p')
+    measured=$(echo "$log" | awk '/mean iteration/ {print $3}')
+    predicted=$(echo "$log" | awk '/predicted/ {print $2}')
+    exposed=$(echo "$log" | awk '/exposed comm/ {print $3}')
+    rows+=("{\"ranks\": $P, \"strategy\": \"$S\", \"groups\": $groups, \"measured_ms\": $measured, \"predicted_ms\": $predicted, \"exposed_comm_ms\": $exposed}")
+  done
+done
+
+machine="$(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1 /proc/loadavg)"
+date=$(date -u +%Y-%m-%dT%H:%MZ)
+{
+  echo "{\"benchmark\": \"runtime-ranks\", \"date\": \"$date\", \"machine\": \"$machine\","
+  echo " \"model\": \"mlp-wide\", \"batch\": $BATCH, \"steps\": $STEPS, \"threads_per_rank\": 1,"
+  echo " \"calibration\": {\"2\": $(cat "$WORK/comm-2.json" | $PY -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"alpha_s": d["alpha_s"], "beta_s_per_byte": d["beta_s_per_byte"]}))'),"
+  echo "                  \"4\": $(cat "$WORK/comm-4.json" | $PY -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"alpha_s": d["alpha_s"], "beta_s_per_byte": d["beta_s_per_byte"]}))')},"
+  echo " \"results\": ["
+  (IFS=$',\n'; echo "  ${rows[*]}")
+  echo "]}"
+} > "$OUT/runtime-ranks.json"
+$PY - "$OUT/runtime-ranks.json" > "$OUT/runtime-ranks.md" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("# Runtime, 2 and 4 ranks on one host: measured vs predicted per strategy\n")
+print(f"{d['date']}, {d['machine']}; model {d['model']} (784-4x2048-10, 57 MB of gradients), "
+      f"batch {d['batch']}/rank, 1 thread/rank, mean of steps 2..{d['steps']}. Prediction: the "
+      "plan's simulated iteration time from `oasr-bench comm` at that rank count and the "
+      "profile `oasr-run --profile` measured at that rank count. Goal: prediction within 5 %, "
+      "`oasr` the fastest measured.\n")
+for P in ("2", "4"):
+    c = d["calibration"][P]
+    print(f"\n## {P} ranks (alpha = {c['alpha_s']:.3g} s, beta = {c['beta_s_per_byte']:.3g} s/B)\n")
+    print("| strategy | groups | measured (ms) | predicted (ms) | error | exposed comm (ms) |")
+    print("|---|---|---|---|---|---|")
+    rows = [r for r in d["results"] if str(r["ranks"]) == P]
+    best = min(r["measured_ms"] for r in rows)
+    for r in rows:
+        err = (r["measured_ms"] - r["predicted_ms"]) / r["predicted_ms"] * 100
+        mark = " **fastest**" if r["measured_ms"] == best else ""
+        print(f"| {r['strategy']}{mark} | {r['groups']} | {r['measured_ms']:.1f} | "
+              f"{r['predicted_ms']:.1f} | {err:+.1f} % | {r['exposed_comm_ms']:.1f} |")
+PYEOF
+cat "$OUT/runtime-ranks.md"
