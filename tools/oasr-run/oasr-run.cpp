@@ -459,11 +459,17 @@ int main(int argc, char **argv) {
       auto loaded = initializeWeights(*exec, loader, seed);
       if (!loaded)
         failure.set(loaded.takeError());
-      else if (rank == 0 && !quiet)
-        std::printf("oasr-run: %s: %zu tensors, %u from %s, rest seeded "
-                    "random\n",
-                    modelPath.c_str(), exec->persistent().size(), *loaded,
-                    onnxModel ? exec->sourcePath().c_str() : "(no ONNX source)");
+      else if (rank == 0 && !quiet) {
+        size_t weights = 0;
+        for (const PersistentTensor &t : exec->persistent())
+          weights += t.kind != PersistentTensor::OptState;
+        std::printf("oasr-run: %s: %zu parameter/state tensors, %u loaded "
+                    "from %s%s\n",
+                    modelPath.c_str(), weights, *loaded,
+                    onnxModel ? exec->sourcePath().c_str()
+                              : "(no ONNX source)",
+                    *loaded < weights ? ", the rest seeded random" : "");
+      }
     }
   }
   std::unique_ptr<DataLoader> data;
