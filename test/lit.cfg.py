@@ -26,6 +26,7 @@ llvm_config.with_environment("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
 # Debian's python with onnx/torch.
 config.substitutions.insert(0, ("%python", config.oasr_python))
 config.substitutions.append(("%oasr_src", config.oasr_src_root))
+config.substitutions.append(("%oasr_obj", config.oasr_obj_root))
 config.substitutions.append(("%mpirun", config.mpiexec + " --oversubscribe"))
 
 tools = ["oasr-opt", "oasr-translate", "oasr-plan", "oasr-run", "oasr-bench"]
