@@ -373,6 +373,13 @@ Executor::create(ModuleOp module, KernelBackend &backend,
       exec->predictedUs = f.getValueAsDouble();
     else if (auto i = plan.getAs<IntegerAttr>("predicted_iteration_us"))
       exec->predictedUs = double(i.getInt());
+    auto number = [&](StringRef key, double &out) {
+      if (auto f = plan.getAs<FloatAttr>(key))
+        out = f.getValueAsDouble();
+    };
+    number("alpha_s", exec->alphaS);
+    number("beta_s_per_byte", exec->betaS);
+    number("group_overhead_us", exec->groupOverheadUs);
   }
 
   llvm::DenseMap<Value, int> idOf;

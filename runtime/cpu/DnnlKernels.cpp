@@ -70,6 +70,61 @@ static void bindMem(memory &m, const void *p) {
   m.set_data_handle(const_cast<void *>(p));
 }
 
+/// A primitive whose arguments are all executor buffers used in place (no
+/// layout change): in()/out() declare each argument once, run() binds the
+/// node's buffers to them and executes.
+class PlainPrimitive {
+public:
+  explicit PlainPrimitive(dnnl::primitive prim) : prim(std::move(prim)) {}
+
+  /// Argument `key` (layout `md`) is operand `index` of the node.
+  PlainPrimitive &in(int key, const memory::desc &md, size_t index) {
+    return add(key, md, false, index);
+  }
+  /// Argument `key` (layout `md`) is result `index` of the node.
+  PlainPrimitive &out(int key, const memory::desc &md, size_t index) {
+    return add(key, md, true, index);
+  }
+  void run(const std::vector<TensorRef> &in,
+           const std::vector<TensorRef> &out) {
+    for (Slot &a : slots)
+      bindMem(a.mem, a.isOutput ? out[a.index].data : in[a.index].data);
+    prim.execute(stream(), args);
+    stream().wait();
+  }
+
+private:
+  struct Slot {
+    memory mem;
+    bool isOutput;
+    size_t index;
+  };
+  PlainPrimitive &add(int key, const memory::desc &md, bool isOutput,
+                      size_t index) {
+    slots.push_back({userMem(md), isOutput, index});
+    args[key] = slots.back().mem;
+    return *this;
+  }
+
+  dnnl::primitive prim;
+  std::vector<Slot> slots;
+  Args args;
+};
+
+/// A node that is one PlainPrimitive.
+class PrimitiveKernel final : public CpuKernel {
+public:
+  PrimitiveKernel(const OpSpec &spec, PlainPrimitive p)
+      : CpuKernel(spec), p(std::move(p)) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    p.run(in, out);
+  }
+
+private:
+  PlainPrimitive p;
+};
+
 static memory::desc anyDesc(const dims &d) {
   return memory::desc(d, dt::f32, memory::format_tag::any);
 }
@@ -621,60 +676,34 @@ static bool avgPoolGeom(const OpSpec &spec, const TensorDesc &x,
   return true;
 }
 
-class AvgPoolKernel final : public CpuKernel {
-public:
-  AvgPoolKernel(const OpSpec &spec, const Window &w, dnnl::algorithm alg)
-      : CpuKernel(spec) {
-    auto xmd = plainDesc(spec.inputs[0].shape),
-         ymd = plainDesc(spec.outputs[0].shape);
-    dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, xmd,
-                                  ymd, w.strides, w.kernel, w.padL, w.padR);
-    prim = dnnl::pooling_forward(
-        dnnl::pooling_forward::primitive_desc(d, engine()));
-    x = userMem(xmd);
-    y = userMem(ymd);
-  }
-  void compute(const std::vector<TensorRef> &in,
-               const std::vector<TensorRef> &out) override {
-    bindMem(x, in[0].data);
-    bindMem(y, out[0].data);
-    prim.execute(stream(), {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, y}});
-    stream().wait();
-  }
+/// AveragePool: X -> Y.
+static PlainPrimitive avgPool(const OpSpec &spec, const Window &w,
+                              dnnl::algorithm alg) {
+  auto xmd = plainDesc(spec.inputs[0].shape),
+       ymd = plainDesc(spec.outputs[0].shape);
+  dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, xmd,
+                                ymd, w.strides, w.kernel, w.padL, w.padR);
+  PlainPrimitive p(
+      dnnl::pooling_forward(dnnl::pooling_forward::primitive_desc(d, engine())));
+  p.in(DNNL_ARG_SRC, xmd, 0).out(DNNL_ARG_DST, ymd, 0);
+  return p;
+}
 
-private:
-  dnnl::pooling_forward prim;
-  memory x, y;
-};
-
-class AvgPoolGradKernel final : public CpuKernel {
-public:
-  AvgPoolGradKernel(const OpSpec &spec, const Window &w, dnnl::algorithm alg)
-      : CpuKernel(spec) {
-    auto dymd = plainDesc(spec.inputs[0].shape),
-         dxmd = plainDesc(spec.outputs[0].shape);
-    dnnl::pooling_forward::desc fd(dnnl::prop_kind::forward_training, alg, dxmd,
-                                   dymd, w.strides, w.kernel, w.padL, w.padR);
-    dnnl::pooling_forward::primitive_desc fpd(fd, engine());
-    dnnl::pooling_backward::desc d(alg, dxmd, dymd, w.strides, w.kernel, w.padL,
-                                   w.padR);
-    prim = dnnl::pooling_backward(
-        dnnl::pooling_backward::primitive_desc(d, engine(), fpd));
-    dy = userMem(dymd);
-    dx = userMem(dxmd);
-  }
-  void compute(const std::vector<TensorRef> &in,
-               const std::vector<TensorRef> &out) override {
-    bindMem(dy, in[0].data);
-    bindMem(dx, out[0].data);
-    prim.execute(stream(), {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_SRC, dx}});
-    stream().wait();
-  }
-
-private:
-  dnnl::pooling_backward prim;
-  memory dy, dx;
-};
+/// AveragePoolGrad: dY -> dX.
+static PlainPrimitive avgPoolGrad(const OpSpec &spec, const Window &w,
+                                  dnnl::algorithm alg) {
+  auto dymd = plainDesc(spec.inputs[0].shape),
+       dxmd = plainDesc(spec.outputs[0].shape);
+  dnnl::pooling_forward::desc fd(dnnl::prop_kind::forward_training, alg, dxmd,
+                                 dymd, w.strides, w.kernel, w.padL, w.padR);
+  dnnl::pooling_forward::primitive_desc fpd(fd, engine());
+  dnnl::pooling_backward::desc d(alg, dxmd, dymd, w.strides, w.kernel, w.padL,
+                                 w.padR);
+  PlainPrimitive p(dnnl::pooling_backward(
+      dnnl::pooling_backward::primitive_desc(d, engine(), fpd)));
+  p.in(DNNL_ARG_DIFF_DST, dymd, 0).out(DNNL_ARG_DIFF_SRC, dxmd, 0);
+  return p;
+}
 
 static std::unique_ptr<Kernel> createAvgPool(const OpSpec &spec,
                                              std::string &error) {
@@ -686,7 +715,7 @@ static std::unique_ptr<Kernel> createAvgPool(const OpSpec &spec,
   if (!avgPoolGeom(spec, spec.inputs[0], spec.outputs[0], w, alg, error))
     return nullptr;
   return guardCreate(spec, error, [&] {
-    return std::make_unique<AvgPoolKernel>(spec, w, alg);
+    return std::make_unique<PrimitiveKernel>(spec, avgPool(spec, w, alg));
   });
 }
 
@@ -700,7 +729,8 @@ static std::unique_ptr<Kernel> createAvgPoolGrad(const OpSpec &spec,
   if (!avgPoolGeom(spec, spec.outputs[0], spec.inputs[0], w, alg, error))
     return nullptr;
   return guardCreate(spec, error, [&] {
-    return std::make_unique<AvgPoolGradKernel>(spec, w, alg);
+    return std::make_unique<PrimitiveKernel>(spec,
+                                             avgPoolGrad(spec, w, alg));
   });
 }
 
@@ -715,33 +745,24 @@ static memory::desc matDesc(int64_t rows, int64_t cols, bool transposed) {
                       transposed ? dims{1, rows} : dims{cols, 1});
 }
 
-/// C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] on row-major buffers.
-struct MatMul2D {
-  dnnl::matmul prim;
-  memory a, b, c;
-
-  void init(int64_t m, int64_t k, int64_t n, bool ta, bool tb, float alpha) {
-    auto amd = matDesc(m, k, ta), bmd = matDesc(k, n, tb),
-         cmd = matDesc(m, n, false);
-    dnnl::primitive_attr attr;
-    if (alpha != 1.0f)
-      attr.set_output_scales(0, {alpha});
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(amd, bmd, cmd), attr,
-                                    engine());
-    prim = dnnl::matmul(pd);
-    a = userMem(amd);
-    b = userMem(bmd);
-    c = userMem(cmd);
-  }
-  void run(const void *pa, const void *pb, void *pc) {
-    bindMem(a, pa);
-    bindMem(b, pb);
-    bindMem(c, pc);
-    prim.execute(stream(),
-                 {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
-    stream().wait();
-  }
-};
+/// C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] on row-major buffers; A and B
+/// are operands `a` and `b` of the node, C is its result `c`.
+static PlainPrimitive matMul2D(int64_t m, int64_t k, int64_t n, bool ta,
+                               bool tb, float alpha, size_t a, size_t b,
+                               size_t c) {
+  auto amd = matDesc(m, k, ta), bmd = matDesc(k, n, tb),
+       cmd = matDesc(m, n, false);
+  dnnl::primitive_attr attr;
+  if (alpha != 1.0f)
+    attr.set_output_scales(0, {alpha});
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(amd, bmd, cmd), attr,
+                                  engine());
+  PlainPrimitive p{dnnl::matmul(pd)};
+  p.in(DNNL_ARG_SRC, amd, a)
+      .in(DNNL_ARG_WEIGHTS, bmd, b)
+      .out(DNNL_ARG_DST, cmd, c);
+  return p;
+}
 
 /// How a Gemm's C operand broadcasts onto [M, N].
 enum class BiasKind { None, Scalar, Row /*[N]*/, Col /*[M,1]*/, Full };
@@ -803,12 +824,11 @@ static bool gemmShape(const OpSpec &spec, const TensorDesc &a,
 class GemmKernel final : public CpuKernel {
 public:
   GemmKernel(const OpSpec &spec, const GemmShape &g, BiasKind kind)
-      : CpuKernel(spec), g(g), kind(kind) {
-    mm.init(g.m, g.k, g.n, g.ta, g.tb, g.alpha);
-  }
+      : CpuKernel(spec), g(g), kind(kind),
+        mm(matMul2D(g.m, g.k, g.n, g.ta, g.tb, g.alpha, 0, 1, 0)) {}
   void compute(const std::vector<TensorRef> &in,
                const std::vector<TensorRef> &out) override {
-    mm.run(in[0].data, in[1].data, out[0].data);
+    mm.run(in, out);
     if (kind == BiasKind::None || g.beta == 0.0f)
       return;
     float *y = out[0].as<float>();
@@ -845,7 +865,7 @@ public:
 private:
   GemmShape g;
   BiasKind kind;
-  MatMul2D mm;
+  PlainPrimitive mm;
 };
 
 static std::unique_ptr<Kernel> createGemm(const OpSpec &spec,
@@ -869,39 +889,30 @@ static std::unique_ptr<Kernel> createGemm(const OpSpec &spec,
 class GemmGradKernel final : public CpuKernel {
 public:
   GemmGradKernel(const OpSpec &spec, const GemmShape &g, BiasKind kind)
-      : CpuKernel(spec), g(g), kind(kind), wantA(outputUsed(spec, 0)),
-        wantB(outputUsed(spec, 1)) {
+      : CpuKernel(spec), g(g), kind(kind) {
     // Y = alpha op(A) op(B): dop(A) = alpha dY op(B)^T, dop(B) = alpha
     // op(A)^T dY; a transposed operand's gradient is the transposed product.
-    // Buffers: dY [M,N]; A is [M,K] or (transA) [K,M]; B is [K,N] or [N,K].
-    if (wantA) {
+    // Operands dY [M,N] (0); A (1) is [M,K] or (transA) [K,M]; B (2) is [K,N]
+    // or [N,K].
+    if (outputUsed(spec, 0)) {
       if (!g.ta) // dA[M,K] = dY[M,N] * op(B)^T[N,K]
-        mmA.init(g.m, g.n, g.k, false, !g.tb, g.alpha);
+        mmA.emplace(matMul2D(g.m, g.n, g.k, false, !g.tb, g.alpha, 0, 2, 0));
       else // dA[K,M] = op(B)[K,N] * dY^T[N,M]
-        mmA.init(g.k, g.n, g.m, g.tb, true, g.alpha);
+        mmA.emplace(matMul2D(g.k, g.n, g.m, g.tb, true, g.alpha, 2, 0, 0));
     }
-    if (wantB) {
+    if (outputUsed(spec, 1)) {
       if (!g.tb) // dB[K,N] = op(A)^T[K,M] * dY[M,N]
-        mmB.init(g.k, g.m, g.n, !g.ta, false, g.alpha);
+        mmB.emplace(matMul2D(g.k, g.m, g.n, !g.ta, false, g.alpha, 1, 0, 1));
       else // dB[N,K] = dY^T[N,M] * op(A)[M,K]
-        mmB.init(g.n, g.m, g.k, true, g.ta, g.alpha);
+        mmB.emplace(matMul2D(g.n, g.m, g.k, true, g.ta, g.alpha, 0, 1, 1));
     }
   }
   void compute(const std::vector<TensorRef> &in,
                const std::vector<TensorRef> &out) override {
-    const void *dy = in[0].data, *a = in[1].data, *b = in[2].data;
-    if (wantA) {
-      if (!g.ta)
-        mmA.run(dy, b, out[0].data);
-      else
-        mmA.run(b, dy, out[0].data);
-    }
-    if (wantB) {
-      if (!g.tb)
-        mmB.run(a, dy, out[1].data);
-      else
-        mmB.run(dy, a, out[1].data);
-    }
+    if (mmA)
+      mmA->run(in, out);
+    if (mmB)
+      mmB->run(in, out);
     if (kind != BiasKind::None && out.size() > 2)
       reduceBias(in[0].as<float>(), out[2].as<float>());
   }
@@ -952,8 +963,7 @@ private:
 
   GemmShape g;
   BiasKind kind;
-  bool wantA, wantB;
-  MatMul2D mmA, mmB;
+  std::optional<PlainPrimitive> mmA, mmB; // when dA / dB is read
 };
 
 static std::unique_ptr<Kernel> createGemmGrad(const OpSpec &spec,
@@ -981,34 +991,17 @@ static std::unique_ptr<Kernel> createGemmGrad(const OpSpec &spec,
 
 /// MatMul with numpy semantics (1-D operands promoted, batch dims
 /// broadcast), on oneDNN's batched matmul.
-class MatMulKernel final : public CpuKernel {
-public:
-  MatMulKernel(const OpSpec &spec, const dims &ad, const dims &bd,
-               const dims &yd)
-      : CpuKernel(spec) {
-    auto amd = plainDesc({ad.begin(), ad.end()}),
-         bmd = plainDesc({bd.begin(), bd.end()}),
-         ymd = plainDesc({yd.begin(), yd.end()});
-    prim = dnnl::matmul(dnnl::matmul::primitive_desc(
-        dnnl::matmul::desc(amd, bmd, ymd), engine()));
-    a = userMem(amd);
-    b = userMem(bmd);
-    y = userMem(ymd);
-  }
-  void compute(const std::vector<TensorRef> &in,
-               const std::vector<TensorRef> &out) override {
-    bindMem(a, in[0].data);
-    bindMem(b, in[1].data);
-    bindMem(y, out[0].data);
-    prim.execute(stream(),
-                 {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, y}});
-    stream().wait();
-  }
-
-private:
-  dnnl::matmul prim;
-  memory a, b, y;
-};
+static PlainPrimitive matMul(const dims &ad, const dims &bd, const dims &yd) {
+  auto amd = plainDesc({ad.begin(), ad.end()}),
+       bmd = plainDesc({bd.begin(), bd.end()}),
+       ymd = plainDesc({yd.begin(), yd.end()});
+  PlainPrimitive p(dnnl::matmul(dnnl::matmul::primitive_desc(
+      dnnl::matmul::desc(amd, bmd, ymd), engine())));
+  p.in(DNNL_ARG_SRC, amd, 0)
+      .in(DNNL_ARG_WEIGHTS, bmd, 1)
+      .out(DNNL_ARG_DST, ymd, 0);
+  return p;
+}
 
 static std::unique_ptr<Kernel> createMatMul(const OpSpec &spec,
                                             std::string &error) {
@@ -1054,7 +1047,7 @@ static std::unique_ptr<Kernel> createMatMul(const OpSpec &spec,
     return nullptr;
   }
   return guardCreate(spec, error, [&] {
-    return std::make_unique<MatMulKernel>(spec, ad, bd, yd);
+    return std::make_unique<PrimitiveKernel>(spec, matMul(ad, bd, yd));
   });
 }
 

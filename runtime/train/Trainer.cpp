@@ -1,6 +1,7 @@
 //===- Trainer.cpp - Sync SGD, the training loop, traces and profiles ----===//
 
 #include "oasr/Runtime/Training.h"
+#include "oasr/Schedule/Schedule.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -13,6 +14,8 @@
 #include <map>
 
 namespace oasr::rt {
+
+namespace schedule = oasr::schedule;
 
 TrainingAlgorithm::~TrainingAlgorithm() = default;
 
@@ -219,10 +222,12 @@ static llvm::Error writeTrace(const std::string &path, Executor &exec,
                                             {"displayTimeUnit", "ms"}});
 }
 
-static llvm::Error writeProfile(const std::string &path, Executor &exec,
-                                const std::vector<double> &meanUs,
-                                double forwardUs, double updateUs,
-                                const Communicator &comm) {
+/// The measured profile of this run (layers in forward order, gradients in
+/// the order the plan communicates them).
+static schedule::Profile measuredProfile(Executor &exec,
+                                         const std::vector<double> &meanUs,
+                                         double forwardUs, double updateUs,
+                                         const Communicator &comm) {
   const auto &steps = exec.steps();
   std::vector<std::string> order;
   std::map<std::string, double> fwd, bwd;
@@ -233,35 +238,50 @@ static llvm::Error writeProfile(const std::string &path, Executor &exec,
         order.push_back(s.layer);
       fwd[s.layer] += meanUs[k];
     } else if (s.kind == StepKind::Backward) {
+      if (!fwd.count(s.layer) && !bwd.count(s.layer))
+        order.insert(order.begin(), s.layer); // no forward node: runs last
       bwd[s.layer] += meanUs[k];
     }
   }
-  std::map<std::string, llvm::json::Array> grads;
+  std::map<std::string, std::vector<schedule::GradTensor>> grads;
   for (const auto &g : exec.gradients())
-    grads[g.layer].push_back(llvm::json::Object{
-        {"name", g.param}, {"bytes", int64_t(g.bytes)}});
-  // Backward layers without a forward node of the same name still count.
-  for (auto &[layer, us] : bwd)
-    if (!fwd.count(layer))
-      order.push_back(layer);
-  llvm::json::Array layers;
+    grads[g.layer].push_back(schedule::GradTensor{g.param, g.bytes});
+  schedule::Profile p;
+  p.model = exec.modelName().empty() ? "model" : exec.modelName();
+  p.source = "oasr-run measured, " + std::to_string(comm.size()) +
+             " rank(s), rank 0";
+  p.batch = exec.batch();
+  p.forwardUs = forwardUs;
+  p.updateUs = updateUs;
   for (const std::string &l : order) {
-    llvm::json::Object o{{"name", l},
-                         {"forward_us", fwd.count(l) ? fwd[l] : 0.0},
-                         {"backward_us", bwd.count(l) ? bwd[l] : 0.0}};
-    o["grads"] = grads.count(l) ? std::move(grads[l]) : llvm::json::Array();
-    layers.push_back(std::move(o));
+    schedule::Layer layer;
+    layer.name = l;
+    layer.forwardUs = fwd.count(l) ? fwd[l] : 0.0;
+    layer.backwardUs = bwd.count(l) ? bwd[l] : 0.0;
+    layer.grads = grads[l];
+    p.layers.push_back(std::move(layer));
   }
-  llvm::json::Object doc{
-      {"format", "oasr-profile-v1"},
-      {"model", exec.modelName().empty() ? "model" : exec.modelName()},
-      {"batch", exec.batch()},
-      {"source", "oasr-run measured, " + std::to_string(comm.size()) +
-                     " rank(s), rank 0"},
-      {"forward_us", forwardUs},
-      {"update_us", updateUs},
-      {"layers", std::move(layers)}};
-  return writeJson(path, std::move(doc));
+  return p;
+}
+
+/// Replays the plan on the measured profile: the model's iteration time for
+/// exactly what this run measured. -1 when the module carries no model or
+/// its groups do not map onto the profile.
+static double replay(Executor &exec, const schedule::Profile &profile) {
+  if (exec.planAlphaS() < 0 || exec.groups().empty())
+    return -1;
+  std::vector<unsigned> sizes;
+  for (const GradGroup &g : exec.groups())
+    sizes.push_back(unsigned(g.params.size()));
+  schedule::Plan plan = schedule::planFromSizes("replay", sizes);
+  if (auto err = schedule::verifyPlan(plan, profile.numGrads())) {
+    llvm::consumeError(std::move(err));
+    return -1;
+  }
+  schedule::CommModel comm = schedule::CommModel::alphaBeta(
+      exec.planAlphaS(), exec.planBetaSPerByte());
+  comm.groupOverheadUs = exec.planGroupOverheadUs();
+  return schedule::simulate(profile, comm, plan).iterationUs;
 }
 
 //===----------------------------------------------------------------------===//
@@ -417,9 +437,10 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
         upd += sumUs[k];
     }
     summary.forwardUs = fwd;
+    schedule::Profile profile = measuredProfile(exec, sumUs, fwd, upd, comm);
+    summary.replayedUs = replay(exec, profile);
     if (!options.profilePath.empty() && rank == 0)
-      if (auto err =
-              writeProfile(options.profilePath, exec, sumUs, fwd, upd, comm))
+      if (auto err = writeJson(options.profilePath, schedule::toJSON(profile)))
         return err;
   }
   summary.predictedUs = exec.predictedIterationUs();

@@ -354,6 +354,10 @@ int main(int argc, char **argv) {
   std::unique_ptr<Communicator> comm;
   std::string kind = commKind.empty() ? (launchedByMpi() ? "mpi" : "self")
                                       : std::string(commKind);
+  int nthreads = threads > 0
+                     ? int(threads)
+                     : std::max(1, int(std::thread::hardware_concurrency()) /
+                                       localRanks());
   if (kind == "mpi") {
     std::string error;
     comm = createMpiCommunicator(&argc, &argv, error);
@@ -383,10 +387,6 @@ int main(int argc, char **argv) {
   auto module = loadModule(ctx, failure);
 
   std::unique_ptr<KernelBackend> backend = createCpuBackend();
-  int nthreads = threads > 0
-                     ? int(threads)
-                     : std::max(1, int(std::thread::hardware_concurrency()) /
-                                       localRanks());
   backend->setNumThreads(nthreads);
 
   std::unique_ptr<Executor> exec;
@@ -563,6 +563,11 @@ int main(int argc, char **argv) {
                       : 0.0);
     else
       std::printf("  predicted        n/a (module has no oasr.plan)\n");
+    if (summary.replayedUs > 0)
+      std::printf("  replayed         %9.3f ms (the plan's timeline model on "
+                  "this run's measured profile; measured/replayed %.2f)\n",
+                  summary.replayedUs * ms,
+                  summary.meanIterationUs / summary.replayedUs);
     std::printf("  final loss       %9.4f\n", summary.lastLoss);
     if (summary.trainAccuracy >= 0)
       std::printf("  train accuracy   %8.1f%%\n", 100 * summary.trainAccuracy);

@@ -127,6 +127,11 @@ public:
   const std::string &modelName() const { return model; }
   const std::string &planStrategy() const { return strategy; }
   double predictedIterationUs() const { return predictedUs; }
+  /// The plan's allreduce model (`alpha_s`, `beta_s_per_byte`,
+  /// `group_overhead_us` of `oasr.plan`); alpha is -1 when absent.
+  double planAlphaS() const { return alphaS; }
+  double planBetaSPerByte() const { return betaS; }
+  double planGroupOverheadUs() const { return groupOverheadUs; }
 
   /// Runs one training step. `timings`, when non-null, points to one entry
   /// per plan step (see `steps()`), filled with times in microseconds since
@@ -157,6 +162,7 @@ private:
   std::vector<GradInfo> gradInfos;
   std::string source, model, strategy;
   double predictedUs = -1;
+  double alphaS = -1, betaS = 0, groupOverheadUs = 0;
 };
 
 /// Fills parameters and state: from the ONNX initializers of the same name

@@ -74,6 +74,9 @@ struct TrainSummary {
   double commBusyUs = 0;      ///< communication thread busy per step
   double forwardUs = 0;
   double predictedUs = -1;    ///< the plan's prediction, -1 if unknown
+  /// The timeline model replayed on this run's measured profile with the
+  /// plan's groups and allreduce model (-1 when the module has no model).
+  double replayedUs = -1;
   double lastLoss = 0;
   double trainAccuracy = -1;  ///< over the last logging interval
   double testAccuracy = -1;   ///< -1 when there is no test split
