@@ -18,6 +18,7 @@
 #include <cstring>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
 
 namespace oasr::rt::cpu {
@@ -683,8 +684,8 @@ static PlainPrimitive avgPool(const OpSpec &spec, const Window &w,
        ymd = plainDesc(spec.outputs[0].shape);
   dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, xmd,
                                 ymd, w.strides, w.kernel, w.padL, w.padR);
-  PlainPrimitive p(
-      dnnl::pooling_forward(dnnl::pooling_forward::primitive_desc(d, engine())));
+  PlainPrimitive p(dnnl::pooling_forward(
+      dnnl::pooling_forward::primitive_desc(d, engine())));
   p.in(DNNL_ARG_SRC, xmd, 0).out(DNNL_ARG_DST, ymd, 0);
   return p;
 }
@@ -729,8 +730,7 @@ static std::unique_ptr<Kernel> createAvgPoolGrad(const OpSpec &spec,
   if (!avgPoolGeom(spec, spec.outputs[0], spec.inputs[0], w, alg, error))
     return nullptr;
   return guardCreate(spec, error, [&] {
-    return std::make_unique<PrimitiveKernel>(spec,
-                                             avgPoolGrad(spec, w, alg));
+    return std::make_unique<PrimitiveKernel>(spec, avgPoolGrad(spec, w, alg));
   });
 }
 
@@ -1099,61 +1099,52 @@ static bool eltwiseInfo(const OpSpec &spec, const std::string &op,
   return true;
 }
 
-class EltwiseKernel final : public CpuKernel {
-public:
-  EltwiseKernel(const OpSpec &spec, const EltwiseInfo &info) : CpuKernel(spec) {
-    auto md = plainDesc({spec.inputs[0].numel()});
-    dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_training, info.fwd,
-                                  md, info.alpha, info.beta);
-    prim = dnnl::eltwise_forward(
-        dnnl::eltwise_forward::primitive_desc(d, engine()));
-    x = userMem(md);
-    y = userMem(md);
-  }
-  void compute(const std::vector<TensorRef> &in,
-               const std::vector<TensorRef> &out) override {
-    bindMem(x, in[0].data);
-    bindMem(y, out[0].data);
-    prim.execute(stream(), {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, y}});
-    stream().wait();
-  }
+/// A forward activation X -> Y with both in layout `md`.
+static std::unique_ptr<Kernel> forwardKernel(const OpSpec &spec,
+                                             dnnl::primitive prim,
+                                             const memory::desc &md) {
+  PlainPrimitive p(std::move(prim));
+  p.in(DNNL_ARG_SRC, md, 0).out(DNNL_ARG_DST, md, 0);
+  return std::make_unique<PrimitiveKernel>(spec, std::move(p));
+}
 
-private:
-  dnnl::eltwise_forward prim;
-  memory x, y;
-};
+/// A backward activation dY, Y -> dX (from the forward result), all in layout
+/// `md`.
+static std::unique_ptr<Kernel> backwardKernel(const OpSpec &spec,
+                                              dnnl::primitive prim,
+                                              const memory::desc &md) {
+  PlainPrimitive p(std::move(prim));
+  p.in(DNNL_ARG_DIFF_DST, md, 0)
+      .in(DNNL_ARG_DST, md, 1)
+      .out(DNNL_ARG_DIFF_SRC, md, 0);
+  return std::make_unique<PrimitiveKernel>(spec, std::move(p));
+}
+
+static std::unique_ptr<Kernel> eltwiseKernel(const OpSpec &spec,
+                                             const EltwiseInfo &info) {
+  auto md = plainDesc({spec.inputs[0].numel()});
+  dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_training, info.fwd, md,
+                                info.alpha, info.beta);
+  return forwardKernel(
+      spec,
+      dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, engine())),
+      md);
+}
 
 /// <Op>Grad: dY, Y -> dX, from the forward result.
-class EltwiseGradKernel final : public CpuKernel {
-public:
-  EltwiseGradKernel(const OpSpec &spec, const EltwiseInfo &info)
-      : CpuKernel(spec) {
-    auto md = plainDesc({spec.inputs[0].numel()});
-    dnnl::eltwise_forward::desc fd(dnnl::prop_kind::forward_training, info.bwd,
-                                   md, info.alpha, info.beta);
-    dnnl::eltwise_forward::primitive_desc fpd(fd, engine());
-    dnnl::eltwise_backward::desc d(info.bwd, md, md, info.alpha, info.beta);
-    prim = dnnl::eltwise_backward(
-        dnnl::eltwise_backward::primitive_desc(d, engine(), fpd));
-    dy = userMem(md);
-    y = userMem(md);
-    dx = userMem(md);
-  }
-  void compute(const std::vector<TensorRef> &in,
-               const std::vector<TensorRef> &out) override {
-    bindMem(dy, in[0].data);
-    bindMem(y, in[1].data);
-    bindMem(dx, out[0].data);
-    prim.execute(
-        stream(),
-        {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DST, y}, {DNNL_ARG_DIFF_SRC, dx}});
-    stream().wait();
-  }
-
-private:
-  dnnl::eltwise_backward prim;
-  memory dy, y, dx;
-};
+static std::unique_ptr<Kernel> eltwiseGradKernel(const OpSpec &spec,
+                                                 const EltwiseInfo &info) {
+  auto md = plainDesc({spec.inputs[0].numel()});
+  dnnl::eltwise_forward::desc fd(dnnl::prop_kind::forward_training, info.bwd,
+                                 md, info.alpha, info.beta);
+  dnnl::eltwise_forward::primitive_desc fpd(fd, engine());
+  dnnl::eltwise_backward::desc d(info.bwd, md, md, info.alpha, info.beta);
+  return backwardKernel(
+      spec,
+      dnnl::eltwise_backward(
+          dnnl::eltwise_backward::primitive_desc(d, engine(), fpd)),
+      md);
+}
 
 static std::unique_ptr<Kernel> createEltwise(const OpSpec &spec,
                                              std::string &error) {
@@ -1166,8 +1157,7 @@ static std::unique_ptr<Kernel> createEltwise(const OpSpec &spec,
     error = nodeError(spec, "X and Y must have the same size");
     return nullptr;
   }
-  return guardCreate(
-      spec, error, [&] { return std::make_unique<EltwiseKernel>(spec, info); });
+  return guardCreate(spec, error, [&] { return eltwiseKernel(spec, info); });
 }
 
 static std::unique_ptr<Kernel> createEltwiseGrad(const OpSpec &spec,
@@ -1188,9 +1178,8 @@ static std::unique_ptr<Kernel> createEltwiseGrad(const OpSpec &spec,
     error = nodeError(spec, "dY, Y and dX must have the same size");
     return nullptr;
   }
-  return guardCreate(spec, error, [&] {
-    return std::make_unique<EltwiseGradKernel>(spec, info);
-  });
+  return guardCreate(spec, error,
+                     [&] { return eltwiseGradKernel(spec, info); });
 }
 
 //===----------------------------------------------------------------------===//
@@ -1213,76 +1202,51 @@ static bool softmaxAxis(const OpSpec &spec, const TensorDesc &x, int &axis,
   return true;
 }
 
-class SoftmaxKernel final : public CpuKernel {
-public:
-  SoftmaxKernel(const OpSpec &spec, int axis, bool log) : CpuKernel(spec) {
-    auto md = plainDesc(spec.inputs[0].shape);
-    if (log)
-      prim = dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(
-          dnnl::logsoftmax_forward::desc(dnnl::prop_kind::forward_training, md,
-                                         axis),
-          engine()));
-    else
-      prim = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
+/// Softmax / LogSoftmax: X -> Y.
+static std::unique_ptr<Kernel> softmaxKernel(const OpSpec &spec, int axis,
+                                             bool log) {
+  auto md = plainDesc(spec.inputs[0].shape);
+  if (log)
+    return forwardKernel(
+        spec,
+        dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(
+            dnnl::logsoftmax_forward::desc(dnnl::prop_kind::forward_training,
+                                           md, axis),
+            engine())),
+        md);
+  return forwardKernel(
+      spec,
+      dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
           dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md,
                                       axis),
-          engine()));
-    x = userMem(md);
-    y = userMem(md);
-  }
-  void compute(const std::vector<TensorRef> &in,
-               const std::vector<TensorRef> &out) override {
-    bindMem(x, in[0].data);
-    bindMem(y, out[0].data);
-    prim.execute(stream(), {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, y}});
-    stream().wait();
-  }
-
-private:
-  dnnl::primitive prim;
-  memory x, y;
-};
+          engine())),
+      md);
+}
 
 /// SoftmaxGrad / LogSoftmaxGrad: dY, Y -> dX.
-class SoftmaxGradKernel final : public CpuKernel {
-public:
-  SoftmaxGradKernel(const OpSpec &spec, int axis, bool log) : CpuKernel(spec) {
-    auto md = plainDesc(spec.inputs[0].shape);
-    if (log) {
-      dnnl::logsoftmax_forward::primitive_desc fpd(
-          dnnl::logsoftmax_forward::desc(dnnl::prop_kind::forward_training, md,
-                                         axis),
-          engine());
-      prim =
-          dnnl::logsoftmax_backward(dnnl::logsoftmax_backward::primitive_desc(
-              dnnl::logsoftmax_backward::desc(md, md, axis), engine(), fpd));
-    } else {
-      dnnl::softmax_forward::primitive_desc fpd(
-          dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md,
-                                      axis),
-          engine());
-      prim = dnnl::softmax_backward(dnnl::softmax_backward::primitive_desc(
-          dnnl::softmax_backward::desc(md, md, axis), engine(), fpd));
-    }
-    dy = userMem(md);
-    y = userMem(md);
-    dx = userMem(md);
+static std::unique_ptr<Kernel> softmaxGradKernel(const OpSpec &spec, int axis,
+                                                 bool log) {
+  auto md = plainDesc(spec.inputs[0].shape);
+  if (log) {
+    dnnl::logsoftmax_forward::primitive_desc fpd(
+        dnnl::logsoftmax_forward::desc(dnnl::prop_kind::forward_training, md,
+                                       axis),
+        engine());
+    return backwardKernel(
+        spec,
+        dnnl::logsoftmax_backward(dnnl::logsoftmax_backward::primitive_desc(
+            dnnl::logsoftmax_backward::desc(md, md, axis), engine(), fpd)),
+        md);
   }
-  void compute(const std::vector<TensorRef> &in,
-               const std::vector<TensorRef> &out) override {
-    bindMem(dy, in[0].data);
-    bindMem(y, in[1].data);
-    bindMem(dx, out[0].data);
-    prim.execute(
-        stream(),
-        {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DST, y}, {DNNL_ARG_DIFF_SRC, dx}});
-    stream().wait();
-  }
-
-private:
-  dnnl::primitive prim;
-  memory dy, y, dx;
-};
+  dnnl::softmax_forward::primitive_desc fpd(
+      dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md, axis),
+      engine());
+  return backwardKernel(
+      spec,
+      dnnl::softmax_backward(dnnl::softmax_backward::primitive_desc(
+          dnnl::softmax_backward::desc(md, md, axis), engine(), fpd)),
+      md);
+}
 
 static std::unique_ptr<Kernel> createSoftmax(const OpSpec &spec,
                                              std::string &error) {
@@ -1300,10 +1264,9 @@ static std::unique_ptr<Kernel> createSoftmax(const OpSpec &spec,
   int axis;
   if (!softmaxAxis(spec, spec.outputs[0], axis, error))
     return nullptr;
-  return guardCreate(spec, error, [&]() -> std::unique_ptr<Kernel> {
-    if (grad)
-      return std::make_unique<SoftmaxGradKernel>(spec, axis, log);
-    return std::make_unique<SoftmaxKernel>(spec, axis, log);
+  return guardCreate(spec, error, [&] {
+    return grad ? softmaxGradKernel(spec, axis, log)
+                : softmaxKernel(spec, axis, log);
   });
 }
 
@@ -1311,40 +1274,27 @@ static std::unique_ptr<Kernel> createSoftmax(const OpSpec &spec,
 // Transpose (a oneDNN reorder from a permuted-strides view)
 //===----------------------------------------------------------------------===//
 
-class TransposeKernel final : public CpuKernel {
-public:
-  TransposeKernel(const OpSpec &spec, const std::vector<int64_t> &perm, dt type)
-      : CpuKernel(spec) {
-    const auto &xs = spec.inputs[0].shape;
-    size_t r = xs.size();
-    dims inStrides(r), outDims(r), viewStrides(r);
-    int64_t s = 1;
-    for (size_t i = r; i-- > 0;) {
-      inStrides[i] = s;
-      s *= xs[i];
-    }
-    for (size_t i = 0; i < r; ++i) {
-      outDims[i] = xs[perm[i]];
-      viewStrides[i] = inStrides[perm[i]];
-    }
-    memory::desc src(outDims, type, viewStrides);
-    memory::desc dst = plainDesc({outDims.begin(), outDims.end()}, type);
-    x = userMem(src);
-    y = userMem(dst);
-    prim = dnnl::reorder(x, y);
+static PlainPrimitive transpose(const OpSpec &spec,
+                                const std::vector<int64_t> &perm, dt type) {
+  const auto &xs = spec.inputs[0].shape;
+  size_t r = xs.size();
+  dims inStrides(r), outDims(r), viewStrides(r);
+  int64_t s = 1;
+  for (size_t i = r; i-- > 0;) {
+    inStrides[i] = s;
+    s *= xs[i];
   }
-  void compute(const std::vector<TensorRef> &in,
-               const std::vector<TensorRef> &out) override {
-    bindMem(x, in[0].data);
-    bindMem(y, out[0].data);
-    prim.execute(stream(), x, y);
-    stream().wait();
+  for (size_t i = 0; i < r; ++i) {
+    outDims[i] = xs[perm[i]];
+    viewStrides[i] = inStrides[perm[i]];
   }
-
-private:
-  dnnl::reorder prim;
-  memory x, y;
-};
+  memory::desc src(outDims, type, viewStrides);
+  memory::desc dst = plainDesc({outDims.begin(), outDims.end()}, type);
+  PlainPrimitive p(dnnl::reorder(
+      dnnl::reorder::primitive_desc(engine(), src, engine(), dst)));
+  p.in(DNNL_ARG_FROM, src, 0).out(DNNL_ARG_TO, dst, 0);
+  return p;
+}
 
 static std::unique_ptr<Kernel> createTranspose(const OpSpec &spec,
                                                std::string &error) {
@@ -1399,7 +1349,7 @@ static std::unique_ptr<Kernel> createTranspose(const OpSpec &spec,
     return nullptr;
   }
   return guardCreate(spec, error, [&] {
-    return std::make_unique<TransposeKernel>(spec, perm, type);
+    return std::make_unique<PrimitiveKernel>(spec, transpose(spec, perm, type));
   });
 }
 
