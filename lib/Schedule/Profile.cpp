@@ -135,57 +135,60 @@ public:
                              file + ": " + where + ": " + msg);
   }
 
+  /// The top-level object of JSON `text`, checked to carry
+  /// `"format": format`.
+  Expected<json::Object> document(StringRef text, StringRef format) const {
+    Expected<json::Value> doc = json::parse(text);
+    if (!doc)
+      return createStringError(
+          inconvertibleErrorCode(),
+          file + ": invalid JSON: " + toString(doc.takeError()));
+    json::Object *root = doc->getAsObject();
+    if (!root)
+      return error("top level", "expected a JSON object");
+    std::string found;
+    if (Error e = string(*root, "format", "top level", found, true))
+      return std::move(e);
+    if (found != format)
+      return error("format", "unknown format version '" + found +
+                                 "' (expected '" + format + "')");
+    return std::move(*root);
+  }
+
   /// A non-negative finite number field; `required` says if absence is an
   /// error. Writes `out` only when present.
   Error number(const json::Object &obj, StringRef key, const Twine &where,
                double &out, bool required) const {
-    const json::Value *v = obj.get(key);
-    if (!v) {
-      if (required)
-        return error(where, "missing '" + key + "'");
-      return Error::success();
-    }
-    std::optional<double> d = v->getAsNumber();
-    if (!d)
-      return error(where, "'" + key + "' must be a number");
-    if (!std::isfinite(*d) || *d < 0)
-      return error(where, "'" + key + "' must be >= 0, got " +
-                              formatv("{0}", *d).str());
-    out = *d;
-    return Error::success();
+    return field(obj, key, where, required, "a number",
+                 &json::Value::getAsNumber, [&](double d) -> Error {
+                   if (!std::isfinite(d) || d < 0)
+                     return error(where, "'" + key + "' must be >= 0, got " +
+                                             formatv("{0}", d).str());
+                   out = d;
+                   return Error::success();
+                 });
   }
 
   /// A non-negative integer field.
   Error integer(const json::Object &obj, StringRef key, const Twine &where,
                 int64_t &out, bool required) const {
-    const json::Value *v = obj.get(key);
-    if (!v) {
-      if (required)
-        return error(where, "missing '" + key + "'");
-      return Error::success();
-    }
-    std::optional<int64_t> i = v->getAsInteger();
-    if (!i)
-      return error(where, "'" + key + "' must be an integer");
-    if (*i < 0)
-      return error(where, "'" + key + "' must be >= 0, got " + Twine(*i));
-    out = *i;
-    return Error::success();
+    return field(obj, key, where, required, "an integer",
+                 &json::Value::getAsInteger, [&](int64_t i) -> Error {
+                   if (i < 0)
+                     return error(where, "'" + key + "' must be >= 0, got " +
+                                             Twine(i));
+                   out = i;
+                   return Error::success();
+                 });
   }
 
   Error string(const json::Object &obj, StringRef key, const Twine &where,
                std::string &out, bool required) const {
-    const json::Value *v = obj.get(key);
-    if (!v) {
-      if (required)
-        return error(where, "missing '" + key + "'");
-      return Error::success();
-    }
-    std::optional<StringRef> s = v->getAsString();
-    if (!s)
-      return error(where, "'" + key + "' must be a string");
-    out = s->str();
-    return Error::success();
+    return field(obj, key, where, required, "a string",
+                 &json::Value::getAsString, [&](StringRef s) -> Error {
+                   out = s.str();
+                   return Error::success();
+                 });
   }
 
   Expected<CommModel> comm(const json::Object &obj, const Twine &where) const {
@@ -221,35 +224,34 @@ public:
     return m;
   }
 
+private:
+  /// Field `key` of `obj` read with `get` (a json::Value getter) and handed to
+  /// `take`; absence is an error only when `required`.
+  template <typename Get, typename Take>
+  Error field(const json::Object &obj, StringRef key, const Twine &where,
+              bool required, StringRef kind, Get get, Take take) const {
+    const json::Value *v = obj.get(key);
+    if (!v) {
+      if (required)
+        return error(where, "missing '" + key + "'");
+      return Error::success();
+    }
+    auto x = (v->*get)();
+    if (!x)
+      return error(where, "'" + key + "' must be " + kind);
+    return take(*x);
+  }
+
   std::string file;
 };
 } // namespace
 
-static Expected<json::Value> parseJSONText(StringRef text, StringRef file) {
-  Expected<json::Value> v = json::parse(text);
-  if (!v)
-    return createStringError(inconvertibleErrorCode(),
-                             file +
-                                 ": invalid JSON: " + toString(v.takeError()));
-  return v;
-}
-
 Expected<Profile> oasr::schedule::parseProfile(StringRef jsonText,
                                                StringRef fileNameForErrors) {
   Reader r(fileNameForErrors);
-  Expected<json::Value> doc = parseJSONText(jsonText, fileNameForErrors);
-  if (!doc)
-    return doc.takeError();
-  const json::Object *root = doc->getAsObject();
+  Expected<json::Object> root = r.document(jsonText, "oasr-profile-v1");
   if (!root)
-    return r.error("top level", "expected a JSON object");
-
-  std::string format;
-  if (Error e = r.string(*root, "format", "top level", format, true))
-    return std::move(e);
-  if (format != "oasr-profile-v1")
-    return r.error("format", "unknown format version '" + format +
-                                 "' (expected 'oasr-profile-v1')");
+    return root.takeError();
 
   Profile p;
   if (Error e = r.string(*root, "model", "top level", p.model, false))
@@ -387,18 +389,9 @@ json::Value oasr::schedule::toJSON(const Profile &p) {
 Expected<CommModel> oasr::schedule::parseCalibration(StringRef jsonText,
                                                      StringRef file) {
   Reader r(file);
-  Expected<json::Value> doc = parseJSONText(jsonText, file);
-  if (!doc)
-    return doc.takeError();
-  const json::Object *root = doc->getAsObject();
+  Expected<json::Object> root = r.document(jsonText, "oasr-comm-v1");
   if (!root)
-    return r.error("top level", "expected a JSON object");
-  std::string format;
-  if (Error e = r.string(*root, "format", "top level", format, true))
-    return std::move(e);
-  if (format != "oasr-comm-v1")
-    return r.error("format", "unknown format version '" + format +
-                                 "' (expected 'oasr-comm-v1')");
+    return root.takeError();
   int64_t ranks = 0;
   if (Error e = r.integer(*root, "ranks", "top level", ranks, false))
     return std::move(e);
