@@ -574,6 +574,13 @@ ONNXImporter::getTensorAttr(const onnx::TensorProto &tensor,
   return Attribute(DenseElementsAttr::getFromRawBuffer(type, raw));
 }
 
+/// The integer of type T stored at `p` (unaligned, host byte order).
+template <typename T> static int64_t loadInt(const uint8_t *p) {
+  T x;
+  std::memcpy(&x, p, sizeof(T));
+  return x;
+}
+
 void ONNXImporter::foldInitializer(const onnx::TensorProto &tensor) {
   if (!isIntegerType(tensor.data_type()))
     return;
@@ -593,41 +600,29 @@ void ONNXImporter::foldInitializer(const onnx::TensorProto &tensor) {
   size_t size = getElementSize(tensor.data_type());
   for (int64_t i = 0; i < numel; ++i) {
     const uint8_t *p = data->bytes.data() + i * size;
-    int64_t v = 0;
+    int64_t v;
     switch (static_cast<DataType>(tensor.data_type())) {
     case DataType::Int64:
     case DataType::UInt64:
-      std::memcpy(&v, p, 8);
+      v = loadInt<int64_t>(p);
       break;
-    case DataType::Int32: {
-      int32_t x;
-      std::memcpy(&x, p, 4);
-      v = x;
+    case DataType::Int32:
+      v = loadInt<int32_t>(p);
       break;
-    }
-    case DataType::UInt32: {
-      uint32_t x;
-      std::memcpy(&x, p, 4);
-      v = x;
+    case DataType::UInt32:
+      v = loadInt<uint32_t>(p);
       break;
-    }
-    case DataType::Int16: {
-      int16_t x;
-      std::memcpy(&x, p, 2);
-      v = x;
+    case DataType::Int16:
+      v = loadInt<int16_t>(p);
       break;
-    }
-    case DataType::UInt16: {
-      uint16_t x;
-      std::memcpy(&x, p, 2);
-      v = x;
+    case DataType::UInt16:
+      v = loadInt<uint16_t>(p);
       break;
-    }
     case DataType::Int8:
-      v = int8_t(*p);
+      v = loadInt<int8_t>(p);
       break;
     default:
-      v = *p;
+      v = loadInt<uint8_t>(p);
       break;
     }
     value.values.push_back(v);
