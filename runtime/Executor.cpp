@@ -43,15 +43,15 @@ enum class Where : uint8_t { Arena, Persistent, Group, Alias };
 struct ValueInfo {
   TensorDesc desc;
   Where where = Where::Arena;
-  int aliasOf = -1;     ///< Where::Alias: the value whose storage it shares
-  int persistent = -1;  ///< Where::Persistent: index into Impl::persist
-  int group = -1;       ///< Where::Group
-  size_t offset = 0;    ///< arena or group byte offset
-  int def = -1;         ///< defining instruction (-1: argument / constant)
-  int lastUse = -1;     ///< last instruction reading it (after aliasing)
-  bool used = false;    ///< read by anything (incl. returns)
+  int aliasOf = -1;    ///< Where::Alias: the value whose storage it shares
+  int persistent = -1; ///< Where::Persistent: index into Impl::persist
+  int group = -1;      ///< Where::Group
+  size_t offset = 0;   ///< arena or group byte offset
+  int def = -1;        ///< defining instruction (-1: argument / constant)
+  int lastUse = -1;    ///< last instruction reading it (after aliasing)
+  bool used = false;   ///< read by anything (incl. returns)
   bool kernelOutput = false;
-  void *ptr = nullptr;  ///< resolved address
+  void *ptr = nullptr; ///< resolved address
 };
 
 enum class InstrOp : uint8_t { Kernel, Copy, Start, Wait, Update };
@@ -115,7 +115,9 @@ struct Executor::Impl {
       v = values[v].aliasOf;
     return v;
   }
-  TensorRef ref(int v) const { return TensorRef{values[v].ptr, values[v].desc}; }
+  TensorRef ref(int v) const {
+    return TensorRef{values[v].ptr, values[v].desc};
+  }
   void copy(int dst, int src) {
     size_t n = values[dst].desc.bytes();
     if (values[dst].ptr == values[src].ptr)
@@ -192,8 +194,8 @@ static Expected<TensorDesc> descOf(Type type, Operation *op) {
   else if (e.isInteger(1))
     d.dtype = DType::Bool;
   else
-    return opError(op, "unsupported element type " +
-                           llvm::formatv("{0}", e).str());
+    return opError(op,
+                   "unsupported element type " + llvm::formatv("{0}", e).str());
   d.shape.assign(t.getShape().begin(), t.getShape().end());
   return d;
 }
@@ -214,11 +216,13 @@ static bool convertAttr(Attribute a, AttrValue &out) {
     return true;
   }
   if (auto arr = dyn_cast<DenseI64ArrayAttr>(a)) {
-    out = std::vector<int64_t>(arr.asArrayRef().begin(), arr.asArrayRef().end());
+    out =
+        std::vector<int64_t>(arr.asArrayRef().begin(), arr.asArrayRef().end());
     return true;
   }
   if (auto arr = dyn_cast<DenseI32ArrayAttr>(a)) {
-    out = std::vector<int64_t>(arr.asArrayRef().begin(), arr.asArrayRef().end());
+    out =
+        std::vector<int64_t>(arr.asArrayRef().begin(), arr.asArrayRef().end());
     return true;
   }
   if (auto arr = dyn_cast<DenseF32ArrayAttr>(a)) {
@@ -245,9 +249,10 @@ static bool convertAttr(Attribute a, AttrValue &out) {
     if (allNum) {
       std::vector<double> v;
       for (Attribute e : arr)
-        v.push_back(isa<FloatAttr>(e)
-                        ? cast<FloatAttr>(e).getValueAsDouble()
-                        : double(cast<IntegerAttr>(e).getValue().getSExtValue()));
+        v.push_back(
+            isa<FloatAttr>(e)
+                ? cast<FloatAttr>(e).getValueAsDouble()
+                : double(cast<IntegerAttr>(e).getValue().getSExtValue()));
       out = std::move(v);
       return true;
     }
@@ -305,7 +310,8 @@ static llvm::Error materialize(DenseElementsAttr dense, const TensorDesc &desc,
       if (desc.dtype == DType::I64)
         reinterpret_cast<int64_t *>(bytes.data())[i] = v.getSExtValue();
       else if (desc.dtype == DType::I32)
-        reinterpret_cast<int32_t *>(bytes.data())[i] = int32_t(v.getSExtValue());
+        reinterpret_cast<int32_t *>(bytes.data())[i] =
+            int32_t(v.getSExtValue());
       else
         bytes[i] = char(v.getZExtValue() != 0);
     }
@@ -543,9 +549,9 @@ Executor::create(ModuleOp module, KernelBackend &backend,
       }
       if (!seenBackward && I.lossValue < 0)
         I.forwardEnd = unsigned(I.instrs.size()) + 1;
-      exec->stepInfos.push_back(PlanStepInfo{
-          name, opType.str(), backward ? layer : name,
-          backward ? StepKind::Backward : StepKind::Forward});
+      exec->stepInfos.push_back(
+          PlanStepInfo{name, opType.str(), backward ? layer : name,
+                       backward ? StepKind::Backward : StepKind::Forward});
       instrOf[op] = int(I.instrs.size());
       // Kernels are created after buffer planning, when outputUsed is known.
       I.instrs.push_back(std::move(instr));
@@ -588,9 +594,8 @@ Executor::create(ModuleOp module, KernelBackend &backend,
       for (auto [k, v] : llvm::enumerate(g.grads)) {
         ValueInfo &vi = I.values[v];
         Value irValue = start.getGrads()[k];
-        bool onlyStart = llvm::all_of(irValue.getUsers(), [&](Operation *u) {
-          return u == op;
-        });
+        bool onlyStart = llvm::all_of(irValue.getUsers(),
+                                      [&](Operation *u) { return u == op; });
         bool inOtherGroup = vi.where == Where::Group;
         if (vi.where == Where::Arena && vi.kernelOutput && onlyStart &&
             !inOtherGroup && !vi.used) {
@@ -610,9 +615,9 @@ Executor::create(ModuleOp module, KernelBackend &backend,
         }
       }
       if (!copyIn.copies.empty()) {
-        exec->stepInfos.push_back(PlanStepInfo{
-            llvm::formatv("pack group {0}", g.index).str(), "Copy", g.layer,
-            StepKind::Copy});
+        exec->stepInfos.push_back(
+            PlanStepInfo{llvm::formatv("pack group {0}", g.index).str(), "Copy",
+                         g.layer, StepKind::Copy});
         I.instrs.push_back(std::move(copyIn));
       }
       Instr s;
@@ -704,10 +709,10 @@ Executor::create(ModuleOp module, KernelBackend &backend,
           I.gradOfParam[s.getValue().str()] = ins[1];
           auto wr = waitResult.find(ins[1]);
           if (wr != waitResult.end())
-            gradOrder.push_back({wr->second, s.getValue().str(),
-                                 groups[wr->second.first]
-                                     .gradLayers[wr->second.second],
-                                 I.values[ins[1]].desc.bytes()});
+            gradOrder.push_back(
+                {wr->second, s.getValue().str(),
+                 groups[wr->second.first].gradLayers[wr->second.second],
+                 I.values[ins[1]].desc.bytes()});
         }
       exec->stepInfos.push_back(PlanStepInfo{
           "update " + opName(op), "optimizer_update", "", StepKind::Update});
@@ -913,8 +918,8 @@ Executor::create(ModuleOp module, KernelBackend &backend,
       vi.ptr = I.persist[size_t(vi.persistent)].ptr;
       break;
     case Where::Group:
-      vi.ptr = static_cast<char *>(I.groupBufs[size_t(vi.group)].ptr) +
-               vi.offset;
+      vi.ptr =
+          static_cast<char *>(I.groupBufs[size_t(vi.group)].ptr) + vi.offset;
       break;
     case Where::Alias:
       break;
@@ -955,9 +960,10 @@ Executor::create(ModuleOp module, KernelBackend &backend,
     std::string error;
     instr.kernel = backend.create(spec, error);
     if (!instr.kernel)
-      return opError(&opRef, error.empty() ? "the " + std::string(backend.name()) +
-                                                 " backend has no kernel for it"
-                                           : error);
+      return opError(&opRef, error.empty()
+                                 ? "the " + std::string(backend.name()) +
+                                       " backend has no kernel for it"
+                                 : error);
   }
   for (Instr &instr : I.instrs) {
     for (int v : instr.ins)
@@ -988,8 +994,9 @@ Executor::create(ModuleOp module, KernelBackend &backend,
     if (t.kind == PersistentTensor::OptState)
       t.init = PersistentTensor::Zeros;
     else if (t.kind == PersistentTensor::State)
-      t.init = llvm::StringRef(t.name).contains("var") ? PersistentTensor::Ones
-                                                       : PersistentTensor::Zeros;
+      t.init = llvm::StringRef(t.name).contains("var")
+                   ? PersistentTensor::Ones
+                   : PersistentTensor::Zeros;
     else if (d.rank() >= 2) {
       t.init = PersistentTensor::HeNormal;
       t.fanIn = d.numel() / std::max<int64_t>(d.shape[0], 1);
@@ -1023,10 +1030,9 @@ Executor::create(ModuleOp module, KernelBackend &backend,
   for (auto &[name, v] : I.gradOfParam)
     if (I.values[v].where == Where::Group)
       exec->gradGroups[size_t(I.values[v].group)].params.push_back(name);
-  std::stable_sort(gradOrder.begin(), gradOrder.end(),
-                   [](const GradOrder &a, const GradOrder &b) {
-                     return a.at < b.at;
-                   });
+  std::stable_sort(
+      gradOrder.begin(), gradOrder.end(),
+      [](const GradOrder &a, const GradOrder &b) { return a.at < b.at; });
   for (GradOrder &g : gradOrder)
     exec->gradInfos.push_back(GradInfo{g.param, g.layer, g.bytes});
   if (I.forwardEnd == 0)
@@ -1037,6 +1043,8 @@ Executor::create(ModuleOp module, KernelBackend &backend,
 //===----------------------------------------------------------------------===//
 // Running
 //===----------------------------------------------------------------------===//
+
+KernelBackend &Executor::backend() const { return *impl->backend; }
 
 int64_t Executor::batch() const {
   return inputRef.desc.rank() ? inputRef.desc.shape[0] : 1;
@@ -1175,31 +1183,35 @@ Expected<unsigned> initializeWeights(Executor &exec,
                                      const InitializerLoader &loader,
                                      uint64_t seed) {
   unsigned loaded = 0;
+  KernelBackend &backend = exec.backend();
   for (PersistentTensor &t : exec.persistent()) {
+    std::vector<char> host(t.ref.bytes(), 0);
+    TensorRef staging{host.data(), t.ref.desc};
+    bool fromFile = false;
     if (t.kind != PersistentTensor::OptState && loader) {
       std::string error;
-      if (loader(t.name, t.ref, error)) {
-        ++loaded;
-        continue;
-      }
-      if (!error.empty())
+      fromFile = loader(t.name, staging, error);
+      if (!fromFile && !error.empty())
         return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                        "initializer '%s': %s", t.name.c_str(),
                                        error.c_str());
     }
-    if (t.ref.desc.dtype != DType::F32)
-      continue; // zero-initialised already
-    std::vector<float> host(size_t(t.ref.numel()), 0.0f);
-    if (t.init == PersistentTensor::Ones)
-      std::fill(host.begin(), host.end(), 1.0f);
-    else if (t.init == PersistentTensor::HeNormal) {
-      std::mt19937_64 rng(hashName(t.name, seed));
-      std::normal_distribution<float> dist(
-          0.0f, std::sqrt(2.0f / float(std::max<int64_t>(t.fanIn, 1))));
-      for (float &x : host)
-        x = dist(rng);
+    if (fromFile) {
+      ++loaded;
+    } else if (t.ref.desc.dtype == DType::F32) {
+      float *v = staging.as<float>();
+      int64_t n = t.ref.numel();
+      if (t.init == PersistentTensor::Ones)
+        std::fill(v, v + n, 1.0f);
+      else if (t.init == PersistentTensor::HeNormal) {
+        std::mt19937_64 rng(hashName(t.name, seed));
+        std::normal_distribution<float> dist(
+            0.0f, std::sqrt(2.0f / float(std::max<int64_t>(t.fanIn, 1))));
+        for (int64_t i = 0; i < n; ++i)
+          v[i] = dist(rng);
+      }
     }
-    std::memcpy(t.ref.data, host.data(), host.size() * sizeof(float));
+    backend.copyToDevice(t.ref.data, host.data(), host.size());
   }
   return loaded;
 }

@@ -28,8 +28,8 @@ std::string Communicator::host() const {
 }
 
 bool launchedByMpi() {
-  for (const char *v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK",
-                        "MPI_LOCALNRANKS"})
+  for (const char *v :
+       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})
     if (std::getenv(v))
       return true;
   return false;

@@ -55,8 +55,7 @@ static llvm::Expected<size_t> idxHeader(llvm::StringRef path,
   type = p[2];
   unsigned rank = p[3];
   if (type != 0x08 && type != 0x0D)
-    return fail(path + ": IDX element type 0x" +
-                llvm::Twine::utohexstr(type) +
+    return fail(path + ": IDX element type 0x" + llvm::Twine::utohexstr(type) +
                 " is not supported (unsigned byte 0x08 or float 0x0D)");
   if (rank == 0 || data.size() < 4 + 4 * size_t(rank))
     return fail(path + ": truncated IDX header");
@@ -230,9 +229,10 @@ llvm::Error checkShape(const std::string &what, const Dataset &d,
   return llvm::Error::success();
 }
 
-llvm::Expected<std::unique_ptr<DataLoader>>
-loadMnist(llvm::StringRef dir, const SampleShape &shape, int rank, int size,
-          uint64_t seed) {
+llvm::Expected<std::unique_ptr<DataLoader>> loadMnist(llvm::StringRef dir,
+                                                      const SampleShape &shape,
+                                                      int rank, int size,
+                                                      uint64_t seed) {
   if (!llvm::sys::fs::is_directory(dir))
     return fail("--data=mnist:" + dir + ": no such directory");
   auto path = [&](llvm::StringRef name) {
@@ -280,9 +280,10 @@ llvm::Error readCifarBatch(const std::string &file, Dataset &d) {
   return llvm::Error::success();
 }
 
-llvm::Expected<std::unique_ptr<DataLoader>>
-loadCifar(llvm::StringRef dir, const SampleShape &shape, int rank, int size,
-          uint64_t seed) {
+llvm::Expected<std::unique_ptr<DataLoader>> loadCifar(llvm::StringRef dir,
+                                                      const SampleShape &shape,
+                                                      int rank, int size,
+                                                      uint64_t seed) {
   if (!llvm::sys::fs::is_directory(dir))
     return fail("--data=cifar10:" + dir + ": no such directory");
   Dataset train, test;

@@ -56,8 +56,8 @@ public:
     size_t count = size_t(g.buffer.numel());
     DType dtype = g.buffer.desc.dtype;
     jobs[group] = engine.enqueue(
-        [=](Communicator &c) { c.allreduceAverage(data, count, dtype); },
-        group, /*record=*/true);
+        [=](Communicator &c) { c.allreduceAverage(data, count, dtype); }, group,
+        /*record=*/true);
   }
   void gradientsNeeded(unsigned group) override {
     int64_t t0 = steadyNs();
@@ -173,13 +173,21 @@ static llvm::Error writeTrace(const std::string &path, Executor &exec,
   size_t off = 0;
   for (size_t r = 0; r < counts.size(); ++r) {
     events.push_back(llvm::json::Object{
-        {"name", "process_name"}, {"ph", "M"}, {"pid", int64_t(r)},
+        {"name", "process_name"},
+        {"ph", "M"},
+        {"pid", int64_t(r)},
         {"args", llvm::json::Object{{"name", "rank " + std::to_string(r)}}}});
+    events.push_back(
+        llvm::json::Object{{"name", "thread_name"},
+                           {"ph", "M"},
+                           {"pid", int64_t(r)},
+                           {"tid", 0},
+                           {"args", llvm::json::Object{{"name", "compute"}}}});
     events.push_back(llvm::json::Object{
-        {"name", "thread_name"}, {"ph", "M"}, {"pid", int64_t(r)}, {"tid", 0},
-        {"args", llvm::json::Object{{"name", "compute"}}}});
-    events.push_back(llvm::json::Object{
-        {"name", "thread_name"}, {"ph", "M"}, {"pid", int64_t(r)}, {"tid", 1},
+        {"name", "thread_name"},
+        {"ph", "M"},
+        {"pid", int64_t(r)},
+        {"tid", 1},
         {"args", llvm::json::Object{{"name", "communication"}}}});
     const Rec *recs = reinterpret_cast<const Rec *>(bytes.data() + off);
     size_t n = counts[r] / sizeof(Rec);
@@ -207,15 +215,15 @@ static llvm::Error writeTrace(const std::string &path, Executor &exec,
           params.push_back(p);
         args["params"] = std::move(params);
       }
-      events.push_back(llvm::json::Object{
-          {"name", name},
-          {"cat", cat},
-          {"ph", "X"},
-          {"pid", int64_t(r)},
-          {"tid", int64_t(e.lane)},
-          {"ts", e.start},
-          {"dur", std::max(0.0, e.end - e.start)},
-          {"args", std::move(args)}});
+      events.push_back(
+          llvm::json::Object{{"name", name},
+                             {"cat", cat},
+                             {"ph", "X"},
+                             {"pid", int64_t(r)},
+                             {"tid", int64_t(e.lane)},
+                             {"ts", e.start},
+                             {"dur", std::max(0.0, e.end - e.start)},
+                             {"args", std::move(args)}});
     }
   }
   return writeJson(path, llvm::json::Object{{"traceEvents", std::move(events)},
@@ -248,8 +256,8 @@ static schedule::Profile measuredProfile(Executor &exec,
     grads[g.layer].push_back(schedule::GradTensor{g.param, g.bytes});
   schedule::Profile p;
   p.model = exec.modelName().empty() ? "model" : exec.modelName();
-  p.source = "oasr-run measured, " + std::to_string(comm.size()) +
-             " rank(s), rank 0";
+  p.source =
+      "oasr-run measured, " + std::to_string(comm.size()) + " rank(s), rank 0";
   p.batch = exec.batch();
   p.forwardUs = forwardUs;
   p.updateUs = updateUs;
@@ -295,8 +303,7 @@ static std::string formatDuration(double s) {
   else if (s < 3600)
     std::snprintf(buf, sizeof buf, "%dm%02ds", int(s / 60), int(s) % 60);
   else
-    std::snprintf(buf, sizeof buf, "%dh%02dm", int(s / 3600),
-                  int(s / 60) % 60);
+    std::snprintf(buf, sizeof buf, "%dh%02dm", int(s / 3600), int(s / 60) % 60);
   return buf;
 }
 
@@ -385,7 +392,8 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
     summary.lastLoss = loss;
 
     bool last = step + 1 == options.steps;
-    if (!options.quiet && ((step + 1) % std::max<int64_t>(options.logEvery, 1) == 0 || last)) {
+    if (!options.quiet &&
+        ((step + 1) % std::max<int64_t>(options.logEvery, 1) == 0 || last)) {
       double agg[4] = {intervalLoss, intervalCorrect, intervalSamples,
                        double(intervalSteps)};
       engine.run([&](Communicator &c) { c.allreduceSum(agg, 4); });
@@ -398,17 +406,17 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
       summary.lastLoss = meanLoss;
       if (rank == 0) {
         double ips = secs > 0 ? agg[2] / secs : 0;
-        double eta = totalSecs / double(step + 1) *
-                     double(options.steps - step - 1);
+        double eta =
+            totalSecs / double(step + 1) * double(options.steps - step - 1);
         if (lab.data)
           std::printf("step %lld/%lld  loss %.4f  acc %5.1f%%  %.1f img/s  "
                       "ETA %s\n",
-                      (long long)(step + 1), (long long)options.steps,
-                      meanLoss, 100.0 * acc, ips, formatDuration(eta).c_str());
+                      (long long)(step + 1), (long long)options.steps, meanLoss,
+                      100.0 * acc, ips, formatDuration(eta).c_str());
         else
           std::printf("step %lld/%lld  loss %.4f  %.1f img/s  ETA %s\n",
-                      (long long)(step + 1), (long long)options.steps,
-                      meanLoss, ips, formatDuration(eta).c_str());
+                      (long long)(step + 1), (long long)options.steps, meanLoss,
+                      ips, formatDuration(eta).c_str());
         std::fflush(stdout);
       }
       intervalLoss = intervalCorrect = intervalSamples = 0;

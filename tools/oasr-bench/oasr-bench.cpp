@@ -103,8 +103,8 @@ int commBench(Communicator &comm) {
       comm.allreduceAverage(buf.data(), count, DType::F32);
     double est = (now() - t0) / 3;
     comm.allreduceMax(&est, 1);
-    double iters = std::clamp(std::floor(budget / std::max(est, 1e-7)), 2.0,
-                              2000.0);
+    double iters =
+        std::clamp(std::floor(budget / std::max(est, 1e-7)), 2.0, 2000.0);
     comm.broadcast(&iters, sizeof iters, 0);
     double best = 1e30;
     for (int rep = 0; rep < 3; ++rep) {

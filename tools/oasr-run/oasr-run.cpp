@@ -21,9 +21,9 @@
 #include "oasr/Import/ONNXModel.h"
 #endif
 #if OASR_HAVE_PASSES
-#include "oasr/Passes/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "oasr/Passes/Passes.h"
 #endif
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -84,10 +84,11 @@ static cl::opt<std::string>
 static cl::opt<int> batch("batch",
                           cl::desc("Per-rank batch (must match the module)"),
                           cl::init(0), cl::cat(runCat));
-static cl::opt<int64_t> steps("steps", cl::desc("Training steps"),
-                              cl::init(10), cl::cat(runCat));
-static cl::opt<double> lr("lr", cl::desc("Learning rate (overrides the "
-                                         "module's)"),
+static cl::opt<int64_t> steps("steps", cl::desc("Training steps"), cl::init(10),
+                              cl::cat(runCat));
+static cl::opt<double> lr("lr",
+                          cl::desc("Learning rate (overrides the "
+                                   "module's)"),
                           cl::init(-1), cl::cat(runCat));
 static cl::opt<uint64_t> seed("seed", cl::desc("Seed for data and init"),
                               cl::init(1), cl::cat(runCat));
@@ -296,9 +297,9 @@ llvm::Error writeGrads(const std::string &path, Executor &exec) {
     if (g.data)
       for (int64_t i = 0; i < g.numel(); ++i)
         grad.push_back(double(g.as<float>()[i]));
-    params[t.name] = llvm::json::Object{
-        {"shape", std::move(shape)}, {"grad", std::move(grad)},
-        {"value", std::move(value)}};
+    params[t.name] = llvm::json::Object{{"shape", std::move(shape)},
+                                        {"grad", std::move(grad)},
+                                        {"value", std::move(value)}};
   }
   std::error_code ec;
   llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_Text);
@@ -317,9 +318,8 @@ llvm::Error writeGrads(const std::string &path, Executor &exec) {
 
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(runCat);
-  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
-    os << "oasr-run " << OASR_VERSION << "\n";
-  });
+  cl::SetVersionPrinter(
+      [](llvm::raw_ostream &os) { os << "oasr-run " << OASR_VERSION << "\n"; });
   std::vector<char *> args;
   for (int i = 0; i < argc; ++i) {
     llvm::StringRef a(argv[i]);
@@ -343,10 +343,11 @@ int main(int argc, char **argv) {
     }
     args.push_back(argv[i]);
   }
-  cl::ParseCommandLineOptions(int(args.size()), args.data(),
-                              "oasr-run: train a compiled model on MPI ranks\n\n"
-                              "  --threads=N  compute threads per rank "
-                              "(default: cores / ranks on this host)\n");
+  cl::ParseCommandLineOptions(
+      int(args.size()), args.data(),
+      "oasr-run: train a compiled model on MPI ranks\n\n"
+      "  --threads=N  compute threads per rank "
+      "(default: cores / ranks on this host)\n");
   if (np > 0 && !launchedByMpi())
     return relaunch(argc, argv);
 
@@ -442,12 +443,11 @@ int main(int argc, char **argv) {
         size_t want = dst.bytes();
         if (data->bytes.size() != want ||
             data->dataType != int32_t(oasr::onnximport::DataType::Float)) {
-          error = llvm::formatv("has {0} bytes of type {1}, the module "
-                                "expects {2} bytes of f32",
-                                data->bytes.size(),
-                                oasr::onnximport::getDataTypeName(
-                                    data->dataType),
-                                want)
+          error = llvm::formatv(
+                      "has {0} bytes of type {1}, the module "
+                      "expects {2} bytes of f32",
+                      data->bytes.size(),
+                      oasr::onnximport::getDataTypeName(data->dataType), want)
                       .str();
           return false;
         }
@@ -466,8 +466,7 @@ int main(int argc, char **argv) {
         std::printf("oasr-run: %s: %zu parameter/state tensors, %u loaded "
                     "from %s%s\n",
                     modelPath.c_str(), weights, *loaded,
-                    onnxModel ? exec->sourcePath().c_str()
-                              : "(no ONNX source)",
+                    onnxModel ? exec->sourcePath().c_str() : "(no ONNX source)",
                     *loaded < weights ? ", the rest seeded random" : "");
       }
     }
@@ -475,7 +474,8 @@ int main(int argc, char **argv) {
   std::unique_ptr<DataLoader> data;
   if (exec && !failure.failed) {
     SampleShape shape;
-    shape.features = exec->input().numel() / std::max<int64_t>(exec->batch(), 1);
+    shape.features =
+        exec->input().numel() / std::max<int64_t>(exec->batch(), 1);
     shape.classes = exec->numClasses();
     auto loader = createDataLoader(dataSpec, shape, rank, size, seed);
     if (!loader)
@@ -511,16 +511,17 @@ int main(int argc, char **argv) {
                 kDefaultAlpha, kDefaultBeta);
   if (rank == 0 && !quiet) {
     const MemoryStats &m = exec->memory();
-    std::printf("oasr-run: %d rank(s) [%s], %d thread(s)/rank, batch %lld/rank, "
-                "data %s, plan %s with %zu fused group(s); memory: "
-                "activations %.1f MiB (%.1f MiB without reuse), weights+state "
-                "%.1f MiB, gradients %.1f MiB\n",
-                size, comm->name(), nthreads, (long long)exec->batch(),
-                data->describe().c_str(),
-                exec->planStrategy().empty() ? "?" : exec->planStrategy().c_str(),
-                exec->groups().size(), m.arenaBytes / 1048576.0,
-                m.unsharedBytes / 1048576.0, m.persistentBytes / 1048576.0,
-                m.gradBytes / 1048576.0);
+    std::printf(
+        "oasr-run: %d rank(s) [%s], %d thread(s)/rank, batch %lld/rank, "
+        "data %s, plan %s with %zu fused group(s); memory: "
+        "activations %.1f MiB (%.1f MiB without reuse), weights+state "
+        "%.1f MiB, gradients %.1f MiB\n",
+        size, comm->name(), nthreads, (long long)exec->batch(),
+        data->describe().c_str(),
+        exec->planStrategy().empty() ? "?" : exec->planStrategy().c_str(),
+        exec->groups().size(), m.arenaBytes / 1048576.0,
+        m.unsharedBytes / 1048576.0, m.persistentBytes / 1048576.0,
+        m.gradBytes / 1048576.0);
     std::fflush(stdout);
   }
 
@@ -535,16 +536,17 @@ int main(int argc, char **argv) {
   to.failRank = failRank;
   TrainSummary summary;
   if (auto err = train(*exec, *data, *algo, engine, to, summary))
-    comm->abort("oasr-run: " + rankName(*comm) + ": error: " +
-                    llvm::toString(std::move(err)),
+    comm->abort("oasr-run: " + rankName(*comm) +
+                    ": error: " + llvm::toString(std::move(err)),
                 1);
 
   if (rank == 0) {
     double ms = 1e-3;
-    std::printf("summary: %lld steps on %d rank(s), strategy %s, %zu group(s)\n",
-                (long long)summary.steps, size,
-                exec->planStrategy().empty() ? "?" : exec->planStrategy().c_str(),
-                exec->groups().size());
+    std::printf(
+        "summary: %lld steps on %d rank(s), strategy %s, %zu group(s)\n",
+        (long long)summary.steps, size,
+        exec->planStrategy().empty() ? "?" : exec->planStrategy().c_str(),
+        exec->groups().size());
     std::printf("  mean iteration   %9.3f ms\n", summary.meanIterationUs * ms);
     std::printf("  compute          %9.3f ms (forward %.3f ms)\n",
                 summary.computeUs * ms, summary.forwardUs * ms);
@@ -589,9 +591,8 @@ int main(int argc, char **argv) {
           values[t.name].assign(t.ref.as<float>(),
                                 t.ref.as<float>() + t.ref.numel());
       if (auto err = onnxModel->saveWithInitializers(savePath, values))
-        comm->abort("oasr-run: error: --save: " +
-                        llvm::toString(std::move(err)),
-                    1);
+        comm->abort(
+            "oasr-run: error: --save: " + llvm::toString(std::move(err)), 1);
       std::printf("saved %s (%zu initializers updated)\n", savePath.c_str(),
                   values.size());
     }

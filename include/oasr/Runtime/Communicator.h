@@ -1,4 +1,5 @@
-//===- Communicator.h - Communicators and the communication engine -*- C++ -*-===//
+//===- Communicator.h - Communicators and the communication engine -*- C++
+//-*-===//
 //
 // A Communicator moves bytes between the data-parallel ranks (MPI between
 // processes, the trivial one-process communicator, NCCL later). The
@@ -79,8 +80,8 @@ bool launchedByMpi();
 
 /// A timed interval on the communication lane, for traces.
 struct CommEvent {
-  uint32_t job = 0;     ///< the job's tag (fused group index or user tag)
-  double startUs = 0;   ///< from CommEngine::epoch()
+  uint32_t job = 0;   ///< the job's tag (fused group index or user tag)
+  double startUs = 0; ///< from CommEngine::epoch()
   double endUs = 0;
 };
 
@@ -104,7 +105,9 @@ public:
   /// Blocks until job `id` has finished.
   void wait(JobId id);
   /// Runs `fn` on the communication thread and waits for it.
-  void run(std::function<void(Communicator &)> fn) { wait(enqueue(std::move(fn))); }
+  void run(std::function<void(Communicator &)> fn) {
+    wait(enqueue(std::move(fn)));
+  }
   /// Blocks until every queued job has finished.
   void drain();
 

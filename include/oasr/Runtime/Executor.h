@@ -1,4 +1,5 @@
-//===- Executor.h - Runs a compiled training step -----------------*- C++ -*-===//
+//===- Executor.h - Runs a compiled training step -----------------*- C++
+//-*-===//
 //
 // The executor reads the compiled module (docs/IR.md section 3) once and
 // builds an execution plan: one step per op with its kernel (from a
@@ -50,11 +51,11 @@ struct PersistentTensor {
 
 /// One fused gradient group: a contiguous buffer averaged in place.
 struct GradGroup {
-  unsigned index = 0;  ///< position in communication order
-  TensorRef buffer;    ///< the whole buffer (f32 elements, padded)
-  size_t bytes = 0;    ///< gradient bytes (without padding)
+  unsigned index = 0;              ///< position in communication order
+  TensorRef buffer;                ///< the whole buffer (f32 elements, padded)
+  size_t bytes = 0;                ///< gradient bytes (without padding)
   std::vector<std::string> params; ///< parameters whose gradients it holds
-  std::string layer;   ///< layer whose backward closes the group
+  std::string layer;               ///< layer whose backward closes the group
 };
 
 /// Kind of a planned step, for traces and profiles.
@@ -62,7 +63,7 @@ enum class StepKind : uint8_t { Forward, Backward, Update, Comm, Copy };
 
 /// One entry of the execution plan.
 struct PlanStepInfo {
-  std::string name;  ///< node name (location) or "allreduce_start #k"
+  std::string name; ///< node name (location) or "allreduce_start #k"
   std::string opType;
   std::string layer; ///< forward layer the op belongs to
   StepKind kind = StepKind::Forward;
@@ -107,6 +108,9 @@ public:
   int64_t batch() const;
   /// Classes of the loss' scores (0 when unknown).
   int64_t numClasses() const;
+
+  /// The backend the plan's kernels and buffers belong to.
+  KernelBackend &backend() const;
 
   /// Persistent tensors, in argument order.
   std::vector<PersistentTensor> &persistent() { return persistentTensors; }
@@ -166,7 +170,9 @@ private:
 };
 
 /// Fills parameters and state: from the ONNX initializers of the same name
-/// when a loader is given and finds them, otherwise seeded random init
+/// when a loader is given and finds them (it fills a host tensor of the
+/// destination's type; the bytes are then copied to the backend's memory),
+/// otherwise seeded random init
 /// (He-normal for weights of rank >= 2, zeros for biases, ones for BN scales,
 /// running means 0 and variances 1); optimizer state starts at zero. Returns
 /// the number of tensors loaded from the file.

@@ -1,4 +1,5 @@
-//===- Training.h - Training algorithms and the training loop -----*- C++ -*-===//
+//===- Training.h - Training algorithms and the training loop -----*- C++
+//-*-===//
 //
 // A TrainingAlgorithm decides what communication a step needs. Synchronous
 // SGD (the only one today) averages gradients with the fused allreduces the
@@ -55,14 +56,14 @@ std::unique_ptr<TrainingAlgorithm> createSyncSGD(Executor &exec,
 /// Options of the training loop.
 struct TrainOptions {
   int64_t steps = 10;
-  int64_t logEvery = 1;      ///< progress line every N steps (rank 0)
-  bool quiet = false;        ///< no progress lines
-  std::string tracePath;     ///< Chrome trace JSON (rank 0 writes)
-  int64_t traceSteps = 20;   ///< steps recorded in the trace
-  std::string profilePath;   ///< oasr-profile-v1 JSON (rank 0 writes)
-  int64_t failAtStep = -1;   ///< testing: rank failRank aborts at this step
+  int64_t logEvery = 1;    ///< progress line every N steps (rank 0)
+  bool quiet = false;      ///< no progress lines
+  std::string tracePath;   ///< Chrome trace JSON (rank 0 writes)
+  int64_t traceSteps = 20; ///< steps recorded in the trace
+  std::string profilePath; ///< oasr-profile-v1 JSON (rank 0 writes)
+  int64_t failAtStep = -1; ///< testing: rank failRank aborts at this step
   int failRank = -1;
-  bool evaluate = true;      ///< test accuracy at the end when data has a test split
+  bool evaluate = true; ///< test accuracy at the end when data has a test split
 };
 
 /// What the run measured (rank 0's view; times in microseconds).
@@ -73,13 +74,13 @@ struct TrainSummary {
   double exposedCommUs = 0;   ///< blocked in allreduce_wait per step
   double commBusyUs = 0;      ///< communication thread busy per step
   double forwardUs = 0;
-  double predictedUs = -1;    ///< the plan's prediction, -1 if unknown
+  double predictedUs = -1; ///< the plan's prediction, -1 if unknown
   /// The timeline model replayed on this run's measured profile with the
   /// plan's groups and allreduce model (-1 when the module has no model).
   double replayedUs = -1;
   double lastLoss = 0;
-  double trainAccuracy = -1;  ///< over the last logging interval
-  double testAccuracy = -1;   ///< -1 when there is no test split
+  double trainAccuracy = -1; ///< over the last logging interval
+  double testAccuracy = -1;  ///< -1 when there is no test split
   int64_t testSamples = 0;
 };
 

@@ -234,8 +234,9 @@ TEST(DataLoader, ErrorsNameTheFileAndTheProblem) {
 TEST(DataLoader, CifarBinaryRecords) {
   TempDir d;
   for (int b = 1; b <= 5; ++b) {
-    std::ofstream os(d.file(("data_batch_" + std::to_string(b) + ".bin").c_str()),
-                     std::ios::binary);
+    std::ofstream os(
+        d.file(("data_batch_" + std::to_string(b) + ".bin").c_str()),
+        std::ios::binary);
     for (int r = 0; r < 2; ++r) {
       os.put(char(b));
       for (int k = 0; k < 3072; ++k)
