@@ -41,6 +41,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdio>
+#include <fstream>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -120,6 +121,8 @@ static cl::opt<bool> quiet("quiet", cl::desc("No progress lines"),
 static cl::opt<std::string>
     emitMlir("emit-mlir", cl::desc("Write the compiled module (rank 0)"),
              cl::init(""), cl::cat(runCat));
+static cl::opt<bool> debugMemory("debug-memory", cl::Hidden, cl::init(false),
+                                 cl::desc("Print RSS at each setup phase"));
 // Testing only.
 static cl::opt<int64_t> failAtStep("fail-at-step", cl::Hidden, cl::init(-1));
 static cl::opt<int> failRank("fail-rank", cl::Hidden, cl::init(-1));
@@ -172,6 +175,22 @@ int relaunch(int argc, char **argv) {
   llvm::errs() << "oasr-run: error: cannot execute " << *mpirun << ": "
                << std::strerror(errno) << "\n";
   return 1;
+}
+
+/// Prints this process' current and peak RSS (--debug-memory).
+void memoryPoint(const char *phase) {
+  if (!debugMemory)
+    return;
+  std::ifstream status("/proc/self/status");
+  std::string line, rss, hwm;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0)
+      rss = line.substr(6);
+    if (line.rfind("VmHWM:", 0) == 0)
+      hwm = line.substr(6);
+  }
+  llvm::errs() << "memory after " << phase << ": rss" << rss << ", peak"
+               << hwm << "\n";
 }
 
 int localRanks() {
@@ -386,6 +405,7 @@ int main(int argc, char **argv) {
   mlir::MLIRContext ctx(registry);
   ctx.loadAllAvailableDialects();
   auto module = loadModule(ctx, failure);
+  memoryPoint("module");
 
   std::unique_ptr<KernelBackend> backend = createCpuBackend();
   backend->setNumThreads(nthreads);
@@ -408,6 +428,7 @@ int main(int argc, char **argv) {
     else
       exec = std::move(*created);
   }
+  memoryPoint("plan");
   if (exec && batch > 0 && exec->batch() != batch)
     failure.set(llvm::formatv("--batch={0} does not match the model: {1} was "
                               "compiled for a per-rank batch of {2}",
@@ -471,6 +492,7 @@ int main(int argc, char **argv) {
       }
     }
   }
+  memoryPoint("weights");
   std::unique_ptr<DataLoader> data;
   if (exec && !failure.failed) {
     SampleShape shape;
@@ -540,6 +562,7 @@ int main(int argc, char **argv) {
                     ": error: " + llvm::toString(std::move(err)),
                 1);
 
+  memoryPoint("training");
   if (rank == 0) {
     double ms = 1e-3;
     std::printf(
