@@ -83,4 +83,21 @@ for P in ("2", "4"):
         print(f"| {r['strategy']}{mark} | {r['groups']} | {r['measured_ms']:.1f} | "
               f"{r['predicted_ms']:.1f} | {err:+.1f} % | {reps} | {rerr} | {r['exposed_comm_ms']:.1f} |")
 PYEOF
+cat >> "$OUT/runtime-ranks.md" <<'NOTES'
+
+## Reading these numbers
+
+* Noise floor: the host has 2 cores shared with other jobs; `wfbp`, `mgwfbp`,
+  `oasr` and `optimal` all choose the same 5 per-layer groups here, so their
+  spread (and which of them is marked fastest) is run-to-run noise, not a
+  property of the strategies.
+* On one host the allreduce start-up latency is a few microseconds, so
+  merging buys almost nothing and every model-based strategy returns the
+  per-layer plan; `single` (no overlap) is consistently the slowest.
+* *Predicted* uses a profile from a separate run; *replayed* uses this
+  run's own measured profile. The remaining ~10 % is the model's
+  assumption of a communication channel independent of compute: here the
+  communication threads of 2-4 ranks and their compute threads share two
+  cores.
+NOTES
 cat "$OUT/runtime-ranks.md"
