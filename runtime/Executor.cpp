@@ -67,6 +67,8 @@ struct Instr {
   // Update on the host.
   std::string algo;
   double lr = 0, momentum = 0, weightDecay = 0;
+  // Kernel scratch in the arena.
+  size_t workspaceBytes = 0, workspaceOffset = 0;
 };
 
 struct PersistBuf {
@@ -803,6 +805,45 @@ Executor::create(ModuleOp module, KernelBackend &backend,
       I.values[r].lastUse = std::max(I.values[r].lastUse, I.values[v].lastUse);
     }
 
+  // Kernels, now that every output's use is known; their workspaces join
+  // the arena plan below.
+  std::vector<char> readViaAlias(I.values.size(), 0);
+  for (const ValueInfo &vi : I.values)
+    if (vi.where == Where::Alias && vi.used)
+      readViaAlias[size_t(vi.aliasOf)] = 1;
+  for (Operation &opRef : body) {
+    auto node = dyn_cast<mlir::oasr::NodeOp>(&opRef);
+    if (!node || !instrOf.count(&opRef))
+      continue;
+    Instr &instr = I.instrs[size_t(instrOf[&opRef])];
+    OpSpec spec;
+    spec.opType = node.getOpType().str();
+    spec.name = opName(&opRef);
+    spec.seed = hashName(spec.name, options.seed);
+    for (NamedAttribute a : opRef.getDiscardableAttrs()) {
+      if (a.getName().getValue().starts_with("oasr."))
+        continue;
+      AttrValue v;
+      if (convertAttr(a.getValue(), v))
+        spec.attrs.set(a.getName().str(), std::move(v));
+    }
+    for (int v : instr.ins)
+      spec.inputs.push_back(I.values[v].desc);
+    for (int v : instr.outs) {
+      spec.outputs.push_back(I.values[v].desc);
+      bool used = I.values[v].used || readViaAlias[size_t(v)];
+      spec.outputUsed.push_back(used || I.values[v].where == Where::Group);
+    }
+    std::string error;
+    instr.kernel = backend.create(spec, error);
+    if (!instr.kernel)
+      return opError(&opRef, error.empty()
+                                 ? "the " + std::string(backend.name()) +
+                                       " backend has no kernel for it"
+                                 : error);
+    instr.workspaceBytes = instr.kernel->workspaceBytes();
+  }
+
   // Arena planning: first fit over free intervals, freeing at last use.
   {
     std::map<size_t, size_t> freeList; // offset -> size
@@ -870,6 +911,14 @@ Executor::create(ModuleOp module, KernelBackend &backend,
         vi.offset = allocate(vi.desc.bytes());
         unshared += alignUp(vi.desc.bytes());
       }
+      // Scratch alive during this op only: after its outputs, before its
+      // inputs are released.
+      Instr &instr = I.instrs[k];
+      if (instr.workspaceBytes) {
+        instr.workspaceOffset = allocate(instr.workspaceBytes);
+        unshared += alignUp(instr.workspaceBytes);
+        release(instr.workspaceOffset, instr.workspaceBytes);
+      }
       for (int v : dying[k])
         release(I.values[v].offset, I.values[v].desc.bytes());
     }
@@ -929,43 +978,10 @@ Executor::create(ModuleOp module, KernelBackend &backend,
     if (I.values[v].where == Where::Alias)
       I.values[v].ptr = I.values[I.root(int(v))].ptr;
 
-  // Kernels (now that every output's use is known) and resolved refs.
-  for (Operation &opRef : body) {
-    auto node = dyn_cast<mlir::oasr::NodeOp>(&opRef);
-    if (!node || !instrOf.count(&opRef))
-      continue;
-    Instr &instr = I.instrs[size_t(instrOf[&opRef])];
-    OpSpec spec;
-    spec.opType = node.getOpType().str();
-    spec.name = opName(&opRef);
-    spec.seed = hashName(spec.name, options.seed);
-    for (NamedAttribute a : opRef.getDiscardableAttrs()) {
-      if (a.getName().getValue().starts_with("oasr."))
-        continue;
-      AttrValue v;
-      if (convertAttr(a.getValue(), v))
-        spec.attrs.set(a.getName().str(), std::move(v));
-    }
-    for (int v : instr.ins)
-      spec.inputs.push_back(I.values[v].desc);
-    for (int v : instr.outs) {
-      spec.outputs.push_back(I.values[v].desc);
-      bool used = I.values[v].used;
-      for (size_t a = 0; a < I.values.size() && !used; ++a)
-        if (I.values[a].where == Where::Alias && I.values[a].aliasOf == v &&
-            I.values[a].used)
-          used = true;
-      spec.outputUsed.push_back(used || I.values[v].where == Where::Group);
-    }
-    std::string error;
-    instr.kernel = backend.create(spec, error);
-    if (!instr.kernel)
-      return opError(&opRef, error.empty()
-                                 ? "the " + std::string(backend.name()) +
-                                       " backend has no kernel for it"
-                                 : error);
-  }
   for (Instr &instr : I.instrs) {
+    if (instr.workspaceBytes)
+      instr.kernel->setWorkspace(static_cast<char *>(I.arena) +
+                                 instr.workspaceOffset);
     for (int v : instr.ins)
       instr.inRefs.push_back(I.ref(v));
     for (int v : instr.outs)

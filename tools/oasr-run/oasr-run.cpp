@@ -41,9 +41,9 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdio>
-#include <fstream>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <thread>
 #include <unistd.h>
 
@@ -189,8 +189,8 @@ void memoryPoint(const char *phase) {
     if (line.rfind("VmHWM:", 0) == 0)
       hwm = line.substr(6);
   }
-  llvm::errs() << "memory after " << phase << ": rss" << rss << ", peak"
-               << hwm << "\n";
+  llvm::errs() << "memory after " << phase << ": rss" << rss << ", peak" << hwm
+               << "\n";
 }
 
 int localRanks() {

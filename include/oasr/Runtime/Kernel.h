@@ -116,6 +116,15 @@ public:
   /// Computes `outputs` from `inputs`. Buffers match the OpSpec's descs.
   virtual void run(const std::vector<TensorRef> &inputs,
                    const std::vector<TensorRef> &outputs) = 0;
+  /// Scratch memory the kernel needs *during* `run` only (e.g. a oneDNN
+  /// scratchpad in user mode). The executor places it in its activation
+  /// arena, shared with tensors not alive at this op, instead of the kernel
+  /// keeping a private allocation. Asked once, after creation.
+  virtual size_t workspaceBytes() const { return 0; }
+  /// Where that scratch lives (64-byte aligned, `workspaceBytes()` long,
+  /// valid for every later `run`; its contents do not survive between runs).
+  /// Called once, before the first `run`, when `workspaceBytes()` > 0.
+  virtual void setWorkspace(void *ptr) { (void)ptr; }
 };
 
 /// A family of kernels on one kind of device.
