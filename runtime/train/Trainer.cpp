@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <map>
 
@@ -345,6 +346,9 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
   double commBusyUs = 0;
 
   for (int64_t step = 0; step < options.steps; ++step) {
+    if (step == options.failAtStep && rank == options.failRank &&
+        options.failSignal > 0)
+      std::raise(options.failSignal); // a crash: no message, no MPI_Abort
     if (step == options.failAtStep && rank == options.failRank)
       comm.abort("oasr-run: " + rankName(comm) +
                      ": error: injected failure at step " +

@@ -126,6 +126,7 @@ static cl::opt<bool> debugMemory("debug-memory", cl::Hidden, cl::init(false),
 // Testing only.
 static cl::opt<int64_t> failAtStep("fail-at-step", cl::Hidden, cl::init(-1));
 static cl::opt<int> failRank("fail-rank", cl::Hidden, cl::init(-1));
+static cl::opt<int> failSignal("fail-signal", cl::Hidden, cl::init(0));
 
 namespace {
 /// The failure of one rank's setup, agreed on collectively.
@@ -556,6 +557,7 @@ int main(int argc, char **argv) {
   to.profilePath = profilePath;
   to.failAtStep = failAtStep;
   to.failRank = failRank;
+  to.failSignal = failSignal;
   TrainSummary summary;
   if (auto err = train(*exec, *data, *algo, engine, to, summary))
     comm->abort("oasr-run: " + rankName(*comm) +

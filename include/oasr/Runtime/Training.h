@@ -63,6 +63,7 @@ struct TrainOptions {
   std::string profilePath; ///< oasr-profile-v1 JSON (rank 0 writes)
   int64_t failAtStep = -1; ///< testing: rank failRank aborts at this step
   int failRank = -1;
+  int failSignal = 0;   ///< testing: die by this signal instead of aborting
   bool evaluate = true; ///< test accuracy at the end when data has a test split
 };
 
