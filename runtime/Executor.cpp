@@ -69,6 +69,7 @@ struct Instr {
   double lr = 0, momentum = 0, weightDecay = 0;
   // Kernel scratch in the arena.
   size_t workspaceBytes = 0, workspaceOffset = 0;
+  bool elementwise = false; ///< may write its result over a dying input
 };
 
 struct PersistBuf {
@@ -532,6 +533,10 @@ Executor::create(ModuleOp module, KernelBackend &backend,
       Instr instr;
       instr.op = InstrOp::Kernel;
       instr.ins = ins;
+      // Kernel.h: these may alias their result to a same-shaped operand.
+      instr.elementwise = opType == "Relu" || opType == "Add" ||
+                          opType == "Sub" || opType == "Mul" ||
+                          opType == "Div" || opType == "Sum" || opType == "Neg";
       std::string name = opName(op);
       for (Value r : op->getResults()) {
         auto id = newValue(r, op);
@@ -903,13 +908,36 @@ Executor::create(ModuleOp module, KernelBackend &backend,
       if (last < end)
         dying[size_t(last)].push_back(int(v));
     }
+    std::vector<char> donated(I.values.size(), 0);
     for (size_t k = 0; k < I.instrs.size(); ++k) {
       for (int v : I.instrs[k].outs) {
         ValueInfo &vi = I.values[v];
         if (vi.where != Where::Arena || vi.def != int(k))
           continue;
-        vi.offset = allocate(vi.desc.bytes());
         unshared += alignUp(vi.desc.bytes());
+        // In place: an elementwise op writes over an operand of its shape
+        // that dies here (e.g. Relu over the BatchNormalization output).
+        int donor = -1;
+        if (options.inPlace && options.reuseBuffers &&
+            I.instrs[k].elementwise && I.instrs[k].outs.size() == 1)
+          for (int in : I.instrs[k].ins) {
+            int r = I.root(in);
+            const ValueInfo &ri = I.values[size_t(r)];
+            if (ri.where == Where::Arena && ri.def >= 0 &&
+                ri.lastUse == int(k) && !donated[size_t(r)] &&
+                I.values[size_t(in)].desc.shape == vi.desc.shape &&
+                ri.desc.dtype == vi.desc.dtype &&
+                ri.desc.bytes() == vi.desc.bytes()) {
+              donor = r;
+              break;
+            }
+          }
+        if (donor >= 0) {
+          donated[size_t(donor)] = 1;
+          vi.offset = I.values[size_t(donor)].offset;
+        } else {
+          vi.offset = allocate(vi.desc.bytes());
+        }
       }
       // Scratch alive during this op only: after its outputs, before its
       // inputs are released.
@@ -920,7 +948,8 @@ Executor::create(ModuleOp module, KernelBackend &backend,
         release(instr.workspaceOffset, instr.workspaceBytes);
       }
       for (int v : dying[k])
-        release(I.values[v].offset, I.values[v].desc.bytes());
+        if (!donated[size_t(v)])
+          release(I.values[v].offset, I.values[v].desc.bytes());
     }
     I.arenaBytes = top;
     exec->memStats.arenaBytes = top;

@@ -74,6 +74,8 @@ struct ExecutorOptions {
   uint64_t seed = 0;        ///< dropout seeds and random init
   double lrOverride = -1;   ///< >= 0: replaces every optimizer_update's lr
   bool reuseBuffers = true; ///< liveness-based reuse of activation memory
+  /// Elementwise ops (Relu, Add, ...) write over an operand that dies there.
+  bool inPlace = true;
 };
 
 /// Statistics of the plan's memory.
