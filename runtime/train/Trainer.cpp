@@ -85,6 +85,90 @@ std::unique_ptr<TrainingAlgorithm> createSyncSGD(Executor &exec,
 }
 
 //===----------------------------------------------------------------------===//
+// Synchronous EASGD
+//===----------------------------------------------------------------------===//
+
+namespace {
+class SyncEASGD final : public TrainingAlgorithm {
+public:
+  SyncEASGD(Executor &exec, CommEngine &engine, int64_t tau, double alpha)
+      : exec(exec), engine(engine), tau(std::max<int64_t>(tau, 1)),
+        alpha(float(alpha)) {}
+  const char *name() const override { return "sync-easgd"; }
+
+  void setup(Executor &, CommEngine &) override {
+    // Same start everywhere; the center starts at the common weights.
+    for (PersistentTensor &t : exec.persistent()) {
+      void *p = t.ref.data;
+      size_t n = t.ref.bytes();
+      if (engine.communicator().size() > 1)
+        engine.run([=](Communicator &c) { c.broadcast(p, n, 0); });
+      if (t.kind == PersistentTensor::Param && t.ref.desc.dtype == DType::F32)
+        center.emplace_back(t.ref.as<float>(),
+                            t.ref.as<float>() + t.ref.numel());
+    }
+  }
+  // Local steps: no gradient averaging.
+  void gradientsReady(unsigned) override {}
+  void gradientsNeeded(unsigned) override {}
+
+  void afterStep(Executor &, CommEngine &, int64_t step) override {
+    if ((step + 1) % tau != 0)
+      return;
+    int64_t t0 = steadyNs();
+    const float p = float(engine.communicator().size());
+    size_t k = 0;
+    for (PersistentTensor &t : exec.persistent()) {
+      if (t.ref.desc.dtype != DType::F32)
+        continue;
+      float *x = t.ref.as<float>();
+      int64_t n = t.ref.numel();
+      if (t.kind == PersistentTensor::State) {
+        engine.run([=](Communicator &c) {
+          c.allreduceAverage(x, size_t(n), DType::F32);
+        });
+        continue;
+      }
+      if (t.kind != PersistentTensor::Param)
+        continue;
+      std::vector<float> &c = center[k++];
+      std::vector<float> diff(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i)
+        diff[size_t(i)] = x[i] - c[size_t(i)];
+      float *d = diff.data();
+      // Average of the differences; their sum is P times it.
+      engine.run([=](Communicator &cm) {
+        cm.allreduceAverage(d, size_t(n), DType::F32);
+      });
+      for (int64_t i = 0; i < n; ++i) {
+        x[i] -= alpha * (x[i] - c[size_t(i)]);
+        c[size_t(i)] += alpha * p * diff[size_t(i)];
+      }
+    }
+    blockedNs += steadyNs() - t0;
+  }
+  double takeBlockedUs() override {
+    double us = double(blockedNs) * 1e-3;
+    blockedNs = 0;
+    return us;
+  }
+
+private:
+  Executor &exec;
+  CommEngine &engine;
+  int64_t tau;
+  float alpha;
+  std::vector<std::vector<float>> center;
+  int64_t blockedNs = 0;
+};
+} // namespace
+
+std::unique_ptr<TrainingAlgorithm>
+createSyncEASGD(Executor &exec, CommEngine &engine, int64_t tau, double alpha) {
+  return std::make_unique<SyncEASGD>(exec, engine, tau, alpha);
+}
+
+//===----------------------------------------------------------------------===//
 // Evaluation
 //===----------------------------------------------------------------------===//
 

@@ -116,6 +116,17 @@ static cl::opt<std::string>
     commKind("communicator",
              cl::desc("mpi | self (default: mpi under mpirun, else self)"),
              cl::init(""), cl::cat(runCat));
+static cl::opt<std::string>
+    algoName("algo",
+             cl::desc("Training algorithm: sync-sgd (planned allreduces) | "
+                      "sync-easgd (local steps, elastic averaging)"),
+             cl::init("sync-sgd"), cl::cat(runCat));
+static cl::opt<int64_t> easgdTau("easgd-tau",
+                                 cl::desc("EASGD: steps between exchanges"),
+                                 cl::init(4), cl::cat(runCat));
+static cl::opt<double> easgdAlpha("easgd-alpha",
+                                  cl::desc("EASGD: elastic moving rate"),
+                                  cl::init(-1), cl::cat(runCat));
 static cl::opt<bool> quiet("quiet", cl::desc("No progress lines"),
                            cl::init(false), cl::cat(runCat));
 static cl::opt<std::string>
@@ -506,6 +517,8 @@ int main(int argc, char **argv) {
     else
       data = std::move(*loader);
   }
+  if (algoName != "sync-sgd" && algoName != "sync-easgd")
+    failure.set("--algo=" + algoName + ": expected sync-sgd or sync-easgd");
   if (!savePath.empty() && !failure.failed && !onnxModel)
     failure.set("--save needs the model's ONNX source (module attribute "
                 "oasr.source naming an existing .onnx file)");
@@ -548,7 +561,14 @@ int main(int argc, char **argv) {
     std::fflush(stdout);
   }
 
-  auto algo = createSyncSGD(*exec, engine);
+  std::unique_ptr<TrainingAlgorithm> algo;
+  if (algoName == "sync-easgd")
+    // Default moving rate: beta = p * alpha = 0.9 (the paper's choice).
+    algo = createSyncEASGD(*exec, engine, easgdTau,
+                           easgdAlpha > 0 ? double(easgdAlpha)
+                                          : 0.9 / double(size));
+  else
+    algo = createSyncSGD(*exec, engine);
   TrainOptions to;
   to.steps = steps;
   to.logEvery = logEvery;
@@ -595,6 +615,7 @@ int main(int argc, char **argv) {
                   "this run's measured profile; measured/replayed %.2f)\n",
                   summary.replayedUs * ms,
                   summary.meanIterationUs / summary.replayedUs);
+    std::printf("  algorithm        %s\n", algo->name());
     std::printf("  final loss       %9.4f\n", summary.lastLoss);
     if (summary.trainAccuracy >= 0)
       std::printf("  train accuracy   %8.1f%%\n", 100 * summary.trainAccuracy);

@@ -53,6 +53,15 @@ public:
 std::unique_ptr<TrainingAlgorithm> createSyncSGD(Executor &exec,
                                                  CommEngine &engine);
 
+/// Synchronous Elastic Averaging SGD (Zhang, Choromanska, LeCun, 2015): every
+/// rank takes local steps on its own gradients (the planned allreduces are
+/// skipped), and every `tau` steps the ranks exchange with the center
+/// variable x~: x_i <- x_i - alpha (x_i - x~), x~ <- x~ + alpha sum_i
+/// (x_i - x~), one allreduce of the parameters on the CommEngine. BN state is
+/// averaged at the same time.
+std::unique_ptr<TrainingAlgorithm>
+createSyncEASGD(Executor &exec, CommEngine &engine, int64_t tau, double alpha);
+
 /// Options of the training loop.
 struct TrainOptions {
   int64_t steps = 10;
