@@ -4,7 +4,10 @@
 # for the same calibrated alpha-beta (oasr-bench comm at that rank count) and
 # the measured profile (oasr-run --profile at that rank count).
 #
-#   bench/run_runtime_ranks.sh [BUILD_DIR] [STEPS] [BATCH]
+#   bench/run_runtime_ranks.sh [BUILD_DIR] [STEPS] [BATCH] [MODEL]
+#
+# MODEL: mlp-wide (default; 784-4x2048-10) or a scripts/export_models.py
+# model (e.g. resnet18). Results go to runtime-ranks[-MODEL].{json,md}.
 #
 # Writes bench/results/runtime-ranks.json and bench/results/runtime-ranks.md.
 set -euo pipefail
@@ -12,13 +15,21 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build}
 STEPS=${2:-12}
 BATCH=${3:-64}
+NAME=${4:-mlp-wide}
 PY=/usr/bin/python3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 WORK=$BUILD/bench-ranks
 OUT=$ROOT/bench/results
 mkdir -p "$WORK" "$OUT"
-MODEL=$WORK/mlp-wide.onnx
-[ -f "$MODEL" ] || $PY "$ROOT/bench/runtime.py" mlp-wide --export "$MODEL" >/dev/null 2>&1
+MODEL=$WORK/$NAME.onnx
+SUFFIX=$([ "$NAME" = mlp-wide ] && echo "" || echo "-$NAME")
+if [ ! -f "$MODEL" ]; then
+  if [ "$NAME" = mlp-wide ]; then
+    $PY "$ROOT/bench/runtime.py" mlp-wide --export "$MODEL" >/dev/null 2>&1
+  else
+    $PY "$ROOT/scripts/export_models.py" "$WORK" --models "$NAME" >/dev/null 2>&1
+  fi
+fi
 RUN="$BUILD/bin/oasr-run $MODEL --batch=$BATCH --steps=$STEPS --threads=1 --quiet"
 STRATEGIES="wfbp single bucket:8388608 mgwfbp oasr optimal"
 
@@ -27,13 +38,13 @@ for P in 2 4; do
   mpirun --oversubscribe -np $P "$BUILD/bin/oasr-bench" comm --quiet \
     --max-bytes=67108864 --seconds-per-size=0.05 --out="$WORK/comm-$P.json" >/dev/null
   mpirun --oversubscribe -np $P $RUN --strategy=wfbp --comm="$WORK/comm-$P.json" \
-    --profile="$WORK/profile-$P.json" >/dev/null
+    --profile="$WORK/profile-$NAME-$P.json" >/dev/null
   for S in $STRATEGIES; do
     # Three runs, the median iteration time (the host is shared).
     runs=()
     for rep in 1 2 3; do
       runs+=("$(mpirun --oversubscribe -np $P $RUN --strategy=$S --comm="$WORK/comm-$P.json" \
-        --plan-profile="$WORK/profile-$P.json")")
+        --plan-profile="$WORK/profile-$NAME-$P.json")")
     done
     log=$(for r in "${runs[@]}"; do echo "$(echo "$r" | awk '/mean iteration/ {print $3}') $(echo "$r" | base64 -w0)"; done \
       | sort -n | sed -n 2p | cut -d' ' -f2 | base64 -d)
@@ -50,18 +61,19 @@ machine="$(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cu
 date=$(date -u +%Y-%m-%dT%H:%MZ)
 {
   echo "{\"benchmark\": \"runtime-ranks\", \"date\": \"$date\", \"machine\": \"$machine\","
-  echo " \"model\": \"mlp-wide\", \"batch\": $BATCH, \"steps\": $STEPS, \"threads_per_rank\": 1,"
+  echo " \"model\": \"$NAME\", \"batch\": $BATCH, \"steps\": $STEPS, \"threads_per_rank\": 1,"
   echo " \"calibration\": {\"2\": $(cat "$WORK/comm-2.json" | $PY -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"alpha_s": d["alpha_s"], "beta_s_per_byte": d["beta_s_per_byte"]}))'),"
   echo "                  \"4\": $(cat "$WORK/comm-4.json" | $PY -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"alpha_s": d["alpha_s"], "beta_s_per_byte": d["beta_s_per_byte"]}))')},"
   echo " \"results\": ["
   (IFS=$',\n'; echo "  ${rows[*]}")
   echo "]}"
-} > "$OUT/runtime-ranks.json"
-$PY - "$OUT/runtime-ranks.json" > "$OUT/runtime-ranks.md" <<'PYEOF'
+} > "$OUT/runtime-ranks$SUFFIX.json"
+$PY - "$OUT/runtime-ranks$SUFFIX.json" > "$OUT/runtime-ranks$SUFFIX.md" <<'PYEOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 print("# Runtime, 2 and 4 ranks on one host: measured vs predicted per strategy\n")
-print(f"{d['date']}, {d['machine']}; model {d['model']} (784-4x2048-10, 57 MB of gradients), "
+desc = " (784-4x2048-10, 57 MB of gradients)" if d["model"] == "mlp-wide" else ""
+print(f"{d['date']}, {d['machine']}; model {d['model']}{desc}, "
       f"batch {d['batch']}/rank, 1 thread/rank, mean of steps 2..{d['steps']}, median of 3 runs. Prediction: the "
       "plan's simulated iteration time from `oasr-bench comm` at that rank count and the "
       "profile `oasr-run --profile` measured at that rank count (a separate run). Replayed: the "
@@ -83,21 +95,19 @@ for P in ("2", "4"):
         print(f"| {r['strategy']}{mark} | {r['groups']} | {r['measured_ms']:.1f} | "
               f"{r['predicted_ms']:.1f} | {err:+.1f} % | {reps} | {rerr} | {r['exposed_comm_ms']:.1f} |")
 PYEOF
-cat >> "$OUT/runtime-ranks.md" <<'NOTES'
+cat >> "$OUT/runtime-ranks$SUFFIX.md" <<'NOTES'
 
 ## Reading these numbers
 
-* Noise floor: the host has 2 cores shared with other jobs; `wfbp`, `mgwfbp`,
-  `oasr` and `optimal` all choose the same 5 per-layer groups here, so their
-  spread (and which of them is marked fastest) is run-to-run noise, not a
-  property of the strategies.
-* On one host the allreduce start-up latency is a few microseconds, so
-  merging buys almost nothing and every model-based strategy returns the
-  per-layer plan; `single` (no overlap) is consistently the slowest.
+* Noise floor: the host has 2 cores shared with other jobs. Strategies that
+  choose the same (or nearly the same) groups -- see the group counts --
+  differ only by run-to-run noise, and which of them is marked fastest is
+  noise too.
+* On one host the allreduce start-up latency is microseconds, so merging
+  buys little: the model-based strategies return (nearly) per-layer plans.
 * *Predicted* uses a profile from a separate run; *replayed* uses this
-  run's own measured profile. The remaining ~10 % is the model's
-  assumption of a communication channel independent of compute: here the
-  communication threads of 2-4 ranks and their compute threads share two
-  cores.
+  run's own measured profile, so its error is the timeline model's alone.
+  What the model leaves out here: the communication threads of 2-4 ranks
+  share the two cores with the compute threads.
 NOTES
-cat "$OUT/runtime-ranks.md"
+cat "$OUT/runtime-ranks$SUFFIX.md"

@@ -68,6 +68,11 @@ static cl::opt<double> beta("beta", cl::desc("Per-byte time (s/B)"),
 static cl::opt<std::string>
     commFile("comm", cl::desc("Calibration JSON from `oasr-bench comm`"),
              cl::init(""), cl::cat(runCat));
+static cl::list<std::string>
+    dims("dim",
+         cl::desc("Symbolic dimension of an .onnx input: name=value "
+                  "(repeatable)"),
+         cl::cat(runCat));
 static cl::opt<std::string>
     planProfile("plan-profile",
                 cl::desc("Measured oasr-profile-v1 the .onnx plan uses for "
@@ -239,11 +244,11 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
               endsWith(path, ".textproto");
   bool planning = !strategy.empty() || alpha >= 0 || beta >= 0 ||
                   !commFile.empty() || !planProfile.empty() ||
-                  !optimizer.empty() || momentum >= 0;
+                  !optimizer.empty() || momentum >= 0 || !dims.empty();
   if (!onnx) {
     if (planning) {
       failure.set("--strategy/--alpha/--beta/--comm/--plan-profile/"
-                  "--optimizer/--momentum apply to .onnx inputs; "
+                  "--optimizer/--momentum/--dim apply to .onnx inputs; "
                   "a .mlir module carries its plan (recompile it with "
                   "oasr-opt)");
       return nullptr;
@@ -259,6 +264,13 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
 #if OASR_HAVE_IMPORT && OASR_HAVE_PASSES
   oasr::onnximport::ImportOptions io;
   io.batch = batch;
+  for (const std::string &d : dims) {
+    std::string error;
+    if (!oasr::onnximport::parseDimOption(d, io, error)) {
+      failure.set("--dim=" + d + ": " + error);
+      return nullptr;
+    }
+  }
   auto module = oasr::onnximport::importONNX(ctx, path, io);
   if (!module) {
     failure.set(diags.empty() ? (path + ": cannot import").str() : diags);
