@@ -109,8 +109,53 @@ bool checkAllF32(const OpSpec &spec, const std::vector<size_t> &inputs,
   return true;
 }
 
+static size_t alignScratch(size_t bytes) { return (bytes + 63) & ~size_t(63); }
+
+void CpuKernel::addScratch(const dnnl::memory &m) {
+  scratch.push_back(m);
+  scratchBytes += alignScratch(m.get_desc().get_size());
+}
+
+dnnl::memory CpuKernel::scratchpad(const dnnl::primitive_desc_base &pd) {
+  dnnl::memory::desc md = pd.scratchpad_desc();
+  if (md.get_size() == 0)
+    return dnnl::memory();
+  dnnl::memory m(md, engine(), DNNL_MEMORY_NONE);
+  addScratch(m);
+  return m;
+}
+
+void CpuKernel::placeScratch(char *base) {
+  for (dnnl::memory &m : scratch) {
+    m.set_data_handle(base);
+    base += alignScratch(m.get_desc().get_size());
+  }
+  scratchPlaced = true;
+}
+
+void CpuKernel::setWorkspace(void *ptr) {
+  placeScratch(static_cast<char *>(ptr));
+}
+
+dnnl::primitive_attr userScratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
 void CpuKernel::run(const std::vector<TensorRef> &inputs,
                     const std::vector<TensorRef> &outputs) {
+  if (scratchBytes && !scratchPlaced) {
+    ownScratch.reset(static_cast<char *>(std::aligned_alloc(64, scratchBytes)));
+    if (!ownScratch) {
+      std::fprintf(stderr,
+                   "oasr: fatal: node '%s' (%s): cannot allocate %zu bytes of "
+                   "kernel workspace\n",
+                   nodeName.c_str(), op.c_str(), scratchBytes);
+      std::abort();
+    }
+    placeScratch(ownScratch.get());
+  }
   applyNumThreads();
   try {
     compute(inputs, outputs);

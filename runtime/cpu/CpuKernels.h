@@ -13,6 +13,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -76,12 +77,34 @@ public:
       : nodeName(spec.name), op(spec.opType) {}
   void run(const std::vector<TensorRef> &inputs,
            const std::vector<TensorRef> &outputs) final;
+  size_t workspaceBytes() const final { return scratchBytes; }
+  void setWorkspace(void *ptr) final;
 
 protected:
   virtual void compute(const std::vector<TensorRef> &inputs,
                        const std::vector<TensorRef> &outputs) = 0;
+  /// Declares `m` (created without a buffer, DNNL_MEMORY_NONE) as scratch
+  /// that lives only during one run -- a blocked-layout copy, a oneDNN
+  /// scratchpad. All of a kernel's scratch is one workspace the executor
+  /// places in its activation arena; a kernel run without one (unit tests)
+  /// allocates its own at the first run. Call from the constructor.
+  void addScratch(const dnnl::memory &m);
+  /// The scratchpad `pd` asks for in user mode (see userScratchpad()), as
+  /// scratch of this kernel; an empty memory when it needs none.
+  dnnl::memory scratchpad(const dnnl::primitive_desc_base &pd);
   std::string nodeName, op;
+
+private:
+  void placeScratch(char *base);
+  std::vector<dnnl::memory> scratch;
+  size_t scratchBytes = 0;
+  bool scratchPlaced = false;
+  std::unique_ptr<char, void (*)(void *)> ownScratch{nullptr, std::free};
 };
+
+/// Primitive attributes with the scratchpad in user mode: the kernel passes
+/// it (DNNL_ARG_SCRATCHPAD) from its workspace instead of oneDNN keeping one.
+dnnl::primitive_attr userScratchpad();
 
 /// Plain (row-major) dims/tag helpers for oneDNN memory descriptors.
 dnnl::memory::dims toDims(const std::vector<int64_t> &shape);

@@ -5,7 +5,10 @@
 // then primitive descriptor). Primitives are built once in create(); run()
 // only binds the executor's buffers and executes. Tensors are f32 in plain
 // row-major (NCHW / OIHW) layout; where oneDNN prefers a blocked layout
-// (convolutions) the kernel owns the blocked copies and cached reorders.
+// (convolutions) the kernel keeps cached reorders into blocked copies that,
+// like the convolutions' scratchpads, live in the kernel's workspace: the
+// executor places it in the activation arena, so copies of different layers
+// share memory instead of each kernel holding its own.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <numeric>
 #include <optional>
 #include <unordered_map>
@@ -30,8 +34,9 @@ using dims = dnnl::memory::dims;
 using Args = std::unordered_map<int, dnnl::memory>;
 
 /// A buffer of the executor bound at run time, and the layout a primitive
-/// wants for it; when they differ the kernel owns a copy in the primitive's
-/// layout plus the reorder between the two.
+/// wants for it; when they differ the kernel keeps a copy in the primitive's
+/// layout (run-time scratch, placed by declareScratch in the kernel's
+/// workspace) plus the reorder between the two.
 struct BoundArg {
   memory user, prim;
   dnnl::reorder toPrim, fromPrim;
@@ -45,7 +50,7 @@ struct BoundArg {
       needsReorder = false;
       return;
     }
-    prim = memory(primMd, engine());
+    prim = memory(primMd, engine(), DNNL_MEMORY_NONE);
     needsReorder = true;
     if (isOutput)
       fromPrim = dnnl::reorder(prim, user);
@@ -60,6 +65,20 @@ struct BoundArg {
   void out(dnnl::stream &s) {
     if (needsReorder)
       fromPrim.execute(s, prim, user);
+  }
+};
+
+/// A kernel whose primitives work on blocked copies (BoundArg).
+class BlockedKernel : public CpuKernel {
+public:
+  using CpuKernel::CpuKernel;
+
+protected:
+  /// The blocked copies of `args` that exist become workspace scratch.
+  void declareScratch(std::initializer_list<BoundArg *> args) {
+    for (BoundArg *a : args)
+      if (a->needsReorder)
+        addScratch(a->prim);
   }
 };
 
@@ -226,7 +245,8 @@ static bool convGeom(const OpSpec &spec, const TensorDesc &x,
 }
 
 static dnnl::convolution_forward::primitive_desc
-convForwardPd(const ConvGeom &g) {
+convForwardPd(const ConvGeom &g,
+              const dnnl::primitive_attr &attr = dnnl::primitive_attr()) {
   const Window &w = g.win;
   auto d = g.bias
                ? dnnl::convolution_forward::desc(
@@ -237,18 +257,20 @@ convForwardPd(const ConvGeom &g) {
                      dnnl::prop_kind::forward_training,
                      dnnl::algorithm::convolution_direct, g.xPrim, g.wPrim,
                      g.yPrim, w.strides, w.dilations, w.padL, w.padR);
-  return dnnl::convolution_forward::primitive_desc(d, engine());
+  return dnnl::convolution_forward::primitive_desc(d, attr, engine());
 }
 
-class ConvKernel final : public CpuKernel {
+class ConvKernel final : public BlockedKernel {
 public:
   ConvKernel(const OpSpec &spec, const ConvGeom &g)
-      : CpuKernel(spec), bias(g.bias) {
-    auto pd = convForwardPd(g);
+      : BlockedKernel(spec), bias(g.bias) {
+    auto pd = convForwardPd(g, userScratchpad());
     prim = dnnl::convolution_forward(pd);
     x.init(g.xUser, pd.src_desc(), false);
     w.init(g.wUser, pd.weights_desc(), false);
     y.init(g.yUser, pd.dst_desc(), true);
+    declareScratch({&x, &w, &y});
+    pad = scratchpad(pd);
     if (bias)
       b = userMem(g.bUser);
   }
@@ -268,6 +290,8 @@ public:
       bindMem(b, in[2].data);
       args[DNNL_ARG_BIAS] = b;
     }
+    if (pad)
+      args[DNNL_ARG_SCRATCHPAD] = pad;
     prim.execute(s, args);
     y.out(s);
     s.wait();
@@ -277,7 +301,7 @@ private:
   bool bias;
   dnnl::convolution_forward prim;
   BoundArg x, w, y;
-  memory b;
+  memory b, pad;
 };
 
 static std::unique_ptr<Kernel> createConv(const OpSpec &spec,
@@ -301,22 +325,25 @@ static std::unique_ptr<Kernel> createConv(const OpSpec &spec,
 }
 
 /// ConvGrad: dY, X, W -> dX, dW[, dB].
-class ConvGradKernel final : public CpuKernel {
+class ConvGradKernel final : public BlockedKernel {
 public:
   ConvGradKernel(const OpSpec &spec, const ConvGeom &g, bool wantDx,
                  bool wantDw)
-      : CpuKernel(spec), bias(g.bias), wantDx(wantDx), wantDw(wantDw) {
+      : BlockedKernel(spec), bias(g.bias), wantDx(wantDx), wantDw(wantDw) {
     auto fwd = convForwardPd(g);
     const Window &win = g.win;
     if (wantDx) {
       dnnl::convolution_backward_data::desc d(
           dnnl::algorithm::convolution_direct, g.xPrim, g.wPrim, g.yPrim,
           win.strides, win.dilations, win.padL, win.padR);
-      dnnl::convolution_backward_data::primitive_desc pd(d, engine(), fwd);
+      dnnl::convolution_backward_data::primitive_desc pd(
+          d, userScratchpad(), engine(), fwd);
       bwdData = dnnl::convolution_backward_data(pd);
       dyD.init(g.yUser, pd.diff_dst_desc(), false);
       wD.init(g.wUser, pd.weights_desc(), false);
       dx.init(g.xUser, pd.diff_src_desc(), true);
+      declareScratch({&dyD, &wD, &dx});
+      padD = scratchpad(pd);
     }
     if (wantDw) {
       auto d =
@@ -327,13 +354,16 @@ public:
                : dnnl::convolution_backward_weights::desc(
                      dnnl::algorithm::convolution_direct, g.xPrim, g.wPrim,
                      g.yPrim, win.strides, win.dilations, win.padL, win.padR);
-      dnnl::convolution_backward_weights::primitive_desc pd(d, engine(), fwd);
+      dnnl::convolution_backward_weights::primitive_desc pd(
+          d, userScratchpad(), engine(), fwd);
       bwdWeights = dnnl::convolution_backward_weights(pd);
       shareDy = wantDx && pd.diff_dst_desc() == dyD.prim.get_desc();
       if (!shareDy)
         dyW.init(g.yUser, pd.diff_dst_desc(), false);
       xW.init(g.xUser, pd.src_desc(), false);
       dw.init(g.wUser, pd.diff_weights_desc(), true);
+      declareScratch({&dyW, &xW, &dw});
+      padW = scratchpad(pd);
       if (bias)
         db = userMem(g.bUser);
     }
@@ -348,9 +378,12 @@ public:
       dx.bind(out[0].data);
       dyD.in(s);
       wD.in(s);
-      bwdData.execute(s, {{DNNL_ARG_DIFF_DST, dyD.prim},
-                          {DNNL_ARG_WEIGHTS, wD.prim},
-                          {DNNL_ARG_DIFF_SRC, dx.prim}});
+      Args args{{DNNL_ARG_DIFF_DST, dyD.prim},
+                {DNNL_ARG_WEIGHTS, wD.prim},
+                {DNNL_ARG_DIFF_SRC, dx.prim}};
+      if (padD)
+        args[DNNL_ARG_SCRATCHPAD] = padD;
+      bwdData.execute(s, args);
       dx.out(s);
     }
     if (wantDw) {
@@ -372,6 +405,8 @@ public:
         bindMem(db, out[2].data);
         args[DNNL_ARG_DIFF_BIAS] = db;
       }
+      if (padW)
+        args[DNNL_ARG_SCRATCHPAD] = padW;
       bwdWeights.execute(s, args);
       dw.out(s);
     }
@@ -383,7 +418,7 @@ private:
   dnnl::convolution_backward_data bwdData;
   dnnl::convolution_backward_weights bwdWeights;
   BoundArg dyD, wD, dx, dyW, xW, dw;
-  memory db;
+  memory db, padD, padW;
 };
 
 static std::unique_ptr<Kernel> createConvGrad(const OpSpec &spec,

@@ -15,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <atomic>
 #include <cstring>
 #include <fstream>
@@ -337,6 +339,39 @@ TEST(DataLoader, SyntheticIsSeededPerRank) {
   };
   EXPECT_EQ(make(0, 1), make(0, 1));
   EXPECT_NE(make(0, 1), make(1, 1));
+}
+
+TEST(DataLoader, SyntheticSamplesShareTheirClassPrototype) {
+  // Sample = class prototype (unit variance) + unit noise: two samples of one
+  // class correlate ~0.5, samples of different classes ~0.
+  const int64_t f = 4096, n = 64;
+  auto l = createDataLoader("synthetic", SampleShape{f, 3}, 0, 1, 7);
+  ASSERT_TRUE(bool(l));
+  std::vector<float> x(size_t(n * f));
+  std::vector<int64_t> y(n);
+  (*l)->nextBatch(x.data(), y.data(), n);
+  auto corr = [&](int64_t a, int64_t b) {
+    double sab = 0, saa = 0, sbb = 0;
+    for (int64_t k = 0; k < f; ++k) {
+      double u = x[a * f + k], v = x[b * f + k];
+      sab += u * v, saa += u * u, sbb += v * v;
+    }
+    return sab / std::sqrt(saa * sbb);
+  };
+  int same = 0, diff = 0;
+  for (int64_t a = 0; a < n; ++a)
+    for (int64_t b = a + 1; b < n; ++b) {
+      double c = corr(a, b);
+      if (y[a] == y[b]) {
+        EXPECT_NEAR(c, 0.5, 0.08);
+        ++same;
+      } else {
+        EXPECT_NEAR(c, 0.0, 0.08);
+        ++diff;
+      }
+    }
+  EXPECT_GT(same, 0);
+  EXPECT_GT(diff, 0);
 }
 
 //===----------------------------------------------------------------------===//
