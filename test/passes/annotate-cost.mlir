@@ -8,7 +8,7 @@
 // The roofline device is recorded on the module.
 // H100: oasr.cost_model = {bytes_per_s = 3.350000e+12 : f64, device = "h100", peak_flops = 6.700000e+13 : f64, source = "roofline"
 // K80: oasr.cost_model = {bytes_per_s = 2.400000e+11 : f64, device = "k80", peak_flops = 4.365000e+12 : f64, source = "roofline"
-// CPU: device = "cpu"
+// CPU: oasr.cost_model = {bytes_per_s = 1.700000e+10 : f64, device = "cpu", peak_flops = 1.850000e+11 : f64, source = "roofline"
 // H200: bytes_per_s = 4.800000e+12 : f64, device = "h200", peak_flops = 6.700000e+13
 // V100: bytes_per_s = 9.000000e+11 : f64, device = "v100", peak_flops = 1.570000e+13
 
