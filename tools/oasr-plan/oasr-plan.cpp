@@ -25,6 +25,8 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <optional>
+
 using namespace llvm;
 using namespace oasr::schedule;
 
@@ -176,6 +178,22 @@ Error writeFile(StringRef path, StringRef what, StringRef text) {
   return Error::success();
 }
 
+/// `num / den` for the speed-up and gap columns. Times are >= 0; when both
+/// are 0 (a profile with no compute and no bytes) the ratio is `bothZero`,
+/// and a positive time over 0 has none (printed "-" and JSON null), so the
+/// output never holds nan or inf.
+std::optional<double> ratio(double num, double den, double bothZero) {
+  if (den > 0)
+    return num / den;
+  if (num == 0)
+    return bothZero;
+  return std::nullopt;
+}
+
+json::Value orNull(std::optional<double> v) {
+  return v ? json::Value(*v) : json::Value(nullptr);
+}
+
 struct Scored {
   Plan plan;
   Timeline timeline;
@@ -221,9 +239,11 @@ int main(int argc, char **argv) {
   double wfbpUs = simulate(profile, *comm, wfbp).iterationUs;
   double bound = lowerBoundUs(profile, *comm);
   std::vector<ReadyGrad> ready = readyOrder(profile);
-  auto speedup = [&](const Timeline &t) { return wfbpUs / t.iterationUs; };
+  auto speedup = [&](const Timeline &t) {
+    return ratio(wfbpUs, t.iterationUs, 1.0);
+  };
   auto gap = [&](const Timeline &t) {
-    return bound > 0 ? (t.iterationUs - bound) / bound : 0.0;
+    return ratio(t.iterationUs - bound, bound, 0.0);
   };
 
   raw_ostream &os = outs();
@@ -245,8 +265,8 @@ int main(int argc, char **argv) {
                        {"comm_end_us", t.commEndUs},
                        {"non_overlapped_comm_us", t.nonOverlappedCommUs},
                        {"overlap_ratio", t.overlapRatio},
-                       {"speedup_over_wfbp", speedup(t)},
-                       {"gap_to_lower_bound", gap(t)},
+                       {"speedup_over_wfbp", orNull(speedup(t))},
+                       {"gap_to_lower_bound", orNull(gap(t))},
                        {"num_groups", int64_t(t.groups.size())},
                        {"groups", std::move(groups)}});
     }
@@ -276,9 +296,12 @@ int main(int argc, char **argv) {
                   "groups", "iteration_us", "speedup", "non_overlap_us", "gap");
     for (const Scored &s : scored) {
       const Timeline &t = s.timeline;
-      os << formatv("{0,-16} {1,7} {2,14:f1} {3,7:f3}x {4,16:f1} {5,7:f1}%\n",
-                    s.plan.strategy, t.groups.size(), t.iterationUs, speedup(t),
-                    t.nonOverlappedCommUs, 100 * gap(t));
+      std::optional<double> up = speedup(t), g = gap(t);
+      os << formatv("{0,-16} {1,7} {2,14:f1} {3,8} {4,16:f1} {5,8}\n",
+                    s.plan.strategy, t.groups.size(), t.iterationUs,
+                    up ? formatv("{0:f3}x", *up).str() : "-",
+                    t.nonOverlappedCommUs,
+                    g ? formatv("{0:f1}%", 100 * *g).str() : "-");
     }
   }
 
