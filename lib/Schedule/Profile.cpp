@@ -8,6 +8,7 @@
 
 #include "oasr/Schedule/Schedule.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -156,12 +157,16 @@ public:
   }
 
   /// A non-negative finite number field; `required` says if absence is an
-  /// error. Writes `out` only when present.
+  /// error. Writes `out` only when present. (A JSON literal too large for a
+  /// double, such as 1e400, parses as infinity.)
   Error number(const json::Object &obj, StringRef key, const Twine &where,
                double &out, bool required) const {
     return field(obj, key, where, required, "a number",
                  &json::Value::getAsNumber, [&](double d) -> Error {
-                   if (!std::isfinite(d) || d < 0)
+                   if (!std::isfinite(d))
+                     return error(where, "'" + key + "' must be finite, got " +
+                                             formatv("{0}", d).str());
+                   if (d < 0)
                      return error(where, "'" + key + "' must be >= 0, got " +
                                              formatv("{0}", d).str());
                    out = d;
@@ -432,18 +437,27 @@ Expected<CommModel> oasr::schedule::parseCalibration(StringRef jsonText,
     if (points.size() < 2)
       return r.error("top level", "needs 'alpha_s'/'beta_s_per_byte' or at "
                                   "least two 'points' to fit them");
-    double n = points.size(), sx = 0, sy = 0, sxx = 0, sxy = 0;
+    // The sums are centered on the means for accuracy. Equal sizes leave
+    // beta undetermined; they are tested directly, since rounding can make
+    // the sum of squares positive for large equal sizes.
+    double n = points.size(), mx = 0, my = 0;
     for (auto [x, y] : points) {
-      sx += x;
-      sy += y;
-      sxx += x * x;
-      sxy += x * y;
+      mx += x;
+      my += y;
     }
-    double den = n * sxx - sx * sx;
-    if (den <= 0)
+    mx /= n;
+    my /= n;
+    double sxx = 0, sxy = 0;
+    for (auto [x, y] : points) {
+      sxx += (x - mx) * (x - mx);
+      sxy += (x - mx) * (y - my);
+    }
+    bool oneSize = all_of(
+        points, [&](auto pt) { return pt.first == points.front().first; });
+    if (oneSize || !(sxx > 0))
       return r.error("points", "need at least two distinct sizes to fit");
-    beta = std::max(0.0, (n * sxy - sx * sy) / den);
-    alpha = std::max(0.0, (sy - beta * sx) / n);
+    beta = std::max(0.0, sxy / sxx);
+    alpha = std::max(0.0, my - beta * mx);
   }
   return CommModel::alphaBeta(alpha, beta, ranks);
 }

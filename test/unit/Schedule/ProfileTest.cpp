@@ -2,8 +2,10 @@
 
 #include "oasr/Schedule/Schedule.h"
 
+#include "llvm/Support/FormatVariadic.h"
 #include "gtest/gtest.h"
 
+#include <cmath>
 #include <string>
 
 using namespace oasr::schedule;
@@ -177,6 +179,22 @@ TEST(Calibration, ExplicitAndFitted) {
   ASSERT_FALSE(bool(m));
   EXPECT_NE(llvm::toString(m.takeError()).find("at least two 'points'"),
             std::string::npos);
+}
+
+TEST(Calibration, FitAtLargeSizes) {
+  // seconds = 1e-4 + 1e-9 * bytes at sizes 2^45 + {0, 1, 2} MB: the
+  // uncentered denominator n*Sxx - Sx^2 loses about 5% to cancellation here.
+  std::string text = R"({"format":"oasr-comm-v1","points":[)";
+  for (int k = 0; k < 3; ++k) {
+    double bytes = std::ldexp(1.0, 45) + k * 1e6;
+    text += llvm::formatv(R"({0}{{"bytes":{1:f0},"seconds":{2:e16}})",
+                          k ? "," : "", bytes, 1e-4 + 1e-9 * bytes)
+                .str();
+  }
+  text += "]}";
+  llvm::Expected<CommModel> m = parseCalibration(text, "c.json");
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  EXPECT_NEAR(m->betaSPerByte, 1e-9, 1e-15);
 }
 
 TEST(Profile, ScaleCompute) {
