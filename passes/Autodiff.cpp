@@ -90,7 +90,8 @@ static std::optional<double> scalarOf(Value v) {
 /// shapes (Shape, Gather, Add/Sub/Mul/Div, Cast, Unsqueeze, Squeeze, Reshape,
 /// Concat), as exporters emit for Slice bounds. std::nullopt when it is not
 /// such a value.
-static std::optional<SmallVector<int64_t>> evalInts(Value v, unsigned depth = 0) {
+static std::optional<SmallVector<int64_t>> evalInts(Value v,
+                                                    unsigned depth = 0) {
   if (!v || depth > 32)
     return std::nullopt;
   auto node = v.getDefiningOp<NodeOp>();
@@ -105,7 +106,9 @@ static std::optional<SmallVector<int64_t>> evalInts(Value v, unsigned depth = 0)
       return std::nullopt;
     return SmallVector<int64_t>(t.getShape());
   }
-  auto arg = [&](unsigned i) { return evalInts(node->getOperand(i), depth + 1); };
+  auto arg = [&](unsigned i) {
+    return evalInts(node->getOperand(i), depth + 1);
+  };
   if (node.is("Cast") || node.is("Unsqueeze") || node.is("Squeeze") ||
       node.is("Reshape"))
     return arg(0);
@@ -136,15 +139,17 @@ static std::optional<SmallVector<int64_t>> evalInts(Value v, unsigned depth = 0)
   StringRef type = node.getOpType();
   if (type == "Add" || type == "Sub" || type == "Mul" || type == "Div") {
     auto a = arg(0), b = arg(1);
-    if (!a || !b || (a->size() != b->size() && a->size() != 1 && b->size() != 1))
+    if (!a || !b ||
+        (a->size() != b->size() && a->size() != 1 && b->size() != 1))
       return std::nullopt;
     size_t n = std::max(a->size(), b->size());
     SmallVector<int64_t> out;
     for (size_t i = 0; i < n; ++i) {
-      int64_t x = (*a)[a->size() == 1 ? 0 : i], y = (*b)[b->size() == 1 ? 0 : i];
+      int64_t x = (*a)[a->size() == 1 ? 0 : i],
+              y = (*b)[b->size() == 1 ? 0 : i];
       if (type == "Div" && y == 0)
         return std::nullopt;
-      out.push_back(type == "Add" ? x + y
+      out.push_back(type == "Add"   ? x + y
                     : type == "Sub" ? x - y
                     : type == "Mul" ? x * y
                                     : x / y);
@@ -253,7 +258,11 @@ static LogicalResult toTrainingForm(Block &body) {
     StringRef type = node.getOpType();
     if (type == "BatchNormalization") {
       if (node->getNumOperands() != 5)
-        return node.emitError("BatchNormalization needs 5 operands");
+        return node.emitError("'BatchNormalization' node \"")
+               << *nodeName(loc)
+               << "\" needs 5 operands (X, scale, B, input_mean, input_var), "
+                  "got "
+               << node->getNumOperands();
       Type x = node->getOperand(0).getType();
       Type stat = node->getOperand(3).getType();
       rebuildNode(node, {x, stat, stat, stat, stat},
@@ -271,8 +280,7 @@ static LogicalResult toTrainingForm(Block &body) {
         double r = floatAttr(node, "ratio").value_or(0.5);
         ratio = nb.splat(loc, RankedTensorType::get({}, b.getF32Type()), r);
       }
-      Value mode =
-          nb.splat(loc, RankedTensorType::get({}, b.getI1Type()), 1.0);
+      Value mode = nb.splat(loc, RankedTensorType::get({}, b.getI1Type()), 1.0);
       Type y = node->getResult(0).getType();
       rebuildNode(node, {y, withElementType(y, b.getI1Type())},
                   {x, ratio, mode});
@@ -308,10 +316,10 @@ struct GradContext {
   NodeBuilder &nb;
   NodeOp fwd;
   StringAttr layer;
-  ArrayRef<Value> dOuts;             // per result; null when none flows back
+  ArrayRef<Value> dOuts;               // per result; null when none flows back
   function_ref<bool(Value)> wantsGrad; // does this operand need a gradient?
   int64_t opset;
-  SmallVector<Value> dIns;           // per operand; filled by the rule
+  SmallVector<Value> dIns; // per operand; filled by the rule
 
   OpBuilder &b() { return nb.b; }
   Location loc() { return fwd.getLoc(); }
@@ -391,8 +399,8 @@ static LogicalResult gradConv(GradContext &c) {
   SmallVector<Type> types = {typeOf(c, 0), typeOf(c, 1)};
   if (c.fwd->getNumOperands() > 2)
     types.push_back(typeOf(c, 2));
-  NodeOp g = c.node("ConvGrad", types, {c.dOut(), c.in(0), c.in(1)},
-                    onnxAttrs(c.fwd));
+  NodeOp g =
+      c.node("ConvGrad", types, {c.dOut(), c.in(0), c.in(1)}, onnxAttrs(c.fwd));
   c.dIns.assign(g->getResults().begin(), g->getResults().end());
   return success();
 }
@@ -447,8 +455,8 @@ static LogicalResult gradMaxPool(GradContext &c) {
 }
 
 static LogicalResult gradAveragePool(GradContext &c) {
-  c.dIns = {c.node1("AveragePoolGrad", typeOf(c, 0), {c.dOut()},
-                    onnxAttrs(c.fwd))};
+  c.dIns = {
+      c.node1("AveragePoolGrad", typeOf(c, 0), {c.dOut()}, onnxAttrs(c.fwd))};
   return success();
 }
 
@@ -493,9 +501,9 @@ static LogicalResult gradMatMul(GradContext &c) {
                                       a.getElementType());
       auto dy2 = RankedTensorType::get({rows, dy.getShape().back()},
                                        dy.getElementType());
-      c.dIns[1] = c.node1("MatMul", bt,
-                          {c.swapLast2(c.reshape(c.in(0), a2)),
-                           c.reshape(g, dy2)});
+      c.dIns[1] =
+          c.node1("MatMul", bt,
+                  {c.swapLast2(c.reshape(c.in(0), a2)), c.reshape(g, dy2)});
     } else {
       SmallVector<int64_t> shape(dy.getShape());
       shape[shape.size() - 2] = a.getShape().back();
@@ -528,8 +536,7 @@ static LogicalResult gradMul(GradContext &c) {
   c.dIns.assign(2, Value());
   for (unsigned i : {0u, 1u})
     if (c.wants(i))
-      c.dIns[i] =
-          c.sumTo(c.node1("Mul", y, {g, c.in(1 - i)}), typeOf(c, i));
+      c.dIns[i] = c.sumTo(c.node1("Mul", y, {g, c.in(1 - i)}), typeOf(c, i));
   return success();
 }
 
@@ -570,9 +577,9 @@ static LogicalResult gradPow(GradContext &c) {
 static LogicalResult gradSqrt(GradContext &c) {
   // y = sqrt(x): dx = 0.5 · g / y.
   Type t = typeOf(c, 0);
-  auto half = c.splat(RankedTensorType::get(
-                          {}, cast<RankedTensorType>(t).getElementType()),
-                      0.5);
+  auto half = c.splat(
+      RankedTensorType::get({}, cast<RankedTensorType>(t).getElementType()),
+      0.5);
   Value h = c.node1("Mul", t, {c.dOut(), half});
   c.dIns = {c.node1("Div", t, {h, c.out(0)})};
   return success();
@@ -581,8 +588,8 @@ static LogicalResult gradSqrt(GradContext &c) {
 static LogicalResult gradErf(GradContext &c) {
   // dx = g · 2/sqrt(pi) · exp(-x²).
   Type t = typeOf(c, 0);
-  auto scalar = RankedTensorType::get(
-      {}, cast<RankedTensorType>(t).getElementType());
+  auto scalar =
+      RankedTensorType::get({}, cast<RankedTensorType>(t).getElementType());
   Value x2 = c.node1("Mul", t, {c.in(0), c.in(0)});
   Value e = c.node1("Exp", t, {c.node1("Neg", t, {x2})});
   Value s = c.node1("Mul", t, {e, c.splat(scalar, 2.0 / std::sqrt(M_PI))});
@@ -669,7 +676,8 @@ static LogicalResult gradSlice(GradContext &c) {
       return c.fail("starts/ends cannot carry a gradient");
     auto v = evalInts(c.in(i));
     if (!v)
-      return c.fail("starts/ends/axes/steps are not computable at compile time");
+      return c.fail(
+          "starts/ends/axes/steps are not computable at compile time");
     lists.push_back(*v);
   }
   if (lists.size() < 2) {
@@ -778,8 +786,7 @@ static LogicalResult gradGather(GradContext &c) {
     return c.fail("indices cannot carry a gradient");
   auto x = cast<RankedTensorType>(typeOf(c, 0));
   auto &b = c.b();
-  c.dIns = {c.node1("GatherGrad", x,
-                    {c.shape(x.getShape()), c.in(1), c.dOut()},
+  c.dIns = {c.node1("GatherGrad", x, {c.shape(x.getShape()), c.in(1), c.dOut()},
                     {b.getNamedAttr("axis", b.getI64IntegerAttr(
                                                 intAttr(c.fwd, "axis", 0)))}),
             Value()};
@@ -859,8 +866,8 @@ static const llvm::StringMap<GradRule> &gradRules() {
 /// The rule for `node`, or null. Gelu is also accepted from com.microsoft.
 static GradRule findRule(NodeOp node) {
   StringRef domain = node.getDomain();
-  if (!domain.empty() && !(domain == "com.microsoft" &&
-                           node.getOpType() == "Gelu"))
+  if (!domain.empty() &&
+      !(domain == "com.microsoft" && node.getOpType() == "Gelu"))
     return nullptr;
   return gradRules().lookup(node.getOpType());
 }
@@ -900,8 +907,8 @@ static void nameNodes(Block &body) {
       name = llvm::formatv("{0}_{1}", node.getOpType(), k++).str();
     while (used.contains(name));
     used.insert(name);
-    op.setLoc(NameLoc::get(StringAttr::get(op.getContext(), name),
-                           op.getLoc()));
+    op.setLoc(
+        NameLoc::get(StringAttr::get(op.getContext(), name), op.getLoc()));
   }
 }
 
@@ -990,13 +997,21 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
   }
   Value output = oldReturn.getOperand(outputIndex);
   auto outputType = dyn_cast<RankedTensorType>(output.getType());
+  auto describeOutput = [&]() {
+    std::string text = llvm::formatv("output #{0}", outputIndex).str();
+    if (auto name =
+            forward.getResultAttrOfType<StringAttr>(outputIndex, kOutputAttr))
+      text += (" '" + name.getValue() + "'").str();
+    return text + llvm::formatv(" ({0})", output.getType()).str();
+  };
   if (!isFloatTensor(outputType))
-    return forward.emitError("output #")
-           << outputIndex << " is not a float tensor";
+    return forward.emitError()
+           << describeOutput() << " is not a float tensor to train on";
   bool hasLoss = outputType.getRank() == 0;
   if (!hasLoss && outputType.getRank() < 2)
-    return forward.emitError("output #")
-           << outputIndex << " must be a scalar loss or logits [N, C, ...]";
+    return forward.emitError()
+           << describeOutput()
+           << " must be a scalar loss or logits [N, C, ...]";
 
   // The new signature: inputs, label, trained params, frozen params + state.
   OpBuilder b(forward);
@@ -1017,8 +1032,8 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
     labelIndex = argTypes.size();
     argTypes.push_back(
         RankedTensorType::get({outputType.getDimSize(0)}, b.getI64Type()));
-    argAttrs.push_back(
-        b.getDictionaryAttr(b.getNamedAttr(kLabelAttr, b.getStringAttr(labelName))));
+    argAttrs.push_back(b.getDictionaryAttr(
+        b.getNamedAttr(kLabelAttr, b.getStringAttr(labelName))));
   }
   for (unsigned i : params)
     addArg(i, forward.getArgAttrDict(i));
@@ -1065,12 +1080,12 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
                        {b.getNamedAttr("axis", b.getI64IntegerAttr(1))})
                    ->getResult(0);
     }
-    NodeOp sce = nb.node(
-        lossLoc, "SoftmaxCrossEntropyLoss",
-        {RankedTensorType::get({}, outputType.getElementType()),
-         scores.getType()},
-        {scores, body->getArgument(labelIndex)},
-        {b.getNamedAttr("reduction", b.getStringAttr("mean"))});
+    NodeOp sce =
+        nb.node(lossLoc, "SoftmaxCrossEntropyLoss",
+                {RankedTensorType::get({}, outputType.getElementType()),
+                 scores.getType()},
+                {scores, body->getArgument(labelIndex)},
+                {b.getNamedAttr("reduction", b.getStringAttr("mean"))});
     loss = sce->getResult(0);
   }
 
@@ -1106,9 +1121,8 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
           return needsGrad.contains(v) && reaches.contains(v);
         }))
       active.push_back(&op);
-  numForwardNodes = llvm::count_if(*body, [](Operation &op) {
-    return isa<NodeOp>(op);
-  });
+  numForwardNodes =
+      llvm::count_if(*body, [](Operation &op) { return isa<NodeOp>(op); });
 
   // Check every active node has a rule before building anything.
   for (Operation *op : active) {
@@ -1135,16 +1149,15 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
     SmallVector<Value, 2> &parts = it->second;
     if (parts.size() == 1)
       return parts.front();
-    NodeOp sum = nb.node(loc, parts.size() == 2 ? "Add" : "Sum", v.getType(),
-                         parts);
+    NodeOp sum =
+        nb.node(loc, parts.size() == 2 ? "Add" : "Sum", v.getType(), parts);
     sum->setAttr(kLayerAttr, layer);
     return sum->getResult(0);
   };
   {
-    StringAttr lossLayer =
-        b.getStringAttr(*nodeName(loss.getDefiningOp()
-                                      ? loss.getDefiningOp()->getLoc()
-                                      : forward.getLoc()));
+    StringAttr lossLayer = b.getStringAttr(
+        *nodeName(loss.getDefiningOp() ? loss.getDefiningOp()->getLoc()
+                                       : forward.getLoc()));
     Value seed = nb.splat(loss.getLoc(), loss.getType(), 1.0);
     seed.getDefiningOp()->setAttr(kLayerAttr, lossLayer);
     contribs[loss].push_back(seed);
@@ -1171,8 +1184,8 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
   SmallVector<DictionaryAttr> resultAttrs = {b.getDictionaryAttr(
       b.getNamedAttr(kOutputAttr, b.getStringAttr(lossName)))};
   for (BlockArgument p : paramArgs) {
-    StringAttr name = step.getArgAttrOfType<StringAttr>(p.getArgNumber(),
-                                                        kParamAttr);
+    StringAttr name =
+        step.getArgAttrOfType<StringAttr>(p.getArgNumber(), kParamAttr);
     Value g;
     auto it = contribs.find(p);
     if (it != contribs.end() && !it->second.empty()) {
@@ -1187,8 +1200,7 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
       g.getDefiningOp()->setAttr(kLayerAttr, name);
     }
     results.push_back(g);
-    resultAttrs.push_back(
-        b.getDictionaryAttr(b.getNamedAttr(kGradAttr, name)));
+    resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(kGradAttr, name)));
   }
 
   // Updated batch-norm statistics, in state order.
@@ -1201,8 +1213,8 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
           newState[arg] = node->getResult(k - 2);
   }
   for (BlockArgument arg : body->getArguments()) {
-    auto name = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                  kStateAttr);
+    auto name =
+        step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kStateAttr);
     if (!name || !newState.count(arg))
       continue;
     results.push_back(newState[arg]);
@@ -1225,8 +1237,8 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
     if (op->use_empty())
       op->erase();
 
-  numBackwardNodes = llvm::count_if(
-      *body, [](Operation &op) { return isBackwardNode(&op); });
+  numBackwardNodes =
+      llvm::count_if(*body, [](Operation &op) { return isBackwardNode(&op); });
   numParams = params.size();
   numFrozen = frozen.size();
   forward.erase();

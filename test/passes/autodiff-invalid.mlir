@@ -86,3 +86,68 @@ module {
     return %y : tensor<2x3xf32>
   }
 }
+
+// -----
+
+module {
+  func.func @forward(%x: tensor<2x3xf32> {oasr.input = "x"},
+                     %s: tensor<3xf32> {oasr.param = "bn.weight"},
+                     %b: tensor<3xf32> {oasr.param = "bn.bias"},
+                     %m: tensor<3xf32> {oasr.state = "bn.running_mean"})
+      -> (tensor<2x3xf32> {oasr.output = "y"}) {
+    // expected-error @+1 {{'BatchNormalization' node "BatchNormalization_1" needs 5 operands (X, scale, B, input_mean, input_var), got 4}}
+    %y = oasr.node "BatchNormalization"(%x, %s, %b, %m) : (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+    return %y : tensor<2x3xf32>
+  }
+}
+
+// -----
+
+// expected-error @+1 {{module already has a '@train_step'}}
+module {
+  func.func @forward(%x: tensor<2x4xf32> {oasr.input = "x"}) -> (tensor<2x4xf32> {oasr.output = "y"}) {
+    return %x : tensor<2x4xf32>
+  }
+  func.func @train_step() {
+    return
+  }
+}
+
+// -----
+
+module {
+  // expected-error @+1 {{@forward must have exactly one block}}
+  func.func @forward(%x: tensor<2x4xf32> {oasr.input = "x"}) -> (tensor<2x4xf32> {oasr.output = "y"}) {
+    return %x : tensor<2x4xf32>
+  ^bb1:
+    return %x : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+// A rank-1 float output is neither a loss nor logits.
+module {
+  // expected-error @+1 {{output #0 'y' (tensor<4xf32>) must be a scalar loss or logits [N, C, ...]}}
+  func.func @forward(%x: tensor<4xf32> {oasr.input = "x"},
+                     %w: tensor<4xf32> {oasr.param = "w"})
+      -> (tensor<4xf32> {oasr.output = "y"}) {
+    %m = oasr.node "Mul"(%x, %w) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    return %m : tensor<4xf32>
+  }
+}
+
+// -----
+
+// Only oasr.node ops can be differentiated.
+module {
+  func.func private @helper(tensor<2x4xf32>) -> tensor<2x4xf32>
+  func.func @forward(%x: tensor<2x4xf32> {oasr.input = "x"},
+                     %w: tensor<4x4xf32> {oasr.param = "w"})
+      -> (tensor<2x4xf32> {oasr.output = "y"}) {
+    %m = oasr.node "MatMul"(%x, %w) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    // expected-error @+1 {{cannot differentiate 'func.call' on the path from a parameter to the loss}}
+    %c = func.call @helper(%m) : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    return %c : tensor<2x4xf32>
+  }
+}
