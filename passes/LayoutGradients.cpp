@@ -38,13 +38,15 @@ void LayoutGradientsPass::runOnOperation() {
   WalkResult result = module.walk([&](AllreduceStartOp start) {
     SmallVector<int64_t> offsets;
     int64_t end = 0, payload = 0;
-    for (Value g : start.getGrads()) {
-      int64_t bytes = tensorBytes(g.getType());
-      if (bytes == 0 && tensorElements(g.getType()) != 0) {
-        start.emitError("gradient of type ")
-            << g.getType() << " has no static byte size";
+    for (auto [i, g] : llvm::enumerate(start.getGrads())) {
+      auto type = cast<RankedTensorType>(g.getType());
+      if (!type.hasStaticShape() || !type.getElementType().isIntOrFloat()) {
+        start.emitError("gradient #")
+            << i << " of group " << start.getGroup() << " (type " << g.getType()
+            << ") has no static byte size to place in the group's buffer";
         return WalkResult::interrupt();
       }
+      int64_t bytes = tensorBytes(type);
       int64_t offset = llvm::alignTo(end, align);
       offsets.push_back(offset);
       end = offset + bytes;
