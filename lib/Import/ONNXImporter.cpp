@@ -1658,6 +1658,15 @@ static bool changedAfterOpset17(StringRef op) {
          op == "CenterCropPad";
 }
 
+/// Pooling with ceil_mode: libonnx 1.12 keeps a last window that starts in
+/// the end padding, which the ONNX spec (and PyTorch) drop, so oasr's own
+/// rule decides at every opset.
+static bool hasStaleLibonnxRule(const onnx::NodeProto &node) {
+  StringRef op = node.op_type();
+  return (op == "AveragePool" || op == "MaxPool" || op == "LpPool") &&
+         Attrs{node}.getInt("ceil_mode", 0) != 0;
+}
+
 LogicalResult ONNXImporter::inferNode(const onnx::NodeProto &node,
                                       SmallVectorImpl<TensorInfo> &outputs) {
   size_t numOut = node.output_size();
@@ -1682,7 +1691,8 @@ LogicalResult ONNXImporter::inferNode(const onnx::NodeProto &node,
   }
   int opset = getOpset(node.domain());
   int known = ::oasr::onnximport::detail::getMaxKnownOpset(node.domain());
-  bool preferOwn = opset > known && changedAfterOpset17(node.op_type());
+  bool preferOwn = (opset > known && changedAfterOpset17(node.op_type())) ||
+                   hasStaleLibonnxRule(node);
   std::string onnxError, ownWhy;
   SmallVector<TensorInfo> own(numOut);
   if (options.preferOwnShapeRules &&

@@ -159,6 +159,149 @@ def new_opsets():
     return model(g, opset=21, ir=10)
 
 
+# ConvTranspose: strides, asymmetric pads, output_padding and dilations; a
+# grouped one with auto_pad SAME_UPPER; one with an explicit output_shape.
+# Weights and bias are parameters.
+def conv_transpose():
+    nodes = [
+        helper.make_node("ConvTranspose", ["x", "up.weight", "up.bias"], ["u"],
+                         name="/up/ConvTranspose", kernel_shape=[3, 3], strides=[2, 3],
+                         pads=[1, 0, 2, 1], output_padding=[1, 2], dilations=[1, 2]),
+        helper.make_node("ConvTranspose", ["x", "up2.weight"], ["u2"],
+                         name="/up2/ConvTranspose", group=2, strides=[2, 2],
+                         auto_pad="SAME_UPPER"),
+        helper.make_node("ConvTranspose", ["x", "up3.weight"], ["u3"],
+                         name="/up3/ConvTranspose", strides=[2, 2], output_shape=[10, 14]),
+    ]
+    g = helper.make_graph(
+        nodes, "conv_transpose",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 5, 7])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ["u", "u2", "u3"]],
+        [init("up.weight", [4, 3, 3, 3]), init("up.bias", [3]),
+         init("up2.weight", [4, 3, 2, 2]), init("up3.weight", [4, 2, 3, 3])])
+    return model(g, opset=17)
+
+
+# Activations and products: LeakyRelu, Sigmoid, Tanh, a gated Mul, a Mul by
+# a per-channel scale (a parameter) and by a scalar (a constant), LogSoftmax.
+def activations():
+    nodes = [
+        helper.make_node("LeakyRelu", ["x"], ["lr"], name="/LeakyRelu", alpha=0.1),
+        helper.make_node("Sigmoid", ["lr"], ["sg"], name="/gate/Sigmoid"),
+        helper.make_node("Tanh", ["lr"], ["th"], name="/Tanh"),
+        helper.make_node("Mul", ["sg", "th"], ["gm"], name="/gate/Mul"),
+        helper.make_node("Mul", ["gm", "scale.weight"], ["sc"], name="/scale/Mul"),
+        helper.make_node("Mul", ["sc", "half"], ["h"], name="/half/Mul"),
+        helper.make_node("LogSoftmax", ["h"], ["y"], name="/LogSoftmax", axis=1),
+    ]
+    g = helper.make_graph(
+        nodes, "activations",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 4, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [init("scale.weight", [3, 1, 1]), init("half", [], np.float32, 0.5)])
+    return model(g, opset=13)
+
+
+# AveragePool: ceil_mode (a partial last window), pads with
+# count_include_pad, and ceil_mode where the last window would start in the
+# end padding (the ONNX spec drops it, libonnx 1.12 does not); MaxPool in
+# that last case too.
+def pooling():
+    nodes = [
+        helper.make_node("AveragePool", ["x"], ["ceil"], name="/ceil/AveragePool",
+                         kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
+        helper.make_node("AveragePool", ["x"], ["padded"], name="/padded/AveragePool",
+                         kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                         count_include_pad=1),
+        helper.make_node("AveragePool", ["x"], ["dropped"], name="/dropped/AveragePool",
+                         kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 1, 1], ceil_mode=1),
+        helper.make_node("MaxPool", ["x"], ["max"], name="/max/MaxPool",
+                         kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 1, 1], ceil_mode=1),
+    ]
+    g = helper.make_graph(
+        nodes, "pooling",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 9, 10])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+         for n in ["ceil", "padded", "dropped", "max"]])
+    return model(g, opset=17)
+
+
+# Opset 11: Unsqueeze/Squeeze/ReduceSum/ReduceMean axes and Split sizes are
+# attributes, Pad's pads and Clip's min/max are inputs (max absent), Dropout's
+# ratio is an attribute; Slice with a negative axis and step.
+def opset11():
+    nodes = [
+        helper.make_node("Unsqueeze", ["x"], ["u"], name="/Unsqueeze", axes=[1, -1]),
+        helper.make_node("Squeeze", ["u"], ["s"], name="/Squeeze", axes=[1, -1]),
+        helper.make_node("Clip", ["s", "lo", ""], ["c"], name="/Clip"),
+        helper.make_node("Split", ["c"], ["c0", "c1"], name="/Split", axis=2, split=[2, 4]),
+        helper.make_node("Pad", ["c0", "pads", "fill"], ["p"], name="/Pad", mode="constant"),
+        helper.make_node("Dropout", ["p"], ["d", "mask"], name="/Dropout", ratio=0.25),
+        helper.make_node("Softmax", ["d"], ["sm"], name="/Softmax", axis=1),
+        helper.make_node("MatMul", ["sm", "fc.weight"], ["mm"], name="/fc/MatMul"),
+        helper.make_node("ReduceSum", ["c1"], ["rs"], name="/ReduceSum", axes=[1], keepdims=0),
+        helper.make_node("ReduceMean", ["c1"], ["rm"], name="/ReduceMean", axes=[-1]),
+        helper.make_node("Slice", ["c1", "sl_start", "sl_end", "sl_axes", "sl_steps"], ["sl"],
+                         name="/Slice"),
+    ]
+    g = helper.make_graph(
+        nodes, "opset11",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 6])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ["mm", "rs", "rm", "sl"]]
+        + [helper.make_tensor_value_info("mask", TensorProto.BOOL, None)],
+        [init("lo", [], np.float32, 0.0), init("pads", [6], np.int64, [0, 0, 1, 0, 0, 2]),
+         init("fill", [], np.float32, 0.0), init("fc.weight", [5, 3]),
+         init("sl_start", [1], np.int64, [-1]), init("sl_end", [1], np.int64, [-5]),
+         init("sl_axes", [1], np.int64, [-1]), init("sl_steps", [1], np.int64, [-2])])
+    return model(g, opset=11, ir=6)
+
+
+# Opset 12, PyTorch's older training export: BatchNormalization-9 with its
+# five outputs, MaxPool with indices, Dropout-12 with ratio and training_mode
+# inputs, attribute axes for Unsqueeze/Squeeze/ReduceSum, Split sizes as an
+# attribute, Clip with both bounds, reflect Pad, Constant value_floats.
+def opset12():
+    nodes = [
+        helper.make_node("Conv", ["x", "conv.weight"], ["c"], name="/conv/Conv",
+                         kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization",
+                         ["c", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"],
+                         ["b", "bn.mean_out", "bn.var_out", "bn.saved_mean", "bn.saved_var"],
+                         name="/bn/BatchNormalization", epsilon=1e-5, momentum=0.9),
+        helper.make_node("MaxPool", ["b"], ["mp", "idx"], name="/pool/MaxPool",
+                         kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Constant", [], ["bounds"], name="/bounds", value_floats=[0.0, 6.0]),
+        helper.make_node("Constant", [], ["lo"], name="/lo", value_float=0.0),
+        helper.make_node("Constant", [], ["hi"], name="/hi", value_float=6.0),
+        helper.make_node("Clip", ["mp", "lo", "hi"], ["r"], name="/Clip"),
+        const("ratio", 0.5, np.float32),
+        const("training", True, np.bool_),
+        helper.make_node("Dropout", ["r", "ratio", "training"], ["d", "mask"], name="/Dropout"),
+        helper.make_node("Pad", ["d", "pads"], ["p"], name="/Pad", mode="reflect"),
+        helper.make_node("Split", ["p"], ["s0", "s1"], name="/Split", axis=1, split=[1, 3]),
+        helper.make_node("ReduceSum", ["s1"], ["rs"], name="/ReduceSum", axes=[2, 3], keepdims=1),
+        helper.make_node("Squeeze", ["rs"], ["sq"], name="/Squeeze", axes=[2, 3]),
+        helper.make_node("Unsqueeze", ["sq"], ["us"], name="/Unsqueeze", axes=[0]),
+        helper.make_node("Flatten", ["s0"], ["f"], name="/Flatten", axis=1),
+        helper.make_node("Gemm", ["f", "fc.weight", "fc.bias"], ["y"], name="/fc/Gemm",
+                         transB=1),
+    ]
+    g = helper.make_graph(
+        nodes, "opset12",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("us", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("idx", TensorProto.INT64, None),
+         helper.make_tensor_value_info("bounds", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("bn.saved_var", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("mask", TensorProto.BOOL, None)],
+        [init("conv.weight", [4, 3, 3, 3]), init("bn.weight", [4]), init("bn.bias", [4]),
+         init("bn.running_mean", [4]), init("bn.running_var", [4]),
+         init("pads", [8], np.int64, [0, 0, 1, 2, 0, 0, 1, 0]),
+         init("fc.weight", [2, 25]), init("fc.bias", [2])])
+    return model(g, opset=12, ir=7)
+
+
 def training_info():
     m = cnn()
     algo_nodes = [
@@ -280,6 +423,11 @@ if __name__ == "__main__":
     save(cnn(), "cnn.json", "json")
     save(transformer(), "transformer.txtpb")
     save(new_opsets(), "new_opsets.txtpb")
+    save(conv_transpose(), "conv_transpose.txtpb")
+    save(activations(), "activations.txtpb")
+    save(pooling(), "pooling.txtpb")
+    save(opset11(), "opset11.txtpb")
+    save(opset12(), "opset12.txtpb")
     save(training_info(), "training_info.txtpb")
     save(external(), "external.txtpb")
     save(constants(), "constants.txtpb")
