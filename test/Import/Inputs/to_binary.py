@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes a text (.txtpb) or JSON ModelProto as a binary .onnx file, for the
-lit tests of the binary loader. Usage: to_binary.py IN OUT [--truncate N]."""
+lit tests of the binary loader. Usage: to_binary.py IN OUT."""
 
 import sys
 
@@ -14,8 +14,5 @@ with open(src) as f:
         json_format.Parse(f.read(), model)
     else:
         text_format.Parse(f.read(), model)
-data = model.SerializeToString()
-if "--truncate" in sys.argv:
-    data = data[: int(sys.argv[sys.argv.index("--truncate") + 1])]
 with open(dst, "wb") as f:
-    f.write(data)
+    f.write(model.SerializeToString())
