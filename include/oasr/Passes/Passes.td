@@ -193,18 +193,38 @@ def InsertOptimizer : Pass<"oasr-insert-optimizer", "::mlir::ModuleOp"> {
     `oasr.allreduce_wait` of its group, so that the updates of early groups
     run while later groups are still being communicated. The step then
     returns the loss, the new parameters (`oasr.new_param`), the new
-    optimizer state (`oasr.new_opt_state`; momentum buffers are new
-    arguments tagged `oasr.opt_state`) and the new batch-norm state.
+    optimizer state (`oasr.new_opt_state`) and the new batch-norm state.
+    Optimizer state tensors become new arguments tagged `oasr.opt_state`:
+    the velocity of `momentum`, the sum of squares of `adagrad` and Adam's
+    first moment carry the parameter's name, Adam's second moment
+    `<name>:h`.
 
-    Hyper-parameters come from the options, else from the model's ONNX
-    TrainingInfo (`oasr.optimizer`), else the defaults (sgd, lr 0.01).
+    The optimizer and its hyper-parameters come from the options, else from
+    the model's ONNX TrainingInfo (`oasr.optimizer`, ONNX's Momentum,
+    Adagrad or Adam with their attributes mapped as `oasr.optimizer_update`
+    documents), else the defaults: sgd with lr 0.01; momentum 0.9; Adagrad
+    epsilon 1e-10; Adam betas 0.9/0.999 and epsilon 1e-6.
   }];
   let dependentDialects = ["::mlir::oasr::OASRDialect"];
   let options = [
-    Option<"algo", "algo", "std::string", "\"\"", "sgd or momentum">,
+    Option<"algo", "algo", "std::string", "\"\"",
+           "sgd, momentum, adagrad or adam">,
     Option<"lr", "lr", "double", "-1.0", "Learning rate">,
     Option<"momentum", "momentum", "double", "-1.0", "Momentum (momentum)">,
-    Option<"weightDecay", "weight_decay", "double", "-1.0", "Weight decay">
+    Option<"weightDecay", "weight_decay", "double", "-1.0",
+           "L2 weight decay added to the gradient">,
+    Option<"dampening", "dampening", "double", "-1.0",
+           "Dampening of the gradient (momentum)">,
+    Option<"nesterov", "nesterov", "bool", "false",
+           "Nesterov momentum (momentum)">,
+    Option<"lrDecay", "lr_decay", "double", "-1.0",
+           "Learning-rate decay per update (adagrad)">,
+    Option<"beta1", "beta1", "double", "-1.0",
+           "First-moment decay (adam)">,
+    Option<"beta2", "beta2", "double", "-1.0",
+           "Second-moment decay (adam)">,
+    Option<"epsilon", "epsilon", "double", "-1.0",
+           "Denominator term (adagrad, adam)">
   ];
   let statistics = [
     Statistic<"numUpdates", "updates", "Parameter updates inserted">
