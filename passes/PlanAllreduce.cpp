@@ -27,7 +27,8 @@ using namespace mlir::oasr;
 namespace sched = ::oasr::schedule;
 
 namespace {
-struct PlanAllreducePass : mlir::oasr::impl::PlanAllreduceBase<PlanAllreducePass> {
+struct PlanAllreducePass
+    : mlir::oasr::impl::PlanAllreduceBase<PlanAllreducePass> {
   using Base::Base;
   void runOnOperation() final;
 
@@ -39,7 +40,8 @@ private:
 FailureOr<sched::CommModel> PlanAllreducePass::commModel(ModuleOp module) {
   bool hasAlpha = alpha >= 0, hasBeta = beta >= 0;
   if (hasAlpha != hasBeta) {
-    module.emitError(hasAlpha ? "'alpha' needs 'beta'" : "'beta' needs 'alpha'");
+    module.emitError(hasAlpha ? "'alpha' needs 'beta'"
+                              : "'beta' needs 'alpha'");
     return failure();
   }
   if (hasAlpha && !comm.empty()) {
@@ -53,9 +55,9 @@ FailureOr<sched::CommModel> PlanAllreducePass::commModel(ModuleOp module) {
   }
   sched::CommModel m;
   if (hasAlpha) {
-    m = ranks > 0 ? sched::CommModel::ring(ranks, alpha,
-                                           beta > 0 ? 1.0 / beta : 0.0)
-                  : sched::CommModel::alphaBeta(alpha, beta);
+    m = ranks > 0
+            ? sched::CommModel::ring(ranks, alpha, beta > 0 ? 1.0 / beta : 0.0)
+            : sched::CommModel::alphaBeta(alpha, beta);
   } else if (!comm.empty()) {
     llvm::Expected<sched::CommModel> c = sched::readCalibration(comm);
     if (!c) {
@@ -77,8 +79,8 @@ FailureOr<sched::CommModel> PlanAllreducePass::commModel(ModuleOp module) {
     int r = 0;
     if (auto ra = model.getAs<IntegerAttr>("ranks"))
       r = ra.getInt();
-    m = sched::CommModel::alphaBeta(a.getValueAsDouble(),
-                                    b.getValueAsDouble(), r);
+    m = sched::CommModel::alphaBeta(a.getValueAsDouble(), b.getValueAsDouble(),
+                                    r);
   }
   if (groupOverheadUs < 0) {
     module.emitError("'group-overhead-us' must be >= 0");
@@ -97,8 +99,10 @@ void PlanAllreducePass::runOnOperation() {
     fn.emitError("@train_step is already planned");
     return signalPassFailure();
   }
+  // Checked before any analysis so a typo fails fast; makePlan reports the
+  // same errors.
   if (llvm::Error e = sched::checkStrategy(strategy)) {
-    module.emitError("unknown strategy: ") << llvm::toString(std::move(e));
+    module.emitError(llvm::toString(std::move(e)));
     return signalPassFailure();
   }
   FailureOr<StepAnalysis> step = StepAnalysis::build(fn);
@@ -119,7 +123,7 @@ void PlanAllreducePass::runOnOperation() {
   sched::Profile profile = step->toProfile(updateUs);
   llvm::Expected<sched::Plan> plan = sched::makePlan(strategy, profile, *cm);
   if (!plan) {
-    module.emitError("planning failed: ") << llvm::toString(plan.takeError());
+    module.emitError(llvm::toString(plan.takeError()));
     return signalPassFailure();
   }
   sched::Timeline timeline = sched::simulate(profile, *cm, *plan);
@@ -151,11 +155,9 @@ void PlanAllreducePass::runOnOperation() {
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   b.setInsertionPoint(ret);
   for (AllreduceStartOp start : starts) {
-    auto wait = b.create<AllreduceWaitOp>(start.getLoc(),
-                                          start.getGrads().getTypes(),
-                                          start.getToken());
-    for (auto [grad, reduced] :
-         llvm::zip(start.getGrads(), wait.getReduced()))
+    auto wait = b.create<AllreduceWaitOp>(
+        start.getLoc(), start.getGrads().getTypes(), start.getToken());
+    for (auto [grad, reduced] : llvm::zip(start.getGrads(), wait.getReduced()))
       grad.replaceUsesWithIf(reduced, [&](OpOperand &use) {
         return use.getOwner() == ret.getOperation();
       });

@@ -1,13 +1,57 @@
+// Option errors (reported on the module, before any rewrite).
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce=strategy=fastest -o /dev/null 2>&1 | FileCheck %s --check-prefix=STRATEGY
+// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce=strategy=bucket:0 -o /dev/null 2>&1 | FileCheck %s --check-prefix=BUCKET
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOCOMM
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce=alpha=1e-4 -o /dev/null 2>&1 | FileCheck %s --check-prefix=ALPHA
+// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce=beta=1e-9 -o /dev/null 2>&1 | FileCheck %s --check-prefix=BETA
+// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 comm=%S/Inputs/comm.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=EXCLUSIVE
+// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost=profile=%S/Inputs/mlp3.profile.json --oasr-plan-allreduce=ranks=8 -o /dev/null 2>&1 | FileCheck %s --check-prefix=RANKS
+// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 ranks=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=RANKS
+// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 group-overhead-us=-5" -o /dev/null 2>&1 | FileCheck %s --check-prefix=OVERHEAD
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce=comm=%S/Inputs/missing.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=COMMFILE
-// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-plan-allreduce="alpha=1e-4 beta=1e-9" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOCOST
-// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost=profile=%S/Inputs/mlp3.profile.json --oasr-plan-allreduce --oasr-plan-allreduce -o /dev/null 2>&1 | FileCheck %s --check-prefix=TWICE
 
-// STRATEGY: error: unknown strategy: {{.*}}fastest
+// STRATEGY: error: unknown strategy 'fastest' (expected one of wfbp, single, ddp, horovod, mgwfbp, optimal, oasr, bucket:<bytes>)
+// BUCKET: error: strategy 'bucket:0': the bucket size must be a positive number of bytes, optionally with a KB/MB/GB or KiB/MiB/GiB suffix
 // NOCOMM: error: no communication model: give 'alpha' and 'beta', 'comm', or a profile with a 'comm' object to --oasr-annotate-cost
 // ALPHA: error: 'alpha' needs 'beta'
+// BETA: error: 'beta' needs 'alpha'
+// EXCLUSIVE: error: 'alpha'/'beta' and 'comm' are mutually exclusive
+// RANKS: error: 'ranks' needs 'alpha' and 'beta' (the per-step ring latency and inverse bandwidth) and must be >= 1
+// OVERHEAD: error: 'group-overhead-us' must be >= 0
 // COMMFILE: error: cannot read the communication model: {{.*}}missing.json
-// NOCOST: error: nodes without 'oasr.cost': run --oasr-annotate-cost first
-// TWICE: error: @train_step is already planned
+
+// Errors on the step.
+// RUN: oasr-opt %s --oasr-plan-allreduce="alpha=1e-4 beta=1e-9" -split-input-file -verify-diagnostics
+
+// expected-error @+1 {{--oasr-plan-allreduce needs a 'func.func @train_step' (run --oasr-autodiff first)}}
+module {
+  func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
+    return %x : tensor<4xf32>
+  }
+}
+
+// -----
+
+module {
+  // expected-error @+1 {{nodes without 'oasr.cost': run --oasr-annotate-cost first}}
+  func.func @train_step(%a: tensor<4xf32> {oasr.param = "a"})
+      -> (tensor<f32> {oasr.output = "loss"}, tensor<4xf32> {oasr.grad = "a"}) {
+    %l = oasr.node "ReduceMean"(%a) {keepdims = 0 : i64} : (tensor<4xf32>) -> tensor<f32>
+    %ga = oasr.node "Neg"(%a) {oasr.layer = "/a"} : (tensor<4xf32>) -> tensor<4xf32>
+    return %l, %ga : tensor<f32>, tensor<4xf32>
+  }
+}
+
+// -----
+
+module {
+  // expected-error @+1 {{@train_step is already planned}}
+  func.func @train_step(%a: tensor<4xf32> {oasr.param = "a"})
+      -> (tensor<f32> {oasr.output = "loss"}, tensor<4xf32> {oasr.grad = "a"}) {
+    %l = oasr.node "ReduceMean"(%a) {keepdims = 0 : i64, oasr.cost = #oasr.cost<forward_us = 1.0>} : (tensor<4xf32>) -> tensor<f32>
+    %ga = oasr.node "Neg"(%a) {oasr.cost = #oasr.cost<backward_us = 1.0>, oasr.layer = "/a"} : (tensor<4xf32>) -> tensor<4xf32>
+    %t = oasr.allreduce_start %ga {group = 0 : i64} : tensor<4xf32>
+    %r = oasr.allreduce_wait %t : tensor<4xf32>
+    return %l, %r : tensor<f32>, tensor<4xf32>
+  }
+}
