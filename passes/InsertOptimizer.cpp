@@ -14,6 +14,7 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <optional>
 
 namespace mlir::oasr {
 #define GEN_PASS_DEF_INSERTOPTIMIZER
@@ -31,25 +32,63 @@ struct InsertOptimizerPass
 };
 } // namespace
 
-/// An option if given (>= 0), else the model's TrainingInfo value, else
-/// `dflt`.
-static double pick(double option, DictionaryAttr fromModel, StringRef key,
-                   double dflt) {
-  if (option >= 0)
-    return option;
-  if (fromModel)
-    if (auto f = fromModel.getAs<FloatAttr>(key)) {
-      if (!f.getType().isF32())
-        return f.getValueAsDouble();
-      // ONNX stores floats as f32: take the shortest decimal that reads
-      // back as that f32 (0.05f is 0.05, not 0.0500000007).
-      char buf[32];
-      auto r = std::to_chars(buf, buf + sizeof(buf) - 1,
-                             float(f.getValueAsDouble()));
-      *r.ptr = 0;
-      return std::strtod(buf, nullptr);
-    }
-  return dflt;
+/// A float from the model's TrainingInfo (`oasr.optimizer`, ONNX names). ONNX
+/// stores floats as f32: take the shortest decimal that reads back as that f32
+/// (0.05f is 0.05, not 0.0500000007).
+static std::optional<double> modelFloat(DictionaryAttr fromModel,
+                                        StringRef key) {
+  if (!fromModel)
+    return std::nullopt;
+  auto f = fromModel.getAs<FloatAttr>(key);
+  if (!f)
+    return std::nullopt;
+  if (!f.getType().isF32())
+    return f.getValueAsDouble();
+  char buf[32];
+  auto r =
+      std::to_chars(buf, buf + sizeof(buf) - 1, float(f.getValueAsDouble()));
+  *r.ptr = 0;
+  return std::strtod(buf, nullptr);
+}
+
+namespace {
+/// The hyper-parameters of one optimizer_update, resolved from the pass
+/// options (given when >= 0), else the model's ONNX TrainingInfo, else the
+/// defaults of PyTorch's optimizer of the same name.
+struct Hyper {
+  double lr = 0.01, momentum = 0, weightDecay = 0, dampening = 0, lrDecay = 0,
+         beta1 = 0.9, beta2 = 0.999, epsilon = 1e-6, weightDecayPost = 0;
+  bool nesterov = false;
+};
+} // namespace
+
+/// How ONNX's optimizer attributes map onto optimizer_update's (see
+/// OASROps.td): Momentum alpha/beta/norm_coefficient/mode, Adagrad
+/// decay_factor/epsilon/norm_coefficient, Adam alpha/beta/epsilon/
+/// norm_coefficient/norm_coefficient_post.
+static void fromOnnx(StringRef algo, DictionaryAttr m, Hyper &h) {
+  auto set = [&](double &field, StringRef key, double scale = 1,
+                 double offset = 0) {
+    if (auto v = modelFloat(m, key))
+      field = offset + scale * *v;
+  };
+  set(h.lr, "lr");
+  set(h.weightDecay, "norm_coefficient");
+  if (algo == "momentum") {
+    set(h.momentum, "alpha");
+    set(h.dampening, "beta", -1, 1); // ONNX scales g by beta = 1 - dampening
+    if (m)
+      if (auto mode = m.getAs<StringAttr>("mode"))
+        h.nesterov = mode.getValue() == "nesterov";
+  } else if (algo == "adagrad") {
+    set(h.lrDecay, "decay_factor");
+    set(h.epsilon, "epsilon");
+  } else if (algo == "adam") {
+    set(h.beta1, "alpha");
+    set(h.beta2, "beta");
+    set(h.epsilon, "epsilon");
+    set(h.weightDecayPost, "norm_coefficient_post");
+  }
 }
 
 void InsertOptimizerPass::runOnOperation() {
@@ -62,21 +101,50 @@ void InsertOptimizerPass::runOnOperation() {
     return signalPassFailure();
   }
   auto fromModel = module->getAttrOfType<DictionaryAttr>(kOptimizerAttr);
-  std::string algoName = algo;
-  if (algoName.empty() && fromModel)
+  std::string modelAlgo;
+  if (fromModel)
     if (auto a = fromModel.getAs<StringAttr>("algo"))
-      algoName = a.getValue().str();
+      modelAlgo = a.getValue().str();
+  std::string algoName = algo.empty() ? modelAlgo : std::string(algo);
   if (algoName.empty())
     algoName = "sgd";
-  if (algoName != "sgd" && algoName != "momentum") {
+  int numState = OptimizerUpdateOp::numStateTensors(algoName);
+  if (numState < 0) {
     module.emitError("unknown optimizer '")
-        << algoName << "', expected 'sgd' or 'momentum'";
+        << algoName << "'"
+        << (algo.empty() ? " in the model's training info" : "")
+        << ", expected 'sgd', 'momentum', 'adagrad' or 'adam'";
     return signalPassFailure();
   }
-  double lrValue = pick(lr, fromModel, "lr", 0.01);
-  double momentumValue =
-      pick(momentum, fromModel, "momentum", algoName == "momentum" ? 0.9 : 0);
-  double wdValue = pick(weightDecay, fromModel, "weight_decay", 0.0);
+  Hyper hyper;
+  if (algoName == "momentum")
+    hyper.momentum = 0.9;
+  if (algoName == "adagrad")
+    hyper.epsilon = 1e-10; // PyTorch's Adagrad default
+  // The model's values apply to the optimizer the model names.
+  if (algoName == modelAlgo)
+    fromOnnx(algoName, fromModel, hyper);
+  else if (auto v = modelFloat(fromModel, "lr"))
+    hyper.lr = *v;
+  auto opt = [](double option, double &field) {
+    if (option >= 0)
+      field = option;
+  };
+  opt(lr, hyper.lr);
+  opt(momentum, hyper.momentum);
+  opt(weightDecay, hyper.weightDecay);
+  opt(dampening, hyper.dampening);
+  opt(lrDecay, hyper.lrDecay);
+  opt(beta1, hyper.beta1);
+  opt(beta2, hyper.beta2);
+  opt(epsilon, hyper.epsilon);
+  if (nesterov) // only switches Nesterov on, like the other options override
+    hyper.nesterov = true;
+  if (hyper.nesterov && algoName != "momentum") {
+    module.emitError("nesterov applies to the 'momentum' optimizer, not '")
+        << algoName << "'";
+    return signalPassFailure();
+  }
 
   MLIRContext *ctx = module.getContext();
   OpBuilder b(ctx);
@@ -84,11 +152,12 @@ void InsertOptimizerPass::runOnOperation() {
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   DenseMap<StringRef, BlockArgument> paramArg;
   for (BlockArgument arg : body.getArguments())
-    if (auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                    kParamAttr))
+    if (auto name =
+            fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamAttr))
       paramArg[name.getValue()] = arg;
 
   SmallVector<Value> loss, newParams, newOptState, rest;
+  SmallVector<StringAttr> stateNames;
   SmallVector<DictionaryAttr> lossAttrs, paramAttrs, optAttrs, restAttrs;
   DenseMap<Operation *, Operation *> lastAfter;
   SmallVector<Value> operands(ret.getOperands());
@@ -104,8 +173,8 @@ void InsertOptimizerPass::runOnOperation() {
     }
     BlockArgument param = paramArg.lookup(gradName.getValue());
     if (!param) {
-      fn.emitError("gradient '") << gradName.getValue()
-                                 << "' has no 'oasr.param' argument";
+      fn.emitError("gradient '")
+          << gradName.getValue() << "' has no 'oasr.param' argument";
       return signalPassFailure();
     }
     // Right after the group's wait (after the updates already placed there),
@@ -117,28 +186,39 @@ void InsertOptimizerPass::runOnOperation() {
       b.setInsertionPoint(ret);
     }
     SmallVector<Value> state;
-    if (algoName == "momentum") {
+    for (int k = 0; k < numState; ++k) {
+      // Slot 0 is tagged with the parameter's name, Adam's second moment
+      // with "<name>:h".
+      std::string stateName = gradName.getValue().str();
+      if (k > 0)
+        stateName += ":h";
       unsigned index = fn.getNumArguments();
-      (void)fn.insertArgument(
-          index, param.getType(),
-          b.getDictionaryAttr(b.getNamedAttr(kOptStateAttr, gradName)),
-          param.getLoc());
+      (void)fn.insertArgument(index, param.getType(),
+                              b.getDictionaryAttr(b.getNamedAttr(
+                                  kOptStateAttr, b.getStringAttr(stateName))),
+                              param.getLoc());
       state.push_back(body.getArgument(index));
+      stateNames.push_back(b.getStringAttr(stateName));
     }
     auto update = b.create<OptimizerUpdateOp>(
         value.getLoc(), param.getType(), ValueRange(state).getTypes(),
         b.getStringAttr(algoName), param, value, state,
-        b.getF64FloatAttr(lrValue), b.getF64FloatAttr(momentumValue),
-        b.getF64FloatAttr(wdValue));
+        b.getF64FloatAttr(hyper.lr), b.getF64FloatAttr(hyper.momentum),
+        b.getF64FloatAttr(hyper.weightDecay),
+        b.getF64FloatAttr(hyper.dampening), b.getBoolAttr(hyper.nesterov),
+        b.getF64FloatAttr(hyper.lrDecay), b.getF64FloatAttr(hyper.beta1),
+        b.getF64FloatAttr(hyper.beta2), b.getF64FloatAttr(hyper.epsilon),
+        b.getF64FloatAttr(hyper.weightDecayPost));
     if (auto wait = value.getDefiningOp<AllreduceWaitOp>())
       lastAfter[wait] = update;
     newParams.push_back(update.getNewParam());
     paramAttrs.push_back(
         b.getDictionaryAttr(b.getNamedAttr(kNewParamAttr, gradName)));
-    for (Value s : update.getNewState()) {
+    for (auto [s, stateName] : llvm::zip_equal(
+             update.getNewState(), ArrayRef(stateNames).take_back(numState))) {
       newOptState.push_back(s);
       optAttrs.push_back(
-          b.getDictionaryAttr(b.getNamedAttr(kNewOptStateAttr, gradName)));
+          b.getDictionaryAttr(b.getNamedAttr(kNewOptStateAttr, stateName)));
     }
     ++numUpdates;
   }

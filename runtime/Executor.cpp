@@ -64,9 +64,11 @@ struct Instr {
   unsigned group = 0;
   // Copy: pairs of (dst, src) values.
   std::vector<std::pair<int, int>> copies;
-  // Update on the host.
+  // Update on the host (oasr.optimizer_update's attributes).
   std::string algo;
-  double lr = 0, momentum = 0, weightDecay = 0;
+  double lr = 0, momentum = 0, weightDecay = 0, dampening = 0, lrDecay = 0,
+         beta1 = 0, beta2 = 0, epsilon = 0, weightDecayPost = 0;
+  bool nesterov = false;
   // Kernel scratch in the arena.
   size_t workspaceBytes = 0, workspaceOffset = 0;
   bool elementwise = false; ///< may write its result over a dying input
@@ -98,6 +100,7 @@ struct Executor::Impl {
   int lossValue = -1, scoresValue = -1, labelValue = -1, inputValue = -1;
   unsigned forwardEnd = 0; ///< instructions [0, forwardEnd) are the forward
   std::map<std::string, int> gradOfParam; ///< param name -> averaged value
+  int64_t updatesDone = 0;                ///< optimizer steps so far (ONNX's T)
 
   ~Impl() {
     if (!backend)
@@ -673,6 +676,13 @@ Executor::create(ModuleOp module, KernelBackend &backend,
                                      : upd.getLr().convertToDouble();
       u.momentum = upd.getMomentum().convertToDouble();
       u.weightDecay = upd.getWeightDecay().convertToDouble();
+      u.dampening = upd.getDampening().convertToDouble();
+      u.nesterov = upd.getNesterov();
+      u.lrDecay = upd.getLrDecay().convertToDouble();
+      u.beta1 = upd.getBeta1().convertToDouble();
+      u.beta2 = upd.getBeta2().convertToDouble();
+      u.epsilon = upd.getEpsilon().convertToDouble();
+      u.weightDecayPost = upd.getWeightDecayPost().convertToDouble();
       u.ins = ins;
       if (I.values[ins[0]].desc.dtype != DType::F32)
         return opError(op, "the runtime updates f32 parameters only");
@@ -1102,11 +1112,14 @@ int64_t Executor::numClasses() const {
   return d.rank() == 2 ? d.shape[1] : 0;
 }
 
-static void hostUpdate(const Instr &u) {
+/// One optimizer step on the host, oasr.optimizer_update's rules (the
+/// ONNX preview-training optimizers); `t` is the number of earlier updates.
+/// Arithmetic in float, as the reference implementations do.
+static void hostUpdate(const Instr &u, int64_t t) {
   float *p = u.inRefs[0].as<float>();
   const float *g = u.inRefs[1].as<float>();
   float *np = u.outRefs[0].as<float>();
-  int64_t n = u.inRefs[0].numel();
+  const int64_t n = u.inRefs[0].numel();
   const float lr = float(u.lr), wd = float(u.weightDecay);
   if (u.algo == "sgd") {
     if (wd == 0.0f)
@@ -1117,14 +1130,51 @@ static void hostUpdate(const Instr &u) {
         np[i] = p[i] - lr * (g[i] + wd * p[i]);
     return;
   }
-  // momentum: v' = m v + (g + wd p); p' = p - lr v'
   const float *v = u.inRefs[2].as<float>();
   float *nv = u.outRefs[1].as<float>();
-  const float m = float(u.momentum);
+  if (u.algo == "momentum") {
+    // v' = m v + c g_r, c = 1 - dampening after the first update;
+    // p' = p - lr v' or, Nesterov, p - lr (g_r + m v').
+    const float m = float(u.momentum);
+    const float c = t > 0 ? float(1.0 - u.dampening) : 1.0f;
+    for (int64_t i = 0; i < n; ++i) {
+      float gr = g[i] + wd * p[i];
+      float vi = m * v[i] + c * gr;
+      nv[i] = vi;
+      np[i] = p[i] - lr * (u.nesterov ? gr + m * vi : vi);
+    }
+    return;
+  }
+  const float eps = float(u.epsilon);
+  if (u.algo == "adagrad") {
+    // h' = h + g_r^2; p' = p - lr / (1 + t lr_decay) g_r / (sqrt(h') + eps)
+    const float r = float(u.lr / (1.0 + double(t) * u.lrDecay));
+    for (int64_t i = 0; i < n; ++i) {
+      float gr = g[i] + wd * p[i];
+      float hi = v[i] + gr * gr;
+      nv[i] = hi;
+      np[i] = p[i] - r * gr / (std::sqrt(hi) + eps);
+    }
+    return;
+  }
+  // adam: v' = b1 v + (1 - b1) g_r; h' = b2 h + (1 - b2) g_r^2;
+  // r = lr sqrt(1 - b2^t) / (1 - b1^t) after the first update;
+  // p' = (1 - wd_post) (p - r v' / (sqrt(h') + eps)).
+  const float *h = u.inRefs[3].as<float>();
+  float *nh = u.outRefs[2].as<float>();
+  const float b1 = float(u.beta1), b2 = float(u.beta2);
+  const float r =
+      t > 0 ? float(u.lr * std::sqrt(1.0 - std::pow(u.beta2, double(t))) /
+                    (1.0 - std::pow(u.beta1, double(t))))
+            : lr;
+  const float keep = float(1.0 - u.weightDecayPost);
   for (int64_t i = 0; i < n; ++i) {
-    float vi = m * v[i] + (g[i] + wd * p[i]);
+    float gr = g[i] + wd * p[i];
+    float vi = b1 * v[i] + (1.0f - b1) * gr;
+    float hi = b2 * h[i] + (1.0f - b2) * gr * gr;
     nv[i] = vi;
-    np[i] = p[i] - lr * vi;
+    nh[i] = hi;
+    np[i] = keep * (p[i] - r * vi / (std::sqrt(hi) + eps));
   }
 }
 
@@ -1156,7 +1206,7 @@ void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
       hooks.gradientsNeeded(instr.group);
       break;
     case InstrOp::Update:
-      hostUpdate(instr);
+      hostUpdate(instr, I.updatesDone);
       break;
     }
     if (timings) {
@@ -1164,6 +1214,7 @@ void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
       timings[k].endUs = now();
     }
   }
+  ++I.updatesDone;
   I.backend->synchronize();
 }
 

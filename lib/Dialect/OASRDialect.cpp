@@ -9,6 +9,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -57,12 +58,11 @@ static LogicalResult verifyNameTag(function_ref<InFlightDiagnostic()> emitError,
 LogicalResult OASRDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   if (attr.getName() == kCostAttrName && !isa<CostAttr>(attr.getValue()))
-    return op->emitOpError() << "'" << kCostAttrName
-                             << "' must be a #oasr.cost attribute";
-  if (attr.getName() == kParamAttrName || attr.getName() == kStateAttrName)
     return op->emitOpError()
-           << "'" << attr.getName().getValue()
-           << "' tags function arguments, not operations";
+           << "'" << kCostAttrName << "' must be a #oasr.cost attribute";
+  if (attr.getName() == kParamAttrName || attr.getName() == kStateAttrName)
+    return op->emitOpError() << "'" << attr.getName().getValue()
+                             << "' tags function arguments, not operations";
   return success();
 }
 
@@ -88,10 +88,10 @@ LogicalResult OASRDialect::verifyRegionArgAttribute(Operation *op,
   return success();
 }
 
-LogicalResult
-CostAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                 llvm::APFloat forwardUs, llvm::APFloat backwardUs,
-                 int64_t flops, int64_t bytes) {
+LogicalResult CostAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               llvm::APFloat forwardUs,
+                               llvm::APFloat backwardUs, int64_t flops,
+                               int64_t bytes) {
   if (forwardUs.isNegative() || backwardUs.isNegative() || forwardUs.isNaN() ||
       backwardUs.isNaN())
     return emitError() << "cost times must be non-negative";
@@ -192,8 +192,8 @@ LogicalResult AllreduceStartOp::verify() {
       if ((*offsets)[i] < end)
         return emitOpError("gradient #") << i << " at offset " << (*offsets)[i]
                                          << " overlaps the previous gradient";
-      end = (*offsets)[i] + type.getNumElements() *
-                                (type.getElementTypeBitWidth() / 8);
+      end = (*offsets)[i] +
+            type.getNumElements() * (type.getElementTypeBitWidth() / 8);
     }
     if (end > *getBufferBytes())
       return emitOpError("gradients end at byte ")
@@ -222,16 +222,21 @@ LogicalResult AllreduceWaitOp::verify() {
 // OptimizerUpdateOp
 //===----------------------------------------------------------------------===//
 
+int OptimizerUpdateOp::numStateTensors(StringRef algo) {
+  return llvm::StringSwitch<int>(algo)
+      .Case("sgd", 0)
+      .Case("momentum", 1)
+      .Case("adagrad", 1)
+      .Case("adam", 2)
+      .Default(-1);
+}
+
 LogicalResult OptimizerUpdateOp::verify() {
-  size_t expectedState;
-  if (getAlgo() == "sgd")
-    expectedState = 0;
-  else if (getAlgo() == "momentum")
-    expectedState = 1;
-  else
+  int expectedState = numStateTensors(getAlgo());
+  if (expectedState < 0)
     return emitOpError("unknown algo '")
-           << getAlgo() << "', expected 'sgd' or 'momentum'";
-  if (getState().size() != expectedState)
+           << getAlgo() << "', expected 'sgd', 'momentum', 'adagrad' or 'adam'";
+  if (getState().size() != size_t(expectedState))
     return emitOpError("'") << getAlgo() << "' takes " << expectedState
                             << " state tensor(s), got " << getState().size();
   Type type = getParam().getType();
@@ -242,8 +247,22 @@ LogicalResult OptimizerUpdateOp::verify() {
       return emitOpError("state must have the parameter's type");
   if (getNewState().getTypes() != getState().getTypes())
     return emitOpError("must return one new state per state operand");
-  if (getLr().convertToDouble() < 0 || getMomentum().convertToDouble() < 0 ||
-      getWeightDecay().convertToDouble() < 0)
-    return emitOpError("lr, momentum and weight_decay must be non-negative");
+  for (auto [name, value] : {std::pair<StringRef, APFloat>{"lr", getLr()},
+                             {"momentum", getMomentum()},
+                             {"weight_decay", getWeightDecay()},
+                             {"lr_decay", getLrDecay()},
+                             {"epsilon", getEpsilon()}})
+    if (!(value.convertToDouble() >= 0))
+      return emitOpError() << name << " must be non-negative, got "
+                           << value.convertToDouble();
+  // Coefficients of convex combinations and decays live in [0, 1].
+  for (auto [name, value] :
+       {std::pair<StringRef, APFloat>{"dampening", getDampening()},
+        {"beta1", getBeta1()},
+        {"beta2", getBeta2()},
+        {"weight_decay_post", getWeightDecayPost()}})
+    if (!(value.convertToDouble() >= 0 && value.convertToDouble() <= 1))
+      return emitOpError() << name << " must be in [0, 1], got "
+                           << value.convertToDouble();
   return success();
 }

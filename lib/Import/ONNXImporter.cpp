@@ -196,6 +196,7 @@ private:
   const FoldedValue *getFolded(const onnx::NodeProto &node, size_t i);
 
   // Training info.
+  void collectTrained();
   void importTrainingInfo(ModuleOp module);
 
   int getOpset(StringRef domain) const {
@@ -222,6 +223,8 @@ private:
   llvm::StringMap<int> opsets;
   llvm::StringMap<const onnx::TensorProto *> initializers;
   llvm::StringMap<InitRole> roles;
+  /// Tensors the model's TrainingInfo trains, in its order.
+  SmallVector<std::string> trainedOrder;
   llvm::StringSet<> trained;
   bool hasTrainingInfo = false;
   int64_t defaultOpset = 0;
@@ -1853,14 +1856,62 @@ LogicalResult ONNXImporter::importNode(const onnx::NodeProto &node,
 // Training info
 //===----------------------------------------------------------------------===//
 
+/// Inputs X_1..X_n of an ONNX optimizer node (R, T, X..., G..., state...).
+static SmallVector<StringRef> optimizerParams(const onnx::NodeProto &node) {
+  StringRef op = node.op_type();
+  int perTensor = 0; // X, G and the state tensors per parameter
+  if (op == "Adam")
+    perTensor = 4;
+  else if (op == "Momentum" || op == "Adagrad")
+    perTensor = 3;
+  SmallVector<StringRef> params;
+  if (perTensor == 0)
+    return params;
+  int n = (node.input_size() - 2) / perTensor;
+  for (int i = 0; i < n; ++i)
+    params.push_back(node.input(2 + i));
+  return params;
+}
+
+/// The trained tensors: the X inputs of the algorithm's optimizer nodes
+/// (update_binding also binds their state V/H and counters, which are not
+/// trained); without an optimizer node, the Gradient nodes' `xs`; without
+/// either, every update_binding key.
+void ONNXImporter::collectTrained() {
+  auto add = [&](StringRef name) {
+    if (trained.insert(name).second)
+      trainedOrder.push_back(name.str());
+  };
+  const auto &training = model.proto().training_info();
+  hasTrainingInfo = !training.empty();
+  for (const onnx::TrainingInfoProto &info : training)
+    for (const onnx::NodeProto &node : info.algorithm().node())
+      for (StringRef x : optimizerParams(node))
+        add(x);
+  if (!trainedOrder.empty())
+    return;
+  for (const onnx::TrainingInfoProto &info : training)
+    for (const onnx::NodeProto &node : info.algorithm().node())
+      if (node.op_type() == "Gradient")
+        for (const onnx::AttributeProto &attr : node.attribute())
+          if (attr.name() == "xs")
+            for (const std::string &x : attr.strings())
+              if (initializers.count(x))
+                add(x);
+  if (!trainedOrder.empty())
+    return;
+  for (const onnx::TrainingInfoProto &info : training)
+    for (const onnx::StringStringEntryProto &binding : info.update_binding())
+      add(binding.key());
+}
+
 void ONNXImporter::importTrainingInfo(ModuleOp module) {
   if (!hasTrainingInfo)
     return;
   Builder &b = builder;
   SmallVector<Attribute> names;
-  for (const onnx::TrainingInfoProto &info : model.proto().training_info())
-    for (const onnx::StringStringEntryProto &binding : info.update_binding())
-      names.push_back(b.getStringAttr(binding.key()));
+  for (const std::string &name : trainedOrder)
+    names.push_back(b.getStringAttr(name));
   module->setAttr("oasr.trained", b.getArrayAttr(names));
 
   for (const onnx::TrainingInfoProto &info : model.proto().training_info()) {
@@ -1887,7 +1938,7 @@ void ONNXImporter::importTrainingInfo(ModuleOp module) {
       for (const onnx::AttributeProto &attr : node.attribute()) {
         if (attr.type() == onnx::AttributeProto::FLOAT)
           fields.push_back(
-              b.getNamedAttr(attr.name(), b.getF64FloatAttr(attr.f())));
+              b.getNamedAttr(attr.name(), b.getF32FloatAttr(attr.f())));
         else if (attr.type() == onnx::AttributeProto::INT)
           fields.push_back(
               b.getNamedAttr(attr.name(), b.getI64IntegerAttr(attr.i())));
@@ -1905,7 +1956,7 @@ void ONNXImporter::importTrainingInfo(ModuleOp module) {
           if (data && data->dataType == int32_t(DataType::Float) &&
               data->numElements() == 1)
             fields.push_back(
-                b.getNamedAttr("lr", b.getF64FloatAttr(data->as<float>()[0])));
+                b.getNamedAttr("lr", b.getF32FloatAttr(data->as<float>()[0])));
           else if (data && data->dataType == int32_t(DataType::Double) &&
                    data->numElements() == 1)
             fields.push_back(
@@ -1915,11 +1966,9 @@ void ONNXImporter::importTrainingInfo(ModuleOp module) {
         }
       }
       // The parameters the optimizer updates (inputs X after R and T).
-      int perTensor = op == "Adam" ? 4 : 3; // X, G, V (and H for Adam)
-      int n = (node.input_size() - 2) / perTensor;
       SmallVector<Attribute> params;
-      for (int i = 0; i < n; ++i)
-        params.push_back(b.getStringAttr(node.input(2 + i)));
+      for (StringRef x : optimizerParams(node))
+        params.push_back(b.getStringAttr(x));
       fields.push_back(b.getNamedAttr("params", b.getArrayAttr(params)));
       module->setAttr("oasr.optimizer", b.getDictionaryAttr(fields));
     }
@@ -1947,11 +1996,7 @@ OwningOpRef<ModuleOp> ONNXImporter::run() {
     declared[vi.name()] = &vi.type();
   for (const onnx::ValueInfoProto &vi : graph.output())
     declared[vi.name()] = &vi.type();
-  for (const onnx::TrainingInfoProto &info : model.proto().training_info()) {
-    hasTrainingInfo = true;
-    for (const onnx::StringStringEntryProto &binding : info.update_binding())
-      trained.insert(binding.key());
-  }
+  collectTrained();
 
   // Initializers: types, folded values, external data, roles.
   for (const onnx::TensorProto &init : graph.initializer()) {

@@ -128,8 +128,8 @@ func.func @offsets_dynamic(%a: tensor<?xf32>) {
 // -----
 
 func.func @unknown_algo(%p: tensor<2xf32>, %g: tensor<2xf32>) -> tensor<2xf32> {
-  // expected-error @+1 {{'oasr.optimizer_update' op unknown algo 'adam', expected 'sgd' or 'momentum'}}
-  %r = oasr.optimizer_update "adam" %p, %g {lr = 0.1 : f64} : tensor<2xf32>
+  // expected-error @+1 {{'oasr.optimizer_update' op unknown algo 'lamb', expected 'sgd', 'momentum', 'adagrad' or 'adam'}}
+  %r = oasr.optimizer_update "lamb" %p, %g {lr = 0.1 : f64} : tensor<2xf32>
   return %r : tensor<2xf32>
 }
 
@@ -152,8 +152,40 @@ func.func @state_type(%p: tensor<2xf32>, %g: tensor<2xf32>, %v: tensor<3xf32>) -
 // -----
 
 func.func @negative_lr(%p: tensor<2xf32>, %g: tensor<2xf32>) -> tensor<2xf32> {
-  // expected-error @+1 {{'oasr.optimizer_update' op lr, momentum and weight_decay must be non-negative}}
+  // expected-error @+1 {{'oasr.optimizer_update' op lr must be non-negative, got -1.000000e-01}}
   %r = oasr.optimizer_update "sgd" %p, %g {lr = -0.1 : f64} : tensor<2xf32>
+  return %r : tensor<2xf32>
+}
+
+// -----
+
+func.func @adam_one_state(%p: tensor<2xf32>, %g: tensor<2xf32>, %v: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{'oasr.optimizer_update' op 'adam' takes 2 state tensor(s), got 1}}
+  %r, %nv = oasr.optimizer_update "adam" %p, %g, %v {lr = 0.1 : f64} : tensor<2xf32>, tensor<2xf32>
+  return %r : tensor<2xf32>
+}
+
+// -----
+
+func.func @negative_epsilon(%p: tensor<2xf32>, %g: tensor<2xf32>, %h: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{'oasr.optimizer_update' op epsilon must be non-negative, got -1.000000e+00}}
+  %r, %nh = oasr.optimizer_update "adagrad" %p, %g, %h {lr = 0.1 : f64, epsilon = -1.0 : f64} : tensor<2xf32>, tensor<2xf32>
+  return %r : tensor<2xf32>
+}
+
+// -----
+
+func.func @beta_above_one(%p: tensor<2xf32>, %g: tensor<2xf32>, %v: tensor<2xf32>, %h: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{'oasr.optimizer_update' op beta2 must be in [0, 1], got 1.500000e+00}}
+  %r, %nv, %nh = oasr.optimizer_update "adam" %p, %g, %v, %h {lr = 0.1 : f64, beta2 = 1.5 : f64} : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
+  return %r : tensor<2xf32>
+}
+
+// -----
+
+func.func @dampening_negative(%p: tensor<2xf32>, %g: tensor<2xf32>, %v: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{'oasr.optimizer_update' op dampening must be in [0, 1], got -2.000000e+00}}
+  %r, %nv = oasr.optimizer_update "momentum" %p, %g, %v {lr = 0.1 : f64, dampening = -2.0 : f64} : tensor<2xf32>, tensor<2xf32>
   return %r : tensor<2xf32>
 }
 

@@ -58,3 +58,21 @@ func.func @cost_defaults(%x: tensor<2xf32>) -> tensor<2xf32> {
       : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   return %r : tensor<2xf32>
 }
+
+// Adagrad keeps one state tensor, Adam two; their hyper-parameters print
+// only where they differ from the defaults.
+// CHECK-LABEL: func.func @adaptive_optimizers
+func.func @adaptive_optimizers(%p: tensor<3xf32>, %g: tensor<3xf32>,
+                               %h: tensor<3xf32>, %m: tensor<3xf32>)
+    -> (tensor<3xf32>, tensor<3xf32>) {
+  // CHECK: oasr.optimizer_update "adagrad" %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 1.000000e-05 : f64, lr = 1.000000e-01 : f64, lr_decay = 1.000000e-01 : f64} : tensor<3xf32>, tensor<3xf32>
+  %p1, %h1 = oasr.optimizer_update "adagrad" %p, %g, %h {lr = 0.1 : f64, lr_decay = 0.1 : f64, epsilon = 1.0e-5 : f64}
+      : tensor<3xf32>, tensor<3xf32>
+  // CHECK: oasr.optimizer_update "adam" %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {beta1 = 8.500000e-01 : f64, lr = 1.000000e-03 : f64, weight_decay_post = 1.000000e-02 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
+  %p2, %v2, %h2 = oasr.optimizer_update "adam" %p1, %g, %m, %h1 {lr = 0.001 : f64, beta1 = 0.85 : f64, beta2 = 0.999 : f64, weight_decay_post = 0.01 : f64}
+      : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
+  // CHECK: oasr.optimizer_update "momentum" %{{.*}}, %{{.*}}, %{{.*}} {dampening = 5.000000e-01 : f64, lr = 1.000000e-01 : f64, momentum = 9.000000e-01 : f64, nesterov = true} : tensor<3xf32>, tensor<3xf32>
+  %p3, %v3 = oasr.optimizer_update "momentum" %p2, %g, %v2 {lr = 0.1 : f64, momentum = 0.9 : f64, dampening = 0.5 : f64, nesterov = true}
+      : tensor<3xf32>, tensor<3xf32>
+  return %p3, %h2 : tensor<3xf32>, tensor<3xf32>
+}

@@ -1,6 +1,6 @@
 // RUN: oasr-opt %s --oasr-insert-optimizer -split-input-file | FileCheck %s --check-prefix=SGD
 // RUN: oasr-opt %s --oasr-insert-optimizer="algo=momentum lr=0.1 momentum=0.8 weight_decay=1e-4" -split-input-file | FileCheck %s --check-prefix=MOM
-// RUN: not oasr-opt %s --oasr-insert-optimizer=algo=adam -split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not oasr-opt %s --oasr-insert-optimizer=algo=lamb -split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD
 
 // Updates right after each group's wait: group 0's update runs while group 1
 // is still being reduced. Results: loss, new params, (new opt state), state.
@@ -18,7 +18,7 @@
 // MOM: oasr.optimizer_update "momentum" %[[B]], %{{.*}}, %[[VB]] {lr = 1.000000e-01 : f64, momentum = 8.000000e-01 : f64, weight_decay = 1.000000e-04 : f64}
 // MOM: oasr.optimizer_update "momentum" %[[A]], %{{.*}}, %[[VA]]
 
-// BAD: error: unknown optimizer 'adam', expected 'sgd' or 'momentum'
+// BAD: error: unknown optimizer 'lamb', expected 'sgd', 'momentum', 'adagrad' or 'adam'
 module {
   func.func @train_step(%x: tensor<4xf32> {oasr.input = "x"},
                         %a: tensor<4xf32> {oasr.param = "a"},
@@ -39,12 +39,13 @@ module {
 
 // -----
 
-// The model's ONNX TrainingInfo gives the defaults.
+// The model's ONNX TrainingInfo (ONNX attribute names) gives the defaults;
+// options override them.
 // SGD-LABEL: func.func @train_step
 // SGD: oasr.optimizer_update "momentum" %{{.*}}, %{{.*}}, %{{.*}} {lr = 5.000000e-02 : f64, momentum = 0.9499{{[0-9]*}} : f64}
 // MOM-LABEL: func.func @train_step
 // MOM: oasr.optimizer_update "momentum" %{{.*}}, %{{.*}}, %{{.*}} {lr = 1.000000e-01 : f64, momentum = 8.000000e-01 : f64, weight_decay = 1.000000e-04 : f64}
-module attributes {oasr.optimizer = {algo = "momentum", lr = 0.05 : f32, momentum = 0.95 : f64}} {
+module attributes {oasr.optimizer = {algo = "momentum", lr = 0.05 : f32, alpha = 0.95 : f64}} {
   func.func @train_step(%a: tensor<4xf32> {oasr.param = "a"})
       -> (tensor<f32> {oasr.output = "loss"}, tensor<4xf32> {oasr.grad = "a"}) {
     %l = oasr.node "ReduceMean"(%a) {keepdims = 0 : i64} : (tensor<4xf32>) -> tensor<f32>

@@ -108,11 +108,29 @@ def OASR_OptimizerUpdateOp : OASR_Op<"optimizer_update", [Pure,
   let summary = "One optimizer step on one parameter";
   let description = [{
     Computes the updated parameter (and optimizer state) from the parameter,
-    its averaged gradient and the optimizer state. `algo` is `sgd` (no state)
-    or `momentum` (one state tensor, the velocity `v`):
+    its averaged gradient and the optimizer state. The update rules are those
+    of ONNX's `ai.onnx.preview.training` optimizers, so a model's
+    TrainingInfo imports onto them unchanged. `t` is the number of updates
+    applied before this one (ONNX's `T`; the runtime counts it), and
+    `g_r = g + weight_decay * p` the regularized gradient.
 
-    * `sgd`:      `p' = p - lr * (g + weight_decay * p)`
-    * `momentum`: `v' = momentum * v + (g + weight_decay * p)`, `p' = p - lr * v'`
+    * `sgd` (no state): `p' = p - lr * g_r`
+    * `momentum` (velocity `v`; ONNX Momentum with `alpha = momentum`,
+      `beta = 1 - dampening`, `mode = nesterov`):
+      `v' = momentum * v + (t > 0 ? 1 - dampening : 1) * g_r`,
+      `p' = p - lr * v'`, or with `nesterov`
+      `p' = p - lr * (g_r + momentum * v')` (PyTorch's SGD with the same
+      momentum, dampening and nesterov computes the same)
+    * `adagrad` (sum of squares `h`; ONNX Adagrad, `decay_factor = lr_decay`):
+      `h' = h + g_r^2`, `p' = p - lr / (1 + t * lr_decay) * g_r / (sqrt(h') + epsilon)`
+      (PyTorch's Adagrad computes the same)
+    * `adam` (moments `v`, `h`; ONNX Adam with `alpha = beta1`,
+      `beta = beta2`, `norm_coefficient_post = weight_decay_post`):
+      `v' = beta1 v + (1 - beta1) g_r`, `h' = beta2 h + (1 - beta2) g_r^2`,
+      `r = t > 0 ? lr * sqrt(1 - beta2^t) / (1 - beta1^t) : lr`,
+      `p' = (1 - weight_decay_post) * (p - r * v' / (sqrt(h') + epsilon))`.
+      This is ONNX's rule, not PyTorch's: no bias correction on the first
+      update, and epsilon added before the correction scale.
 
     ```mlir
     %p1, %v1 = oasr.optimizer_update "momentum" %p, %g, %v
@@ -124,12 +142,24 @@ def OASR_OptimizerUpdateOp : OASR_Op<"optimizer_update", [Pure,
                        AnyRankedTensor:$grad, Variadic<AnyRankedTensor>:$state,
                        F64Attr:$lr,
                        DefaultValuedAttr<F64Attr, "0.0">:$momentum,
-                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay);
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dampening,
+                       DefaultValuedAttr<BoolAttr, "false">:$nesterov,
+                       DefaultValuedAttr<F64Attr, "0.0">:$lr_decay,
+                       DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+                       DefaultValuedAttr<F64Attr, "0.999">:$beta2,
+                       DefaultValuedAttr<F64Attr, "1.0e-06">:$epsilon,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay_post);
   let results = (outs AnyRankedTensor:$new_param,
                       Variadic<AnyRankedTensor>:$new_state);
   let assemblyFormat = [{
     $algo $param `,` $grad (`,` $state^)? attr-dict `:` type($param)
     (`,` type($state)^)?
+  }];
+  let extraClassDeclaration = [{
+    /// Number of state tensors `algo` keeps per parameter, or -1 when
+    /// `algo` is not an optimizer this op knows.
+    static int numStateTensors(::llvm::StringRef algo);
   }];
   let hasVerifier = 1;
 }
