@@ -2,6 +2,7 @@
 
 #include "oasr/Runtime/DataLoader.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -55,7 +56,8 @@ static llvm::Expected<size_t> idxHeader(llvm::StringRef path,
   type = p[2];
   unsigned rank = p[3];
   if (type != 0x08 && type != 0x0D)
-    return fail(path + ": IDX element type 0x" + llvm::Twine::utohexstr(type) +
+    return fail(path + ": IDX element type 0x" +
+                llvm::utohexstr(type, /*LowerCase=*/false, /*Width=*/2) +
                 " is not supported (unsigned byte 0x08 or float 0x0D)");
   if (rank == 0 || data.size() < 4 + 4 * size_t(rank))
     return fail(path + ": truncated IDX header");
@@ -227,20 +229,32 @@ private:
   uint64_t protoSeed;
 };
 
-llvm::Error checkShape(const std::string &what, const Dataset &d,
-                       const SampleShape &shape) {
+/// `dir`/`name`.
+std::string fileIn(llvm::StringRef dir, const llvm::Twine &name) {
+  llvm::SmallString<256> p(dir);
+  llvm::sys::path::append(p, name);
+  return std::string(p);
+}
+
+/// Checks samples against the model's input and labels against its classes;
+/// errors name the file at fault (`images`, or `labels` for the labels).
+llvm::Error checkShape(const std::string &images, const std::string &labels,
+                       const Dataset &d, const SampleShape &shape) {
   if (d.features != shape.features)
-    return fail(what + ": samples have " + llvm::Twine(d.features) +
+    return fail(images + ": samples have " + llvm::Twine(d.features) +
                 " values but the model's input takes " +
                 llvm::Twine(shape.features) + " per sample");
   if (int64_t(d.labels.size()) != d.count)
-    return fail(what + ": " + llvm::Twine(d.count) + " samples but " +
-                llvm::Twine(d.labels.size()) + " labels");
-  for (int64_t l : d.labels)
+    return fail(labels + ": " + llvm::Twine(d.labels.size()) +
+                " labels for the " + llvm::Twine(d.count) + " samples of " +
+                images);
+  for (size_t i = 0; i < d.labels.size(); ++i) {
+    int64_t l = d.labels[i];
     if (l < 0 || (shape.classes > 0 && l >= shape.classes))
-      return fail(what + ": label " + llvm::Twine(l) +
-                  " is outside the model's " + llvm::Twine(shape.classes) +
-                  " classes");
+      return fail(labels + ": label " + llvm::Twine(l) + " (sample " +
+                  llvm::Twine(i) + ") is outside the model's " +
+                  llvm::Twine(shape.classes) + " classes");
+  }
   return llvm::Error::success();
 }
 
@@ -250,24 +264,22 @@ llvm::Expected<std::unique_ptr<DataLoader>> loadMnist(llvm::StringRef dir,
                                                       uint64_t seed) {
   if (!llvm::sys::fs::is_directory(dir))
     return fail("--data=mnist:" + dir + ": no such directory");
-  auto path = [&](llvm::StringRef name) {
-    llvm::SmallString<256> p(dir);
-    llvm::sys::path::append(p, name);
-    return std::string(p);
-  };
+  auto path = [&](const llvm::Twine &name) { return fileIn(dir, name); };
   Dataset train, test;
   if (auto err = readIdxImages(path("train-images-idx3-ubyte"), train))
     return std::move(err);
   if (auto err = readIdxLabels(path("train-labels-idx1-ubyte"), train.labels))
     return std::move(err);
-  if (auto err = checkShape(path("train-images-idx3-ubyte"), train, shape))
+  if (auto err = checkShape(path("train-images-idx3-ubyte"),
+                            path("train-labels-idx1-ubyte"), train, shape))
     return std::move(err);
   if (llvm::sys::fs::exists(path("t10k-images-idx3-ubyte"))) {
     if (auto err = readIdxImages(path("t10k-images-idx3-ubyte"), test))
       return std::move(err);
     if (auto err = readIdxLabels(path("t10k-labels-idx1-ubyte"), test.labels))
       return std::move(err);
-    if (auto err = checkShape(path("t10k-images-idx3-ubyte"), test, shape))
+    if (auto err = checkShape(path("t10k-images-idx3-ubyte"),
+                              path("t10k-labels-idx1-ubyte"), test, shape))
       return std::move(err);
   }
   return std::make_unique<ShardedLoader>(("mnist:" + dir).str(),
@@ -275,7 +287,10 @@ llvm::Expected<std::unique_ptr<DataLoader>> loadMnist(llvm::StringRef dir,
                                          rank, size, seed);
 }
 
-llvm::Error readCifarBatch(const std::string &file, Dataset &d) {
+/// Appends the records of one CIFAR-10 binary batch file to `d` after
+/// checking them against the model (errors name the file).
+llvm::Error readCifarBatch(const std::string &file, const SampleShape &shape,
+                           Dataset &d) {
   auto buf = readFile(file);
   if (!buf)
     return buf.takeError();
@@ -285,13 +300,21 @@ llvm::Error readCifarBatch(const std::string &file, Dataset &d) {
     return fail(file + ": not a CIFAR-10 binary batch (size " +
                 llvm::Twine(data.size()) + " is not a multiple of 3073)");
   size_t n = data.size() / record;
-  d.features = 3072;
+  Dataset part;
+  part.count = int64_t(n);
+  part.features = 3072;
+  part.bytes.reserve(n * 3072);
   for (size_t i = 0; i < n; ++i) {
     const char *r = data.data() + i * record;
-    d.labels.push_back(int64_t(uint8_t(r[0])));
-    d.bytes.insert(d.bytes.end(), r + 1, r + record);
+    part.labels.push_back(int64_t(uint8_t(r[0])));
+    part.bytes.insert(part.bytes.end(), r + 1, r + record);
   }
-  d.count += int64_t(n);
+  if (auto err = checkShape(file, file, part, shape))
+    return err;
+  d.features = part.features;
+  d.labels.insert(d.labels.end(), part.labels.begin(), part.labels.end());
+  d.bytes.insert(d.bytes.end(), part.bytes.begin(), part.bytes.end());
+  d.count += part.count;
   return llvm::Error::success();
 }
 
@@ -301,23 +324,15 @@ llvm::Expected<std::unique_ptr<DataLoader>> loadCifar(llvm::StringRef dir,
                                                       uint64_t seed) {
   if (!llvm::sys::fs::is_directory(dir))
     return fail("--data=cifar10:" + dir + ": no such directory");
+  auto path = [&](const llvm::Twine &name) { return fileIn(dir, name); };
   Dataset train, test;
-  for (int b = 1; b <= 5; ++b) {
-    llvm::SmallString<256> p(dir);
-    llvm::sys::path::append(p, "data_batch_" + std::to_string(b) + ".bin");
-    if (auto err = readCifarBatch(std::string(p), train))
+  for (int b = 1; b <= 5; ++b)
+    if (auto err = readCifarBatch(path("data_batch_" + llvm::Twine(b) + ".bin"),
+                                  shape, train))
       return std::move(err);
-  }
-  if (auto err = checkShape((dir + "/data_batch_1.bin").str(), train, shape))
-    return std::move(err);
-  llvm::SmallString<256> t(dir);
-  llvm::sys::path::append(t, "test_batch.bin");
-  if (llvm::sys::fs::exists(t)) {
-    if (auto err = readCifarBatch(std::string(t), test))
+  if (llvm::sys::fs::exists(path("test_batch.bin")))
+    if (auto err = readCifarBatch(path("test_batch.bin"), shape, test))
       return std::move(err);
-    if (auto err = checkShape(std::string(t), test, shape))
-      return std::move(err);
-  }
   return std::make_unique<ShardedLoader>(("cifar10:" + dir).str(),
                                          std::move(train), std::move(test),
                                          rank, size, seed);

@@ -194,6 +194,25 @@ int relaunch(int argc, char **argv) {
   return 1;
 }
 
+/// Why `path` cannot be written ("" when it can), checked without
+/// truncating an existing file: outputs are only written after training.
+std::string unwritable(llvm::StringRef path) {
+  if (llvm::sys::fs::is_directory(path))
+    return "is a directory";
+  if (llvm::sys::fs::exists(path)) {
+    std::error_code ec =
+        llvm::sys::fs::access(path, llvm::sys::fs::AccessMode::Write);
+    return ec ? ec.message() : "";
+  }
+  int fd = -1;
+  if (std::error_code ec = llvm::sys::fs::openFileForWrite(
+          path, fd, llvm::sys::fs::CD_CreateNew))
+    return ec.message();
+  ::close(fd);
+  llvm::sys::fs::remove(path);
+  return "";
+}
+
 /// Prints this process' current and peak RSS (--debug-memory).
 void memoryPoint(const char *phase) {
   if (!debugMemory)
@@ -434,12 +453,29 @@ int main(int argc, char **argv) {
   std::unique_ptr<KernelBackend> backend = createCpuBackend();
   backend->setNumThreads(nthreads);
 
+  // Rank 0 writes every output file: refuse paths it cannot write before
+  // training instead of after it.
+  if (rank == 0 && !failure.failed)
+    for (auto [name, path] :
+         {std::pair<const char *, std::string>{"--trace", tracePath},
+          {"--profile", profilePath},
+          {"--dump-grads", dumpGrads},
+          {"--save", savePath},
+          {"--emit-mlir", emitMlir}})
+      if (!path.empty())
+        if (std::string why = unwritable(path); !why.empty())
+          failure.set(llvm::Twine(name) + "=" + path +
+                      ": cannot write: " + why);
+
   std::unique_ptr<Executor> exec;
   if (module && !failure.failed) {
     if (rank == 0 && !emitMlir.empty()) {
       std::error_code ec;
       llvm::raw_fd_ostream os(emitMlir, ec);
-      if (!ec)
+      if (ec)
+        failure.set("--emit-mlir=" + emitMlir +
+                    ": cannot write: " + ec.message());
+      else
         module->print(os);
     }
     ExecutorOptions eo;
@@ -503,7 +539,9 @@ int main(int argc, char **argv) {
     if (!failure.failed) {
       auto loaded = initializeWeights(*exec, loader, seed);
       if (!loaded)
-        failure.set(loaded.takeError());
+        // Only the ONNX source's initializers can fail to load: name it.
+        failure.set(exec->sourcePath() + ": " +
+                    llvm::toString(loaded.takeError()));
       else if (rank == 0 && !quiet) {
         size_t weights = 0;
         for (const PersistentTensor &t : exec->persistent())
