@@ -10,7 +10,10 @@
 
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/ToolOutputFile.h"
+
+#include <cmath>
 
 namespace mlir::oasr {
 #define GEN_PASS_DEF_PLANREPORT
@@ -37,6 +40,11 @@ static double getF64(DictionaryAttr d, StringRef key) {
 void PlanReportPass::runOnOperation() {
   markAllAnalysesPreserved();
   ModuleOp module = getOperation();
+  if (format != "text" && format != "json") {
+    module.emitError("unknown report format '")
+        << format << "' (expected 'text' or 'json')";
+    return signalPassFailure();
+  }
   func::FuncOp fn = getTrainStep(module, "--oasr-plan-report");
   if (!fn)
     return signalPassFailure();
@@ -77,13 +85,47 @@ void PlanReportPass::runOnOperation() {
   sched::Timeline t = sched::simulate(profile, cm, plan);
   double bound = sched::lowerBoundUs(profile, cm);
 
+  numGroups = plan.numGroups();
+  numGrads = order.size();
+  gradBytes = profile.totalBytes();
+  predictedUs = uint64_t(std::llround(t.iterationUs));
+  lowerBoundUs = uint64_t(std::llround(bound));
+
   std::string error;
   std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(output, &error);
   if (!file) {
-    module.emitError(error);
+    module.emitError("cannot write the plan report: ") << error;
     return signalPassFailure();
   }
   llvm::raw_ostream &os = file->os();
+  if (format == "json") {
+    llvm::json::Array groups;
+    for (const sched::GroupTiming &g : t.groups) {
+      llvm::json::Array names;
+      for (unsigned i = g.begin; i < g.end; ++i)
+        names.push_back(step->grads[order[i]].param);
+      groups.push_back(std::move(names));
+    }
+    llvm::json::Object doc{
+        {"model", profile.model},
+        {"name", plan.strategy},
+        {"num_grads", int64_t(order.size())},
+        {"total_bytes", int64_t(profile.totalBytes())},
+        {"comm", llvm::json::Object{{"alpha_s", cm.alphaS},
+                                    {"beta_s_per_byte", cm.betaSPerByte},
+                                    {"group_overhead_us", cm.groupOverheadUs}}},
+        {"iteration_us", t.iterationUs},
+        {"backward_end_us", t.backwardEndUs},
+        {"comm_end_us", t.commEndUs},
+        {"non_overlapped_comm_us", t.nonOverlappedCommUs},
+        {"overlap_ratio", t.overlapRatio},
+        {"lower_bound_us", bound},
+        {"num_groups", int64_t(plan.numGroups())},
+        {"groups", std::move(groups)}};
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(doc))) << "\n";
+    file->keep();
+    return;
+  }
   os << llvm::formatv("oasr plan: model '{0}', strategy {1}, {2} groups, {3} "
                       "gradients, {4} bytes\n",
                       profile.model, plan.strategy, plan.numGroups(),

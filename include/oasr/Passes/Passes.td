@@ -243,10 +243,26 @@ def PlanReport : Pass<"oasr-plan-report", "::mlir::ModuleOp"> {
     the node it follows, its ready/start/end times) and the predicted
     timeline (forward, backward, communication, iteration, lower bound),
     to stdout or to `output=FILE`. The IR is unchanged.
+
+    `format=json` writes the same facts in the form of one strategy entry
+    of `oasr-plan --format=json` (`name`, `iteration_us`, `num_groups`,
+    `groups` as lists of gradient names in ready order, ...), so scripts can
+    compare the planned IR with `oasr-plan` group by group.
   }];
   let options = [
     Option<"output", "output", "std::string", "\"-\"",
-           "Where to write the report ('-' for stdout)">
+           "Where to write the report ('-' for stdout)">,
+    Option<"format", "format", "std::string", "\"text\"",
+           "Report format: text or json">
+  ];
+  let statistics = [
+    Statistic<"numGroups", "groups", "Allreduce groups reported">,
+    Statistic<"numGrads", "grads", "Gradients reported">,
+    Statistic<"gradBytes", "grad-bytes", "Gradient bytes communicated">,
+    Statistic<"predictedUs", "predicted-iteration-us",
+              "Predicted iteration time (microseconds, rounded)">,
+    Statistic<"lowerBoundUs", "lower-bound-us",
+              "Lower bound on the iteration time (microseconds, rounded)">
   ];
 }
 
