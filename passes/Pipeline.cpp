@@ -31,6 +31,7 @@ void mlir::oasr::populateTrainPipeline(OpPassManager &pm,
   plan.beta = opts.beta;
   plan.comm = opts.comm;
   plan.ranks = opts.ranks;
+  plan.groupOverheadUs = opts.groupOverheadUs;
   pm.addPass(createPlanAllreduce(plan));
 
   LayoutGradientsOptions layout;

@@ -25,8 +25,7 @@ namespace mlir::oasr {
 #include "oasr/Passes/Passes.h.inc"
 
 /// Options of `--oasr-train-pipeline`: the union of the passes' options.
-struct TrainPipelineOptions
-    : public PassPipelineOptions<TrainPipelineOptions> {
+struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   // --oasr-autodiff
   Option<std::string> output{*this, "output",
                              llvm::cl::desc("Model output to train on")};
@@ -36,8 +35,7 @@ struct TrainPipelineOptions
                             llvm::cl::desc("Label argument name"),
                             llvm::cl::init("label")};
   // --oasr-annotate-cost
-  Option<std::string> device{*this, "device",
-                             llvm::cl::desc("Roofline device"),
+  Option<std::string> device{*this, "device", llvm::cl::desc("Roofline device"),
                              llvm::cl::init("cpu")};
   Option<std::string> profile{*this, "profile",
                               llvm::cl::desc("oasr-profile-v1 file")};
@@ -55,6 +53,10 @@ struct TrainPipelineOptions
                            llvm::cl::desc("oasr-comm-v1 calibration file")};
   Option<int> ranks{*this, "ranks", llvm::cl::desc("Ring form over P ranks"),
                     llvm::cl::init(0)};
+  Option<double> groupOverheadUs{
+      *this, "group-overhead-us",
+      llvm::cl::desc("Extra fixed cost per communicated group (us)"),
+      llvm::cl::init(0.0)};
   // --oasr-layout-gradients
   Option<int64_t> alignment{*this, "alignment",
                             llvm::cl::desc("Gradient alignment (bytes)"),
