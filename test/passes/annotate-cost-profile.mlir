@@ -8,6 +8,7 @@
 // each layer's backward_us is spread over its backward nodes (the loss
 // gradient folds into the last layer, fc3), forward_us over forward nodes.
 // CHECK: oasr.cost_model = {alpha_s = 9.750000e-05 : f64, beta_s_per_byte = 3.060000e-10 : f64, file = "{{.*}}mlp3.profile.json", ranks = 8 : i64, source = "profile", update_us = 0.000000e+00 : f64}
+// CHECK-LABEL: func.func @train_step
 // CHECK: oasr.node "SoftmaxCrossEntropyLossGrad"{{.*}}#oasr.cost<backward_us = [[A:[0-9.eE+-]+]]
 // CHECK: oasr.node "GemmGrad"{{.*}}#oasr.cost<backward_us = [[B:[0-9.eE+-]+]]{{.*}}oasr.layer = "/fc3/Gemm"
 // CHECK: oasr.node "ReluGrad"{{.*}}#oasr.cost<backward_us = {{.*}}oasr.layer = "/relu2/Relu"
@@ -21,3 +22,6 @@
 // DEVICE: error: unknown device 'tpu' (known: cpu, h100, h200, v100, k80)
 
 // NOSTEP: error: --oasr-annotate-cost needs a 'func.func @train_step' (run --oasr-autodiff first)
+
+// Diagnostics on hand-written steps (profile bytes that disagree, names
+// without a match): annotate-cost-invalid.mlir.
