@@ -1,13 +1,14 @@
 #!/usr/bin/python3
 """Exports the small seeded PyTorch models some runtime tests train.
 
-    export_model.py {cifar-cnn,wide} OUT.onnx [--seed 0]
+    export_model.py {cifar-cnn,wide} OUT.onnx [--hidden H] [--seed 0]
 
 cifar-cnn: 3x32x32 input (CIFAR-10 records): conv -> BN -> relu -> maxpool
     -> conv -> relu -> avgpool -> flatten -> gemm.
 wide: 3x8x8 input: conv -> BN -> relu -> maxpool -> flatten -> gemm (128 ->
-    2560, 1.25 MiB of weights) -> relu -> gemm, so that byte-based plans
-    (PyTorch DDP's 1 MiB first bucket) really split the gradients.
+    H, by default 2560: 1.25 MiB of weights) -> relu -> gemm, so that
+    byte-based plans (PyTorch DDP's 1 MiB first bucket) really split the
+    gradients, and a large H makes an allreduce outlast the rest of backward.
 
 Exported like scripts/torch_reference.py does (training mode, no constant
 folding, symbolic batch).
@@ -19,6 +20,7 @@ import torch
 p = argparse.ArgumentParser()
 p.add_argument("model", choices=["cifar-cnn", "wide"])
 p.add_argument("out")
+p.add_argument("--hidden", type=int, default=2560)
 p.add_argument("--seed", type=int, default=0)
 a = p.parse_args()
 torch.manual_seed(a.seed)
@@ -44,8 +46,8 @@ class Wide(torch.nn.Module):
         super().__init__()
         self.conv = torch.nn.Conv2d(3, 8, 3, padding=1, bias=False)
         self.bn = torch.nn.BatchNorm2d(8)
-        self.fc1 = torch.nn.Linear(8 * 4 * 4, 2560)
-        self.fc2 = torch.nn.Linear(2560, 10)
+        self.fc1 = torch.nn.Linear(8 * 4 * 4, a.hidden)
+        self.fc2 = torch.nn.Linear(a.hidden, 10)
 
     def forward(self, x):
         x = F.max_pool2d(F.relu(self.bn(self.conv(x))), 2)
