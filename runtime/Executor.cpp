@@ -69,6 +69,7 @@ struct Instr {
   double lr = 0, momentum = 0, weightDecay = 0, dampening = 0, lrDecay = 0,
          beta1 = 0, beta2 = 0, epsilon = 0, weightDecayPost = 0;
   bool nesterov = false;
+  UpdateRule rule; ///< the same, for backends that update device memory
   // Kernel scratch in the arena.
   size_t workspaceBytes = 0, workspaceOffset = 0;
   bool elementwise = false; ///< may write its result over a dying input
@@ -101,6 +102,9 @@ struct Executor::Impl {
   unsigned forwardEnd = 0; ///< instructions [0, forwardEnd) are the forward
   std::map<std::string, int> gradOfParam; ///< param name -> averaged value
   int64_t updatesDone = 0;                ///< optimizer steps so far (ONNX's T)
+  /// Device backends: the batch is written here (host memory) and uploaded
+  /// at the start of each step.
+  std::vector<char> hostInput, hostLabel;
 
   ~Impl() {
     if (!backend)
@@ -132,9 +136,17 @@ struct Executor::Impl {
       std::memcpy(values[dst].ptr, values[src].ptr, n);
       return;
     }
-    std::vector<char> staging(n);
-    backend->copyToHost(staging.data(), values[src].ptr, n);
-    backend->copyToDevice(values[dst].ptr, staging.data(), n);
+    backend->copyWithin(values[dst].ptr, values[src].ptr, n);
+  }
+  /// Device backends: uploads the batch the loader wrote to host memory.
+  void uploadBatch() {
+    if (hostMemory)
+      return;
+    backend->copyToDevice(values[size_t(inputValue)].ptr, hostInput.data(),
+                          hostInput.size());
+    if (labelValue >= 0)
+      backend->copyToDevice(values[size_t(labelValue)].ptr, hostLabel.data(),
+                            hostLabel.size());
   }
 };
 
@@ -683,6 +695,10 @@ Executor::create(ModuleOp module, KernelBackend &backend,
       u.beta2 = upd.getBeta2().convertToDouble();
       u.epsilon = upd.getEpsilon().convertToDouble();
       u.weightDecayPost = upd.getWeightDecayPost().convertToDouble();
+      u.rule = UpdateRule{
+          u.algo,    u.lr,    u.momentum, u.weightDecay, u.dampening,
+          u.lrDecay, u.beta1, u.beta2,    u.epsilon,     u.weightDecayPost,
+          u.nesterov};
       u.ins = ins;
       if (I.values[ins[0]].desc.dtype != DType::F32)
         return opError(op, "the runtime updates f32 parameters only");
@@ -1025,17 +1041,26 @@ Executor::create(ModuleOp module, KernelBackend &backend,
       instr.inRefs.push_back(I.ref(v));
     for (int v : instr.outs)
       instr.outRefs.push_back(I.ref(v));
-    if (instr.op == InstrOp::Update && !I.hostMemory)
+    if (instr.op == InstrOp::Update && !I.hostMemory &&
+        !backend.supportsUpdate(instr.algo))
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
-          "optimizer updates on the '%s' backend are not implemented yet",
-          backend.name());
+          "optimizer '%s' updates on the '%s' backend are not implemented",
+          instr.algo.c_str(), backend.name());
   }
 
-  // Public views.
+  // Public views; device backends get the batch in host memory.
   exec->inputRef = I.ref(I.inputValue);
   if (I.labelValue >= 0)
     exec->labelRef = I.ref(I.labelValue);
+  if (!I.hostMemory) {
+    I.hostInput.assign(exec->inputRef.bytes(), 0);
+    exec->inputRef.data = I.hostInput.data();
+    if (I.labelValue >= 0) {
+      I.hostLabel.assign(exec->labelRef.bytes(), 0);
+      exec->labelRef.data = I.hostLabel.data();
+    }
+  }
   for (size_t k = 0; k < persistMeta.size(); ++k) {
     PersistentTensor t;
     t.kind = persistMeta[k].first;
@@ -1187,6 +1212,7 @@ void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
                   epochNs) *
            1e-3;
   };
+  I.uploadBatch();
   for (size_t k = 0; k < I.instrs.size(); ++k) {
     Instr &instr = I.instrs[k];
     double t0 = timings ? now() : 0;
@@ -1206,7 +1232,11 @@ void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
       hooks.gradientsNeeded(instr.group);
       break;
     case InstrOp::Update:
-      hostUpdate(instr, I.updatesDone);
+      if (I.hostMemory)
+        hostUpdate(instr, I.updatesDone);
+      else
+        I.backend->update(instr.rule, I.updatesDone, instr.inRefs,
+                          instr.outRefs);
       break;
     }
     if (timings) {
@@ -1220,6 +1250,7 @@ void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
 
 void Executor::runForward() {
   Impl &I = *impl;
+  I.uploadBatch();
   for (unsigned k = 0; k < I.forwardEnd && k < I.instrs.size(); ++k) {
     Instr &instr = I.instrs[k];
     if (instr.op == InstrOp::Kernel)

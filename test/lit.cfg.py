@@ -39,6 +39,22 @@ for t in tools:
         config.available_features.add(t)
 if config.oasr_enable_cuda:
     config.available_features.add("cuda")
+    # GPUs this oasr-run can use here: cuda-device with one, cuda-devices-2
+    # with two or more (NCCL tests run one rank per GPU).
+    _run = os.path.join(config.oasr_tools_dir, "oasr-run")
+    if os.path.exists(_run):
+        import subprocess
+        try:
+            _out = subprocess.run([_run, "--list-devices"], capture_output=True,
+                                  text=True, timeout=60).stdout
+        except (OSError, subprocess.SubprocessError):
+            _out = ""
+        _gpus = sum(1 for l in _out.splitlines() if l.startswith("cuda:") and
+                    l.split(":")[1].isdigit())
+        if _gpus >= 1:
+            config.available_features.add("cuda-device")
+        if _gpus >= 2:
+            config.available_features.add("cuda-devices-2")
 
 def has_python_module(name):
     import subprocess

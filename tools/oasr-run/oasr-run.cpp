@@ -12,6 +12,7 @@
 #include "oasr/Config.h"
 #include "oasr/Dialect/OASRDialect.h"
 #include "oasr/Runtime/Communicator.h"
+#include "oasr/Runtime/Cuda.h"
 #include "oasr/Runtime/DataLoader.h"
 #include "oasr/Runtime/Executor.h"
 #include "oasr/Runtime/Training.h"
@@ -121,6 +122,16 @@ static cl::opt<std::string>
     commKind("communicator",
              cl::desc("mpi | self (default: mpi under mpirun, else self)"),
              cl::init(""), cl::cat(runCat));
+static cl::opt<std::string>
+    device("device",
+           cl::desc("Kernel backend: cpu (oneDNN) | cuda (cuDNN/cuBLAS, one "
+                    "GPU per rank); --list-devices shows what is visible"),
+           cl::init("cpu"), cl::cat(runCat));
+static cl::opt<std::string>
+    commBackend("comm-backend",
+                cl::desc("Gradient averaging: mpi | nccl (default: nccl with "
+                         "--device=cuda on several ranks, else mpi)"),
+                cl::init(""), cl::cat(runCat));
 static cl::opt<std::string>
     algoName("algo",
              cl::desc("Training algorithm: sync-sgd (planned allreduces) | "
@@ -339,13 +350,120 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
 #endif
 }
 
+/// `--list-devices`: the kernel backends this binary can run on here.
+int listDevices() {
+  std::printf("cpu: oneDNN\n");
+#if OASR_ENABLE_CUDA
+  std::string why;
+  int count = cudaDeviceCount(why);
+  for (int d = 0; d < count; ++d)
+    std::printf("cuda:%d: %s\n", d, cudaDeviceDescription(d).c_str());
+  if (count == 0)
+    std::printf("cuda: no device visible (%s)\n", why.c_str());
+#else
+  std::printf("cuda: not built (this oasr-run was built without CUDA)\n");
+#endif
+  return 0;
+}
+
+/// This process' rank among the ranks on its host.
+int localRank() {
+  for (const char *v :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char *s = std::getenv(v))
+      return std::max(0, std::atoi(s));
+  return 0;
+}
+
+/// The --device backend of this rank; with --comm-backend=nccl, `comm`
+/// becomes the NCCL communicator wrapping it. Called before the CommEngine
+/// starts, on every rank alike. Returns null with `error` set (naming the
+/// rank where it is the rank's own problem) on failure.
+std::unique_ptr<KernelBackend>
+createBackend(std::unique_ptr<Communicator> &comm, int threads,
+              std::string &error) {
+  const std::string dev = device;
+  const std::string cb = !commBackend.empty() ? std::string(commBackend)
+                         : dev == "cuda" && comm->size() > 1 ? "nccl"
+                                                             : "mpi";
+  if (dev != "cpu" && dev != "cuda")
+    error = "--device=" + dev + ": expected cpu or cuda";
+  else if (cb != "mpi" && cb != "nccl")
+    error = "--comm-backend=" + cb + ": expected mpi or nccl";
+  else if (!OASR_ENABLE_CUDA && (dev == "cuda" || cb == "nccl"))
+    error = "--" +
+            std::string(dev == "cuda" ? "device=cuda" : "comm-backend=nccl") +
+            ": this oasr-run was built without CUDA (configure with the CUDA "
+            "toolkit in /usr/local/cuda and -DOASR_ENABLE_CUDA=ON)";
+  else if (cb == "nccl" && dev != "cuda")
+    error = "--comm-backend=nccl averages GPU memory; it needs --device=cuda";
+  else if (dev == "cuda" && algoName != "sync-sgd")
+    error = "--algo=" + algoName +
+            " updates the parameters on the host; it needs --device=cpu";
+  else if (dev == "cuda" && cb == "mpi" && comm->size() > 1)
+    error = "--device=cuda --comm-backend=mpi: MPI averages host memory; use "
+            "--comm-backend=nccl on several ranks";
+  if (!error.empty())
+    return nullptr;
+  if (dev == "cpu") {
+    std::unique_ptr<KernelBackend> backend = createCpuBackend();
+    backend->setNumThreads(threads);
+    return backend;
+  }
+#if OASR_ENABLE_CUDA
+  std::string where =
+      "rank " + std::to_string(comm->rank()) + " (host " + comm->host() + ")";
+  std::string why;
+  std::unique_ptr<KernelBackend> backend;
+  int count = cudaDeviceCount(why);
+  int local = localRank(), ranksHere = std::max(localRanks(), local + 1);
+  if (count == 0)
+    error = "--device=cuda: no CUDA device visible on " + where + ": " + why;
+  else if (ranksHere > count)
+    error = llvm::formatv("--device=cuda: {0} ranks on host {1} but {2} CUDA "
+                          "device(s) visible; oasr runs one rank per GPU",
+                          ranksHere, comm->host(), count)
+                .str();
+  else if (!selectCudaDevice(local, why) || !(backend = createCudaBackend(why)))
+    error = "--device=cuda: " + where + ": " + why;
+  if (cb == "nccl") {
+    // NCCL's set-up is collective: start it only if every rank has a GPU.
+    double failed = error.empty() ? 0 : 1;
+    comm->allreduceMax(&failed, 1);
+    if (failed == 0) {
+      std::unique_ptr<Communicator> nccl =
+          createNcclCommunicator(comm, *backend, why);
+      if (nccl)
+        comm = std::move(nccl);
+      else
+        error = "--comm-backend=nccl: " + where + ": " + why;
+    }
+  }
+  if (!error.empty())
+    return nullptr;
+  if (comm->rank() == 0 && !quiet)
+    std::printf("oasr-run: device cuda:%d %s, gradients averaged with %s\n",
+                local, cudaDeviceDescription(local).c_str(), comm->name());
+  return backend;
+#else
+  return nullptr;
+#endif
+}
+
+/// The f32 elements of `t`, in host memory whatever the backend.
+std::vector<float> hostFloats(Executor &exec, const TensorRef &t) {
+  std::vector<float> v(size_t(t.numel()));
+  exec.backend().copyToHost(v.data(), t.data, v.size() * sizeof(float));
+  return v;
+}
+
 llvm::Error writeGrads(const std::string &path, Executor &exec) {
   llvm::json::Object params, state;
   for (const PersistentTensor &t : exec.persistent()) {
     if (t.kind == PersistentTensor::State && t.ref.desc.dtype == DType::F32) {
       llvm::json::Array value;
-      for (int64_t i = 0; i < t.ref.numel(); ++i)
-        value.push_back(double(t.ref.as<float>()[i]));
+      for (float x : hostFloats(exec, t.ref))
+        value.push_back(double(x));
       state[t.name] = llvm::json::Object{{"value", std::move(value)}};
     }
     if (t.kind != PersistentTensor::Param)
@@ -354,11 +472,11 @@ llvm::Error writeGrads(const std::string &path, Executor &exec) {
     llvm::json::Array shape, grad, value;
     for (int64_t d : t.ref.desc.shape)
       shape.push_back(d);
-    for (int64_t i = 0; i < t.ref.numel(); ++i)
-      value.push_back(double(t.ref.as<float>()[i]));
+    for (float x : hostFloats(exec, t.ref))
+      value.push_back(double(x));
     if (g.data)
-      for (int64_t i = 0; i < g.numel(); ++i)
-        grad.push_back(double(g.as<float>()[i]));
+      for (float x : hostFloats(exec, g))
+        grad.push_back(double(x));
     params[t.name] = llvm::json::Object{{"shape", std::move(shape)},
                                         {"grad", std::move(grad)},
                                         {"value", std::move(value)}};
@@ -385,6 +503,8 @@ int main(int argc, char **argv) {
   std::vector<char *> args;
   for (int i = 0; i < argc; ++i) {
     llvm::StringRef a(argv[i]);
+    if (i > 0 && (a == "--list-devices" || a == "-list-devices"))
+      return listDevices();
     if (i > 0 && (a.starts_with("--threads=") || a.starts_with("-threads="))) {
       if (a.split('=').second.getAsInteger(10, threads) || threads < 1) {
         llvm::errs() << "oasr-run: error: " << a
@@ -435,11 +555,18 @@ int main(int argc, char **argv) {
                  << ": expected mpi or self\n";
     return 1;
   }
+  // Kernel backend (and NCCL) before the communication engine takes `comm`.
+  std::string backendError;
+  std::unique_ptr<KernelBackend> backend =
+      createBackend(comm, nthreads, backendError);
+
   const int rank = comm->rank(), size = comm->size();
   CommEngine engine(*comm);
 
   // Setup on every rank; failures are agreed on before training.
   Failure failure;
+  if (!backend)
+    failure.set(backendError);
   mlir::DialectRegistry registry;
   registry.insert<mlir::func::FuncDialect, mlir::oasr::OASRDialect>();
 #if OASR_HAVE_PASSES
@@ -449,9 +576,6 @@ int main(int argc, char **argv) {
   ctx.loadAllAvailableDialects();
   auto module = loadModule(ctx, failure);
   memoryPoint("module");
-
-  std::unique_ptr<KernelBackend> backend = createCpuBackend();
-  backend->setNumThreads(nthreads);
 
   // Rank 0 writes every output file: refuse paths it cannot write before
   // training instead of after it.
@@ -468,7 +592,7 @@ int main(int argc, char **argv) {
                       ": cannot write: " + why);
 
   std::unique_ptr<Executor> exec;
-  if (module && !failure.failed) {
+  if (module && backend && !failure.failed) {
     if (rank == 0 && !emitMlir.empty()) {
       std::error_code ec;
       llvm::raw_fd_ostream os(emitMlir, ec);
@@ -684,8 +808,7 @@ int main(int argc, char **argv) {
         if (t.kind != PersistentTensor::OptState &&
             t.ref.desc.dtype == DType::F32 &&
             onnxModel->findInitializer(t.name))
-          values[t.name].assign(t.ref.as<float>(),
-                                t.ref.as<float>() + t.ref.numel());
+          values[t.name] = hostFloats(*exec, t.ref);
       if (auto err = onnxModel->saveWithInitializers(savePath, values))
         comm->abort(
             "oasr-run: error: --save: " + llvm::toString(std::move(err)), 1);

@@ -1,4 +1,5 @@
-//===- Kernel.h - The runtime's kernel-backend interface ---------*- C++ -*-===//
+//===- Kernel.h - The runtime's kernel-backend interface ---------*- C++
+//-*-===//
 //
 // A kernel backend (oneDNN on CPU, cuDNN/cuBLAS on GPU) turns one node of the
 // compiled training step into a Kernel once, when the execution plan is
@@ -29,6 +30,8 @@
 
 #ifndef OASR_RUNTIME_KERNEL_H
 #define OASR_RUNTIME_KERNEL_H
+
+#include "oasr/Config.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -81,7 +84,9 @@ using AttrValue = std::variant<int64_t, double, std::string,
 /// The attributes of one node, with typed accessors and defaults.
 class AttrMap {
 public:
-  void set(const std::string &name, AttrValue v) { values[name] = std::move(v); }
+  void set(const std::string &name, AttrValue v) {
+    values[name] = std::move(v);
+  }
   bool has(const std::string &name) const { return values.count(name) != 0; }
   int64_t getInt(const std::string &name, int64_t dflt = 0) const;
   double getFloat(const std::string &name, double dflt = 0.0) const;
@@ -97,9 +102,9 @@ private:
 
 /// Everything a backend needs to build a kernel for one node.
 struct OpSpec {
-  std::string opType;  ///< ONNX / oasr op type, e.g. "Conv", "ConvGrad"
-  std::string name;    ///< node name (its location), for errors and traces
-  AttrMap attrs;       ///< ONNX attributes
+  std::string opType; ///< ONNX / oasr op type, e.g. "Conv", "ConvGrad"
+  std::string name;   ///< node name (its location), for errors and traces
+  AttrMap attrs;      ///< ONNX attributes
   std::vector<TensorDesc> inputs;
   std::vector<TensorDesc> outputs;
   /// Outputs no later op reads; a kernel may skip computing them (e.g. dX of
@@ -127,6 +132,15 @@ public:
   virtual void setWorkspace(void *ptr) { (void)ptr; }
 };
 
+/// One oasr.optimizer_update: the algorithm and its hyper-parameters (the
+/// ONNX preview-training rules; docs/runtime.md "Optimizers").
+struct UpdateRule {
+  std::string algo; ///< sgd | momentum | adagrad | adam
+  double lr = 0, momentum = 0, weightDecay = 0, dampening = 0, lrDecay = 0,
+         beta1 = 0, beta2 = 0, epsilon = 0, weightDecayPost = 0;
+  bool nesterov = false;
+};
+
 /// A family of kernels on one kind of device.
 class KernelBackend {
 public:
@@ -142,8 +156,31 @@ public:
   virtual void deallocate(void *ptr) = 0;
   virtual void copyToDevice(void *dst, const void *src, size_t bytes) = 0;
   virtual void copyToHost(void *dst, const void *src, size_t bytes) = 0;
+  /// Copies `bytes` between two buffers of this backend, after every kernel
+  /// issued so far. The default stages through host memory.
+  virtual void copyWithin(void *dst, const void *src, size_t bytes) {
+    std::vector<char> staging(bytes);
+    copyToHost(staging.data(), src, bytes);
+    copyToDevice(dst, staging.data(), bytes);
+  }
   /// Waits until every kernel issued so far has finished.
   virtual void synchronize() {}
+  /// Backends whose memory the host cannot address (GPUs) apply optimizer
+  /// updates themselves; the executor updates host memory in its own loop.
+  /// True when `update` implements `algo`.
+  virtual bool supportsUpdate(const std::string &algo) const {
+    (void)algo;
+    return false;
+  }
+  /// One update of `rule` after `t` earlier updates, issued after every
+  /// kernel so far: operands (param, grad[, state...]) and results
+  /// (param'[, state'...]) as in oasr.optimizer_update; a result may alias
+  /// its operand. Called only when supportsUpdate(rule.algo).
+  virtual void update(const UpdateRule &rule, int64_t t,
+                      const std::vector<TensorRef> &inputs,
+                      const std::vector<TensorRef> &outputs) {
+    (void)rule, (void)t, (void)inputs, (void)outputs;
+  }
   /// Threads the backend may use for one kernel (CPU: OpenMP threads of
   /// oneDNN and the hand-written loops; applies to kernels created and run
   /// on any thread after the call; 0 restores OpenMP's default).
@@ -153,8 +190,10 @@ public:
 /// The oneDNN CPU backend.
 std::unique_ptr<KernelBackend> createCpuBackend();
 #if OASR_ENABLE_CUDA
-/// The cuDNN/cuBLAS backend on the current CUDA device.
-std::unique_ptr<KernelBackend> createCudaBackend();
+/// The cuDNN/cuBLAS backend on the current CUDA device (see
+/// oasr/Runtime/Cuda.h to pick one). On failure (no device, driver or
+/// library error) returns null and sets `error`.
+std::unique_ptr<KernelBackend> createCudaBackend(std::string &error);
 #endif
 
 } // namespace oasr::rt

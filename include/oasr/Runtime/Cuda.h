@@ -1,0 +1,48 @@
+//===- Cuda.h - CUDA devices and the NCCL communicator ------------*- C++
+//-*-===//
+//
+// What tools need besides createCudaBackend() (Kernel.h) to run on GPUs:
+// probing and picking the device of a rank (one rank per GPU), and the NCCL
+// communicator that averages gradients in device memory. Declared only in
+// builds with the CUDA backend (OASR_ENABLE_CUDA in oasr/Config.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OASR_RUNTIME_CUDA_H
+#define OASR_RUNTIME_CUDA_H
+
+#include "oasr/Runtime/Communicator.h"
+#include "oasr/Runtime/Kernel.h"
+
+#include <memory>
+#include <string>
+
+#if OASR_ENABLE_CUDA
+namespace oasr::rt {
+
+/// CUDA devices this process sees. 0 with `error` set to the CUDA runtime's
+/// reason when there are none (no driver, no GPU, CUDA_VISIBLE_DEVICES).
+int cudaDeviceCount(std::string &error);
+/// "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)".
+std::string cudaDeviceDescription(int device);
+/// Makes `device` current for the calling thread; backends and the NCCL
+/// communicator created afterwards use it.
+bool selectCudaDevice(int device, std::string &error);
+
+/// The NCCL communicator of the ranks of `mpi` (a collective: every rank
+/// calls it; rank 0's ncclUniqueId is broadcast over `mpi`). Gradients are
+/// averaged in device memory on NCCL's own stream, ordered after the work
+/// issued so far on `cuda`'s compute stream by an event; the call returns
+/// once the average is complete, so kernels issued afterwards (the
+/// optimizer) see it. `broadcast` moves device memory too; metrics,
+/// barriers, gathers and abort go through `mpi`. On success the NCCL
+/// communicator takes `mpi` over; on failure it returns null, sets `error`
+/// and leaves `mpi` alone.
+std::unique_ptr<Communicator>
+createNcclCommunicator(std::unique_ptr<Communicator> &mpi, KernelBackend &cuda,
+                       std::string &error);
+
+} // namespace oasr::rt
+#endif // OASR_ENABLE_CUDA
+
+#endif // OASR_RUNTIME_CUDA_H

@@ -1,0 +1,1636 @@
+//===- CudaBackend.cpp - The cuDNN/cuBLAS kernel backend ------------------===//
+//
+// createCudaBackend(): device memory, one compute stream that every kernel,
+// copy and optimizer update of the backend is issued on (so they run in plan
+// order without host synchronization), cuBLAS for Gemm/GemmGrad/MatMul,
+// cuDNN for convolutions, and the hand-written kernels of CudaKernels.cu for
+// the rest. Op names, operand conventions and checks follow the CPU backend
+// (runtime/cpu); an op it does not implement is an error naming the node.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaKernels.h"
+#include "oasr/Runtime/Cuda.h"
+
+#include <cublas_v2.h>
+#include <cudnn.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <sstream>
+
+namespace oasr::rt::cuda {
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Errors and checks
+//===----------------------------------------------------------------------===//
+
+void checkBlas(cublasStatus_t status, const char *what) {
+  if (status == CUBLAS_STATUS_SUCCESS)
+    return;
+  std::fprintf(stderr, "oasr: fatal: %s: cuBLAS error %s\n", what,
+               cublasGetStatusName(status));
+  std::abort();
+}
+
+void checkDnn(cudnnStatus_t status, const char *what) {
+  if (status == CUDNN_STATUS_SUCCESS)
+    return;
+  std::fprintf(stderr, "oasr: fatal: %s: %s\n", what,
+               cudnnGetErrorString(status));
+  std::abort();
+}
+
+std::string shapeStr(const std::vector<int64_t> &shape) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < shape.size(); ++i)
+    os << (i ? ", " : "") << shape[i];
+  os << ']';
+  return os.str();
+}
+
+/// "node 'name' (Op): msg", the CPU backend's form.
+std::string nodeError(const OpSpec &spec, const std::string &msg) {
+  return "node '" + spec.name + "' (" + spec.opType + "): " + msg;
+}
+
+/// Operand and result counts within [minIn, maxIn] / [minOut, maxOut], and
+/// the listed operands/results f32.
+bool checkSpec(const OpSpec &spec, size_t minIn, size_t maxIn, size_t minOut,
+               size_t maxOut, std::initializer_list<size_t> f32In,
+               std::initializer_list<size_t> f32Out, std::string &error) {
+  if (spec.inputs.size() < minIn || spec.inputs.size() > maxIn ||
+      spec.outputs.size() < minOut || spec.outputs.size() > maxOut) {
+    error = nodeError(spec, "expects " + std::to_string(minIn) + ".." +
+                                std::to_string(maxIn) + " operands and " +
+                                std::to_string(minOut) + ".." +
+                                std::to_string(maxOut) + " results, got " +
+                                std::to_string(spec.inputs.size()) + " and " +
+                                std::to_string(spec.outputs.size()));
+    return false;
+  }
+  auto bad = [&](const char *what, size_t i, DType t) {
+    error = nodeError(spec, std::string(what) + " " + std::to_string(i) +
+                                " has element type " + dtypeName(t) +
+                                ", expected f32");
+    return false;
+  };
+  for (size_t i : f32In)
+    if (i < spec.inputs.size() && spec.inputs[i].dtype != DType::F32)
+      return bad("operand", i, spec.inputs[i].dtype);
+  for (size_t i : f32Out)
+    if (i < spec.outputs.size() && spec.outputs[i].dtype != DType::F32)
+      return bad("result", i, spec.outputs[i].dtype);
+  return true;
+}
+
+bool outputUsed(const OpSpec &spec, size_t i) {
+  return i >= spec.outputUsed.size() || spec.outputUsed[i];
+}
+
+std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> s(shape.size());
+  int64_t acc = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    s[i] = acc;
+    acc *= shape[i];
+  }
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// The backend and the kernel base class
+//===----------------------------------------------------------------------===//
+
+class CudaBackend;
+using Factory = std::function<std::unique_ptr<Kernel>(
+    CudaBackend &, const OpSpec &, std::string &)>;
+
+class CudaBackend final : public KernelBackend {
+public:
+  CudaBackend(cudaStream_t stream, cublasHandle_t blas, cudnnHandle_t dnn);
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream);
+    cudnnDestroy(dnn);
+    cublasDestroy(blas);
+    cudaStreamDestroy(stream);
+  }
+  const char *name() const override { return "cuda"; }
+  std::unique_ptr<Kernel> create(const OpSpec &spec,
+                                 std::string &error) override {
+    auto it = registry.find(spec.opType);
+    if (it == registry.end()) {
+      error = nodeError(spec, "op type '" + spec.opType +
+                                  "' is not supported by the cuda backend");
+      return nullptr;
+    }
+    error.clear();
+    std::unique_ptr<Kernel> k = it->second(*this, spec, error);
+    if (!k && error.empty())
+      error = nodeError(spec, "kernel creation failed");
+    return k;
+  }
+  void *allocate(size_t bytes) override {
+    void *p = nullptr;
+    if (cudaMalloc(&p, std::max<size_t>(bytes, 256)) != cudaSuccess) {
+      cudaGetLastError(); // clear the sticky-free allocation error
+      return nullptr;
+    }
+    return p;
+  }
+  void deallocate(void *ptr) override { cudaFree(ptr); }
+  void copyToDevice(void *dst, const void *src, size_t bytes) override {
+    if (bytes)
+      check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream),
+            "copy to the device");
+  }
+  void copyToHost(void *dst, const void *src, size_t bytes) override {
+    if (!bytes)
+      return;
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream),
+          "copy to the host");
+    synchronize();
+  }
+  void copyWithin(void *dst, const void *src, size_t bytes) override {
+    if (bytes && dst != src)
+      check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream),
+            "copy on the device");
+  }
+  void synchronize() override {
+    check(cudaStreamSynchronize(stream), "synchronize the compute stream");
+  }
+  bool supportsUpdate(const std::string &algo) const override {
+    return algo == "sgd" || algo == "momentum" || algo == "adagrad" ||
+           algo == "adam";
+  }
+  void update(const UpdateRule &rule, int64_t t,
+              const std::vector<TensorRef> &in,
+              const std::vector<TensorRef> &out) override {
+    auto at = [](const std::vector<TensorRef> &v, size_t i) -> float * {
+      return i < v.size() ? v[i].as<float>() : nullptr;
+    };
+    launchUpdate(rule, t, in[0].numel(), at(in, 0), at(in, 1), at(in, 2),
+                 at(in, 3), at(out, 0), at(out, 1), at(out, 2), stream);
+  }
+
+  cudaStream_t stream;
+  cublasHandle_t blas;
+  cudnnHandle_t dnn;
+
+private:
+  std::map<std::string, Factory> registry;
+};
+
+/// Every CUDA kernel: the node's name, the backend's stream and handles, and
+/// its run-time scratch (placed by the executor in its activation arena, or
+/// allocated at the first run when the kernel runs without an executor).
+class CudaKernel : public Kernel {
+public:
+  CudaKernel(CudaBackend &backend, const OpSpec &spec)
+      : backend(backend), stream(backend.stream), nodeName(spec.name),
+        op(spec.opType) {}
+  ~CudaKernel() override {
+    if (ownScratch)
+      cudaFree(ownScratch);
+  }
+  void run(const std::vector<TensorRef> &in,
+           const std::vector<TensorRef> &out) final {
+    if (scratchBytes && !scratch) {
+      check(cudaMalloc(&ownScratch, scratchBytes), nodeName.c_str());
+      scratch = static_cast<char *>(ownScratch);
+    }
+    compute(in, out);
+  }
+  size_t workspaceBytes() const final { return scratchBytes; }
+  void setWorkspace(void *ptr) final { scratch = static_cast<char *>(ptr); }
+
+protected:
+  virtual void compute(const std::vector<TensorRef> &in,
+                       const std::vector<TensorRef> &out) = 0;
+  /// Reserves `bytes` of scratch; returns its offset. Call from the
+  /// constructor.
+  size_t reserve(size_t bytes) {
+    size_t off = scratchBytes;
+    scratchBytes += (bytes + 255) / 256 * 256;
+    return off;
+  }
+  template <typename T> T *scratchAt(size_t offset) const {
+    return reinterpret_cast<T *>(scratch + offset);
+  }
+
+  CudaBackend &backend;
+  cudaStream_t stream;
+  std::string nodeName, op;
+
+private:
+  size_t scratchBytes = 0;
+  char *scratch = nullptr;
+  void *ownScratch = nullptr;
+};
+
+/// A kernel that is one function of the buffers.
+class LambdaKernel final : public CudaKernel {
+public:
+  using Body = std::function<void(cudaStream_t, const std::vector<TensorRef> &,
+                                  const std::vector<TensorRef> &)>;
+  LambdaKernel(CudaBackend &backend, const OpSpec &spec, Body body)
+      : CudaKernel(backend, spec), body(std::move(body)) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    body(stream, in, out);
+  }
+
+private:
+  Body body;
+};
+
+std::unique_ptr<Kernel> lambda(CudaBackend &b, const OpSpec &spec,
+                               LambdaKernel::Body body) {
+  return std::make_unique<LambdaKernel>(b, spec, std::move(body));
+}
+
+//===----------------------------------------------------------------------===//
+// Broadcast arithmetic, reductions, copies, Constant
+//===----------------------------------------------------------------------===//
+
+/// `in` broadcast onto `out` (numpy, aligned right) as strides of `out`'s
+/// dimensions.
+bool broadcastStrides(const std::vector<int64_t> &in,
+                      const std::vector<int64_t> &out, int64_t *strides) {
+  if (in.size() > out.size())
+    return false;
+  std::vector<int64_t> s = rowMajorStrides(in);
+  size_t off = out.size() - in.size();
+  for (size_t d = 0; d < out.size(); ++d) {
+    strides[d] = 0;
+    if (d < off || in[d - off] == 1)
+      continue;
+    if (in[d - off] != out[d])
+      return false;
+    strides[d] = s[d - off];
+  }
+  return true;
+}
+
+bool makeBroadcast(const OpSpec &spec, const std::vector<int64_t> &out,
+                   Broadcast &b, std::string &error) {
+  if (out.size() > size_t(kMaxRank) ||
+      spec.inputs.size() > size_t(kMaxOperands)) {
+    error =
+        nodeError(spec, "the cuda backend broadcasts up to " +
+                            std::to_string(kMaxOperands) +
+                            " operands of rank <= " + std::to_string(kMaxRank));
+    return false;
+  }
+  b.rank = std::max<int>(1, int(out.size()));
+  b.operands = int(spec.inputs.size());
+  b.dims[0] = 1;
+  for (size_t d = 0; d < out.size(); ++d)
+    b.dims[d] = out[d];
+  for (size_t j = 0; j < spec.inputs.size(); ++j)
+    if (!broadcastStrides(spec.inputs[j].shape, out, b.strides[j])) {
+      error = nodeError(spec, "operand " + std::to_string(j) + " of shape " +
+                                  shapeStr(spec.inputs[j].shape) +
+                                  " does not broadcast to " + shapeStr(out));
+      return false;
+    }
+  return true;
+}
+
+std::unique_ptr<Kernel> createNary(CudaBackend &be, const OpSpec &spec,
+                                   std::string &error) {
+  bool sum = spec.opType == "Sum";
+  if (!checkSpec(spec, sum ? 1 : 2, sum ? kMaxOperands : 2, 1, 1, {}, {},
+                 error))
+    return nullptr;
+  DType t = spec.outputs[0].dtype;
+  if (t != DType::F32 && t != DType::I64 && t != DType::I32) {
+    error = nodeError(spec, std::string("element type ") + dtypeName(t) +
+                                " is not supported");
+    return nullptr;
+  }
+  for (const TensorDesc &d : spec.inputs)
+    if (d.dtype != t) {
+      error = nodeError(spec, "operands and result differ in element type");
+      return nullptr;
+    }
+  Broadcast b;
+  if (!makeBroadcast(spec, spec.outputs[0].shape, b, error))
+    return nullptr;
+  BinOp op = spec.opType == "Sub"   ? BinOp::Sub
+             : spec.opType == "Mul" ? BinOp::Mul
+             : spec.opType == "Div" ? BinOp::Div
+             : spec.opType == "Pow" ? BinOp::Pow
+                                    : BinOp::Add;
+  int64_t n = spec.outputs[0].numel();
+  return lambda(
+      be, spec,
+      [b, op, t, n](cudaStream_t s, const auto &in, const auto &out) mutable {
+        for (size_t j = 0; j < in.size(); ++j)
+          b.x[j] = in[j].data;
+        launchNary(b, op, t, out[0].data, n, s);
+      });
+}
+
+std::unique_ptr<Kernel> createNeg(CudaBackend &be, const OpSpec &spec,
+                                  std::string &error) {
+  if (!checkSpec(spec, 1, 1, 1, 1, {}, {}, error))
+    return nullptr;
+  DType t = spec.outputs[0].dtype;
+  if ((t != DType::F32 && t != DType::I64 && t != DType::I32) ||
+      spec.inputs[0].dtype != t ||
+      spec.inputs[0].shape != spec.outputs[0].shape) {
+    error = nodeError(spec, "expects X and Y of one shape, f32/i64/i32");
+    return nullptr;
+  }
+  int64_t n = spec.outputs[0].numel();
+  return lambda(be, spec,
+                [t, n](cudaStream_t s, const auto &in, const auto &out) {
+                  launchNeg(t, in[0].data, out[0].data, n, s);
+                });
+}
+
+/// x of shape `xs` summed onto `kept` (same rank after aligning right, each
+/// dimension kept whole or reduced to 1).
+bool makeReduction(const std::vector<int64_t> &xs, std::vector<int64_t> kept,
+                   Reduction &r) {
+  if (kept.size() > xs.size() || xs.size() > size_t(kMaxRank))
+    return false;
+  kept.insert(kept.begin(), xs.size() - kept.size(), 1);
+  std::vector<int64_t> st = rowMajorStrides(xs);
+  for (size_t d = 0; d < xs.size(); ++d) {
+    if (kept[d] == xs[d] && xs[d] != 1) {
+      r.outDims[r.outRank] = xs[d];
+      r.outStrides[r.outRank++] = st[d];
+    } else if (kept[d] == 1) {
+      if (xs[d] == 1)
+        continue;
+      r.redDims[r.redRank] = xs[d];
+      r.redStrides[r.redRank++] = st[d];
+      r.inner *= xs[d];
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// ReduceMean / ReduceSum {axes, keepdims} (axes as an attribute, or
+/// keepdims = 1 with the result's 1s, or all axes).
+std::unique_ptr<Kernel> createReduce(CudaBackend &be, const OpSpec &spec,
+                                     std::string &error) {
+  if (!checkSpec(spec, 1, 2, 1, 1, {0}, {0}, error))
+    return nullptr;
+  const auto &xs = spec.inputs[0].shape;
+  int64_t rank = int64_t(xs.size());
+  bool keep = spec.attrs.getInt("keepdims", 1) != 0;
+  std::vector<int64_t> kept = xs;
+  if (spec.attrs.has("axes")) {
+    for (int64_t a : spec.attrs.getInts("axes")) {
+      if (a < 0)
+        a += rank;
+      if (a < 0 || a >= rank) {
+        error = nodeError(spec, "axis out of range");
+        return nullptr;
+      }
+      kept[size_t(a)] = 1;
+    }
+  } else if (keep && spec.inputs.size() > 1) {
+    kept = spec.outputs[0].shape;
+  } else if (spec.inputs.size() > 1) {
+    error = nodeError(spec, "axes as an operand need keepdims = 1");
+    return nullptr;
+  } else if (spec.attrs.getInt("noop_with_empty_axes", 0) == 0) {
+    kept.assign(xs.size(), 1);
+  }
+  int64_t keptNumel = 1;
+  for (int64_t d : kept)
+    keptNumel *= d;
+  Reduction r;
+  if (kept.size() != xs.size() || keptNumel != spec.outputs[0].numel() ||
+      (keep && kept != spec.outputs[0].shape) || !makeReduction(xs, kept, r)) {
+    error =
+        nodeError(spec, "result " + shapeStr(spec.outputs[0].shape) +
+                            " does not match the reduction of " + shapeStr(xs));
+    return nullptr;
+  }
+  float scale = spec.opType == "ReduceMean"
+                    ? float(double(keptNumel) / double(spec.inputs[0].numel()))
+                    : 1.0f;
+  return lambda(
+      be, spec,
+      [r, scale, keptNumel](cudaStream_t s, const auto &in, const auto &out) {
+        launchReduce(r, in[0].template as<float>(), scale,
+                     out[0].template as<float>(), keptNumel, s);
+      });
+}
+
+/// Reshape/Flatten/Squeeze/Unsqueeze/Identity: a device copy, none when the
+/// executor aliased result and operand.
+std::unique_ptr<Kernel> createCopy(CudaBackend &be, const OpSpec &spec,
+                                   std::string &error) {
+  size_t maxIn = spec.opType == "Flatten" || spec.opType == "Identity" ? 1 : 2;
+  if (!checkSpec(spec, 1, maxIn, 1, 1, {}, {}, error))
+    return nullptr;
+  if (spec.inputs[0].bytes() != spec.outputs[0].bytes() ||
+      spec.inputs[0].dtype != spec.outputs[0].dtype) {
+    error =
+        nodeError(spec, "operand " + shapeStr(spec.inputs[0].shape) +
+                            " and result " + shapeStr(spec.outputs[0].shape) +
+                            " differ in size or element type");
+    return nullptr;
+  }
+  size_t bytes = spec.outputs[0].bytes();
+  return lambda(be, spec,
+                [bytes](cudaStream_t s, const auto &in, const auto &out) {
+                  if (bytes && out[0].data != in[0].data)
+                    check(cudaMemcpyAsync(out[0].data, in[0].data, bytes,
+                                          cudaMemcpyDeviceToDevice, s),
+                          "view copy");
+                });
+}
+
+/// Constant with a flat number list (the executor materializes tensors).
+std::unique_ptr<Kernel> createConstant(CudaBackend &be, const OpSpec &spec,
+                                       std::string &error) {
+  if (!checkSpec(spec, 0, 0, 1, 1, {}, {}, error))
+    return nullptr;
+  const TensorDesc &y = spec.outputs[0];
+  std::vector<double> vals;
+  for (const char *name :
+       {"value", "value_float", "value_floats", "value_int", "value_ints"}) {
+    auto it = spec.attrs.all().find(name);
+    if (it == spec.attrs.all().end())
+      continue;
+    if (auto *d = std::get_if<double>(&it->second))
+      vals = {*d};
+    else if (auto *i = std::get_if<int64_t>(&it->second))
+      vals = {double(*i)};
+    else if (auto *ds = std::get_if<std::vector<double>>(&it->second))
+      vals = *ds;
+    else if (auto *is = std::get_if<std::vector<int64_t>>(&it->second))
+      vals.assign(is->begin(), is->end());
+    break;
+  }
+  int64_t n = y.numel();
+  if (vals.empty() || (int64_t(vals.size()) != n && vals.size() != 1)) {
+    error = nodeError(spec, "needs a 'value' attribute with 1 or " +
+                                std::to_string(n) + " numbers");
+    return nullptr;
+  }
+  auto bytes = std::make_shared<std::vector<char>>(y.bytes());
+  for (int64_t i = 0; i < n; ++i) {
+    double d = vals.size() == 1 ? vals[0] : vals[size_t(i)];
+    char *at = bytes->data() + size_t(i) * dtypeSize(y.dtype);
+    if (y.dtype == DType::F32) {
+      float f = float(d);
+      std::memcpy(at, &f, 4);
+    } else if (y.dtype == DType::I64) {
+      int64_t v = int64_t(d);
+      std::memcpy(at, &v, 8);
+    } else if (y.dtype == DType::I32) {
+      int32_t v = int32_t(d);
+      std::memcpy(at, &v, 4);
+    } else if (y.dtype == DType::Bool) {
+      *at = char(d != 0);
+    } else {
+      error = nodeError(spec, std::string("element type ") +
+                                  dtypeName(y.dtype) + " is not supported");
+      return nullptr;
+    }
+  }
+  return lambda(
+      be, spec, [bytes](cudaStream_t s, const auto &, const auto &out) {
+        check(cudaMemcpyAsync(out[0].data, bytes->data(), bytes->size(),
+                              cudaMemcpyHostToDevice, s),
+              "Constant");
+      });
+}
+
+//===----------------------------------------------------------------------===//
+// Relu, softmax cross-entropy
+//===----------------------------------------------------------------------===//
+
+std::unique_ptr<Kernel> createRelu(CudaBackend &be, const OpSpec &spec,
+                                   std::string &error) {
+  bool grad = spec.opType == "ReluGrad";
+  if (!checkSpec(spec, grad ? 2 : 1, grad ? 2 : 1, 1, 1, {0, 1}, {0}, error))
+    return nullptr;
+  int64_t n = spec.outputs[0].numel();
+  for (const TensorDesc &d : spec.inputs)
+    if (d.numel() != n) {
+      error = nodeError(spec, "operands and result must have the same size");
+      return nullptr;
+    }
+  if (grad)
+    return lambda(
+        be, spec, [n](cudaStream_t s, const auto &in, const auto &out) {
+          launchReluGrad(in[0].template as<float>(), in[1].template as<float>(),
+                         out[0].template as<float>(), n, s);
+        });
+  return lambda(be, spec, [n](cudaStream_t s, const auto &in, const auto &out) {
+    launchRelu(in[0].template as<float>(), out[0].template as<float>(), n, s);
+  });
+}
+
+bool sceParams(const OpSpec &spec, const TensorDesc &scores,
+               const TensorDesc &labels, SceParams &p, std::string &error) {
+  if (scores.rank() < 2 || labels.rank() != scores.rank() - 1 ||
+      labels.shape[0] != scores.shape[0] ||
+      !std::equal(labels.shape.begin() + 1, labels.shape.end(),
+                  scores.shape.begin() + 2)) {
+    error = nodeError(spec, "expects scores [N, C, ...] and labels [N, ...], "
+                            "got " +
+                                shapeStr(scores.shape) + " and " +
+                                shapeStr(labels.shape));
+    return false;
+  }
+  if (labels.dtype != DType::I64 && labels.dtype != DType::I32) {
+    error = nodeError(spec, "labels must be i64 or i32");
+    return false;
+  }
+  std::string red = spec.attrs.getString("reduction", "mean");
+  if (red != "mean" && red != "sum" && red != "none") {
+    error = nodeError(spec, "reduction '" + red + "' is not supported");
+    return false;
+  }
+  p.reduction = red == "mean" ? 0 : red == "sum" ? 1 : 2;
+  p.n = scores.shape[0];
+  p.c = scores.shape[1];
+  p.d = scores.numel() / std::max<int64_t>(1, p.n * p.c);
+  p.hasIgnore = spec.attrs.has("ignore_index");
+  p.ignoreIndex = spec.attrs.getInt("ignore_index", -100);
+  p.labels64 = labels.dtype == DType::I64;
+  return true;
+}
+
+class SceKernel final : public CudaKernel {
+public:
+  SceKernel(CudaBackend &be, const OpSpec &spec, const SceParams &p)
+      : CudaKernel(be, spec), p(p) {
+    size_t rows = size_t(p.n * p.d);
+    lossAt = reserve(rows * sizeof(float));
+    countAt = reserve(rows * sizeof(int));
+    if (spec.outputs.size() < 2)
+      logProbAt = reserve(size_t(p.n * p.c * p.d) * sizeof(float));
+  }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    float *lp =
+        out.size() > 1 ? out[1].as<float>() : scratchAt<float>(logProbAt);
+    launchSce(p, in[0].as<float>(), in[1].data, out[0].as<float>(), lp,
+              scratchAt<float>(lossAt), scratchAt<int>(countAt), stream);
+  }
+
+private:
+  SceParams p;
+  size_t lossAt = 0, countAt = 0, logProbAt = 0;
+};
+
+std::unique_ptr<Kernel> createSce(CudaBackend &be, const OpSpec &spec,
+                                  std::string &error) {
+  SceParams p;
+  if (!checkSpec(spec, 2, 2, 1, 2, {0}, {0, 1}, error) ||
+      !sceParams(spec, spec.inputs[0], spec.inputs[1], p, error))
+    return nullptr;
+  int64_t want = p.reduction == 2 ? p.n * p.d : 1;
+  if (spec.outputs[0].numel() != want ||
+      (spec.outputs.size() > 1 &&
+       spec.outputs[1].shape != spec.inputs[0].shape)) {
+    error = nodeError(spec, "loss must have " + std::to_string(want) +
+                                " element(s) and log_prob the scores' shape");
+    return nullptr;
+  }
+  return std::make_unique<SceKernel>(be, spec, p);
+}
+
+class SceGradKernel final : public CudaKernel {
+public:
+  SceGradKernel(CudaBackend &be, const OpSpec &spec, const SceParams &p)
+      : CudaKernel(be, spec), p(p) {
+    countAt = reserve(sizeof(int));
+  }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    launchSceGrad(p, in[0].as<float>(), in[1].as<float>(), in[2].data,
+                  out[0].as<float>(), scratchAt<int>(countAt), stream);
+  }
+
+private:
+  SceParams p;
+  size_t countAt = 0;
+};
+
+std::unique_ptr<Kernel> createSceGrad(CudaBackend &be, const OpSpec &spec,
+                                      std::string &error) {
+  SceParams p;
+  if (!checkSpec(spec, 3, 3, 1, 1, {0, 1}, {0}, error) ||
+      !sceParams(spec, spec.inputs[1], spec.inputs[2], p, error))
+    return nullptr;
+  int64_t want = p.reduction == 2 ? p.n * p.d : 1;
+  if (spec.inputs[0].numel() != want ||
+      spec.outputs[0].shape != spec.inputs[1].shape) {
+    error = nodeError(spec, "dLoss must have " + std::to_string(want) +
+                                " element(s) and dScores log_prob's shape");
+    return nullptr;
+  }
+  return std::make_unique<SceGradKernel>(be, spec, p);
+}
+
+//===----------------------------------------------------------------------===//
+// Gemm / GemmGrad / MatMul (cuBLAS)
+//===----------------------------------------------------------------------===//
+
+/// Row-major C[m,n] = alpha op(A) op(B) + beta C, A stored [m,k] (or, ta,
+/// [k,m]), B stored [k,n] (or, tb, [n,k]). cuBLAS is column-major: the
+/// row-major C is the column-major C^T = op(B)^T op(A)^T, so B goes first.
+void rowMajorGemm(cublasHandle_t h, bool ta, bool tb, int64_t m, int64_t n,
+                  int64_t k, float alpha, const float *a, const float *b,
+                  float beta, float *c) {
+  checkBlas(cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                        ta ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k),
+                        &alpha, b, int(tb ? k : n), a, int(ta ? m : k), &beta,
+                        c, int(n)),
+            "cublasSgemm");
+}
+
+struct GemmShape {
+  int64_t m = 0, k = 0, n = 0;
+  bool ta = false, tb = false;
+  float alpha = 1, beta = 1;
+};
+
+bool gemmShape(const OpSpec &spec, const TensorDesc &a, const TensorDesc &b,
+               const TensorDesc &y, GemmShape &g, std::string &error) {
+  g.ta = spec.attrs.getInt("transA", 0) != 0;
+  g.tb = spec.attrs.getInt("transB", 0) != 0;
+  g.alpha = float(spec.attrs.getFloat("alpha", 1.0));
+  g.beta = float(spec.attrs.getFloat("beta", 1.0));
+  if (a.rank() != 2 || b.rank() != 2 || y.rank() != 2) {
+    error = nodeError(spec, "expects 2-D A, B and Y");
+    return false;
+  }
+  g.m = g.ta ? a.shape[1] : a.shape[0];
+  g.k = g.ta ? a.shape[0] : a.shape[1];
+  int64_t kb = g.tb ? b.shape[1] : b.shape[0];
+  g.n = g.tb ? b.shape[0] : b.shape[1];
+  if (kb != g.k || y.shape[0] != g.m || y.shape[1] != g.n) {
+    error = nodeError(spec, "shapes do not multiply: A " + shapeStr(a.shape) +
+                                ", B " + shapeStr(b.shape) + ", Y " +
+                                shapeStr(y.shape));
+    return false;
+  }
+  return true;
+}
+
+/// Gemm: Y = alpha op(A) op(B) + beta C, C broadcast onto [M, N] first.
+std::unique_ptr<Kernel> createGemm(CudaBackend &be, const OpSpec &spec,
+                                   std::string &error) {
+  GemmShape g;
+  if (!checkSpec(spec, 2, 3, 1, 1, {0, 1, 2}, {0}, error) ||
+      !gemmShape(spec, spec.inputs[0], spec.inputs[1], spec.outputs[0], g,
+                 error))
+    return nullptr;
+  bool bias = spec.inputs.size() == 3 && g.beta != 0.0f;
+  Broadcast b;
+  if (bias) {
+    OpSpec c = spec;
+    c.inputs = {spec.inputs[2]};
+    if (!makeBroadcast(c, spec.outputs[0].shape, b, error))
+      return nullptr;
+  }
+  cublasHandle_t h = be.blas;
+  return lambda(
+      be, spec,
+      [g, bias, b, h](cudaStream_t s, const auto &in, const auto &out) mutable {
+        float *y = out[0].template as<float>();
+        if (bias) {
+          b.x[0] = in[2].data;
+          launchExpand(b, 1.0f, y, g.m * g.n, s);
+        }
+        rowMajorGemm(h, g.ta, g.tb, g.m, g.n, g.k, g.alpha,
+                     in[0].template as<float>(), in[1].template as<float>(),
+                     bias ? g.beta : 0.0f, y);
+      });
+}
+
+/// GemmGrad: dY, A, B -> dA, dB[, dC] (the CPU backend's products).
+std::unique_ptr<Kernel> createGemmGrad(CudaBackend &be, const OpSpec &spec,
+                                       std::string &error) {
+  GemmShape g;
+  if (!checkSpec(spec, 3, 3, 2, 3, {0, 1, 2}, {0, 1, 2}, error) ||
+      !gemmShape(spec, spec.inputs[1], spec.inputs[2], spec.inputs[0], g,
+                 error))
+    return nullptr;
+  if (spec.outputs[0].shape != spec.inputs[1].shape ||
+      spec.outputs[1].shape != spec.inputs[2].shape) {
+    error = nodeError(spec, "dA and dB must have A's and B's shapes");
+    return nullptr;
+  }
+  bool wantC = spec.outputs.size() == 3;
+  Reduction r;
+  if (wantC && !makeReduction({g.m, g.n}, spec.outputs[2].shape, r)) {
+    error =
+        nodeError(spec, "C of shape " + shapeStr(spec.outputs[2].shape) +
+                            " does not broadcast to [" + std::to_string(g.m) +
+                            ", " + std::to_string(g.n) + "]");
+    return nullptr;
+  }
+  bool wantA = outputUsed(spec, 0), wantB = outputUsed(spec, 1);
+  int64_t cNumel = wantC ? spec.outputs[2].numel() : 0;
+  cublasHandle_t h = be.blas;
+  return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
+    const float *dy = in[0].template as<float>();
+    const float *a = in[1].template as<float>(),
+                *b = in[2].template as<float>();
+    if (wantA) {
+      float *da = out[0].template as<float>();
+      if (!g.ta) // dA[M,K] = dY[M,N] op(B)^T
+        rowMajorGemm(h, false, !g.tb, g.m, g.k, g.n, g.alpha, dy, b, 0.0f, da);
+      else // dA[K,M] = op(B)[K,N] dY^T
+        rowMajorGemm(h, g.tb, true, g.k, g.m, g.n, g.alpha, b, dy, 0.0f, da);
+    }
+    if (wantB) {
+      float *db = out[1].template as<float>();
+      if (!g.tb) // dB[K,N] = op(A)^T[K,M] dY
+        rowMajorGemm(h, !g.ta, false, g.k, g.n, g.m, g.alpha, a, dy, 0.0f, db);
+      else // dB[N,K] = dY^T[N,M] op(A)
+        rowMajorGemm(h, true, g.ta, g.n, g.k, g.m, g.alpha, dy, a, 0.0f, db);
+    }
+    if (wantC)
+      launchReduce(r, dy, g.beta, out[2].template as<float>(), cNumel, s);
+  });
+}
+
+/// MatMul (numpy): 1-D operands promoted; batch dimensions equal, or all 1
+/// on one side (broadcast as a zero batch stride).
+std::unique_ptr<Kernel> createMatMul(CudaBackend &be, const OpSpec &spec,
+                                     std::string &error) {
+  if (!checkSpec(spec, 2, 2, 1, 1, {0, 1}, {0}, error))
+    return nullptr;
+  std::vector<int64_t> ad = spec.inputs[0].shape, bd = spec.inputs[1].shape;
+  if (ad.empty() || bd.empty()) {
+    error = nodeError(spec, "operands must have rank >= 1");
+    return nullptr;
+  }
+  if (ad.size() == 1)
+    ad.insert(ad.begin(), 1);
+  if (bd.size() == 1)
+    bd.push_back(1);
+  size_t r = std::max(ad.size(), bd.size());
+  ad.insert(ad.begin(), r - ad.size(), 1);
+  bd.insert(bd.begin(), r - bd.size(), 1);
+  int64_t batchA = 1, batchB = 1, batch = 1;
+  bool same = true;
+  for (size_t i = 0; i + 2 < r; ++i) {
+    batchA *= ad[i];
+    batchB *= bd[i];
+    batch *= std::max(ad[i], bd[i]);
+    same = same && ad[i] == bd[i];
+  }
+  int64_t m = ad[r - 2], k = ad[r - 1], n = bd[r - 1];
+  if (bd[r - 2] != k || spec.outputs[0].numel() != batch * m * n) {
+    error = nodeError(
+        spec, "shapes do not multiply: " + shapeStr(spec.inputs[0].shape) +
+                  " x " + shapeStr(spec.inputs[1].shape) + " -> " +
+                  shapeStr(spec.outputs[0].shape));
+    return nullptr;
+  }
+  if (!same && batchA != 1 && batchB != 1) {
+    error = nodeError(spec, "the cuda backend broadcasts MatMul batch "
+                            "dimensions only when one side has none: " +
+                                shapeStr(spec.inputs[0].shape) + " x " +
+                                shapeStr(spec.inputs[1].shape));
+    return nullptr;
+  }
+  long long strideA = batchA == 1 ? 0 : m * k,
+            strideB = batchB == 1 ? 0 : k * n;
+  cublasHandle_t h = be.blas;
+  return lambda(be, spec, [=](cudaStream_t, const auto &in, const auto &out) {
+    const float one = 1.0f, zero = 0.0f;
+    checkBlas(cublasSgemmStridedBatched(
+                  h, CUBLAS_OP_N, CUBLAS_OP_N, int(n), int(m), int(k), &one,
+                  in[1].template as<float>(), int(n), strideB,
+                  in[0].template as<float>(), int(k), strideA, &zero,
+                  out[0].template as<float>(), int(n), m * n, int(batch)),
+              "cublasSgemmStridedBatched");
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Windows: convolutions and pooling
+//===----------------------------------------------------------------------===//
+
+/// A resolved window (ONNX attributes against the tensors' spatial sizes).
+struct Window {
+  std::vector<int64_t> kernel, strides, dilations, padL, padR;
+  bool paddedForCeil = false;
+};
+
+/// kernel_shape/strides/dilations/pads/auto_pad of a window node, checked
+/// against input `in` and result `out` spatial sizes (the CPU backend's
+/// rules); with `allowCeil` a result one larger (ceil_mode) grows padR.
+bool resolveWindow(const OpSpec &spec, const std::vector<int64_t> &in,
+                   const std::vector<int64_t> &kernel,
+                   const std::vector<int64_t> &out, bool allowCeil, Window &w,
+                   std::string &error) {
+  size_t sp = in.size();
+  auto list = [&](const char *name, int64_t dflt, size_t n,
+                  std::vector<int64_t> &v) {
+    v = spec.attrs.getInts(name, std::vector<int64_t>(n, dflt));
+    if (v.size() == n)
+      return true;
+    error = nodeError(spec, std::string("attribute '") + name + "' has " +
+                                std::to_string(v.size()) +
+                                " values, expected " + std::to_string(n));
+    return false;
+  };
+  std::vector<int64_t> pads(2 * sp, 0);
+  if (!list("strides", 1, sp, w.strides) ||
+      !list("dilations", 1, sp, w.dilations))
+    return false;
+  std::string autoPad = spec.attrs.getString("auto_pad", "NOTSET");
+  if (autoPad == "NOTSET") {
+    if (!list("pads", 0, 2 * sp, pads))
+      return false;
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (size_t i = 0; i < sp; ++i) {
+      int64_t o = (in[i] + w.strides[i] - 1) / w.strides[i];
+      int64_t total = std::max<int64_t>(
+          0, (o - 1) * w.strides[i] + (kernel[i] - 1) * w.dilations[i] + 1 -
+                 in[i]);
+      pads[i] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[i + sp] = total - pads[i];
+    }
+  } else if (autoPad != "VALID") {
+    error = nodeError(spec, "auto_pad '" + autoPad + "' is not supported");
+    return false;
+  }
+  w.kernel = kernel;
+  for (size_t i = 0; i < sp; ++i) {
+    if (w.strides[i] < 1 || w.dilations[i] < 1 || kernel[i] < 1) {
+      error = nodeError(spec, "strides, dilations and kernel must be >= 1");
+      return false;
+    }
+    int64_t extent = (kernel[i] - 1) * w.dilations[i] + 1;
+    int64_t pl = pads[i], pr = pads[i + sp];
+    int64_t floorOut = (in[i] + pl + pr - extent) / w.strides[i] + 1;
+    if (out[i] != floorOut) {
+      int64_t ceilOut =
+          (in[i] + pl + pr - extent + w.strides[i] - 1) / w.strides[i] + 1;
+      if (!allowCeil || out[i] != ceilOut) {
+        error =
+            nodeError(spec, "result spatial size " + std::to_string(out[i]) +
+                                " in dimension " + std::to_string(i) +
+                                " does not match the window (" +
+                                std::to_string(floorOut) + " expected)");
+        return false;
+      }
+      pr = (out[i] - 1) * w.strides[i] + extent - in[i] - pl;
+      w.paddedForCeil = true;
+    }
+    w.padL.push_back(pl);
+    w.padR.push_back(pr);
+  }
+  return true;
+}
+
+std::vector<int64_t> spatial(const std::vector<int64_t> &shape) {
+  return std::vector<int64_t>(shape.begin() + 2, shape.end());
+}
+
+/// cuDNN descriptors of one convolution (1-D convolutions get a trailing
+/// spatial dimension of 1: cuDNN wants at least 4-D tensors).
+class ConvDescs {
+public:
+  ConvDescs() {
+    checkDnn(cudnnCreateTensorDescriptor(&x), "cudnnCreateTensorDescriptor");
+    checkDnn(cudnnCreateTensorDescriptor(&y), "cudnnCreateTensorDescriptor");
+    checkDnn(cudnnCreateTensorDescriptor(&b), "cudnnCreateTensorDescriptor");
+    checkDnn(cudnnCreateFilterDescriptor(&w), "cudnnCreateFilterDescriptor");
+    checkDnn(cudnnCreateConvolutionDescriptor(&conv),
+             "cudnnCreateConvolutionDescriptor");
+  }
+  ~ConvDescs() {
+    cudnnDestroyTensorDescriptor(x);
+    cudnnDestroyTensorDescriptor(y);
+    cudnnDestroyTensorDescriptor(b);
+    cudnnDestroyFilterDescriptor(w);
+    cudnnDestroyConvolutionDescriptor(conv);
+  }
+  ConvDescs(const ConvDescs &) = delete;
+  ConvDescs &operator=(const ConvDescs &) = delete;
+
+  /// Sets every descriptor; false (with `error`) where cuDNN cannot express
+  /// the node.
+  bool init(const OpSpec &spec, const TensorDesc &xd, const TensorDesc &wd,
+            const TensorDesc &yd, std::string &error) {
+    if (xd.rank() < 3 || xd.rank() > 5 || wd.rank() != xd.rank() ||
+        yd.rank() != xd.rank()) {
+      error = nodeError(spec, "expects 1-D to 3-D convolution tensors");
+      return false;
+    }
+    int64_t group = spec.attrs.getInt("group", 1);
+    if (group < 1 || xd.shape[1] != wd.shape[1] * group ||
+        wd.shape[0] % group != 0 || yd.shape[1] != wd.shape[0] ||
+        yd.shape[0] != xd.shape[0]) {
+      error = nodeError(spec, "inconsistent channels: X " + shapeStr(xd.shape) +
+                                  ", W " + shapeStr(wd.shape) + ", Y " +
+                                  shapeStr(yd.shape));
+      return false;
+    }
+    Window win;
+    if (!resolveWindow(spec, spatial(xd.shape), spatial(wd.shape),
+                       spatial(yd.shape), false, win, error))
+      return false;
+    if (win.padL != win.padR) {
+      error = nodeError(spec, "asymmetric pads are not supported by the cuda "
+                              "backend (cuDNN pads both sides alike)");
+      return false;
+    }
+    auto dims4 = [](std::vector<int64_t> s) {
+      if (s.size() == 3)
+        s.push_back(1);
+      return std::vector<int>(s.begin(), s.end());
+    };
+    std::vector<int> pad(win.padL.begin(), win.padL.end()),
+        stride(win.strides.begin(), win.strides.end()),
+        dil(win.dilations.begin(), win.dilations.end());
+    if (xd.rank() == 3) {
+      pad.push_back(0);
+      stride.push_back(1);
+      dil.push_back(1);
+    }
+    setTensor(x, dims4(xd.shape));
+    setTensor(y, dims4(yd.shape));
+    std::vector<int> bd(dims4(yd.shape).size(), 1);
+    bd[1] = int(yd.shape[1]);
+    setTensor(b, bd);
+    std::vector<int> wdims = dims4(wd.shape);
+    checkDnn(cudnnSetFilterNdDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                        int(wdims.size()), wdims.data()),
+             "cudnnSetFilterNdDescriptor");
+    checkDnn(cudnnSetConvolutionNdDescriptor(
+                 conv, int(pad.size()), pad.data(), stride.data(), dil.data(),
+                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+             "cudnnSetConvolutionNdDescriptor");
+    checkDnn(cudnnSetConvolutionGroupCount(conv, int(group)),
+             "cudnnSetConvolutionGroupCount");
+    // Plain FP32 FMA kernels: no TF32 rounding, so gradients match the CPU
+    // backend and PyTorch's FP32 reference.
+    checkDnn(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH),
+             "cudnnSetConvolutionMathType");
+    return true;
+  }
+
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, b = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+
+private:
+  static void setTensor(cudnnTensorDescriptor_t d,
+                        const std::vector<int> &dims) {
+    std::vector<int> strides(dims.size());
+    int acc = 1;
+    for (size_t i = dims.size(); i-- > 0;) {
+      strides[i] = acc;
+      acc *= dims[i];
+    }
+    checkDnn(cudnnSetTensorNdDescriptor(d, CUDNN_DATA_FLOAT, int(dims.size()),
+                                        dims.data(), strides.data()),
+             "cudnnSetTensorNdDescriptor");
+  }
+};
+
+/// The first deterministic algorithm of cuDNN's heuristic list (runs then
+/// repeat bitwise, which the strategy-invariance tests rely on).
+template <typename Perf, typename Algo>
+bool pickAlgo(const Perf *perf, int count, Algo &algo) {
+  for (int i = 0; i < count; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS &&
+        perf[i].determinism == CUDNN_DETERMINISTIC) {
+      algo = perf[i].algo;
+      return true;
+    }
+  return false;
+}
+
+/// Conv (X, W[, B] -> Y) and ConvGrad (dY, X, W -> dX, dW[, dB]).
+class ConvKernel final : public CudaKernel {
+public:
+  ConvKernel(CudaBackend &be, const OpSpec &spec, bool grad)
+      : CudaKernel(be, spec), grad(grad) {}
+
+  bool init(const OpSpec &spec, std::string &error) {
+    const TensorDesc &x = spec.inputs[grad ? 1 : 0],
+                     &w = spec.inputs[grad ? 2 : 1],
+                     &y = grad ? spec.inputs[0] : spec.outputs[0];
+    if (!d.init(spec, x, w, y, error))
+      return false;
+    bias = grad ? spec.outputs.size() == 3 : spec.inputs.size() == 3;
+    if (bias &&
+        (grad ? spec.outputs[2] : spec.inputs[2]).numel() != w.shape[0]) {
+      error = nodeError(spec, "B must have " + std::to_string(w.shape[0]) +
+                                  " elements");
+      return false;
+    }
+    cudnnHandle_t h = backend.dnn;
+    size_t ws = 0, bytes = 0;
+    auto noAlgo = [&](const char *what) {
+      error = nodeError(spec, std::string("cuDNN has no deterministic ") +
+                                  what + " algorithm for this convolution");
+      return false;
+    };
+    if (!grad) {
+      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+      int n = 0;
+      checkDnn(cudnnGetConvolutionForwardAlgorithm_v7(
+                   h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                   &n, perf),
+               "cudnnGetConvolutionForwardAlgorithm_v7");
+      if (!pickAlgo(perf, n, fwdAlgo))
+        return noAlgo("forward");
+      checkDnn(cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y,
+                                                       fwdAlgo, &ws),
+               "cudnnGetConvolutionForwardWorkspaceSize");
+    } else {
+      wantDx = outputUsed(spec, 0);
+      wantDw = outputUsed(spec, 1);
+      if (wantDx) {
+        cudnnConvolutionBwdDataAlgoPerf_t
+            perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        int n = 0;
+        checkDnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                     h, d.w, d.y, d.conv, d.x,
+                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf),
+                 "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+        if (!pickAlgo(perf, n, dataAlgo))
+          return noAlgo("backward-data");
+        checkDnn(cudnnGetConvolutionBackwardDataWorkspaceSize(
+                     h, d.w, d.y, d.conv, d.x, dataAlgo, &bytes),
+                 "cudnnGetConvolutionBackwardDataWorkspaceSize");
+        ws = std::max(ws, bytes);
+      }
+      if (wantDw) {
+        cudnnConvolutionBwdFilterAlgoPerf_t
+            perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+        int n = 0;
+        checkDnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                     h, d.x, d.y, d.conv, d.w,
+                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf),
+                 "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+        if (!pickAlgo(perf, n, filterAlgo))
+          return noAlgo("backward-filter");
+        checkDnn(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                     h, d.x, d.y, d.conv, d.w, filterAlgo, &bytes),
+                 "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+        ws = std::max(ws, bytes);
+      }
+    }
+    wsBytes = ws;
+    wsAt = reserve(ws);
+    return true;
+  }
+
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    cudnnHandle_t h = backend.dnn;
+    const float one = 1.0f, zero = 0.0f;
+    void *ws = wsBytes ? scratchAt<char>(wsAt) : nullptr;
+    if (!grad) {
+      checkDnn(cudnnConvolutionForward(h, &one, d.x, in[0].data, d.w,
+                                       in[1].data, d.conv, fwdAlgo, ws, wsBytes,
+                                       &zero, d.y, out[0].data),
+               nodeName.c_str());
+      if (bias)
+        checkDnn(
+            cudnnAddTensor(h, &one, d.b, in[2].data, &one, d.y, out[0].data),
+            nodeName.c_str());
+      return;
+    }
+    if (wantDx)
+      checkDnn(cudnnConvolutionBackwardData(h, &one, d.w, in[2].data, d.y,
+                                            in[0].data, d.conv, dataAlgo, ws,
+                                            wsBytes, &zero, d.x, out[0].data),
+               nodeName.c_str());
+    if (wantDw)
+      checkDnn(cudnnConvolutionBackwardFilter(
+                   h, &one, d.x, in[1].data, d.y, in[0].data, d.conv,
+                   filterAlgo, ws, wsBytes, &zero, d.w, out[1].data),
+               nodeName.c_str());
+    if (bias)
+      checkDnn(cudnnConvolutionBackwardBias(h, &one, d.y, in[0].data, &zero,
+                                            d.b, out[2].data),
+               nodeName.c_str());
+  }
+
+private:
+  bool grad, bias = false, wantDx = false, wantDw = false;
+  ConvDescs d;
+  cudnnConvolutionFwdAlgo_t fwdAlgo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  cudnnConvolutionBwdDataAlgo_t dataAlgo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+  cudnnConvolutionBwdFilterAlgo_t filterAlgo =
+      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+  size_t wsBytes = 0, wsAt = 0;
+};
+
+std::unique_ptr<Kernel> createConv(CudaBackend &be, const OpSpec &spec,
+                                   std::string &error) {
+  bool grad = spec.opType == "ConvGrad";
+  if (!(grad ? checkSpec(spec, 3, 3, 2, 3, {0, 1, 2}, {0, 1, 2}, error)
+             : checkSpec(spec, 2, 3, 1, 1, {0, 1, 2}, {0}, error)))
+    return nullptr;
+  if (grad && (spec.outputs[0].shape != spec.inputs[1].shape ||
+               spec.outputs[1].shape != spec.inputs[2].shape)) {
+    error = nodeError(spec, "result shapes must be X's, W's and [M]");
+    return nullptr;
+  }
+  auto k = std::make_unique<ConvKernel>(be, spec, grad);
+  if (!k->init(spec, error))
+    return nullptr;
+  return k;
+}
+
+/// MaxPool / AveragePool geometry (1-D and 2-D).
+bool poolGeom(const OpSpec &spec, const TensorDesc &x, const TensorDesc &y,
+              bool avg, Pool2D &g, std::string &error) {
+  if ((x.rank() != 3 && x.rank() != 4) || y.rank() != x.rank() ||
+      x.shape[0] != y.shape[0] || x.shape[1] != y.shape[1]) {
+    error = nodeError(spec, "the cuda backend pools 1-D and 2-D tensors, got " +
+                                shapeStr(x.shape) + " -> " + shapeStr(y.shape));
+    return false;
+  }
+  if (spec.attrs.getInt("storage_order", 0) != 0) {
+    error = nodeError(spec, "storage_order = 1 is not supported");
+    return false;
+  }
+  if (!spec.attrs.has("kernel_shape") ||
+      spec.attrs.getInts("kernel_shape").size() != x.rank() - 2) {
+    error = nodeError(spec, "attribute 'kernel_shape' is missing or has the "
+                            "wrong rank");
+    return false;
+  }
+  Window w;
+  if (!resolveWindow(spec, spatial(x.shape), spec.attrs.getInts("kernel_shape"),
+                     spatial(y.shape), spec.attrs.getInt("ceil_mode", 0) != 0,
+                     w, error))
+    return false;
+  g.countIncludePad = spec.attrs.getInt("count_include_pad", 0) != 0;
+  if (avg) {
+    for (int64_t d : w.dilations)
+      if (d != 1) {
+        error = nodeError(spec, "dilated average pooling is not supported");
+        return false;
+      }
+    if (g.countIncludePad && w.paddedForCeil) {
+      error = nodeError(spec, "ceil_mode with count_include_pad = 1 is not "
+                              "supported");
+      return false;
+    }
+  }
+  bool twoD = x.rank() == 4;
+  g.planes = x.shape[0] * x.shape[1];
+  g.ih = twoD ? x.shape[2] : 1;
+  g.iw = x.shape.back();
+  g.oh = twoD ? y.shape[2] : 1;
+  g.ow = y.shape.back();
+  g.kh = twoD ? w.kernel[0] : 1;
+  g.kw = w.kernel.back();
+  g.sh = twoD ? w.strides[0] : 1;
+  g.sw = w.strides.back();
+  g.dh = twoD ? w.dilations[0] : 1;
+  g.dw = w.dilations.back();
+  g.ph = twoD ? w.padL[0] : 0;
+  g.pw = w.padL.back();
+  return true;
+}
+
+std::unique_ptr<Kernel> createMaxPool(CudaBackend &be, const OpSpec &spec,
+                                      std::string &error) {
+  Pool2D g;
+  if (!checkSpec(spec, 1, 1, 1, 2, {0}, {0}, error) ||
+      !poolGeom(spec, spec.inputs[0], spec.outputs[0], false, g, error))
+    return nullptr;
+  if (spec.outputs.size() > 1 &&
+      (spec.outputs[1].dtype != DType::I64 ||
+       spec.outputs[1].shape != spec.outputs[0].shape)) {
+    error = nodeError(spec, "Indices must be i64 of Y's shape");
+    return nullptr;
+  }
+  return lambda(be, spec, [g](cudaStream_t s, const auto &in, const auto &out) {
+    launchMaxPool(g, in[0].template as<float>(), out[0].template as<float>(),
+                  out.size() > 1 ? out[1].template as<int64_t>() : nullptr, s);
+  });
+}
+
+std::unique_ptr<Kernel> createMaxPoolGrad(CudaBackend &be, const OpSpec &spec,
+                                          std::string &error) {
+  if (!checkSpec(spec, 2, 2, 1, 1, {0}, {0}, error))
+    return nullptr;
+  const TensorDesc &dy = spec.inputs[0], &dx = spec.outputs[0];
+  if (dy.rank() < 3 || dx.rank() != dy.rank() || dy.shape[0] != dx.shape[0] ||
+      dy.shape[1] != dx.shape[1] || spec.inputs[1].shape != dy.shape ||
+      spec.inputs[1].dtype != DType::I64) {
+    error = nodeError(spec, "expects dY and i64 Indices [N, C, ...] and dX "
+                            "[N, C, ...]");
+    return nullptr;
+  }
+  int64_t planes = dx.shape[0] * dx.shape[1];
+  int64_t inPlane = dx.numel() / planes, outPlane = dy.numel() / planes;
+  return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
+    launchMaxPoolGrad(planes, inPlane, outPlane, in[0].template as<float>(),
+                      in[1].template as<int64_t>(), out[0].template as<float>(),
+                      s);
+  });
+}
+
+std::unique_ptr<Kernel> createAvgPool(CudaBackend &be, const OpSpec &spec,
+                                      std::string &error) {
+  bool grad = spec.opType == "AveragePoolGrad";
+  Pool2D g;
+  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error) ||
+      !poolGeom(spec, grad ? spec.outputs[0] : spec.inputs[0],
+                grad ? spec.inputs[0] : spec.outputs[0], true, g, error))
+    return nullptr;
+  return lambda(be, spec,
+                [g, grad](cudaStream_t s, const auto &in, const auto &out) {
+                  if (grad)
+                    launchAvgPoolGrad(g, in[0].template as<float>(),
+                                      out[0].template as<float>(), s);
+                  else
+                    launchAvgPool(g, in[0].template as<float>(),
+                                  out[0].template as<float>(), s);
+                });
+}
+
+/// GlobalAveragePool (a per-plane mean) and its gradient (the mean spread
+/// back over the plane).
+std::unique_ptr<Kernel> createGlobalAvgPool(CudaBackend &be, const OpSpec &spec,
+                                            std::string &error) {
+  bool grad = spec.opType == "GlobalAveragePoolGrad";
+  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
+    return nullptr;
+  const TensorDesc &x = grad ? spec.outputs[0] : spec.inputs[0];
+  const TensorDesc &y = grad ? spec.inputs[0] : spec.outputs[0];
+  if (x.rank() < 3 || x.rank() > size_t(kMaxRank) || y.rank() != x.rank() ||
+      y.numel() != x.shape[0] * x.shape[1]) {
+    error =
+        nodeError(spec, "expects X [N, C, ...] and Y [N, C, 1, ...], got " +
+                            shapeStr(x.shape) + " and " + shapeStr(y.shape));
+    return nullptr;
+  }
+  int64_t planes = x.shape[0] * x.shape[1], size = x.numel() / planes;
+  std::vector<int64_t> kept(x.rank(), 1);
+  kept[0] = x.shape[0];
+  kept[1] = x.shape[1];
+  float inv = 1.0f / float(size);
+  if (!grad) {
+    Reduction r;
+    makeReduction(x.shape, kept, r);
+    return lambda(be, spec,
+                  [=](cudaStream_t s, const auto &in, const auto &out) {
+                    launchReduce(r, in[0].template as<float>(), inv,
+                                 out[0].template as<float>(), planes, s);
+                  });
+  }
+  Broadcast b;
+  b.rank = int(x.rank());
+  b.operands = 1;
+  for (size_t d = 0; d < x.rank(); ++d)
+    b.dims[d] = x.shape[d];
+  broadcastStrides(kept, x.shape, b.strides[0]);
+  int64_t n = x.numel();
+  return lambda(be, spec,
+                [=](cudaStream_t s, const auto &in, const auto &out) mutable {
+                  b.x[0] = in[0].data;
+                  launchExpand(b, inv, out[0].template as<float>(), n, s);
+                });
+}
+
+//===----------------------------------------------------------------------===//
+// Pad / PadGrad
+//===----------------------------------------------------------------------===//
+
+/// Pad {mode = constant}: data[, pads[, constant_value[, axes]]] -> Y. Pads,
+/// value and axes operands are read back from the device at each run (a
+/// synchronizing copy of a few numbers); a `pads` attribute needs none.
+class PadKernel final : public CudaKernel {
+public:
+  PadKernel(CudaBackend &be, const OpSpec &spec)
+      : CudaKernel(be, spec), inShape(spec.inputs[0].shape),
+        outShape(spec.outputs[0].shape), attrPads(spec.attrs.getInts("pads")),
+        value(float(spec.attrs.getFloat("value", 0.0))),
+        hasAttrPads(spec.attrs.has("pads")) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    size_t r = inShape.size();
+    std::vector<int64_t> pads = attrPads, axes(r);
+    for (size_t i = 0; i < r; ++i)
+      axes[i] = int64_t(i);
+    auto readBack = [&](const TensorRef &t, std::vector<int64_t> &v) {
+      v.resize(size_t(t.numel()));
+      backend.copyToHost(v.data(), t.data, v.size() * sizeof(int64_t));
+    };
+    if (!hasAttrPads)
+      readBack(in[1], pads);
+    float v = value;
+    if (in.size() > 2 && in[2].data && in[2].numel() > 0)
+      backend.copyToHost(&v, in[2].data, sizeof(float));
+    if (in.size() > 3 && in[3].data) {
+      readBack(in[3], axes);
+      for (int64_t &a : axes)
+        if (a < 0)
+          a += int64_t(r);
+    }
+    PadParams p;
+    p.rank = int(r);
+    bool ok = pads.size() == 2 * axes.size();
+    for (size_t d = 0; d < r; ++d) {
+      p.inDims[d] = inShape[d];
+      p.outDims[d] = outShape[d];
+    }
+    for (size_t i = 0; ok && i < axes.size(); ++i) {
+      ok = axes[i] >= 0 && axes[i] < int64_t(r);
+      if (ok)
+        p.begin[axes[i]] = pads[i];
+    }
+    for (size_t i = 0; ok && i < axes.size(); ++i)
+      ok = inShape[size_t(axes[i])] + pads[i] + pads[i + axes.size()] ==
+           outShape[size_t(axes[i])];
+    if (!ok) {
+      std::fprintf(stderr,
+                   "oasr: fatal: node '%s' (%s): pads do not produce the "
+                   "result shape %s\n",
+                   nodeName.c_str(), op.c_str(), shapeStr(outShape).c_str());
+      std::abort();
+    }
+    launchPad(p, in[0].as<float>(), out[0].as<float>(), v, out[0].numel(),
+              stream);
+  }
+
+private:
+  std::vector<int64_t> inShape, outShape, attrPads;
+  float value;
+  bool hasAttrPads;
+};
+
+std::unique_ptr<Kernel> createPad(CudaBackend &be, const OpSpec &spec,
+                                  std::string &error) {
+  if (!checkSpec(spec, 1, 4, 1, 1, {0, 2}, {0}, error))
+    return nullptr;
+  if (spec.attrs.getString("mode", "constant") != "constant") {
+    error = nodeError(spec, "mode '" + spec.attrs.getString("mode") +
+                                "' is not supported (only 'constant')");
+    return nullptr;
+  }
+  if (spec.inputs[0].rank() != spec.outputs[0].rank() ||
+      spec.inputs[0].rank() > size_t(kMaxRank)) {
+    error = nodeError(spec, "operand and result ranks differ or exceed " +
+                                std::to_string(kMaxRank));
+    return nullptr;
+  }
+  if (!spec.attrs.has("pads") &&
+      (spec.inputs.size() < 2 || spec.inputs[1].dtype != DType::I64)) {
+    error = nodeError(spec, "needs a pads attribute or an i64 pads operand");
+    return nullptr;
+  }
+  return std::make_unique<PadKernel>(be, spec);
+}
+
+/// PadGrad {pads}: dY -> dX, the slice of dY the padded input came from.
+std::unique_ptr<Kernel> createPadGrad(CudaBackend &be, const OpSpec &spec,
+                                      std::string &error) {
+  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
+    return nullptr;
+  const auto &dy = spec.inputs[0].shape, &dx = spec.outputs[0].shape;
+  std::vector<int64_t> pads = spec.attrs.getInts("pads");
+  size_t r = dx.size();
+  bool ok = dy.size() == r && pads.size() == 2 * r && r <= size_t(kMaxRank);
+  for (size_t d = 0; ok && d < r; ++d)
+    ok = dx[d] + pads[d] + pads[d + r] == dy[d];
+  if (!ok) {
+    error = nodeError(spec, "pads " + shapeStr(pads) + " do not take " +
+                                shapeStr(dx) + " to " + shapeStr(dy));
+    return nullptr;
+  }
+  PadParams p;
+  p.rank = int(r);
+  for (size_t d = 0; d < r; ++d) {
+    p.inDims[d] = dy[d];
+    p.outDims[d] = dx[d];
+    p.begin[d] = -pads[d];
+  }
+  int64_t n = spec.outputs[0].numel();
+  return lambda(be, spec,
+                [p, n](cudaStream_t s, const auto &in, const auto &out) {
+                  launchPad(p, in[0].template as<float>(),
+                            out[0].template as<float>(), 0.0f, n, s);
+                });
+}
+
+//===----------------------------------------------------------------------===//
+// BatchNormalization / BatchNormalizationGrad
+//===----------------------------------------------------------------------===//
+
+bool bnParams(const OpSpec &spec, const TensorDesc &x,
+              std::initializer_list<size_t> perChannelIn,
+              std::initializer_list<size_t> perChannelOut, BnParams &p,
+              std::string &error) {
+  if (x.rank() < 2) {
+    error = nodeError(spec, "expects X of rank >= 2, got " + shapeStr(x.shape));
+    return false;
+  }
+  p.n = x.shape[0];
+  p.c = x.shape[1];
+  p.s = x.numel() / std::max<int64_t>(1, p.n * p.c);
+  p.eps = float(spec.attrs.getFloat("epsilon", 1e-5));
+  p.momentum = float(spec.attrs.getFloat("momentum", 0.9));
+  for (size_t i : perChannelIn)
+    if (i < spec.inputs.size() && spec.inputs[i].numel() != p.c) {
+      error = nodeError(spec, "operand " + std::to_string(i) + " must have " +
+                                  std::to_string(p.c) + " elements");
+      return false;
+    }
+  for (size_t i : perChannelOut)
+    if (i < spec.outputs.size() && spec.outputs[i].numel() != p.c) {
+      error = nodeError(spec, "result " + std::to_string(i) + " must have " +
+                                  std::to_string(p.c) + " elements");
+      return false;
+    }
+  return true;
+}
+
+/// X, scale, B, mean, var -> Y[, running_mean', running_var'[, saved_mean,
+/// saved_inv_std]] (training) or -> Y (inference).
+std::unique_ptr<Kernel> createBatchNorm(CudaBackend &be, const OpSpec &spec,
+                                        std::string &error) {
+  BnParams p;
+  if (!checkSpec(spec, 5, 5, 1, 5, {0, 1, 2, 3, 4}, {0, 1, 2, 3, 4}, error) ||
+      !bnParams(spec, spec.inputs[0], {1, 2, 3, 4}, {1, 2, 3, 4}, p, error))
+    return nullptr;
+  bool training = spec.attrs.has("training_mode")
+                      ? spec.attrs.getInt("training_mode") != 0
+                      : spec.outputs.size() > 1;
+  if ((!training && spec.outputs.size() > 1) ||
+      spec.outputs[0].shape != spec.inputs[0].shape) {
+    error = nodeError(spec, "Y must have X's shape, and the inference form "
+                            "(training_mode = 0) has one result");
+    return nullptr;
+  }
+  if (!training)
+    return lambda(
+        be, spec, [p](cudaStream_t s, const auto &in, const auto &out) {
+          launchBnInfer(p, in[0].template as<float>(),
+                        in[1].template as<float>(), in[2].template as<float>(),
+                        in[3].template as<float>(), in[4].template as<float>(),
+                        out[0].template as<float>(), s);
+        });
+  return lambda(be, spec, [p](cudaStream_t s, const auto &in, const auto &out) {
+    auto res = [&](size_t i) {
+      return i < out.size() ? out[i].template as<float>() : nullptr;
+    };
+    launchBnTrain(p, in[0].template as<float>(), in[1].template as<float>(),
+                  in[2].template as<float>(), in[3].template as<float>(),
+                  in[4].template as<float>(), res(0), res(1), res(2), res(3),
+                  res(4), s);
+  });
+}
+
+/// dY, X, scale, saved_mean, saved_inv_std -> dX[, dScale[, dBias]].
+std::unique_ptr<Kernel> createBatchNormGrad(CudaBackend &be, const OpSpec &spec,
+                                            std::string &error) {
+  BnParams p;
+  if (!checkSpec(spec, 5, 5, 1, 3, {0, 1, 2, 3, 4}, {0, 1, 2}, error) ||
+      !bnParams(spec, spec.inputs[1], {2, 3, 4}, {1, 2}, p, error))
+    return nullptr;
+  if (spec.inputs[0].shape != spec.inputs[1].shape ||
+      spec.outputs[0].shape != spec.inputs[1].shape) {
+    error = nodeError(spec, "dY, X and dX must have the same shape");
+    return nullptr;
+  }
+  return lambda(be, spec, [p](cudaStream_t s, const auto &in, const auto &out) {
+    launchBnGrad(p, in[0].template as<float>(), in[1].template as<float>(),
+                 in[2].template as<float>(), in[3].template as<float>(),
+                 in[4].template as<float>(), out[0].template as<float>(),
+                 out.size() > 1 ? out[1].template as<float>() : nullptr,
+                 out.size() > 2 ? out[2].template as<float>() : nullptr, s);
+  });
+}
+
+CudaBackend::CudaBackend(cudaStream_t stream, cublasHandle_t blas,
+                         cudnnHandle_t dnn)
+    : stream(stream), blas(blas), dnn(dnn) {
+  for (const char *op : {"Add", "Sub", "Mul", "Div", "Pow", "Sum"})
+    registry[op] = createNary;
+  registry["Neg"] = createNeg;
+  registry["ReduceMean"] = createReduce;
+  registry["ReduceSum"] = createReduce;
+  for (const char *op :
+       {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+    registry[op] = createCopy;
+  registry["Constant"] = createConstant;
+  registry["Relu"] = createRelu;
+  registry["ReluGrad"] = createRelu;
+  registry["SoftmaxCrossEntropyLoss"] = createSce;
+  registry["SoftmaxCrossEntropyLossGrad"] = createSceGrad;
+  registry["Gemm"] = createGemm;
+  registry["GemmGrad"] = createGemmGrad;
+  registry["MatMul"] = createMatMul;
+  registry["Conv"] = createConv;
+  registry["ConvGrad"] = createConv;
+  registry["MaxPool"] = createMaxPool;
+  registry["MaxPoolGrad"] = createMaxPoolGrad;
+  registry["AveragePool"] = createAvgPool;
+  registry["AveragePoolGrad"] = createAvgPool;
+  registry["GlobalAveragePool"] = createGlobalAvgPool;
+  registry["GlobalAveragePoolGrad"] = createGlobalAvgPool;
+  registry["Pad"] = createPad;
+  registry["PadGrad"] = createPadGrad;
+  registry["BatchNormalization"] = createBatchNorm;
+  registry["BatchNormalizationGrad"] = createBatchNormGrad;
+}
+
+} // namespace
+
+cudaStream_t computeStream(KernelBackend &backend) {
+  return static_cast<CudaBackend &>(backend).stream;
+}
+
+} // namespace oasr::rt::cuda
+
+namespace oasr::rt {
+
+int cudaDeviceCount(std::string &error) {
+  int n = 0;
+  cudaError_t status = cudaGetDeviceCount(&n);
+  if (status != cudaSuccess) {
+    error = std::string(cudaGetErrorString(status)) + " (" +
+            cudaGetErrorName(status) + ")";
+    cudaGetLastError();
+    return 0;
+  }
+  if (n == 0)
+    error = "cudaGetDeviceCount found 0 devices";
+  return n;
+}
+
+std::string cudaDeviceDescription(int device) {
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess)
+    return "?";
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%s (sm_%d%d, %.1f GiB)", prop.name,
+                prop.major, prop.minor,
+                double(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+bool selectCudaDevice(int device, std::string &error) {
+  cudaError_t status = cudaSetDevice(device);
+  if (status == cudaSuccess)
+    return true;
+  error = "cudaSetDevice(" + std::to_string(device) +
+          "): " + cudaGetErrorString(status);
+  cudaGetLastError();
+  return false;
+}
+
+std::unique_ptr<KernelBackend> createCudaBackend(std::string &error) {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  cudnnHandle_t dnn = nullptr;
+  cudaError_t cs = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (cs != cudaSuccess) {
+    error =
+        std::string("cannot create a CUDA stream: ") + cudaGetErrorString(cs);
+    cudaGetLastError();
+    return nullptr;
+  }
+  cublasStatus_t bs = cublasCreate(&blas);
+  if (bs != CUBLAS_STATUS_SUCCESS) {
+    error = std::string("cublasCreate failed: ") + cublasGetStatusName(bs);
+    cudaStreamDestroy(stream);
+    return nullptr;
+  }
+  cudnnStatus_t ds = cudnnCreate(&dnn);
+  if (ds != CUDNN_STATUS_SUCCESS) {
+    error = std::string("cudnnCreate failed: ") + cudnnGetErrorString(ds);
+    cublasDestroy(blas);
+    cudaStreamDestroy(stream);
+    return nullptr;
+  }
+  cuda::checkBlas(cublasSetStream(blas, stream), "cublasSetStream");
+  // FP32 products stay FP32 (no TF32), as on the CPU backend.
+  cuda::checkBlas(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH),
+                  "cublasSetMathMode");
+  cuda::checkDnn(cudnnSetStream(dnn, stream), "cudnnSetStream");
+  return std::make_unique<cuda::CudaBackend>(stream, blas, dnn);
+}
+
+} // namespace oasr::rt

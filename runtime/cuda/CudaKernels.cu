@@ -1,0 +1,715 @@
+//===- CudaKernels.cu - Hand-written CUDA kernels -------------------------===//
+//
+// The device code of the CUDA backend that is not cuBLAS or cuDNN:
+// broadcast arithmetic and reductions, Relu, softmax cross-entropy, max and
+// average pooling, Pad, batch normalization and the optimizer updates. Every
+// kernel follows the CPU backend's definition of its op (runtime/cpu); the
+// reductions run in a fixed order (one block per result, a tree in shared
+// memory), so results do not depend on scheduling and runs repeat bitwise.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaKernels.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <type_traits>
+
+namespace oasr::rt::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+/// Blocks for a grid-stride loop over `n` elements.
+unsigned blocksFor(int64_t n) {
+  int64_t b = (n + kThreads - 1) / kThreads;
+  if (b < 1)
+    b = 1;
+  return unsigned(b > 65535 * 16 ? 65535 * 16 : b);
+}
+
+#define OASR_GRID_LOOP(i, n)                                                   \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);    \
+       i += int64_t(blockDim.x) * gridDim.x)
+
+/// Sum over the block (blockDim.x a power of two <= kThreads); every thread
+/// gets the result.
+__device__ double blockSum(double v) {
+  __shared__ double sh[kThreads];
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s)
+      sh[threadIdx.x] += sh[threadIdx.x + s];
+    __syncthreads();
+  }
+  double r = sh[0];
+  __syncthreads();
+  return r;
+}
+
+__device__ float blockMax(float v) {
+  __shared__ float sh[kThreads];
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s)
+      sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
+    __syncthreads();
+  }
+  float r = sh[0];
+  __syncthreads();
+  return r;
+}
+
+//===----------------------------------------------------------------------===//
+// Broadcast arithmetic
+//===----------------------------------------------------------------------===//
+
+template <typename T> __device__ T applyOp(BinOp op, T a, T b) {
+  switch (op) {
+  case BinOp::Add:
+    return a + b;
+  case BinOp::Sub:
+    return a - b;
+  case BinOp::Mul:
+    return a * b;
+  case BinOp::Div:
+    return a / b;
+  case BinOp::Pow:
+    break;
+  }
+  if constexpr (std::is_same_v<T, float>)
+    return b == 2.0f ? a * a : powf(a, b);
+  else
+    return T(pow(double(a), double(b)));
+}
+
+/// Element offsets of every operand for result element `i`.
+__device__ void offsetsOf(const Broadcast &b, int64_t i, int64_t *offs) {
+  for (int j = 0; j < b.operands; ++j)
+    offs[j] = 0;
+  for (int d = b.rank - 1; d >= 0; --d) {
+    int64_t c = i % b.dims[d];
+    i /= b.dims[d];
+    for (int j = 0; j < b.operands; ++j)
+      offs[j] += c * b.strides[j][d];
+  }
+}
+
+template <typename T>
+__global__ void naryKernel(Broadcast b, BinOp op, T *y, int64_t n) {
+  OASR_GRID_LOOP(i, n) {
+    int64_t offs[kMaxOperands];
+    offsetsOf(b, i, offs);
+    T acc = static_cast<const T *>(b.x[0])[offs[0]];
+    for (int j = 1; j < b.operands; ++j)
+      acc = applyOp<T>(op, acc, static_cast<const T *>(b.x[j])[offs[j]]);
+    y[i] = acc;
+  }
+}
+
+__global__ void expandKernel(Broadcast b, float scale, float *y, int64_t n) {
+  OASR_GRID_LOOP(i, n) {
+    int64_t offs[kMaxOperands];
+    offsetsOf(b, i, offs);
+    y[i] = scale * static_cast<const float *>(b.x[0])[offs[0]];
+  }
+}
+
+/// One block per result element.
+__global__ void reduceKernel(Reduction r, const float *x, float scale,
+                             float *y) {
+  int64_t o = blockIdx.x, base = 0;
+  for (int d = r.outRank - 1; d >= 0; --d) {
+    base += (o % r.outDims[d]) * r.outStrides[d];
+    o /= r.outDims[d];
+  }
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < r.inner; i += blockDim.x) {
+    int64_t k = i, off = base;
+    for (int d = r.redRank - 1; d >= 0; --d) {
+      off += (k % r.redDims[d]) * r.redStrides[d];
+      k /= r.redDims[d];
+    }
+    acc += double(x[off]);
+  }
+  acc = blockSum(acc);
+  if (threadIdx.x == 0)
+    y[blockIdx.x] = scale * float(acc);
+}
+
+template <typename T> __global__ void negKernel(const T *x, T *y, int64_t n) {
+  OASR_GRID_LOOP(i, n) { y[i] = -x[i]; }
+}
+
+__global__ void reluKernel(const float *x, float *y, int64_t n) {
+  OASR_GRID_LOOP(i, n) { y[i] = x[i] > 0.0f ? x[i] : 0.0f; }
+}
+
+__global__ void reluGradKernel(const float *dy, const float *y, float *dx,
+                               int64_t n) {
+  OASR_GRID_LOOP(i, n) { dx[i] = y[i] > 0.0f ? dy[i] : 0.0f; }
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax cross-entropy
+//===----------------------------------------------------------------------===//
+
+__device__ int64_t labelAt(const void *labels, bool is64, int64_t r) {
+  return is64 ? static_cast<const int64_t *>(labels)[r]
+              : int64_t(static_cast<const int32_t *>(labels)[r]);
+}
+
+/// One block per row (sample, trailing position).
+__global__ void sceRowKernel(SceParams p, const float *x, const void *labels,
+                             float *lp, float *rowLoss, int *rowCount,
+                             float *lossNone) {
+  int64_t r = blockIdx.x, ni = r / p.d, di = r % p.d;
+  const float *xr = x + ni * p.c * p.d + di;
+  float *lr = lp + ni * p.c * p.d + di;
+  float mx = -INFINITY;
+  for (int64_t c = threadIdx.x; c < p.c; c += blockDim.x)
+    mx = fmaxf(mx, xr[c * p.d]);
+  mx = blockMax(mx);
+  double s = 0;
+  for (int64_t c = threadIdx.x; c < p.c; c += blockDim.x)
+    s += exp(double(xr[c * p.d] - mx));
+  s = blockSum(s);
+  float lse = mx + float(log(s));
+  for (int64_t c = threadIdx.x; c < p.c; c += blockDim.x)
+    lr[c * p.d] = xr[c * p.d] - lse;
+  __syncthreads();
+  if (threadIdx.x != 0)
+    return;
+  int64_t lab = labelAt(labels, p.labels64, r);
+  float loss = 0;
+  int counted = 0;
+  // Labels outside [0, C) count as ignored (the CPU backend stops there).
+  if (!(p.hasIgnore && lab == p.ignoreIndex) && lab >= 0 && lab < p.c) {
+    loss = -lr[lab * p.d];
+    counted = 1;
+  }
+  rowLoss[r] = loss;
+  rowCount[r] = counted;
+  if (lossNone)
+    lossNone[r] = loss;
+}
+
+/// One block: the mean or sum of the row losses.
+__global__ void sceTotalKernel(SceParams p, const float *rowLoss,
+                               const int *rowCount, float *loss) {
+  int64_t rows = p.n * p.d;
+  double total = 0, count = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    total += double(rowLoss[r]);
+    count += double(rowCount[r]);
+  }
+  total = blockSum(total);
+  count = blockSum(count);
+  if (threadIdx.x == 0) {
+    if (p.reduction == 0)
+      total = count > 0 ? total / count : 0.0;
+    loss[0] = float(total);
+  }
+}
+
+__global__ void sceCountKernel(SceParams p, const void *labels, int *count) {
+  int64_t rows = p.n * p.d;
+  double c = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+    c += !(p.hasIgnore && labelAt(labels, p.labels64, r) == p.ignoreIndex);
+  c = blockSum(c);
+  if (threadIdx.x == 0)
+    count[0] = int(c);
+}
+
+__global__ void sceGradKernel(SceParams p, const float *dl, const float *lp,
+                              const void *labels, float *dx, const int *count) {
+  int64_t total = p.n * p.c * p.d;
+  OASR_GRID_LOOP(e, total) {
+    int64_t ni = e / (p.c * p.d), rem = e % (p.c * p.d);
+    int64_t c = rem / p.d, di = rem % p.d, r = ni * p.d + di;
+    int64_t lab = labelAt(labels, p.labels64, r);
+    if (p.hasIgnore && lab == p.ignoreIndex) {
+      dx[e] = 0.0f;
+      continue;
+    }
+    float s;
+    if (p.reduction == 2)
+      s = dl[r];
+    else if (p.reduction == 0)
+      s = count[0] ? dl[0] / float(count[0]) : 0.0f;
+    else
+      s = dl[0];
+    dx[e] = (expf(lp[e]) - (c == lab ? 1.0f : 0.0f)) * s;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Pooling
+//===----------------------------------------------------------------------===//
+
+__global__ void maxPoolKernel(Pool2D p, const float *x, float *y,
+                              int64_t *indices) {
+  int64_t total = p.planes * p.oh * p.ow;
+  OASR_GRID_LOOP(o, total) {
+    int64_t pl = o / (p.oh * p.ow), rem = o % (p.oh * p.ow);
+    int64_t oy = rem / p.ow, ox = rem % p.ow;
+    const float *xp = x + pl * p.ih * p.iw;
+    float best = -INFINITY;
+    int64_t bestIdx = -1;
+    bool stop = false;
+    for (int64_t ky = 0; ky < p.kh && !stop; ++ky) {
+      int64_t iy = oy * p.sh - p.ph + ky * p.dh;
+      if (iy < 0 || iy >= p.ih)
+        continue;
+      for (int64_t kx = 0; kx < p.kw; ++kx) {
+        int64_t ix = ox * p.sw - p.pw + kx * p.dw;
+        if (ix < 0 || ix >= p.iw)
+          continue;
+        float v = xp[iy * p.iw + ix];
+        if (v > best || bestIdx < 0 || isnan(v)) {
+          best = v;
+          bestIdx = iy * p.iw + ix;
+          if (isnan(v)) {
+            stop = true;
+            break;
+          }
+        }
+      }
+    }
+    y[o] = best;
+    if (indices)
+      indices[o] = bestIdx;
+  }
+}
+
+__global__ void maxPoolGradKernel(int64_t planes, int64_t inPlane,
+                                  int64_t outPlane, const float *dy,
+                                  const int64_t *ind, float *dx) {
+  OASR_GRID_LOOP(p, planes) {
+    float *dxp = dx + p * inPlane;
+    for (int64_t i = 0; i < inPlane; ++i)
+      dxp[i] = 0.0f;
+    const float *dyp = dy + p * outPlane;
+    const int64_t *ip = ind + p * outPlane;
+    for (int64_t i = 0; i < outPlane; ++i)
+      if (ip[i] >= 0 && ip[i] < inPlane)
+        dxp[ip[i]] += dyp[i];
+  }
+}
+
+/// Elements averaged by output (oy, ox).
+__device__ float avgDivisor(const Pool2D &p, int64_t oy, int64_t ox) {
+  if (p.countIncludePad)
+    return float(p.kh * p.kw);
+  int64_t y0 = oy * p.sh - p.ph, x0 = ox * p.sw - p.pw;
+  int64_t y1 = min(y0 + p.kh, p.ih), x1 = min(x0 + p.kw, p.iw);
+  y0 = max(y0, int64_t(0));
+  x0 = max(x0, int64_t(0));
+  return float((y1 - y0) * (x1 - x0));
+}
+
+__global__ void avgPoolKernel(Pool2D p, const float *x, float *y) {
+  int64_t total = p.planes * p.oh * p.ow;
+  OASR_GRID_LOOP(o, total) {
+    int64_t pl = o / (p.oh * p.ow), rem = o % (p.oh * p.ow);
+    int64_t oy = rem / p.ow, ox = rem % p.ow;
+    const float *xp = x + pl * p.ih * p.iw;
+    float acc = 0.0f;
+    for (int64_t ky = 0; ky < p.kh; ++ky) {
+      int64_t iy = oy * p.sh - p.ph + ky;
+      if (iy < 0 || iy >= p.ih)
+        continue;
+      for (int64_t kx = 0; kx < p.kw; ++kx) {
+        int64_t ix = ox * p.sw - p.pw + kx;
+        if (ix >= 0 && ix < p.iw)
+          acc += xp[iy * p.iw + ix];
+      }
+    }
+    y[o] = acc / avgDivisor(p, oy, ox);
+  }
+}
+
+/// First output index whose window (stride s, left pad pad, size k) covers
+/// input index i, and the last one, clipped to [0, outSize).
+__device__ void windowsCovering(int64_t i, int64_t s, int64_t pad, int64_t k,
+                                int64_t outSize, int64_t &lo, int64_t &hi) {
+  int64_t first = i + pad - k + 1;
+  lo = first <= 0 ? 0 : (first + s - 1) / s;
+  hi = min((i + pad) / s, outSize - 1);
+}
+
+__global__ void avgPoolGradKernel(Pool2D p, const float *dy, float *dx) {
+  int64_t total = p.planes * p.ih * p.iw;
+  OASR_GRID_LOOP(e, total) {
+    int64_t pl = e / (p.ih * p.iw), rem = e % (p.ih * p.iw);
+    int64_t iy = rem / p.iw, ix = rem % p.iw;
+    int64_t oy0, oy1, ox0, ox1;
+    windowsCovering(iy, p.sh, p.ph, p.kh, p.oh, oy0, oy1);
+    windowsCovering(ix, p.sw, p.pw, p.kw, p.ow, ox0, ox1);
+    const float *dyp = dy + pl * p.oh * p.ow;
+    float acc = 0.0f;
+    for (int64_t oy = oy0; oy <= oy1; ++oy)
+      for (int64_t ox = ox0; ox <= ox1; ++ox)
+        acc += dyp[oy * p.ow + ox] / avgDivisor(p, oy, ox);
+    dx[e] = acc;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Pad
+//===----------------------------------------------------------------------===//
+
+__global__ void padKernel(PadParams p, const float *in, float *out, float value,
+                          int64_t n) {
+  OASR_GRID_LOOP(o, n) {
+    int64_t rem = o, off = 0, stride = 1;
+    bool inside = true;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      int64_t c = rem % p.outDims[d] - p.begin[d];
+      rem /= p.outDims[d];
+      if (c < 0 || c >= p.inDims[d])
+        inside = false;
+      off += c * stride;
+      stride *= p.inDims[d];
+    }
+    out[o] = inside ? in[off] : value;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Batch normalization (one block per channel)
+//===----------------------------------------------------------------------===//
+
+__device__ int64_t bnOffset(const BnParams &p, int64_t ch, int64_t k) {
+  return ((k / p.s) * p.c + ch) * p.s + k % p.s;
+}
+
+__global__ void bnTrainKernel(BnParams p, const float *x, const float *scale,
+                              const float *bias, const float *runMean,
+                              const float *runVar, float *y, float *newMean,
+                              float *newVar, float *mean, float *invStd) {
+  int64_t ch = blockIdx.x, m = p.n * p.s;
+  double sum = 0;
+  for (int64_t k = threadIdx.x; k < m; k += blockDim.x)
+    sum += double(x[bnOffset(p, ch, k)]);
+  float mu = float(blockSum(sum) / double(m));
+  double sq = 0;
+  for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
+    double d = double(x[bnOffset(p, ch, k)]) - double(mu);
+    sq += d * d;
+  }
+  float var = float(blockSum(sq) / double(m));
+  float inv = 1.0f / sqrtf(var + p.eps);
+  float a = scale[ch] * inv, b = bias[ch] - mu * a;
+  for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
+    int64_t off = bnOffset(p, ch, k);
+    y[off] = x[off] * a + b;
+  }
+  if (threadIdx.x != 0)
+    return;
+  // PyTorch updates the running variance with the unbiased estimate.
+  float unbias = m > 1 ? float(m) / float(m - 1) : 1.0f;
+  float rm = runMean[ch], rv = runVar[ch];
+  if (newMean)
+    newMean[ch] = p.momentum * rm + (1 - p.momentum) * mu;
+  if (newVar)
+    newVar[ch] = p.momentum * rv + (1 - p.momentum) * var * unbias;
+  if (mean)
+    mean[ch] = mu;
+  if (invStd)
+    invStd[ch] = inv;
+}
+
+__global__ void bnInferKernel(BnParams p, const float *x, const float *scale,
+                              const float *bias, const float *mean,
+                              const float *var, float *y) {
+  int64_t total = p.n * p.c * p.s;
+  OASR_GRID_LOOP(e, total) {
+    int64_t ch = (e / p.s) % p.c;
+    float inv = 1.0f / sqrtf(var[ch] + p.eps);
+    y[e] = (x[e] - mean[ch]) * inv * scale[ch] + bias[ch];
+  }
+}
+
+__global__ void bnGradKernel(BnParams p, const float *dy, const float *x,
+                             const float *scale, const float *mean,
+                             const float *invStd, float *dx, float *dScale,
+                             float *dBias) {
+  int64_t ch = blockIdx.x, m = p.n * p.s;
+  float mu = mean[ch], inv = invStd[ch];
+  double sdy = 0, sdyx = 0;
+  for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
+    int64_t off = bnOffset(p, ch, k);
+    double g = double(dy[off]);
+    sdy += g;
+    sdyx += g * double((x[off] - mu) * inv);
+  }
+  sdy = blockSum(sdy);
+  sdyx = blockSum(sdyx);
+  float meanDy = float(sdy / double(m)), meanDyX = float(sdyx / double(m));
+  float a = scale[ch] * inv;
+  for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
+    int64_t off = bnOffset(p, ch, k);
+    float xhat = (x[off] - mu) * inv;
+    dx[off] = a * (dy[off] - meanDy - xhat * meanDyX);
+  }
+  if (threadIdx.x != 0)
+    return;
+  if (dScale)
+    dScale[ch] = float(sdyx);
+  if (dBias)
+    dBias[ch] = float(sdy);
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer updates (Executor.cpp's hostUpdate, element by element)
+//===----------------------------------------------------------------------===//
+
+enum class Algo : int { Sgd, Momentum, Adagrad, Adam };
+
+struct UpdateScalars {
+  Algo algo;
+  float lr, wd, m, c, r, eps, b1, b2, keep;
+  bool nesterov;
+};
+
+__global__ void updateKernel(UpdateScalars u, int64_t n, const float *p,
+                             const float *g, const float *v, const float *h,
+                             float *np, float *nv, float *nh) {
+  OASR_GRID_LOOP(i, n) {
+    float pi = p[i], gi = g[i];
+    switch (u.algo) {
+    case Algo::Sgd:
+      np[i] = u.wd == 0.0f ? pi - u.lr * gi : pi - u.lr * (gi + u.wd * pi);
+      break;
+    case Algo::Momentum: {
+      float gr = gi + u.wd * pi;
+      float vi = u.m * v[i] + u.c * gr;
+      nv[i] = vi;
+      np[i] = pi - u.lr * (u.nesterov ? gr + u.m * vi : vi);
+      break;
+    }
+    case Algo::Adagrad: {
+      float gr = gi + u.wd * pi;
+      float hi = v[i] + gr * gr;
+      nv[i] = hi;
+      np[i] = pi - u.r * gr / (sqrtf(hi) + u.eps);
+      break;
+    }
+    case Algo::Adam: {
+      float gr = gi + u.wd * pi;
+      float vi = u.b1 * v[i] + (1.0f - u.b1) * gr;
+      float hi = u.b2 * h[i] + (1.0f - u.b2) * gr * gr;
+      nv[i] = vi;
+      nh[i] = hi;
+      np[i] = u.keep * (pi - u.r * vi / (sqrtf(hi) + u.eps));
+      break;
+    }
+    }
+  }
+}
+
+} // namespace
+
+void check(cudaError_t status, const char *what) {
+  if (status == cudaSuccess)
+    return;
+  std::fprintf(stderr, "oasr: fatal: %s: %s (%s)\n", what,
+               cudaGetErrorString(status), cudaGetErrorName(status));
+  std::abort();
+}
+
+/// Reports a launch failure (bad configuration, no device) at once.
+static void launched(const char *what) { check(cudaGetLastError(), what); }
+
+void launchNary(const Broadcast &b, BinOp op, DType dtype, void *y, int64_t n,
+                cudaStream_t stream) {
+  switch (dtype) {
+  case DType::F32:
+    naryKernel<float><<<blocksFor(n), kThreads, 0, stream>>>(
+        b, op, static_cast<float *>(y), n);
+    break;
+  case DType::I64:
+    naryKernel<int64_t><<<blocksFor(n), kThreads, 0, stream>>>(
+        b, op, static_cast<int64_t *>(y), n);
+    break;
+  case DType::I32:
+    naryKernel<int32_t><<<blocksFor(n), kThreads, 0, stream>>>(
+        b, op, static_cast<int32_t *>(y), n);
+    break;
+  default:
+    return;
+  }
+  launched("broadcast arithmetic");
+}
+
+void launchExpand(const Broadcast &b, float scale, float *y, int64_t n,
+                  cudaStream_t stream) {
+  expandKernel<<<blocksFor(n), kThreads, 0, stream>>>(b, scale, y, n);
+  launched("expand");
+}
+
+void launchReduce(const Reduction &r, const float *x, float scale, float *y,
+                  int64_t outputs, cudaStream_t stream) {
+  if (outputs <= 0)
+    return;
+  unsigned threads = r.inner >= 256 ? 256 : r.inner >= 64 ? 64 : 32;
+  reduceKernel<<<unsigned(outputs), threads, 0, stream>>>(r, x, scale, y);
+  launched("reduction");
+}
+
+void launchNeg(DType dtype, const void *x, void *y, int64_t n,
+               cudaStream_t stream) {
+  switch (dtype) {
+  case DType::F32:
+    negKernel<<<blocksFor(n), kThreads, 0, stream>>>(
+        static_cast<const float *>(x), static_cast<float *>(y), n);
+    break;
+  case DType::I64:
+    negKernel<<<blocksFor(n), kThreads, 0, stream>>>(
+        static_cast<const int64_t *>(x), static_cast<int64_t *>(y), n);
+    break;
+  case DType::I32:
+    negKernel<<<blocksFor(n), kThreads, 0, stream>>>(
+        static_cast<const int32_t *>(x), static_cast<int32_t *>(y), n);
+    break;
+  default:
+    return;
+  }
+  launched("Neg");
+}
+
+void launchRelu(const float *x, float *y, int64_t n, cudaStream_t stream) {
+  reluKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, y, n);
+  launched("Relu");
+}
+
+void launchReluGrad(const float *dy, const float *y, float *dx, int64_t n,
+                    cudaStream_t stream) {
+  reluGradKernel<<<blocksFor(n), kThreads, 0, stream>>>(dy, y, dx, n);
+  launched("ReluGrad");
+}
+
+void launchSce(const SceParams &p, const float *scores, const void *labels,
+               float *loss, float *logProb, float *rowLoss, int *rowCount,
+               cudaStream_t stream) {
+  int64_t rows = p.n * p.d;
+  if (rows <= 0)
+    return;
+  sceRowKernel<<<unsigned(rows), 128, 0, stream>>>(
+      p, scores, labels, logProb, rowLoss, rowCount,
+      p.reduction == 2 ? loss : nullptr);
+  if (p.reduction != 2)
+    sceTotalKernel<<<1, kThreads, 0, stream>>>(p, rowLoss, rowCount, loss);
+  launched("SoftmaxCrossEntropyLoss");
+}
+
+void launchSceGrad(const SceParams &p, const float *dLoss, const float *logProb,
+                   const void *labels, float *dScores, int *count,
+                   cudaStream_t stream) {
+  sceCountKernel<<<1, kThreads, 0, stream>>>(p, labels, count);
+  int64_t total = p.n * p.c * p.d;
+  sceGradKernel<<<blocksFor(total), kThreads, 0, stream>>>(
+      p, dLoss, logProb, labels, dScores, count);
+  launched("SoftmaxCrossEntropyLossGrad");
+}
+
+void launchMaxPool(const Pool2D &p, const float *x, float *y, int64_t *indices,
+                   cudaStream_t stream) {
+  int64_t total = p.planes * p.oh * p.ow;
+  maxPoolKernel<<<blocksFor(total), kThreads, 0, stream>>>(p, x, y, indices);
+  launched("MaxPool");
+}
+
+void launchMaxPoolGrad(int64_t planes, int64_t inPlane, int64_t outPlane,
+                       const float *dy, const int64_t *indices, float *dx,
+                       cudaStream_t stream) {
+  maxPoolGradKernel<<<blocksFor(planes), kThreads, 0, stream>>>(
+      planes, inPlane, outPlane, dy, indices, dx);
+  launched("MaxPoolGrad");
+}
+
+void launchAvgPool(const Pool2D &p, const float *x, float *y,
+                   cudaStream_t stream) {
+  int64_t total = p.planes * p.oh * p.ow;
+  avgPoolKernel<<<blocksFor(total), kThreads, 0, stream>>>(p, x, y);
+  launched("AveragePool");
+}
+
+void launchAvgPoolGrad(const Pool2D &p, const float *dy, float *dx,
+                       cudaStream_t stream) {
+  int64_t total = p.planes * p.ih * p.iw;
+  avgPoolGradKernel<<<blocksFor(total), kThreads, 0, stream>>>(p, dy, dx);
+  launched("AveragePoolGrad");
+}
+
+void launchPad(const PadParams &p, const float *in, float *out, float value,
+               int64_t n, cudaStream_t stream) {
+  padKernel<<<blocksFor(n), kThreads, 0, stream>>>(p, in, out, value, n);
+  launched("Pad");
+}
+
+void launchBnTrain(const BnParams &p, const float *x, const float *scale,
+                   const float *bias, const float *runMean, const float *runVar,
+                   float *y, float *newMean, float *newVar, float *mean,
+                   float *invStd, cudaStream_t stream) {
+  bnTrainKernel<<<unsigned(p.c), kThreads, 0, stream>>>(
+      p, x, scale, bias, runMean, runVar, y, newMean, newVar, mean, invStd);
+  launched("BatchNormalization");
+}
+
+void launchBnInfer(const BnParams &p, const float *x, const float *scale,
+                   const float *bias, const float *mean, const float *var,
+                   float *y, cudaStream_t stream) {
+  int64_t total = p.n * p.c * p.s;
+  bnInferKernel<<<blocksFor(total), kThreads, 0, stream>>>(p, x, scale, bias,
+                                                           mean, var, y);
+  launched("BatchNormalization");
+}
+
+void launchBnGrad(const BnParams &p, const float *dy, const float *x,
+                  const float *scale, const float *mean, const float *invStd,
+                  float *dx, float *dScale, float *dBias, cudaStream_t stream) {
+  bnGradKernel<<<unsigned(p.c), kThreads, 0, stream>>>(
+      p, dy, x, scale, mean, invStd, dx, dScale, dBias);
+  launched("BatchNormalizationGrad");
+}
+
+void launchUpdate(const UpdateRule &rule, int64_t t, int64_t n, const float *p,
+                  const float *g, const float *v, const float *h, float *np,
+                  float *nv, float *nh, cudaStream_t stream) {
+  // The scalars exactly as hostUpdate derives them.
+  UpdateScalars u{};
+  u.lr = float(rule.lr);
+  u.wd = float(rule.weightDecay);
+  u.m = float(rule.momentum);
+  u.c = t > 0 ? float(1.0 - rule.dampening) : 1.0f;
+  u.eps = float(rule.epsilon);
+  u.b1 = float(rule.beta1);
+  u.b2 = float(rule.beta2);
+  u.keep = float(1.0 - rule.weightDecayPost);
+  u.nesterov = rule.nesterov;
+  if (rule.algo == "sgd") {
+    u.algo = Algo::Sgd;
+  } else if (rule.algo == "momentum") {
+    u.algo = Algo::Momentum;
+  } else if (rule.algo == "adagrad") {
+    u.algo = Algo::Adagrad;
+    u.r = float(rule.lr / (1.0 + double(t) * rule.lrDecay));
+  } else {
+    u.algo = Algo::Adam;
+    u.r = t > 0 ? float(rule.lr *
+                        std::sqrt(1.0 - std::pow(rule.beta2, double(t))) /
+                        (1.0 - std::pow(rule.beta1, double(t))))
+                : u.lr;
+  }
+  updateKernel<<<blocksFor(n), kThreads, 0, stream>>>(u, n, p, g, v, h, np, nv,
+                                                      nh);
+  launched("optimizer update");
+}
+
+} // namespace oasr::rt::cuda

@@ -1,0 +1,154 @@
+//===- CudaKernels.h - Internals shared by the CUDA backend ------*- C++
+//-*-===//
+//
+// Private to runtime/cuda: the device-side launchers written in CUDA
+// (CudaKernels.cu) that the host code (CudaBackend.cpp) calls, the
+// parameter blocks they take by value, and the error helpers. Every launcher
+// enqueues on `stream` and returns at once; none synchronizes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OASR_RUNTIME_CUDA_CUDAKERNELS_H
+#define OASR_RUNTIME_CUDA_CUDAKERNELS_H
+
+#include "oasr/Runtime/Kernel.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+namespace oasr::rt {
+class KernelBackend;
+} // namespace oasr::rt
+
+namespace oasr::rt::cuda {
+
+/// Prints "oasr: fatal: <what>: <CUDA error>" and aborts when `status` is not
+/// cudaSuccess. Kernels run long after their node was planned, so a failure
+/// there cannot become an error string.
+void check(cudaError_t status, const char *what);
+/// The stream every kernel of `backend` (a CUDA backend) runs on.
+cudaStream_t computeStream(KernelBackend &backend);
+
+/// Limits of the by-value parameter blocks below.
+constexpr int kMaxRank = 8;
+constexpr int kMaxOperands = 8;
+
+/// Numpy broadcasting of up to kMaxOperands operands onto a result of rank
+/// <= kMaxRank: operand j's element for result coordinates c is
+/// x[j][sum_d c[d] * strides[j][d]] (stride 0 on broadcast dimensions).
+struct Broadcast {
+  int rank = 0, operands = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t strides[kMaxOperands][kMaxRank] = {};
+  const void *x[kMaxOperands] = {};
+};
+
+enum class BinOp : int { Add, Sub, Mul, Div, Pow };
+
+/// y = x0 op x1 op x2 ... (left fold), elements of `dtype` (f32/i64/i32).
+void launchNary(const Broadcast &b, BinOp op, DType dtype, void *y, int64_t n,
+                cudaStream_t stream);
+/// y = scale * x[broadcast] (f32): expands x onto y's shape.
+void launchExpand(const Broadcast &b, float scale, float *y, int64_t n,
+                  cudaStream_t stream);
+
+/// A reduction of x onto a result: result element o sums x over the
+/// `inner` elements at base(o) + inner offset, where base(o) decomposes o
+/// over `outDims` with `outStrides` and the inner offset decomposes an index
+/// over `redDims` with `redStrides` (element strides into x).
+struct Reduction {
+  int outRank = 0, redRank = 0;
+  int64_t outDims[kMaxRank] = {}, outStrides[kMaxRank] = {};
+  int64_t redDims[kMaxRank] = {}, redStrides[kMaxRank] = {};
+  int64_t inner = 1;
+};
+/// y[o] = scale * sum x (f32, one block per result element, fixed order).
+void launchReduce(const Reduction &r, const float *x, float scale, float *y,
+                  int64_t outputs, cudaStream_t stream);
+
+/// y = -x on f32/i64/i32.
+void launchNeg(DType dtype, const void *x, void *y, int64_t n,
+               cudaStream_t stream);
+/// y = max(x, 0); dx = y > 0 ? dy : 0.
+void launchRelu(const float *x, float *y, int64_t n, cudaStream_t stream);
+void launchReluGrad(const float *dy, const float *y, float *dx, int64_t n,
+                    cudaStream_t stream);
+
+/// Softmax cross-entropy over scores [n, c, d...] with labels [n, d...].
+struct SceParams {
+  int64_t n = 0, c = 0, d = 1;
+  int reduction = 0; ///< 0 mean, 1 sum, 2 none
+  bool hasIgnore = false;
+  int64_t ignoreIndex = -100;
+  bool labels64 = true;
+};
+/// scores, labels -> loss, logProb. `rowLoss` (n*d floats) and `rowCount`
+/// (n*d ints) are scratch.
+void launchSce(const SceParams &p, const float *scores, const void *labels,
+               float *loss, float *logProb, float *rowLoss, int *rowCount,
+               cudaStream_t stream);
+/// dLoss, logProb, labels -> dScores; `count` is one int of scratch.
+void launchSceGrad(const SceParams &p, const float *dLoss, const float *logProb,
+                   const void *labels, float *dScores, int *count,
+                   cudaStream_t stream);
+
+/// 2-D pooling geometry (1-D pools have ih = oh = kh = 1).
+struct Pool2D {
+  int64_t planes = 0, ih = 0, iw = 0, oh = 0, ow = 0, kh = 1, kw = 1, sh = 1,
+          sw = 1, dh = 1, dw = 1, ph = 0, pw = 0;
+  bool countIncludePad = false;
+};
+/// MaxPool: Y and (optional) flat per-plane Indices, PyTorch's convention.
+void launchMaxPool(const Pool2D &p, const float *x, float *y, int64_t *indices,
+                   cudaStream_t stream);
+/// MaxPoolGrad: dX[plane][indices] += dY in output order, one thread per
+/// plane (the CPU backend's summation order).
+void launchMaxPoolGrad(int64_t planes, int64_t inPlane, int64_t outPlane,
+                       const float *dy, const int64_t *indices, float *dx,
+                       cudaStream_t stream);
+/// AveragePool and its gradient (gathered per input element, no atomics).
+void launchAvgPool(const Pool2D &p, const float *x, float *y,
+                   cudaStream_t stream);
+void launchAvgPoolGrad(const Pool2D &p, const float *dy, float *dx,
+                       cudaStream_t stream);
+
+/// out[o] = in[o - begin] inside `in`, else `value` (f32, rank <= kMaxRank).
+struct PadParams {
+  int rank = 0;
+  int64_t inDims[kMaxRank] = {}, outDims[kMaxRank] = {}, begin[kMaxRank] = {};
+};
+void launchPad(const PadParams &p, const float *in, float *out, float value,
+               int64_t n, cudaStream_t stream);
+
+/// Batch normalization over [n, c, s] (s = spatial size).
+struct BnParams {
+  int64_t n = 0, c = 0, s = 1;
+  float eps = 1e-5f, momentum = 0.9f;
+};
+/// Training: y, batch mean and inv std (into `mean`/`invStd`, c floats
+/// each), running stats updated from runMean/runVar into newMean/newVar
+/// (may alias; null to skip; the variance is the unbiased estimate).
+void launchBnTrain(const BnParams &p, const float *x, const float *scale,
+                   const float *bias, const float *runMean, const float *runVar,
+                   float *y, float *newMean, float *newVar, float *mean,
+                   float *invStd, cudaStream_t stream);
+/// Inference with running statistics.
+void launchBnInfer(const BnParams &p, const float *x, const float *scale,
+                   const float *bias, const float *mean, const float *var,
+                   float *y, cudaStream_t stream);
+/// dY, X, scale, saved mean, saved inv std -> dX, dScale, dBias.
+void launchBnGrad(const BnParams &p, const float *dy, const float *x,
+                  const float *scale, const float *mean, const float *invStd,
+                  float *dx, float *dScale, float *dBias, cudaStream_t stream);
+
+/// One optimizer update (Executor.cpp's hostUpdate rules, float arithmetic):
+/// p, g[, v[, h]] -> np[, nv[, nh]]; `t` earlier updates.
+void launchUpdate(const UpdateRule &rule, int64_t t, int64_t n, const float *p,
+                  const float *g, const float *v, const float *h, float *np,
+                  float *nv, float *nh, cudaStream_t stream);
+
+} // namespace oasr::rt::cuda
+
+#endif // OASR_RUNTIME_CUDA_CUDAKERNELS_H

@@ -1,0 +1,172 @@
+//===- NcclCommunicator.cpp - Gradient averaging with NCCL ----------------===//
+//
+// The "nccl" communicator: allreduceAverage and broadcast on device memory
+// with NCCL, on a stream of their own; everything on host memory (metrics,
+// barriers, gathers, abort) through the MPI communicator it wraps. The
+// CommEngine calls it from its communication thread; each collective first
+// makes the NCCL stream wait on an event recorded on the compute stream, so
+// it reads gradients only after the kernels that wrote them, and returns
+// once NCCL is done, so the optimizer kernels the compute thread issues
+// after its CommEngine::wait read the averaged values.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaKernels.h"
+#include "oasr/Runtime/Cuda.h"
+
+#include <nccl.h>
+
+#include <cstdlib>
+
+namespace oasr::rt {
+namespace {
+
+class NcclCommunicator final : public Communicator {
+public:
+  NcclCommunicator(std::unique_ptr<Communicator> mpi, ncclComm_t comm,
+                   int device, cudaStream_t computeStream)
+      : mpi(std::move(mpi)), comm(comm), device(device),
+        computeStream(computeStream) {
+    cuda::check(cudaStreamCreateWithFlags(&commStream, cudaStreamNonBlocking),
+                "create the NCCL stream");
+    cuda::check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming),
+                "create the gradient event");
+  }
+  ~NcclCommunicator() override {
+    if (comm)
+      ncclCommDestroy(comm);
+    cudaEventDestroy(ready);
+    cudaStreamDestroy(commStream);
+  }
+
+  const char *name() const override { return "nccl"; }
+  int rank() const override { return mpi->rank(); }
+  int size() const override { return mpi->size(); }
+  std::string host() const override { return mpi->host(); }
+
+  void allreduceAverage(void *data, size_t count, DType dtype) override {
+    ncclDataType_t type = ncclFloat32;
+    switch (dtype) {
+    case DType::F32:
+      type = ncclFloat32;
+      break;
+    case DType::F16:
+      type = ncclFloat16;
+      break;
+    case DType::I64:
+      type = ncclInt64;
+      break;
+    case DType::I32:
+      type = ncclInt32;
+      break;
+    case DType::Bool:
+      fail("allreduceAverage of booleans", ncclInvalidArgument);
+    }
+    afterCompute();
+    // ncclAvg (NCCL >= 2.10): the sum over ranks divided by their number.
+    done(ncclAllReduce(data, data, count, type, ncclAvg, comm, commStream),
+         "ncclAllReduce");
+  }
+  void broadcast(void *data, size_t bytes, int root) override {
+    afterCompute();
+    done(ncclBroadcast(data, data, bytes, ncclUint8, root, comm, commStream),
+         "ncclBroadcast");
+  }
+  void allreduceSum(double *data, size_t count) override {
+    mpi->allreduceSum(data, count);
+  }
+  void allreduceMax(double *data, size_t count) override {
+    mpi->allreduceMax(data, count);
+  }
+  void barrier() override { mpi->barrier(); }
+  void gatherBytes(const void *data, size_t bytes, int root,
+                   std::vector<char> &out,
+                   std::vector<size_t> &counts) override {
+    mpi->gatherBytes(data, bytes, root, out, counts);
+  }
+  [[noreturn]] void abort(const std::string &message, int code) override {
+    mpi->abort(message, code);
+    std::abort(); // not reached: a virtual call does not carry [[noreturn]]
+  }
+  void finalize() override {
+    if (comm) {
+      ncclCommDestroy(comm);
+      comm = nullptr;
+    }
+    mpi->finalize();
+  }
+
+private:
+  /// The NCCL stream waits for the compute stream's work so far.
+  void afterCompute() {
+    cuda::check(cudaSetDevice(device), "cudaSetDevice");
+    cuda::check(cudaEventRecord(ready, computeStream), "cudaEventRecord");
+    cuda::check(cudaStreamWaitEvent(commStream, ready, 0),
+                "cudaStreamWaitEvent");
+  }
+  /// Checks the enqueue and waits for the collective.
+  void done(ncclResult_t r, const char *what) {
+    if (r != ncclSuccess)
+      fail(what, r);
+    cudaError_t s = cudaStreamSynchronize(commStream);
+    if (s != cudaSuccess)
+      mpi->abort("oasr: rank " + std::to_string(rank()) + " (host " + host() +
+                     "): " + what + ": " + cudaGetErrorString(s),
+                 1);
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(comm, &async) == ncclSuccess &&
+        async != ncclSuccess)
+      fail(what, async);
+  }
+  [[noreturn]] void fail(const char *what, ncclResult_t r) {
+    mpi->abort("oasr: rank " + std::to_string(rank()) + " (host " + host() +
+                   "): " + what + " failed: " + ncclGetErrorString(r),
+               1);
+    std::abort(); // not reached
+  }
+
+  std::unique_ptr<Communicator> mpi;
+  ncclComm_t comm = nullptr;
+  int device = 0;
+  cudaStream_t computeStream = nullptr, commStream = nullptr;
+  cudaEvent_t ready = nullptr;
+};
+
+} // namespace
+
+std::unique_ptr<Communicator>
+createNcclCommunicator(std::unique_ptr<Communicator> &mpi, KernelBackend &cuda,
+                       std::string &error) {
+  int device = 0;
+  if (cudaError_t s = cudaGetDevice(&device); s != cudaSuccess) {
+    error = std::string("no current CUDA device: ") + cudaGetErrorString(s);
+    return nullptr;
+  }
+  // Rank 0 makes the id; every rank learns it, and whether it exists, over
+  // MPI (a rank that fails alone would leave the others waiting in NCCL).
+  struct {
+    int ok;
+    ncclUniqueId id;
+  } boot{};
+  ncclResult_t r = ncclSuccess;
+  if (mpi->rank() == 0) {
+    r = ncclGetUniqueId(&boot.id);
+    boot.ok = r == ncclSuccess;
+  }
+  mpi->broadcast(&boot, sizeof boot, 0);
+  if (!boot.ok) {
+    error = std::string("ncclGetUniqueId failed on rank 0") +
+            (mpi->rank() == 0 ? std::string(": ") + ncclGetErrorString(r) : "");
+    return nullptr;
+  }
+  ncclComm_t comm = nullptr;
+  r = ncclCommInitRank(&comm, mpi->size(), boot.id, mpi->rank());
+  if (r != ncclSuccess) {
+    error = std::string("ncclCommInitRank failed: ") + ncclGetErrorString(r);
+    return nullptr;
+  }
+  return std::make_unique<NcclCommunicator>(std::move(mpi), comm, device,
+                                            cuda::computeStream(cuda));
+}
+
+} // namespace oasr::rt
