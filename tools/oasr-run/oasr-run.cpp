@@ -366,6 +366,7 @@ int listDevices() {
   return 0;
 }
 
+#if OASR_ENABLE_CUDA
 /// This process' rank among the ranks on its host.
 int localRank() {
   for (const char *v :
@@ -374,6 +375,7 @@ int localRank() {
       return std::max(0, std::atoi(s));
   return 0;
 }
+#endif
 
 /// The --device backend of this rank; with --comm-backend=nccl, `comm`
 /// becomes the NCCL communicator wrapping it. Called before the CommEngine
