@@ -32,7 +32,9 @@ echo "check: gtest units (ctest)"
 ctest --test-dir "$BUILD" --output-on-failure -j"$JOBS" 2>&1 | tee "$BUILD/ctest.log"
 ctest_rc=${PIPESTATUS[0]}
 
-count() { grep -E "^ *$1: +[0-9]+" "$2" | awk '{s+=$2} END {print s+0}'; }
+# lit's summary lines: "  Passed: 12" or, aligned with other categories,
+# "  Passed     : 12".
+count() { grep -E "^ *$1 *: +[0-9]+" "$2" | sed -E 's/.*: +([0-9]+).*/\1/' | awk '{s+=$1} END {print s+0}'; }
 lit_pass=$(count Passed "$BUILD/lit.log")
 lit_fail=$(( $(count Failed "$BUILD/lit.log") + $(count 'Unresolved' "$BUILD/lit.log") + $(count 'Timed Out' "$BUILD/lit.log") ))
 lit_skip=$(count Unsupported "$BUILD/lit.log")
