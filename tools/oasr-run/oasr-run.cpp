@@ -45,6 +45,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sched.h>
 #include <thread>
 #include <unistd.h>
 
@@ -173,7 +174,8 @@ bool endsWith(llvm::StringRef s, llvm::StringRef suffix) {
   return s.ends_with(suffix);
 }
 
-/// Re-executes under mpirun: `mpirun -np P --oversubscribe <self> args...`.
+/// Re-executes under mpirun: `mpirun -np P --oversubscribe --bind-to none
+/// <self> args...`.
 int relaunch(int argc, char **argv) {
   std::string self = llvm::sys::fs::getMainExecutable(argv[0], (void *)&np);
   auto mpirun = llvm::sys::findProgramByName("mpirun");
@@ -181,8 +183,11 @@ int relaunch(int argc, char **argv) {
     llvm::errs() << "oasr-run: error: --np needs `mpirun` on PATH\n";
     return 1;
   }
-  std::vector<std::string> args = {*mpirun, "-np", std::to_string(np),
-                                   "--oversubscribe", self};
+  // Unbound ranks: mpirun's default (--bind-to core for up to 2 ranks) would
+  // put each rank's compute threads and communication thread on one core.
+  std::vector<std::string> args = {
+      *mpirun, "-np", std::to_string(np), "--oversubscribe", "--bind-to",
+      "none",  self};
   for (int i = 1; i < argc; ++i) {
     llvm::StringRef a(argv[i]);
     if (a == "--np" || a == "-np") {
@@ -245,6 +250,27 @@ int localRanks() {
     if (const char *s = std::getenv(v))
       return std::max(1, std::atoi(s));
   return 1;
+}
+
+/// CPUs this process may run on (its affinity mask: mpirun's --bind-to,
+/// taskset, a batch scheduler's cgroup), 0 if unknown.
+int boundCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0)
+    return 0;
+  return CPU_COUNT(&set);
+}
+
+/// Compute threads per rank when --threads is not given: the CPUs the rank
+/// is bound to when a launcher bound it, else this host's CPUs shared by its
+/// ranks.
+int defaultThreads() {
+  int online = int(std::thread::hardware_concurrency());
+  int bound = boundCpus();
+  if (bound > 0 && bound < online)
+    return bound;
+  return std::max(1, online / localRanks());
 }
 
 /// The allreduce model an .onnx plan uses when none is given: roughly Open
@@ -539,10 +565,7 @@ int main(int argc, char **argv) {
   std::unique_ptr<Communicator> comm;
   std::string kind = commKind.empty() ? (launchedByMpi() ? "mpi" : "self")
                                       : std::string(commKind);
-  int nthreads = threads > 0
-                     ? int(threads)
-                     : std::max(1, int(std::thread::hardware_concurrency()) /
-                                       localRanks());
+  int nthreads = threads > 0 ? int(threads) : defaultThreads();
   if (kind == "mpi") {
     std::string error;
     comm = createMpiCommunicator(&argc, &argv, error);
@@ -716,6 +739,13 @@ int main(int argc, char **argv) {
     return 1;
   }
 
+  if (int bound = boundCpus(); rank == 0 && bound > 0 && nthreads > bound)
+    llvm::errs() << llvm::formatv(
+        "oasr-run: warning: {0} compute threads per rank, but rank 0 may run "
+        "on {1} CPU(s) only (its affinity mask, e.g. mpirun's default "
+        "--bind-to core); the threads will share them. Launch with `mpirun "
+        "--bind-to none` or `--map-by slot:PE={0}`, or use --threads={1}\n",
+        nthreads, bound);
   if (rank == 0 && !quiet && usedDefaultComm)
     std::printf("oasr-run: planned with the default allreduce model alpha=%g s "
                 "beta=%g s/B (give --comm=FILE from `oasr-bench comm`, or "
@@ -723,12 +753,18 @@ int main(int argc, char **argv) {
                 kDefaultAlpha, kDefaultBeta);
   if (rank == 0 && !quiet) {
     const MemoryStats &m = exec->memory();
+    int bound = boundCpus(), online = int(std::thread::hardware_concurrency());
+    std::string binding =
+        bound > 0 && bound < online
+            ? llvm::formatv(" (rank 0 bound to {0} of {1} CPUs)", bound, online)
+                  .str()
+            : "";
     std::printf(
-        "oasr-run: %d rank(s) [%s], %d thread(s)/rank, batch %lld/rank, "
+        "oasr-run: %d rank(s) [%s], %d thread(s)/rank%s, batch %lld/rank, "
         "data %s, plan %s with %zu fused group(s); memory: "
         "activations %.1f MiB (%.1f MiB without reuse), weights+state "
         "%.1f MiB, gradients %.1f MiB\n",
-        size, comm->name(), nthreads, (long long)exec->batch(),
+        size, comm->name(), nthreads, binding.c_str(), (long long)exec->batch(),
         data->describe().c_str(),
         exec->planStrategy().empty() ? "?" : exec->planStrategy().c_str(),
         exec->groups().size(), m.arenaBytes / 1048576.0,
