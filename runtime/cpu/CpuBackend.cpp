@@ -1,7 +1,7 @@
 //===- CpuBackend.cpp - The oneDNN CPU kernel backend ---------------------===//
 //
-// createCpuBackend(): host memory, the op-type → kernel registry, threading
-// and the validation helpers every CPU kernel uses.
+// createCpuBackend(): host memory, the op-type → kernel registry and
+// threading.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 
 namespace oasr::rt::cpu {
 
@@ -48,65 +47,6 @@ void applyNumThreads() {
   int n = numThreads();
   if (n > 0 && omp_get_max_threads() != n)
     omp_set_num_threads(n);
-}
-
-std::string nodeError(const OpSpec &spec, const std::string &msg) {
-  return "node '" + spec.name + "' (" + spec.opType + "): " + msg;
-}
-
-std::string shapeStr(const std::vector<int64_t> &shape) {
-  std::ostringstream os;
-  os << '[';
-  for (size_t i = 0; i < shape.size(); ++i)
-    os << (i ? ", " : "") << shape[i];
-  os << ']';
-  return os.str();
-}
-
-static std::string rangeStr(size_t lo, size_t hi) {
-  if (lo == hi)
-    return std::to_string(lo);
-  return std::to_string(lo) + ".." + std::to_string(hi);
-}
-
-bool checkArity(const OpSpec &spec, size_t minIn, size_t maxIn, size_t minOut,
-                size_t maxOut, std::string &error) {
-  if (spec.inputs.size() < minIn || spec.inputs.size() > maxIn) {
-    error = nodeError(spec, "expects " + rangeStr(minIn, maxIn) +
-                                " operands, got " +
-                                std::to_string(spec.inputs.size()));
-    return false;
-  }
-  if (spec.outputs.size() < minOut || spec.outputs.size() > maxOut) {
-    error = nodeError(spec, "expects " + rangeStr(minOut, maxOut) +
-                                " results, got " +
-                                std::to_string(spec.outputs.size()));
-    return false;
-  }
-  return true;
-}
-
-bool checkDType(const OpSpec &spec, bool isInput, size_t idx, DType t,
-                std::string &error) {
-  const auto &descs = isInput ? spec.inputs : spec.outputs;
-  if (idx >= descs.size() || descs[idx].dtype == t)
-    return true;
-  error = nodeError(spec, std::string(isInput ? "operand " : "result ") +
-                              std::to_string(idx) + " has element type " +
-                              dtypeName(descs[idx].dtype) + ", expected " +
-                              dtypeName(t));
-  return false;
-}
-
-bool checkAllF32(const OpSpec &spec, const std::vector<size_t> &inputs,
-                 const std::vector<size_t> &outputs, std::string &error) {
-  for (size_t i : inputs)
-    if (!checkDType(spec, true, i, DType::F32, error))
-      return false;
-  for (size_t i : outputs)
-    if (!checkDType(spec, false, i, DType::F32, error))
-      return false;
-  return true;
 }
 
 static size_t alignScratch(size_t bytes) { return (bytes + 63) & ~size_t(63); }
@@ -218,18 +158,11 @@ public:
 
   std::unique_ptr<Kernel> create(const OpSpec &spec,
                                  std::string &error) override {
-    auto it = registry.find(spec.opType);
-    if (it == registry.end()) {
-      error = nodeError(spec, "op type '" + spec.opType +
-                                  "' is not supported by the cpu backend");
-      return nullptr;
-    }
-    applyNumThreads();
-    error.clear();
-    std::unique_ptr<Kernel> k = it->second(spec, error);
-    if (!k && error.empty())
-      error = nodeError(spec, "kernel creation failed");
-    return k;
+    return createRegistered(registry, spec, "cpu", error,
+                            [&](const KernelFactory &factory) {
+                              applyNumThreads();
+                              return factory(spec, error);
+                            });
   }
 
   void *allocate(size_t bytes) override {

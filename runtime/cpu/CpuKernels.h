@@ -1,14 +1,16 @@
 //===- CpuKernels.h - Internals shared by the CPU kernel backend -*- C++
 //-*-===//
 //
-// Private to runtime/cpu: the kernel registry, spec validation helpers, the
-// oneDNN engine/stream and the base class every CPU kernel derives from.
+// Private to runtime/cpu: the kernel registry, the oneDNN engine/stream and
+// the base class every CPU kernel derives from. The spec validation helpers
+// and op geometry are shared with the CUDA backend (../OpGeometry.h).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef OASR_RUNTIME_CPU_CPUKERNELS_H
 #define OASR_RUNTIME_CPU_CPUKERNELS_H
 
+#include "../OpGeometry.h"
 #include "oasr/Runtime/Kernel.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -49,25 +51,6 @@ int numThreads();
 void setNumThreads(int threads);
 /// Applies numThreads() to the calling thread's OpenMP settings.
 void applyNumThreads();
-
-/// "node 'name' (Op): msg".
-std::string nodeError(const OpSpec &spec, const std::string &msg);
-/// Checks the operand/result counts; sets `error` and returns false if not in
-/// [minIn, maxIn] / [minOut, maxOut].
-bool checkArity(const OpSpec &spec, size_t minIn, size_t maxIn, size_t minOut,
-                size_t maxOut, std::string &error);
-/// Checks that operand (`isInput`) or result `idx` has element type `t`.
-bool checkDType(const OpSpec &spec, bool isInput, size_t idx, DType t,
-                std::string &error);
-/// Checks that every operand and result listed is f32.
-bool checkAllF32(const OpSpec &spec, const std::vector<size_t> &inputs,
-                 const std::vector<size_t> &outputs, std::string &error);
-/// True if result `idx` is read later (or the executor did not say).
-inline bool outputUsed(const OpSpec &spec, size_t idx) {
-  return idx >= spec.outputUsed.size() || spec.outputUsed[idx];
-}
-/// "[2, 3, 4]".
-std::string shapeStr(const std::vector<int64_t> &shape);
 
 /// Every CPU kernel: sets the thread count, then runs the body, turning a
 /// oneDNN failure into a fatal error naming the node.
@@ -112,25 +95,6 @@ dnnl::memory::format_tag plainTag(size_t rank);
 dnnl::memory::desc
 plainDesc(const std::vector<int64_t> &shape,
           dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
-
-/// The resolved window of a convolution or pooling node (oneDNN conventions).
-struct Window {
-  dnnl::memory::dims kernel, strides;
-  dnnl::memory::dims dilations; ///< oneDNN form: ONNX dilation - 1
-  dnnl::memory::dims padL, padR;
-  /// The right padding grew beyond the attribute to honour ceil_mode.
-  bool paddedForCeil = false;
-};
-
-/// Resolves kernel_shape/strides/dilations/pads/auto_pad of a window node
-/// against its input (`in`) and result (`out`) spatial sizes; `kernel` is the
-/// window size (weights' spatial shape or kernel_shape). With `allowCeil`, a
-/// result one larger than floor division is accepted (ceil_mode) and the
-/// right padding grows to cover it.
-bool resolveWindow(const OpSpec &spec, const std::vector<int64_t> &in,
-                   const std::vector<int64_t> &kernel,
-                   const std::vector<int64_t> &out, bool allowCeil, Window &w,
-                   std::string &error);
 
 /// Wraps a primitive-creation body: converts dnnl::error into `error`.
 template <typename F>

@@ -149,10 +149,6 @@ static memory::desc anyDesc(const dims &d) {
   return memory::desc(d, dt::f32, memory::format_tag::any);
 }
 
-static std::vector<int64_t> spatial(const std::vector<int64_t> &shape) {
-  return std::vector<int64_t>(shape.begin() + 2, shape.end());
-}
-
 /// Where a convolution's tensors live inside oneDNN. Blocked layouts (e.g.
 /// nChw8c on AVX2) run 3x3 convolutions ~1.5x faster than plain NCHW even
 /// with the reorders from and to the executor's plain buffers; for 1x1,
@@ -206,26 +202,9 @@ struct ConvGeom {
 static bool convGeom(const OpSpec &spec, const TensorDesc &x,
                      const TensorDesc &w, const TensorDesc &y, bool bias,
                      ConvGeom &g, std::string &error) {
-  if (x.rank() < 3 || x.rank() > 5 || w.rank() != x.rank() ||
-      y.rank() != x.rank()) {
-    error = nodeError(spec, "expects 1-D to 3-D convolution tensors, got X " +
-                                shapeStr(x.shape) + ", W " + shapeStr(w.shape) +
-                                ", Y " + shapeStr(y.shape));
+  if (!convWindow(spec, x, w, y, g.group, g.win, error))
     return false;
-  }
-  g.group = spec.attrs.getInt("group", 1);
-  int64_t n = x.shape[0], c = x.shape[1], m = w.shape[0];
-  if (g.group < 1 || c != w.shape[1] * g.group || m % g.group != 0 ||
-      y.shape[0] != n || y.shape[1] != m) {
-    error = nodeError(spec, "inconsistent channels: X " + shapeStr(x.shape) +
-                                ", W " + shapeStr(w.shape) + ", Y " +
-                                shapeStr(y.shape) + ", group " +
-                                std::to_string(g.group));
-    return false;
-  }
-  if (!resolveWindow(spec, spatial(x.shape), spatial(w.shape), spatial(y.shape),
-                     /*allowCeil=*/false, g.win, error))
-    return false;
+  int64_t m = w.shape[0];
   g.bias = bias;
   g.xUser = plainDesc(x.shape);
   g.yUser = plainDesc(y.shape);
@@ -336,8 +315,8 @@ public:
       dnnl::convolution_backward_data::desc d(
           dnnl::algorithm::convolution_direct, g.xPrim, g.wPrim, g.yPrim,
           win.strides, win.dilations, win.padL, win.padR);
-      dnnl::convolution_backward_data::primitive_desc pd(
-          d, userScratchpad(), engine(), fwd);
+      dnnl::convolution_backward_data::primitive_desc pd(d, userScratchpad(),
+                                                         engine(), fwd);
       bwdData = dnnl::convolution_backward_data(pd);
       dyD.init(g.yUser, pd.diff_dst_desc(), false);
       wD.init(g.wUser, pd.weights_desc(), false);
@@ -354,8 +333,8 @@ public:
                : dnnl::convolution_backward_weights::desc(
                      dnnl::algorithm::convolution_direct, g.xPrim, g.wPrim,
                      g.yPrim, win.strides, win.dilations, win.padL, win.padR);
-      dnnl::convolution_backward_weights::primitive_desc pd(
-          d, userScratchpad(), engine(), fwd);
+      dnnl::convolution_backward_weights::primitive_desc pd(d, userScratchpad(),
+                                                            engine(), fwd);
       bwdWeights = dnnl::convolution_backward_weights(pd);
       shareDy = wantDx && pd.diff_dst_desc() == dyD.prim.get_desc();
       if (!shareDy)
@@ -683,30 +662,16 @@ static bool avgPoolGeom(const OpSpec &spec, const TensorDesc &x,
                                 shapeStr(x.shape) + " -> " + shapeStr(y.shape));
     return false;
   }
-  if (!spec.attrs.has("kernel_shape")) {
-    error = nodeError(spec, "attribute 'kernel_shape' is required");
+  std::vector<int64_t> k;
+  if (!poolKernelShape(spec, x.rank() - 2, k, error) ||
+      !checkAvgPoolDilations(spec, error))
     return false;
-  }
-  std::vector<int64_t> k = spec.attrs.getInts("kernel_shape");
-  if (k.size() != x.rank() - 2) {
-    error = nodeError(spec, "kernel_shape has the wrong rank");
-    return false;
-  }
-  for (int64_t d : spec.attrs.getInts("dilations"))
-    if (d != 1) {
-      error = nodeError(spec, "dilated average pooling is not supported");
-      return false;
-    }
   bool ceil = spec.attrs.getInt("ceil_mode", 0) != 0;
-  if (!resolveWindow(spec, spatial(x.shape), k, spatial(y.shape), ceil, w,
-                     error))
+  if (!resolveWindow(spec, spatialDims(x.shape), k, spatialDims(y.shape), ceil,
+                     w, error) ||
+      !checkAvgPoolCeil(spec, w.paddedForCeil, error))
     return false;
   bool includePad = spec.attrs.getInt("count_include_pad", 0) != 0;
-  if (includePad && w.paddedForCeil) {
-    error = nodeError(spec, "ceil_mode with count_include_pad = 1 is not "
-                            "supported");
-    return false;
-  }
   alg = includePad ? dnnl::algorithm::pooling_avg_include_padding
                    : dnnl::algorithm::pooling_avg_exclude_padding;
   return true;
@@ -816,41 +781,7 @@ static bool biasKind(const OpSpec &spec, const TensorDesc &c, int64_t m,
   else if (s.size() == 2 && s[0] == m && s[1] == n)
     kind = BiasKind::Full;
   else {
-    error = nodeError(spec, "C of shape " + shapeStr(c.shape) +
-                                " does not broadcast to [" + std::to_string(m) +
-                                ", " + std::to_string(n) + "]");
-    return false;
-  }
-  return true;
-}
-
-struct GemmShape {
-  int64_t m, k, n;
-  bool ta, tb;
-  float alpha, beta;
-};
-
-static bool gemmShape(const OpSpec &spec, const TensorDesc &a,
-                      const TensorDesc &b, const TensorDesc &y, GemmShape &g,
-                      std::string &error) {
-  g.ta = spec.attrs.getInt("transA", 0) != 0;
-  g.tb = spec.attrs.getInt("transB", 0) != 0;
-  g.alpha = float(spec.attrs.getFloat("alpha", 1.0));
-  g.beta = float(spec.attrs.getFloat("beta", 1.0));
-  if (a.rank() != 2 || b.rank() != 2 || y.rank() != 2) {
-    error = nodeError(spec, "expects 2-D A, B and Y");
-    return false;
-  }
-  g.m = g.ta ? a.shape[1] : a.shape[0];
-  g.k = g.ta ? a.shape[0] : a.shape[1];
-  int64_t kb = g.tb ? b.shape[1] : b.shape[0];
-  g.n = g.tb ? b.shape[0] : b.shape[1];
-  if (kb != g.k || y.shape[0] != g.m || y.shape[1] != g.n) {
-    error = nodeError(spec, "shapes do not multiply: A " + shapeStr(a.shape) +
-                                ", B " + shapeStr(b.shape) + ", Y " +
-                                shapeStr(y.shape) + " (transA " +
-                                std::to_string(g.ta) + ", transB " +
-                                std::to_string(g.tb) + ")");
+    error = gemmBiasError(spec, c, m, n);
     return false;
   }
   return true;
@@ -1007,14 +938,8 @@ static std::unique_ptr<Kernel> createGemmGrad(const OpSpec &spec,
       !checkAllF32(spec, {0, 1, 2}, {0, 1, 2}, error))
     return nullptr;
   GemmShape g;
-  if (!gemmShape(spec, spec.inputs[1], spec.inputs[2], spec.inputs[0], g,
-                 error))
+  if (!gemmGradShape(spec, g, error))
     return nullptr;
-  if (spec.outputs[0].shape != spec.inputs[1].shape ||
-      spec.outputs[1].shape != spec.inputs[2].shape) {
-    error = nodeError(spec, "dA and dB must have A's and B's shapes");
-    return nullptr;
-  }
   BiasKind kind = BiasKind::None;
   if (spec.outputs.size() == 3 &&
       !biasKind(spec, spec.outputs[2], g.m, g.n, kind, error))
@@ -1043,40 +968,10 @@ static std::unique_ptr<Kernel> createMatMul(const OpSpec &spec,
   if (!checkArity(spec, 2, 2, 1, 1, error) ||
       !checkAllF32(spec, {0, 1}, {0}, error))
     return nullptr;
-  dims ad = toDims(spec.inputs[0].shape), bd = toDims(spec.inputs[1].shape);
-  if (ad.empty() || bd.empty()) {
-    error = nodeError(spec, "operands must have rank >= 1");
+  dims ad, bd, yd;
+  if (!matMulShapes(spec, ad, bd, yd, error))
     return nullptr;
-  }
-  if (ad.size() == 1)
-    ad.insert(ad.begin(), 1);
-  if (bd.size() == 1)
-    bd.push_back(1);
-  size_t r = std::max(ad.size(), bd.size());
-  ad.insert(ad.begin(), r - ad.size(), 1);
-  bd.insert(bd.begin(), r - bd.size(), 1);
-  dims yd(r);
-  for (size_t i = 0; i + 2 < r; ++i) {
-    if (ad[i] != bd[i] && ad[i] != 1 && bd[i] != 1) {
-      error = nodeError(spec, "batch dimensions do not broadcast: " +
-                                  shapeStr(spec.inputs[0].shape) + " x " +
-                                  shapeStr(spec.inputs[1].shape));
-      return nullptr;
-    }
-    yd[i] = std::max(ad[i], bd[i]);
-  }
-  yd[r - 2] = ad[r - 2];
-  yd[r - 1] = bd[r - 1];
-  if (ad[r - 1] != bd[r - 2] ||
-      spec.outputs[0].numel() != std::accumulate(yd.begin(), yd.end(),
-                                                 int64_t(1),
-                                                 std::multiplies<int64_t>())) {
-    error = nodeError(
-        spec, "shapes do not multiply: " + shapeStr(spec.inputs[0].shape) +
-                  " x " + shapeStr(spec.inputs[1].shape) + " -> " +
-                  shapeStr(spec.outputs[0].shape));
-    return nullptr;
-  }
+  size_t r = yd.size();
   if (r > DNNL_MAX_NDIMS) {
     error = nodeError(spec, "rank above oneDNN's limit");
     return nullptr;
@@ -1389,93 +1284,6 @@ static std::unique_ptr<Kernel> createTranspose(const OpSpec &spec,
 }
 
 } // namespace
-
-//===----------------------------------------------------------------------===//
-// Window geometry shared by convolutions and pools
-//===----------------------------------------------------------------------===//
-
-/// Resolves kernel_shape/strides/dilations/pads/auto_pad of a window op
-/// against its input and output spatial shapes.
-bool resolveWindow(const OpSpec &spec, const std::vector<int64_t> &in,
-                   const std::vector<int64_t> &kernel,
-                   const std::vector<int64_t> &out, bool allowCeil, Window &w,
-                   std::string &error) {
-  size_t sp = in.size();
-  auto listAttr = [&](const char *name, int64_t dflt, size_t n,
-                      std::vector<int64_t> &v) {
-    v = spec.attrs.getInts(name, std::vector<int64_t>(n, dflt));
-    if (v.size() != n) {
-      error = nodeError(spec, std::string("attribute '") + name + "' has " +
-                                  std::to_string(v.size()) +
-                                  " values, expected " + std::to_string(n));
-      return false;
-    }
-    return true;
-  };
-  std::vector<int64_t> strides, dil, pads;
-  if (!listAttr("strides", 1, sp, strides) ||
-      !listAttr("dilations", 1, sp, dil))
-    return false;
-  if (spec.attrs.has("kernel_shape") &&
-      spec.attrs.getInts("kernel_shape") != kernel) {
-    error = nodeError(spec, "kernel_shape " +
-                                shapeStr(spec.attrs.getInts("kernel_shape")) +
-                                " does not match the weights' spatial shape " +
-                                shapeStr(kernel));
-    return false;
-  }
-  std::string autoPad = spec.attrs.getString("auto_pad", "NOTSET");
-  pads.assign(2 * sp, 0);
-  if (autoPad == "NOTSET") {
-    if (!listAttr("pads", 0, 2 * sp, pads))
-      return false;
-  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-    for (size_t i = 0; i < sp; ++i) {
-      int64_t o = (in[i] + strides[i] - 1) / strides[i];
-      int64_t total = std::max<int64_t>(
-          0, (o - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - in[i]);
-      int64_t small = total / 2;
-      pads[i] = autoPad == "SAME_UPPER" ? small : total - small;
-      pads[i + sp] = total - pads[i];
-    }
-  } else if (autoPad != "VALID") {
-    error = nodeError(spec, "auto_pad '" + autoPad + "' is not supported");
-    return false;
-  }
-  w = Window();
-  for (size_t i = 0; i < sp; ++i) {
-    if (strides[i] < 1 || dil[i] < 1 || kernel[i] < 1) {
-      error = nodeError(spec, "strides, dilations and kernel must be >= 1");
-      return false;
-    }
-    int64_t extent = (kernel[i] - 1) * dil[i] + 1;
-    int64_t pl = pads[i], pr = pads[i + sp];
-    int64_t floorOut = (in[i] + pl + pr - extent) / strides[i] + 1;
-    if (out[i] != floorOut) {
-      int64_t ceilOut =
-          (in[i] + pl + pr - extent + strides[i] - 1) / strides[i] + 1;
-      if (!allowCeil || out[i] != ceilOut) {
-        error = nodeError(
-            spec,
-            "result spatial size " + std::to_string(out[i]) + " in dimension " +
-                std::to_string(i) + " does not match the window (input " +
-                std::to_string(in[i]) + ", extent " + std::to_string(extent) +
-                ", stride " + std::to_string(strides[i]) + ", pads " +
-                std::to_string(pl) + "/" + std::to_string(pr) + " give " +
-                std::to_string(floorOut) + ")");
-        return false;
-      }
-      pr = (out[i] - 1) * strides[i] + extent - in[i] - pl;
-      w.paddedForCeil = true;
-    }
-    w.kernel.push_back(kernel[i]);
-    w.strides.push_back(strides[i]);
-    w.dilations.push_back(dil[i] - 1);
-    w.padL.push_back(pl);
-    w.padR.push_back(pr);
-  }
-  return true;
-}
 
 void registerDnnlKernels(KernelRegistry &r) {
   r["Conv"] = createConv;

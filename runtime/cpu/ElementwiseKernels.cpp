@@ -46,21 +46,6 @@ void parallelCopy(void *dst, const void *src, size_t bytes) {
   }
 }
 
-/// Row-major strides of `shape`.
-std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
-  std::vector<int64_t> s(shape.size());
-  int64_t acc = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    s[i] = acc;
-    acc *= shape[i];
-  }
-  return s;
-}
-
-bool isFloatOrInt(DType t) {
-  return t == DType::F32 || t == DType::I64 || t == DType::I32;
-}
-
 //===----------------------------------------------------------------------===//
 // Numpy broadcasting
 //===----------------------------------------------------------------------===//
@@ -91,18 +76,6 @@ struct BroadcastPlan {
     }
   }
 };
-
-/// True if `in` broadcasts to `out` (numpy rules, aligned right).
-bool broadcastsTo(const std::vector<int64_t> &in,
-                  const std::vector<int64_t> &out) {
-  if (in.size() > out.size())
-    return false;
-  size_t off = out.size() - in.size();
-  for (size_t i = 0; i < in.size(); ++i)
-    if (in[i] != 1 && in[i] != out[off + i])
-      return false;
-  return true;
-}
 
 BroadcastPlan makePlan(const std::vector<std::vector<int64_t>> &ins,
                        const std::vector<int64_t> &out) {
@@ -232,27 +205,6 @@ void binary(DType t, BinOp op, const BroadcastPlan &p, const void *a,
   default:
     return;
   }
-}
-
-bool checkBroadcastOperands(const OpSpec &spec, std::string &error) {
-  const TensorDesc &y = spec.outputs[0];
-  if (!isFloatOrInt(y.dtype)) {
-    error = nodeError(spec, std::string("element type ") + dtypeName(y.dtype) +
-                                " is not supported");
-    return false;
-  }
-  for (size_t i = 0; i < spec.inputs.size(); ++i) {
-    if (!checkDType(spec, true, i, y.dtype, error))
-      return false;
-    if (!broadcastsTo(spec.inputs[i].shape, y.shape)) {
-      error =
-          nodeError(spec, "operand " + std::to_string(i) + " of shape " +
-                              shapeStr(spec.inputs[i].shape) +
-                              " does not broadcast to " + shapeStr(y.shape));
-      return false;
-    }
-  }
-  return true;
 }
 
 /// Add/Sub/Mul/Div with numpy broadcasting.
@@ -426,7 +378,7 @@ public:
     total = spec.inputs[0].numel();
     if (copyOnly)
       return;
-    std::vector<int64_t> inStr = stridesOf(dims);
+    std::vector<int64_t> inStr = rowMajorStrides(dims);
     lastReduced = red.back();
     for (size_t d = 0; d < dims.size(); ++d) {
       if (red[d])
@@ -559,15 +511,8 @@ private:
 
 std::unique_ptr<Kernel> createCopy(const OpSpec &spec, std::string &error) {
   size_t maxIn = spec.opType == "Flatten" || spec.opType == "Identity" ? 1 : 2;
-  if (!checkArity(spec, 1, maxIn, 1, 1, error) ||
-      !checkDType(spec, false, 0, spec.inputs[0].dtype, error))
+  if (!checkArity(spec, 1, maxIn, 1, 1, error) || !checkCopyShapes(spec, error))
     return nullptr;
-  if (spec.inputs[0].numel() != spec.outputs[0].numel()) {
-    error = nodeError(
-        spec, "operand " + shapeStr(spec.inputs[0].shape) + " and result " +
-                  shapeStr(spec.outputs[0].shape) + " differ in size");
-    return nullptr;
-  }
   return std::make_unique<CopyKernel>(spec);
 }
 
@@ -841,7 +786,7 @@ void padCopy(const float *in, const std::vector<int64_t> &inShape, float *out,
     out[0] = in[0];
     return;
   }
-  std::vector<int64_t> inStr = stridesOf(inShape);
+  std::vector<int64_t> inStr = rowMajorStrides(inShape);
   int64_t inner = outShape[r - 1], rows = 1;
   for (size_t d = 0; d + 1 < r; ++d)
     rows *= outShape[d];
@@ -975,75 +920,15 @@ std::unique_ptr<Kernel> createPadGrad(const OpSpec &spec, std::string &error) {
   if (!checkArity(spec, 1, 1, 1, 1, error) ||
       !checkAllF32(spec, {0}, {0}, error))
     return nullptr;
-  const auto &dy = spec.inputs[0].shape, &dx = spec.outputs[0].shape;
-  std::vector<int64_t> pads = spec.attrs.getInts("pads");
-  size_t r = dx.size();
-  bool ok = dy.size() == r && pads.size() == 2 * r;
-  for (size_t d = 0; ok && d < r; ++d)
-    ok = dx[d] + pads[d] + pads[d + r] == dy[d];
-  if (!ok) {
-    error = nodeError(spec, "pads " + shapeStr(pads) + " do not take " +
-                                shapeStr(dx) + " to " + shapeStr(dy));
+  std::vector<int64_t> begin;
+  if (!padGradBegin(spec, SIZE_MAX, begin, error))
     return nullptr;
-  }
-  std::vector<int64_t> begin(r);
-  for (size_t d = 0; d < r; ++d)
-    begin[d] = -pads[d];
   return std::make_unique<PadGradKernel>(spec, begin);
 }
 
 //===----------------------------------------------------------------------===//
 // MaxPool / MaxPoolGrad
 //===----------------------------------------------------------------------===//
-
-/// 1-D and 2-D geometry as 2-D (a 1-D pool is a 2-D one with H = 1).
-struct Pool2D {
-  int64_t planes, ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw;
-};
-
-bool maxPoolGeom(const OpSpec &spec, const TensorDesc &x, const TensorDesc &y,
-                 Pool2D &g, std::string &error) {
-  if ((x.rank() != 3 && x.rank() != 4) || y.rank() != x.rank() ||
-      x.shape[0] != y.shape[0] || x.shape[1] != y.shape[1]) {
-    error = nodeError(spec, "expects 1-D or 2-D pooling tensors, got " +
-                                shapeStr(x.shape) + " -> " + shapeStr(y.shape));
-    return false;
-  }
-  if (spec.attrs.getInt("storage_order", 0) != 0) {
-    error = nodeError(spec, "storage_order = 1 is not supported");
-    return false;
-  }
-  if (!spec.attrs.has("kernel_shape")) {
-    error = nodeError(spec, "attribute 'kernel_shape' is required");
-    return false;
-  }
-  std::vector<int64_t> k = spec.attrs.getInts("kernel_shape");
-  std::vector<int64_t> in(x.shape.begin() + 2, x.shape.end()),
-      out(y.shape.begin() + 2, y.shape.end());
-  if (k.size() != in.size()) {
-    error = nodeError(spec, "kernel_shape has the wrong rank");
-    return false;
-  }
-  Window w;
-  if (!resolveWindow(spec, in, k, out, spec.attrs.getInt("ceil_mode", 0) != 0,
-                     w, error))
-    return false;
-  bool twoD = in.size() == 2;
-  g.planes = x.shape[0] * x.shape[1];
-  g.ih = twoD ? in[0] : 1;
-  g.iw = in.back();
-  g.oh = twoD ? out[0] : 1;
-  g.ow = out.back();
-  g.kh = twoD ? w.kernel[0] : 1;
-  g.kw = w.kernel.back();
-  g.sh = twoD ? w.strides[0] : 1;
-  g.sw = w.strides.back();
-  g.dh = twoD ? w.dilations[0] + 1 : 1;
-  g.dw = w.dilations.back() + 1;
-  g.ph = twoD ? w.padL[0] : 0;
-  g.pw = w.padL.back();
-  return true;
-}
 
 /// MaxPool: X -> Y[, Indices]; Indices are flat offsets into each (n, c)
 /// plane of X (PyTorch's convention).
@@ -1063,26 +948,9 @@ public:
       int64_t *ip = ind ? ind + pl * p.oh * p.ow : nullptr;
       for (int64_t oy = 0; oy < p.oh; ++oy) {
         for (int64_t ox = 0; ox < p.ow; ++ox) {
-          float best = -std::numeric_limits<float>::infinity();
-          int64_t bestIdx = -1;
-          for (int64_t ky = 0; ky < p.kh; ++ky) {
-            int64_t iy = oy * p.sh - p.ph + ky * p.dh;
-            if (iy < 0 || iy >= p.ih)
-              continue;
-            for (int64_t kx = 0; kx < p.kw; ++kx) {
-              int64_t ix = ox * p.sw - p.pw + kx * p.dw;
-              if (ix < 0 || ix >= p.iw)
-                continue;
-              float v = xp[iy * p.iw + ix];
-              if (v > best || bestIdx < 0 || std::isnan(v)) {
-                best = v;
-                bestIdx = iy * p.iw + ix;
-                if (std::isnan(v))
-                  goto done;
-              }
-            }
-          }
-        done:
+          float best;
+          int64_t bestIdx;
+          maxPoolAt(p, xp, oy, ox, best, bestIdx);
           yp[oy * p.ow + ox] = best;
           if (ip)
             ip[oy * p.ow + ox] = bestIdx;
@@ -1101,7 +969,7 @@ std::unique_ptr<Kernel> createMaxPool(const OpSpec &spec, std::string &error) {
       !checkDType(spec, false, 1, DType::I64, error))
     return nullptr;
   Pool2D g;
-  if (!maxPoolGeom(spec, spec.inputs[0], spec.outputs[0], g, error))
+  if (!pool2DGeom(spec, spec.inputs[0], spec.outputs[0], g, error))
     return nullptr;
   if (spec.outputs.size() > 1 &&
       spec.outputs[1].shape != spec.outputs[0].shape) {
@@ -1149,19 +1017,12 @@ private:
 std::unique_ptr<Kernel> createMaxPoolGrad(const OpSpec &spec,
                                           std::string &error) {
   if (!checkArity(spec, 2, 2, 1, 1, error) ||
-      !checkAllF32(spec, {0}, {0}, error) ||
-      !checkDType(spec, true, 1, DType::I64, error))
+      !checkAllF32(spec, {0}, {0}, error))
     return nullptr;
-  const TensorDesc &dy = spec.inputs[0], &dx = spec.outputs[0];
-  if (dy.rank() < 3 || dx.rank() != dy.rank() || dy.shape[0] != dx.shape[0] ||
-      dy.shape[1] != dx.shape[1] || spec.inputs[1].shape != dy.shape) {
-    error = nodeError(spec, "expects dY and Indices [N, C, ...] and dX [N, "
-                            "C, ...]");
+  int64_t planes, inPlane, outPlane;
+  if (!maxPoolGradGeom(spec, planes, inPlane, outPlane, error))
     return nullptr;
-  }
-  int64_t planes = dx.shape[0] * dx.shape[1];
-  return std::make_unique<MaxPoolGradKernel>(spec, planes, dx.numel() / planes,
-                                             dy.numel() / planes);
+  return std::make_unique<MaxPoolGradKernel>(spec, planes, inPlane, outPlane);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1208,18 +1069,10 @@ std::unique_ptr<Kernel> createGlobalAvgPool(const OpSpec &spec,
   if (!checkArity(spec, 1, 1, 1, 1, error) ||
       !checkAllF32(spec, {0}, {0}, error))
     return nullptr;
-  const TensorDesc &x = grad ? spec.outputs[0] : spec.inputs[0];
-  const TensorDesc &y = grad ? spec.inputs[0] : spec.outputs[0];
-  if (x.rank() < 3 || y.numel() != x.shape[0] * x.shape[1] ||
-      y.rank() != x.rank()) {
-    error =
-        nodeError(spec, "expects X [N, C, ...] and Y [N, C, 1, ...], got " +
-                            shapeStr(x.shape) + " and " + shapeStr(y.shape));
+  int64_t planes, size;
+  if (!globalPoolGeom(spec, grad, SIZE_MAX, planes, size, error))
     return nullptr;
-  }
-  int64_t planes = x.shape[0] * x.shape[1];
-  return std::make_unique<GlobalAvgPoolKernel>(spec, planes, x.numel() / planes,
-                                               grad);
+  return std::make_unique<GlobalAvgPoolKernel>(spec, planes, size, grad);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1282,51 +1135,6 @@ std::unique_ptr<Kernel> createClip(const OpSpec &spec, std::string &error) {
 // SoftmaxCrossEntropyLoss / SoftmaxCrossEntropyLossGrad
 //===----------------------------------------------------------------------===//
 
-enum class Reduction { Mean, Sum, None };
-
-/// Scores [N, C, D...] (D = product of the trailing dims), labels [N, D...].
-struct SceGeom {
-  int64_t n, c, d;
-  Reduction reduction;
-  bool hasIgnore;
-  int64_t ignoreIndex;
-};
-
-bool sceGeom(const OpSpec &spec, const TensorDesc &scores,
-             const TensorDesc &labels, SceGeom &g, std::string &error) {
-  if (scores.rank() < 2 || labels.rank() != scores.rank() - 1 ||
-      labels.shape[0] != scores.shape[0] ||
-      !std::equal(labels.shape.begin() + 1, labels.shape.end(),
-                  scores.shape.begin() + 2)) {
-    error = nodeError(spec, "expects scores [N, C, ...] and labels [N, ...], "
-                            "got " +
-                                shapeStr(scores.shape) + " and " +
-                                shapeStr(labels.shape));
-    return false;
-  }
-  if (labels.dtype != DType::I64 && labels.dtype != DType::I32) {
-    error = nodeError(spec, "labels must be i64 or i32");
-    return false;
-  }
-  std::string red = spec.attrs.getString("reduction", "mean");
-  if (red == "mean")
-    g.reduction = Reduction::Mean;
-  else if (red == "sum")
-    g.reduction = Reduction::Sum;
-  else if (red == "none")
-    g.reduction = Reduction::None;
-  else {
-    error = nodeError(spec, "reduction '" + red + "' is not supported");
-    return false;
-  }
-  g.n = scores.shape[0];
-  g.c = scores.shape[1];
-  g.d = scores.numel() / std::max<int64_t>(1, g.n * g.c);
-  g.hasIgnore = spec.attrs.has("ignore_index");
-  g.ignoreIndex = spec.attrs.getInt("ignore_index", -100);
-  return true;
-}
-
 inline int64_t labelAt(const TensorRef &t, int64_t i) {
   return t.desc.dtype == DType::I64 ? t.as<int64_t>()[i]
                                     : int64_t(t.as<int32_t>()[i]);
@@ -1382,14 +1190,14 @@ public:
             "label " + std::to_string(labelAt(in[1], badLabel)) + " at " +
                 std::to_string(badLabel) + " is outside [0, " +
                 std::to_string(p.c) + ")");
-    if (p.reduction == Reduction::None) {
+    if (p.reduction == SceReduction::None) {
       std::copy(rowLoss.begin(), rowLoss.end(), loss);
       return;
     }
     double total = 0;
     for (float l : rowLoss)
       total += l;
-    if (p.reduction == Reduction::Mean)
+    if (p.reduction == SceReduction::Mean)
       total = count ? total / double(count) : 0.0;
     loss[0] = float(total);
   }
@@ -1404,16 +1212,8 @@ std::unique_ptr<Kernel> createSce(const OpSpec &spec, std::string &error) {
       !checkAllF32(spec, {0}, {0, 1}, error))
     return nullptr;
   SceGeom g;
-  if (!sceGeom(spec, spec.inputs[0], spec.inputs[1], g, error))
+  if (!sceGeom(spec, /*grad=*/false, g, error))
     return nullptr;
-  int64_t want = g.reduction == Reduction::None ? g.n * g.d : 1;
-  if (spec.outputs[0].numel() != want ||
-      (spec.outputs.size() > 1 &&
-       spec.outputs[1].shape != spec.inputs[0].shape)) {
-    error = nodeError(spec, "loss must have " + std::to_string(want) +
-                                " element(s) and log_prob the scores' shape");
-    return nullptr;
-  }
   return std::make_unique<SceKernel>(spec, g, spec.outputs.size() > 1);
 }
 
@@ -1430,7 +1230,7 @@ public:
     int64_t count = 0;
     for (int64_t r = 0; r < rows; ++r)
       count += !(p.hasIgnore && labelAt(in[2], r) == p.ignoreIndex);
-    float scale = p.reduction == Reduction::Mean
+    float scale = p.reduction == SceReduction::Mean
                       ? (count ? dl[0] / float(count) : 0.0f)
                       : dl[0];
 #pragma omp parallel for schedule(static)
@@ -1444,7 +1244,7 @@ public:
           dr[c * p.d] = 0;
         continue;
       }
-      float s = p.reduction == Reduction::None ? dl[r] : scale;
+      float s = p.reduction == SceReduction::None ? dl[r] : scale;
       for (int64_t c = 0; c < p.c; ++c)
         dr[c * p.d] = (std::exp(lr[c * p.d]) - (c == lab ? 1.0f : 0.0f)) * s;
     }
@@ -1459,15 +1259,8 @@ std::unique_ptr<Kernel> createSceGrad(const OpSpec &spec, std::string &error) {
       !checkAllF32(spec, {0, 1}, {0}, error))
     return nullptr;
   SceGeom g;
-  if (!sceGeom(spec, spec.inputs[1], spec.inputs[2], g, error))
+  if (!sceGeom(spec, /*grad=*/true, g, error))
     return nullptr;
-  int64_t want = g.reduction == Reduction::None ? g.n * g.d : 1;
-  if (spec.inputs[0].numel() != want ||
-      spec.outputs[0].shape != spec.inputs[1].shape) {
-    error = nodeError(spec, "dLoss must have " + std::to_string(want) +
-                                " element(s) and dScores log_prob's shape");
-    return nullptr;
-  }
   return std::make_unique<SceGradKernel>(spec, g);
 }
 
@@ -1490,59 +1283,10 @@ private:
 };
 
 std::unique_ptr<Kernel> createConstant(const OpSpec &spec, std::string &error) {
-  if (!checkArity(spec, 0, 0, 1, 1, error))
+  std::vector<char> bytes;
+  if (!checkArity(spec, 0, 0, 1, 1, error) ||
+      !constantBytes(spec, bytes, error))
     return nullptr;
-  const TensorDesc &y = spec.outputs[0];
-  std::vector<double> vals;
-  const AttrValue *v = nullptr;
-  for (const char *name :
-       {"value", "value_float", "value_floats", "value_int", "value_ints"}) {
-    auto it = spec.attrs.all().find(name);
-    if (it != spec.attrs.all().end()) {
-      v = &it->second;
-      break;
-    }
-  }
-  if (v) {
-    if (auto *d = std::get_if<double>(v))
-      vals = {*d};
-    else if (auto *i = std::get_if<int64_t>(v))
-      vals = {double(*i)};
-    else if (auto *ds = std::get_if<std::vector<double>>(v))
-      vals = *ds;
-    else if (auto *is = std::get_if<std::vector<int64_t>>(v))
-      vals.assign(is->begin(), is->end());
-  }
-  int64_t n = y.numel();
-  if (vals.empty() || (int64_t(vals.size()) != n && vals.size() != 1)) {
-    error = nodeError(spec, "needs a 'value' attribute with 1 or " +
-                                std::to_string(n) +
-                                " numbers (the executor materializes tensor "
-                                "constants itself)");
-    return nullptr;
-  }
-  std::vector<char> bytes(y.bytes());
-  for (int64_t i = 0; i < n; ++i) {
-    double d = vals.size() == 1 ? vals[0] : vals[i];
-    switch (y.dtype) {
-    case DType::F32:
-      reinterpret_cast<float *>(bytes.data())[i] = float(d);
-      break;
-    case DType::I64:
-      reinterpret_cast<int64_t *>(bytes.data())[i] = int64_t(d);
-      break;
-    case DType::I32:
-      reinterpret_cast<int32_t *>(bytes.data())[i] = int32_t(d);
-      break;
-    case DType::Bool:
-      reinterpret_cast<uint8_t *>(bytes.data())[i] = d != 0;
-      break;
-    default:
-      error = nodeError(spec, std::string("element type ") +
-                                  dtypeName(y.dtype) + " is not supported");
-      return nullptr;
-    }
-  }
   return std::make_unique<ConstantKernel>(spec, std::move(bytes));
 }
 
@@ -1553,45 +1297,14 @@ std::unique_ptr<Kernel> createConstant(const OpSpec &spec, std::string &error) {
 /// ReduceMean / ReduceSum {axes, keepdims}: axes from the attribute, else
 /// (keepdims = 1) from where the result has 1s, else all axes.
 std::unique_ptr<Kernel> createReduce(const OpSpec &spec, std::string &error) {
-  if (!checkArity(spec, 1, 2, 1, 1, error) ||
-      !checkAllF32(spec, {0}, {0}, error))
-    return nullptr;
-  const auto &xs = spec.inputs[0].shape;
-  int64_t r = int64_t(xs.size());
-  bool keep = spec.attrs.getInt("keepdims", 1) != 0;
-  std::vector<int64_t> kept = xs;
-  if (spec.attrs.has("axes")) {
-    for (int64_t a : spec.attrs.getInts("axes")) {
-      if (a < 0)
-        a += r;
-      if (a < 0 || a >= r) {
-        error = nodeError(spec, "axis out of range");
-        return nullptr;
-      }
-      kept[a] = 1;
-    }
-  } else if (keep && spec.inputs.size() > 1) {
-    kept = spec.outputs[0].shape;
-  } else if (spec.inputs.size() > 1) {
-    error = nodeError(spec, "axes as an operand need keepdims = 1");
-    return nullptr;
-  } else if (spec.attrs.getInt("noop_with_empty_axes", 0) == 0) {
-    kept.assign(xs.size(), 1);
-  }
-  int64_t keptNumel = 1;
-  for (int64_t d : kept)
-    keptNumel *= d;
-  if (kept.size() != xs.size() || keptNumel != spec.outputs[0].numel() ||
-      (keep && kept != spec.outputs[0].shape)) {
-    error =
-        nodeError(spec, "result " + shapeStr(spec.outputs[0].shape) +
-                            " does not match the reduction of " + shapeStr(xs));
-    return nullptr;
-  }
+  std::vector<int64_t> kept;
   float scale = 1.0f;
-  if (spec.opType == "ReduceMean")
-    scale = float(double(keptNumel) / double(spec.inputs[0].numel()));
-  return std::make_unique<ReduceSumToKernel>(spec, xs, kept, scale);
+  if (!checkArity(spec, 1, 2, 1, 1, error) ||
+      !checkAllF32(spec, {0}, {0}, error) ||
+      !reduceGeom(spec, kept, scale, error))
+    return nullptr;
+  return std::make_unique<ReduceSumToKernel>(spec, spec.inputs[0].shape, kept,
+                                             scale);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1873,7 +1586,7 @@ void stridedCopy(const char *in, const std::vector<int64_t> &inShape, char *out,
                  const std::vector<int64_t> &start,
                  const std::vector<int64_t> &step, size_t es, bool scatter) {
   size_t r = outShape.size();
-  std::vector<int64_t> inStr = stridesOf(inShape);
+  std::vector<int64_t> inStr = rowMajorStrides(inShape);
   int64_t inner = r ? outShape[r - 1] : 1, rows = 1;
   for (size_t d = 0; d + 1 < r; ++d)
     rows *= outShape[d];

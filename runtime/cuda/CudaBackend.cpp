@@ -46,62 +46,13 @@ void checkDnn(cudnnStatus_t status, const char *what) {
   std::abort();
 }
 
-std::string shapeStr(const std::vector<int64_t> &shape) {
-  std::ostringstream os;
-  os << '[';
-  for (size_t i = 0; i < shape.size(); ++i)
-    os << (i ? ", " : "") << shape[i];
-  os << ']';
-  return os.str();
-}
-
-/// "node 'name' (Op): msg", the CPU backend's form.
-std::string nodeError(const OpSpec &spec, const std::string &msg) {
-  return "node '" + spec.name + "' (" + spec.opType + "): " + msg;
-}
-
 /// Operand and result counts within [minIn, maxIn] / [minOut, maxOut], and
 /// the listed operands/results f32.
 bool checkSpec(const OpSpec &spec, size_t minIn, size_t maxIn, size_t minOut,
-               size_t maxOut, std::initializer_list<size_t> f32In,
-               std::initializer_list<size_t> f32Out, std::string &error) {
-  if (spec.inputs.size() < minIn || spec.inputs.size() > maxIn ||
-      spec.outputs.size() < minOut || spec.outputs.size() > maxOut) {
-    error = nodeError(spec, "expects " + std::to_string(minIn) + ".." +
-                                std::to_string(maxIn) + " operands and " +
-                                std::to_string(minOut) + ".." +
-                                std::to_string(maxOut) + " results, got " +
-                                std::to_string(spec.inputs.size()) + " and " +
-                                std::to_string(spec.outputs.size()));
-    return false;
-  }
-  auto bad = [&](const char *what, size_t i, DType t) {
-    error = nodeError(spec, std::string(what) + " " + std::to_string(i) +
-                                " has element type " + dtypeName(t) +
-                                ", expected f32");
-    return false;
-  };
-  for (size_t i : f32In)
-    if (i < spec.inputs.size() && spec.inputs[i].dtype != DType::F32)
-      return bad("operand", i, spec.inputs[i].dtype);
-  for (size_t i : f32Out)
-    if (i < spec.outputs.size() && spec.outputs[i].dtype != DType::F32)
-      return bad("result", i, spec.outputs[i].dtype);
-  return true;
-}
-
-bool outputUsed(const OpSpec &spec, size_t i) {
-  return i >= spec.outputUsed.size() || spec.outputUsed[i];
-}
-
-std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape) {
-  std::vector<int64_t> s(shape.size());
-  int64_t acc = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    s[i] = acc;
-    acc *= shape[i];
-  }
-  return s;
+               size_t maxOut, const std::vector<size_t> &f32In,
+               const std::vector<size_t> &f32Out, std::string &error) {
+  return checkArity(spec, minIn, maxIn, minOut, maxOut, error) &&
+         checkAllF32(spec, f32In, f32Out, error);
 }
 
 //===----------------------------------------------------------------------===//
@@ -124,17 +75,9 @@ public:
   const char *name() const override { return "cuda"; }
   std::unique_ptr<Kernel> create(const OpSpec &spec,
                                  std::string &error) override {
-    auto it = registry.find(spec.opType);
-    if (it == registry.end()) {
-      error = nodeError(spec, "op type '" + spec.opType +
-                                  "' is not supported by the cuda backend");
-      return nullptr;
-    }
-    error.clear();
-    std::unique_ptr<Kernel> k = it->second(*this, spec, error);
-    if (!k && error.empty())
-      error = nodeError(spec, "kernel creation failed");
-    return k;
+    return createRegistered(
+        registry, spec, "cuda", error,
+        [&](const Factory &factory) { return factory(*this, spec, error); });
   }
   void *allocate(size_t bytes) override {
     void *p = nullptr;
@@ -307,19 +250,10 @@ std::unique_ptr<Kernel> createNary(CudaBackend &be, const OpSpec &spec,
                                    std::string &error) {
   bool sum = spec.opType == "Sum";
   if (!checkSpec(spec, sum ? 1 : 2, sum ? kMaxOperands : 2, 1, 1, {}, {},
-                 error))
+                 error) ||
+      !checkBroadcastOperands(spec, error))
     return nullptr;
   DType t = spec.outputs[0].dtype;
-  if (t != DType::F32 && t != DType::I64 && t != DType::I32) {
-    error = nodeError(spec, std::string("element type ") + dtypeName(t) +
-                                " is not supported");
-    return nullptr;
-  }
-  for (const TensorDesc &d : spec.inputs)
-    if (d.dtype != t) {
-      error = nodeError(spec, "operands and result differ in element type");
-      return nullptr;
-    }
   Broadcast b;
   if (!makeBroadcast(spec, spec.outputs[0].shape, b, error))
     return nullptr;
@@ -340,12 +274,11 @@ std::unique_ptr<Kernel> createNary(CudaBackend &be, const OpSpec &spec,
 
 std::unique_ptr<Kernel> createNeg(CudaBackend &be, const OpSpec &spec,
                                   std::string &error) {
-  if (!checkSpec(spec, 1, 1, 1, 1, {}, {}, error))
-    return nullptr;
   DType t = spec.outputs[0].dtype;
-  if ((t != DType::F32 && t != DType::I64 && t != DType::I32) ||
-      spec.inputs[0].dtype != t ||
-      spec.inputs[0].shape != spec.outputs[0].shape) {
+  if (!checkSpec(spec, 1, 1, 1, 1, {}, {}, error) ||
+      !checkDType(spec, true, 0, t, error))
+    return nullptr;
+  if (!isFloatOrInt(t) || spec.inputs[0].shape != spec.outputs[0].shape) {
     error = nodeError(spec, "expects X and Y of one shape, f32/i64/i32");
     return nullptr;
   }
@@ -385,44 +318,20 @@ bool makeReduction(const std::vector<int64_t> &xs, std::vector<int64_t> kept,
 /// keepdims = 1 with the result's 1s, or all axes).
 std::unique_ptr<Kernel> createReduce(CudaBackend &be, const OpSpec &spec,
                                      std::string &error) {
-  if (!checkSpec(spec, 1, 2, 1, 1, {0}, {0}, error))
+  std::vector<int64_t> kept;
+  float scale = 1.0f;
+  if (!checkSpec(spec, 1, 2, 1, 1, {0}, {0}, error) ||
+      !reduceGeom(spec, kept, scale, error))
     return nullptr;
   const auto &xs = spec.inputs[0].shape;
-  int64_t rank = int64_t(xs.size());
-  bool keep = spec.attrs.getInt("keepdims", 1) != 0;
-  std::vector<int64_t> kept = xs;
-  if (spec.attrs.has("axes")) {
-    for (int64_t a : spec.attrs.getInts("axes")) {
-      if (a < 0)
-        a += rank;
-      if (a < 0 || a >= rank) {
-        error = nodeError(spec, "axis out of range");
-        return nullptr;
-      }
-      kept[size_t(a)] = 1;
-    }
-  } else if (keep && spec.inputs.size() > 1) {
-    kept = spec.outputs[0].shape;
-  } else if (spec.inputs.size() > 1) {
-    error = nodeError(spec, "axes as an operand need keepdims = 1");
-    return nullptr;
-  } else if (spec.attrs.getInt("noop_with_empty_axes", 0) == 0) {
-    kept.assign(xs.size(), 1);
-  }
-  int64_t keptNumel = 1;
-  for (int64_t d : kept)
-    keptNumel *= d;
   Reduction r;
-  if (kept.size() != xs.size() || keptNumel != spec.outputs[0].numel() ||
-      (keep && kept != spec.outputs[0].shape) || !makeReduction(xs, kept, r)) {
+  if (!makeReduction(xs, kept, r)) {
     error =
         nodeError(spec, "result " + shapeStr(spec.outputs[0].shape) +
                             " does not match the reduction of " + shapeStr(xs));
     return nullptr;
   }
-  float scale = spec.opType == "ReduceMean"
-                    ? float(double(keptNumel) / double(spec.inputs[0].numel()))
-                    : 1.0f;
+  int64_t keptNumel = spec.outputs[0].numel();
   return lambda(
       be, spec,
       [r, scale, keptNumel](cudaStream_t s, const auto &in, const auto &out) {
@@ -436,16 +345,9 @@ std::unique_ptr<Kernel> createReduce(CudaBackend &be, const OpSpec &spec,
 std::unique_ptr<Kernel> createCopy(CudaBackend &be, const OpSpec &spec,
                                    std::string &error) {
   size_t maxIn = spec.opType == "Flatten" || spec.opType == "Identity" ? 1 : 2;
-  if (!checkSpec(spec, 1, maxIn, 1, 1, {}, {}, error))
+  if (!checkSpec(spec, 1, maxIn, 1, 1, {}, {}, error) ||
+      !checkCopyShapes(spec, error))
     return nullptr;
-  if (spec.inputs[0].bytes() != spec.outputs[0].bytes() ||
-      spec.inputs[0].dtype != spec.outputs[0].dtype) {
-    error =
-        nodeError(spec, "operand " + shapeStr(spec.inputs[0].shape) +
-                            " and result " + shapeStr(spec.outputs[0].shape) +
-                            " differ in size or element type");
-    return nullptr;
-  }
   size_t bytes = spec.outputs[0].bytes();
   return lambda(be, spec,
                 [bytes](cudaStream_t s, const auto &in, const auto &out) {
@@ -459,52 +361,10 @@ std::unique_ptr<Kernel> createCopy(CudaBackend &be, const OpSpec &spec,
 /// Constant with a flat number list (the executor materializes tensors).
 std::unique_ptr<Kernel> createConstant(CudaBackend &be, const OpSpec &spec,
                                        std::string &error) {
-  if (!checkSpec(spec, 0, 0, 1, 1, {}, {}, error))
+  auto bytes = std::make_shared<std::vector<char>>();
+  if (!checkSpec(spec, 0, 0, 1, 1, {}, {}, error) ||
+      !constantBytes(spec, *bytes, error))
     return nullptr;
-  const TensorDesc &y = spec.outputs[0];
-  std::vector<double> vals;
-  for (const char *name :
-       {"value", "value_float", "value_floats", "value_int", "value_ints"}) {
-    auto it = spec.attrs.all().find(name);
-    if (it == spec.attrs.all().end())
-      continue;
-    if (auto *d = std::get_if<double>(&it->second))
-      vals = {*d};
-    else if (auto *i = std::get_if<int64_t>(&it->second))
-      vals = {double(*i)};
-    else if (auto *ds = std::get_if<std::vector<double>>(&it->second))
-      vals = *ds;
-    else if (auto *is = std::get_if<std::vector<int64_t>>(&it->second))
-      vals.assign(is->begin(), is->end());
-    break;
-  }
-  int64_t n = y.numel();
-  if (vals.empty() || (int64_t(vals.size()) != n && vals.size() != 1)) {
-    error = nodeError(spec, "needs a 'value' attribute with 1 or " +
-                                std::to_string(n) + " numbers");
-    return nullptr;
-  }
-  auto bytes = std::make_shared<std::vector<char>>(y.bytes());
-  for (int64_t i = 0; i < n; ++i) {
-    double d = vals.size() == 1 ? vals[0] : vals[size_t(i)];
-    char *at = bytes->data() + size_t(i) * dtypeSize(y.dtype);
-    if (y.dtype == DType::F32) {
-      float f = float(d);
-      std::memcpy(at, &f, 4);
-    } else if (y.dtype == DType::I64) {
-      int64_t v = int64_t(d);
-      std::memcpy(at, &v, 8);
-    } else if (y.dtype == DType::I32) {
-      int32_t v = int32_t(d);
-      std::memcpy(at, &v, 4);
-    } else if (y.dtype == DType::Bool) {
-      *at = char(d != 0);
-    } else {
-      error = nodeError(spec, std::string("element type ") +
-                                  dtypeName(y.dtype) + " is not supported");
-      return nullptr;
-    }
-  }
   return lambda(
       be, spec, [bytes](cudaStream_t s, const auto &, const auto &out) {
         check(cudaMemcpyAsync(out[0].data, bytes->data(), bytes->size(),
@@ -539,40 +399,9 @@ std::unique_ptr<Kernel> createRelu(CudaBackend &be, const OpSpec &spec,
   });
 }
 
-bool sceParams(const OpSpec &spec, const TensorDesc &scores,
-               const TensorDesc &labels, SceParams &p, std::string &error) {
-  if (scores.rank() < 2 || labels.rank() != scores.rank() - 1 ||
-      labels.shape[0] != scores.shape[0] ||
-      !std::equal(labels.shape.begin() + 1, labels.shape.end(),
-                  scores.shape.begin() + 2)) {
-    error = nodeError(spec, "expects scores [N, C, ...] and labels [N, ...], "
-                            "got " +
-                                shapeStr(scores.shape) + " and " +
-                                shapeStr(labels.shape));
-    return false;
-  }
-  if (labels.dtype != DType::I64 && labels.dtype != DType::I32) {
-    error = nodeError(spec, "labels must be i64 or i32");
-    return false;
-  }
-  std::string red = spec.attrs.getString("reduction", "mean");
-  if (red != "mean" && red != "sum" && red != "none") {
-    error = nodeError(spec, "reduction '" + red + "' is not supported");
-    return false;
-  }
-  p.reduction = red == "mean" ? 0 : red == "sum" ? 1 : 2;
-  p.n = scores.shape[0];
-  p.c = scores.shape[1];
-  p.d = scores.numel() / std::max<int64_t>(1, p.n * p.c);
-  p.hasIgnore = spec.attrs.has("ignore_index");
-  p.ignoreIndex = spec.attrs.getInt("ignore_index", -100);
-  p.labels64 = labels.dtype == DType::I64;
-  return true;
-}
-
 class SceKernel final : public CudaKernel {
 public:
-  SceKernel(CudaBackend &be, const OpSpec &spec, const SceParams &p)
+  SceKernel(CudaBackend &be, const OpSpec &spec, const SceGeom &p)
       : CudaKernel(be, spec), p(p) {
     size_t rows = size_t(p.n * p.d);
     lossAt = reserve(rows * sizeof(float));
@@ -589,30 +418,22 @@ public:
   }
 
 private:
-  SceParams p;
+  SceGeom p;
   size_t lossAt = 0, countAt = 0, logProbAt = 0;
 };
 
 std::unique_ptr<Kernel> createSce(CudaBackend &be, const OpSpec &spec,
                                   std::string &error) {
-  SceParams p;
+  SceGeom p;
   if (!checkSpec(spec, 2, 2, 1, 2, {0}, {0, 1}, error) ||
-      !sceParams(spec, spec.inputs[0], spec.inputs[1], p, error))
+      !sceGeom(spec, /*grad=*/false, p, error))
     return nullptr;
-  int64_t want = p.reduction == 2 ? p.n * p.d : 1;
-  if (spec.outputs[0].numel() != want ||
-      (spec.outputs.size() > 1 &&
-       spec.outputs[1].shape != spec.inputs[0].shape)) {
-    error = nodeError(spec, "loss must have " + std::to_string(want) +
-                                " element(s) and log_prob the scores' shape");
-    return nullptr;
-  }
   return std::make_unique<SceKernel>(be, spec, p);
 }
 
 class SceGradKernel final : public CudaKernel {
 public:
-  SceGradKernel(CudaBackend &be, const OpSpec &spec, const SceParams &p)
+  SceGradKernel(CudaBackend &be, const OpSpec &spec, const SceGeom &p)
       : CudaKernel(be, spec), p(p) {
     countAt = reserve(sizeof(int));
   }
@@ -623,23 +444,16 @@ public:
   }
 
 private:
-  SceParams p;
+  SceGeom p;
   size_t countAt = 0;
 };
 
 std::unique_ptr<Kernel> createSceGrad(CudaBackend &be, const OpSpec &spec,
                                       std::string &error) {
-  SceParams p;
+  SceGeom p;
   if (!checkSpec(spec, 3, 3, 1, 1, {0, 1}, {0}, error) ||
-      !sceParams(spec, spec.inputs[1], spec.inputs[2], p, error))
+      !sceGeom(spec, /*grad=*/true, p, error))
     return nullptr;
-  int64_t want = p.reduction == 2 ? p.n * p.d : 1;
-  if (spec.inputs[0].numel() != want ||
-      spec.outputs[0].shape != spec.inputs[1].shape) {
-    error = nodeError(spec, "dLoss must have " + std::to_string(want) +
-                                " element(s) and dScores log_prob's shape");
-    return nullptr;
-  }
   return std::make_unique<SceGradKernel>(be, spec, p);
 }
 
@@ -658,35 +472,6 @@ void rowMajorGemm(cublasHandle_t h, bool ta, bool tb, int64_t m, int64_t n,
                         &alpha, b, int(tb ? k : n), a, int(ta ? m : k), &beta,
                         c, int(n)),
             "cublasSgemm");
-}
-
-struct GemmShape {
-  int64_t m = 0, k = 0, n = 0;
-  bool ta = false, tb = false;
-  float alpha = 1, beta = 1;
-};
-
-bool gemmShape(const OpSpec &spec, const TensorDesc &a, const TensorDesc &b,
-               const TensorDesc &y, GemmShape &g, std::string &error) {
-  g.ta = spec.attrs.getInt("transA", 0) != 0;
-  g.tb = spec.attrs.getInt("transB", 0) != 0;
-  g.alpha = float(spec.attrs.getFloat("alpha", 1.0));
-  g.beta = float(spec.attrs.getFloat("beta", 1.0));
-  if (a.rank() != 2 || b.rank() != 2 || y.rank() != 2) {
-    error = nodeError(spec, "expects 2-D A, B and Y");
-    return false;
-  }
-  g.m = g.ta ? a.shape[1] : a.shape[0];
-  g.k = g.ta ? a.shape[0] : a.shape[1];
-  int64_t kb = g.tb ? b.shape[1] : b.shape[0];
-  g.n = g.tb ? b.shape[0] : b.shape[1];
-  if (kb != g.k || y.shape[0] != g.m || y.shape[1] != g.n) {
-    error = nodeError(spec, "shapes do not multiply: A " + shapeStr(a.shape) +
-                                ", B " + shapeStr(b.shape) + ", Y " +
-                                shapeStr(y.shape));
-    return false;
-  }
-  return true;
 }
 
 /// Gemm: Y = alpha op(A) op(B) + beta C, C broadcast onto [M, N] first.
@@ -725,21 +510,12 @@ std::unique_ptr<Kernel> createGemmGrad(CudaBackend &be, const OpSpec &spec,
                                        std::string &error) {
   GemmShape g;
   if (!checkSpec(spec, 3, 3, 2, 3, {0, 1, 2}, {0, 1, 2}, error) ||
-      !gemmShape(spec, spec.inputs[1], spec.inputs[2], spec.inputs[0], g,
-                 error))
+      !gemmGradShape(spec, g, error))
     return nullptr;
-  if (spec.outputs[0].shape != spec.inputs[1].shape ||
-      spec.outputs[1].shape != spec.inputs[2].shape) {
-    error = nodeError(spec, "dA and dB must have A's and B's shapes");
-    return nullptr;
-  }
   bool wantC = spec.outputs.size() == 3;
   Reduction r;
   if (wantC && !makeReduction({g.m, g.n}, spec.outputs[2].shape, r)) {
-    error =
-        nodeError(spec, "C of shape " + shapeStr(spec.outputs[2].shape) +
-                            " does not broadcast to [" + std::to_string(g.m) +
-                            ", " + std::to_string(g.n) + "]");
+    error = gemmBiasError(spec, spec.outputs[2], g.m, g.n);
     return nullptr;
   }
   bool wantA = outputUsed(spec, 0), wantB = outputUsed(spec, 1);
@@ -774,34 +550,19 @@ std::unique_ptr<Kernel> createMatMul(CudaBackend &be, const OpSpec &spec,
                                      std::string &error) {
   if (!checkSpec(spec, 2, 2, 1, 1, {0, 1}, {0}, error))
     return nullptr;
-  std::vector<int64_t> ad = spec.inputs[0].shape, bd = spec.inputs[1].shape;
-  if (ad.empty() || bd.empty()) {
-    error = nodeError(spec, "operands must have rank >= 1");
+  std::vector<int64_t> ad, bd, yd;
+  if (!matMulShapes(spec, ad, bd, yd, error))
     return nullptr;
-  }
-  if (ad.size() == 1)
-    ad.insert(ad.begin(), 1);
-  if (bd.size() == 1)
-    bd.push_back(1);
-  size_t r = std::max(ad.size(), bd.size());
-  ad.insert(ad.begin(), r - ad.size(), 1);
-  bd.insert(bd.begin(), r - bd.size(), 1);
+  size_t r = yd.size();
   int64_t batchA = 1, batchB = 1, batch = 1;
   bool same = true;
   for (size_t i = 0; i + 2 < r; ++i) {
     batchA *= ad[i];
     batchB *= bd[i];
-    batch *= std::max(ad[i], bd[i]);
+    batch *= yd[i];
     same = same && ad[i] == bd[i];
   }
   int64_t m = ad[r - 2], k = ad[r - 1], n = bd[r - 1];
-  if (bd[r - 2] != k || spec.outputs[0].numel() != batch * m * n) {
-    error = nodeError(
-        spec, "shapes do not multiply: " + shapeStr(spec.inputs[0].shape) +
-                  " x " + shapeStr(spec.inputs[1].shape) + " -> " +
-                  shapeStr(spec.outputs[0].shape));
-    return nullptr;
-  }
   if (!same && batchA != 1 && batchB != 1) {
     error = nodeError(spec, "the cuda backend broadcasts MatMul batch "
                             "dimensions only when one side has none: " +
@@ -826,84 +587,6 @@ std::unique_ptr<Kernel> createMatMul(CudaBackend &be, const OpSpec &spec,
 //===----------------------------------------------------------------------===//
 // Windows: convolutions and pooling
 //===----------------------------------------------------------------------===//
-
-/// A resolved window (ONNX attributes against the tensors' spatial sizes).
-struct Window {
-  std::vector<int64_t> kernel, strides, dilations, padL, padR;
-  bool paddedForCeil = false;
-};
-
-/// kernel_shape/strides/dilations/pads/auto_pad of a window node, checked
-/// against input `in` and result `out` spatial sizes (the CPU backend's
-/// rules); with `allowCeil` a result one larger (ceil_mode) grows padR.
-bool resolveWindow(const OpSpec &spec, const std::vector<int64_t> &in,
-                   const std::vector<int64_t> &kernel,
-                   const std::vector<int64_t> &out, bool allowCeil, Window &w,
-                   std::string &error) {
-  size_t sp = in.size();
-  auto list = [&](const char *name, int64_t dflt, size_t n,
-                  std::vector<int64_t> &v) {
-    v = spec.attrs.getInts(name, std::vector<int64_t>(n, dflt));
-    if (v.size() == n)
-      return true;
-    error = nodeError(spec, std::string("attribute '") + name + "' has " +
-                                std::to_string(v.size()) +
-                                " values, expected " + std::to_string(n));
-    return false;
-  };
-  std::vector<int64_t> pads(2 * sp, 0);
-  if (!list("strides", 1, sp, w.strides) ||
-      !list("dilations", 1, sp, w.dilations))
-    return false;
-  std::string autoPad = spec.attrs.getString("auto_pad", "NOTSET");
-  if (autoPad == "NOTSET") {
-    if (!list("pads", 0, 2 * sp, pads))
-      return false;
-  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-    for (size_t i = 0; i < sp; ++i) {
-      int64_t o = (in[i] + w.strides[i] - 1) / w.strides[i];
-      int64_t total = std::max<int64_t>(
-          0, (o - 1) * w.strides[i] + (kernel[i] - 1) * w.dilations[i] + 1 -
-                 in[i]);
-      pads[i] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pads[i + sp] = total - pads[i];
-    }
-  } else if (autoPad != "VALID") {
-    error = nodeError(spec, "auto_pad '" + autoPad + "' is not supported");
-    return false;
-  }
-  w.kernel = kernel;
-  for (size_t i = 0; i < sp; ++i) {
-    if (w.strides[i] < 1 || w.dilations[i] < 1 || kernel[i] < 1) {
-      error = nodeError(spec, "strides, dilations and kernel must be >= 1");
-      return false;
-    }
-    int64_t extent = (kernel[i] - 1) * w.dilations[i] + 1;
-    int64_t pl = pads[i], pr = pads[i + sp];
-    int64_t floorOut = (in[i] + pl + pr - extent) / w.strides[i] + 1;
-    if (out[i] != floorOut) {
-      int64_t ceilOut =
-          (in[i] + pl + pr - extent + w.strides[i] - 1) / w.strides[i] + 1;
-      if (!allowCeil || out[i] != ceilOut) {
-        error =
-            nodeError(spec, "result spatial size " + std::to_string(out[i]) +
-                                " in dimension " + std::to_string(i) +
-                                " does not match the window (" +
-                                std::to_string(floorOut) + " expected)");
-        return false;
-      }
-      pr = (out[i] - 1) * w.strides[i] + extent - in[i] - pl;
-      w.paddedForCeil = true;
-    }
-    w.padL.push_back(pl);
-    w.padR.push_back(pr);
-  }
-  return true;
-}
-
-std::vector<int64_t> spatial(const std::vector<int64_t> &shape) {
-  return std::vector<int64_t>(shape.begin() + 2, shape.end());
-}
 
 /// cuDNN descriptors of one convolution (1-D convolutions get a trailing
 /// spatial dimension of 1: cuDNN wants at least 4-D tensors).
@@ -931,23 +614,9 @@ public:
   /// the node.
   bool init(const OpSpec &spec, const TensorDesc &xd, const TensorDesc &wd,
             const TensorDesc &yd, std::string &error) {
-    if (xd.rank() < 3 || xd.rank() > 5 || wd.rank() != xd.rank() ||
-        yd.rank() != xd.rank()) {
-      error = nodeError(spec, "expects 1-D to 3-D convolution tensors");
-      return false;
-    }
-    int64_t group = spec.attrs.getInt("group", 1);
-    if (group < 1 || xd.shape[1] != wd.shape[1] * group ||
-        wd.shape[0] % group != 0 || yd.shape[1] != wd.shape[0] ||
-        yd.shape[0] != xd.shape[0]) {
-      error = nodeError(spec, "inconsistent channels: X " + shapeStr(xd.shape) +
-                                  ", W " + shapeStr(wd.shape) + ", Y " +
-                                  shapeStr(yd.shape));
-      return false;
-    }
+    int64_t group = 1;
     Window win;
-    if (!resolveWindow(spec, spatial(xd.shape), spatial(wd.shape),
-                       spatial(yd.shape), false, win, error))
+    if (!convWindow(spec, xd, wd, yd, group, win, error))
       return false;
     if (win.padL != win.padR) {
       error = nodeError(spec, "asymmetric pads are not supported by the cuda "
@@ -960,8 +629,9 @@ public:
       return std::vector<int>(s.begin(), s.end());
     };
     std::vector<int> pad(win.padL.begin(), win.padL.end()),
-        stride(win.strides.begin(), win.strides.end()),
-        dil(win.dilations.begin(), win.dilations.end());
+        stride(win.strides.begin(), win.strides.end()), dil;
+    for (int64_t d : win.dilations) // Window's are ONNX dilations - 1
+      dil.push_back(int(d + 1));
     if (xd.rank() == 3) {
       pad.push_back(0);
       stride.push_back(1);
@@ -1021,6 +691,25 @@ bool pickAlgo(const Perf *perf, int count, Algo &algo) {
   return false;
 }
 
+/// The first deterministic algorithm of cuDNN's heuristic `get` (up to
+/// Count candidates) into `algo`, `ws` grown to its workspace (`size`); both
+/// queries take the handle and `descs`. False when there is none.
+template <typename Perf, int Count, typename Algo, typename Get, typename Size,
+          typename... Desc>
+bool chooseAlgo(Algo &algo, size_t &ws, Get &get, const char *getName,
+                Size &size, const char *sizeName, cudnnHandle_t h,
+                Desc... descs) {
+  Perf perf[Count];
+  int n = 0;
+  checkDnn(get(h, descs..., Count, &n, perf), getName);
+  if (!pickAlgo(perf, n, algo))
+    return false;
+  size_t bytes = 0;
+  checkDnn(size(h, descs..., algo, &bytes), sizeName);
+  ws = std::max(ws, bytes);
+  return true;
+}
+
 /// Conv (X, W[, B] -> Y) and ConvGrad (dY, X, W -> dX, dW[, dB]).
 class ConvKernel final : public CudaKernel {
 public:
@@ -1041,57 +730,42 @@ public:
       return false;
     }
     cudnnHandle_t h = backend.dnn;
-    size_t ws = 0, bytes = 0;
+    size_t ws = 0;
     auto noAlgo = [&](const char *what) {
       error = nodeError(spec, std::string("cuDNN has no deterministic ") +
                                   what + " algorithm for this convolution");
       return false;
     };
     if (!grad) {
-      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-      int n = 0;
-      checkDnn(cudnnGetConvolutionForwardAlgorithm_v7(
-                   h, d.x, d.w, d.conv, d.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                   &n, perf),
-               "cudnnGetConvolutionForwardAlgorithm_v7");
-      if (!pickAlgo(perf, n, fwdAlgo))
+      if (!chooseAlgo<cudnnConvolutionFwdAlgoPerf_t,
+                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+              fwdAlgo, ws, cudnnGetConvolutionForwardAlgorithm_v7,
+              "cudnnGetConvolutionForwardAlgorithm_v7",
+              cudnnGetConvolutionForwardWorkspaceSize,
+              "cudnnGetConvolutionForwardWorkspaceSize", h, d.x, d.w, d.conv,
+              d.y))
         return noAlgo("forward");
-      checkDnn(cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y,
-                                                       fwdAlgo, &ws),
-               "cudnnGetConvolutionForwardWorkspaceSize");
     } else {
       wantDx = outputUsed(spec, 0);
       wantDw = outputUsed(spec, 1);
-      if (wantDx) {
-        cudnnConvolutionBwdDataAlgoPerf_t
-            perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        int n = 0;
-        checkDnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                     h, d.w, d.y, d.conv, d.x,
-                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf),
-                 "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-        if (!pickAlgo(perf, n, dataAlgo))
-          return noAlgo("backward-data");
-        checkDnn(cudnnGetConvolutionBackwardDataWorkspaceSize(
-                     h, d.w, d.y, d.conv, d.x, dataAlgo, &bytes),
-                 "cudnnGetConvolutionBackwardDataWorkspaceSize");
-        ws = std::max(ws, bytes);
-      }
-      if (wantDw) {
-        cudnnConvolutionBwdFilterAlgoPerf_t
-            perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        int n = 0;
-        checkDnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                     h, d.x, d.y, d.conv, d.w,
-                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf),
-                 "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-        if (!pickAlgo(perf, n, filterAlgo))
-          return noAlgo("backward-filter");
-        checkDnn(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                     h, d.x, d.y, d.conv, d.w, filterAlgo, &bytes),
-                 "cudnnGetConvolutionBackwardFilterWorkspaceSize");
-        ws = std::max(ws, bytes);
-      }
+      if (wantDx &&
+          !chooseAlgo<cudnnConvolutionBwdDataAlgoPerf_t,
+                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+              dataAlgo, ws, cudnnGetConvolutionBackwardDataAlgorithm_v7,
+              "cudnnGetConvolutionBackwardDataAlgorithm_v7",
+              cudnnGetConvolutionBackwardDataWorkspaceSize,
+              "cudnnGetConvolutionBackwardDataWorkspaceSize", h, d.w, d.y,
+              d.conv, d.x))
+        return noAlgo("backward-data");
+      if (wantDw &&
+          !chooseAlgo<cudnnConvolutionBwdFilterAlgoPerf_t,
+                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+              filterAlgo, ws, cudnnGetConvolutionBackwardFilterAlgorithm_v7,
+              "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
+              cudnnGetConvolutionBackwardFilterWorkspaceSize,
+              "cudnnGetConvolutionBackwardFilterWorkspaceSize", h, d.x, d.y,
+              d.conv, d.w))
+        return noAlgo("backward-filter");
     }
     wsBytes = ws;
     wsAt = reserve(ws);
@@ -1160,67 +834,21 @@ std::unique_ptr<Kernel> createConv(CudaBackend &be, const OpSpec &spec,
 /// MaxPool / AveragePool geometry (1-D and 2-D).
 bool poolGeom(const OpSpec &spec, const TensorDesc &x, const TensorDesc &y,
               bool avg, Pool2D &g, std::string &error) {
-  if ((x.rank() != 3 && x.rank() != 4) || y.rank() != x.rank() ||
-      x.shape[0] != y.shape[0] || x.shape[1] != y.shape[1]) {
-    error = nodeError(spec, "the cuda backend pools 1-D and 2-D tensors, got " +
-                                shapeStr(x.shape) + " -> " + shapeStr(y.shape));
-    return false;
-  }
-  if (spec.attrs.getInt("storage_order", 0) != 0) {
-    error = nodeError(spec, "storage_order = 1 is not supported");
-    return false;
-  }
-  if (!spec.attrs.has("kernel_shape") ||
-      spec.attrs.getInts("kernel_shape").size() != x.rank() - 2) {
-    error = nodeError(spec, "attribute 'kernel_shape' is missing or has the "
-                            "wrong rank");
-    return false;
-  }
-  Window w;
-  if (!resolveWindow(spec, spatial(x.shape), spec.attrs.getInts("kernel_shape"),
-                     spatial(y.shape), spec.attrs.getInt("ceil_mode", 0) != 0,
-                     w, error))
-    return false;
-  g.countIncludePad = spec.attrs.getInt("count_include_pad", 0) != 0;
-  if (avg) {
-    for (int64_t d : w.dilations)
-      if (d != 1) {
-        error = nodeError(spec, "dilated average pooling is not supported");
-        return false;
-      }
-    if (g.countIncludePad && w.paddedForCeil) {
-      error = nodeError(spec, "ceil_mode with count_include_pad = 1 is not "
-                              "supported");
-      return false;
-    }
-  }
-  bool twoD = x.rank() == 4;
-  g.planes = x.shape[0] * x.shape[1];
-  g.ih = twoD ? x.shape[2] : 1;
-  g.iw = x.shape.back();
-  g.oh = twoD ? y.shape[2] : 1;
-  g.ow = y.shape.back();
-  g.kh = twoD ? w.kernel[0] : 1;
-  g.kw = w.kernel.back();
-  g.sh = twoD ? w.strides[0] : 1;
-  g.sw = w.strides.back();
-  g.dh = twoD ? w.dilations[0] : 1;
-  g.dw = w.dilations.back();
-  g.ph = twoD ? w.padL[0] : 0;
-  g.pw = w.padL.back();
-  return true;
+  return (!avg || checkAvgPoolDilations(spec, error)) &&
+         pool2DGeom(spec, x, y, g, error) &&
+         (!avg || checkAvgPoolCeil(spec, g.paddedForCeil, error));
 }
 
 std::unique_ptr<Kernel> createMaxPool(CudaBackend &be, const OpSpec &spec,
                                       std::string &error) {
   Pool2D g;
   if (!checkSpec(spec, 1, 1, 1, 2, {0}, {0}, error) ||
+      !checkDType(spec, false, 1, DType::I64, error) ||
       !poolGeom(spec, spec.inputs[0], spec.outputs[0], false, g, error))
     return nullptr;
   if (spec.outputs.size() > 1 &&
-      (spec.outputs[1].dtype != DType::I64 ||
-       spec.outputs[1].shape != spec.outputs[0].shape)) {
-    error = nodeError(spec, "Indices must be i64 of Y's shape");
+      spec.outputs[1].shape != spec.outputs[0].shape) {
+    error = nodeError(spec, "Indices must have Y's shape");
     return nullptr;
   }
   return lambda(be, spec, [g](cudaStream_t s, const auto &in, const auto &out) {
@@ -1231,18 +859,10 @@ std::unique_ptr<Kernel> createMaxPool(CudaBackend &be, const OpSpec &spec,
 
 std::unique_ptr<Kernel> createMaxPoolGrad(CudaBackend &be, const OpSpec &spec,
                                           std::string &error) {
-  if (!checkSpec(spec, 2, 2, 1, 1, {0}, {0}, error))
+  int64_t planes, inPlane, outPlane;
+  if (!checkSpec(spec, 2, 2, 1, 1, {0}, {0}, error) ||
+      !maxPoolGradGeom(spec, planes, inPlane, outPlane, error))
     return nullptr;
-  const TensorDesc &dy = spec.inputs[0], &dx = spec.outputs[0];
-  if (dy.rank() < 3 || dx.rank() != dy.rank() || dy.shape[0] != dx.shape[0] ||
-      dy.shape[1] != dx.shape[1] || spec.inputs[1].shape != dy.shape ||
-      spec.inputs[1].dtype != DType::I64) {
-    error = nodeError(spec, "expects dY and i64 Indices [N, C, ...] and dX "
-                            "[N, C, ...]");
-    return nullptr;
-  }
-  int64_t planes = dx.shape[0] * dx.shape[1];
-  int64_t inPlane = dx.numel() / planes, outPlane = dy.numel() / planes;
   return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
     launchMaxPoolGrad(planes, inPlane, outPlane, in[0].template as<float>(),
                       in[1].template as<int64_t>(), out[0].template as<float>(),
@@ -1274,18 +894,11 @@ std::unique_ptr<Kernel> createAvgPool(CudaBackend &be, const OpSpec &spec,
 std::unique_ptr<Kernel> createGlobalAvgPool(CudaBackend &be, const OpSpec &spec,
                                             std::string &error) {
   bool grad = spec.opType == "GlobalAveragePoolGrad";
-  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
+  int64_t planes, size;
+  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error) ||
+      !globalPoolGeom(spec, grad, kMaxRank, planes, size, error))
     return nullptr;
   const TensorDesc &x = grad ? spec.outputs[0] : spec.inputs[0];
-  const TensorDesc &y = grad ? spec.inputs[0] : spec.outputs[0];
-  if (x.rank() < 3 || x.rank() > size_t(kMaxRank) || y.rank() != x.rank() ||
-      y.numel() != x.shape[0] * x.shape[1]) {
-    error =
-        nodeError(spec, "expects X [N, C, ...] and Y [N, C, 1, ...], got " +
-                            shapeStr(x.shape) + " and " + shapeStr(y.shape));
-    return nullptr;
-  }
-  int64_t planes = x.shape[0] * x.shape[1], size = x.numel() / planes;
   std::vector<int64_t> kept(x.rank(), 1);
   kept[0] = x.shape[0];
   kept[1] = x.shape[1];
@@ -1406,25 +1019,17 @@ std::unique_ptr<Kernel> createPad(CudaBackend &be, const OpSpec &spec,
 /// PadGrad {pads}: dY -> dX, the slice of dY the padded input came from.
 std::unique_ptr<Kernel> createPadGrad(CudaBackend &be, const OpSpec &spec,
                                       std::string &error) {
-  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
+  std::vector<int64_t> begin;
+  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error) ||
+      !padGradBegin(spec, kMaxRank, begin, error))
     return nullptr;
   const auto &dy = spec.inputs[0].shape, &dx = spec.outputs[0].shape;
-  std::vector<int64_t> pads = spec.attrs.getInts("pads");
-  size_t r = dx.size();
-  bool ok = dy.size() == r && pads.size() == 2 * r && r <= size_t(kMaxRank);
-  for (size_t d = 0; ok && d < r; ++d)
-    ok = dx[d] + pads[d] + pads[d + r] == dy[d];
-  if (!ok) {
-    error = nodeError(spec, "pads " + shapeStr(pads) + " do not take " +
-                                shapeStr(dx) + " to " + shapeStr(dy));
-    return nullptr;
-  }
   PadParams p;
-  p.rank = int(r);
-  for (size_t d = 0; d < r; ++d) {
+  p.rank = int(dx.size());
+  for (size_t d = 0; d < dx.size(); ++d) {
     p.inDims[d] = dy[d];
     p.outDims[d] = dx[d];
-    p.begin[d] = -pads[d];
+    p.begin[d] = begin[d];
   }
   int64_t n = spec.outputs[0].numel();
   return lambda(be, spec,

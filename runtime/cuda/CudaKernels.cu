@@ -33,35 +33,31 @@ unsigned blocksFor(int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);    \
        i += int64_t(blockDim.x) * gridDim.x)
 
-/// Sum over the block (blockDim.x a power of two <= kThreads); every thread
-/// gets the result.
-__device__ double blockSum(double v) {
-  __shared__ double sh[kThreads];
+/// `op` folded over the block as a tree (blockDim.x a power of two <=
+/// kThreads); every thread gets the result.
+template <typename T, typename Op> __device__ T blockReduce(T v, Op op) {
+  __shared__ T sh[kThreads];
   sh[threadIdx.x] = v;
   __syncthreads();
   for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
     if (threadIdx.x < s)
-      sh[threadIdx.x] += sh[threadIdx.x + s];
+      sh[threadIdx.x] = op(sh[threadIdx.x], sh[threadIdx.x + s]);
     __syncthreads();
   }
-  double r = sh[0];
+  T r = sh[0];
   __syncthreads();
   return r;
 }
 
-__device__ float blockMax(float v) {
-  __shared__ float sh[kThreads];
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s)
-      sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
-    __syncthreads();
-  }
-  float r = sh[0];
-  __syncthreads();
-  return r;
-}
+struct SumOp {
+  __device__ double operator()(double a, double b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+__device__ double blockSum(double v) { return blockReduce(v, SumOp()); }
+__device__ float blockMax(float v) { return blockReduce(v, MaxOp()); }
 
 //===----------------------------------------------------------------------===//
 // Broadcast arithmetic
@@ -163,7 +159,7 @@ __device__ int64_t labelAt(const void *labels, bool is64, int64_t r) {
 }
 
 /// One block per row (sample, trailing position).
-__global__ void sceRowKernel(SceParams p, const float *x, const void *labels,
+__global__ void sceRowKernel(SceGeom p, const float *x, const void *labels,
                              float *lp, float *rowLoss, int *rowCount,
                              float *lossNone) {
   int64_t r = blockIdx.x, ni = r / p.d, di = r % p.d;
@@ -198,7 +194,7 @@ __global__ void sceRowKernel(SceParams p, const float *x, const void *labels,
 }
 
 /// One block: the mean or sum of the row losses.
-__global__ void sceTotalKernel(SceParams p, const float *rowLoss,
+__global__ void sceTotalKernel(SceGeom p, const float *rowLoss,
                                const int *rowCount, float *loss) {
   int64_t rows = p.n * p.d;
   double total = 0, count = 0;
@@ -209,13 +205,13 @@ __global__ void sceTotalKernel(SceParams p, const float *rowLoss,
   total = blockSum(total);
   count = blockSum(count);
   if (threadIdx.x == 0) {
-    if (p.reduction == 0)
+    if (p.reduction == SceReduction::Mean)
       total = count > 0 ? total / count : 0.0;
     loss[0] = float(total);
   }
 }
 
-__global__ void sceCountKernel(SceParams p, const void *labels, int *count) {
+__global__ void sceCountKernel(SceGeom p, const void *labels, int *count) {
   int64_t rows = p.n * p.d;
   double c = 0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
@@ -225,7 +221,7 @@ __global__ void sceCountKernel(SceParams p, const void *labels, int *count) {
     count[0] = int(c);
 }
 
-__global__ void sceGradKernel(SceParams p, const float *dl, const float *lp,
+__global__ void sceGradKernel(SceGeom p, const float *dl, const float *lp,
                               const void *labels, float *dx, const int *count) {
   int64_t total = p.n * p.c * p.d;
   OASR_GRID_LOOP(e, total) {
@@ -237,9 +233,9 @@ __global__ void sceGradKernel(SceParams p, const float *dl, const float *lp,
       continue;
     }
     float s;
-    if (p.reduction == 2)
+    if (p.reduction == SceReduction::None)
       s = dl[r];
-    else if (p.reduction == 0)
+    else if (p.reduction == SceReduction::Mean)
       s = count[0] ? dl[0] / float(count[0]) : 0.0f;
     else
       s = dl[0];
@@ -257,29 +253,9 @@ __global__ void maxPoolKernel(Pool2D p, const float *x, float *y,
   OASR_GRID_LOOP(o, total) {
     int64_t pl = o / (p.oh * p.ow), rem = o % (p.oh * p.ow);
     int64_t oy = rem / p.ow, ox = rem % p.ow;
-    const float *xp = x + pl * p.ih * p.iw;
-    float best = -INFINITY;
-    int64_t bestIdx = -1;
-    bool stop = false;
-    for (int64_t ky = 0; ky < p.kh && !stop; ++ky) {
-      int64_t iy = oy * p.sh - p.ph + ky * p.dh;
-      if (iy < 0 || iy >= p.ih)
-        continue;
-      for (int64_t kx = 0; kx < p.kw; ++kx) {
-        int64_t ix = ox * p.sw - p.pw + kx * p.dw;
-        if (ix < 0 || ix >= p.iw)
-          continue;
-        float v = xp[iy * p.iw + ix];
-        if (v > best || bestIdx < 0 || isnan(v)) {
-          best = v;
-          bestIdx = iy * p.iw + ix;
-          if (isnan(v)) {
-            stop = true;
-            break;
-          }
-        }
-      }
-    }
+    float best;
+    int64_t bestIdx;
+    maxPoolAt(p, x + pl * p.ih * p.iw, oy, ox, best, bestIdx);
     y[o] = best;
     if (indices)
       indices[o] = bestIdx;
@@ -594,7 +570,7 @@ void launchReluGrad(const float *dy, const float *y, float *dx, int64_t n,
   launched("ReluGrad");
 }
 
-void launchSce(const SceParams &p, const float *scores, const void *labels,
+void launchSce(const SceGeom &p, const float *scores, const void *labels,
                float *loss, float *logProb, float *rowLoss, int *rowCount,
                cudaStream_t stream) {
   int64_t rows = p.n * p.d;
@@ -602,13 +578,13 @@ void launchSce(const SceParams &p, const float *scores, const void *labels,
     return;
   sceRowKernel<<<unsigned(rows), 128, 0, stream>>>(
       p, scores, labels, logProb, rowLoss, rowCount,
-      p.reduction == 2 ? loss : nullptr);
-  if (p.reduction != 2)
+      p.reduction == SceReduction::None ? loss : nullptr);
+  if (p.reduction != SceReduction::None)
     sceTotalKernel<<<1, kThreads, 0, stream>>>(p, rowLoss, rowCount, loss);
   launched("SoftmaxCrossEntropyLoss");
 }
 
-void launchSceGrad(const SceParams &p, const float *dLoss, const float *logProb,
+void launchSceGrad(const SceGeom &p, const float *dLoss, const float *logProb,
                    const void *labels, float *dScores, int *count,
                    cudaStream_t stream) {
   sceCountKernel<<<1, kThreads, 0, stream>>>(p, labels, count);

@@ -11,6 +11,7 @@
 #ifndef OASR_RUNTIME_CUDA_CUDAKERNELS_H
 #define OASR_RUNTIME_CUDA_CUDAKERNELS_H
 
+#include "../OpGeometry.h"
 #include "oasr/Runtime/Kernel.h"
 
 #include <cuda_runtime_api.h>
@@ -76,31 +77,19 @@ void launchRelu(const float *x, float *y, int64_t n, cudaStream_t stream);
 void launchReluGrad(const float *dy, const float *y, float *dx, int64_t n,
                     cudaStream_t stream);
 
-/// Softmax cross-entropy over scores [n, c, d...] with labels [n, d...].
-struct SceParams {
-  int64_t n = 0, c = 0, d = 1;
-  int reduction = 0; ///< 0 mean, 1 sum, 2 none
-  bool hasIgnore = false;
-  int64_t ignoreIndex = -100;
-  bool labels64 = true;
-};
-/// scores, labels -> loss, logProb. `rowLoss` (n*d floats) and `rowCount`
+/// Softmax cross-entropy (geometry: ../OpGeometry.h): scores, labels ->
+/// loss, logProb. `rowLoss` (n*d floats) and `rowCount`
 /// (n*d ints) are scratch.
-void launchSce(const SceParams &p, const float *scores, const void *labels,
+void launchSce(const SceGeom &p, const float *scores, const void *labels,
                float *loss, float *logProb, float *rowLoss, int *rowCount,
                cudaStream_t stream);
 /// dLoss, logProb, labels -> dScores; `count` is one int of scratch.
-void launchSceGrad(const SceParams &p, const float *dLoss, const float *logProb,
+void launchSceGrad(const SceGeom &p, const float *dLoss, const float *logProb,
                    const void *labels, float *dScores, int *count,
                    cudaStream_t stream);
 
-/// 2-D pooling geometry (1-D pools have ih = oh = kh = 1).
-struct Pool2D {
-  int64_t planes = 0, ih = 0, iw = 0, oh = 0, ow = 0, kh = 1, kw = 1, sh = 1,
-          sw = 1, dh = 1, dw = 1, ph = 0, pw = 0;
-  bool countIncludePad = false;
-};
-/// MaxPool: Y and (optional) flat per-plane Indices, PyTorch's convention.
+/// Pooling on Pool2D geometry (../OpGeometry.h). MaxPool: Y and (optional) flat
+/// per-plane Indices, PyTorch's convention.
 void launchMaxPool(const Pool2D &p, const float *x, float *y, int64_t *indices,
                    cudaStream_t stream);
 /// MaxPoolGrad: dX[plane][indices] += dY in output order, one thread per

@@ -1,0 +1,610 @@
+//===- OpGeometry.cpp - Op validation and geometry of every backend -------===//
+//
+// The checks and derived shapes both kernel backends apply to an OpSpec
+// (see OpGeometry.h). Messages are the ones the lit tests expect.
+//
+//===----------------------------------------------------------------------===//
+
+#include "OpGeometry.h"
+
+#include <algorithm>
+#include <sstream>
+#include <variant>
+
+namespace oasr::rt {
+
+//===----------------------------------------------------------------------===//
+// Messages and generic checks
+//===----------------------------------------------------------------------===//
+
+std::string nodeError(const OpSpec &spec, const std::string &msg) {
+  return "node '" + spec.name + "' (" + spec.opType + "): " + msg;
+}
+
+std::string shapeStr(const std::vector<int64_t> &shape) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < shape.size(); ++i)
+    os << (i ? ", " : "") << shape[i];
+  os << ']';
+  return os.str();
+}
+
+static std::string rangeStr(size_t lo, size_t hi) {
+  if (lo == hi)
+    return std::to_string(lo);
+  return std::to_string(lo) + ".." + std::to_string(hi);
+}
+
+bool checkArity(const OpSpec &spec, size_t minIn, size_t maxIn, size_t minOut,
+                size_t maxOut, std::string &error) {
+  if (spec.inputs.size() < minIn || spec.inputs.size() > maxIn) {
+    error = nodeError(spec, "expects " + rangeStr(minIn, maxIn) +
+                                " operands, got " +
+                                std::to_string(spec.inputs.size()));
+    return false;
+  }
+  if (spec.outputs.size() < minOut || spec.outputs.size() > maxOut) {
+    error = nodeError(spec, "expects " + rangeStr(minOut, maxOut) +
+                                " results, got " +
+                                std::to_string(spec.outputs.size()));
+    return false;
+  }
+  return true;
+}
+
+bool checkDType(const OpSpec &spec, bool isInput, size_t idx, DType t,
+                std::string &error) {
+  const auto &descs = isInput ? spec.inputs : spec.outputs;
+  if (idx >= descs.size() || descs[idx].dtype == t)
+    return true;
+  error = nodeError(spec, std::string(isInput ? "operand " : "result ") +
+                              std::to_string(idx) + " has element type " +
+                              dtypeName(descs[idx].dtype) + ", expected " +
+                              dtypeName(t));
+  return false;
+}
+
+bool checkAllF32(const OpSpec &spec, const std::vector<size_t> &inputs,
+                 const std::vector<size_t> &outputs, std::string &error) {
+  for (size_t i : inputs)
+    if (!checkDType(spec, true, i, DType::F32, error))
+      return false;
+  for (size_t i : outputs)
+    if (!checkDType(spec, false, i, DType::F32, error))
+      return false;
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes and broadcasting
+//===----------------------------------------------------------------------===//
+
+std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> s(shape.size());
+  int64_t acc = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    s[i] = acc;
+    acc *= shape[i];
+  }
+  return s;
+}
+
+std::vector<int64_t> spatialDims(const std::vector<int64_t> &shape) {
+  return std::vector<int64_t>(shape.begin() + 2, shape.end());
+}
+
+bool broadcastsTo(const std::vector<int64_t> &in,
+                  const std::vector<int64_t> &out) {
+  if (in.size() > out.size())
+    return false;
+  size_t off = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i] != 1 && in[i] != out[off + i])
+      return false;
+  return true;
+}
+
+bool checkBroadcastOperands(const OpSpec &spec, std::string &error) {
+  const TensorDesc &y = spec.outputs[0];
+  if (!isFloatOrInt(y.dtype)) {
+    error = nodeError(spec, std::string("element type ") + dtypeName(y.dtype) +
+                                " is not supported");
+    return false;
+  }
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    if (!checkDType(spec, true, i, y.dtype, error))
+      return false;
+    if (!broadcastsTo(spec.inputs[i].shape, y.shape)) {
+      error =
+          nodeError(spec, "operand " + std::to_string(i) + " of shape " +
+                              shapeStr(spec.inputs[i].shape) +
+                              " does not broadcast to " + shapeStr(y.shape));
+      return false;
+    }
+  }
+  return true;
+}
+
+bool checkCopyShapes(const OpSpec &spec, std::string &error) {
+  if (!checkDType(spec, false, 0, spec.inputs[0].dtype, error))
+    return false;
+  if (spec.inputs[0].numel() != spec.outputs[0].numel()) {
+    error = nodeError(
+        spec, "operand " + shapeStr(spec.inputs[0].shape) + " and result " +
+                  shapeStr(spec.outputs[0].shape) + " differ in size");
+    return false;
+  }
+  return true;
+}
+
+bool reduceGeom(const OpSpec &spec, std::vector<int64_t> &kept, float &scale,
+                std::string &error) {
+  const auto &xs = spec.inputs[0].shape;
+  int64_t r = int64_t(xs.size());
+  bool keep = spec.attrs.getInt("keepdims", 1) != 0;
+  kept = xs;
+  if (spec.attrs.has("axes")) {
+    for (int64_t a : spec.attrs.getInts("axes")) {
+      if (a < 0)
+        a += r;
+      if (a < 0 || a >= r) {
+        error = nodeError(spec, "axis out of range");
+        return false;
+      }
+      kept[a] = 1;
+    }
+  } else if (keep && spec.inputs.size() > 1) {
+    kept = spec.outputs[0].shape;
+  } else if (spec.inputs.size() > 1) {
+    error = nodeError(spec, "axes as an operand need keepdims = 1");
+    return false;
+  } else if (spec.attrs.getInt("noop_with_empty_axes", 0) == 0) {
+    kept.assign(xs.size(), 1);
+  }
+  int64_t keptNumel = 1;
+  for (int64_t d : kept)
+    keptNumel *= d;
+  if (kept.size() != xs.size() || keptNumel != spec.outputs[0].numel() ||
+      (keep && kept != spec.outputs[0].shape)) {
+    error =
+        nodeError(spec, "result " + shapeStr(spec.outputs[0].shape) +
+                            " does not match the reduction of " + shapeStr(xs));
+    return false;
+  }
+  scale = 1.0f;
+  if (spec.opType == "ReduceMean")
+    scale = float(double(keptNumel) / double(spec.inputs[0].numel()));
+  return true;
+}
+
+bool constantBytes(const OpSpec &spec, std::vector<char> &bytes,
+                   std::string &error) {
+  const TensorDesc &y = spec.outputs[0];
+  std::vector<double> vals;
+  const AttrValue *v = nullptr;
+  for (const char *name :
+       {"value", "value_float", "value_floats", "value_int", "value_ints"}) {
+    auto it = spec.attrs.all().find(name);
+    if (it != spec.attrs.all().end()) {
+      v = &it->second;
+      break;
+    }
+  }
+  if (v) {
+    if (auto *d = std::get_if<double>(v))
+      vals = {*d};
+    else if (auto *i = std::get_if<int64_t>(v))
+      vals = {double(*i)};
+    else if (auto *ds = std::get_if<std::vector<double>>(v))
+      vals = *ds;
+    else if (auto *is = std::get_if<std::vector<int64_t>>(v))
+      vals.assign(is->begin(), is->end());
+  }
+  int64_t n = y.numel();
+  if (vals.empty() || (int64_t(vals.size()) != n && vals.size() != 1)) {
+    error = nodeError(spec, "needs a 'value' attribute with 1 or " +
+                                std::to_string(n) +
+                                " numbers (the executor materializes tensor "
+                                "constants itself)");
+    return false;
+  }
+  bytes.assign(y.bytes(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    double d = vals.size() == 1 ? vals[0] : vals[i];
+    switch (y.dtype) {
+    case DType::F32:
+      reinterpret_cast<float *>(bytes.data())[i] = float(d);
+      break;
+    case DType::I64:
+      reinterpret_cast<int64_t *>(bytes.data())[i] = int64_t(d);
+      break;
+    case DType::I32:
+      reinterpret_cast<int32_t *>(bytes.data())[i] = int32_t(d);
+      break;
+    case DType::Bool:
+      reinterpret_cast<uint8_t *>(bytes.data())[i] = d != 0;
+      break;
+    default:
+      error = nodeError(spec, std::string("element type ") +
+                                  dtypeName(y.dtype) + " is not supported");
+      return false;
+    }
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Windows: convolutions and pooling
+//===----------------------------------------------------------------------===//
+
+bool resolveWindow(const OpSpec &spec, const std::vector<int64_t> &in,
+                   const std::vector<int64_t> &kernel,
+                   const std::vector<int64_t> &out, bool allowCeil, Window &w,
+                   std::string &error) {
+  size_t sp = in.size();
+  auto listAttr = [&](const char *name, int64_t dflt, size_t n,
+                      std::vector<int64_t> &v) {
+    v = spec.attrs.getInts(name, std::vector<int64_t>(n, dflt));
+    if (v.size() != n) {
+      error = nodeError(spec, std::string("attribute '") + name + "' has " +
+                                  std::to_string(v.size()) +
+                                  " values, expected " + std::to_string(n));
+      return false;
+    }
+    return true;
+  };
+  std::vector<int64_t> strides, dil, pads;
+  if (!listAttr("strides", 1, sp, strides) ||
+      !listAttr("dilations", 1, sp, dil))
+    return false;
+  if (spec.attrs.has("kernel_shape") &&
+      spec.attrs.getInts("kernel_shape") != kernel) {
+    error = nodeError(spec, "kernel_shape " +
+                                shapeStr(spec.attrs.getInts("kernel_shape")) +
+                                " does not match the weights' spatial shape " +
+                                shapeStr(kernel));
+    return false;
+  }
+  std::string autoPad = spec.attrs.getString("auto_pad", "NOTSET");
+  pads.assign(2 * sp, 0);
+  if (autoPad == "NOTSET") {
+    if (!listAttr("pads", 0, 2 * sp, pads))
+      return false;
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (size_t i = 0; i < sp; ++i) {
+      int64_t o = (in[i] + strides[i] - 1) / strides[i];
+      int64_t total = std::max<int64_t>(
+          0, (o - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - in[i]);
+      int64_t small = total / 2;
+      pads[i] = autoPad == "SAME_UPPER" ? small : total - small;
+      pads[i + sp] = total - pads[i];
+    }
+  } else if (autoPad != "VALID") {
+    error = nodeError(spec, "auto_pad '" + autoPad + "' is not supported");
+    return false;
+  }
+  w = Window();
+  for (size_t i = 0; i < sp; ++i) {
+    if (strides[i] < 1 || dil[i] < 1 || kernel[i] < 1) {
+      error = nodeError(spec, "strides, dilations and kernel must be >= 1");
+      return false;
+    }
+    int64_t extent = (kernel[i] - 1) * dil[i] + 1;
+    int64_t pl = pads[i], pr = pads[i + sp];
+    int64_t floorOut = (in[i] + pl + pr - extent) / strides[i] + 1;
+    if (out[i] != floorOut) {
+      int64_t ceilOut =
+          (in[i] + pl + pr - extent + strides[i] - 1) / strides[i] + 1;
+      if (!allowCeil || out[i] != ceilOut) {
+        error = nodeError(
+            spec,
+            "result spatial size " + std::to_string(out[i]) + " in dimension " +
+                std::to_string(i) + " does not match the window (input " +
+                std::to_string(in[i]) + ", extent " + std::to_string(extent) +
+                ", stride " + std::to_string(strides[i]) + ", pads " +
+                std::to_string(pl) + "/" + std::to_string(pr) + " give " +
+                std::to_string(floorOut) + ")");
+        return false;
+      }
+      pr = (out[i] - 1) * strides[i] + extent - in[i] - pl;
+      w.paddedForCeil = true;
+    }
+    w.kernel.push_back(kernel[i]);
+    w.strides.push_back(strides[i]);
+    w.dilations.push_back(dil[i] - 1);
+    w.padL.push_back(pl);
+    w.padR.push_back(pr);
+  }
+  return true;
+}
+
+bool convWindow(const OpSpec &spec, const TensorDesc &x, const TensorDesc &w,
+                const TensorDesc &y, int64_t &group, Window &win,
+                std::string &error) {
+  if (x.rank() < 3 || x.rank() > 5 || w.rank() != x.rank() ||
+      y.rank() != x.rank()) {
+    error = nodeError(spec, "expects 1-D to 3-D convolution tensors, got X " +
+                                shapeStr(x.shape) + ", W " + shapeStr(w.shape) +
+                                ", Y " + shapeStr(y.shape));
+    return false;
+  }
+  group = spec.attrs.getInt("group", 1);
+  int64_t n = x.shape[0], c = x.shape[1], m = w.shape[0];
+  if (group < 1 || c != w.shape[1] * group || m % group != 0 ||
+      y.shape[0] != n || y.shape[1] != m) {
+    error = nodeError(spec, "inconsistent channels: X " + shapeStr(x.shape) +
+                                ", W " + shapeStr(w.shape) + ", Y " +
+                                shapeStr(y.shape) + ", group " +
+                                std::to_string(group));
+    return false;
+  }
+  return resolveWindow(spec, spatialDims(x.shape), spatialDims(w.shape),
+                       spatialDims(y.shape), /*allowCeil=*/false, win, error);
+}
+
+bool poolKernelShape(const OpSpec &spec, size_t spatialRank,
+                     std::vector<int64_t> &kernel, std::string &error) {
+  if (!spec.attrs.has("kernel_shape")) {
+    error = nodeError(spec, "attribute 'kernel_shape' is required");
+    return false;
+  }
+  kernel = spec.attrs.getInts("kernel_shape");
+  if (kernel.size() != spatialRank) {
+    error = nodeError(spec, "kernel_shape has the wrong rank");
+    return false;
+  }
+  return true;
+}
+
+bool checkAvgPoolDilations(const OpSpec &spec, std::string &error) {
+  for (int64_t d : spec.attrs.getInts("dilations"))
+    if (d != 1) {
+      error = nodeError(spec, "dilated average pooling is not supported");
+      return false;
+    }
+  return true;
+}
+
+bool checkAvgPoolCeil(const OpSpec &spec, bool paddedForCeil,
+                      std::string &error) {
+  if (spec.attrs.getInt("count_include_pad", 0) != 0 && paddedForCeil) {
+    error = nodeError(spec, "ceil_mode with count_include_pad = 1 is not "
+                            "supported");
+    return false;
+  }
+  return true;
+}
+
+bool pool2DGeom(const OpSpec &spec, const TensorDesc &x, const TensorDesc &y,
+                Pool2D &g, std::string &error) {
+  if ((x.rank() != 3 && x.rank() != 4) || y.rank() != x.rank() ||
+      x.shape[0] != y.shape[0] || x.shape[1] != y.shape[1]) {
+    error = nodeError(spec, "expects 1-D or 2-D pooling tensors, got " +
+                                shapeStr(x.shape) + " -> " + shapeStr(y.shape));
+    return false;
+  }
+  if (spec.attrs.getInt("storage_order", 0) != 0) {
+    error = nodeError(spec, "storage_order = 1 is not supported");
+    return false;
+  }
+  std::vector<int64_t> k;
+  std::vector<int64_t> in = spatialDims(x.shape), out = spatialDims(y.shape);
+  if (!poolKernelShape(spec, in.size(), k, error))
+    return false;
+  Window w;
+  if (!resolveWindow(spec, in, k, out, spec.attrs.getInt("ceil_mode", 0) != 0,
+                     w, error))
+    return false;
+  bool twoD = in.size() == 2;
+  g.planes = x.shape[0] * x.shape[1];
+  g.ih = twoD ? in[0] : 1;
+  g.iw = in.back();
+  g.oh = twoD ? out[0] : 1;
+  g.ow = out.back();
+  g.kh = twoD ? w.kernel[0] : 1;
+  g.kw = w.kernel.back();
+  g.sh = twoD ? w.strides[0] : 1;
+  g.sw = w.strides.back();
+  g.dh = twoD ? w.dilations[0] + 1 : 1;
+  g.dw = w.dilations.back() + 1;
+  g.ph = twoD ? w.padL[0] : 0;
+  g.pw = w.padL.back();
+  g.countIncludePad = spec.attrs.getInt("count_include_pad", 0) != 0;
+  g.paddedForCeil = w.paddedForCeil;
+  return true;
+}
+
+bool maxPoolGradGeom(const OpSpec &spec, int64_t &planes, int64_t &inPlane,
+                     int64_t &outPlane, std::string &error) {
+  if (!checkDType(spec, true, 1, DType::I64, error))
+    return false;
+  const TensorDesc &dy = spec.inputs[0], &dx = spec.outputs[0];
+  if (dy.rank() < 3 || dx.rank() != dy.rank() || dy.shape[0] != dx.shape[0] ||
+      dy.shape[1] != dx.shape[1] || spec.inputs[1].shape != dy.shape) {
+    error = nodeError(spec, "expects dY and Indices [N, C, ...] and dX [N, "
+                            "C, ...]");
+    return false;
+  }
+  planes = dx.shape[0] * dx.shape[1];
+  inPlane = dx.numel() / planes;
+  outPlane = dy.numel() / planes;
+  return true;
+}
+
+bool globalPoolGeom(const OpSpec &spec, bool grad, size_t maxRank,
+                    int64_t &planes, int64_t &size, std::string &error) {
+  const TensorDesc &x = grad ? spec.outputs[0] : spec.inputs[0];
+  const TensorDesc &y = grad ? spec.inputs[0] : spec.outputs[0];
+  if (x.rank() < 3 || x.rank() > maxRank ||
+      y.numel() != x.shape[0] * x.shape[1] || y.rank() != x.rank()) {
+    error =
+        nodeError(spec, "expects X [N, C, ...] and Y [N, C, 1, ...], got " +
+                            shapeStr(x.shape) + " and " + shapeStr(y.shape));
+    return false;
+  }
+  planes = x.shape[0] * x.shape[1];
+  size = x.numel() / planes;
+  return true;
+}
+
+bool padGradBegin(const OpSpec &spec, size_t maxRank,
+                  std::vector<int64_t> &begin, std::string &error) {
+  const auto &dy = spec.inputs[0].shape, &dx = spec.outputs[0].shape;
+  std::vector<int64_t> pads = spec.attrs.getInts("pads");
+  size_t r = dx.size();
+  bool ok = dy.size() == r && pads.size() == 2 * r && r <= maxRank;
+  for (size_t d = 0; ok && d < r; ++d)
+    ok = dx[d] + pads[d] + pads[d + r] == dy[d];
+  if (!ok) {
+    error = nodeError(spec, "pads " + shapeStr(pads) + " do not take " +
+                                shapeStr(dx) + " to " + shapeStr(dy));
+    return false;
+  }
+  begin.assign(r, 0);
+  for (size_t d = 0; d < r; ++d)
+    begin[d] = -pads[d];
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Gemm, softmax cross-entropy
+//===----------------------------------------------------------------------===//
+
+bool gemmShape(const OpSpec &spec, const TensorDesc &a, const TensorDesc &b,
+               const TensorDesc &y, GemmShape &g, std::string &error) {
+  g.ta = spec.attrs.getInt("transA", 0) != 0;
+  g.tb = spec.attrs.getInt("transB", 0) != 0;
+  g.alpha = float(spec.attrs.getFloat("alpha", 1.0));
+  g.beta = float(spec.attrs.getFloat("beta", 1.0));
+  if (a.rank() != 2 || b.rank() != 2 || y.rank() != 2) {
+    error = nodeError(spec, "expects 2-D A, B and Y");
+    return false;
+  }
+  g.m = g.ta ? a.shape[1] : a.shape[0];
+  g.k = g.ta ? a.shape[0] : a.shape[1];
+  int64_t kb = g.tb ? b.shape[1] : b.shape[0];
+  g.n = g.tb ? b.shape[0] : b.shape[1];
+  if (kb != g.k || y.shape[0] != g.m || y.shape[1] != g.n) {
+    error = nodeError(spec, "shapes do not multiply: A " + shapeStr(a.shape) +
+                                ", B " + shapeStr(b.shape) + ", Y " +
+                                shapeStr(y.shape) + " (transA " +
+                                std::to_string(g.ta) + ", transB " +
+                                std::to_string(g.tb) + ")");
+    return false;
+  }
+  return true;
+}
+
+bool gemmGradShape(const OpSpec &spec, GemmShape &g, std::string &error) {
+  if (!gemmShape(spec, spec.inputs[1], spec.inputs[2], spec.inputs[0], g,
+                 error))
+    return false;
+  if (spec.outputs[0].shape != spec.inputs[1].shape ||
+      spec.outputs[1].shape != spec.inputs[2].shape) {
+    error = nodeError(spec, "dA and dB must have A's and B's shapes");
+    return false;
+  }
+  return true;
+}
+
+std::string gemmBiasError(const OpSpec &spec, const TensorDesc &c, int64_t m,
+                          int64_t n) {
+  return nodeError(spec, "C of shape " + shapeStr(c.shape) +
+                             " does not broadcast to [" + std::to_string(m) +
+                             ", " + std::to_string(n) + "]");
+}
+
+bool matMulShapes(const OpSpec &spec, std::vector<int64_t> &ad,
+                  std::vector<int64_t> &bd, std::vector<int64_t> &yd,
+                  std::string &error) {
+  ad = spec.inputs[0].shape;
+  bd = spec.inputs[1].shape;
+  if (ad.empty() || bd.empty()) {
+    error = nodeError(spec, "operands must have rank >= 1");
+    return false;
+  }
+  if (ad.size() == 1)
+    ad.insert(ad.begin(), 1);
+  if (bd.size() == 1)
+    bd.push_back(1);
+  size_t r = std::max(ad.size(), bd.size());
+  ad.insert(ad.begin(), r - ad.size(), 1);
+  bd.insert(bd.begin(), r - bd.size(), 1);
+  yd.assign(r, 0);
+  for (size_t i = 0; i + 2 < r; ++i) {
+    if (ad[i] != bd[i] && ad[i] != 1 && bd[i] != 1) {
+      error = nodeError(spec, "batch dimensions do not broadcast: " +
+                                  shapeStr(spec.inputs[0].shape) + " x " +
+                                  shapeStr(spec.inputs[1].shape));
+      return false;
+    }
+    yd[i] = std::max(ad[i], bd[i]);
+  }
+  yd[r - 2] = ad[r - 2];
+  yd[r - 1] = bd[r - 1];
+  int64_t numel = 1;
+  for (int64_t d : yd)
+    numel *= d;
+  if (ad[r - 1] != bd[r - 2] || spec.outputs[0].numel() != numel) {
+    error = nodeError(
+        spec, "shapes do not multiply: " + shapeStr(spec.inputs[0].shape) +
+                  " x " + shapeStr(spec.inputs[1].shape) + " -> " +
+                  shapeStr(spec.outputs[0].shape));
+    return false;
+  }
+  return true;
+}
+
+bool sceGeom(const OpSpec &spec, bool grad, SceGeom &g, std::string &error) {
+  const TensorDesc &scores = spec.inputs[grad ? 1 : 0];
+  const TensorDesc &labels = spec.inputs[grad ? 2 : 1];
+  if (scores.rank() < 2 || labels.rank() != scores.rank() - 1 ||
+      labels.shape[0] != scores.shape[0] ||
+      !std::equal(labels.shape.begin() + 1, labels.shape.end(),
+                  scores.shape.begin() + 2)) {
+    error = nodeError(spec, "expects scores [N, C, ...] and labels [N, ...], "
+                            "got " +
+                                shapeStr(scores.shape) + " and " +
+                                shapeStr(labels.shape));
+    return false;
+  }
+  if (labels.dtype != DType::I64 && labels.dtype != DType::I32) {
+    error = nodeError(spec, "labels must be i64 or i32");
+    return false;
+  }
+  std::string red = spec.attrs.getString("reduction", "mean");
+  if (red == "mean")
+    g.reduction = SceReduction::Mean;
+  else if (red == "sum")
+    g.reduction = SceReduction::Sum;
+  else if (red == "none")
+    g.reduction = SceReduction::None;
+  else {
+    error = nodeError(spec, "reduction '" + red + "' is not supported");
+    return false;
+  }
+  g.n = scores.shape[0];
+  g.c = scores.shape[1];
+  g.d = scores.numel() / std::max<int64_t>(1, g.n * g.c);
+  g.hasIgnore = spec.attrs.has("ignore_index");
+  g.ignoreIndex = spec.attrs.getInt("ignore_index", -100);
+  g.labels64 = labels.dtype == DType::I64;
+  int64_t want = g.reduction == SceReduction::None ? g.n * g.d : 1;
+  if (!grad && (spec.outputs[0].numel() != want ||
+                (spec.outputs.size() > 1 &&
+                 spec.outputs[1].shape != spec.inputs[0].shape))) {
+    error = nodeError(spec, "loss must have " + std::to_string(want) +
+                                " element(s) and log_prob the scores' shape");
+    return false;
+  }
+  if (grad && (spec.inputs[0].numel() != want ||
+               spec.outputs[0].shape != spec.inputs[1].shape)) {
+    error = nodeError(spec, "dLoss must have " + std::to_string(want) +
+                                " element(s) and dScores log_prob's shape");
+    return false;
+  }
+  return true;
+}
+
+} // namespace oasr::rt

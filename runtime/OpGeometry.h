@@ -1,0 +1,254 @@
+//===- OpGeometry.h - Op validation and geometry of every backend -*- C++
+//-*-===//
+//
+// Private to runtime/: what the kernel backends (runtime/cpu, runtime/cuda)
+// check and derive from an OpSpec before they build a kernel -- error
+// messages naming the node, operand counts and element types, numpy
+// broadcasting, convolution and pooling windows, softmax cross-entropy,
+// Gemm, reduction and Constant operands. Plain C++ (no MLIR, no oneDNN, no
+// CUDA runtime) so both backends, CUDA sources included, share one
+// definition of each op's rules and messages. Compiled once, into
+// OASRKernels (runtime/cpu/CMakeLists.txt).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OASR_RUNTIME_OPGEOMETRY_H
+#define OASR_RUNTIME_OPGEOMETRY_H
+
+#include "oasr/Runtime/Kernel.h"
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#ifdef __CUDACC__
+#define OASR_HOST_DEVICE __host__ __device__
+#else
+#define OASR_HOST_DEVICE
+#endif
+
+namespace oasr::rt {
+
+//===----------------------------------------------------------------------===//
+// Messages and generic checks
+//===----------------------------------------------------------------------===//
+
+/// "node 'name' (Op): msg".
+std::string nodeError(const OpSpec &spec, const std::string &msg);
+/// "[2, 3, 4]".
+std::string shapeStr(const std::vector<int64_t> &shape);
+/// Checks the operand/result counts; sets `error` and returns false if not in
+/// [minIn, maxIn] / [minOut, maxOut].
+bool checkArity(const OpSpec &spec, size_t minIn, size_t maxIn, size_t minOut,
+                size_t maxOut, std::string &error);
+/// Checks that operand (`isInput`) or result `idx` has element type `t`.
+bool checkDType(const OpSpec &spec, bool isInput, size_t idx, DType t,
+                std::string &error);
+/// Checks that every operand and result listed is f32.
+bool checkAllF32(const OpSpec &spec, const std::vector<size_t> &inputs,
+                 const std::vector<size_t> &outputs, std::string &error);
+/// True if result `idx` is read later (or the executor did not say).
+inline bool outputUsed(const OpSpec &spec, size_t idx) {
+  return idx >= spec.outputUsed.size() || spec.outputUsed[idx];
+}
+/// The element types of the arithmetic ops.
+inline bool isFloatOrInt(DType t) {
+  return t == DType::F32 || t == DType::I64 || t == DType::I32;
+}
+
+/// Looks `spec.opType` up in `registry` and builds its kernel with
+/// `make(factory)`; an op type not there, or a factory that fails without
+/// saying why, is an error naming the node and `backend`.
+template <typename Registry, typename Make>
+std::unique_ptr<Kernel>
+createRegistered(const Registry &registry, const OpSpec &spec,
+                 const char *backend, std::string &error, Make &&make) {
+  auto it = registry.find(spec.opType);
+  if (it == registry.end()) {
+    error = nodeError(spec, "op type '" + spec.opType +
+                                "' is not supported by the " + backend +
+                                " backend");
+    return nullptr;
+  }
+  error.clear();
+  std::unique_ptr<Kernel> k = make(it->second);
+  if (!k && error.empty())
+    error = nodeError(spec, "kernel creation failed");
+  return k;
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes and broadcasting
+//===----------------------------------------------------------------------===//
+
+/// Row-major strides of `shape`.
+std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape);
+/// The spatial dimensions of an [N, C, spatial...] shape.
+std::vector<int64_t> spatialDims(const std::vector<int64_t> &shape);
+/// True if `in` broadcasts to `out` (numpy rules, aligned right).
+bool broadcastsTo(const std::vector<int64_t> &in,
+                  const std::vector<int64_t> &out);
+/// Add/Sub/Mul/Div/Pow/Sum: result f32/i64/i32, every operand of its element
+/// type and broadcasting to its shape.
+bool checkBroadcastOperands(const OpSpec &spec, std::string &error);
+/// Copies and views (Reshape, Flatten, ...): the result has the operand's
+/// element type and element count.
+bool checkCopyShapes(const OpSpec &spec, std::string &error);
+
+/// ReduceMean / ReduceSum {axes, keepdims}: `kept` is X's shape with the
+/// reduced dimensions 1 (axes from the attribute, else -- keepdims = 1 --
+/// from where the result has 1s, else all axes), checked against the result;
+/// `scale` is 1 for ReduceSum and the mean's divisor for ReduceMean.
+bool reduceGeom(const OpSpec &spec, std::vector<int64_t> &kept, float &scale,
+                std::string &error);
+
+/// Constant: its result's bytes from a flat number attribute (1 element
+/// splatted).
+bool constantBytes(const OpSpec &spec, std::vector<char> &bytes,
+                   std::string &error);
+
+//===----------------------------------------------------------------------===//
+// Windows: convolutions and pooling
+//===----------------------------------------------------------------------===//
+
+/// The resolved window of a convolution or pooling node.
+struct Window {
+  std::vector<int64_t> kernel, strides;
+  std::vector<int64_t> dilations; ///< oneDNN form: ONNX dilation - 1
+  std::vector<int64_t> padL, padR;
+  /// The right padding grew beyond the attribute to honour ceil_mode.
+  bool paddedForCeil = false;
+};
+
+/// Resolves kernel_shape/strides/dilations/pads/auto_pad of a window node
+/// against its input (`in`) and result (`out`) spatial sizes; `kernel` is the
+/// window size (weights' spatial shape or kernel_shape). With `allowCeil`, a
+/// result one larger than floor division is accepted (ceil_mode) and the
+/// right padding grows to cover it.
+bool resolveWindow(const OpSpec &spec, const std::vector<int64_t> &in,
+                   const std::vector<int64_t> &kernel,
+                   const std::vector<int64_t> &out, bool allowCeil, Window &w,
+                   std::string &error);
+
+/// Conv / ConvGrad: X [N, C, spatial...] (1-D to 3-D), W [M, C/group, k...],
+/// Y [N, M, spatial...]; `group` and the window.
+bool convWindow(const OpSpec &spec, const TensorDesc &x, const TensorDesc &w,
+                const TensorDesc &y, int64_t &group, Window &win,
+                std::string &error);
+
+/// A pool's kernel_shape attribute: present, one value per spatial
+/// dimension.
+bool poolKernelShape(const OpSpec &spec, size_t spatialRank,
+                     std::vector<int64_t> &kernel, std::string &error);
+/// AveragePool: dilations other than 1 are not supported.
+bool checkAvgPoolDilations(const OpSpec &spec, std::string &error);
+/// AveragePool: ceil_mode's extra padding cannot be counted.
+bool checkAvgPoolCeil(const OpSpec &spec, bool paddedForCeil,
+                      std::string &error);
+
+/// 1-D and 2-D pooling geometry as 2-D (a 1-D pool has ih = oh = kh = 1).
+struct Pool2D {
+  int64_t planes = 0, ih = 0, iw = 0, oh = 0, ow = 0, kh = 1, kw = 1, sh = 1,
+          sw = 1, dh = 1, dw = 1, ph = 0, pw = 0;
+  bool countIncludePad = false;
+  /// The right padding grew beyond the attribute to honour ceil_mode.
+  bool paddedForCeil = false;
+};
+/// MaxPool / AveragePool on X [N, C, (H,) W] -> Y.
+bool pool2DGeom(const OpSpec &spec, const TensorDesc &x, const TensorDesc &y,
+                Pool2D &g, std::string &error);
+
+OASR_HOST_DEVICE inline bool isNaN(float v) {
+#ifdef __CUDA_ARCH__
+  return isnan(v);
+#else
+  return std::isnan(v);
+#endif
+}
+
+/// The maximum of X's plane `xp` under result element (oy, ox) and its flat
+/// index in the plane (the first maximum; a NaN wins and ends the search).
+OASR_HOST_DEVICE inline void maxPoolAt(const Pool2D &p, const float *xp,
+                                       int64_t oy, int64_t ox, float &best,
+                                       int64_t &bestIdx) {
+  best = -INFINITY;
+  bestIdx = -1;
+  for (int64_t ky = 0; ky < p.kh; ++ky) {
+    int64_t iy = oy * p.sh - p.ph + ky * p.dh;
+    if (iy < 0 || iy >= p.ih)
+      continue;
+    for (int64_t kx = 0; kx < p.kw; ++kx) {
+      int64_t ix = ox * p.sw - p.pw + kx * p.dw;
+      if (ix < 0 || ix >= p.iw)
+        continue;
+      float v = xp[iy * p.iw + ix];
+      bool nan = isNaN(v);
+      if (v > best || bestIdx < 0 || nan) {
+        best = v;
+        bestIdx = iy * p.iw + ix;
+        if (nan)
+          return;
+      }
+    }
+  }
+}
+
+/// MaxPoolGrad: dY and i64 Indices [N, C, ...], dX [N, C, ...]; the planes
+/// and the elements of one plane of dX and of dY.
+bool maxPoolGradGeom(const OpSpec &spec, int64_t &planes, int64_t &inPlane,
+                     int64_t &outPlane, std::string &error);
+/// GlobalAveragePool(Grad): X [N, C, ...] (rank <= maxRank) and
+/// Y [N, C, 1, ...]; the planes and the elements of one plane of X.
+bool globalPoolGeom(const OpSpec &spec, bool grad, size_t maxRank,
+                    int64_t &planes, int64_t &size, std::string &error);
+
+/// PadGrad {pads}: dY -> dX (rank <= maxRank), dX's start in dY negated.
+bool padGradBegin(const OpSpec &spec, size_t maxRank,
+                  std::vector<int64_t> &begin, std::string &error);
+
+//===----------------------------------------------------------------------===//
+// Gemm, softmax cross-entropy
+//===----------------------------------------------------------------------===//
+
+/// Y[M, N] = alpha op(A)[M, K] op(B)[K, N] (+ beta C).
+struct GemmShape {
+  int64_t m = 0, k = 0, n = 0;
+  bool ta = false, tb = false;
+  float alpha = 1, beta = 1;
+};
+bool gemmShape(const OpSpec &spec, const TensorDesc &a, const TensorDesc &b,
+               const TensorDesc &y, GemmShape &g, std::string &error);
+/// GemmGrad: dY, A, B -> dA, dB[, dC]; dA and dB of A's and B's shapes.
+bool gemmGradShape(const OpSpec &spec, GemmShape &g, std::string &error);
+/// "C of shape [..] does not broadcast to [m, n]".
+std::string gemmBiasError(const OpSpec &spec, const TensorDesc &c, int64_t m,
+                          int64_t n);
+
+/// MatMul (numpy): A and B with 1-D operands promoted (A [1, K], B [K, 1])
+/// and aligned to one rank, batch dimensions broadcast; Y's shape at that
+/// rank.
+bool matMulShapes(const OpSpec &spec, std::vector<int64_t> &a,
+                  std::vector<int64_t> &b, std::vector<int64_t> &y,
+                  std::string &error);
+
+enum class SceReduction : int { Mean, Sum, None };
+
+/// Softmax cross-entropy over scores [N, C, D...] (d = product of the
+/// trailing dims) with labels [N, D...].
+struct SceGeom {
+  int64_t n = 0, c = 0, d = 1;
+  SceReduction reduction = SceReduction::Mean;
+  bool hasIgnore = false;
+  int64_t ignoreIndex = -100;
+  bool labels64 = true; ///< labels are i64 (else i32)
+};
+/// SoftmaxCrossEntropyLoss (scores, labels -> loss[, log_prob]) or, with
+/// `grad`, its gradient (dLoss, log_prob, labels -> dScores): the geometry,
+/// the labels' type, the reduction and the loss's size.
+bool sceGeom(const OpSpec &spec, bool grad, SceGeom &g, std::string &error);
+
+} // namespace oasr::rt
+
+#endif // OASR_RUNTIME_OPGEOMETRY_H
