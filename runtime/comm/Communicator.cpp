@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 namespace oasr::rt {
@@ -213,7 +215,8 @@ static int64_t steadyNs() {
       .count();
 }
 
-CommEngine::CommEngine(Communicator &comm) : comm(comm) {
+CommEngine::CommEngine(Communicator &comm, Priority priority)
+    : comm(comm), priority(priority) {
   epochNs = steadyNs();
   recorded.reserve(4096);
   thread = std::thread([this] { loop(); });
@@ -259,6 +262,12 @@ void CommEngine::resetEpoch() { epochNs = steadyNs(); }
 double CommEngine::nowUs() const { return double(steadyNs() - epochNs) * 1e-3; }
 
 void CommEngine::loop() {
+  if (priority == Priority::Idle) {
+    // Best effort: without SCHED_IDLE the thread keeps its normal priority.
+    sched_param param{};
+    param.sched_priority = 0;
+    pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);
+  }
   for (;;) {
     Job job;
     {

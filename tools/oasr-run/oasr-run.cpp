@@ -133,6 +133,12 @@ static cl::opt<std::string>
                 cl::desc("Gradient averaging: mpi | nccl (default: nccl with "
                          "--device=cuda on several ranks, else mpi)"),
                 cl::init(""), cl::cat(runCat));
+static cl::opt<std::string> commPriority(
+    "comm-priority",
+    cl::desc("Communication thread against compute for a CPU: idle (runs "
+             "only where compute leaves a CPU free; default with --device=cpu, "
+             "whose allreduces are CPU work) | normal (default with cuda)"),
+    cl::init(""), cl::cat(runCat));
 static cl::opt<std::string>
     algoName("algo",
              cl::desc("Training algorithm: sync-sgd (planned allreduces) | "
@@ -586,12 +592,20 @@ int main(int argc, char **argv) {
       createBackend(comm, nthreads, backendError);
 
   const int rank = comm->rank(), size = comm->size();
-  CommEngine engine(*comm);
+  std::string priorityName = !commPriority.empty() ? std::string(commPriority)
+                             : device == "cpu"     ? "idle"
+                                                   : "normal";
+  CommEngine engine(*comm, priorityName == "idle"
+                               ? CommEngine::Priority::Idle
+                               : CommEngine::Priority::Normal);
 
   // Setup on every rank; failures are agreed on before training.
   Failure failure;
   if (!backend)
     failure.set(backendError);
+  if (priorityName != "idle" && priorityName != "normal")
+    failure.set("--comm-priority=" + priorityName +
+                ": expected idle or normal");
   mlir::DialectRegistry registry;
   registry.insert<mlir::func::FuncDialect, mlir::oasr::OASRDialect>();
 #if OASR_HAVE_PASSES

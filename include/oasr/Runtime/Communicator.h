@@ -91,7 +91,20 @@ class CommEngine {
 public:
   using JobId = uint64_t;
 
-  explicit CommEngine(Communicator &comm);
+  /// How the communication thread competes with compute for a CPU.
+  enum class Priority {
+    /// An ordinary thread: woken by a group's start, it preempts the compute
+    /// thread when they share a core.
+    Normal,
+    /// SCHED_IDLE: it runs on any CPU compute leaves free (an idle core, or
+    /// the compute thread's own core while that thread waits), never in its
+    /// place. With the CPU backend, where collectives are CPU work, this
+    /// keeps a rank whose threads share a core from time-slicing every
+    /// allreduce into backward.
+    Idle,
+  };
+
+  explicit CommEngine(Communicator &comm, Priority priority = Priority::Normal);
   ~CommEngine();
   CommEngine(const CommEngine &) = delete;
   CommEngine &operator=(const CommEngine &) = delete;
@@ -129,6 +142,7 @@ private:
   void loop();
 
   Communicator &comm;
+  Priority priority;
   std::mutex mu;
   std::condition_variable queued, finished;
   std::deque<Job> queue;

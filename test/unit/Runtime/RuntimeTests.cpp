@@ -407,6 +407,26 @@ TEST(CommEngine, RunsJobsInOrderOnItsThreadAndWaitBlocksUntilDone) {
   EXPECT_LE(engine.events()[3].startUs, engine.events()[3].endUs);
 }
 
+TEST(CommEngine, IdlePriorityMakesTheCommunicationThreadSchedIdle) {
+  auto comm = createSelfCommunicator();
+  for (auto [priority, policy] :
+       {std::pair{CommEngine::Priority::Idle, SCHED_IDLE},
+        std::pair{CommEngine::Priority::Normal, SCHED_OTHER}}) {
+    CommEngine engine(*comm, priority);
+    int seen = -1;
+    engine.run([&](Communicator &) {
+      sched_param param{};
+      pthread_getschedparam(pthread_self(), &seen, &param);
+    });
+    EXPECT_EQ(seen, policy);
+  }
+  // The caller's own thread is left alone.
+  sched_param param{};
+  int mine = -1;
+  pthread_getschedparam(pthread_self(), &mine, &param);
+  EXPECT_EQ(mine, SCHED_OTHER);
+}
+
 TEST(CommEngine, SelfCommunicatorAveragingIsTheIdentity) {
   auto comm = createSelfCommunicator();
   EXPECT_EQ(comm->size(), 1);
