@@ -107,7 +107,13 @@ cat >> "$OUT/runtime-ranks$SUFFIX.md" <<'NOTES'
   buys little: the model-based strategies return (nearly) per-layer plans.
 * *Predicted* uses a profile from a separate run; *replayed* uses this
   run's own measured profile, so its error is the timeline model's alone.
-  What the model leaves out here: the communication threads of 2-4 ranks
-  share the two cores with the compute threads.
+* The timeline model gives communication a channel of its own. On this
+  host it has none: 2 ranks already use both cores for compute, and 4 ranks
+  oversubscribe them. The communication thread runs at SCHED_IDLE
+  (`--comm-priority=idle`), so it progresses only where compute leaves a CPU
+  free; what it cannot hide is the *exposed comm* column, and the error
+  column is mostly that time. With 4 ranks on 2 cores no overlap is possible
+  at all. A host with at least ranks x (threads + 1) cores is where the
+  model's assumption holds.
 NOTES
 cat "$OUT/runtime-ranks$SUFFIX.md"
