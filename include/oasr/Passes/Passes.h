@@ -63,7 +63,7 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                             llvm::cl::init(256)};
   // --oasr-insert-optimizer
   Option<std::string> algo{*this, "algo",
-                           llvm::cl::desc("Optimizer: sgd or momentum")};
+                           llvm::cl::desc("Optimizer: sgd, momentum, adagrad or adam")};
   Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"),
                     llvm::cl::init(-1.0)};
   Option<double> momentum{*this, "momentum", llvm::cl::desc("Momentum"),
