@@ -62,8 +62,9 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                             llvm::cl::desc("Gradient alignment (bytes)"),
                             llvm::cl::init(256)};
   // --oasr-insert-optimizer
-  Option<std::string> algo{*this, "algo",
-                           llvm::cl::desc("Optimizer: sgd, momentum, adagrad or adam")};
+  Option<std::string> algo{
+      *this, "algo",
+      llvm::cl::desc("Optimizer: sgd, momentum, adagrad or adam")};
   Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"),
                     llvm::cl::init(-1.0)};
   Option<double> momentum{*this, "momentum", llvm::cl::desc("Momentum"),
