@@ -38,6 +38,13 @@ private:
 } // namespace
 
 FailureOr<sched::CommModel> PlanAllreducePass::commModel(ModuleOp module) {
+  // -1 (the default) means "not given"; other negative values are mistakes.
+  for (auto [name, value] :
+       {std::pair{"alpha", double(alpha)}, std::pair{"beta", double(beta)}})
+    if (value < 0 && value != -1.0) {
+      module.emitError() << "'" << name << "' must be >= 0, got " << value;
+      return failure();
+    }
   bool hasAlpha = alpha >= 0, hasBeta = beta >= 0;
   if (hasAlpha != hasBeta) {
     module.emitError(hasAlpha ? "'alpha' needs 'beta'"

@@ -9,11 +9,15 @@
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 ranks=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=RANKS
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 group-overhead-us=-5" -o /dev/null 2>&1 | FileCheck %s --check-prefix=OVERHEAD
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce=comm=%S/Inputs/missing.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=COMMFILE
+// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=-2e-4 beta=1e-9" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEGALPHA
+// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-train-pipeline="alpha=1e-4 beta=-3" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEGBETA
 
 // STRATEGY: error: unknown strategy 'fastest' (expected one of wfbp, single, ddp, horovod, mgwfbp, optimal, oasr, bucket:<bytes>)
 // BUCKET: error: strategy 'bucket:0': the bucket size must be a positive number of bytes, optionally with a KB/MB/GB or KiB/MiB/GiB suffix
 // NOCOMM: error: no communication model: give 'alpha' and 'beta', 'comm', or a profile with a 'comm' object to --oasr-annotate-cost
 // ALPHA: error: 'alpha' needs 'beta'
+// NEGALPHA: error: 'alpha' must be >= 0, got -2.000000e-04
+// NEGBETA: error: 'beta' must be >= 0, got -3.000000e+00
 // BETA: error: 'beta' needs 'alpha'
 // EXCLUSIVE: error: 'alpha'/'beta' and 'comm' are mutually exclusive
 // RANKS: error: 'ranks' needs 'alpha' and 'beta' (the per-step ring latency and inverse bandwidth) and must be >= 1
