@@ -157,7 +157,6 @@ void InsertOptimizerPass::runOnOperation() {
       paramArg[name.getValue()] = arg;
 
   SmallVector<Value> loss, newParams, newOptState, rest;
-  SmallVector<StringAttr> stateNames;
   SmallVector<DictionaryAttr> lossAttrs, paramAttrs, optAttrs, restAttrs;
   DenseMap<Operation *, Operation *> lastAfter;
   SmallVector<Value> operands(ret.getOperands());
@@ -186,6 +185,7 @@ void InsertOptimizerPass::runOnOperation() {
       b.setInsertionPoint(ret);
     }
     SmallVector<Value> state;
+    SmallVector<StringAttr> stateNames;
     for (int k = 0; k < numState; ++k) {
       // Slot 0 is tagged with the parameter's name, Adam's second moment
       // with "<name>:h".
@@ -214,8 +214,8 @@ void InsertOptimizerPass::runOnOperation() {
     newParams.push_back(update.getNewParam());
     paramAttrs.push_back(
         b.getDictionaryAttr(b.getNamedAttr(kNewParamAttr, gradName)));
-    for (auto [s, stateName] : llvm::zip_equal(
-             update.getNewState(), ArrayRef(stateNames).take_back(numState))) {
+    for (auto [s, stateName] :
+         llvm::zip_equal(update.getNewState(), stateNames)) {
       newOptState.push_back(s);
       optAttrs.push_back(
           b.getDictionaryAttr(b.getNamedAttr(kNewOptStateAttr, stateName)));

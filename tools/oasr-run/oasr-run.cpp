@@ -81,7 +81,8 @@ static cl::opt<std::string>
                          "its costs (e.g. from an earlier --profile)"),
                 cl::init(""), cl::cat(runCat));
 static cl::opt<std::string>
-    optimizer("optimizer", cl::desc("sgd | momentum | adagrad | adam, for an .onnx input"),
+    optimizer("optimizer",
+              cl::desc("sgd | momentum | adagrad | adam, for an .onnx input"),
               cl::init(""), cl::cat(runCat));
 static cl::opt<double> momentum("momentum",
                                 cl::desc("Momentum, for an .onnx input"),
