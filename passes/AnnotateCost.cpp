@@ -10,8 +10,8 @@
 #include "oasr/Passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Debug.h"
 
@@ -199,14 +199,14 @@ static void spread(ArrayRef<Operation *> ops, double total,
   for (Operation *op : ops)
     sum += weight.lookup(op);
   for (Operation *op : ops)
-    out[op] = sum > 0 ? total * weight.lookup(op) / sum
-                      : total / double(ops.size());
+    out[op] =
+        sum > 0 ? total * weight.lookup(op) / sum : total / double(ops.size());
 }
 
-LogicalResult AnnotateCostPass::applyProfile(
-    ModuleOp module, StepAnalysis &step,
-    DenseMap<Operation *, double> &analyticUs,
-    DenseMap<Operation *, double> &timeUs) {
+LogicalResult
+AnnotateCostPass::applyProfile(ModuleOp module, StepAnalysis &step,
+                               DenseMap<Operation *, double> &analyticUs,
+                               DenseMap<Operation *, double> &timeUs) {
   llvm::Expected<::oasr::schedule::Profile> loaded =
       ::oasr::schedule::readProfile(profile);
   if (!loaded)
@@ -278,11 +278,14 @@ LogicalResult AnnotateCostPass::applyProfile(
       b.getNamedAttr("file", b.getStringAttr(profile)),
       b.getNamedAttr("update_us", b.getF64FloatAttr(p.updateUs))};
   if (p.comm) {
-    attrs.push_back(b.getNamedAttr("alpha_s", b.getF64FloatAttr(p.comm->alphaS)));
+    attrs.push_back(
+        b.getNamedAttr("alpha_s", b.getF64FloatAttr(p.comm->alphaS)));
     attrs.push_back(b.getNamedAttr("beta_s_per_byte",
                                    b.getF64FloatAttr(p.comm->betaSPerByte)));
     attrs.push_back(
         b.getNamedAttr("ranks", b.getI64IntegerAttr(p.comm->ranks)));
+    attrs.push_back(
+        b.getNamedAttr("overlap_rate", b.getF64FloatAttr(p.comm->overlapRate)));
   }
   module->setAttr(kCostModelAttr, b.getDictionaryAttr(attrs));
   return success();
@@ -298,8 +301,8 @@ void AnnotateCostPass::runOnOperation() {
     std::string names;
     for (const Device &d : kDevices)
       names += (names.empty() ? "" : ", ") + d.name.str();
-    module.emitError("unknown device '") << device << "' (known: " << names
-                                         << ")";
+    module.emitError("unknown device '")
+        << device << "' (known: " << names << ")";
     return signalPassFailure();
   }
   FailureOr<StepAnalysis> step = StepAnalysis::build(fn);

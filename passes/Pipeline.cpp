@@ -32,6 +32,7 @@ void mlir::oasr::populateTrainPipeline(OpPassManager &pm,
   plan.comm = opts.comm;
   plan.ranks = opts.ranks;
   plan.groupOverheadUs = opts.groupOverheadUs;
+  plan.overlapRate = opts.overlapRate;
   pm.addPass(createPlanAllreduce(plan));
 
   LayoutGradientsOptions layout;

@@ -88,12 +88,24 @@ FailureOr<sched::CommModel> PlanAllreducePass::commModel(ModuleOp module) {
       r = ra.getInt();
     m = sched::CommModel::alphaBeta(a.getValueAsDouble(), b.getValueAsDouble(),
                                     r);
+    if (auto o = model.getAs<FloatAttr>("overlap_rate"))
+      m.overlapRate = o.getValueAsDouble();
   }
   if (groupOverheadUs < 0) {
     module.emitError("'group-overhead-us' must be >= 0");
     return failure();
   }
   m.groupOverheadUs = groupOverheadUs;
+  if (overlapRate != -1.0) {
+    if (!(overlapRate >= 0 && overlapRate <= 1)) {
+      module.emitError("'overlap-rate' must be in [0, 1] (the rate "
+                       "communication progresses while backward computes), "
+                       "got ")
+          << overlapRate.getValue();
+      return failure();
+    }
+    m.overlapRate = overlapRate;
+  }
   return m;
 }
 
@@ -184,6 +196,7 @@ void PlanAllreducePass::runOnOperation() {
                           b.getF64FloatAttr(cm->betaSPerByte)),
            b.getNamedAttr("group_overhead_us",
                           b.getF64FloatAttr(cm->groupOverheadUs)),
+           b.getNamedAttr("overlap_rate", b.getF64FloatAttr(cm->overlapRate)),
            b.getNamedAttr("update_us", b.getF64FloatAttr(updateUs))}));
   numGroups = plan->numGroups();
   numGrads = order.size();

@@ -60,6 +60,8 @@ void PlanReportPass::runOnOperation() {
   sched::CommModel cm = sched::CommModel::alphaBeta(
       getF64(planAttr, "alpha_s"), getF64(planAttr, "beta_s_per_byte"));
   cm.groupOverheadUs = getF64(planAttr, "group_overhead_us");
+  if (planAttr.get("overlap_rate"))
+    cm.overlapRate = getF64(planAttr, "overlap_rate");
 
   // The plan as the IR has it.
   SmallVector<unsigned> order = step->readyOrder();
@@ -113,7 +115,8 @@ void PlanReportPass::runOnOperation() {
         {"total_bytes", int64_t(profile.totalBytes())},
         {"comm", llvm::json::Object{{"alpha_s", cm.alphaS},
                                     {"beta_s_per_byte", cm.betaSPerByte},
-                                    {"group_overhead_us", cm.groupOverheadUs}}},
+                                    {"group_overhead_us", cm.groupOverheadUs},
+                                    {"overlap_rate", cm.overlapRate}}},
         {"iteration_us", t.iterationUs},
         {"backward_end_us", t.backwardEndUs},
         {"comm_end_us", t.commEndUs},

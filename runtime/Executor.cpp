@@ -404,6 +404,7 @@ Executor::create(ModuleOp module, KernelBackend &backend,
     number("alpha_s", exec->alphaS);
     number("beta_s_per_byte", exec->betaS);
     number("group_overhead_us", exec->groupOverheadUs);
+    number("overlap_rate", exec->overlapRate);
   }
 
   llvm::DenseMap<Value, int> idOf;

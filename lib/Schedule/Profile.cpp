@@ -41,7 +41,23 @@ CommModel CommModel::basic() const {
   CommModel m = *this;
   m.groupOverheadUs = 0;
   m.packUsPerByte = 0;
+  m.overlapRate = 1;
   return m;
+}
+
+double CommModel::capacityAt(double t, double backwardEndUs) const {
+  if (overlapRate >= 1 || t <= backwardEndUs)
+    return overlapRate >= 1 ? t : overlapRate * t;
+  return overlapRate * backwardEndUs + (t - backwardEndUs);
+}
+
+double CommModel::timeAtCapacity(double u, double backwardEndUs) const {
+  if (overlapRate >= 1)
+    return u;
+  double atEnd = overlapRate * backwardEndUs;
+  if (overlapRate > 0 && u <= atEnd)
+    return u / overlapRate;
+  return backwardEndUs + std::max(0.0, u - atEnd);
 }
 
 std::string CommModel::describe() const {
@@ -57,6 +73,8 @@ std::string CommModel::describe() const {
     s += formatv(" group_overhead={0} us", groupOverheadUs).str();
   if (packUsPerByte != 0)
     s += formatv(" pack={0:e3} us/B", packUsPerByte).str();
+  if (overlapRate != 1)
+    s += formatv(" overlap_rate={0:f3}", overlapRate).str();
   return s;
 }
 
@@ -174,6 +192,20 @@ public:
                  });
   }
 
+  /// The optional 'overlap_rate' field of a communication model, in [0, 1].
+  Error overlapRate(const json::Object &obj, const Twine &where,
+                    CommModel &m) const {
+    double rate = m.overlapRate;
+    if (Error e = number(obj, "overlap_rate", where, rate, false))
+      return e;
+    if (rate > 1)
+      return error(where, "'overlap_rate' must be in [0, 1] (the rate "
+                          "communication progresses during backward), got " +
+                              formatv("{0}", rate).str());
+    m.overlapRate = rate;
+    return Error::success();
+  }
+
   /// A non-negative integer field.
   Error integer(const json::Object &obj, StringRef key, const Twine &where,
                 int64_t &out, bool required) const {
@@ -225,6 +257,8 @@ public:
       return std::move(e);
     if (Error e =
             number(obj, "pack_us_per_byte", where, m.packUsPerByte, false))
+      return std::move(e);
+    if (Error e = overlapRate(obj, where, m))
       return std::move(e);
     return m;
   }
@@ -382,6 +416,8 @@ json::Value oasr::schedule::toJSON(const Profile &p) {
       c["group_overhead_us"] = m.groupOverheadUs;
     if (m.packUsPerByte != 0)
       c["pack_us_per_byte"] = m.packUsPerByte;
+    if (m.overlapRate != 1)
+      c["overlap_rate"] = m.overlapRate;
     root["comm"] = std::move(c);
   }
   return root;
@@ -459,7 +495,10 @@ Expected<CommModel> oasr::schedule::parseCalibration(StringRef jsonText,
     beta = std::max(0.0, sxy / sxx);
     alpha = std::max(0.0, my - beta * mx);
   }
-  return CommModel::alphaBeta(alpha, beta, ranks);
+  CommModel m = CommModel::alphaBeta(alpha, beta, ranks);
+  if (Error e = r.overlapRate(*root, "top level", m))
+    return std::move(e);
+  return m;
 }
 
 Expected<CommModel> oasr::schedule::readCalibration(StringRef path) {

@@ -89,7 +89,10 @@ Timeline oasr::schedule::simulate(const Profile &profile, const CommModel &comm,
   }
   tl.backwardEndUs = t;
 
-  double prevEnd = 0;
+  // Groups run in channel-capacity coordinates (Schedule.h): a group starts
+  // at max(C(ready), capacity used so far) and needs its channel time.
+  const double backwardEnd = t;
+  double prevEnd = 0, prevCap = 0;
   tl.groups.reserve(plan.numGroups());
   for (unsigned k = 0, e = plan.numGroups(); k < e; ++k) {
     GroupTiming g;
@@ -100,7 +103,13 @@ Timeline oasr::schedule::simulate(const Profile &profile, const CommModel &comm,
     g.readyUs = ready[g.end - 1].readyUs;
     g.startUs = std::max(g.readyUs, prevEnd);
     double dur = comm.groupTimeUs(g.bytes, g.end - g.begin);
-    g.endUs = g.startUs + dur;
+    if (dur > 0) {
+      prevCap =
+          std::max(comm.capacityAt(g.readyUs, backwardEnd), prevCap) + dur;
+      g.endUs = std::max(g.startUs, comm.timeAtCapacity(prevCap, backwardEnd));
+    } else {
+      g.endUs = g.startUs;
+    }
     tl.commBusyUs += dur;
     prevEnd = g.endUs;
     tl.groups.push_back(g);
@@ -128,6 +137,9 @@ double oasr::schedule::lowerBoundUs(const Profile &profile,
     auto cost = [&](uint64_t bytes) {
       return comm.timeUs(bytes) + comm.groupOverheadUs;
     };
+    // In channel-capacity coordinates (Schedule.h) the basic argument holds.
+    auto cap = [&](double t) { return comm.capacityAt(t, backwardEnd); };
+    auto time = [&](double u) { return comm.timeAtCapacity(u, backwardEnd); };
     double firstReady = firstIt->readyUs;
     // The last-ready bytes: the gradients ready at the latest ready time.
     double lastReady = 0;
@@ -138,8 +150,8 @@ double oasr::schedule::lowerBoundUs(const Profile &profile,
     for (const ReadyGrad &g : ready)
       if (g.bytes && g.readyUs == lastReady)
         lastBytes += g.bytes;
-    bound = std::max(bound, lastReady + cost(lastBytes));
-    bound = std::max(bound, firstReady + cost(profile.totalBytes()));
+    bound = std::max(bound, time(cap(lastReady) + cost(lastBytes)));
+    bound = std::max(bound, time(cap(firstReady) + cost(profile.totalBytes())));
   }
   return bound + profile.updateUs;
 }

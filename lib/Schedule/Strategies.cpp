@@ -183,14 +183,18 @@ struct DPInput {
 };
 } // namespace
 
-static DPInput makeDPInput(const Profile &profile) {
+/// Ready times are in channel-capacity coordinates (Schedule.h), so a
+/// communication model with an overlap rate below 1 is planned exactly by
+/// the same program.
+static DPInput makeDPInput(const Profile &profile, const CommModel &comm) {
   DPInput in;
   std::vector<ReadyGrad> ready = readyOrder(profile);
+  const double backwardEnd = profile.forwardUs + profile.backwardUs();
   in.ready.reserve(ready.size());
   in.prefix.reserve(ready.size() + 1);
   in.prefix.push_back(0);
   for (const ReadyGrad &g : ready) {
-    in.ready.push_back(g.readyUs);
+    in.ready.push_back(comm.capacityAt(g.readyUs, backwardEnd));
     in.prefix.push_back(in.prefix.back() + g.bytes);
   }
   return in;
@@ -283,16 +287,18 @@ static Plan solvePruned(StringRef name, const DPInput &in,
 
 Plan oasr::schedule::optimalPlan(const Profile &profile,
                                  const CommModel &comm) {
-  return solvePruned("optimal", makeDPInput(profile), comm.basic());
+  CommModel basic = comm.basic();
+  return solvePruned("optimal", makeDPInput(profile, basic), basic);
 }
 
 Plan oasr::schedule::optimalPlanQuadratic(const Profile &profile,
                                           const CommModel &comm) {
-  return solveQuadratic("optimal", makeDPInput(profile), comm.basic());
+  CommModel basic = comm.basic();
+  return solveQuadratic("optimal", makeDPInput(profile, basic), basic);
 }
 
 Plan oasr::schedule::oasrPlan(const Profile &profile, const CommModel &comm) {
-  return solvePruned("oasr", makeDPInput(profile), comm);
+  return solvePruned("oasr", makeDPInput(profile, comm), comm);
 }
 
 //===----------------------------------------------------------------------===//

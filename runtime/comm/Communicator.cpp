@@ -71,7 +71,7 @@ public:
 
 class MpiCommunicator final : public Communicator {
 public:
-  MpiCommunicator() {
+  explicit MpiCommunicator(size_t chunkBytes) : chunkBytes(chunkBytes) {
     MPI_Comm_rank(MPI_COMM_WORLD, &myRank);
     MPI_Comm_size(MPI_COMM_WORLD, &mySize);
   }
@@ -85,13 +85,19 @@ public:
       return;
     switch (dtype) {
     case DType::F32: {
-      float *p = static_cast<float *>(data);
-      allreduceChunks(p, count, MPI_FLOAT);
+      // Pieces of at most chunkBytes, each scaled while it is in cache.
       // Multiplying by 1/P is exact for power-of-two P and the same on every
       // rank and in every grouping otherwise.
+      float *p = static_cast<float *>(data);
       const float scale = 1.0f / float(mySize);
-      for (size_t i = 0; i < count; ++i)
-        p[i] *= scale;
+      const size_t piece = std::max<size_t>(1, chunkBytes / sizeof(float));
+      for (size_t done = 0; done < count;) {
+        size_t n = std::min(piece, count - done);
+        allreduceChunks(p + done, n, MPI_FLOAT);
+        for (size_t i = done; i < done + n; ++i)
+          p[i] *= scale;
+        done += n;
+      }
       return;
     }
     case DType::I64:
@@ -180,6 +186,7 @@ private:
   }
 
   int myRank = 0, mySize = 1;
+  size_t chunkBytes;
 };
 } // namespace
 
@@ -202,7 +209,21 @@ std::unique_ptr<Communicator> createMpiCommunicator(int *argc, char ***argv,
     MPI_Finalize();
     return nullptr;
   }
-  return std::make_unique<MpiCommunicator>();
+  // Large allreduces run in pieces: Open MPI's shared-memory allreduce slows
+  // from ~4.5 to ~1.8 GB/s above 32 MiB (bench/results/runtime-ranks*.md).
+  size_t chunkBytes = size_t(16) << 20;
+  if (const char *env = std::getenv("OASR_ALLREDUCE_CHUNK_BYTES")) {
+    char *end = nullptr;
+    unsigned long long v = std::strtoull(env, &end, 10);
+    if (!*env || *end || v < 4 || env[0] == '-') {
+      error = std::string("OASR_ALLREDUCE_CHUNK_BYTES='") + env +
+              "': expected a number of bytes >= 4";
+      MPI_Finalize();
+      return nullptr;
+    }
+    chunkBytes = size_t(v);
+  }
+  return std::make_unique<MpiCommunicator>(chunkBytes);
 }
 
 //===----------------------------------------------------------------------===//

@@ -374,6 +374,7 @@ static double replay(Executor &exec, const schedule::Profile &profile) {
   schedule::CommModel comm = schedule::CommModel::alphaBeta(
       exec.planAlphaS(), exec.planBetaSPerByte());
   comm.groupOverheadUs = exec.planGroupOverheadUs();
+  comm.overlapRate = exec.planOverlapRate();
   return schedule::simulate(profile, comm, plan).iterationUs;
 }
 

@@ -7,7 +7,7 @@
 // Measured times: the profile's comm and update time are kept for planning;
 // each layer's backward_us is spread over its backward nodes (the loss
 // gradient folds into the last layer, fc3), forward_us over forward nodes.
-// CHECK: oasr.cost_model = {alpha_s = 9.750000e-05 : f64, beta_s_per_byte = 3.060000e-10 : f64, file = "{{.*}}mlp3.profile.json", ranks = 8 : i64, source = "profile", update_us = 0.000000e+00 : f64}
+// CHECK: oasr.cost_model = {alpha_s = 9.750000e-05 : f64, beta_s_per_byte = 3.060000e-10 : f64, file = "{{.*}}mlp3.profile.json", overlap_rate = 1.000000e+00 : f64, ranks = 8 : i64, source = "profile", update_us = 0.000000e+00 : f64}
 // CHECK-LABEL: func.func @train_step
 // CHECK: oasr.node "SoftmaxCrossEntropyLossGrad"{{.*}}#oasr.cost<backward_us = [[A:[0-9.eE+-]+]]
 // CHECK: oasr.node "GemmGrad"{{.*}}#oasr.cost<backward_us = [[B:[0-9.eE+-]+]]{{.*}}oasr.layer = "/fc3/Gemm"

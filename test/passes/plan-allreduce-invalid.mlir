@@ -8,6 +8,7 @@
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost=profile=%S/Inputs/mlp3.profile.json --oasr-plan-allreduce=ranks=8 -o /dev/null 2>&1 | FileCheck %s --check-prefix=RANKS
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 ranks=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=RANKS
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 group-overhead-us=-5" -o /dev/null 2>&1 | FileCheck %s --check-prefix=OVERHEAD
+// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 overlap-rate=2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=OVERLAP
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce=comm=%S/Inputs/missing.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=COMMFILE
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=-2e-4 beta=1e-9" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEGALPHA
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-train-pipeline="alpha=1e-4 beta=-3" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEGBETA
@@ -22,6 +23,7 @@
 // EXCLUSIVE: error: 'alpha'/'beta' and 'comm' are mutually exclusive
 // RANKS: error: 'ranks' needs 'alpha' and 'beta' (the per-step ring latency and inverse bandwidth) and must be >= 1
 // OVERHEAD: error: 'group-overhead-us' must be >= 0
+// OVERLAP: error: 'overlap-rate' must be in [0, 1] (the rate communication progresses while backward computes), got 2
 // COMMFILE: error: cannot read the communication model: {{.*}}missing.json
 
 // Errors on the step.

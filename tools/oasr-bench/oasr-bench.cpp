@@ -1,13 +1,22 @@
 //===- oasr-bench.cpp - Measures what the planner models ----------------===//
 //
 //   mpirun -np P oasr-bench comm [--min-bytes=4] [--max-bytes=268435456]
-//                                [--out=calibration.json]
+//                                [--compute-threads=N]
+//                                [--comm-priority=idle|normal]
+//                                [--overlap-bytes=B] [--out=calibration.json]
 //
 // `comm` times the runtime's allreduce (sum and average over ranks, in place,
 // through the same Communicator oasr-run uses) for message sizes from
 // --min-bytes to --max-bytes in powers of two, fits T(M) = alpha + beta * M
 // by least squares on relative error, and writes the `oasr-comm-v1`
 // calibration JSON that oasr-plan, the passes and oasr-run accept.
+//
+// It then measures the overlap rate (Schedule.h): how fast an allreduce of
+// --overlap-bytes progresses on oasr-run's communication thread (same
+// priority) while every rank keeps --compute-threads threads busy, relative
+// to its speed alone. 1 means communication has a channel of its own; 0
+// means it waits for compute to stop (ranks fill the cores and the thread
+// runs at idle priority).
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -47,6 +57,30 @@ static cl::opt<double> budget("seconds-per-size",
 static cl::opt<std::string> outPath("out", cl::desc("Calibration JSON"),
                                     cl::init("comm-calibration.json"),
                                     cl::cat(benchCat));
+static cl::opt<unsigned>
+    loadThreads("compute-threads",
+                cl::desc("Compute threads per rank while measuring the overlap "
+                         "rate (use oasr-run's --threads)"),
+                cl::init(1), cl::cat(benchCat));
+enum class PriorityOpt { Idle, Normal };
+static cl::opt<PriorityOpt> commPriority(
+    "comm-priority",
+    cl::desc("Communication thread priority (as oasr-run's --comm-priority)"),
+    cl::values(clEnumValN(PriorityOpt::Idle, "idle",
+                          "SCHED_IDLE (oasr-run's default on the CPU)"),
+               clEnumValN(PriorityOpt::Normal, "normal", "an ordinary thread")),
+    cl::init(PriorityOpt::Idle), cl::cat(benchCat));
+static cl::opt<uint64_t> overlapBytes(
+    "overlap-bytes",
+    cl::desc("Allreduce size for the overlap rate (0: do not measure it)"),
+    cl::init(uint64_t(16) << 20), cl::cat(benchCat));
+static cl::opt<double> burstUs(
+    "burst-us",
+    cl::desc("Compute burst before each timed allreduce (microseconds; 0: "
+             "back to back). Training issues allreduces right after compute "
+             "(a backward layer, an optimizer update), with the caches and the "
+             "communication thread in that state"),
+    cl::init(0), cl::cat(benchCat));
 static cl::opt<bool> quiet("quiet", cl::desc("No table"), cl::init(false),
                            cl::cat(benchCat));
 
@@ -83,6 +117,140 @@ void fit(const std::vector<Point> &pts, double &a, double &b) {
   }
 }
 
+/// Busy compute for the overlap measurement: a scaled add over 2 x 2 MiB
+/// (cache- and memory-traffic like a training step's kernels). Returns the
+/// passes done until `until`.
+uint64_t computeUntil(double until) {
+  std::vector<float> x(size_t(1) << 19, 1.0f), y(size_t(1) << 19, 0.5f);
+  uint64_t passes = 0;
+  while (now() < until) {
+    for (size_t i = 0; i < x.size(); ++i)
+      y[i] = y[i] * 0.999f + x[i];
+    ++passes;
+  }
+  volatile float sink = y[passes % y.size()];
+  (void)sink;
+  return passes;
+}
+
+/// Runs `threads` compute threads (the caller is one) until `until`;
+/// returns the passes done.
+uint64_t computeOnThreads(unsigned threads, double until) {
+  std::vector<uint64_t> per(threads, 0);
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t)
+    pool.emplace_back([&, t] { per[t] = computeUntil(until); });
+  per[0] = computeUntil(until);
+  for (std::thread &th : pool)
+    th.join();
+  uint64_t passes = 0;
+  for (uint64_t p : per)
+    passes += p;
+  return passes;
+}
+
+CommEngine::Priority enginePriority() {
+  return commPriority == PriorityOpt::Idle ? CommEngine::Priority::Idle
+                                           : CommEngine::Priority::Normal;
+}
+
+/// Times allreduces as oasr-run issues them: on a communication thread, and
+/// (with --burst-us) each one right after the compute threads ran, timed from
+/// the end of the burst.
+class AllreduceTimer {
+public:
+  AllreduceTimer(Communicator &comm, std::vector<float> &buf)
+      : engine(comm, enginePriority()), buf(buf) {}
+
+  /// Seconds per allreduce of `count` floats over `iters` calls: back to
+  /// back the mean; after bursts the median, since a burst ends at slightly
+  /// different times on different ranks and an allreduce waits for the last.
+  double timed(size_t count, int iters) {
+    const double burst = burstUs * 1e-6;
+    std::vector<double> times;
+    double begin = now();
+    for (int i = 0; i < iters; ++i) {
+      if (burst > 0)
+        computeOnThreads(loadThreads, now() + burst);
+      double s = now();
+      engine.run([&](Communicator &c) { allreduce(c, count); });
+      times.push_back(now() - s);
+    }
+    if (burst <= 0)
+      return (now() - begin) / iters;
+    std::nth_element(times.begin(), times.begin() + times.size() / 2,
+                     times.end());
+    return times[times.size() / 2];
+  }
+  void allreduce(Communicator &c, size_t count) {
+    c.allreduceAverage(buf.data(), count, DType::F32);
+  }
+  CommEngine engine;
+
+private:
+  std::vector<float> &buf;
+};
+
+struct Overlap {
+  double rate = 1, aloneS = 0, loadedS = 0, loadS = 0;
+  double computeRate = 1; ///< compute speed with the allreduce running
+};
+
+/// The overlap rate of an allreduce of `bytes` (see the file comment). Each
+/// repetition: every rank starts its compute threads for `load` seconds and
+/// at the same time queues the allreduce on a CommEngine; the allreduce ends
+/// at `t`. Work done during the load is rate * min(t, load); the rest ran at
+/// full speed after it, so rate = (alone - max(0, t - load)) / min(t, load).
+Overlap measureOverlap(Communicator &comm, AllreduceTimer &timer,
+                       uint64_t bytes) {
+  size_t count = std::max<size_t>(1, bytes / 4);
+  CommEngine &engine = timer.engine;
+  auto allreduce = [&](Communicator &c) { timer.allreduce(c, count); };
+  Overlap o;
+  comm.barrier();
+  o.aloneS = timer.timed(count, 5);
+  comm.allreduceMax(&o.aloneS, 1);
+  o.loadS = std::max(2.0 * o.aloneS, 0.02);
+
+  auto load = [&](double until, uint64_t &passes) {
+    passes = computeOnThreads(loadThreads, until);
+  };
+  // Compute speed alone, for the compute-rate report.
+  uint64_t basePasses = 0;
+  comm.barrier();
+  load(now() + o.loadS, basePasses);
+
+  std::vector<double> rates, loaded;
+  double computeRate = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    comm.barrier();
+    double s = now(), end = 0;
+    CommEngine::JobId id =
+        engine.enqueue([&](Communicator &c) { allreduce(c), end = now(); });
+    uint64_t passes = 0;
+    load(s + o.loadS, passes);
+    engine.wait(id);
+    double t = end - s;
+    double during = std::min(t, o.loadS);
+    double rate = (o.aloneS - std::max(0.0, t - o.loadS)) / during;
+    rates.push_back(std::clamp(rate, 0.0, 1.0));
+    loaded.push_back(t);
+    computeRate += basePasses ? double(passes) / double(basePasses) / 3 : 0;
+  }
+  std::sort(rates.begin(), rates.end());
+  std::sort(loaded.begin(), loaded.end());
+  o.rate = rates[1];
+  o.loadedS = loaded[1];
+  o.computeRate = std::min(computeRate, 1.0);
+  // One value for every rank: the mean.
+  double sums[3] = {o.rate, o.loadedS, o.computeRate};
+  comm.allreduceSum(sums, 3);
+  o.rate = sums[0] / comm.size();
+  o.loadedS = sums[1] / comm.size();
+  o.computeRate = sums[2] / comm.size();
+  return o;
+}
+
 int commBench(Communicator &comm) {
   const int rank = comm.rank(), size = comm.size();
   if (rank == 0 && !quiet)
@@ -91,17 +259,19 @@ int commBench(Communicator &comm) {
                 size, comm.name(), "bytes", "iters", "seconds", "GB/s(bus)");
   std::vector<float> buf(std::max<uint64_t>(maxBytes, 4) / 4 + 1, 1.0f);
   std::vector<Point> pts;
+  AllreduceTimer timer(comm, buf);
+  auto runTimed = [&](size_t count, int iters) {
+    return timer.timed(count, iters);
+  };
+  const double burst = burstUs * 1e-6;
   for (uint64_t bytes = std::max<uint64_t>(minBytes, 4); bytes <= maxBytes;
        bytes *= 2) {
     size_t count = size_t(bytes / 4);
     // Warm up and estimate the per-call time; every rank uses rank 0's
     // iteration count so the collectives match.
-    comm.allreduceAverage(buf.data(), count, DType::F32); // page faults
+    runTimed(count, 1); // page faults
     comm.barrier();
-    double t0 = now();
-    for (int i = 0; i < 3; ++i)
-      comm.allreduceAverage(buf.data(), count, DType::F32);
-    double est = (now() - t0) / 3;
+    double est = runTimed(count, 3) + burst;
     comm.allreduceMax(&est, 1);
     double iters =
         std::clamp(std::floor(budget / std::max(est, 1e-7)), 2.0, 2000.0);
@@ -109,10 +279,7 @@ int commBench(Communicator &comm) {
     double best = 1e30;
     for (int rep = 0; rep < 3; ++rep) {
       comm.barrier();
-      double s = now();
-      for (int i = 0; i < int(iters); ++i)
-        comm.allreduceAverage(buf.data(), count, DType::F32);
-      double t = (now() - s) / iters;
+      double t = runTimed(count, int(iters));
       comm.allreduceMax(&t, 1);
       best = std::min(best, t);
     }
@@ -125,6 +292,10 @@ int commBench(Communicator &comm) {
       std::fflush(stdout);
     }
   }
+  Overlap overlap;
+  uint64_t ovBytes = std::min<uint64_t>(overlapBytes, maxBytes);
+  if (overlapBytes > 0)
+    overlap = measureOverlap(comm, timer, ovBytes);
   if (rank != 0)
     return 0;
   double a = 0, b = 0;
@@ -143,10 +314,23 @@ int commBench(Communicator &comm) {
       {"alpha_s", a},
       {"beta_s_per_byte", b},
       {"ranks", int64_t(size)},
+      {"burst_us", double(burstUs)},
       {"source", llvm::formatv("oasr-bench comm {0}, {1} rank(s) [{2}] on {3}",
                                OASR_VERSION, size, comm.name(), host)
                      .str()},
       {"points", std::move(points)}};
+  if (overlapBytes > 0) {
+    doc["overlap_rate"] = overlap.rate;
+    doc["overlap"] = llvm::json::Object{
+        {"bytes", int64_t(ovBytes)},
+        {"threads_per_rank", int64_t(loadThreads)},
+        {"comm_priority",
+         commPriority == PriorityOpt::Idle ? "idle" : "normal"},
+        {"alone_s", overlap.aloneS},
+        {"under_load_s", overlap.loadedS},
+        {"load_s", overlap.loadS},
+        {"compute_rate", overlap.computeRate}};
+  }
   std::error_code ec;
   llvm::raw_fd_ostream os(outPath, ec, llvm::sys::fs::OF_Text);
   if (ec) {
@@ -156,8 +340,18 @@ int commBench(Communicator &comm) {
   }
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(doc))) << "\n";
   std::printf("fit: alpha = %.4g s, beta = %.4g s/B (%.2f GB/s), worst "
-              "relative error %.0f%%; wrote %s\n",
-              a, b, b > 0 ? 1e-9 / b : 0.0, 100 * worst, outPath.c_str());
+              "relative error %.0f%%\n",
+              a, b, b > 0 ? 1e-9 / b : 0.0, 100 * worst);
+  if (overlapBytes > 0)
+    std::printf("overlap rate %.2f: a %llu-byte allreduce took %.3f ms alone, "
+                "%.3f ms beside %u busy compute thread(s) per rank for "
+                "%.3f ms (%s priority); compute ran at %.0f%% meanwhile\n",
+                overlap.rate, (unsigned long long)ovBytes, overlap.aloneS * 1e3,
+                overlap.loadedS * 1e3, unsigned(loadThreads),
+                overlap.loadS * 1e3,
+                commPriority == PriorityOpt::Idle ? "idle" : "normal",
+                100 * overlap.computeRate);
+  std::printf("wrote %s\n", outPath.c_str());
   return 0;
 }
 } // namespace
@@ -171,6 +365,14 @@ int main(int argc, char **argv) {
   if (command != "comm") {
     llvm::errs() << "oasr-bench: error: unknown command '" << command
                  << "' (expected: comm)\n";
+    return 1;
+  }
+  if (!(burstUs >= 0) || !std::isfinite(burstUs)) {
+    llvm::errs() << "oasr-bench: error: --burst-us must be >= 0\n";
+    return 1;
+  }
+  if (loadThreads < 1) {
+    llvm::errs() << "oasr-bench: error: --compute-threads must be >= 1\n";
     return 1;
   }
   if (minBytes > maxBytes || maxBytes < 4) {

@@ -70,6 +70,11 @@ cl::opt<double>
             cl::desc("Packing copy cost for multi-tensor groups when "
                      "gradients are not contiguous (microseconds per byte)"),
             cl::cat(planCat));
+cl::opt<double> overlapOpt(
+    "overlap-rate",
+    cl::desc("Rate in [0, 1] at which communication progresses while "
+             "backward computes (1: its own channel; 0: only after backward)"),
+    cl::value_desc("F"), cl::cat(planCat));
 cl::opt<double> computeScale("compute-scale",
                              cl::desc("Multiply every compute time by F "
                                       "(0.05 asks: what on a 20x faster GPU)"),
@@ -143,6 +148,11 @@ Expected<CommModel> chooseComm(const Profile &profile) {
     if (packOpt < 0)
       return err("--pack-us-per-byte must be >= 0");
     m.packUsPerByte = packOpt;
+  }
+  if (overlapOpt.getNumOccurrences()) {
+    if (!(overlapOpt >= 0 && overlapOpt <= 1))
+      return err("--overlap-rate must be in [0, 1]");
+    m.overlapRate = overlapOpt;
   }
   return m;
 }
@@ -278,7 +288,8 @@ int main(int argc, char **argv) {
         {"comm", json::Object{{"alpha_s", comm->alphaS},
                               {"beta_s_per_byte", comm->betaSPerByte},
                               {"group_overhead_us", comm->groupOverheadUs},
-                              {"pack_us_per_byte", comm->packUsPerByte}}},
+                              {"pack_us_per_byte", comm->packUsPerByte},
+                              {"overlap_rate", comm->overlapRate}}},
         {"lower_bound_us", bound},
         {"strategies", std::move(list)}};
     os << formatv("{0:2}", json::Value(std::move(doc))) << "\n";

@@ -67,6 +67,11 @@ static cl::opt<double> alpha("alpha", cl::desc("Start-up latency (s)"),
                              cl::init(-1), cl::cat(runCat));
 static cl::opt<double> beta("beta", cl::desc("Per-byte time (s/B)"),
                             cl::init(-1), cl::cat(runCat));
+static cl::opt<double> overlapRate(
+    "overlap-rate",
+    cl::desc("Plan with communication progressing at this rate in [0, 1] "
+             "while backward computes (default: the calibration's, else 1)"),
+    cl::init(-1), cl::cat(runCat));
 static cl::opt<std::string>
     commFile("comm", cl::desc("Calibration JSON from `oasr-bench comm`"),
              cl::init(""), cl::cat(runCat));
@@ -306,11 +311,13 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
   bool onnx = endsWith(path, ".onnx") || endsWith(path, ".onnx.json") ||
               endsWith(path, ".textproto");
   bool planning = !strategy.empty() || alpha >= 0 || beta >= 0 ||
-                  !commFile.empty() || !planProfile.empty() ||
-                  !optimizer.empty() || momentum >= 0 || !dims.empty();
+                  overlapRate.getNumOccurrences() || !commFile.empty() ||
+                  !planProfile.empty() || !optimizer.empty() || momentum >= 0 ||
+                  !dims.empty();
   if (!onnx) {
     if (planning) {
-      failure.set("--strategy/--alpha/--beta/--comm/--plan-profile/"
+      failure.set("--strategy/--alpha/--beta/--overlap-rate/--comm/"
+                  "--plan-profile/"
                   "--optimizer/--momentum/--dim apply to .onnx inputs; "
                   "a .mlir module carries its plan (recompile it with "
                   "oasr-opt)");
@@ -348,6 +355,14 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
     po.beta = beta.getValue();
   if (!commFile.empty())
     po.comm = commFile.getValue();
+  if (overlapRate.getNumOccurrences()) {
+    if (!(overlapRate >= 0 && overlapRate <= 1)) {
+      failure.set("--overlap-rate must be in [0, 1] (the rate communication "
+                  "progresses while backward computes)");
+      return nullptr;
+    }
+    po.overlapRate = overlapRate.getValue();
+  }
   if (!planProfile.empty())
     po.profile = planProfile.getValue();
   if (alpha < 0 && beta < 0 && commFile.empty()) {

@@ -57,6 +57,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       *this, "group-overhead-us",
       llvm::cl::desc("Extra fixed cost per communicated group (us)"),
       llvm::cl::init(0.0)};
+  Option<double> overlapRate{
+      *this, "overlap-rate",
+      llvm::cl::desc("Communication progress rate during backward, in [0, 1] "
+                     "(default: the calibration's or profile's, else 1)"),
+      llvm::cl::init(-1.0)};
   // --oasr-layout-gradients
   Option<int64_t> alignment{*this, "alignment",
                             llvm::cl::desc("Gradient alignment (bytes)"),

@@ -147,7 +147,10 @@ def PlanAllreduce : Pass<"oasr-plan-allreduce", "::mlir::ModuleOp"> {
     Option<"ranks", "ranks", "int", "0",
            "Use the ring form over P ranks (with alpha and beta)">,
     Option<"groupOverheadUs", "group-overhead-us", "double", "0.0",
-           "Extra fixed cost per communicated group (microseconds)">
+           "Extra fixed cost per communicated group (microseconds)">,
+    Option<"overlapRate", "overlap-rate", "double", "-1.0",
+           "Rate in [0, 1] at which communication progresses while backward "
+           "computes (default: the calibration's or profile's, else 1)">
   ];
   let statistics = [
     Statistic<"numGroups", "groups", "Fused allreduce groups">,

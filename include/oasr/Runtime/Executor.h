@@ -138,6 +138,8 @@ public:
   double planAlphaS() const { return alphaS; }
   double planBetaSPerByte() const { return betaS; }
   double planGroupOverheadUs() const { return groupOverheadUs; }
+  /// The plan's communication rate during backward (1 when not planned).
+  double planOverlapRate() const { return overlapRate; }
 
   /// Runs one training step. `timings`, when non-null, points to one entry
   /// per plan step (see `steps()`), filled with times in microseconds since
@@ -168,7 +170,7 @@ private:
   std::vector<GradInfo> gradInfos;
   std::string source, model, strategy;
   double predictedUs = -1;
-  double alphaS = -1, betaS = 0, groupOverheadUs = 0;
+  double alphaS = -1, betaS = 0, groupOverheadUs = 0, overlapRate = 1;
 };
 
 /// Fills parameters and state: from the ONNX initializers of the same name

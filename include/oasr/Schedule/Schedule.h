@@ -67,7 +67,21 @@ struct Layer {
 ///    optimizer launch that the runtime issues when a group completes);
 ///  - `packUsPerByte`: packing copy into/out of a fusion buffer, charged per
 ///    byte to groups of two or more tensors when gradients are not laid out
-///    contiguously (the compiler's layout pass makes this 0 for oasr itself).
+///    contiguously (the compiler's layout pass makes this 0 for oasr itself);
+///  - `overlapRate`: the rate, relative to its full speed, at which
+///    communication progresses while backward computes (1: a channel of its
+///    own, as on a GPU or a host with a spare core per rank; 0: none, as when
+///    the ranks' compute threads fill every core and the communication thread
+///    runs at idle priority). After backward it runs at full speed. Measured
+///    by `oasr-bench comm`. See "Time in channel capacity" below.
+///
+/// Time in channel capacity: with rate rho during backward (which ends at B)
+/// and 1 after it, the work the channel can do by time t is
+///   C(t) = rho * min(t, B) + max(0, t - B),
+/// non-decreasing and continuous. A group of channel time w starting at s
+/// ends at C^-1(C(s) + w). Since C(max(a, b)) = max(C(a), C(b)), simulating
+/// and planning in capacity coordinates is the basic model with ready times
+/// C(r): the optimal dynamic program stays exact and O(n).
 struct CommModel {
   enum class Kind { AlphaBeta, Ring };
   Kind kind = Kind::AlphaBeta;
@@ -84,6 +98,8 @@ struct CommModel {
   double groupOverheadUs = 0;
   /// Packing copy cost for multi-tensor groups (microseconds per byte).
   double packUsPerByte = 0;
+  /// Communication progress rate while backward computes, in [0, 1].
+  double overlapRate = 1;
 
   /// Time of one allreduce of `bytes` bytes in the basic model
   /// (microseconds); `timeUs(0) == 0`.
@@ -97,7 +113,13 @@ struct CommModel {
   /// beta in microseconds per byte.
   double betaUsPerByte() const { return betaSPerByte * 1e6; }
   /// True if any extra real-system cost is non-zero.
-  bool hasExtras() const { return groupOverheadUs != 0 || packUsPerByte != 0; }
+  bool hasExtras() const {
+    return groupOverheadUs != 0 || packUsPerByte != 0 || overlapRate != 1;
+  }
+  /// Channel capacity C(t) by time `t` when backward ends at `backwardEndUs`.
+  double capacityAt(double t, double backwardEndUs) const;
+  /// The earliest time by which the channel has capacity `u` (C^-1).
+  double timeAtCapacity(double u, double backwardEndUs) const;
   /// This model without the extra costs (the basic model).
   CommModel basic() const;
   /// A one-line human description, e.g. "alpha=9.75e-05 s beta=3.06e-10 s/B".

@@ -87,6 +87,44 @@ TEST(Property, OasrWithExtrasEqualsBruteForceUnderExtras) {
   }
 }
 
+TEST(Property, OasrWithOverlapRateEqualsBruteForce) {
+  // The overlap rate is planned in channel-capacity coordinates; exhaustive
+  // enumeration scores every partition with the simulator.
+  std::mt19937_64 rng(13);
+  std::uniform_real_distribution<double> unit(0, 1);
+  int checked = 0;
+  for (int it = 0; it < 1500; ++it) {
+    RandomInstance ri = randomInstance(rng, 10, 2);
+    if (ri.profile.numGrads() > 11)
+      continue;
+    ++checked;
+    ri.comm.overlapRate = it % 4 == 0 ? 0 : unit(rng);
+    ri.comm.groupOverheadUs = it % 3 ? unit(rng) * 5 : 0;
+    Timeline brute = bruteForce(ri.profile, ri.comm);
+    Timeline o = simulate(ri.profile, ri.comm, oasrPlan(ri.profile, ri.comm));
+    ASSERT_TRUE(close(o.commEndUs, brute.commEndUs))
+        << "instance " << it << ": " << o.commEndUs << " vs " << brute.commEndUs
+        << " rate " << ri.comm.overlapRate;
+    ASSERT_TRUE(leq(lowerBoundUs(ri.profile, ri.comm), o.iterationUs)) << it;
+  }
+  EXPECT_GT(checked, 700);
+}
+
+TEST(Property, NoOverlapMeansOneGroup) {
+  // With no progress during backward every group waits for its end, so
+  // one group (one start-up) is optimal and meets the lower bound.
+  std::mt19937_64 rng(21);
+  for (int it = 0; it < 500; ++it) {
+    RandomInstance ri = randomInstance(rng, 40);
+    ri.comm.overlapRate = 0;
+    const Profile &p = ri.profile;
+    Plan o = oasrPlan(p, ri.comm);
+    double single = iterationOf(p, ri.comm, *makePlan("single", p, ri.comm));
+    ASSERT_TRUE(close(iterationOf(p, ri.comm, o), single)) << it;
+    ASSERT_TRUE(close(lowerBoundUs(p, ri.comm), single)) << it;
+  }
+}
+
 TEST(Property, PrunedDPEqualsQuadratic) {
   std::mt19937_64 rng(99);
   std::uniform_real_distribution<double> extra(0, 5);
@@ -121,6 +159,7 @@ TEST(Property, OasrNeverWorseThanOptimalOrMgwfbp) {
     CommModel x = ri.comm;
     x.groupOverheadUs = extra(rng);
     x.packUsPerByte = it % 2 ? extra(rng) * 1e-3 : 0;
+    x.overlapRate = it % 3 ? extra(rng) / 5 : 1;
     double ox = iterationOf(p, x, oasrPlan(p, x));
     ASSERT_TRUE(leq(ox, iterationOf(p, x, optimalPlan(p, x)))) << it;
     ASSERT_TRUE(leq(ox, iterationOf(p, x, mgwfbpPlan(p, x)))) << it;

@@ -90,6 +90,81 @@ TEST(Simulator, ExtrasAreCharged) {
   EXPECT_NEAR(t.commEndUs, 32.5, 1e-9);
 }
 
+TEST(Simulator, OverlapRateByHand) {
+  // Backward: l1 ends at 10, l0 at 20 (= B); 4 us per group.
+  Profile p = makeProfile({10, 10}, {4, 4});
+  Plan wfbp = planFromSizes("wfbp", {1, 1});
+  CommModel m = unitModel(0, 1);
+  // Own channel: 10..14, 20..24.
+  Timeline own = simulate(p, m, wfbp);
+  EXPECT_NEAR(own.groups[0].endUs, 14, 1e-12);
+  EXPECT_NEAR(own.commEndUs, 24, 1e-12);
+  // Half rate during backward: group 0 needs 8 us of backward (10..18);
+  // group 1 is ready at 20 = B, full speed: 20..24.
+  m.overlapRate = 0.5;
+  Timeline half = simulate(p, m, wfbp);
+  EXPECT_NEAR(half.groups[0].endUs, 18, 1e-12);
+  EXPECT_NEAR(half.groups[1].startUs, 20, 1e-12);
+  EXPECT_NEAR(half.commEndUs, 24, 1e-12);
+  // Rate 0.25: group 0 does 2.5 of its 4 us by B, the rest 20..21.5;
+  // group 1 21.5..25.5.
+  m.overlapRate = 0.25;
+  Timeline quarter = simulate(p, m, wfbp);
+  EXPECT_NEAR(quarter.groups[0].endUs, 21.5, 1e-12);
+  EXPECT_NEAR(quarter.commEndUs, 25.5, 1e-12);
+  EXPECT_NEAR(quarter.nonOverlappedCommUs, 5.5, 1e-12);
+  // No overlap: everything after backward, 20..24..28; the one-group plan
+  // saves nothing here (alpha = 0) but the lower bound is 28 as well.
+  m.overlapRate = 0;
+  Timeline none = simulate(p, m, wfbp);
+  EXPECT_NEAR(none.groups[0].startUs, 10, 1e-12); // issued when ready
+  EXPECT_NEAR(none.groups[0].endUs, 24, 1e-12);
+  EXPECT_NEAR(none.commEndUs, 28, 1e-12);
+  EXPECT_NEAR(lowerBoundUs(p, m), 28, 1e-12);
+  EXPECT_NEAR(simulate(p, m, planFromSizes("single", {2})).commEndUs, 28,
+              1e-12);
+}
+
+/// The overlap rate by direct reasoning in real time, per group: rate rho
+/// until backward ends, then full speed. Independent of the capacity
+/// coordinates the simulator uses.
+double directCommEnd(const Profile &p, const CommModel &m, const Plan &plan) {
+  std::vector<ReadyGrad> ready = readyOrder(p);
+  double backwardEnd = p.forwardUs + p.backwardUs(), end = 0;
+  for (unsigned k = 0; k < plan.numGroups(); ++k) {
+    uint64_t bytes = 0;
+    for (unsigned i = plan.groupBegin(k); i < plan.groupEnds[k]; ++i)
+      bytes += ready[i].bytes;
+    double w = m.groupTimeUs(bytes, plan.groupEnds[k] - plan.groupBegin(k));
+    double s = std::max(ready[plan.groupEnds[k] - 1].readyUs, end);
+    if (w == 0) {
+      end = s;
+      continue;
+    }
+    double before = s < backwardEnd ? m.overlapRate * (backwardEnd - s) : 0;
+    end = before >= w ? s + w / m.overlapRate
+                      : std::max(s, backwardEnd) + (w - before);
+  }
+  return end;
+}
+
+TEST(Simulator, OverlapRateMatchesDirectReasoning) {
+  std::mt19937_64 rng(77);
+  std::uniform_real_distribution<double> rate(0, 1);
+  for (int it = 0; it < 2000; ++it) {
+    RandomInstance ri = randomInstance(rng, 30);
+    ri.comm.overlapRate = it % 5 == 0 ? 0 : it % 5 == 1 ? 1 : rate(rng);
+    ri.comm.groupOverheadUs = it % 2 ? rate(rng) * 3 : 0;
+    for (const char *s : {"wfbp", "single", "bucket:700", "mgwfbp"}) {
+      Plan plan = *makePlan(s, ri.profile, ri.comm);
+      double sim = simulate(ri.profile, ri.comm, plan).commEndUs;
+      double direct = directCommEnd(ri.profile, ri.comm, plan);
+      ASSERT_NEAR(sim, direct, 1e-9 * std::max(1.0, direct))
+          << "instance " << it << " " << s << " rate " << ri.comm.overlapRate;
+    }
+  }
+}
+
 TEST(Simulator, NoGradients) {
   Profile p;
   p.forwardUs = 3;
