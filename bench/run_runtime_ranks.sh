@@ -30,20 +30,22 @@ if [ ! -f "$MODEL" ]; then
     $PY "$ROOT/scripts/export_models.py" "$WORK" --models "$NAME" >/dev/null 2>&1
   fi
 fi
-RUN="$BUILD/bin/oasr-run $MODEL --batch=$BATCH --steps=$STEPS --threads=1 --quiet"
+BASE="$BUILD/bin/oasr-run $MODEL --batch=$BATCH --threads=1 --quiet"
+RUN="$BASE --steps=$STEPS"
 STRATEGIES="wfbp single bucket:8388608 mgwfbp oasr optimal"
 
 REPS=${REPS:-5}
 rows=()
 for P in 2 4; do
   # Calibration as training issues allreduces: on the communication thread,
-  # each right after a 1 ms compute burst; then the overlap rate beside one
+  # each right after a 20 ms compute stretch; then the overlap rate beside one
   # busy compute thread per rank (the runs use --threads=1).
   mpirun --oversubscribe -np $P "$BUILD/bin/oasr-bench" comm --quiet \
-    --max-bytes=67108864 --seconds-per-size=0.05 --burst-us=1000 \
+    --max-bytes=67108864 --seconds-per-size=0.3 --burst-us=20000 \
     --compute-threads=1 --out="$WORK/comm-$P.json" >/dev/null
-  mpirun --oversubscribe -np $P $RUN --strategy=wfbp --comm="$WORK/comm-$P.json" \
-    --profile="$WORK/profile-$NAME-$P.json" >/dev/null
+  # The profile: a wfbp run of 3 x STEPS steps (the host is noisy).
+  mpirun --oversubscribe -np $P $BASE --steps=$((3 * STEPS)) --strategy=wfbp \
+    --comm="$WORK/comm-$P.json" --profile="$WORK/profile-$NAME-$P.json" >/dev/null
   # REPS rounds, each running every strategy once (interleaved, so a slow
   # spell of the shared host does not land on one strategy); per strategy
   # the median, min and max of the rounds.
@@ -93,9 +95,9 @@ print(f"{d['date']}, {d['machine']}; model {d['model']}{desc}, "
       f"batch {d['batch']}/rank, 1 thread/rank, mean of steps 2..{d['steps']}; "
       f"{d['rounds']} rounds, each running every strategy once (interleaved); the median "
       "round and the range. Prediction: the plan's simulated iteration time from "
-      "`oasr-bench comm --burst-us=1000` (alpha, beta and the overlap rate) at that rank "
+      "`oasr-bench comm --burst-us=20000` (alpha, beta and the overlap rate) at that rank "
       "count and the profile `oasr-run --profile` measured at that rank count (a separate "
-      "run). Replayed: the same timeline model on the profile measured *in the run itself*. "
+      "wfbp run of 3x the steps). Replayed: the same timeline model on the profile measured *in the run itself*. "
       "Goal: prediction within 5 %, `oasr` the fastest measured.\n")
 for P in ("2", "4"):
     c = d["calibration"][P]
@@ -138,6 +140,10 @@ cat >> "$OUT/runtime-ranks$SUFFIX.md" <<'NOTES'
   optimum, which assumes a channel of its own, and keeps per-layer groups.
   On shared memory alpha is tens of microseconds, so one group saves well
   under 1 % of an iteration and the strategies tie within the host's noise.
+* The calibration times each allreduce after 20 ms of compute: on this
+  host an allreduce right after a long compute stretch runs at ~2.7 GB/s
+  instead of ~4.3 GB/s back to back (docs/runtime.md, oasr-bench comm), and
+  that is the state training issues them in.
 * Allreduces of more than 16 MiB run in 16 MiB pieces (Open MPI's
   shared-memory allreduce drops from ~4.5 to ~1.8 GB/s above 32 MiB; in
   pieces a 64 MiB allreduce takes 23 instead of 38 ms), which keeps the

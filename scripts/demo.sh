@@ -40,8 +40,12 @@ printf '%s: %s nodes, %s parameters -> %s\n' "$MODEL" \
   "$(grep -o 'oasr.param = ' "$OUT/$MODEL.mlir" | wc -l)" "$OUT/$MODEL.mlir"
 
 step "2/5 calibrate the allreduce on 2 MPI ranks"
+# As training issues them: each allreduce after 20 ms of compute, and the
+# overlap rate beside the compute threads oasr-run --np 2 will use.
+THREADS=$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))
 mpirun --oversubscribe -np 2 "$BIN/oasr-bench" comm --max-bytes=$((64 << 20)) \
-  --seconds-per-size=0.05 --out="$OUT/comm.json"
+  --seconds-per-size=0.1 --burst-us=20000 --compute-threads="$THREADS" \
+  --out="$OUT/comm.json"
 
 step "3/5 measure a per-layer profile (2 steps, 2 ranks)"
 "$BIN/oasr-run" "$OUT/$MODEL.onnx" --np 2 --batch="$BATCH" --steps=2 --quiet \
@@ -50,9 +54,10 @@ step "3/5 measure a per-layer profile (2 steps, 2 ranks)"
 step "4/5 plan with every strategy on the measured profile"
 "$BIN/oasr-plan" "$OUT/profile.json" --comm="$OUT/comm.json" --strategy=all \
   --svg="$OUT/plans.svg" --trace="$OUT/plans.trace.json"
-echo "(what-if: the same model on a 50x faster accelerator)"
+echo "(what-if: the same model on a 50x faster accelerator whose"
+echo " communication has a channel of its own, overlap rate 1)"
 "$BIN/oasr-plan" "$OUT/profile.json" --comm="$OUT/comm.json" --strategy=all \
-  --compute-scale=0.02
+  --compute-scale=0.02 --overlap-rate=1
 
 step "5/5 train $STEPS steps on 2 MPI ranks with the oasr plan"
 "$BIN/oasr-run" "$OUT/$MODEL.onnx" --np 2 --batch="$BATCH" --steps="$STEPS" \

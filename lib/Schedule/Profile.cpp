@@ -468,37 +468,47 @@ Expected<CommModel> oasr::schedule::parseCalibration(StringRef jsonText,
     if (Error e = r.number(*root, "beta_s_per_byte", "top level", beta, true))
       return std::move(e);
   } else {
-    // Least-squares fit of seconds = alpha + beta * bytes; negative
-    // coefficients (noise) are clamped to 0.
     if (points.size() < 2)
       return r.error("top level", "needs 'alpha_s'/'beta_s_per_byte' or at "
                                   "least two 'points' to fit them");
-    // The sums are centered on the means for accuracy. Equal sizes leave
-    // beta undetermined; they are tested directly, since rounding can make
-    // the sum of squares positive for large equal sizes.
-    double n = points.size(), mx = 0, my = 0;
-    for (auto [x, y] : points) {
-      mx += x;
-      my += y;
-    }
-    mx /= n;
-    my /= n;
-    double sxx = 0, sxy = 0;
-    for (auto [x, y] : points) {
-      sxx += (x - mx) * (x - mx);
-      sxy += (x - mx) * (y - my);
-    }
-    bool oneSize = all_of(
-        points, [&](auto pt) { return pt.first == points.front().first; });
-    if (oneSize || !(sxx > 0))
-      return r.error("points", "need at least two distinct sizes to fit");
-    beta = std::max(0.0, sxy / sxx);
-    alpha = std::max(0.0, my - beta * mx);
+    Expected<CommModel> fitted = fitAlphaBeta(points, ranks);
+    if (!fitted)
+      return r.error("points", toString(fitted.takeError()));
+    alpha = fitted->alphaS;
+    beta = fitted->betaSPerByte;
   }
   CommModel m = CommModel::alphaBeta(alpha, beta, ranks);
   if (Error e = r.overlapRate(*root, "top level", m))
     return std::move(e);
   return m;
+}
+
+Expected<CommModel>
+oasr::schedule::fitAlphaBeta(ArrayRef<std::pair<double, double>> points,
+                             int ranks) {
+  // The sums are centered on the means for accuracy. Equal sizes leave beta
+  // undetermined; they are tested directly, since rounding can make the sum
+  // of squares positive for large equal sizes.
+  double n = points.size(), mx = 0, my = 0;
+  for (auto [x, y] : points) {
+    mx += x;
+    my += y;
+  }
+  mx /= std::max(n, 1.0);
+  my /= std::max(n, 1.0);
+  double sxx = 0, sxy = 0;
+  for (auto [x, y] : points) {
+    sxx += (x - mx) * (x - mx);
+    sxy += (x - mx) * (y - my);
+  }
+  bool oneSize =
+      all_of(points, [&](auto pt) { return pt.first == points.front().first; });
+  if (points.size() < 2 || oneSize || !(sxx > 0))
+    return createStringError(inconvertibleErrorCode(),
+                             "need at least two distinct sizes to fit");
+  double beta = std::max(0.0, sxy / sxx);
+  double alpha = std::max(0.0, my - beta * mx);
+  return CommModel::alphaBeta(alpha, beta, ranks);
 }
 
 Expected<CommModel> oasr::schedule::readCalibration(StringRef path) {

@@ -81,6 +81,11 @@ static cl::opt<double> burstUs(
              "(a backward layer, an optimizer update), with the caches and the "
              "communication thread in that state"),
     cl::init(0), cl::cat(benchCat));
+static cl::opt<uint64_t> workingSetBytes(
+    "working-set-bytes",
+    cl::desc("Memory each busy compute thread sweeps (bursts and overlap "
+             "load)"),
+    cl::init(uint64_t(64) << 20), cl::cat(benchCat));
 static cl::opt<bool> quiet("quiet", cl::desc("No table"), cl::init(false),
                            cl::cat(benchCat));
 
@@ -121,16 +126,29 @@ void fit(const std::vector<Point> &pts, double &a, double &b) {
 /// (cache- and memory-traffic like a training step's kernels). Returns the
 /// passes done until `until`.
 uint64_t computeUntil(double until) {
-  std::vector<float> x(size_t(1) << 19, 1.0f), y(size_t(1) << 19, 0.5f);
-  uint64_t passes = 0;
-  while (now() < until) {
-    for (size_t i = 0; i < x.size(); ++i)
-      y[i] = y[i] * 0.999f + x[i];
-    ++passes;
+  // Per thread, kept across calls: successive bursts sweep the whole
+  // working set, so (like a training step's kernels and optimizer updates)
+  // they leave the caches holding compute data, not the allreduce's buffer.
+  thread_local std::vector<float> x, y;
+  thread_local size_t cursor = 0;
+  const size_t n = std::max<size_t>(workingSetBytes / 8, 1 << 14);
+  if (x.size() != n) {
+    x.assign(n, 1.0f);
+    y.assign(n, 0.5f);
+    cursor = 0;
   }
-  volatile float sink = y[passes % y.size()];
+  const size_t block = 1 << 14;
+  uint64_t blocks = 0;
+  while (now() < until) {
+    size_t end = std::min(cursor + block, n);
+    for (size_t i = cursor; i < end; ++i)
+      y[i] = y[i] * 0.999f + x[i];
+    cursor = end == n ? 0 : end;
+    ++blocks;
+  }
+  volatile float sink = y[blocks % n];
   (void)sink;
-  return passes;
+  return blocks;
 }
 
 /// Runs `threads` compute threads (the caller is one) until `until`;

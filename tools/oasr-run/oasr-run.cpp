@@ -16,6 +16,7 @@
 #include "oasr/Runtime/DataLoader.h"
 #include "oasr/Runtime/Executor.h"
 #include "oasr/Runtime/Training.h"
+#include "oasr/Schedule/Schedule.h"
 
 #if OASR_HAVE_IMPORT
 #include "oasr/Import/ONNXImporter.h"
@@ -365,10 +366,21 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
   }
   if (!planProfile.empty())
     po.profile = planProfile.getValue();
-  if (alpha < 0 && beta < 0 && commFile.empty()) {
-    // No communication model given: $OASR_COMM_CALIBRATION, else a default
-    // for one host (shared memory), announced so nobody mistakes it for a
-    // measurement.
+  // No communication model given: the --plan-profile's `comm`, else
+  // $OASR_COMM_CALIBRATION, else
+  // a default for one host (shared memory), announced so nobody mistakes it
+  // for a measurement. (A profile that cannot be read is reported by the
+  // pipeline, naming the file.)
+  bool profileHasComm = false;
+  if (!planProfile.empty()) {
+    llvm::Expected<oasr::schedule::Profile> p =
+        oasr::schedule::readProfile(planProfile);
+    if (p)
+      profileHasComm = p->comm.has_value();
+    else
+      llvm::consumeError(p.takeError());
+  }
+  if (alpha < 0 && beta < 0 && commFile.empty() && !profileHasComm) {
     if (const char *env = std::getenv("OASR_COMM_CALIBRATION")) {
       po.comm = std::string(env);
     } else {

@@ -176,6 +176,11 @@ llvm::Expected<CommModel> parseCalibration(llvm::StringRef jsonText,
                                            llvm::StringRef fileNameForErrors);
 /// Reads and parses a calibration file.
 llvm::Expected<CommModel> readCalibration(llvm::StringRef path);
+/// Least-squares fit of `seconds = alpha + beta * bytes` to (bytes, seconds)
+/// points, negative coefficients clamped to 0. Fails (message "need at least
+/// two distinct sizes to fit") when the sizes do not determine beta.
+llvm::Expected<CommModel>
+fitAlphaBeta(llvm::ArrayRef<std::pair<double, double>> points, int ranks = 0);
 
 //===----------------------------------------------------------------------===//
 // Ready order, plans and the simulator

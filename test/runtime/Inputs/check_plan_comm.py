@@ -3,15 +3,18 @@
 
     check_plan_comm.py CALIBRATION.json MODULE.mlir
 
-Reads alpha_s / beta_s_per_byte from the oasr-comm-v1 file and from the
-module's `oasr.plan` attribute (as `oasr-run --emit-mlir` writes it) and
-exits 1 unless they agree to 1e-6 relative.
+Reads alpha_s / beta_s_per_byte from the oasr-comm-v1 file (or from the
+`comm` object of an oasr-profile-v1 file) and from the module's `oasr.plan`
+attribute (as `oasr-run --emit-mlir` writes it) and exits 1 unless they
+agree to 1e-6 relative.
 """
 import json
 import re
 import sys
 
 calib = json.load(open(sys.argv[1]))
+if calib.get("format") == "oasr-profile-v1":
+    calib = calib["comm"]
 module = open(sys.argv[2]).read()
 for key in ("alpha_s", "beta_s_per_byte"):
     m = re.search(key + r" = ([0-9.eE+-]+) : f64", module)

@@ -58,6 +58,7 @@ TEST(Profile, RoundTrips) {
                       CommModel::ring(16, 5e-6, 12.5e9)}) {
     m.groupOverheadUs = 1.5;
     m.packUsPerByte = 1e-5;
+    m.overlapRate = 0.375;
     p.comm = m;
     std::string text;
     llvm::raw_string_ostream os(text);
@@ -87,6 +88,7 @@ TEST(Profile, RoundTrips) {
     EXPECT_EQ(q->comm->ranks, m.ranks);
     EXPECT_EQ(q->comm->groupOverheadUs, m.groupOverheadUs);
     EXPECT_EQ(q->comm->packUsPerByte, m.packUsPerByte);
+    EXPECT_EQ(q->comm->overlapRate, m.overlapRate);
   }
 }
 
