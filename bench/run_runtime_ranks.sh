@@ -128,18 +128,27 @@ cat >> "$OUT/runtime-ranks$SUFFIX.md" <<'NOTES'
 
 ## Reading these numbers
 
-* The host has 2 cores. With one compute thread per rank, 2 ranks fill
-  them and 4 ranks oversubscribe them, so the communication thread (at
-  SCHED_IDLE, `--comm-priority=idle`) gets no CPU while backward runs:
-  `oasr-bench comm` measures an overlap rate of 0, and the timeline model
-  then starts every group when backward ends (`CommModel::overlapRate`,
-  docs/planner.md). With the rate, the model predicts the exposed
-  communication instead of assuming it hidden.
+* 2 ranks: the host has 2 cores and each rank one compute thread, so the
+  communication thread (at SCHED_IDLE, `--comm-priority=idle`) gets no CPU
+  while backward runs: `oasr-bench comm` measures an overlap rate of ~0,
+  and the timeline model starts (nearly) every group when backward ends
+  (`CommModel::overlapRate`, docs/planner.md). With the rate, the model
+  predicts the exposed communication instead of assuming it hidden.
 * With nothing to overlap, a plan can only save start-ups: `oasr` (which
-  plans with the rate) sends one group; `optimal` is the basic model's
-  optimum, which assumes a channel of its own, and keeps per-layer groups.
-  On shared memory alpha is tens of microseconds, so one group saves well
-  under 1 % of an iteration and the strategies tie within the host's noise.
+  plans with the rate) sends one to three groups; `optimal`, the basic
+  model's optimum, assumes a channel of its own and keeps per-layer groups.
+  With alpha ~50 us that saves well under 1 % of an iteration, and every
+  strategy is within the host's run-to-run noise of the fastest.
+* 4 ranks oversubscribe the 2 cores, and the timeline model (each rank a
+  compute stream plus a communication channel) does not describe what
+  happens: ranks take turns on the cores (a rank's measured compute is
+  ~63 ms wall for mlp-wide, where half a core each would make it ~115 ms),
+  and each allreduce waits for the ranks that are off-CPU. The calibration
+  shows it as a 20 ms "start-up" (the scheduler's turn), the runs show
+  iteration times that do not depend on the grouping, and rounds vary by
+  up to 30 %. oasr-run now warns when ranks x threads exceed the host's
+  CPUs. These rows are kept as a measurement of that regime, not of the
+  model.
 * The calibration times each allreduce after 20 ms of compute: on this
   host an allreduce right after a long compute stretch runs at ~2.7 GB/s
   instead of ~4.3 GB/s back to back (docs/runtime.md, oasr-bench comm), and

@@ -788,6 +788,19 @@ int main(int argc, char **argv) {
         "--bind-to core); the threads will share them. Launch with `mpirun "
         "--bind-to none` or `--map-by slot:PE={0}`, or use --threads={1}\n",
         nthreads, bound);
+  // Ranks whose compute threads fill the host leave communication no CPU
+  // of its own: the plan should know (oasr-bench comm measures the overlap
+  // rate), and with more threads than CPUs the ranks take turns on them,
+  // which the timeline model does not describe.
+  if (int online = int(std::thread::hardware_concurrency());
+      rank == 0 && device.getValue() == "cpu" && online > 0 &&
+      localRanks() * nthreads > online)
+    llvm::errs() << llvm::formatv(
+        "oasr-run: warning: {0} rank(s) x {1} compute thread(s) on this "
+        "host's {2} CPU(s): the ranks oversubscribe the host, take turns on "
+        "its CPUs and cannot overlap communication with backward; expect the "
+        "measured iteration to exceed the prediction (docs/runtime.md)\n",
+        localRanks(), nthreads, online);
   if (rank == 0 && !quiet && usedDefaultComm)
     std::printf("oasr-run: planned with the default allreduce model alpha=%g s "
                 "beta=%g s/B (give --comm=FILE from `oasr-bench comm`, or "
