@@ -41,9 +41,10 @@ printf '%s: %s nodes, %s parameters -> %s\n' "$MODEL" \
 
 step "2/5 calibrate the allreduce on 2 MPI ranks"
 # As training issues them: each allreduce after 20 ms of compute, and the
-# overlap rate beside the compute threads oasr-run --np 2 will use.
+# overlap rate beside the compute threads oasr-run --np 2 will use (unbound,
+# as --np launches).
 THREADS=$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))
-mpirun --oversubscribe -np 2 "$BIN/oasr-bench" comm --max-bytes=$((64 << 20)) \
+mpirun --oversubscribe --bind-to none -np 2 "$BIN/oasr-bench" comm --max-bytes=$((64 << 20)) \
   --seconds-per-size=0.1 --burst-us=20000 --compute-threads="$THREADS" \
   --out="$OUT/comm.json"
 
