@@ -46,8 +46,10 @@ CommModel CommModel::basic() const {
 }
 
 double CommModel::capacityAt(double t, double backwardEndUs) const {
-  if (overlapRate >= 1 || t <= backwardEndUs)
-    return overlapRate >= 1 ? t : overlapRate * t;
+  if (overlapRate >= 1)
+    return t;
+  if (t <= backwardEndUs)
+    return overlapRate * t;
   return overlapRate * backwardEndUs + (t - backwardEndUs);
 }
 

@@ -1,6 +1,7 @@
 //===- oasr-bench.cpp - Measures what the planner models ----------------===//
 //
 //   mpirun -np P oasr-bench comm [--min-bytes=4] [--max-bytes=268435456]
+//                                [--burst-us=U] [--working-set-bytes=B]
 //                                [--compute-threads=N]
 //                                [--comm-priority=idle|normal]
 //                                [--overlap-bytes=B] [--out=calibration.json]
@@ -77,9 +78,8 @@ static cl::opt<uint64_t> overlapBytes(
 static cl::opt<double> burstUs(
     "burst-us",
     cl::desc("Compute burst before each timed allreduce (microseconds; 0: "
-             "back to back). Training issues allreduces right after compute "
-             "(a backward layer, an optimizer update), with the caches and the "
-             "communication thread in that state"),
+             "back to back), as training issues allreduces right after "
+             "backward or an optimizer update"),
     cl::init(0), cl::cat(benchCat));
 static cl::opt<uint64_t> workingSetBytes(
     "working-set-bytes",
@@ -122,13 +122,11 @@ void fit(const std::vector<Point> &pts, double &a, double &b) {
   }
 }
 
-/// Busy compute for the overlap measurement: a scaled add over 2 x 2 MiB
-/// (cache- and memory-traffic like a training step's kernels). Returns the
-/// passes done until `until`.
+/// Busy compute for bursts and the overlap load: a scaled add sweeping
+/// --working-set-bytes. Returns the blocks of work done until `until`.
 uint64_t computeUntil(double until) {
   // Per thread, kept across calls: successive bursts sweep the whole
-  // working set, so (like a training step's kernels and optimizer updates)
-  // they leave the caches holding compute data, not the allreduce's buffer.
+  // working set, as a training step's kernels and updates sweep theirs.
   thread_local std::vector<float> x, y;
   thread_local size_t cursor = 0;
   const size_t n = std::max<size_t>(workingSetBytes / 8, 1 << 14);
@@ -278,18 +276,15 @@ int commBench(Communicator &comm) {
   std::vector<float> buf(std::max<uint64_t>(maxBytes, 4) / 4 + 1, 1.0f);
   std::vector<Point> pts;
   AllreduceTimer timer(comm, buf);
-  auto runTimed = [&](size_t count, int iters) {
-    return timer.timed(count, iters);
-  };
   const double burst = burstUs * 1e-6;
   for (uint64_t bytes = std::max<uint64_t>(minBytes, 4); bytes <= maxBytes;
        bytes *= 2) {
     size_t count = size_t(bytes / 4);
     // Warm up and estimate the per-call time; every rank uses rank 0's
     // iteration count so the collectives match.
-    runTimed(count, 1); // page faults
+    timer.timed(count, 1); // page faults
     comm.barrier();
-    double est = runTimed(count, 3) + burst;
+    double est = timer.timed(count, 3) + burst;
     comm.allreduceMax(&est, 1);
     double iters =
         std::clamp(std::floor(budget / std::max(est, 1e-7)), 2.0, 2000.0);
@@ -297,7 +292,7 @@ int commBench(Communicator &comm) {
     double best = 1e30;
     for (int rep = 0; rep < 3; ++rep) {
       comm.barrier();
-      double t = runTimed(count, int(iters));
+      double t = timer.timed(count, int(iters));
       comm.allreduceMax(&t, 1);
       best = std::min(best, t);
     }
