@@ -278,6 +278,19 @@ void CommEngine::drain() {
   wait(last);
 }
 
+std::string CommEngine::pinToCpu(int cpu) {
+  if (cpu < 0 || cpu >= CPU_SETSIZE)
+    return "CPU " + std::to_string(cpu) + " is out of range";
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (int err =
+          pthread_setaffinity_np(thread.native_handle(), sizeof(set), &set))
+    return "cannot pin the communication thread to CPU " + std::to_string(cpu) +
+           ": " + std::strerror(err);
+  return "";
+}
+
 void CommEngine::resetEpoch() { epochNs = steadyNs(); }
 
 double CommEngine::nowUs() const { return double(steadyNs() - epochNs) * 1e-3; }

@@ -71,6 +71,11 @@ static cl::opt<PriorityOpt> commPriority(
                           "SCHED_IDLE (oasr-run's default on the CPU)"),
                clEnumValN(PriorityOpt::Normal, "normal", "an ordinary thread")),
     cl::init(PriorityOpt::Idle), cl::cat(benchCat));
+static cl::opt<int>
+    commCpu("comm-cpu",
+            cl::desc("Pin the communication thread to this CPU (as oasr-run's "
+                     "--comm-cpu)"),
+            cl::init(-1), cl::cat(benchCat));
 static cl::opt<uint64_t> overlapBytes(
     "overlap-bytes",
     cl::desc("Allreduce size for the overlap rate (0: do not measure it)"),
@@ -176,7 +181,10 @@ CommEngine::Priority enginePriority() {
 class AllreduceTimer {
 public:
   AllreduceTimer(Communicator &comm, std::vector<float> &buf)
-      : engine(comm, enginePriority()), buf(buf) {}
+      : engine(comm, enginePriority()), buf(buf) {
+    if (commCpu.getNumOccurrences())
+      pinError = engine.pinToCpu(commCpu);
+  }
 
   /// Seconds per allreduce of `count` floats over `iters` calls: back to
   /// back the mean; after bursts the median, since a burst ends at slightly
@@ -202,6 +210,7 @@ public:
     c.allreduceAverage(buf.data(), count, DType::F32);
   }
   CommEngine engine;
+  std::string pinError; ///< why --comm-cpu failed, empty if it did not
 
 private:
   std::vector<float> &buf;
@@ -276,6 +285,14 @@ int commBench(Communicator &comm) {
   std::vector<float> buf(std::max<uint64_t>(maxBytes, 4) / 4 + 1, 1.0f);
   std::vector<Point> pts;
   AllreduceTimer timer(comm, buf);
+  double failed = timer.pinError.empty() ? 0 : 1; // agreed on by all ranks
+  comm.allreduceMax(&failed, 1);
+  if (failed) {
+    if (!timer.pinError.empty())
+      std::fprintf(stderr, "oasr-bench: error: --comm-cpu=%d: %s\n",
+                   int(commCpu), timer.pinError.c_str());
+    return 1;
+  }
   const double burst = burstUs * 1e-6;
   for (uint64_t bytes = std::max<uint64_t>(minBytes, 4); bytes <= maxBytes;
        bytes *= 2) {

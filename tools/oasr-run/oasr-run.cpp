@@ -146,6 +146,11 @@ static cl::opt<std::string> commPriority(
              "only where compute leaves a CPU free; default with --device=cpu, "
              "whose allreduces are CPU work) | normal (default with cuda)"),
     cl::init(""), cl::cat(runCat));
+static cl::opt<int> commCpu(
+    "comm-cpu",
+    cl::desc("Pin the communication thread to this CPU (a core left free for "
+             "it, e.g. `taskset -c 0 oasr-run --comm-cpu=1`)"),
+    cl::init(-1), cl::cat(runCat));
 static cl::opt<std::string>
     algoName("algo",
              cl::desc("Training algorithm: sync-sgd (planned allreduces) | "
@@ -634,6 +639,9 @@ int main(int argc, char **argv) {
   if (priorityName != "idle" && priorityName != "normal")
     failure.set("--comm-priority=" + priorityName +
                 ": expected idle or normal");
+  if (commCpu.getNumOccurrences())
+    if (std::string why = engine.pinToCpu(commCpu); !why.empty())
+      failure.set("--comm-cpu=" + std::to_string(commCpu) + ": " + why);
   mlir::DialectRegistry registry;
   registry.insert<mlir::func::FuncDialect, mlir::oasr::OASRDialect>();
 #if OASR_HAVE_PASSES

@@ -111,6 +111,11 @@ public:
 
   Communicator &communicator() { return comm; }
 
+  /// Pins the communication thread to CPU `cpu` (a core left free for it,
+  /// e.g. `taskset -c 0 oasr-run --comm-cpu=1`). Returns an empty string on
+  /// success, else why it failed.
+  std::string pinToCpu(int cpu);
+
   /// Queues `fn` (which may call the communicator). `tag` names the job in
   /// the event log when `record` is set.
   JobId enqueue(std::function<void(Communicator &)> fn, uint32_t tag = 0,
