@@ -67,6 +67,17 @@ void BM_OasrWithExtras(benchmark::State &state) {
   state.SetComplexityN(state.range(0));
 }
 
+/// The pruned DP with an overlap rate below 1 (ready times in channel
+/// capacity coordinates).
+void BM_OasrOverlapRate(benchmark::State &state) {
+  Profile p = syntheticProfile(state.range(0));
+  CommModel m = kIB8;
+  m.overlapRate = 0.3;
+  for (auto _ : state)
+    benchmark::DoNotOptimize(oasrPlan(p, m).groupEnds.data());
+  state.SetComplexityN(state.range(0));
+}
+
 /// The plain O(n^2) recurrence, for comparison.
 void BM_OptimalQuadratic(benchmark::State &state) {
   Profile p = syntheticProfile(state.range(0));
@@ -88,6 +99,7 @@ void BM_Simulate(benchmark::State &state) {
 BENCHMARK(BM_Optimal) SIZES->Unit(benchmark::kMicrosecond)->Complexity();
 BENCHMARK(BM_Oasr) SIZES->Unit(benchmark::kMicrosecond)->Complexity();
 BENCHMARK(BM_OasrWithExtras) SIZES->Unit(benchmark::kMicrosecond)->Complexity();
+BENCHMARK(BM_OasrOverlapRate) SIZES->Unit(benchmark::kMicrosecond)->Complexity();
 BENCHMARK(BM_Mgwfbp) SIZES->Unit(benchmark::kMicrosecond)->Complexity();
 BENCHMARK(BM_Ddp) SIZES->Unit(benchmark::kMicrosecond)->Complexity();
 BENCHMARK(BM_Simulate) SIZES->Unit(benchmark::kMicrosecond)->Complexity();
