@@ -99,7 +99,8 @@ void BM_Simulate(benchmark::State &state) {
 BENCHMARK(BM_Optimal) SIZES->Unit(benchmark::kMicrosecond)->Complexity();
 BENCHMARK(BM_Oasr) SIZES->Unit(benchmark::kMicrosecond)->Complexity();
 BENCHMARK(BM_OasrWithExtras) SIZES->Unit(benchmark::kMicrosecond)->Complexity();
-BENCHMARK(BM_OasrOverlapRate) SIZES->Unit(benchmark::kMicrosecond)->Complexity();
+BENCHMARK(BM_OasrOverlapRate)
+SIZES->Unit(benchmark::kMicrosecond)->Complexity();
 BENCHMARK(BM_Mgwfbp) SIZES->Unit(benchmark::kMicrosecond)->Complexity();
 BENCHMARK(BM_Ddp) SIZES->Unit(benchmark::kMicrosecond)->Complexity();
 BENCHMARK(BM_Simulate) SIZES->Unit(benchmark::kMicrosecond)->Complexity();
