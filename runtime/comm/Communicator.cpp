@@ -241,6 +241,19 @@ CommEngine::CommEngine(Communicator &comm, Priority priority)
   epochNs = steadyNs();
   recorded.reserve(4096);
   thread = std::thread([this] { loop(); });
+  if (priority == Priority::Idle) {
+    // Best effort: without SCHED_IDLE the thread keeps its normal priority.
+    // Leaving SCHED_IDLE needs CAP_SYS_NICE or RLIMIT_NICE 20; probe it now
+    // so `wait` knows whether it can raise the thread.
+    raisable = setIdle(true) && setIdle(false) && setIdle(true);
+  }
+}
+
+bool CommEngine::setIdle(bool idle) {
+  sched_param param{};
+  param.sched_priority = 0;
+  return pthread_setschedparam(thread.native_handle(),
+                               idle ? SCHED_IDLE : SCHED_OTHER, &param) == 0;
 }
 
 CommEngine::~CommEngine() {
@@ -266,7 +279,16 @@ CommEngine::JobId CommEngine::enqueue(std::function<void(Communicator &)> fn,
 
 void CommEngine::wait(JobId id) {
   std::unique_lock<std::mutex> lock(mu);
+  if (doneUpTo >= id)
+    return;
+  // A thread that waits leaves its CPU to the job: an idle-priority
+  // communication thread runs at normal priority until no one waits, or
+  // other processes on a busy host would starve it (SCHED_IDLE yields to all).
+  if (raisable && waiters++ == 0)
+    setIdle(false);
   finished.wait(lock, [&] { return doneUpTo >= id; });
+  if (raisable && --waiters == 0)
+    setIdle(true);
 }
 
 void CommEngine::drain() {
@@ -296,12 +318,6 @@ void CommEngine::resetEpoch() { epochNs = steadyNs(); }
 double CommEngine::nowUs() const { return double(steadyNs() - epochNs) * 1e-3; }
 
 void CommEngine::loop() {
-  if (priority == Priority::Idle) {
-    // Best effort: without SCHED_IDLE the thread keeps its normal priority.
-    sched_param param{};
-    param.sched_priority = 0;
-    pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);
-  }
   for (;;) {
     Job job;
     {

@@ -809,6 +809,13 @@ int main(int argc, char **argv) {
         "its CPUs and cannot overlap communication with backward; expect the "
         "measured iteration to exceed the prediction (docs/runtime.md)\n",
         localRanks(), nthreads, online);
+  if (rank == 0 && !quiet && priorityName == "idle" &&
+      !engine.raisesWhileWaited())
+    llvm::errs() << "oasr-run: note: the communication thread runs at idle "
+                    "priority and this process may not raise it while compute "
+                    "waits (needs CAP_SYS_NICE or `ulimit -e 20`): other load "
+                    "on the host will starve communication; there, pass "
+                    "--comm-priority=normal\n";
   if (rank == 0 && !quiet && usedDefaultComm)
     std::printf("oasr-run: planned with the default allreduce model alpha=%g s "
                 "beta=%g s/B (give --comm=FILE from `oasr-bench comm`, or "

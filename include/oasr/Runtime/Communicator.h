@@ -100,7 +100,9 @@ public:
     /// the compute thread's own core while that thread waits), never in its
     /// place. With the CPU backend, where collectives are CPU work, this
     /// keeps a rank whose threads share a core from time-slicing every
-    /// allreduce into backward.
+    /// allreduce into backward. While a thread waits on a job (compute has
+    /// nothing left to do) the thread runs at normal priority, where the
+    /// process may raise it (see `raisesWhileWaited`).
     Idle,
   };
 
@@ -110,6 +112,11 @@ public:
   CommEngine &operator=(const CommEngine &) = delete;
 
   Communicator &communicator() { return comm; }
+
+  /// Whether an Idle engine can raise its thread to normal priority while a
+  /// thread waits on it (CAP_SYS_NICE or RLIMIT_NICE 20 are needed to leave
+  /// SCHED_IDLE). Without it, other processes' load starves communication.
+  bool raisesWhileWaited() const { return raisable; }
 
   /// Pins the communication thread to CPU `cpu` (a core left free for it,
   /// e.g. `taskset -c 0 oasr-run --comm-cpu=1`). Returns an empty string on
@@ -145,6 +152,8 @@ private:
     bool record;
   };
   void loop();
+  /// Moves the thread to SCHED_IDLE or back to SCHED_OTHER; false if refused.
+  bool setIdle(bool idle);
 
   Communicator &comm;
   Priority priority;
@@ -154,6 +163,8 @@ private:
   JobId nextId = 1;
   JobId doneUpTo = 0; ///< jobs run in order, so one counter suffices
   bool stopping = false;
+  bool raisable = false; ///< Idle and allowed to leave SCHED_IDLE
+  int waiters = 0;       ///< threads in `wait`, guarded by `mu`
   std::vector<CommEvent> recorded;
   int64_t epochNs = 0;
   std::thread thread;

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <fstream>
 #include <set>
+#include <thread>
 
 using namespace oasr::rt;
 
@@ -407,24 +408,59 @@ TEST(CommEngine, RunsJobsInOrderOnItsThreadAndWaitBlocksUntilDone) {
   EXPECT_LE(engine.events()[3].startUs, engine.events()[3].endUs);
 }
 
+static int schedPolicy() {
+  sched_param param{};
+  int policy = -1;
+  pthread_getschedparam(pthread_self(), &policy, &param);
+  return policy;
+}
+
+/// The communication thread's policy while the caller does not wait on it:
+/// polls a flag instead of calling `wait`.
+static int policyUnwaited(CommEngine &engine) {
+  std::atomic<int> seen{-1};
+  engine.enqueue([&](Communicator &) { seen = schedPolicy(); });
+  while (seen.load() < 0) // sleep: an idle thread needs a free CPU
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  return seen;
+}
+
 TEST(CommEngine, IdlePriorityMakesTheCommunicationThreadSchedIdle) {
   auto comm = createSelfCommunicator();
-  for (auto [priority, policy] :
-       {std::pair{CommEngine::Priority::Idle, SCHED_IDLE},
-        std::pair{CommEngine::Priority::Normal, SCHED_OTHER}}) {
-    CommEngine engine(*comm, priority);
-    int seen = -1;
-    engine.run([&](Communicator &) {
-      sched_param param{};
-      pthread_getschedparam(pthread_self(), &seen, &param);
-    });
-    EXPECT_EQ(seen, policy);
-  }
+  CommEngine normal(*comm, CommEngine::Priority::Normal);
+  EXPECT_EQ(policyUnwaited(normal), SCHED_OTHER);
+  EXPECT_FALSE(normal.raisesWhileWaited());
+
+  CommEngine idle(*comm, CommEngine::Priority::Idle);
+  EXPECT_EQ(policyUnwaited(idle), SCHED_IDLE);
+  // While a thread waits on it, the thread runs at normal priority where the
+  // process may leave SCHED_IDLE; afterwards it is idle again.
+  int waited = -1;
+  idle.run([&](Communicator &) { waited = schedPolicy(); });
+  EXPECT_EQ(waited, idle.raisesWhileWaited() ? SCHED_OTHER : SCHED_IDLE);
+  EXPECT_EQ(policyUnwaited(idle), SCHED_IDLE);
   // The caller's own thread is left alone.
-  sched_param param{};
-  int mine = -1;
-  pthread_getschedparam(pthread_self(), &mine, &param);
-  EXPECT_EQ(mine, SCHED_OTHER);
+  EXPECT_EQ(schedPolicy(), SCHED_OTHER);
+}
+
+TEST(CommEngine, SeveralWaitersRaiseOnceAndRestoreAfterTheLast) {
+  auto comm = createSelfCommunicator();
+  CommEngine idle(*comm, CommEngine::Priority::Idle);
+  std::atomic<bool> release{false};
+  std::atomic<int> during{-1};
+  CommEngine::JobId blocker = idle.enqueue([&](Communicator &) {
+    while (!release)
+      std::this_thread::yield();
+    during = schedPolicy();
+  });
+  std::thread other([&] { idle.wait(blocker); });
+  std::thread second([&] { idle.wait(blocker); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  release = true;
+  other.join();
+  second.join();
+  EXPECT_EQ(during.load(), idle.raisesWhileWaited() ? SCHED_OTHER : SCHED_IDLE);
+  EXPECT_EQ(policyUnwaited(idle), SCHED_IDLE);
 }
 
 TEST(CommEngine, SelfCommunicatorAveragingIsTheIdentity) {
