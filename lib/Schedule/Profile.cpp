@@ -488,28 +488,47 @@ Expected<CommModel> oasr::schedule::parseCalibration(StringRef jsonText,
 Expected<CommModel>
 oasr::schedule::fitAlphaBeta(ArrayRef<std::pair<double, double>> points,
                              int ranks) {
-  // The sums are centered on the means for accuracy. Equal sizes leave beta
-  // undetermined; they are tested directly, since rounding can make the sum
-  // of squares positive for large equal sizes.
-  double n = points.size(), mx = 0, my = 0;
-  for (auto [x, y] : points) {
-    mx += x;
-    my += y;
-  }
-  mx /= std::max(n, 1.0);
-  my /= std::max(n, 1.0);
-  double sxx = 0, sxy = 0;
-  for (auto [x, y] : points) {
-    sxx += (x - mx) * (x - mx);
-    sxy += (x - mx) * (y - my);
-  }
   bool oneSize =
       all_of(points, [&](auto pt) { return pt.first == points.front().first; });
-  if (points.size() < 2 || oneSize || !(sxx > 0))
+  if (points.size() < 2 || oneSize)
     return createStringError(inconvertibleErrorCode(),
                              "need at least two distinct sizes to fit");
-  double beta = std::max(0.0, sxy / sxx);
-  double alpha = std::max(0.0, my - beta * mx);
+  // Weight 1/t^2: the relative error counts, so the start-up comes from the
+  // small messages and the bandwidth from the large ones. The sums are
+  // centered on the weighted means for accuracy.
+  auto weight = [](double t) { return 1.0 / std::max(t * t, 1e-300); };
+  double sw = 0, mx = 0, my = 0;
+  for (auto [x, y] : points) {
+    sw += weight(y);
+    mx += weight(y) * x;
+    my += weight(y) * y;
+  }
+  mx /= sw;
+  my /= sw;
+  double sxx = 0, sxy = 0, s0xx = 0, s0xy = 0;
+  for (auto [x, y] : points) {
+    double w = weight(y);
+    sxx += w * (x - mx) * (x - mx);
+    sxy += w * (x - mx) * (y - my);
+    s0xx += w * x * x;
+    s0xy += w * x * y;
+  }
+  // Rounding can leave the sum of squares positive for large equal sizes
+  // (tested above), but not zero for distinct ones.
+  if (!(sxx > 0))
+    return createStringError(inconvertibleErrorCode(),
+                             "need at least two distinct sizes to fit");
+  double beta = sxy / sxx, alpha = my - beta * mx;
+  if (beta < 0) {
+    // Times that fall with size (noise among small messages): no bandwidth
+    // term, the start-up is the mean time.
+    beta = 0;
+    alpha = my;
+  } else if (alpha < 0) {
+    // Refit the line through the origin.
+    alpha = 0;
+    beta = s0xy / s0xx;
+  }
   return CommModel::alphaBeta(alpha, beta, ranks);
 }
 

@@ -23,6 +23,7 @@
 
 #include "oasr/Config.h"
 #include "oasr/Runtime/Communicator.h"
+#include "oasr/Schedule/Schedule.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -104,28 +105,6 @@ namespace {
 struct Point {
   double bytes, seconds;
 };
-
-/// Least squares of t = a + b*M weighted by 1/t^2 (relative error), so the
-/// start-up latency is fitted from the small messages and the bandwidth term
-/// from the large ones.
-void fit(const std::vector<Point> &pts, double &a, double &b) {
-  double s00 = 0, s01 = 0, s11 = 0, r0 = 0, r1 = 0;
-  for (const Point &p : pts) {
-    double w = 1.0 / (p.seconds * p.seconds);
-    s00 += w;
-    s01 += w * p.bytes;
-    s11 += w * p.bytes * p.bytes;
-    r0 += w * p.seconds;
-    r1 += w * p.seconds * p.bytes;
-  }
-  double det = s00 * s11 - s01 * s01;
-  a = (r0 * s11 - r1 * s01) / det;
-  b = (s00 * r1 - s01 * r0) / det;
-  if (a < 0) { // refit the slope through the origin
-    a = 0;
-    b = r1 / s11;
-  }
-}
 
 /// Busy compute for bursts and the overlap load: a scaled add sweeping
 /// --working-set-bytes. Returns the blocks of work done until `until`.
@@ -328,8 +307,20 @@ int commBench(Communicator &comm) {
     overlap = measureOverlap(comm, timer, ovBytes);
   if (rank != 0)
     return 0;
-  double a = 0, b = 0;
-  fit(pts, a, b);
+  std::vector<std::pair<double, double>> xy;
+  for (const Point &p : pts)
+    xy.push_back({p.bytes, p.seconds});
+  llvm::Expected<oasr::schedule::CommModel> fitted =
+      oasr::schedule::fitAlphaBeta(xy, size);
+  if (!fitted) {
+    llvm::consumeError(fitted.takeError());
+    llvm::errs() << "oasr-bench: error: --min-bytes=" << minBytes
+                 << " --max-bytes=" << maxBytes
+                 << " measure one message size (sizes double from the "
+                    "smallest); alpha and beta need two\n";
+    return 1;
+  }
+  double a = fitted->alphaS, b = fitted->betaSPerByte;
   double worst = 0;
   for (const Point &p : pts)
     worst = std::max(worst, std::fabs(a + b * p.bytes - p.seconds) / p.seconds);

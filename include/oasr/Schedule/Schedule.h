@@ -177,8 +177,11 @@ llvm::Expected<CommModel> parseCalibration(llvm::StringRef jsonText,
 /// Reads and parses a calibration file.
 llvm::Expected<CommModel> readCalibration(llvm::StringRef path);
 /// Least-squares fit of `seconds = alpha + beta * bytes` to (bytes, seconds)
-/// points, negative coefficients clamped to 0. Fails (message "need at least
-/// two distinct sizes to fit") when the sizes do not determine beta.
+/// points, weighted by 1/seconds^2 (relative error, so a sweep from bytes to
+/// megabytes fits both terms). Neither coefficient is negative: a falling
+/// slope gives beta = 0 and alpha = the weighted mean time, a negative
+/// intercept refits through the origin. Fails (message "need at least two
+/// distinct sizes to fit") when the sizes do not determine beta.
 llvm::Expected<CommModel>
 fitAlphaBeta(llvm::ArrayRef<std::pair<double, double>> points, int ranks = 0);
 

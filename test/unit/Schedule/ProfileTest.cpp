@@ -199,6 +199,40 @@ TEST(Calibration, FitAtLargeSizes) {
   EXPECT_NEAR(m->betaSPerByte, 1e-9, 1e-15);
 }
 
+TEST(Calibration, FitIsRelativeAndNeverNegative) {
+  using Points = std::vector<std::pair<double, double>>;
+  // Weighted by relative error: a 1 % error on the 64 MiB point does not
+  // swamp the 20 us start-up of the small ones.
+  Points sweep;
+  for (double bytes = 4; bytes <= 64.0 * (1 << 20); bytes *= 4)
+    sweep.push_back({bytes, 20e-6 + 0.25e-9 * bytes});
+  sweep.back().second *= 1.01;
+  llvm::Expected<CommModel> m = fitAlphaBeta(sweep, 2);
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  EXPECT_NEAR(m->alphaS, 20e-6, 0.5e-6);
+  EXPECT_NEAR(m->betaSPerByte, 0.25e-9, 0.01e-9);
+  EXPECT_EQ(m->ranks, 2);
+  // Times falling with size (noise among small messages, as oasr-bench saw
+  // on a loaded host): no bandwidth term, alpha = the weighted mean time.
+  m = fitAlphaBeta(Points{{4, 30e-6}, {4096, 20e-6}});
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  EXPECT_EQ(m->betaSPerByte, 0);
+  // Weights 1/t^2: (30/900 + 20/400) / (1/900 + 1/400) us.
+  EXPECT_NEAR(m->alphaS,
+              1e-6 * (30.0 / 900 + 20.0 / 400) / (1.0 / 900 + 1.0 / 400),
+              1e-12);
+  // A negative intercept refits through the origin.
+  m = fitAlphaBeta(Points{{1000, 1e-6}, {2000, 3e-6}});
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  EXPECT_EQ(m->alphaS, 0);
+  EXPECT_GT(m->betaSPerByte, 1e-9);
+  EXPECT_LT(m->betaSPerByte, 1.5e-9);
+  m = fitAlphaBeta(Points{{64, 1e-6}, {64, 2e-6}});
+  ASSERT_FALSE(bool(m));
+  EXPECT_EQ(llvm::toString(m.takeError()),
+            "need at least two distinct sizes to fit");
+}
+
 TEST(Profile, ScaleCompute) {
   Profile p;
   p.forwardUs = 10;
