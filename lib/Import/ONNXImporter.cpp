@@ -964,10 +964,22 @@ bool ONNXImporter::inferWithOwnRules(const onnx::NodeProto &node,
     y.dims.push_back(channels);
     auto outputShape = attrs.getInts("output_shape");
     auto outputPadding = attrs.getInts("output_padding");
+    if (outputShape && op == "ConvTranspose") {
+      // The spatial sizes; some exporters (and ONNX Runtime) also accept
+      // the whole shape, N and C first.
+      if (outputShape->size() == spatial + 2)
+        outputShape->erase(outputShape->begin(), outputShape->begin() + 2);
+      if (outputShape->size() != spatial) {
+        why = llvm::formatv("output_shape has {0} value(s); expected {1} (the "
+                            "spatial sizes) or {2} (with N and C)",
+                            outputShape->size(), spatial, spatial + 2);
+        return false;
+      }
+    }
     for (size_t i = 0; i < spatial; ++i) {
       int64_t d = x.dims[i + 2], o;
       if (op == "ConvTranspose") {
-        if (outputShape && outputShape->size() == spatial) {
+        if (outputShape) {
           o = (*outputShape)[i];
         } else {
           int64_t outPad = outputPadding && outputPadding->size() == spatial

@@ -160,7 +160,8 @@ def new_opsets():
 
 
 # ConvTranspose: strides, asymmetric pads, output_padding and dilations; a
-# grouped one with auto_pad SAME_UPPER; one with an explicit output_shape.
+# grouped one with auto_pad SAME_UPPER; one with an explicit output_shape, and
+# one whose output_shape includes N and C (as ONNX Runtime accepts).
 # Weights and bias are parameters.
 def conv_transpose():
     nodes = [
@@ -172,11 +173,14 @@ def conv_transpose():
                          auto_pad="SAME_UPPER"),
         helper.make_node("ConvTranspose", ["x", "up3.weight"], ["u3"],
                          name="/up3/ConvTranspose", strides=[2, 2], output_shape=[10, 14]),
+        helper.make_node("ConvTranspose", ["x", "up3.weight"], ["u4"],
+                         name="/up4/ConvTranspose", strides=[2, 2],
+                         output_shape=[2, 2, 10, 14]),
     ]
     g = helper.make_graph(
         nodes, "conv_transpose",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 5, 7])],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ["u", "u2", "u3"]],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ["u", "u2", "u3", "u4"]],
         [init("up.weight", [4, 3, 3, 3]), init("up.bias", [3]),
          init("up2.weight", [4, 3, 2, 2]), init("up3.weight", [4, 2, 3, 3])])
     return model(g, opset=17)
@@ -370,6 +374,16 @@ def unknown_domain():
     return model(g, extra_opsets=[("my.company", 1)])
 
 
+def conv_transpose_bad_output_shape():
+    g = helper.make_graph(
+        [helper.make_node("ConvTranspose", ["x", "up.weight"], ["u"], name="/up/ConvTranspose",
+                          strides=[2, 2], output_shape=[1, 10, 14])], "bad_output_shape",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 5, 7])],
+        [helper.make_tensor_value_info("u", TensorProto.FLOAT, None)],
+        [init("up.weight", [4, 2, 3, 3])])
+    return model(g, opset=17)
+
+
 def shape_mismatch():
     g = helper.make_graph(
         [helper.make_node("MatMul", ["x", "w"], ["y"], name="/fc/MatMul")], "mismatch",
@@ -433,6 +447,7 @@ if __name__ == "__main__":
     save(constants(), "constants.txtpb")
     save(unknown_domain(), "unknown_domain.txtpb")
     save(shape_mismatch(), "shape_mismatch.txtpb")
+    save(conv_transpose_bad_output_shape(), "conv_transpose_bad_output_shape.txtpb")
     save(shape_unknown(), "shape_unknown.txtpb")
     save(bad_dtype(), "bad_dtype.txtpb")
     save(relu_model(), "relu.txtpb")
