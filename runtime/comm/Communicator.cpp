@@ -16,11 +16,20 @@
 #include <cstring>
 #include <pthread.h>
 #include <sched.h>
+#include <thread>
 #include <unistd.h>
 
 namespace oasr::rt {
 
 Communicator::~Communicator() = default;
+
+void Communicator::send(const void *, size_t, int, int) {
+  abort("oasr-run: error: " + pointToPointUnavailable(), 1);
+}
+
+size_t Communicator::receive(void *, size_t, int, int) {
+  abort("oasr-run: error: " + pointToPointUnavailable(), 1);
+}
 
 std::string Communicator::host() const {
   char buf[256] = {0};
@@ -137,6 +146,40 @@ public:
     }
   }
   void barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
+  std::string pointToPointUnavailable() const override {
+    int level = 0;
+    MPI_Query_thread(&level);
+    return level == MPI_THREAD_MULTIPLE
+               ? ""
+               : "the MPI library does not provide MPI_THREAD_MULTIPLE, "
+                 "which the server threads on rank 0 need";
+  }
+  void send(const void *data, size_t bytes, int dest, int tag) override {
+    if (bytes > size_t(INT32_MAX))
+      abort("oasr-run: rank " + std::to_string(myRank) + ": error: a " +
+                std::to_string(bytes) + "-byte message exceeds MPI's int count",
+            1);
+    MPI_Send(data, int(bytes), MPI_BYTE, dest, tag, MPI_COMM_WORLD);
+  }
+  size_t receive(void *data, size_t bytes, int source, int tag) override {
+    // MPI_Recv spins a core while it waits; the server threads on rank 0
+    // wait most of the time beside that rank's compute, so poll instead,
+    // backing off to 100 us between tests.
+    MPI_Request request;
+    MPI_Irecv(data, int(std::min<size_t>(bytes, INT32_MAX)), MPI_BYTE, source,
+              tag, MPI_COMM_WORLD, &request);
+    MPI_Status status;
+    int done = 0;
+    for (int sleepUs = 1;; sleepUs = std::min(2 * sleepUs, 100)) {
+      MPI_Test(&request, &done, &status);
+      if (done)
+        break;
+      std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
+    }
+    int got = 0;
+    MPI_Get_count(&status, MPI_BYTE, &got);
+    return size_t(got);
+  }
   void gatherBytes(const void *data, size_t bytes, int root,
                    std::vector<char> &out,
                    std::vector<size_t> &counts) override {

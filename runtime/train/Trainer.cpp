@@ -9,10 +9,13 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <map>
+#include <mutex>
+#include <thread>
 
 namespace oasr::rt {
 
@@ -166,6 +169,204 @@ private:
 std::unique_ptr<TrainingAlgorithm>
 createSyncEASGD(Executor &exec, CommEngine &engine, int64_t tau, double alpha) {
   return std::make_unique<SyncEASGD>(exec, engine, tau, alpha);
+}
+
+//===----------------------------------------------------------------------===//
+// Parameter server: Async / Hogwild SGD and EASGD
+//===----------------------------------------------------------------------===//
+
+static std::string formatG(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+namespace {
+class ParameterServer final : public TrainingAlgorithm {
+  // Worker -> server requests; server -> worker replies. A request of 0
+  // bytes ends a rank's exchanges.
+  static constexpr int kRequestTag = 7101, kReplyTag = 7102;
+
+public:
+  ParameterServer(Executor &exec, CommEngine &engine,
+                  const ParameterServerOptions &o, std::string name)
+      : exec(exec), engine(engine), opts(o), algoName(std::move(name)) {
+    opts.tau = opts.elastic ? std::max<int64_t>(opts.tau, 1) : 1;
+    // The exchanged vector: parameters and BN statistics (f32), not the
+    // optimizer's state, which stays local.
+    for (PersistentTensor &t : exec.persistent())
+      if (t.kind != PersistentTensor::OptState &&
+          t.ref.desc.dtype == DType::F32) {
+        tensors.push_back(&t);
+        count += size_t(t.ref.numel());
+      }
+    out.resize(count);
+    in.resize(count);
+  }
+  ~ParameterServer() override { joinServers(); }
+  const char *name() const override { return algoName.c_str(); }
+
+  void setup(Executor &, CommEngine &) override {
+    Communicator &comm = engine.communicator();
+    for (PersistentTensor &t : exec.persistent()) {
+      void *p = t.ref.data;
+      size_t n = t.ref.bytes();
+      if (comm.size() > 1)
+        engine.run([=](Communicator &c) { c.broadcast(p, n, 0); });
+    }
+    pack(out.data());
+    base = out; // SGD: weights at the last exchange
+    if (comm.rank() != 0)
+      return;
+    center.reset(new std::atomic<float>[count]);
+    for (size_t i = 0; i < count; ++i)
+      center[i].store(out[i], std::memory_order_relaxed);
+    for (int r = 0; r < comm.size(); ++r)
+      servers.emplace_back([this, r] { serve(r); });
+  }
+  // Local steps on local gradients: no averaging.
+  void gradientsReady(unsigned) override {}
+  void gradientsNeeded(unsigned) override {}
+
+  void afterStep(Executor &, CommEngine &, int64_t step) override {
+    if ((step + 1) % opts.tau != 0)
+      return;
+    int64_t t0 = steadyNs();
+    pack(out.data());
+    if (!opts.elastic)
+      for (size_t i = 0; i < count; ++i)
+        out[i] -= base[i]; // this rank's change since the last exchange
+    exchange(out.data(), count);
+    if (opts.elastic) {
+      for (size_t i = 0; i < count; ++i)
+        out[i] -= in[i]; // x_i - e
+      unpack(out.data());
+    } else {
+      unpack(in.data()); // continue from x~
+      base = in;
+    }
+    ++exchanges;
+    blockedNs += steadyNs() - t0;
+  }
+
+  void finish(Executor &, CommEngine &) override {
+    Communicator &comm = engine.communicator();
+    exchange(nullptr, 0); // done
+    if (comm.rank() == 0) {
+      joinServers();
+      for (size_t i = 0; i < count; ++i)
+        in[i] = center[i].load(std::memory_order_relaxed);
+    }
+    // Every rank ends on the center variable.
+    float *p = in.data();
+    size_t bytes = count * sizeof(float);
+    double counts[2] = {double(exchanges), double(served.load())};
+    engine.run([&](Communicator &c) {
+      c.broadcast(p, bytes, 0);
+      c.allreduceSum(counts, 2);
+    });
+    unpack(in.data());
+    totalExchanges = int64_t(counts[0]);
+    totalServed = int64_t(counts[1]);
+  }
+  double takeBlockedUs() override {
+    double us = double(blockedNs) * 1e-3;
+    blockedNs = 0;
+    return us;
+  }
+  std::string report() const override {
+    return llvm::formatv("{0} exchanges with the center variable on rank 0 "
+                         "({1} served, {2}), every {3} step(s){4}; final "
+                         "weights are the center variable",
+                         totalExchanges, totalServed,
+                         opts.hogwild ? "lock-free" : "one at a time", opts.tau,
+                         opts.elastic ? ", alpha " + formatG(opts.alpha)
+                                      : std::string())
+        .str();
+  }
+
+private:
+  /// One request and its reply on the communication thread; `n` = 0 ends.
+  void exchange(const float *data, size_t n) {
+    float *reply = in.data();
+    engine.run([&](Communicator &c) {
+      c.send(data, n * sizeof(float), 0, kRequestTag);
+      if (n)
+        c.receive(reply, n * sizeof(float), 0, kReplyTag);
+    });
+  }
+
+  /// Rank 0's server thread for rank `r`.
+  void serve(int r) {
+    Communicator &comm = engine.communicator();
+    std::vector<float> req(count), rep(count);
+    const float alpha = float(opts.alpha);
+    for (;;) {
+      size_t got =
+          comm.receive(req.data(), count * sizeof(float), r, kRequestTag);
+      if (got == 0)
+        return;
+      {
+        std::unique_lock<std::mutex> lock(mu, std::defer_lock);
+        if (!opts.hogwild)
+          lock.lock();
+        for (size_t i = 0; i < count; ++i) {
+          float c = center[i].load(std::memory_order_relaxed);
+          if (opts.elastic) {
+            float e = alpha * (req[i] - c);
+            center[i].store(c + e, std::memory_order_relaxed);
+            rep[i] = e;
+          } else {
+            center[i].store(c + req[i], std::memory_order_relaxed);
+            rep[i] = c + req[i];
+          }
+        }
+      }
+      comm.send(rep.data(), count * sizeof(float), r, kReplyTag);
+      ++served;
+    }
+  }
+  void joinServers() {
+    for (std::thread &t : servers)
+      if (t.joinable())
+        t.join();
+    servers.clear();
+  }
+  void pack(float *dst) const {
+    for (PersistentTensor *t : tensors) {
+      const float *x = t->ref.as<float>();
+      dst = std::copy(x, x + t->ref.numel(), dst);
+    }
+  }
+  void unpack(const float *src) {
+    for (PersistentTensor *t : tensors) {
+      int64_t n = t->ref.numel();
+      std::copy(src, src + n, t->ref.as<float>());
+      src += n;
+    }
+  }
+
+  Executor &exec;
+  CommEngine &engine;
+  ParameterServerOptions opts;
+  std::string algoName;
+  std::vector<PersistentTensor *> tensors;
+  size_t count = 0;
+  std::vector<float> out, in, base;
+  std::unique_ptr<std::atomic<float>[]> center; ///< rank 0
+  std::mutex mu;
+  std::vector<std::thread> servers;
+  std::atomic<int64_t> served{0};
+  int64_t exchanges = 0, totalExchanges = 0, totalServed = 0;
+  int64_t blockedNs = 0;
+};
+} // namespace
+
+std::unique_ptr<TrainingAlgorithm>
+createParameterServer(Executor &exec, CommEngine &engine,
+                      const ParameterServerOptions &options, std::string name) {
+  return std::make_unique<ParameterServer>(exec, engine, options,
+                                           std::move(name));
 }
 
 //===----------------------------------------------------------------------===//
@@ -513,6 +714,7 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
       intervalStartNs = steadyNs();
     }
   }
+  algo.finish(exec, engine);
   engine.drain();
   for (size_t k = commEventsBefore; k < engine.events().size(); ++k)
     commBusyUs += engine.events()[k].endUs - engine.events()[k].startUs;

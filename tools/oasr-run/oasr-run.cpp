@@ -154,11 +154,17 @@ static cl::opt<int> commCpu(
 static cl::opt<std::string>
     algoName("algo",
              cl::desc("Training algorithm: sync-sgd (planned allreduces) | "
-                      "sync-easgd (local steps, elastic averaging)"),
+                      "sync-easgd (local steps, elastic averaging) | "
+                      "async-easgd, async-measgd, hogwild-easgd (elastic "
+                      "exchanges with a center variable served by rank 0) | "
+                      "async-sgd, async-msgd, hogwild-sgd (their SGD "
+                      "baselines); the m- forms need a momentum optimizer"),
              cl::init("sync-sgd"), cl::cat(runCat));
-static cl::opt<int64_t> easgdTau("easgd-tau",
-                                 cl::desc("EASGD: steps between exchanges"),
-                                 cl::init(4), cl::cat(runCat));
+static cl::opt<int64_t>
+    easgdTau("easgd-tau",
+             cl::desc("EASGD: steps between exchanges "
+                      "(the SGD forms exchange every step)"),
+             cl::init(4), cl::cat(runCat));
 static cl::opt<double> easgdAlpha("easgd-alpha",
                                   cl::desc("EASGD: elastic moving rate"),
                                   cl::init(-1), cl::cat(runCat));
@@ -518,6 +524,13 @@ createBackend(std::unique_ptr<Communicator> &comm, int threads,
 }
 
 /// The f32 elements of `t`, in host memory whatever the backend.
+/// The parameter-server algorithms (createParameterServer).
+bool isServerAlgo(llvm::StringRef name) {
+  return llvm::is_contained({"async-sgd", "async-msgd", "hogwild-sgd",
+                             "async-easgd", "async-measgd", "hogwild-easgd"},
+                            name);
+}
+
 std::vector<float> hostFloats(Executor &exec, const TensorRef &t) {
   std::vector<float> v(size_t(t.numel()));
   exec.backend().copyToHost(v.data(), t.data, v.size() * sizeof(float));
@@ -766,8 +779,28 @@ int main(int argc, char **argv) {
     else
       data = std::move(*loader);
   }
-  if (algoName != "sync-sgd" && algoName != "sync-easgd")
-    failure.set("--algo=" + algoName + ": expected sync-sgd or sync-easgd");
+  const bool serverAlgo = isServerAlgo(algoName);
+  if (algoName != "sync-sgd" && algoName != "sync-easgd" && !serverAlgo)
+    failure.set("--algo=" + algoName +
+                ": expected sync-sgd, sync-easgd, async-sgd, async-msgd, "
+                "hogwild-sgd, async-easgd, async-measgd or hogwild-easgd");
+  if (serverAlgo)
+    if (std::string why = comm->pointToPointUnavailable(); !why.empty())
+      failure.set("--algo=" + algoName + " exchanges with a server on rank " +
+                  "0: " + why + " (run under mpirun, or with --np)");
+  if ((algoName == "async-msgd" || algoName == "async-measgd") && exec &&
+      llvm::none_of(exec->persistent(), [](const PersistentTensor &t) {
+        return t.kind == PersistentTensor::OptState;
+      }))
+    failure.set("--algo=" + algoName +
+                ": the module's optimizer keeps no momentum (compile it with "
+                "the momentum optimizer, or use --algo=" +
+                (algoName == "async-msgd" ? "async-sgd" : "async-easgd") + ")");
+  if (easgdTau < 1)
+    failure.set("--easgd-tau=" + std::to_string(easgdTau) + ": must be >= 1");
+  if (easgdAlpha.getNumOccurrences() && !(easgdAlpha > 0 && easgdAlpha <= 1))
+    failure.set("--easgd-alpha=" + std::to_string(double(easgdAlpha)) +
+                ": must be in (0, 1]");
   if (!savePath.empty() && !failure.failed && !onnxModel)
     failure.set("--save needs the model's ONNX source (module attribute "
                 "oasr.source naming an existing .onnx file)");
@@ -844,7 +877,15 @@ int main(int argc, char **argv) {
   }
 
   std::unique_ptr<TrainingAlgorithm> algo;
-  if (algoName == "sync-easgd")
+  if (serverAlgo) {
+    ParameterServerOptions po;
+    po.elastic = llvm::StringRef(algoName).ends_with("easgd");
+    po.hogwild = llvm::StringRef(algoName).starts_with("hogwild");
+    po.tau = easgdTau;
+    // The elastic moving rate: beta = p * alpha = 0.9, as for sync-easgd.
+    po.alpha = easgdAlpha > 0 ? double(easgdAlpha) : 0.9 / double(size);
+    algo = createParameterServer(*exec, engine, po, algoName);
+  } else if (algoName == "sync-easgd")
     // Default moving rate: beta = p * alpha = 0.9 (the paper's choice).
     algo = createSyncEASGD(*exec, engine, easgdTau,
                            easgdAlpha > 0 ? double(easgdAlpha)
@@ -877,14 +918,26 @@ int main(int argc, char **argv) {
     std::printf("  mean iteration   %9.3f ms\n", summary.meanIterationUs * ms);
     std::printf("  compute          %9.3f ms (forward %.3f ms)\n",
                 summary.computeUs * ms, summary.forwardUs * ms);
-    double hidden = summary.commBusyUs > 0
-                        ? 100.0 * std::max(0.0, 1.0 - summary.exposedCommUs /
-                                                          summary.commBusyUs)
-                        : 100.0;
-    std::printf("  exposed comm     %9.3f ms (allreduce busy %.3f ms, %.0f%% "
-                "hidden)\n",
-                summary.exposedCommUs * ms, summary.commBusyUs * ms, hidden);
-    if (summary.predictedUs >= 0)
+    // The plan and its prediction describe the planned allreduces, which
+    // only sync-sgd runs; the other algorithms block in their exchanges.
+    const bool planned = algoName == "sync-sgd";
+    if (planned) {
+      double hidden = summary.commBusyUs > 0
+                          ? 100.0 * std::max(0.0, 1.0 - summary.exposedCommUs /
+                                                            summary.commBusyUs)
+                          : 100.0;
+      std::printf("  exposed comm     %9.3f ms (allreduce busy %.3f ms, %.0f%% "
+                  "hidden)\n",
+                  summary.exposedCommUs * ms, summary.commBusyUs * ms, hidden);
+    } else {
+      std::printf("  exposed comm     %9.3f ms (blocked in %s's exchanges)\n",
+                  summary.exposedCommUs * ms, algo->name());
+    }
+    if (!planned)
+      std::printf("  predicted        n/a (the plan predicts sync-sgd's "
+                  "allreduces, which --algo=%s does not run)\n",
+                  algo->name());
+    else if (summary.predictedUs >= 0)
       std::printf("  predicted        %9.3f ms (measured/predicted %.2f)\n",
                   summary.predictedUs * ms,
                   summary.predictedUs > 0
@@ -892,12 +945,14 @@ int main(int argc, char **argv) {
                       : 0.0);
     else
       std::printf("  predicted        n/a (module has no oasr.plan)\n");
-    if (summary.replayedUs > 0)
+    if (planned && summary.replayedUs > 0)
       std::printf("  replayed         %9.3f ms (the plan's timeline model on "
                   "this run's measured profile; measured/replayed %.2f)\n",
                   summary.replayedUs * ms,
                   summary.meanIterationUs / summary.replayedUs);
     std::printf("  algorithm        %s\n", algo->name());
+    if (std::string r = algo->report(); !r.empty())
+      std::printf("                   %s\n", r.c_str());
     std::printf("  final loss       %9.4f\n", summary.lastLoss);
     if (summary.trainAccuracy >= 0)
       std::printf("  train accuracy   %8.1f%%\n", 100 * summary.trainAccuracy);

@@ -27,9 +27,10 @@
 
 namespace oasr::rt {
 
-/// Bytes between data-parallel ranks. Implementations are thread-compatible:
-/// the runtime calls one communicator from one thread at a time (the
-/// CommEngine's thread while training runs). `abort` may be called from any
+/// Bytes between data-parallel ranks. Collectives are called from one thread
+/// at a time (the CommEngine's thread while training runs); `send` and
+/// `receive` may also be called from the parameter-server threads at the
+/// same time (see `pointToPointUnavailable`). `abort` may be called from any
 /// thread.
 class Communicator {
 public:
@@ -58,6 +59,19 @@ public:
   virtual void gatherBytes(const void *data, size_t bytes, int root,
                            std::vector<char> &out,
                            std::vector<size_t> &counts) = 0;
+  /// Point-to-point messages, for the parameter-server algorithms (async and
+  /// Hogwild SGD/EASGD), whose server threads on rank 0 call them
+  /// concurrently with the CommEngine's thread. Empty when they are
+  /// available, else why not.
+  virtual std::string pointToPointUnavailable() const {
+    return std::string("the ") + name() +
+           " communicator has no point-to-point messages";
+  }
+  /// Sends `bytes` at `data` to rank `dest` with `tag` (blocking).
+  virtual void send(const void *data, size_t bytes, int dest, int tag);
+  /// Receives at most `bytes` from rank `source` with `tag` (blocking).
+  /// Returns the bytes received.
+  virtual size_t receive(void *data, size_t bytes, int source, int tag);
   /// Ends every rank of the job with a non-zero status after printing
   /// `message` (which should name this rank). Does not return.
   [[noreturn]] virtual void abort(const std::string &message, int code) = 0;

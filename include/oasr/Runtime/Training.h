@@ -2,17 +2,17 @@
 //-*-===//
 //
 // A TrainingAlgorithm decides what communication a step needs. Synchronous
-// SGD (the only one today) averages gradients with the fused allreduces the
-// compiler planned: it enqueues each group on the CommEngine when the
-// executor reaches its allreduce_start and blocks at its allreduce_wait.
+// SGD averages gradients with the fused allreduces the compiler planned: it
+// enqueues each group on the CommEngine when the executor reaches its
+// allreduce_start and blocks at its allreduce_wait.
 //
-// The EASGD family plugs in through the same hooks: its workers run the
+// The EASGD family plugs in through the same hooks: its ranks run the
 // module's local steps with `gradientsReady`/`gradientsNeeded` as no-ops (no
-// gradient averaging), and `afterStep` performs the elastic exchange every
-// tau steps -- synchronous EASGD as an allreduce of the parameters on the
-// CommEngine, asynchronous EASGD / MEASGD / Hogwild as a request to a
-// parameter-server rank through the Communicator (rank 0 serves the center
-// variable). The executor does not change for them.
+// gradient averaging), and `afterStep` performs the exchange -- synchronous
+// EASGD as an allreduce of the parameters on the CommEngine, the
+// asynchronous and Hogwild variants as requests to server threads on rank 0
+// through the Communicator's point-to-point messages. The executor does not
+// change for them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,9 +44,15 @@ public:
   virtual void afterStep(Executor &exec, CommEngine &engine, int64_t step) {
     (void)exec, (void)engine, (void)step;
   }
+  /// Once, after the last step and before evaluation (collective).
+  virtual void finish(Executor &exec, CommEngine &engine) {
+    (void)exec, (void)engine;
+  }
   /// Microseconds the compute thread spent blocked on communication since
   /// the last call (the exposed, non-overlapped communication).
   virtual double takeBlockedUs() = 0;
+  /// A line for the run's summary (what the algorithm did), or empty.
+  virtual std::string report() const { return ""; }
 };
 
 /// Synchronous SGD over the planned fused allreduces.
@@ -61,6 +67,33 @@ std::unique_ptr<TrainingAlgorithm> createSyncSGD(Executor &exec,
 /// averaged at the same time.
 std::unique_ptr<TrainingAlgorithm>
 createSyncEASGD(Executor &exec, CommEngine &engine, int64_t tau, double alpha);
+
+/// The parameter-server family of You, Bulu\c{c} and Demmel (SC'17): every
+/// rank trains on its own shard; rank 0 also runs one server thread per
+/// rank, which holds the center variable x~ and serves that rank's requests
+/// first come, first served, without waiting for the other ranks.
+///  - Elastic (EASGD): every `tau` steps a rank sends its weights x_i and
+///    gets back e = alpha (x_i - x~); the server adds e to x~, the rank
+///    subtracts it from x_i.
+///  - Not elastic (SGD): every step a rank sends the change its optimizer
+///    made since the last exchange; the server adds it to x~ and returns x~,
+///    which the rank continues from (asynchronous SGD: gradients computed on
+///    stale weights).
+/// `hogwild` drops the server's lock: the threads read and write x~ at the
+/// same time, element by element, so updates may interleave and be lost
+/// (Hogwild). With the lock, one request updates x~ at a time. Momentum
+/// variants (Async MSGD/MEASGD) are these with a momentum optimizer in the
+/// module. At the end every rank's weights become x~. BN statistics travel
+/// with the weights. Needs a communicator with point-to-point messages.
+struct ParameterServerOptions {
+  bool elastic = true;
+  bool hogwild = false;
+  int64_t tau = 1;    ///< steps between exchanges (elastic)
+  double alpha = 0.5; ///< elastic moving rate
+};
+std::unique_ptr<TrainingAlgorithm>
+createParameterServer(Executor &exec, CommEngine &engine,
+                      const ParameterServerOptions &options, std::string name);
 
 /// Options of the training loop.
 struct TrainOptions {
