@@ -13,6 +13,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -31,6 +32,17 @@ static int64_t steadyNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+/// The job tag of an algorithm's parameter exchange (EASGD averaging, a
+/// parameter-server round trip) in the CommEngine's event log; allreduces of
+/// gradient groups use the group's index.
+static constexpr uint32_t kExchangeJob = 0xFFFFFFFFu;
+
+/// Runs `fn` on the communication thread as a recorded exchange and waits.
+static void runExchange(CommEngine &engine,
+                        std::function<void(Communicator &)> fn) {
+  engine.wait(engine.enqueue(std::move(fn), kExchangeJob, /*record=*/true));
 }
 
 //===----------------------------------------------------------------------===//
@@ -127,7 +139,7 @@ public:
       float *x = t.ref.as<float>();
       int64_t n = t.ref.numel();
       if (t.kind == PersistentTensor::State) {
-        engine.run([=](Communicator &c) {
+        runExchange(engine, [=](Communicator &c) {
           c.allreduceAverage(x, size_t(n), DType::F32);
         });
         continue;
@@ -140,7 +152,7 @@ public:
         diff[size_t(i)] = x[i] - c[size_t(i)];
       float *d = diff.data();
       // Average of the differences; their sum is P times it.
-      engine.run([=](Communicator &cm) {
+      runExchange(engine, [=](Communicator &cm) {
         cm.allreduceAverage(d, size_t(n), DType::F32);
       });
       for (int64_t i = 0; i < n; ++i) {
@@ -274,6 +286,7 @@ public:
     blockedNs = 0;
     return us;
   }
+  bool lockstep() const override { return false; }
   std::string report() const override {
     return llvm::formatv("{0} exchanges with the center variable on rank 0 "
                          "({1} served, {2}), every {3} step(s){4}; final "
@@ -289,11 +302,15 @@ private:
   /// One request and its reply on the communication thread; `n` = 0 ends.
   void exchange(const float *data, size_t n) {
     float *reply = in.data();
-    engine.run([&](Communicator &c) {
+    auto roundTrip = [&](Communicator &c) {
       c.send(data, n * sizeof(float), 0, kRequestTag);
       if (n)
         c.receive(reply, n * sizeof(float), 0, kReplyTag);
-    });
+    };
+    if (n)
+      runExchange(engine, roundTrip);
+    else
+      engine.run(roundTrip);
   }
 
   /// Rank 0's server thread for rank `r`.
@@ -489,6 +506,9 @@ static llvm::Error writeTrace(const std::string &path, Executor &exec,
         args["op"] = s.opType;
         if (!s.layer.empty())
           args["layer"] = s.layer;
+      } else if (uint32_t(e.name) == kExchangeJob) {
+        name = "exchange";
+        cat = "exchange";
       } else {
         unsigned g = unsigned(e.name);
         const GradGroup &gg = exec.groups()[g];
@@ -686,7 +706,8 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
         ((step + 1) % std::max<int64_t>(options.logEvery, 1) == 0 || last)) {
       double agg[4] = {intervalLoss, intervalCorrect, intervalSamples,
                        double(intervalSteps)};
-      engine.run([&](Communicator &c) { c.allreduceSum(agg, 4); });
+      if (algo.lockstep())
+        engine.run([&](Communicator &c) { c.allreduceSum(agg, 4); });
       int64_t now = steadyNs();
       double secs = double(now - intervalStartNs) * 1e-9;
       double totalSecs = double(now - runStartNs) * 1e-9;
@@ -698,15 +719,16 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
         double ips = secs > 0 ? agg[2] / secs : 0;
         double eta =
             totalSecs / double(step + 1) * double(options.steps - step - 1);
+        const char *who = algo.lockstep() ? "" : "  [rank 0]";
         if (lab.data)
           std::printf("step %lld/%lld  loss %.4f  acc %5.1f%%  %.1f img/s  "
-                      "ETA %s\n",
+                      "ETA %s%s\n",
                       (long long)(step + 1), (long long)options.steps, meanLoss,
-                      100.0 * acc, ips, formatDuration(eta).c_str());
+                      100.0 * acc, ips, formatDuration(eta).c_str(), who);
         else
-          std::printf("step %lld/%lld  loss %.4f  %.1f img/s  ETA %s\n",
+          std::printf("step %lld/%lld  loss %.4f  %.1f img/s  ETA %s%s\n",
                       (long long)(step + 1), (long long)options.steps, meanLoss,
-                      ips, formatDuration(eta).c_str());
+                      ips, formatDuration(eta).c_str(), who);
         std::fflush(stdout);
       }
       intervalLoss = intervalCorrect = intervalSamples = 0;

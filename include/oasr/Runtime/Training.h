@@ -51,6 +51,9 @@ public:
   /// Microseconds the compute thread spent blocked on communication since
   /// the last call (the exposed, non-overlapped communication).
   virtual double takeBlockedUs() = 0;
+  /// Whether ranks step together. Progress lines of an asynchronous
+  /// algorithm report rank 0 alone: summing over ranks would synchronize them.
+  virtual bool lockstep() const { return true; }
   /// A line for the run's summary (what the algorithm did), or empty.
   virtual std::string report() const { return ""; }
 };
