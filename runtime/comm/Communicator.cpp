@@ -292,6 +292,18 @@ CommEngine::CommEngine(Communicator &comm, Priority priority)
   }
 }
 
+bool CommEngine::idleIsRaisable() {
+  bool ok = false;
+  std::thread probe([&] {
+    sched_param param{};
+    param.sched_priority = 0;
+    ok = pthread_setschedparam(pthread_self(), SCHED_IDLE, &param) == 0 &&
+         pthread_setschedparam(pthread_self(), SCHED_OTHER, &param) == 0;
+  });
+  probe.join();
+  return ok;
+}
+
 bool CommEngine::setIdle(bool idle) {
   sched_param param{};
   param.sched_priority = 0;

@@ -69,7 +69,8 @@ static cl::opt<PriorityOpt> commPriority(
     "comm-priority",
     cl::desc("Communication thread priority (as oasr-run's --comm-priority)"),
     cl::values(clEnumValN(PriorityOpt::Idle, "idle",
-                          "SCHED_IDLE (oasr-run's default on the CPU)"),
+                          "SCHED_IDLE (oasr-run's default on the CPU, where "
+                          "the process may leave it while waited on)"),
                clEnumValN(PriorityOpt::Normal, "normal", "an ordinary thread")),
     cl::init(PriorityOpt::Idle), cl::cat(benchCat));
 static cl::opt<int>
@@ -383,6 +384,10 @@ int main(int argc, char **argv) {
                               "oasr-bench: measurements for the planner\n\n"
                               "  comm  allreduce time over message sizes -> "
                               "alpha/beta calibration JSON\n");
+  // As oasr-run: idle only where the process may raise the thread while
+  // it is waited on.
+  if (!commPriority.getNumOccurrences() && !CommEngine::idleIsRaisable())
+    commPriority.setValue(PriorityOpt::Normal);
   if (command != "comm") {
     llvm::errs() << "oasr-bench: error: unknown command '" << command
                  << "' (expected: comm)\n";

@@ -144,7 +144,8 @@ static cl::opt<std::string> commPriority(
     "comm-priority",
     cl::desc("Communication thread against compute for a CPU: idle (runs "
              "only where compute leaves a CPU free; default with --device=cpu, "
-             "whose allreduces are CPU work) | normal (default with cuda)"),
+             "whose allreduces are CPU work, where the process may raise it "
+             "while compute waits) | normal (default with cuda)"),
     cl::init(""), cl::cat(runCat));
 static cl::opt<int> commCpu(
     "comm-cpu",
@@ -638,9 +639,16 @@ int main(int argc, char **argv) {
       createBackend(comm, nthreads, backendError);
 
   const int rank = comm->rank(), size = comm->size();
+  // Idle by default with the CPU backend, where allreduces are CPU work --
+  // unless this process could not raise the thread while compute waits:
+  // then other load on the host would starve it (docs/runtime.md).
+  const bool idleRaisable = CommEngine::idleIsRaisable();
   std::string priorityName = !commPriority.empty() ? std::string(commPriority)
-                             : device == "cpu"     ? "idle"
-                                                   : "normal";
+                             : device == "cpu"
+                                 ? (idleRaisable ? "idle" : "normal")
+                                 : "normal";
+  const bool idleFellBack =
+      commPriority.empty() && device == "cpu" && !idleRaisable;
   CommEngine engine(*comm, priorityName == "idle"
                                ? CommEngine::Priority::Idle
                                : CommEngine::Priority::Normal);
@@ -842,6 +850,12 @@ int main(int argc, char **argv) {
         "its CPUs and cannot overlap communication with backward; expect the "
         "measured iteration to exceed the prediction (docs/runtime.md)\n",
         localRanks(), nthreads, online);
+  if (rank == 0 && !quiet && idleFellBack)
+    llvm::errs() << "oasr-run: note: the communication thread runs at normal "
+                    "priority: this process may not raise an idle-priority "
+                    "one while compute waits (needs CAP_SYS_NICE or `ulimit "
+                    "-e 20`), and other load on the host would starve it; "
+                    "--comm-priority=idle forces idle priority\n";
   if (rank == 0 && !quiet && priorityName == "idle" &&
       !engine.raisesWhileWaited())
     llvm::errs() << "oasr-run: note: the communication thread runs at idle "

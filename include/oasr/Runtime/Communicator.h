@@ -131,6 +131,10 @@ public:
   /// thread waits on it (CAP_SYS_NICE or RLIMIT_NICE 20 are needed to leave
   /// SCHED_IDLE). Without it, other processes' load starves communication.
   bool raisesWhileWaited() const { return raisable; }
+  /// Whether this process may move a thread out of SCHED_IDLE (probed on a
+  /// short-lived thread): what `raisesWhileWaited` would say for an Idle
+  /// engine, known before choosing the priority.
+  static bool idleIsRaisable();
 
   /// Pins the communication thread to CPU `cpu` (a core left free for it,
   /// e.g. `taskset -c 0 oasr-run --comm-cpu=1`). Returns an empty string on

@@ -433,6 +433,8 @@ TEST(CommEngine, IdlePriorityMakesTheCommunicationThreadSchedIdle) {
 
   CommEngine idle(*comm, CommEngine::Priority::Idle);
   EXPECT_EQ(policyUnwaited(idle), SCHED_IDLE);
+  // The static probe agrees with what the engine found.
+  EXPECT_EQ(CommEngine::idleIsRaisable(), idle.raisesWhileWaited());
   // While a thread waits on it, the thread runs at normal priority where the
   // process may leave SCHED_IDLE; afterwards it is idle again.
   int waited = -1;
