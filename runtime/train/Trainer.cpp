@@ -214,6 +214,7 @@ public:
       }
     out.resize(count);
     in.resize(count);
+    server = opts.dedicated ? engine.communicator().size() - 1 : 0;
   }
   ~ParameterServer() override { joinServers(); }
   const char *name() const override { return algoName.c_str(); }
@@ -228,13 +229,17 @@ public:
     }
     pack(out.data());
     base = out; // SGD: weights at the last exchange
-    if (comm.rank() != 0)
+    if (comm.rank() != server)
       return;
     center.reset(new std::atomic<float>[count]);
     for (size_t i = 0; i < count; ++i)
       center[i].store(out[i], std::memory_order_relaxed);
     for (int r = 0; r < comm.size(); ++r)
-      servers.emplace_back([this, r] { serve(r); });
+      if (trainsOn(r))
+        servers.emplace_back([this, r] { serve(r); });
+  }
+  bool trainsOn(int rank) const override {
+    return !(opts.dedicated && rank == server);
   }
   // Local steps on local gradients: no averaging.
   void gradientsReady(unsigned) override {}
@@ -263,8 +268,9 @@ public:
 
   void finish(Executor &, CommEngine &) override {
     Communicator &comm = engine.communicator();
-    exchange(nullptr, 0); // done
-    if (comm.rank() == 0) {
+    if (trainsOn(comm.rank()))
+      exchange(nullptr, 0); // done
+    if (comm.rank() == server) {
       joinServers();
       for (size_t i = 0; i < count; ++i)
         in[i] = center[i].load(std::memory_order_relaxed);
@@ -274,7 +280,7 @@ public:
     size_t bytes = count * sizeof(float);
     double counts[2] = {double(exchanges), double(served.load())};
     engine.run([&](Communicator &c) {
-      c.broadcast(p, bytes, 0);
+      c.broadcast(p, bytes, server);
       c.allreduceSum(counts, 2);
     });
     unpack(in.data());
@@ -288,13 +294,14 @@ public:
   }
   bool lockstep() const override { return false; }
   std::string report() const override {
-    return llvm::formatv("{0} exchanges with the center variable on rank 0 "
-                         "({1} served, {2}), every {3} step(s){4}; final "
+    return llvm::formatv("{0} exchanges with the center variable on rank {5}"
+                         "{6} ({1} served, {2}), every {3} step(s){4}; final "
                          "weights are the center variable",
                          totalExchanges, totalServed,
                          opts.hogwild ? "lock-free" : "one at a time", opts.tau,
                          opts.elastic ? ", alpha " + formatG(opts.alpha)
-                                      : std::string())
+                                      : std::string(),
+                         server, opts.dedicated ? ", which only serves" : "")
         .str();
   }
 
@@ -303,9 +310,9 @@ private:
   void exchange(const float *data, size_t n) {
     float *reply = in.data();
     auto roundTrip = [&](Communicator &c) {
-      c.send(data, n * sizeof(float), 0, kRequestTag);
+      c.send(data, n * sizeof(float), server, kRequestTag);
       if (n)
-        c.receive(reply, n * sizeof(float), 0, kReplyTag);
+        c.receive(reply, n * sizeof(float), server, kReplyTag);
     };
     if (n)
       runExchange(engine, roundTrip);
@@ -369,8 +376,9 @@ private:
   std::string algoName;
   std::vector<PersistentTensor *> tensors;
   size_t count = 0;
+  int server = 0; ///< the rank whose threads hold the center variable
   std::vector<float> out, in, base;
-  std::unique_ptr<std::atomic<float>[]> center; ///< rank 0
+  std::unique_ptr<std::atomic<float>[]> center; ///< on the server rank
   std::mutex mu;
   std::vector<std::thread> servers;
   std::atomic<int64_t> served{0};
@@ -391,12 +399,12 @@ createParameterServer(Executor &exec, CommEngine &engine,
 //===----------------------------------------------------------------------===//
 
 std::pair<int64_t, int64_t> evaluate(Executor &exec, DataLoader &data,
-                                     CommEngine &engine) {
+                                     CommEngine &engine, bool mine) {
   double counts[2] = {0, 0};
   const Dataset *test = data.testSet();
   const TensorRef &in = exec.input();
   const TensorRef &lab = exec.label();
-  if (test && lab.data && in.desc.dtype == DType::F32) {
+  if (mine && test && lab.data && in.desc.dtype == DType::F32) {
     const std::vector<int64_t> &shard = data.testShard();
     int64_t n = exec.batch();
     int64_t features = in.numel() / std::max<int64_t>(n, 1);
@@ -651,7 +659,10 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
   size_t commEventsBefore = 0;
   double commBusyUs = 0;
 
-  for (int64_t step = 0; step < options.steps; ++step) {
+  // A rank that does not train (a dedicated server) skips the steps; the
+  // loop has no collectives for such algorithms (they are not lockstep).
+  const int64_t mySteps = algo.trainsOn(rank) ? options.steps : 0;
+  for (int64_t step = 0; step < mySteps; ++step) {
     if (step == options.failAtStep && rank == options.failRank &&
         options.failSignal > 0)
       std::raise(options.failSignal); // a crash: no message, no MPI_Abort
@@ -769,7 +780,7 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
     if (auto err = writeTrace(options.tracePath, exec, engine, trace))
       return err;
   if (options.evaluate && data.testSet() && lab.data) {
-    auto [ok, total] = evaluate(exec, data, engine);
+    auto [ok, total] = evaluate(exec, data, engine, algo.trainsOn(rank));
     if (total) {
       summary.testAccuracy = double(ok) / double(total);
       summary.testSamples = total;

@@ -161,6 +161,12 @@ static cl::opt<std::string>
                       "async-sgd, async-msgd, hogwild-sgd (their SGD "
                       "baselines); the m- forms need a momentum optimizer"),
              cl::init("sync-sgd"), cl::cat(runCat));
+static cl::opt<std::string> psServer(
+    "ps-server",
+    cl::desc("Parameter-server algorithms: shared (rank 0 trains and serves "
+             "the center variable) | dedicated (the last rank only serves, "
+             "the others split the data)"),
+    cl::init("shared"), cl::cat(runCat));
 static cl::opt<int64_t>
     easgdTau("easgd-tau",
              cl::desc("EASGD: steps between exchanges "
@@ -781,7 +787,12 @@ int main(int argc, char **argv) {
     shape.features =
         exec->input().numel() / std::max<int64_t>(exec->batch(), 1);
     shape.classes = exec->numClasses();
-    auto loader = createDataLoader(dataSpec, shape, rank, size, seed);
+    // A dedicated parameter server trains on nothing: the other ranks split
+    // the data (the server's loader is a valid, unused shard).
+    const bool dedicated = psServer == "dedicated" && size > 1;
+    const int workers = dedicated ? size - 1 : size;
+    auto loader = createDataLoader(dataSpec, shape, rank < workers ? rank : 0,
+                                   workers, seed);
     if (!loader)
       failure.set(loader.takeError());
     else
@@ -794,8 +805,18 @@ int main(int argc, char **argv) {
                 "hogwild-sgd, async-easgd, async-measgd or hogwild-easgd");
   if (serverAlgo)
     if (std::string why = comm->pointToPointUnavailable(); !why.empty())
-      failure.set("--algo=" + algoName + " exchanges with a server on rank " +
-                  "0: " + why + " (run under mpirun, or with --np)");
+      failure.set("--algo=" + algoName + " exchanges with a parameter " +
+                  "server: " + why + " (run under mpirun, or with --np)");
+  if (psServer != "shared" && psServer != "dedicated")
+    failure.set("--ps-server=" + psServer.getValue() +
+                ": expected shared or dedicated");
+  else if (psServer == "dedicated" && !serverAlgo)
+    failure.set("--ps-server=dedicated: --algo=" + algoName +
+                " has no parameter server (the async-* and hogwild-* "
+                "algorithms do)");
+  else if (psServer == "dedicated" && size < 2)
+    failure.set("--ps-server=dedicated needs at least 2 ranks: the last "
+                "one only serves");
   if ((algoName == "async-msgd" || algoName == "async-measgd") && exec &&
       llvm::none_of(exec->persistent(), [](const PersistentTensor &t) {
         return t.kind == PersistentTensor::OptState;
@@ -895,9 +916,12 @@ int main(int argc, char **argv) {
     ParameterServerOptions po;
     po.elastic = llvm::StringRef(algoName).ends_with("easgd");
     po.hogwild = llvm::StringRef(algoName).starts_with("hogwild");
+    po.dedicated = psServer == "dedicated";
     po.tau = easgdTau;
-    // The elastic moving rate: beta = p * alpha = 0.9, as for sync-easgd.
-    po.alpha = easgdAlpha > 0 ? double(easgdAlpha) : 0.9 / double(size);
+    // The elastic moving rate: beta = p * alpha = 0.9 over the p ranks that
+    // train, as for sync-easgd.
+    po.alpha = easgdAlpha > 0 ? double(easgdAlpha)
+                              : 0.9 / double(po.dedicated ? size - 1 : size);
     algo = createParameterServer(*exec, engine, po, algoName);
   } else if (algoName == "sync-easgd")
     // Default moving rate: beta = p * alpha = 0.9 (the paper's choice).

@@ -51,6 +51,12 @@ public:
   /// Microseconds the compute thread spent blocked on communication since
   /// the last call (the exposed, non-overlapped communication).
   virtual double takeBlockedUs() = 0;
+  /// Whether `rank` trains (a dedicated parameter server does not: it skips
+  /// the steps, and evaluation counts no samples on it).
+  virtual bool trainsOn(int rank) const {
+    (void)rank;
+    return true;
+  }
   /// Whether ranks step together. Progress lines of an asynchronous
   /// algorithm report rank 0 alone: summing over ranks would synchronize them.
   virtual bool lockstep() const { return true; }
@@ -84,15 +90,18 @@ createSyncEASGD(Executor &exec, CommEngine &engine, int64_t tau, double alpha);
 ///    stale weights).
 /// `hogwild` drops the server's lock: the threads read and write x~ at the
 /// same time, element by element, so updates may interleave and be lost
-/// (Hogwild). With the lock, one request updates x~ at a time. Momentum
+/// (Hogwild). With the lock, one request updates x~ at a time. With
+/// `dedicated` the server threads run on the last rank, which trains
+/// nothing (SC'17's master); the other ranks split the data. Momentum
 /// variants (Async MSGD/MEASGD) are these with a momentum optimizer in the
 /// module. At the end every rank's weights become x~. BN statistics travel
 /// with the weights. Needs a communicator with point-to-point messages.
 struct ParameterServerOptions {
   bool elastic = true;
   bool hogwild = false;
-  int64_t tau = 1;    ///< steps between exchanges (elastic)
-  double alpha = 0.5; ///< elastic moving rate
+  bool dedicated = false; ///< the last rank only serves
+  int64_t tau = 1;        ///< steps between exchanges (elastic)
+  double alpha = 0.5;     ///< elastic moving rate
 };
 std::unique_ptr<TrainingAlgorithm>
 createParameterServer(Executor &exec, CommEngine &engine,
@@ -137,9 +146,10 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
                   TrainSummary &summary);
 
 /// Evaluates accuracy of the current weights on this rank's test shard and
-/// sums over ranks. Returns {correct, total}.
+/// sums over ranks. Returns {correct, total}. A rank with `counts` false
+/// only joins the sum.
 std::pair<int64_t, int64_t> evaluate(Executor &exec, DataLoader &data,
-                                     CommEngine &engine);
+                                     CommEngine &engine, bool counts = true);
 
 /// "rank R (host)" for messages.
 std::string rankName(const Communicator &comm);
