@@ -5,11 +5,14 @@ the 8x8 digits (python3-sklearn), same MLP, same steps, same data shards.
 
     bench/run_algorithms.py [--build BUILD] [--ranks 2] [--steps 600]
                             [--reps 3] [--hidden 1024] [--tau 4] [--lr 0.05]
+                            [--ps-server shared|dedicated]
 
 Per algorithm: the median of REPS runs (rounds interleaved, so a slow spell
 of the host does not land on one algorithm) of the mean iteration time, the
 time blocked in communication, the wall time of the run and the test
-accuracy the final weights reach. Writes bench/results/algorithms.{json,md}.
+accuracy the final weights reach. Writes bench/results/algorithms.{json,md}
+(algorithms-dedicated.* with --ps-server dedicated: the parameter-server
+forms then serve from the last rank, which trains nothing).
 """
 import argparse
 import json
@@ -52,6 +55,23 @@ NOTES = """
 """
 
 
+NOTES_DEDICATED = """
+## Reading these numbers
+
+* The parameter-server forms train on P - 1 ranks and serve from the last;
+  the sync forms have no server and train on all P ranks. On this 2-core
+  host 3 ranks oversubscribe the cores, so compare the parameter-server rows
+  with each other and with algorithms.md (2 ranks, server threads on rank 0,
+  which also trains), not with the sync rows here.
+* A server with a rank of its own answers the every-step SGD forms sooner:
+  they block ~0.44-0.52 ms per step here against ~0.73-0.86 ms with the
+  server threads beside rank 0's compute (algorithms.md). The elastic forms,
+  which exchange every 4 steps, block about as long either way (~0.18-0.23
+  ms here, ~0.15-0.17 ms there): their server is rarely busy, and here the
+  3 ranks share 2 cores.
+"""
+
+
 def field(pattern, text, what):
     m = re.search(pattern, text)
     if not m:
@@ -68,6 +88,7 @@ def main():
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--tau", type=int, default=4)
     p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--ps-server", default="shared", choices=["shared", "dedicated"])
     a = p.parse_args()
     os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     work = os.path.join(a.build, "bench-algorithms")
@@ -92,6 +113,8 @@ def main():
                    os.path.join(a.build, "bin", "oasr-run"), modules[opt],
                    f"--algo={name}", f"--easgd-tau={a.tau}", f"--data=mnist:{digits}",
                    f"--steps={a.steps}", "--threads=1", "--quiet"]
+            if a.ps_server == "dedicated" and not name.startswith("sync"):
+                cmd.append("--ps-server=dedicated")
             t0 = time.monotonic()
             r = subprocess.run(cmd, capture_output=True, text=True)
             wall = time.monotonic() - t0
@@ -124,15 +147,19 @@ def main():
            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {cpu}, "
                       f"load {os.getloadavg()[0]:.2f}",
            "ranks": a.ranks, "steps": a.steps, "reps": a.reps, "hidden": a.hidden,
-           "tau": a.tau, "lr": a.lr, "batch_per_rank": 16, "results": results}
+           "tau": a.tau, "lr": a.lr, "batch_per_rank": 16, "ps_server": a.ps_server,
+           "results": results}
+    suffix = "" if a.ps_server == "shared" else "-dedicated"
     out_dir = os.path.join(ROOT, "bench", "results")
-    with open(os.path.join(out_dir, "algorithms.json"), "w") as f:
+    with open(os.path.join(out_dir, f"algorithms{suffix}.json"), "w") as f:
         json.dump(doc, f, indent=1)
     lines = ["# Training algorithms: Sync SGD, Sync EASGD and the parameter-server family\n",
              f"{doc['date']}, {doc['machine']}; `bench/run_algorithms.py`: the digits "
              f"(1438 train / 359 test, 8x8), MLP 64-{a.hidden}-10, batch 16/rank, "
              f"{a.ranks} ranks, {a.steps} steps, lr {a.lr}, tau {a.tau} for the elastic "
-             f"forms, alpha 0.9/P. Median of {a.reps} interleaved rounds (range in "
+             f"forms, alpha 0.9/P (P: the ranks that train), parameter server "
+             f"{'on rank 0, which also trains' if a.ps_server == 'shared' else 'on the last rank, which only serves'}. "
+             f"Median of {a.reps} interleaved rounds (range in "
              "brackets). *Blocked*: time per step the compute thread waited on "
              "communication (allreduces or exchanges).\n",
              "| algorithm | optimizer | iteration (ms) | blocked (ms) | run wall (s) | test accuracy |",
@@ -143,8 +170,8 @@ def main():
         lines.append(f"| {r['algorithm']} | {r['optimizer']} | {r['iteration_ms']:.3f} "
                      f"[{lo:.3f}-{hi:.3f}] | {r['blocked_ms']:.3f} | {r['wall_s']:.2f} | "
                      f"{100 * r['test_accuracy']:.1f} % [{100 * alo:.1f}-{100 * ahi:.1f}] |")
-    lines += ["", NOTES.strip()]
-    with open(os.path.join(out_dir, "algorithms.md"), "w") as f:
+    lines += ["", (NOTES if a.ps_server == "shared" else NOTES_DEDICATED).strip()]
+    with open(os.path.join(out_dir, f"algorithms{suffix}.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
 
