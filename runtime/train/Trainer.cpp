@@ -39,6 +39,17 @@ static int64_t steadyNs() {
 /// gradient groups use the group's index.
 static constexpr uint32_t kExchangeJob = 0xFFFFFFFFu;
 
+/// All ranks start from rank 0's weights and state, whatever each loaded.
+static void broadcastPersistent(Executor &exec, CommEngine &engine) {
+  if (engine.communicator().size() == 1)
+    return;
+  for (PersistentTensor &t : exec.persistent()) {
+    void *p = t.ref.data;
+    size_t n = t.ref.bytes();
+    engine.run([=](Communicator &c) { c.broadcast(p, n, 0); });
+  }
+}
+
 /// Runs `fn` on the communication thread as a recorded exchange and waits.
 static void runExchange(CommEngine &engine,
                         std::function<void(Communicator &)> fn) {
@@ -57,14 +68,7 @@ public:
   const char *name() const override { return "sync-sgd"; }
 
   void setup(Executor &, CommEngine &) override {
-    // All ranks start from rank 0's weights, whatever each one loaded.
-    if (engine.communicator().size() == 1)
-      return;
-    for (PersistentTensor &t : exec.persistent()) {
-      void *p = t.ref.data;
-      size_t n = t.ref.bytes();
-      engine.run([=](Communicator &c) { c.broadcast(p, n, 0); });
-    }
+    broadcastPersistent(exec, engine);
   }
   void gradientsReady(unsigned group) override {
     const GradGroup &g = exec.groups()[group];
@@ -113,11 +117,8 @@ public:
 
   void setup(Executor &, CommEngine &) override {
     // Same start everywhere; the center starts at the common weights.
+    broadcastPersistent(exec, engine);
     for (PersistentTensor &t : exec.persistent()) {
-      void *p = t.ref.data;
-      size_t n = t.ref.bytes();
-      if (engine.communicator().size() > 1)
-        engine.run([=](Communicator &c) { c.broadcast(p, n, 0); });
       if (t.kind == PersistentTensor::Param && t.ref.desc.dtype == DType::F32)
         center.emplace_back(t.ref.as<float>(),
                             t.ref.as<float>() + t.ref.numel());
@@ -221,12 +222,7 @@ public:
 
   void setup(Executor &, CommEngine &) override {
     Communicator &comm = engine.communicator();
-    for (PersistentTensor &t : exec.persistent()) {
-      void *p = t.ref.data;
-      size_t n = t.ref.bytes();
-      if (comm.size() > 1)
-        engine.run([=](Communicator &c) { c.broadcast(p, n, 0); });
-    }
+    broadcastPersistent(exec, engine);
     pack(out.data());
     base = out; // SGD: weights at the last exchange
     if (comm.rank() != server)
