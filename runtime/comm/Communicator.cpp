@@ -152,7 +152,7 @@ public:
     return level == MPI_THREAD_MULTIPLE
                ? ""
                : "the MPI library does not provide MPI_THREAD_MULTIPLE, "
-                 "which the server threads on rank 0 need";
+                 "which the parameter server's threads need";
   }
   void send(const void *data, size_t bytes, int dest, int tag) override {
     if (bytes > size_t(INT32_MAX))

@@ -157,7 +157,8 @@ static cl::opt<std::string>
              cl::desc("Training algorithm: sync-sgd (planned allreduces) | "
                       "sync-easgd (local steps, elastic averaging) | "
                       "async-easgd, async-measgd, hogwild-easgd (elastic "
-                      "exchanges with a center variable served by rank 0) | "
+                      "exchanges with a center variable on a parameter "
+                      "server, see --ps-server) | "
                       "async-sgd, async-msgd, hogwild-sgd (their SGD "
                       "baselines); the m- forms need a momentum optimizer"),
              cl::init("sync-sgd"), cl::cat(runCat));
