@@ -63,113 +63,16 @@ static const Device *findDevice(StringRef name) {
 }
 
 //===----------------------------------------------------------------------===//
-// Analytic FLOPs and bytes
+// Analytic FLOPs and bytes (each op's cost rule in the op registry)
 //===----------------------------------------------------------------------===//
 
-namespace {
-struct Work {
-  double flops = 0;
-  double bytes = 0;
-};
-} // namespace
-
-static int64_t numel(Value v) { return tensorElements(v.getType()); }
-
-static int64_t productFrom(Type type, unsigned from) {
-  auto t = dyn_cast<RankedTensorType>(type);
-  if (!t || !t.hasStaticShape())
-    return 0;
-  int64_t p = 1;
-  for (unsigned i = from; i < t.getRank(); ++i)
-    p *= t.getDimSize(i);
-  return p;
-}
-
-static int64_t kernelSize(Operation *op) {
-  int64_t k = 1;
-  if (auto shape = op->getAttrOfType<ArrayAttr>("kernel_shape"))
-    for (Attribute a : shape)
-      if (auto i = dyn_cast<IntegerAttr>(a))
-        k *= i.getInt();
-  return k;
-}
-
-/// Memory traffic: every operand read and every used result written.
-static double trafficBytes(Operation *op) {
-  double bytes = 0;
-  for (Value v : op->getOperands())
-    bytes += tensorBytes(v.getType());
-  for (Value v : op->getResults())
-    if (!v.use_empty())
-      bytes += tensorBytes(v.getType());
-  return bytes;
-}
+using ::oasr::ops::Work;
 
 /// FLOPs and bytes of one node. Results nobody uses (the input gradient of
 /// the first convolution) are not counted: the runtime need not compute them.
+/// Ops without a cost rule do one operation per result element.
 static Work analyticWork(NodeOp node) {
-  Work w;
-  StringRef type = node.getOpType();
-  Operation *op = node;
-  auto used = [&](unsigned i) {
-    return i < op->getNumResults() && !op->getResult(i).use_empty();
-  };
-  // Views and constants move no data.
-  if (type == "Constant" || type == "Reshape" || type == "Flatten" ||
-      type == "Squeeze" || type == "Unsqueeze" || type == "Identity" ||
-      type == "Shape")
-    return w;
-  w.bytes = trafficBytes(op);
-  double out = op->getNumResults() ? numel(op->getResult(0)) : 0;
-  if (type == "Conv") {
-    double perOut = 2.0 * productFrom(op->getOperand(1).getType(), 1);
-    w.flops = out * perOut + (op->getNumOperands() > 2 ? out : 0);
-  } else if (type == "ConvGrad") {
-    double dy = numel(op->getOperand(0));
-    double perOut = 2.0 * productFrom(op->getOperand(2).getType(), 1);
-    w.flops = (used(0) ? dy * perOut : 0) + (used(1) ? dy * perOut : 0) +
-              (used(2) ? dy : 0);
-  } else if (type == "Gemm" || type == "GemmGrad") {
-    bool grad = type == "GemmGrad";
-    auto a = cast<RankedTensorType>(op->getOperand(grad ? 1 : 0).getType());
-    int64_t transA = 0;
-    if (auto t = op->getAttrOfType<IntegerAttr>("transA"))
-      transA = t.getInt();
-    double m = a.getDimSize(transA ? 1 : 0), k = a.getDimSize(transA ? 0 : 1);
-    double n = grad ? productFrom(op->getOperand(0).getType(), 1)
-                    : productFrom(op->getResult(0).getType(), 1);
-    if (!grad)
-      w.flops = 2 * m * n * k + (op->getNumOperands() > 2 ? m * n : 0);
-    else
-      w.flops = (used(0) ? 2 * m * n * k : 0) + (used(1) ? 2 * m * n * k : 0) +
-                (used(2) ? m * n : 0);
-  } else if (type == "MatMul") {
-    auto a = cast<RankedTensorType>(op->getOperand(0).getType());
-    w.flops = 2.0 * out * a.getShape().back();
-  } else if (type == "BatchNormalization" || type == "LayerNormalization") {
-    w.flops = 8.0 * numel(op->getOperand(0));
-  } else if (type == "BatchNormalizationGrad" ||
-             type == "LayerNormalizationGrad") {
-    w.flops = 12.0 * numel(op->getOperand(1));
-  } else if (type == "MaxPool" || type == "AveragePool") {
-    w.flops = out * kernelSize(op);
-  } else if (type == "AveragePoolGrad") {
-    w.flops = numel(op->getOperand(0)) * kernelSize(op);
-  } else if (type == "GlobalAveragePool" || type == "ReduceMean" ||
-             type == "ReduceSumTo" || type == "ReduceSum") {
-    w.flops = numel(op->getOperand(0));
-  } else if (type == "Softmax" || type == "SoftmaxCrossEntropyLoss" ||
-             type == "Erf" || type == "Exp" || type == "Gelu" ||
-             type == "Sqrt" || type == "Pow") {
-    w.flops = 8.0 * numel(op->getOperand(0));
-  } else if (type == "GeluGrad" || type == "SoftmaxGrad") {
-    w.flops = 12.0 * out;
-  } else {
-    // Elementwise and data movement: one operation per produced element.
-    for (Value v : op->getResults())
-      w.flops += numel(v);
-  }
-  return w;
+  return ::oasr::ops::analyticCost(node);
 }
 
 //===----------------------------------------------------------------------===//

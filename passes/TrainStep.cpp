@@ -5,18 +5,6 @@
 using namespace mlir;
 using namespace mlir::oasr;
 
-std::optional<std::string> mlir::oasr::nodeName(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (std::optional<std::string> name = nodeName(inner))
-        return name;
-  if (auto call = dyn_cast<CallSiteLoc>(loc))
-    return nodeName(call.getCallee());
-  return std::nullopt;
-}
-
 int64_t mlir::oasr::tensorElements(Type type) {
   auto t = dyn_cast<RankedTensorType>(type);
   if (!t || !t.hasStaticShape())
@@ -84,8 +72,8 @@ FailureOr<StepAnalysis> StepAnalysis::build(func::FuncOp func) {
       gradOf[name.getValue()] = ret.getOperand(i);
   for (auto update : body.getOps<OptimizerUpdateOp>())
     if (auto arg = dyn_cast<BlockArgument>(update.getParam()))
-      if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                        kParamAttr))
+      if (auto name =
+              func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kParamAttr))
         gradOf[name.getValue()] = update.getGrad();
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
     auto name = func.getArgAttrOfType<StringAttr>(i, kParamAttr);
@@ -141,7 +129,7 @@ FailureOr<StepAnalysis> StepAnalysis::build(func::FuncOp func) {
 ::oasr::schedule::Profile StepAnalysis::toProfile(double updateUs) const {
   ::oasr::schedule::Profile p;
   if (auto model = func->getParentOfType<ModuleOp>()->getAttrOfType<StringAttr>(
-          "oasr.model"))
+          kModelAttr))
     p.model = model.getValue().str();
   p.source = "oasr.cost of @train_step";
   p.forwardUs = forwardUs;

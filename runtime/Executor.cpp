@@ -10,6 +10,7 @@
 
 #include "oasr/Runtime/Executor.h"
 #include "oasr/Dialect/OASRDialect.h"
+#include "oasr/Ops/OpRegistry.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -339,9 +340,9 @@ static llvm::Error materialize(DenseElementsAttr dense, const TensorDesc &desc,
   return opError(op, "cannot materialise this constant");
 }
 
+/// Views alias their result to operand 0 (the op registry's View trait).
 static bool isView(StringRef opType) {
-  return opType == "Reshape" || opType == "Flatten" || opType == "Squeeze" ||
-         opType == "Unsqueeze" || opType == "Identity";
+  return ::oasr::ops::OpRegistry::get().hasTrait(opType, ::oasr::ops::View);
 }
 
 static uint64_t hashName(const std::string &s, uint64_t seed) {
@@ -386,11 +387,12 @@ Executor::create(ModuleOp module, KernelBackend &backend,
   I.hostMemory = std::string(backend.name()) == "cpu";
 
   // Module attributes.
-  if (auto s = module->getAttrOfType<StringAttr>("oasr.source"))
+  if (auto s = module->getAttrOfType<StringAttr>(mlir::oasr::kSourceAttr))
     exec->source = s.getValue().str();
-  if (auto s = module->getAttrOfType<StringAttr>("oasr.model"))
+  if (auto s = module->getAttrOfType<StringAttr>(mlir::oasr::kModelAttr))
     exec->model = s.getValue().str();
-  if (auto plan = module->getAttrOfType<DictionaryAttr>("oasr.plan")) {
+  if (auto plan =
+          module->getAttrOfType<DictionaryAttr>(mlir::oasr::kPlanAttr)) {
     if (auto s = plan.getAs<StringAttr>("strategy"))
       exec->strategy = s.getValue().str();
     if (auto f = plan.getAs<FloatAttr>("predicted_iteration_us"))
@@ -440,24 +442,24 @@ Executor::create(ModuleOp module, KernelBackend &backend,
       return "";
     };
     std::string name;
-    if (!(name = tag("oasr.input")).empty()) {
+    if (!(name = tag(mlir::oasr::kInputAttr)).empty()) {
       if (I.inputValue >= 0)
         return llvm::createStringError(
             llvm::inconvertibleErrorCode(),
             "@train_step has more than one oasr.input; the runtime feeds one "
             "input tensor");
       I.inputValue = *id;
-    } else if (!(name = tag("oasr.label")).empty()) {
+    } else if (!(name = tag(mlir::oasr::kLabelAttr)).empty()) {
       I.labelValue = *id;
-    } else if (!(name = tag("oasr.param")).empty()) {
+    } else if (!(name = tag(mlir::oasr::kParamAttr)).empty()) {
       paramArg[name] = *id;
       persistMeta.push_back({PersistentTensor::Param, name});
       persistValue.push_back(*id);
-    } else if (!(name = tag("oasr.state")).empty()) {
+    } else if (!(name = tag(mlir::oasr::kStateAttr)).empty()) {
       stateArg[name] = *id;
       persistMeta.push_back({PersistentTensor::State, name});
       persistValue.push_back(*id);
-    } else if (!(name = tag("oasr.opt_state")).empty()) {
+    } else if (!(name = tag(mlir::oasr::kOptStateAttr)).empty()) {
       optStateArg[name] = *id;
       persistMeta.push_back({PersistentTensor::OptState, name});
       persistValue.push_back(*id);
@@ -516,7 +518,7 @@ Executor::create(ModuleOp module, KernelBackend &backend,
                                "' is not supported by the runtime");
       StringRef opType = node.getOpType();
       std::string layer;
-      if (auto l = op->getAttrOfType<StringAttr>("oasr.layer"))
+      if (auto l = op->getAttrOfType<StringAttr>(mlir::oasr::kLayerAttr))
         layer = l.getValue().str();
       if (opType == "Constant") {
         if (op->getNumResults() != 1)
@@ -549,10 +551,10 @@ Executor::create(ModuleOp module, KernelBackend &backend,
       Instr instr;
       instr.op = InstrOp::Kernel;
       instr.ins = ins;
-      // Kernel.h: these may alias their result to a same-shaped operand.
-      instr.elementwise = opType == "Relu" || opType == "Add" ||
-                          opType == "Sub" || opType == "Mul" ||
-                          opType == "Div" || opType == "Sum" || opType == "Neg";
+      // Kernel.h: these may alias their result to a same-shaped operand
+      // (the op registry's InPlace trait).
+      instr.elementwise =
+          ::oasr::ops::OpRegistry::get().hasTrait(opType, ::oasr::ops::InPlace);
       std::string name = opName(op);
       for (Value r : op->getResults()) {
         auto id = newValue(r, op);
@@ -595,7 +597,7 @@ Executor::create(ModuleOp module, KernelBackend &backend,
           return opError(op, "a fused group must hold one element type");
         std::string gl;
         if (Operation *p = start.getGrads()[k].getDefiningOp())
-          if (auto l = p->getAttrOfType<StringAttr>("oasr.layer"))
+          if (auto l = p->getAttrOfType<StringAttr>(mlir::oasr::kLayerAttr))
             gl = l.getValue().str();
         g.gradLayers.push_back(gl);
       }
@@ -607,7 +609,8 @@ Executor::create(ModuleOp module, KernelBackend &backend,
                             producer->isBeforeInBlock(p)))
             producer = p;
       if (producer)
-        if (auto l = producer->getAttrOfType<StringAttr>("oasr.layer"))
+        if (auto l =
+                producer->getAttrOfType<StringAttr>(mlir::oasr::kLayerAttr))
           g.layer = l.getValue().str();
       groupOfStart[op] = g.index;
       // Place each gradient straight into the group buffer when nothing else
@@ -739,7 +742,7 @@ Executor::create(ModuleOp module, KernelBackend &backend,
       // The averaged gradient of this parameter, for --dump-grads.
       if (auto arg = dyn_cast<BlockArgument>(upd.getParam()))
         if (auto s = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                     "oasr.param")) {
+                                                     mlir::oasr::kParamAttr)) {
           I.gradOfParam[s.getValue().str()] = ins[1];
           auto wr = waitResult.find(ins[1]);
           if (wr != waitResult.end())
@@ -767,12 +770,14 @@ Executor::create(ModuleOp module, KernelBackend &backend,
         };
         int target = -1;
         std::string n;
-        if (!(n = tagged("oasr.new_param")).empty() && paramArg.count(n))
+        if (!(n = tagged(mlir::oasr::kNewParamAttr)).empty() &&
+            paramArg.count(n))
           target = paramArg[n];
-        else if (!(n = tagged("oasr.new_opt_state")).empty() &&
+        else if (!(n = tagged(mlir::oasr::kNewOptStateAttr)).empty() &&
                  optStateArg.count(n))
           target = optStateArg[n];
-        else if (!(n = tagged("oasr.new_state")).empty() && stateArg.count(n))
+        else if (!(n = tagged(mlir::oasr::kNewStateAttr)).empty() &&
+                 stateArg.count(n))
           target = stateArg[n];
         else if (auto res = dyn_cast<OpResult>(v)) {
           auto node = dyn_cast<mlir::oasr::NodeOp>(res.getOwner());

@@ -57,10 +57,10 @@ static LogicalResult verifyNameTag(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult OASRDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
-  if (attr.getName() == kCostAttrName && !isa<CostAttr>(attr.getValue()))
+  if (attr.getName() == kCostAttr && !isa<CostAttr>(attr.getValue()))
     return op->emitOpError()
-           << "'" << kCostAttrName << "' must be a #oasr.cost attribute";
-  if (attr.getName() == kParamAttrName || attr.getName() == kStateAttrName)
+           << "'" << kCostAttr << "' must be a #oasr.cost attribute";
+  if (attr.getName() == kParamAttr || attr.getName() == kStateAttr)
     return op->emitOpError() << "'" << attr.getName().getValue()
                              << "' tags function arguments, not operations";
   return success();
@@ -73,18 +73,18 @@ LogicalResult OASRDialect::verifyRegionArgAttribute(Operation *op,
   auto emitError = [&] {
     return op->emitOpError() << "argument #" << argIndex << ": ";
   };
-  if (attr.getName() == kParamAttrName || attr.getName() == kStateAttrName) {
+  if (attr.getName() == kParamAttr || attr.getName() == kStateAttr) {
     if (failed(verifyNameTag(emitError, attr)))
       return failure();
     Region &region = op->getRegion(regionIndex);
-    if (attr.getName() == kParamAttrName && !region.empty() &&
+    if (attr.getName() == kParamAttr && !region.empty() &&
         region.getArgument(argIndex).getType() &&
         !isa<RankedTensorType>(region.getArgument(argIndex).getType()))
       return emitError() << "a parameter must be a ranked tensor";
     return success();
   }
-  if (attr.getName() == kCostAttrName)
-    return emitError() << "'" << kCostAttrName << "' belongs on operations";
+  if (attr.getName() == kCostAttr)
+    return emitError() << "'" << kCostAttr << "' belongs on operations";
   return success();
 }
 

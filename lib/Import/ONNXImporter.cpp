@@ -16,6 +16,7 @@
 #include "ONNXSchemaInference.h"
 #include "oasr/Dialect/OASRDialect.h"
 #include "oasr/Import/ONNXModel.h"
+#include "oasr/Ops/OpRegistry.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -43,6 +44,7 @@
 
 using namespace mlir;
 using namespace ::oasr::onnximport;
+namespace ops = ::oasr::ops;
 using llvm::SmallVector;
 using llvm::StringRef;
 
@@ -77,37 +79,10 @@ namespace {
 // Tensor facts: types, shapes and folded values
 //===----------------------------------------------------------------------===//
 
-/// What the importer knows about one value.
-struct TensorInfo {
-  int32_t elemType = 0;
-  bool ranked = false;
-  /// -1 for an unknown dimension.
-  SmallVector<int64_t, 4> dims;
-
-  bool isStatic() const {
-    return ranked && llvm::all_of(dims, [](int64_t d) { return d >= 0; });
-  }
-  int64_t numElements() const {
-    int64_t n = 1;
-    for (int64_t d : dims)
-      n *= d;
-    return n;
-  }
-  static TensorInfo get(int32_t type, llvm::ArrayRef<int64_t> dims) {
-    TensorInfo info;
-    info.elemType = type;
-    info.ranked = true;
-    info.dims.assign(dims.begin(), dims.end());
-    return info;
-  }
-};
-
-/// A small integer (or bool) tensor known at import time.
-struct FoldedValue {
-  int32_t elemType = 0;
-  SmallVector<int64_t, 4> dims;
-  SmallVector<int64_t, 8> values;
-};
+/// What the importer knows about one value, and small integer tensors known
+/// at import time: the op registry's facts.
+using TensorInfo = ::oasr::ops::TensorFacts;
+using FoldedValue = ::oasr::ops::FoldedInts;
 
 bool isIntegerType(int32_t t) {
   switch (static_cast<DataType>(t)) {
@@ -584,23 +559,27 @@ template <typename T> static int64_t loadInt(const uint8_t *p) {
   return x;
 }
 
-void ONNXImporter::foldInitializer(const onnx::TensorProto &tensor) {
+/// The values of a small integer (or bool) tensor, or std::nullopt.
+static std::optional<FoldedValue>
+readIntTensor(const ModelFile &model, const onnx::TensorProto &tensor) {
   if (!isIntegerType(tensor.data_type()))
-    return;
+    return std::nullopt;
   int64_t numel = 1;
   for (int64_t d : tensor.dims())
     numel *= d;
   if (numel > kFoldLimit)
-    return;
+    return std::nullopt;
   auto data = model.readTensor(tensor);
   if (!data) {
     llvm::consumeError(data.takeError());
-    return;
+    return std::nullopt;
   }
   FoldedValue value;
   value.elemType = tensor.data_type();
   value.dims.assign(tensor.dims().begin(), tensor.dims().end());
   size_t size = getElementSize(tensor.data_type());
+  if (data->bytes.size() < size_t(numel) * size)
+    return std::nullopt;
   for (int64_t i = 0; i < numel; ++i) {
     const uint8_t *p = data->bytes.data() + i * size;
     int64_t v;
@@ -630,7 +609,12 @@ void ONNXImporter::foldInitializer(const onnx::TensorProto &tensor) {
     }
     value.values.push_back(v);
   }
-  folded[tensor.name()] = std::move(value);
+  return value;
+}
+
+void ONNXImporter::foldInitializer(const onnx::TensorProto &tensor) {
+  if (std::optional<FoldedValue> value = readIntTensor(model, tensor))
+    folded[tensor.name()] = std::move(*value);
 }
 
 Value ONNXImporter::materializeConstant(const onnx::TensorProto &tensor) {
@@ -708,59 +692,76 @@ ONNXImporter::convertAttribute(const onnx::NodeProto &node,
 //===----------------------------------------------------------------------===//
 
 namespace {
-/// Attribute access on a NodeProto.
-struct Attrs {
-  const onnx::NodeProto &node;
+/// The registry's attribute access on a NodeProto.
+class NodeAttrs final : public ops::AttrReader {
+public:
+  NodeAttrs(const onnx::NodeProto &node, const ModelFile &model)
+      : node(node), model(model) {}
   const onnx::AttributeProto *find(StringRef name) const {
     for (const onnx::AttributeProto &a : node.attribute())
       if (a.name() == name)
         return &a;
     return nullptr;
   }
-  int64_t getInt(StringRef name, int64_t dflt) const {
+  bool has(StringRef name) const override { return find(name); }
+  std::optional<int64_t> findInt(StringRef name) const override {
     const onnx::AttributeProto *a = find(name);
-    return a ? a->i() : dflt;
+    if (!a || a->type() != onnx::AttributeProto::INT)
+      return std::nullopt;
+    return a->i();
   }
-  std::optional<SmallVector<int64_t>> getInts(StringRef name) const {
+  std::optional<double> findFloat(StringRef name) const override {
+    const onnx::AttributeProto *a = find(name);
+    if (!a || a->type() != onnx::AttributeProto::FLOAT)
+      return std::nullopt;
+    return a->f();
+  }
+  std::optional<std::string> findString(StringRef name) const override {
+    const onnx::AttributeProto *a = find(name);
+    if (!a || a->type() != onnx::AttributeProto::STRING)
+      return std::nullopt;
+    return a->s();
+  }
+  std::optional<SmallVector<int64_t>> findInts(StringRef name) const override {
     const onnx::AttributeProto *a = find(name);
     if (!a)
       return std::nullopt;
     return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
   }
-  std::string getString(StringRef name, StringRef dflt) const {
+  std::optional<SmallVector<double>> findFloats(StringRef name) const override {
     const onnx::AttributeProto *a = find(name);
-    return a ? a->s() : dflt.str();
+    if (!a || a->type() != onnx::AttributeProto::FLOATS)
+      return std::nullopt;
+    return SmallVector<double>(a->floats().begin(), a->floats().end());
   }
+  std::optional<TensorInfo> findTensorType(StringRef name) const override {
+    const onnx::AttributeProto *a = find(name);
+    if (!a || !a->has_t())
+      return std::nullopt;
+    return TensorInfo::get(
+        a->t().data_type(),
+        SmallVector<int64_t>(a->t().dims().begin(), a->t().dims().end()));
+  }
+  std::optional<SmallVector<int64_t>>
+  findTensorInts(StringRef name) const override {
+    const onnx::AttributeProto *a = find(name);
+    if (!a || !a->has_t())
+      return std::nullopt;
+    std::optional<FoldedValue> v = readIntTensor(model, a->t());
+    if (!v)
+      return std::nullopt;
+    return SmallVector<int64_t>(v->values.begin(), v->values.end());
+  }
+  // The importer's own uses (defaults as the ONNX schema gives them).
+  int64_t getInt(StringRef name, int64_t dflt) const {
+    return findInt(name).value_or(dflt);
+  }
+
+private:
+  const onnx::NodeProto &node;
+  const ModelFile &model;
 };
 } // namespace
-
-/// Numpy broadcasting of `shapes`; false when incompatible.
-static bool broadcast(llvm::ArrayRef<const TensorInfo *> shapes,
-                      SmallVectorImpl<int64_t> &out) {
-  size_t rank = 0;
-  for (const TensorInfo *s : shapes)
-    rank = std::max(rank, s->dims.size());
-  out.assign(rank, 1);
-  for (const TensorInfo *s : shapes) {
-    size_t offset = rank - s->dims.size();
-    for (auto [i, d] : llvm::enumerate(s->dims)) {
-      int64_t &o = out[offset + i];
-      if (d == 1)
-        continue;
-      if (o == 1 || o == d)
-        o = d;
-      else if (d < 0 || o < 0)
-        o = -1;
-      else
-        return false;
-    }
-  }
-  return true;
-}
-
-static int64_t normalizeAxis(int64_t axis, int64_t rank) {
-  return axis < 0 ? axis + rank : axis;
-}
 
 const FoldedValue *ONNXImporter::getFolded(const onnx::NodeProto &node,
                                            size_t i) {
@@ -770,666 +771,32 @@ const FoldedValue *ONNXImporter::getFolded(const onnx::NodeProto &node,
   return it == folded.end() ? nullptr : &it->second;
 }
 
-/// Output size of a convolution/pool window along one axis.
-static int64_t windowOutput(int64_t in, int64_t kernel, int64_t stride,
-                            int64_t dilation, int64_t padBegin, int64_t padEnd,
-                            bool ceilMode) {
-  if (in < 0 || kernel < 0)
-    return -1;
-  int64_t span = (kernel - 1) * dilation + 1;
-  int64_t numerator = in + padBegin + padEnd - span;
-  if (numerator < 0)
-    return -1;
-  int64_t out =
-      ceilMode ? (numerator + stride - 1) / stride + 1 : numerator / stride + 1;
-  // The last window must start inside the input or the begin padding.
-  if (ceilMode && (out - 1) * stride >= in + padBegin)
-    --out;
-  return out;
-}
-
 bool ONNXImporter::inferWithOwnRules(const onnx::NodeProto &node,
                                      llvm::ArrayRef<const TensorInfo *> in,
                                      SmallVectorImpl<TensorInfo> &out,
                                      std::string &why) {
-  StringRef op = node.op_type();
-  Attrs attrs{node};
   int opset = getOpset(node.domain());
-  size_t numOut = out.size();
-  auto input = [&](size_t i) -> const TensorInfo * {
-    return i < in.size() && in[i] && in[i]->ranked ? in[i] : nullptr;
-  };
-  auto needInputs = [&](size_t n) {
-    for (size_t i = 0; i < n; ++i)
-      if (!input(i)) {
-        why = llvm::formatv("the shape of input #{0} is unknown", i);
-        return false;
-      }
-    return true;
-  };
-  auto setAll = [&](const TensorInfo &info) {
-    for (TensorInfo &o : out)
-      o = info;
-    return true;
-  };
-  auto needFolded = [&](size_t i) -> const FoldedValue * {
-    const FoldedValue *v = getFolded(node, i);
-    if (!v)
-      why = llvm::formatv(
-          "input #{0} ('{1}') is not a constant known at "
-          "import time",
-          i, int(i) < node.input_size() ? node.input(int(i)) : std::string());
-    return v;
-  };
-
-  // Same shape and type as input 0.
-  static const llvm::StringSet<> unary = {"Relu",        "LeakyRelu",
-                                          "Sigmoid",     "Tanh",
-                                          "Sqrt",        "Erf",
-                                          "Gelu",        "Identity",
-                                          "Softmax",     "LogSoftmax",
-                                          "Clip",        "Neg",
-                                          "Exp",         "Log",
-                                          "Abs",         "Reciprocal",
-                                          "Elu",         "Selu",
-                                          "HardSigmoid", "HardSwish",
-                                          "Softplus",    "Softsign",
-                                          "Floor",       "Ceil",
-                                          "Round",       "PRelu",
-                                          "Sin",         "Cos",
-                                          "Not",         "FastGelu",
-                                          "BiasGelu",    "Mish",
-                                          "Celu",        "ThresholdedRelu",
-                                          "Hardmax",     "Sign",
-                                          "IsNaN",       "IsInf"};
-  if (unary.contains(op)) {
-    if (!needInputs(1))
-      return false;
-    TensorInfo info = *input(0);
-    if (op == "IsNaN" || op == "IsInf")
-      info.elemType = int32_t(DataType::Bool);
-    return setAll(info);
-  }
-  if (op == "Dropout") {
-    if (!needInputs(1))
-      return false;
-    out[0] = *input(0);
-    if (numOut > 1) {
-      out[1] = *input(0);
-      out[1].elemType = int32_t(DataType::Bool);
-    }
-    return true;
-  }
-  static const llvm::StringSet<> elementwise = {
-      "Add",   "Sub",  "Mul",     "Div",         "Pow",
-      "Max",   "Min",  "Sum",     "Mean",        "Mod",
-      "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
-      "And",   "Or",   "Xor",     "Where",       "BitShift"};
-  if (elementwise.contains(op)) {
-    if (!needInputs(in.size()))
-      return false;
-    TensorInfo info;
-    info.ranked = true;
-    if (!broadcast(in, info.dims)) {
-      why = "the input shapes do not broadcast";
-      return false;
-    }
-    info.elemType = op == "Where" ? in[1]->elemType : in[0]->elemType;
-    if (op == "Equal" || op == "Less" || op == "Greater" ||
-        op == "LessOrEqual" || op == "GreaterOrEqual" || op == "And" ||
-        op == "Or" || op == "Xor")
-      info.elemType = int32_t(DataType::Bool);
-    return setAll(info);
-  }
-  if (op == "Cast" || op == "CastLike") {
-    if (!needInputs(op == "CastLike" ? 2 : 1))
-      return false;
-    TensorInfo info = *input(0);
-    info.elemType =
-        op == "Cast" ? int32_t(attrs.getInt("to", 1)) : input(1)->elemType;
-    return setAll(info);
-  }
-  if (op == "Constant") {
-    for (const onnx::AttributeProto &a : node.attribute()) {
-      if (a.name() == "value")
-        return setAll(TensorInfo::get(
-            a.t().data_type(),
-            SmallVector<int64_t>(a.t().dims().begin(), a.t().dims().end())));
-      int64_t n = -1;
-      int32_t type = 0;
-      if (a.name() == "value_float" || a.name() == "value_int")
-        n = 0;
-      if (a.name() == "value_floats")
-        n = a.floats_size();
-      if (a.name() == "value_ints")
-        n = a.ints_size();
-      type = StringRef(a.name()).contains("float") ? int32_t(DataType::Float)
-                                                   : int32_t(DataType::Int64);
-      if (n == 0)
-        return setAll(TensorInfo::get(type, {}));
-      if (n > 0)
-        return setAll(TensorInfo::get(type, {n}));
-    }
-    why = "Constant without a supported value attribute";
+  const ops::OpDef *def =
+      ops::OpRegistry::get().lookup(node.domain(), node.op_type(), opset);
+  if (!def || !def->shape) {
+    why = "oasr has no shape rule for this op";
     return false;
   }
-  if (op == "Shape") {
-    if (!needInputs(1))
-      return false;
-    int64_t rank = input(0)->dims.size();
-    int64_t start = std::clamp<int64_t>(
-        normalizeAxis(attrs.getInt("start", 0), rank), 0, rank);
-    int64_t end = std::clamp<int64_t>(
-        normalizeAxis(attrs.getInt("end", rank), rank), 0, rank);
-    return setAll(TensorInfo::get(int32_t(DataType::Int64),
-                                  {std::max<int64_t>(end - start, 0)}));
-  }
-  if (op == "Size")
-    return setAll(TensorInfo::get(int32_t(DataType::Int64), {}));
-  if (op == "Conv" || op == "ConvTranspose" || op == "MaxPool" ||
-      op == "AveragePool" || op == "LpPool") {
-    bool isConv = op == "Conv" || op == "ConvTranspose";
-    if (!needInputs(isConv ? 2 : 1))
-      return false;
-    const TensorInfo &x = *input(0);
-    size_t spatial = x.dims.size() >= 2 ? x.dims.size() - 2 : 0;
-    SmallVector<int64_t> kernel;
-    if (auto k = attrs.getInts("kernel_shape"))
-      kernel = *k;
-    else if (isConv && input(1)->dims.size() == spatial + 2)
-      kernel.assign(input(1)->dims.begin() + 2, input(1)->dims.end());
-    if (kernel.size() != spatial) {
-      why = "kernel_shape does not match the input rank";
-      return false;
-    }
-    SmallVector<int64_t> strides =
-        attrs.getInts("strides").value_or(SmallVector<int64_t>(spatial, 1));
-    SmallVector<int64_t> dilations =
-        attrs.getInts("dilations").value_or(SmallVector<int64_t>(spatial, 1));
-    SmallVector<int64_t> pads =
-        attrs.getInts("pads").value_or(SmallVector<int64_t>(2 * spatial, 0));
-    if (strides.size() != spatial || dilations.size() != spatial ||
-        pads.size() != 2 * spatial) {
-      why = "strides/dilations/pads do not match the input rank";
-      return false;
-    }
-    std::string autoPad = attrs.getString("auto_pad", "NOTSET");
-    bool ceilMode = attrs.getInt("ceil_mode", 0) != 0;
-    TensorInfo y = TensorInfo::get(x.elemType, {x.dims[0]});
-    int64_t channels = x.dims[1];
-    if (op == "Conv")
-      channels = input(1)->dims[0];
-    if (op == "ConvTranspose")
-      channels = input(1)->dims[1] * attrs.getInt("group", 1);
-    y.dims.push_back(channels);
-    auto outputShape = attrs.getInts("output_shape");
-    auto outputPadding = attrs.getInts("output_padding");
-    if (outputShape && op == "ConvTranspose") {
-      // The spatial sizes; some exporters (and ONNX Runtime) also accept
-      // the whole shape, N and C first.
-      if (outputShape->size() == spatial + 2)
-        outputShape->erase(outputShape->begin(), outputShape->begin() + 2);
-      if (outputShape->size() != spatial) {
-        why = llvm::formatv("output_shape has {0} value(s); expected {1} (the "
-                            "spatial sizes) or {2} (with N and C)",
-                            outputShape->size(), spatial, spatial + 2);
-        return false;
-      }
-    }
-    for (size_t i = 0; i < spatial; ++i) {
-      int64_t d = x.dims[i + 2], o;
-      if (op == "ConvTranspose") {
-        if (outputShape) {
-          o = (*outputShape)[i];
-        } else {
-          int64_t outPad = outputPadding && outputPadding->size() == spatial
-                               ? (*outputPadding)[i]
-                               : 0;
-          int64_t span = (kernel[i] - 1) * dilations[i] + 1;
-          o = strides[i] * (d - 1) + outPad + span;
-          if (autoPad == "NOTSET" || autoPad.empty())
-            o -= pads[i] + pads[i + spatial];
-          else if (autoPad != "VALID")
-            o = d * strides[i];
-        }
-      } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-        o = d < 0 ? -1 : (d + strides[i] - 1) / strides[i];
-      } else if (autoPad == "VALID") {
-        o = windowOutput(d, kernel[i], strides[i], dilations[i], 0, 0,
-                         ceilMode);
-      } else {
-        o = windowOutput(d, kernel[i], strides[i], dilations[i], pads[i],
-                         pads[i + spatial], ceilMode);
-      }
-      y.dims.push_back(o);
-    }
-    out[0] = y;
-    if (numOut > 1) {
-      out[1] = y;
-      out[1].elemType = int32_t(DataType::Int64);
-    }
-    return true;
-  }
-  if (op == "GlobalAveragePool" || op == "GlobalMaxPool" ||
-      op == "GlobalLpPool") {
-    if (!needInputs(1))
-      return false;
-    TensorInfo y = *input(0);
-    for (size_t i = 2; i < y.dims.size(); ++i)
-      y.dims[i] = 1;
-    return setAll(y);
-  }
-  if (op == "BatchNormalization" || op == "InstanceNormalization") {
-    if (!needInputs(2))
-      return false;
-    out[0] = *input(0);
-    for (size_t i = 1; i < numOut; ++i)
-      out[i] = TensorInfo::get(input(0)->elemType, input(1)->dims);
-    return true;
-  }
-  if (op == "LayerNormalization") {
-    if (!needInputs(1))
-      return false;
-    out[0] = *input(0);
-    int64_t rank = input(0)->dims.size();
-    int64_t axis = normalizeAxis(attrs.getInt("axis", -1), rank);
-    TensorInfo stats = *input(0);
-    stats.elemType = int32_t(attrs.getInt("stash_type", 1));
-    for (int64_t i = axis; i < rank; ++i)
-      stats.dims[i] = 1;
-    for (size_t i = 1; i < numOut; ++i)
-      out[i] = stats;
-    return true;
-  }
-  if (op == "Gemm") {
-    if (!needInputs(2))
-      return false;
-    const TensorInfo &a = *input(0), &b = *input(1);
-    if (a.dims.size() != 2 || b.dims.size() != 2) {
-      why = "Gemm inputs must be 2-D";
-      return false;
-    }
-    int64_t m = attrs.getInt("transA", 0) ? a.dims[1] : a.dims[0];
-    int64_t n = attrs.getInt("transB", 0) ? b.dims[0] : b.dims[1];
-    return setAll(TensorInfo::get(a.elemType, {m, n}));
-  }
-  if (op == "MatMul") {
-    if (!needInputs(2))
-      return false;
-    TensorInfo a = *input(0), b = *input(1);
-    if (a.dims.empty() || b.dims.empty()) {
-      why = "MatMul of a scalar";
-      return false;
-    }
-    bool aVec = a.dims.size() == 1, bVec = b.dims.size() == 1;
-    if (aVec)
-      a.dims.insert(a.dims.begin(), 1);
-    if (bVec)
-      b.dims.push_back(1);
-    int64_t ka = a.dims.back(), kb = b.dims[b.dims.size() - 2];
-    if (ka >= 0 && kb >= 0 && ka != kb) {
-      why = llvm::formatv("inner dimensions differ ({0} vs {1})", ka, kb);
-      return false;
-    }
-    TensorInfo batchA = TensorInfo::get(0, llvm::ArrayRef(a.dims).drop_back(2));
-    TensorInfo batchB = TensorInfo::get(0, llvm::ArrayRef(b.dims).drop_back(2));
-    TensorInfo y;
-    y.ranked = true;
-    y.elemType = a.elemType;
-    const TensorInfo *batches[] = {&batchA, &batchB};
-    if (!broadcast(batches, y.dims)) {
-      why = "batch dimensions do not broadcast";
-      return false;
-    }
-    if (!aVec)
-      y.dims.push_back(a.dims[a.dims.size() - 2]);
-    if (!bVec)
-      y.dims.push_back(b.dims.back());
-    return setAll(y);
-  }
-  if (op == "Concat") {
-    if (!needInputs(in.size()))
-      return false;
-    TensorInfo y = *in[0];
-    int64_t axis = normalizeAxis(attrs.getInt("axis", 0), y.dims.size());
-    if (axis < 0 || axis >= int64_t(y.dims.size())) {
-      why = "axis out of range";
-      return false;
-    }
-    for (const TensorInfo *t : in.drop_front()) {
-      if (t->dims.size() != y.dims.size()) {
-        why = "inputs differ in rank";
-        return false;
-      }
-      y.dims[axis] = (y.dims[axis] < 0 || t->dims[axis] < 0)
-                         ? -1
-                         : y.dims[axis] + t->dims[axis];
-    }
-    return setAll(y);
-  }
-  if (op == "Flatten") {
-    if (!needInputs(1))
-      return false;
-    const TensorInfo &x = *input(0);
-    int64_t axis = normalizeAxis(attrs.getInt("axis", 1), x.dims.size());
-    int64_t outer = 1, inner = 1;
-    for (auto [i, d] : llvm::enumerate(x.dims))
-      (int64_t(i) < axis ? outer : inner) *= d;
-    return setAll(TensorInfo::get(x.elemType, {outer, inner}));
-  }
-  if (op == "Reshape") {
-    if (!needInputs(1))
-      return false;
-    const FoldedValue *shape = needFolded(1);
-    if (!shape)
-      return false;
-    const TensorInfo &x = *input(0);
-    bool allowZero = attrs.getInt("allowzero", 0) != 0;
-    TensorInfo y = TensorInfo::get(x.elemType, shape->values);
-    int64_t known = 1, inferAt = -1;
-    for (auto [i, d] : llvm::enumerate(y.dims)) {
-      if (d == 0 && !allowZero)
-        d = i < x.dims.size() ? x.dims[i] : -1;
-      if (d == -1) {
-        inferAt = i;
-        continue;
-      }
-      known *= d;
-    }
-    if (inferAt >= 0) {
-      int64_t total = x.isStatic() ? x.numElements() : -1;
-      y.dims[inferAt] = total >= 0 && known > 0 ? total / known : -1;
-    }
-    return setAll(y);
-  }
-  if (op == "Transpose") {
-    if (!needInputs(1))
-      return false;
-    const TensorInfo &x = *input(0);
-    SmallVector<int64_t> perm;
-    if (auto p = attrs.getInts("perm"))
-      perm = *p;
-    else
-      for (int64_t i = x.dims.size() - 1; i >= 0; --i)
-        perm.push_back(i);
-    if (perm.size() != x.dims.size()) {
-      why = "perm does not match the input rank";
-      return false;
-    }
-    TensorInfo y = TensorInfo::get(x.elemType, {});
-    for (int64_t p : perm)
-      y.dims.push_back(x.dims[p]);
-    return setAll(y);
-  }
-  if (op == "Squeeze" || op == "Unsqueeze") {
-    if (!needInputs(1))
-      return false;
-    const TensorInfo &x = *input(0);
-    std::optional<SmallVector<int64_t>> axes = attrs.getInts("axes");
-    if (opset >= 13 && node.input_size() > 1 && !node.input(1).empty()) {
-      const FoldedValue *a = needFolded(1);
-      if (!a)
-        return false;
-      axes = SmallVector<int64_t>(a->values.begin(), a->values.end());
-    }
-    TensorInfo y = TensorInfo::get(x.elemType, {});
-    if (op == "Squeeze") {
-      int64_t rank = x.dims.size();
-      llvm::SmallDenseSet<int64_t> drop;
-      if (axes)
-        for (int64_t a : *axes)
-          drop.insert(normalizeAxis(a, rank));
-      for (auto [i, d] : llvm::enumerate(x.dims))
-        if (axes ? !drop.count(i) : d != 1)
-          y.dims.push_back(d);
-    } else {
-      if (!axes) {
-        why = "Unsqueeze without axes";
-        return false;
-      }
-      int64_t rank = x.dims.size() + axes->size();
-      llvm::SmallDenseSet<int64_t> insert;
-      for (int64_t a : *axes)
-        insert.insert(normalizeAxis(a, rank));
-      size_t next = 0;
-      for (int64_t i = 0; i < rank; ++i)
-        y.dims.push_back(insert.count(i) ? 1 : x.dims[next++]);
-    }
-    return setAll(y);
-  }
-  if (op == "Pad") {
-    if (!needInputs(1))
-      return false;
-    const TensorInfo &x = *input(0);
-    int64_t rank = x.dims.size();
-    SmallVector<int64_t> pads;
-    if (auto p = attrs.getInts("pads")) {
-      pads = *p;
-    } else {
-      const FoldedValue *padValues = needFolded(1);
-      if (!padValues)
-        return false;
-      pads.assign(padValues->values.begin(), padValues->values.end());
-    }
-    SmallVector<int64_t> axes;
-    if (const FoldedValue *a = getFolded(node, 3))
-      for (int64_t v : a->values)
-        axes.push_back(normalizeAxis(v, rank));
-    else
-      for (int64_t i = 0; i < rank; ++i)
-        axes.push_back(i);
-    if (pads.size() != 2 * axes.size()) {
-      why = "pads do not match the padded axes";
-      return false;
-    }
-    TensorInfo y = x;
-    for (auto [i, a] : llvm::enumerate(axes))
-      if (y.dims[a] >= 0)
-        y.dims[a] += pads[i] + pads[i + axes.size()];
-    return setAll(y);
-  }
-  if (op == "ConstantOfShape" || op == "Expand") {
-    const FoldedValue *shape = needFolded(1 - (op == "ConstantOfShape"));
-    if (!shape)
-      return false;
-    if (op == "ConstantOfShape") {
-      const onnx::AttributeProto *v = attrs.find("value");
-      return setAll(TensorInfo::get(
-          v ? v->t().data_type() : int32_t(DataType::Float), shape->values));
-    }
-    if (!needInputs(1))
-      return false;
-    TensorInfo target = TensorInfo::get(0, shape->values);
-    const TensorInfo *both[] = {input(0), &target};
-    TensorInfo y;
-    y.ranked = true;
-    y.elemType = input(0)->elemType;
-    if (!broadcast(both, y.dims)) {
-      why = "the shape does not broadcast";
-      return false;
-    }
-    return setAll(y);
-  }
-  if (op.starts_with("Reduce") || op == "ArgMax" || op == "ArgMin") {
-    if (!needInputs(1))
-      return false;
-    const TensorInfo &x = *input(0);
-    int64_t rank = x.dims.size();
-    std::optional<SmallVector<int64_t>> axes = attrs.getInts("axes");
-    if (op == "ArgMax" || op == "ArgMin")
-      axes = SmallVector<int64_t>{attrs.getInt("axis", 0)};
-    if (node.input_size() > 1 && !node.input(1).empty()) {
-      const FoldedValue *a = needFolded(1);
-      if (!a)
-        return false;
-      axes = SmallVector<int64_t>(a->values.begin(), a->values.end());
-    }
-    bool keep = attrs.getInt("keepdims", 1) != 0;
-    bool noop = attrs.getInt("noop_with_empty_axes", 0) != 0;
-    if ((!axes || axes->empty()) && noop)
-      return setAll(x);
-    llvm::SmallDenseSet<int64_t> reduced;
-    if (axes && !axes->empty())
-      for (int64_t a : *axes)
-        reduced.insert(normalizeAxis(a, rank));
-    else
-      for (int64_t i = 0; i < rank; ++i)
-        reduced.insert(i);
-    TensorInfo y = TensorInfo::get(x.elemType, {});
-    if (op == "ArgMax" || op == "ArgMin")
-      y.elemType = int32_t(DataType::Int64);
-    for (auto [i, d] : llvm::enumerate(x.dims)) {
-      if (!reduced.count(i))
-        y.dims.push_back(d);
-      else if (keep)
-        y.dims.push_back(1);
-    }
-    return setAll(y);
-  }
-  if (op == "Gather") {
-    if (!needInputs(2))
-      return false;
-    const TensorInfo &data = *input(0), &indices = *input(1);
-    int64_t axis = normalizeAxis(attrs.getInt("axis", 0), data.dims.size());
-    TensorInfo y = TensorInfo::get(data.elemType, {});
-    for (int64_t i = 0; i < axis; ++i)
-      y.dims.push_back(data.dims[i]);
-    y.dims.append(indices.dims.begin(), indices.dims.end());
-    for (size_t i = axis + 1; i < data.dims.size(); ++i)
-      y.dims.push_back(data.dims[i]);
-    return setAll(y);
-  }
-  if (op == "Slice") {
-    if (!needInputs(1))
-      return false;
-    const TensorInfo &x = *input(0);
-    int64_t rank = x.dims.size();
-    SmallVector<int64_t> starts, ends, axes, steps;
-    if (opset < 10) {
-      starts = attrs.getInts("starts").value_or(SmallVector<int64_t>());
-      ends = attrs.getInts("ends").value_or(SmallVector<int64_t>());
-      axes = attrs.getInts("axes").value_or(SmallVector<int64_t>());
-    } else {
-      const FoldedValue *s = needFolded(1), *e = s ? needFolded(2) : nullptr;
-      if (!s || !e)
-        return false;
-      starts.assign(s->values.begin(), s->values.end());
-      ends.assign(e->values.begin(), e->values.end());
-      if (node.input_size() > 3 && !node.input(3).empty()) {
-        const FoldedValue *a = needFolded(3);
-        if (!a)
-          return false;
-        axes.assign(a->values.begin(), a->values.end());
-      }
-      if (node.input_size() > 4 && !node.input(4).empty()) {
-        const FoldedValue *st = needFolded(4);
-        if (!st)
-          return false;
-        steps.assign(st->values.begin(), st->values.end());
-      }
-    }
-    if (axes.empty())
-      for (size_t i = 0; i < starts.size(); ++i)
-        axes.push_back(i);
-    if (steps.empty())
-      steps.assign(starts.size(), 1);
-    if (ends.size() != starts.size() || axes.size() != starts.size() ||
-        steps.size() != starts.size()) {
-      why = "starts/ends/axes/steps differ in length";
-      return false;
-    }
-    TensorInfo y = x;
-    for (size_t i = 0; i < starts.size(); ++i) {
-      int64_t a = normalizeAxis(axes[i], rank);
-      if (a < 0 || a >= rank || steps[i] == 0) {
-        why = "axis out of range or zero step";
-        return false;
-      }
-      int64_t d = x.dims[a];
-      if (d < 0) {
-        y.dims[a] = -1;
-        continue;
-      }
-      int64_t s = starts[i] < 0 ? starts[i] + d : starts[i];
-      int64_t e = ends[i] < 0 ? ends[i] + d : ends[i];
-      if (steps[i] > 0) {
-        s = std::clamp<int64_t>(s, 0, d);
-        e = std::clamp<int64_t>(e, 0, d);
-        y.dims[a] = e > s ? (e - s + steps[i] - 1) / steps[i] : 0;
-      } else {
-        s = std::clamp<int64_t>(s, 0, d - 1);
-        e = std::clamp<int64_t>(e, -1, d - 1);
-        y.dims[a] = s > e ? (s - e - steps[i] - 1) / -steps[i] : 0;
-      }
-    }
-    return setAll(y);
-  }
-  if (op == "Split") {
-    if (!needInputs(1))
-      return false;
-    const TensorInfo &x = *input(0);
-    int64_t axis = normalizeAxis(attrs.getInt("axis", 0), x.dims.size());
-    SmallVector<int64_t> split;
-    if (auto s = attrs.getInts("split"))
-      split = *s;
-    else if (const FoldedValue *s = getFolded(node, 1))
-      split.assign(s->values.begin(), s->values.end());
-    int64_t d = x.dims[axis];
-    if (split.empty()) {
-      if (d < 0) {
-        why = "the split axis has an unknown size";
-        return false;
-      }
-      int64_t n = numOut, chunk = (d + n - 1) / n;
-      for (int64_t i = 0; i < n; ++i)
-        split.push_back(std::min(chunk, d - i * chunk));
-    }
-    if (split.size() != numOut) {
-      why = "split sizes do not match the outputs";
-      return false;
-    }
-    for (size_t i = 0; i < numOut; ++i) {
-      out[i] = x;
-      out[i].dims[axis] = split[i];
-    }
-    return true;
-  }
-  if (op == "Range") {
-    const FoldedValue *s = needFolded(0), *l = s ? needFolded(1) : nullptr,
-                      *d = l ? needFolded(2) : nullptr;
-    if (!d || s->values.size() != 1 || l->values.size() != 1 ||
-        d->values.size() != 1 || d->values[0] == 0)
-      return false;
-    int64_t n = (l->values[0] - s->values[0] + d->values[0] -
-                 (d->values[0] > 0 ? 1 : -1)) /
-                d->values[0];
-    return setAll(TensorInfo::get(s->elemType, {std::max<int64_t>(n, 0)}));
-  }
-  if (op == "Tile") {
-    if (!needInputs(1))
-      return false;
-    const FoldedValue *r = needFolded(1);
-    if (!r || r->values.size() != input(0)->dims.size())
-      return false;
-    TensorInfo y = *input(0);
-    for (auto [i, d] : llvm::enumerate(y.dims))
-      d = d < 0 ? -1 : d * r->values[i];
-    return setAll(y);
-  }
-  why = "oasr has no shape rule for this op";
-  return false;
+  NodeAttrs attrs(node, model);
+  SmallVector<std::string> names(node.input().begin(), node.input().end());
+  SmallVector<const FoldedValue *> foldedIns;
+  for (size_t i = 0; i < names.size(); ++i)
+    foldedIns.push_back(getFolded(node, i));
+  ops::ShapeContext c{node.op_type(), opset, attrs, names, in,
+                      foldedIns,      out,   {}};
+  bool ok = def->shape(c);
+  why = c.why;
+  return ok;
 }
 
 //===----------------------------------------------------------------------===//
 // Folding small integer tensors (shape computations)
 //===----------------------------------------------------------------------===//
-
-static int64_t getStrideProduct(llvm::ArrayRef<int64_t> dims, size_t from) {
-  int64_t p = 1;
-  for (size_t i = from; i < dims.size(); ++i)
-    p *= dims[i];
-  return p;
-}
 
 void ONNXImporter::foldNode(const onnx::NodeProto &node,
                             llvm::ArrayRef<TensorInfo> outputs) {
@@ -1437,196 +804,25 @@ void ONNXImporter::foldNode(const onnx::NodeProto &node,
       !isIntegerType(outputs[0].elemType) ||
       outputs[0].numElements() > kFoldLimit || node.output(0).empty())
     return;
-  StringRef op = node.op_type();
-  Attrs attrs{node};
-  const TensorInfo &y = outputs[0];
-  FoldedValue result;
-  result.elemType = y.elemType;
-  result.dims = y.dims;
-  auto in = [&](size_t i) { return getFolded(node, i); };
-
-  if (op == "Constant") {
-    for (const onnx::AttributeProto &a : node.attribute()) {
-      if (a.name() == "value" && a.has_t()) {
-        onnx::TensorProto t = a.t();
-        t.set_name(node.output(0));
-        foldInitializer(t);
-        return;
-      }
-      if (a.name() == "value_int")
-        result.values.push_back(a.i());
-      if (a.name() == "value_ints")
-        result.values.assign(a.ints().begin(), a.ints().end());
-    }
-  } else if (op == "Shape") {
-    const TensorInfo &x = infos[node.input(0)];
-    if (!x.isStatic())
-      return;
-    int64_t rank = x.dims.size();
-    int64_t start = std::clamp<int64_t>(
-        normalizeAxis(attrs.getInt("start", 0), rank), 0, rank);
-    for (int64_t i = 0; i < y.numElements(); ++i)
-      result.values.push_back(x.dims[start + i]);
-  } else if (op == "Size") {
-    const TensorInfo &x = infos[node.input(0)];
-    if (!x.isStatic())
-      return;
-    result.values.push_back(x.numElements());
-  } else if (op == "ConstantOfShape") {
-    const onnx::AttributeProto *v = attrs.find("value");
-    int64_t fill = 0;
-    if (v) {
-      onnx::TensorProto t = v->t();
-      t.set_name("fill");
-      auto data = model.readTensor(t);
-      if (!data) {
-        llvm::consumeError(data.takeError());
-        return;
-      }
-      if (data->bytes.size() >= 8 && t.data_type() == int32_t(DataType::Int64))
-        std::memcpy(&fill, data->bytes.data(), 8);
-      else if (!data->bytes.empty() &&
-               t.data_type() == int32_t(DataType::Int32))
-        fill = *reinterpret_cast<const int32_t *>(data->bytes.data());
-      else if (!data->bytes.empty())
-        fill = data->bytes[0];
-    }
-    result.values.assign(y.numElements(), fill);
-  } else {
-    // Everything else needs all its inputs folded.
-    SmallVector<const FoldedValue *> ins;
-    for (size_t i = 0, e = node.input_size(); i < e; ++i) {
-      if (node.input(int(i)).empty())
-        continue;
-      const FoldedValue *v = in(i);
-      if (!v)
-        return;
-      ins.push_back(v);
-    }
-    if (ins.empty())
-      return;
-    if (op == "Identity" || op == "Reshape" || op == "Squeeze" ||
-        op == "Unsqueeze" || op == "Flatten" || op == "Cast") {
-      result.values = ins[0]->values;
-      if (op == "Cast" && y.elemType == int32_t(DataType::Bool))
-        for (int64_t &v : result.values)
-          v = v != 0;
-    } else if (op == "Concat") {
-      int64_t axis = normalizeAxis(attrs.getInt("axis", 0), y.dims.size());
-      int64_t outer = 1;
-      for (int64_t i = 0; i < axis; ++i)
-        outer *= y.dims[i];
-      for (int64_t o = 0; o < outer; ++o)
-        for (const FoldedValue *v : ins) {
-          int64_t chunk = getStrideProduct(v->dims, axis);
-          result.values.append(v->values.begin() + o * chunk,
-                               v->values.begin() + (o + 1) * chunk);
-        }
-    } else if (op == "Gather") {
-      const FoldedValue &data = *ins[0], &idx = *ins[1];
-      int64_t rank = data.dims.size();
-      int64_t axis = normalizeAxis(attrs.getInt("axis", 0), rank);
-      if (rank == 0)
-        return;
-      int64_t outer = 1;
-      for (int64_t i = 0; i < axis; ++i)
-        outer *= data.dims[i];
-      int64_t inner = getStrideProduct(data.dims, axis + 1);
-      int64_t n = data.dims[axis];
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t k : idx.values) {
-          int64_t j = k < 0 ? k + n : k;
-          if (j < 0 || j >= n)
-            return;
-          auto begin = data.values.begin() + (o * n + j) * inner;
-          result.values.append(begin, begin + inner);
-        }
-    } else if (op == "Slice" && ins[0]->dims.size() == 1 && ins.size() >= 3) {
-      int64_t d = ins[0]->dims[0];
-      int64_t step = ins.size() > 4 ? ins[4]->values[0] : 1;
-      int64_t s = ins[1]->values[0], e = ins[2]->values[0];
-      s = s < 0 ? s + d : s;
-      e = e < 0 ? e + d : e;
-      if (step > 0) {
-        s = std::clamp<int64_t>(s, 0, d);
-        e = std::clamp<int64_t>(e, 0, d);
-        for (int64_t i = s; i < e; i += step)
-          result.values.push_back(ins[0]->values[i]);
-      } else if (step < 0) {
-        s = std::clamp<int64_t>(s, 0, d - 1);
-        e = std::clamp<int64_t>(e, -1, d - 1);
-        for (int64_t i = s; i > e; i += step)
-          result.values.push_back(ins[0]->values[i]);
-      }
-    } else if (op == "Range") {
-      int64_t s = ins[0]->values[0], d = ins[2]->values[0];
-      for (int64_t i = 0; i < y.numElements(); ++i)
-        result.values.push_back(s + i * d);
-    } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" ||
-               op == "Equal" || op == "Where" || op == "Max" || op == "Min" ||
-               op == "Less" || op == "Greater" || op == "Mod" || op == "Not" ||
-               op == "Neg" || op == "Abs") {
-      // Broadcasting element-wise evaluation.
-      int64_t n = y.numElements(), rank = y.dims.size();
-      for (int64_t k = 0; k < n; ++k) {
-        SmallVector<int64_t, 3> args;
-        for (const FoldedValue *v : ins) {
-          int64_t offset = 0, stride = 1, rem = k;
-          SmallVector<int64_t, 4> index(rank);
-          for (int64_t i = rank - 1; i >= 0; --i) {
-            index[i] = rem % y.dims[i];
-            rem /= y.dims[i];
-          }
-          int64_t vr = v->dims.size();
-          for (int64_t i = vr - 1; i >= 0; --i) {
-            int64_t d = v->dims[i];
-            offset += (d == 1 ? 0 : index[rank - vr + i]) * stride;
-            stride *= d;
-          }
-          args.push_back(v->values[offset]);
-        }
-        int64_t a = args[0], b = args.size() > 1 ? args[1] : 0, r;
-        if (op == "Add")
-          r = a + b;
-        else if (op == "Sub")
-          r = a - b;
-        else if (op == "Mul")
-          r = a * b;
-        else if (op == "Div") {
-          if (b == 0)
-            return;
-          r = a / b;
-        } else if (op == "Mod") {
-          if (b == 0)
-            return;
-          r = a % b;
-        } else if (op == "Equal")
-          r = a == b;
-        else if (op == "Less")
-          r = a < b;
-        else if (op == "Greater")
-          r = a > b;
-        else if (op == "Max")
-          r = std::max(a, b);
-        else if (op == "Min")
-          r = std::min(a, b);
-        else if (op == "Not")
-          r = !a;
-        else if (op == "Neg")
-          r = -a;
-        else if (op == "Abs")
-          r = a < 0 ? -a : a;
-        else
-          r = a ? b : args[2];
-        result.values.push_back(r);
-      }
-    } else {
-      return;
-    }
-  }
-  if (int64_t(result.values.size()) != y.numElements())
+  const ops::OpDef *def = ops::OpRegistry::get().lookup(
+      node.domain(), node.op_type(), getOpset(node.domain()));
+  if (!def || !def->fold)
     return;
-  folded[node.output(0)] = std::move(result);
+  NodeAttrs attrs(node, model);
+  SmallVector<const TensorInfo *> ins;
+  SmallVector<const FoldedValue *> foldedIns;
+  for (int i = 0; i < node.input_size(); ++i) {
+    auto it = node.input(i).empty() ? infos.end() : infos.find(node.input(i));
+    ins.push_back(it == infos.end() ? nullptr : &it->second);
+    foldedIns.push_back(getFolded(node, i));
+  }
+  ops::FoldContext c{node.op_type(), attrs, ins, foldedIns, outputs[0], {}};
+  c.result.elemType = outputs[0].elemType;
+  c.result.dims = outputs[0].dims;
+  if (!def->fold(c) ||
+      int64_t(c.result.values.size()) != outputs[0].numElements())
+    return;
+  folded[node.output(0)] = std::move(c.result);
 }
 
 const onnx::TensorProto *ONNXImporter::getFoldedProto(StringRef name) {
@@ -1679,7 +875,9 @@ static bool changedAfterOpset17(StringRef op) {
 static bool hasStaleLibonnxRule(const onnx::NodeProto &node) {
   StringRef op = node.op_type();
   return (op == "AveragePool" || op == "MaxPool" || op == "LpPool") &&
-         Attrs{node}.getInt("ceil_mode", 0) != 0;
+         llvm::any_of(node.attribute(), [](const onnx::AttributeProto &a) {
+           return a.name() == "ceil_mode" && a.i() != 0;
+         });
 }
 
 LogicalResult ONNXImporter::inferNode(const onnx::NodeProto &node,
@@ -1846,7 +1044,7 @@ LogicalResult ONNXImporter::importNode(const onnx::NodeProto &node,
   }
   if (!absent.empty())
     attributes.push_back(builder.getNamedAttr(
-        "oasr.absent_inputs", builder.getDenseI64ArrayAttr(absent)));
+        mlir::oasr::kAbsentInputsAttr, builder.getDenseI64ArrayAttr(absent)));
 
   auto op =
       builder.create<mlir::oasr::NodeOp>(getNodeLoc(node, index), resultTypes,
@@ -1924,7 +1122,7 @@ void ONNXImporter::importTrainingInfo(ModuleOp module) {
   SmallVector<Attribute> names;
   for (const std::string &name : trainedOrder)
     names.push_back(b.getStringAttr(name));
-  module->setAttr("oasr.trained", b.getArrayAttr(names));
+  module->setAttr(mlir::oasr::kTrainedAttr, b.getArrayAttr(names));
 
   for (const onnx::TrainingInfoProto &info : model.proto().training_info()) {
     const onnx::GraphProto &algorithm = info.algorithm();
@@ -1982,13 +1180,13 @@ void ONNXImporter::importTrainingInfo(ModuleOp module) {
       for (StringRef x : optimizerParams(node))
         params.push_back(b.getStringAttr(x));
       fields.push_back(b.getNamedAttr("params", b.getArrayAttr(params)));
-      module->setAttr("oasr.optimizer", b.getDictionaryAttr(fields));
+      module->setAttr(mlir::oasr::kOptimizerAttr, b.getDictionaryAttr(fields));
     }
     for (const onnx::NodeProto &node : algorithm.node())
       if (node.op_type() == "Gradient")
         for (const onnx::AttributeProto &attr : node.attribute())
           if (attr.name() == "y")
-            module->setAttr("oasr.loss", b.getStringAttr(attr.s()));
+            module->setAttr(mlir::oasr::kLossAttr, b.getStringAttr(attr.s()));
   }
 }
 
@@ -2066,12 +1264,13 @@ OwningOpRef<ModuleOp> ONNXImporter::run() {
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
   Builder &b = builder;
   int64_t defaultOpsetValue = defaultOpset;
-  (*module)->setAttr("oasr.source", b.getStringAttr(model.path()));
-  (*module)->setAttr("oasr.opset", b.getI64IntegerAttr(defaultOpsetValue));
-  (*module)->setAttr("oasr.model",
+  (*module)->setAttr(mlir::oasr::kSourceAttr, b.getStringAttr(model.path()));
+  (*module)->setAttr(mlir::oasr::kOpsetAttr,
+                     b.getI64IntegerAttr(defaultOpsetValue));
+  (*module)->setAttr(mlir::oasr::kModelAttr,
                      b.getStringAttr(llvm::sys::path::stem(model.path())));
   if (!model.proto().producer_name().empty())
-    (*module)->setAttr("oasr.producer",
+    (*module)->setAttr(mlir::oasr::kProducerAttr,
                        b.getStringAttr(model.proto().producer_name()));
 
   SmallVector<Type> argTypes;
@@ -2082,22 +1281,20 @@ OwningOpRef<ModuleOp> ONNXImporter::run() {
         b.getDictionaryAttr(b.getNamedAttr(tag, b.getStringAttr(name))));
   };
   for (const onnx::ValueInfoProto *input : inputs)
-    addArg("oasr.input", input->name(), infos[input->name()]);
+    addArg(mlir::oasr::kInputAttr, input->name(), infos[input->name()]);
   for (const onnx::TensorProto *p : params) {
     if (failed(getTensorType(infos[p->name()]))) {
       emitModelError() << "initializer '" << p->name() << "' has invalid dims";
       return {};
     }
-    addArg(mlir::oasr::OASRDialect::kParamAttrName, p->name(),
-           infos[p->name()]);
+    addArg(mlir::oasr::kParamAttr, p->name(), infos[p->name()]);
   }
   for (const onnx::TensorProto *s : state) {
     if (failed(getTensorType(infos[s->name()]))) {
       emitModelError() << "initializer '" << s->name() << "' has invalid dims";
       return {};
     }
-    addArg(mlir::oasr::OASRDialect::kStateAttrName, s->name(),
-           infos[s->name()]);
+    addArg(mlir::oasr::kStateAttr, s->name(), infos[s->name()]);
   }
 
   builder.setInsertionPointToEnd(module->getBody());
@@ -2143,7 +1340,8 @@ OwningOpRef<ModuleOp> ONNXImporter::run() {
   builder.create<func::ReturnOp>(fileLoc, results);
   func.setFunctionType(builder.getFunctionType(argTypes, resultTypes));
   for (auto [i, output] : llvm::enumerate(graph.output()))
-    func.setResultAttr(i, "oasr.output", b.getStringAttr(output.name()));
+    func.setResultAttr(i, mlir::oasr::kOutputAttr,
+                       b.getStringAttr(output.name()));
 
   importTrainingInfo(*module);
   if (failed(mlir::verify(*module)))

@@ -14,6 +14,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "oasr/Dialect/AttrNames.h"
 #include "oasr/Dialect/OASRDialect.h.inc"
 
 #define GET_ATTRDEF_CLASSES

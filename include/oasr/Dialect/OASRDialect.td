@@ -33,12 +33,6 @@ def OASR_Dialect : Dialect {
   let useDefaultTypePrinterParser = 1;
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;
-  let extraClassDeclaration = [{
-    /// Discardable attribute names understood across the compiler.
-    static constexpr llvm::StringLiteral kParamAttrName = "oasr.param";
-    static constexpr llvm::StringLiteral kStateAttrName = "oasr.state";
-    static constexpr llvm::StringLiteral kCostAttrName = "oasr.cost";
-  }];
 }
 
 class OASR_Op<string mnemonic, list<Trait> traits = []>

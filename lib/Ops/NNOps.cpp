@@ -1,0 +1,756 @@
+//===- NNOps.cpp - Convolutions, pooling, normalization, GEMM, losses -----===//
+//
+// Registry entries of the layers: Conv/ConvTranspose, pooling,
+// Batch/Instance/LayerNormalization, Gemm/MatMul, Dropout, Softmax and the
+// softmax cross-entropy loss, recurrent layers (LSTM/GRU) and Resize, with
+// their training forms (extra forward results backward reuses), gradient
+// rules and the gradient ops they emit (ONNX Runtime's vocabulary).
+//
+//===----------------------------------------------------------------------===//
+
+#include "RuleSupport.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace ::oasr::ops;
+
+//===----------------------------------------------------------------------===//
+// Shape rules
+//===----------------------------------------------------------------------===//
+
+static bool shapeDropout(ShapeContext &c) {
+  if (!c.needInputs(1))
+    return false;
+  c.out[0] = *c.input(0);
+  if (c.numOutputs() > 1) {
+    c.out[1] = *c.input(0);
+    c.out[1].elemType = int32_t(DataType::Bool);
+  }
+  return true;
+}
+
+static bool shapeWindow(ShapeContext &c) {
+  StringRef op = c.op;
+  bool isConv = op == "Conv" || op == "ConvTranspose";
+  if (!c.needInputs(isConv ? 2 : 1))
+    return false;
+  const TensorFacts &x = *c.input(0);
+  size_t spatial = x.dims.size() >= 2 ? x.dims.size() - 2 : 0;
+  SmallVector<int64_t> kernel;
+  if (auto k = c.attrs.findInts("kernel_shape"))
+    kernel = *k;
+  else if (isConv && c.input(1)->dims.size() == spatial + 2)
+    kernel.assign(c.input(1)->dims.begin() + 2, c.input(1)->dims.end());
+  if (kernel.size() != spatial) {
+    c.why = "kernel_shape does not match the input rank";
+    return false;
+  }
+  SmallVector<int64_t> strides =
+      c.attrs.findInts("strides").value_or(SmallVector<int64_t>(spatial, 1));
+  SmallVector<int64_t> dilations =
+      c.attrs.findInts("dilations").value_or(SmallVector<int64_t>(spatial, 1));
+  SmallVector<int64_t> pads =
+      c.attrs.findInts("pads").value_or(SmallVector<int64_t>(2 * spatial, 0));
+  if (strides.size() != spatial || dilations.size() != spatial ||
+      pads.size() != 2 * spatial) {
+    c.why = "strides/dilations/pads do not match the input rank";
+    return false;
+  }
+  std::string autoPad = c.attrs.getString("auto_pad", "NOTSET");
+  bool ceilMode = c.attrs.getInt("ceil_mode", 0) != 0;
+  TensorFacts y = TensorFacts::get(x.elemType, {x.dims[0]});
+  int64_t channels = x.dims[1];
+  if (op == "Conv")
+    channels = c.input(1)->dims[0];
+  if (op == "ConvTranspose")
+    channels = c.input(1)->dims[1] * c.attrs.getInt("group", 1);
+  y.dims.push_back(channels);
+  auto outputShape = c.attrs.findInts("output_shape");
+  auto outputPadding = c.attrs.findInts("output_padding");
+  if (outputShape && op == "ConvTranspose") {
+    // The spatial sizes; some exporters (and ONNX Runtime) also accept
+    // the whole shape, N and C first.
+    if (outputShape->size() == spatial + 2)
+      outputShape->erase(outputShape->begin(), outputShape->begin() + 2);
+    if (outputShape->size() != spatial) {
+      c.why = llvm::formatv("output_shape has {0} value(s); expected {1} (the "
+                            "spatial sizes) or {2} (with N and C)",
+                            outputShape->size(), spatial, spatial + 2);
+      return false;
+    }
+  }
+  for (size_t i = 0; i < spatial; ++i) {
+    int64_t d = x.dims[i + 2], o;
+    if (op == "ConvTranspose") {
+      if (outputShape) {
+        o = (*outputShape)[i];
+      } else {
+        int64_t outPad = outputPadding && outputPadding->size() == spatial
+                             ? (*outputPadding)[i]
+                             : 0;
+        int64_t span = (kernel[i] - 1) * dilations[i] + 1;
+        o = strides[i] * (d - 1) + outPad + span;
+        if (autoPad == "NOTSET" || autoPad.empty())
+          o -= pads[i] + pads[i + spatial];
+        else if (autoPad != "VALID")
+          o = d * strides[i];
+      }
+    } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+      o = d < 0 ? -1 : (d + strides[i] - 1) / strides[i];
+    } else if (autoPad == "VALID") {
+      o = windowOutput(d, kernel[i], strides[i], dilations[i], 0, 0, ceilMode);
+    } else {
+      o = windowOutput(d, kernel[i], strides[i], dilations[i], pads[i],
+                       pads[i + spatial], ceilMode);
+    }
+    y.dims.push_back(o);
+  }
+  c.out[0] = y;
+  if (c.numOutputs() > 1) {
+    c.out[1] = y;
+    c.out[1].elemType = int32_t(DataType::Int64);
+  }
+  return true;
+}
+
+static bool shapeGlobalPool(ShapeContext &c) {
+  if (!c.needInputs(1))
+    return false;
+  TensorFacts y = *c.input(0);
+  for (size_t i = 2; i < y.dims.size(); ++i)
+    y.dims[i] = 1;
+  return c.setAll(y);
+}
+
+static bool shapeNormalization(ShapeContext &c) {
+  if (!c.needInputs(2))
+    return false;
+  c.out[0] = *c.input(0);
+  for (size_t i = 1; i < c.numOutputs(); ++i)
+    c.out[i] = TensorFacts::get(c.input(0)->elemType, c.input(1)->dims);
+  return true;
+}
+
+static bool shapeLayerNorm(ShapeContext &c) {
+  if (!c.needInputs(1))
+    return false;
+  c.out[0] = *c.input(0);
+  int64_t rank = c.input(0)->dims.size();
+  int64_t axis = normalizeAxis(c.attrs.getInt("axis", -1), rank);
+  TensorFacts stats = *c.input(0);
+  stats.elemType = int32_t(c.attrs.getInt("stash_type", 1));
+  for (int64_t i = axis; i < rank; ++i)
+    stats.dims[i] = 1;
+  for (size_t i = 1; i < c.numOutputs(); ++i)
+    c.out[i] = stats;
+  return true;
+}
+
+static bool shapeGemm(ShapeContext &c) {
+  if (!c.needInputs(2))
+    return false;
+  const TensorFacts &a = *c.input(0), &b = *c.input(1);
+  if (a.dims.size() != 2 || b.dims.size() != 2) {
+    c.why = "Gemm inputs must be 2-D";
+    return false;
+  }
+  int64_t m = c.attrs.getInt("transA", 0) ? a.dims[1] : a.dims[0];
+  int64_t n = c.attrs.getInt("transB", 0) ? b.dims[0] : b.dims[1];
+  return c.setAll(TensorFacts::get(a.elemType, {m, n}));
+}
+
+static bool shapeMatMul(ShapeContext &c) {
+  if (!c.needInputs(2))
+    return false;
+  TensorFacts a = *c.input(0), b = *c.input(1);
+  if (a.dims.empty() || b.dims.empty()) {
+    c.why = "MatMul of a scalar";
+    return false;
+  }
+  bool aVec = a.dims.size() == 1, bVec = b.dims.size() == 1;
+  if (aVec)
+    a.dims.insert(a.dims.begin(), 1);
+  if (bVec)
+    b.dims.push_back(1);
+  int64_t ka = a.dims.back(), kb = b.dims[b.dims.size() - 2];
+  if (ka >= 0 && kb >= 0 && ka != kb) {
+    c.why = llvm::formatv("inner dimensions differ ({0} vs {1})", ka, kb);
+    return false;
+  }
+  TensorFacts batchA = TensorFacts::get(0, llvm::ArrayRef(a.dims).drop_back(2));
+  TensorFacts batchB = TensorFacts::get(0, llvm::ArrayRef(b.dims).drop_back(2));
+  TensorFacts y;
+  y.ranked = true;
+  y.elemType = a.elemType;
+  const TensorFacts *batches[] = {&batchA, &batchB};
+  if (!broadcast(batches, y.dims)) {
+    c.why = "batch dimensions do not broadcast";
+    return false;
+  }
+  if (!aVec)
+    y.dims.push_back(a.dims[a.dims.size() - 2]);
+  if (!bVec)
+    y.dims.push_back(b.dims.back());
+  return c.setAll(y);
+}
+
+//===----------------------------------------------------------------------===//
+// Training forms
+//===----------------------------------------------------------------------===//
+
+static LogicalResult formBatchNorm(NodeOp node) {
+  OpBuilder b(node);
+  if (node->getNumOperands() != 5)
+    return node.emitError("'BatchNormalization' node \"")
+           << mlir::oasr::nodeName(node.getLoc()).value_or("")
+           << "\" needs 5 operands (X, scale, B, input_mean, input_var), got "
+           << node->getNumOperands();
+  Type x = node->getOperand(0).getType();
+  Type stat = node->getOperand(3).getType();
+  rebuildNode(node, {x, stat, stat, stat, stat},
+              SmallVector<Value>(node->getOperands()),
+              {b.getNamedAttr("training_mode", b.getI64IntegerAttr(1))});
+  return success();
+}
+
+static LogicalResult formMaxPool(NodeOp node) {
+  if (node->getNumResults() != 1)
+    return success();
+  OpBuilder b(node);
+  Type y = node->getResult(0).getType();
+  rebuildNode(node, {y, withElementType(y, b.getI64Type())},
+              SmallVector<Value>(node->getOperands()));
+  return success();
+}
+
+static LogicalResult formDropout(NodeOp node) {
+  OpBuilder b(node);
+  NodeBuilder nb{b};
+  Location loc = node.getLoc();
+  Value x = node->getOperand(0);
+  Value ratio = node->getNumOperands() > 1 ? node->getOperand(1) : Value();
+  if (!ratio) {
+    double r = floatAttr(node, "ratio").value_or(0.5);
+    ratio = nb.splat(loc, RankedTensorType::get({}, b.getF32Type()), r);
+  }
+  Value mode = nb.splat(loc, RankedTensorType::get({}, b.getI1Type()), 1.0);
+  Type y = node->getResult(0).getType();
+  rebuildNode(node, {y, withElementType(y, b.getI1Type())}, {x, ratio, mode});
+  return success();
+}
+
+static LogicalResult formLayerNorm(NodeOp node) {
+  if (node->getNumResults() != 1)
+    return success();
+  OpBuilder b(node);
+  auto x = cast<RankedTensorType>(node->getOperand(0).getType());
+  int64_t axis = intAttr(node, "axis", -1);
+  if (axis < 0)
+    axis += x.getRank();
+  SmallVector<int64_t> statShape(x.getShape());
+  for (int64_t i = axis; i < x.getRank(); ++i)
+    statShape[i] = 1;
+  auto stat = RankedTensorType::get(statShape, b.getF32Type());
+  rebuildNode(node, {x, stat, stat}, SmallVector<Value>(node->getOperands()));
+  return success();
+}
+
+static LogicalResult formSoftmaxCrossEntropy(NodeOp node) {
+  if (node->getNumResults() != 1)
+    return success();
+  rebuildNode(node,
+              {node->getResult(0).getType(), node->getOperand(0).getType()},
+              SmallVector<Value>(node->getOperands()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient rules
+//===----------------------------------------------------------------------===//
+
+static Type typeOf(GradContext &c, unsigned operand) {
+  return c.in(operand).getType();
+}
+
+static LogicalResult gradConv(GradContext &c) {
+  SmallVector<Type> types = {typeOf(c, 0), typeOf(c, 1)};
+  if (c.fwd->getNumOperands() > 2)
+    types.push_back(typeOf(c, 2));
+  NodeOp g =
+      c.node("ConvGrad", types, {c.dOut(), c.in(0), c.in(1)}, onnxAttrs(c.fwd));
+  c.dIns.assign(g->getResults().begin(), g->getResults().end());
+  return success();
+}
+
+static LogicalResult gradBatchNorm(GradContext &c) {
+  if (c.fwd->getNumResults() != 5)
+    return c.fail("expected the training form with 5 results");
+  double eps = floatAttr(c.fwd, "epsilon").value_or(1e-5);
+  NodeOp g = c.node(
+      "BatchNormalizationGrad", {typeOf(c, 0), typeOf(c, 1), typeOf(c, 2)},
+      {c.dOut(), c.in(0), c.in(1), c.out(3), c.out(4)},
+      {c.b().getNamedAttr("epsilon", c.b().getF32FloatAttr(eps))});
+  c.dIns = {g->getResult(0), g->getResult(1), g->getResult(2), Value(),
+            Value()};
+  if (c.wants(3) || c.wants(4))
+    return c.fail("gradients of the running statistics are not supported");
+  return success();
+}
+
+static LogicalResult gradMaxPool(GradContext &c) {
+  if (c.fwd->getNumResults() != 2)
+    return c.fail("expected the training form with Indices");
+  c.dIns = {c.node1("MaxPoolGrad", typeOf(c, 0), {c.dOut(), c.out(1)},
+                    onnxAttrs(c.fwd))};
+  return success();
+}
+
+static LogicalResult gradAveragePool(GradContext &c) {
+  c.dIns = {
+      c.node1("AveragePoolGrad", typeOf(c, 0), {c.dOut()}, onnxAttrs(c.fwd))};
+  return success();
+}
+
+static LogicalResult gradGlobalAveragePool(GradContext &c) {
+  c.dIns = {c.node1("GlobalAveragePoolGrad", typeOf(c, 0), {c.dOut()})};
+  return success();
+}
+
+static LogicalResult gradGemm(GradContext &c) {
+  SmallVector<Type> types = {typeOf(c, 0), typeOf(c, 1)};
+  if (c.fwd->getNumOperands() > 2)
+    types.push_back(typeOf(c, 2));
+  SmallVector<NamedAttribute> attrs;
+  for (StringRef name : {"transA", "transB", "alpha", "beta"})
+    if (Attribute a = c.fwd->getAttr(name))
+      attrs.push_back(c.b().getNamedAttr(name, a));
+  NodeOp g = c.node("GemmGrad", types, {c.dOut(), c.in(0), c.in(1)}, attrs);
+  c.dIns.assign(g->getResults().begin(), g->getResults().end());
+  return success();
+}
+
+static LogicalResult gradMatMul(GradContext &c) {
+  auto a = cast<RankedTensorType>(typeOf(c, 0));
+  auto bt = cast<RankedTensorType>(typeOf(c, 1));
+  auto dy = cast<RankedTensorType>(c.out(0).getType());
+  if (a.getRank() < 2 || bt.getRank() < 2)
+    return c.fail("rank-1 operands are not supported");
+  Value g = c.dOut();
+  c.dIns.assign(2, Value());
+  if (c.wants(0)) {
+    // dA = dY · Bᵀ, summed over broadcast batch axes.
+    SmallVector<int64_t> shape(dy.getShape());
+    shape.back() = a.getShape().back();
+    Value full = c.node1("MatMul", dy.clone(shape), {g, c.swapLast2(c.in(1))});
+    c.dIns[0] = c.sumTo(full, a);
+  }
+  if (c.wants(1)) {
+    if (bt.getRank() == 2 && a.getRank() > 2) {
+      // The linear-layer case: dB = Aᵀ · dY over all leading axes at once.
+      int64_t rows = a.getNumElements() / a.getShape().back();
+      auto a2 = RankedTensorType::get({rows, a.getShape().back()},
+                                      a.getElementType());
+      auto dy2 = RankedTensorType::get({rows, dy.getShape().back()},
+                                       dy.getElementType());
+      c.dIns[1] =
+          c.node1("MatMul", bt,
+                  {c.swapLast2(c.reshape(c.in(0), a2)), c.reshape(g, dy2)});
+    } else {
+      SmallVector<int64_t> shape(dy.getShape());
+      shape[shape.size() - 2] = a.getShape().back();
+      Value full =
+          c.node1("MatMul", dy.clone(shape), {c.swapLast2(c.in(0)), g});
+      c.dIns[1] = c.sumTo(full, bt);
+    }
+  }
+  return success();
+}
+
+static LogicalResult gradDropout(GradContext &c) {
+  if (c.fwd->getNumResults() != 2)
+    return c.fail("expected the training form with a mask");
+  double ratio = scalarOf(c.in(1)).value_or(0.5);
+  auto &b = c.b();
+  c.dIns.assign(c.fwd->getNumOperands(), Value());
+  c.dIns[0] = c.node1("DropoutGrad", typeOf(c, 0), {c.dOut(), c.out(1)},
+                      {b.getNamedAttr("ratio", b.getF32FloatAttr(ratio))});
+  return success();
+}
+
+static LogicalResult gradSoftmaxCrossEntropy(GradContext &c) {
+  if (c.fwd->getNumResults() != 2)
+    return c.fail("expected the training form with log_prob");
+  if (c.fwd->getNumOperands() > 2)
+    return c.fail("class weights are not supported");
+  c.dIns = {c.node1("SoftmaxCrossEntropyLossGrad", typeOf(c, 0),
+                    {c.dOut(), c.out(1), c.in(1)}, onnxAttrs(c.fwd)),
+            Value()};
+  return success();
+}
+
+static LogicalResult gradLayerNorm(GradContext &c) {
+  if (c.fwd->getNumResults() != 3)
+    return c.fail("expected the training form with Mean and InvStdDev");
+  SmallVector<Type> types = {typeOf(c, 0), typeOf(c, 1)};
+  if (c.fwd->getNumOperands() > 2)
+    types.push_back(typeOf(c, 2));
+  NodeOp g = c.node("LayerNormalizationGrad", types,
+                    {c.dOut(), c.in(0), c.in(1), c.out(1), c.out(2)},
+                    onnxAttrs(c.fwd));
+  c.dIns.assign(g->getResults().begin(), g->getResults().end());
+  return success();
+}
+
+static LogicalResult gradSoftmax(GradContext &c) {
+  auto x = cast<RankedTensorType>(typeOf(c, 0));
+  int64_t dflt = c.opset >= 13 ? -1 : 1;
+  int64_t axis = intAttr(c.fwd, "axis", dflt);
+  if (axis < 0)
+    axis += x.getRank();
+  if (c.opset < 13 && axis != x.getRank() - 1)
+    return c.fail("Softmax before opset 13 over several axes");
+  auto &b = c.b();
+  c.dIns = {c.node1("SoftmaxGrad", x, {c.dOut(), c.out(0)},
+                    {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))})};
+  return success();
+}
+
+static LogicalResult gradLogSoftmax(GradContext &c) {
+  auto x = cast<RankedTensorType>(typeOf(c, 0));
+  int64_t axis = intAttr(c.fwd, "axis", c.opset >= 13 ? -1 : 1);
+  if (axis < 0)
+    axis += x.getRank();
+  if (c.opset < 13 && axis != x.getRank() - 1)
+    return c.fail("LogSoftmax before opset 13 over several axes");
+  auto &b = c.b();
+  c.dIns = {c.node1("LogSoftmaxGrad", x, {c.dOut(), c.out(0)},
+                    {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))})};
+  return success();
+}
+
+static LogicalResult gradConvTranspose(GradContext &c) {
+  SmallVector<Type> types = {typeOf(c, 0), typeOf(c, 1)};
+  if (c.fwd->getNumOperands() > 2)
+    types.push_back(typeOf(c, 2));
+  NodeOp g = c.node("ConvTransposeGrad", types, {c.dOut(), c.in(0), c.in(1)},
+                    onnxAttrs(c.fwd));
+  c.dIns.assign(g->getResults().begin(), g->getResults().end());
+  return success();
+}
+
+static LogicalResult gradResize(GradContext &c) {
+  for (unsigned i = 1; i < c.fwd->getNumOperands(); ++i)
+    if (c.wants(i))
+      return c.fail("roi, scales and sizes cannot carry a gradient");
+  SmallVector<Value> operands = {c.dOut()};
+  for (unsigned i = 1; i < c.fwd->getNumOperands(); ++i)
+    operands.push_back(c.in(i));
+  SmallVector<NamedAttribute> attrs = onnxAttrs(c.fwd);
+  if (Attribute absent = c.fwd->getAttr(mlir::oasr::kAbsentInputsAttr))
+    attrs.push_back(c.b().getNamedAttr(mlir::oasr::kAbsentInputsAttr, absent));
+  c.dIns.assign(c.fwd->getNumOperands(), Value());
+  c.dIns[0] = c.node1("ResizeGrad", typeOf(c, 0), operands, attrs);
+  return success();
+}
+
+/// The ONNX position of each operand of `node` (absent optional inputs
+/// left out in the middle are recorded in oasr.absent_inputs).
+static SmallVector<int64_t> onnxPositions(NodeOp node) {
+  SmallVector<int64_t> absent;
+  if (auto a =
+          node->getAttrOfType<DenseI64ArrayAttr>(mlir::oasr::kAbsentInputsAttr))
+    absent.assign(a.asArrayRef().begin(), a.asArrayRef().end());
+  SmallVector<int64_t> positions;
+  for (int64_t pos = 0; int64_t(positions.size()) < node->getNumOperands();
+       ++pos)
+    if (!llvm::is_contained(absent, pos))
+      positions.push_back(pos);
+  return positions;
+}
+
+/// LSTM/GRU: <Op>Grad(X, W, R, B, initial_h[, initial_c], dY, dY_h[, dY_c])
+/// -> (dX, dW, dR, dB, d_initial_h[, d_initial_c]); operands the forward
+/// leaves out, and result gradients nobody sends back, are absent operands.
+template <bool IsLSTM> static LogicalResult gradRecurrent(GradContext &c) {
+  // Forward ONNX positions: X W R B sequence_lens initial_h [initial_c [P]].
+  SmallVector<int64_t> positions = onnxPositions(c.fwd);
+  unsigned numStates = IsLSTM ? 2 : 1;
+  SmallVector<Value> byPos(5 + numStates);
+  for (auto [i, pos] : llvm::enumerate(positions)) {
+    if (pos >= int64_t(byPos.size()))
+      return c.fail("peephole weights are not supported");
+    byPos[pos] = c.in(i);
+  }
+  if (byPos[4])
+    return c.fail("sequence_lens is not supported (all sequences have the "
+                  "full length)");
+  if (c.wants(4))
+    return c.fail("sequence_lens cannot carry a gradient");
+  // Grad operand list: X W R B h0 [c0] dY dY_h [dY_c].
+  SmallVector<Value> operands;
+  SmallVector<int64_t> absent;
+  auto push = [&](Value v) {
+    if (v)
+      operands.push_back(v);
+    else
+      absent.push_back(operands.size() + absent.size());
+  };
+  for (unsigned p : {0u, 1u, 2u, 3u, 5u})
+    push(byPos[p]);
+  if (IsLSTM)
+    push(byPos[6]);
+  for (unsigned r = 0; r < 1 + numStates; ++r)
+    push(r < c.fwd->getNumResults() && c.dOuts[r] ? c.dOuts[r] : Value());
+  while (!absent.empty() &&
+         absent.back() == int64_t(operands.size() + absent.size() - 1))
+    absent.pop_back();
+  // Results: dX dW dR dB dh0 [dc0] -- typed like the forward operands;
+  // absent forward operands still get a typed result nobody uses, so the
+  // positions stay fixed. B/h0/c0 shapes are derived when absent.
+  auto w = cast<RankedTensorType>(byPos[1].getType());
+  auto x = cast<RankedTensorType>(byPos[0].getType());
+  int64_t dirs = w.getDimSize(0), gates = w.getDimSize(1);
+  int64_t hidden = gates / (IsLSTM ? 4 : 3);
+  Type f32 = x.getElementType();
+  auto bType = RankedTensorType::get({dirs, 2 * gates}, f32);
+  auto hType = RankedTensorType::get({dirs, x.getDimSize(1), hidden}, f32);
+  SmallVector<Type> types = {x, w, byPos[2].getType(), bType, hType};
+  if (IsLSTM)
+    types.push_back(hType);
+  SmallVector<NamedAttribute> attrs = onnxAttrs(c.fwd);
+  if (!absent.empty())
+    attrs.push_back(c.b().getNamedAttr(mlir::oasr::kAbsentInputsAttr,
+                                       c.b().getDenseI64ArrayAttr(absent)));
+  NodeOp g = c.node(IsLSTM ? "LSTMGrad" : "GRUGrad", types, operands, attrs);
+  // Back to forward operand order.
+  c.dIns.assign(c.fwd->getNumOperands(), Value());
+  SmallVector<int64_t> resultOf = {0, 1, 2, 3, -1, 4, 5};
+  for (auto [i, pos] : llvm::enumerate(positions))
+    if (pos < int64_t(resultOf.size()) && resultOf[pos] >= 0 &&
+        resultOf[pos] < int64_t(g->getNumResults()))
+      c.dIns[i] = g->getResult(resultOf[pos]);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Shape rules of the recurrent layers and Resize
+//===----------------------------------------------------------------------===//
+
+/// LSTM/GRU (layout 0): Y [T, D, B, H], Y_h and Y_c [D, B, H].
+static bool shapeRecurrent(ShapeContext &c) {
+  if (!c.needInputs(3))
+    return false;
+  const TensorFacts &x = *c.input(0), &w = *c.input(1);
+  if (x.dims.size() != 3 || w.dims.size() != 3)
+    return c.fail("X and W must be 3-D");
+  if (c.attrs.getInt("layout", 0) != 0)
+    return c.fail("layout=1 (batch first) is not supported");
+  int64_t hidden = c.attrs.getInt("hidden_size", -1);
+  if (hidden <= 0)
+    return c.fail("hidden_size is missing");
+  int64_t dirs = w.dims[0];
+  for (size_t i = 0; i < c.numOutputs(); ++i)
+    c.out[i] = i == 0 ? TensorFacts::get(x.elemType,
+                                         {x.dims[0], dirs, x.dims[1], hidden})
+                      : TensorFacts::get(x.elemType, {dirs, x.dims[1], hidden});
+  return true;
+}
+
+/// Resize (opset 11+: X, roi, scales, sizes): sizes when given, else
+/// floor(dim * scale).
+static bool shapeResize(ShapeContext &c) {
+  if (!c.needInputs(1))
+    return false;
+  const TensorFacts &x = *c.input(0);
+  TensorFacts y = x;
+  if (const FoldedInts *sizes = c.getFolded(3)) {
+    if (sizes->values.size() != x.dims.size())
+      return c.fail("sizes does not match the input rank");
+    y.dims.assign(sizes->values.begin(), sizes->values.end());
+    return c.setAll(y);
+  }
+  std::optional<SmallVector<double>> scales = c.attrs.findFloats("scales");
+  if (!scales && c.present(2))
+    return c.fail("scales (input #2) is not a constant known at import time");
+  if (!scales || scales->size() != x.dims.size())
+    return c.fail("neither sizes nor scales of the input rank are known");
+  for (size_t i = 0; i < y.dims.size(); ++i)
+    y.dims[i] = x.dims[i] < 0 ? -1 : int64_t(double(x.dims[i]) * (*scales)[i]);
+  return c.setAll(y);
+}
+
+//===----------------------------------------------------------------------===//
+// Costs
+//===----------------------------------------------------------------------===//
+
+static Work costConv(Operation *op) {
+  double out = numel(op->getResult(0));
+  double perOut = 2.0 * productFrom(op->getOperand(1).getType(), 1);
+  return {out * perOut + (op->getNumOperands() > 2 ? out : 0),
+          trafficBytes(op)};
+}
+
+static Work costConvGrad(Operation *op) {
+  double dy = numel(op->getOperand(0));
+  double perOut = 2.0 * productFrom(op->getOperand(2).getType(), 1);
+  return {(resultUsed(op, 0) ? dy * perOut : 0) +
+              (resultUsed(op, 1) ? dy * perOut : 0) +
+              (resultUsed(op, 2) ? dy : 0),
+          trafficBytes(op)};
+}
+
+/// ConvTranspose: every input element meets the whole kernel of its group.
+static Work costConvTranspose(Operation *op) {
+  double x = numel(op->getOperand(0));
+  double perIn = 2.0 * productFrom(op->getOperand(1).getType(), 1);
+  return {x * perIn, trafficBytes(op)};
+}
+
+static Work costConvTransposeGrad(Operation *op) {
+  double x = numel(op->getOperand(1));
+  double perIn = 2.0 * productFrom(op->getOperand(2).getType(), 1);
+  return {(resultUsed(op, 0) ? x * perIn : 0) +
+              (resultUsed(op, 1) ? x * perIn : 0) +
+              (resultUsed(op, 2) ? double(numel(op->getOperand(0))) : 0),
+          trafficBytes(op)};
+}
+
+static Work costGemm(Operation *op) {
+  bool grad = cast<NodeOp>(op).getOpType() == "GemmGrad";
+  auto a = cast<RankedTensorType>(op->getOperand(grad ? 1 : 0).getType());
+  int64_t transA = intAttr(op, "transA", 0);
+  double m = a.getDimSize(transA ? 1 : 0), k = a.getDimSize(transA ? 0 : 1);
+  double n = grad ? productFrom(op->getOperand(0).getType(), 1)
+                  : productFrom(op->getResult(0).getType(), 1);
+  Work w{0, trafficBytes(op)};
+  if (!grad)
+    w.flops = 2 * m * n * k + (op->getNumOperands() > 2 ? m * n : 0);
+  else
+    w.flops = (resultUsed(op, 0) ? 2 * m * n * k : 0) +
+              (resultUsed(op, 1) ? 2 * m * n * k : 0) +
+              (resultUsed(op, 2) ? m * n : 0);
+  return w;
+}
+
+static Work costMatMul(Operation *op) {
+  auto a = cast<RankedTensorType>(op->getOperand(0).getType());
+  return {2.0 * numel(op->getResult(0)) * a.getShape().back(),
+          trafficBytes(op)};
+}
+
+static Work costNormGrad(Operation *op) {
+  return {12.0 * numel(op->getOperand(1)), trafficBytes(op)};
+}
+
+static Work costPool(Operation *op) {
+  return {double(numel(op->getResult(0))) * kernelSize(op), trafficBytes(op)};
+}
+
+static Work costPoolGrad(Operation *op) {
+  return {double(numel(op->getOperand(0))) * kernelSize(op), trafficBytes(op)};
+}
+
+/// LSTM/GRU: the four (three) gate GEMMs of every step, input and recurrent.
+static Work costRecurrent(Operation *op) {
+  auto x = cast<RankedTensorType>(op->getOperand(0).getType());
+  auto w = cast<RankedTensorType>(op->getOperand(1).getType());
+  auto r = cast<RankedTensorType>(op->getOperand(2).getType());
+  double steps = x.getDimSize(0), batch = x.getDimSize(1);
+  double flops = 2.0 * steps * batch *
+                 (double(w.getNumElements()) + double(r.getNumElements()));
+  bool grad = cast<NodeOp>(op).getOpType().ends_with("Grad");
+  // Backward recomputes forward, then data and weight gradients.
+  return {grad ? 3.0 * flops : flops, trafficBytes(op)};
+}
+
+//===----------------------------------------------------------------------===//
+// Entries
+//===----------------------------------------------------------------------===//
+
+void ::oasr::ops::registerNNOps(OpRegistry &r) {
+  r.add("Conv").shape(shapeWindow).grad(gradConv).cost(costConv);
+  r.add("ConvGrad")
+      .traits(Gradient)
+      .cost(costConvGrad)
+      .summary("dY, X, W -> dX, dW[, dB]");
+  r.add("ConvTranspose")
+      .shape(shapeWindow)
+      .grad(gradConvTranspose)
+      .cost(costConvTranspose);
+  r.add("ConvTransposeGrad")
+      .traits(Gradient)
+      .cost(costConvTransposeGrad)
+      .summary("dY, X, W -> dX, dW[, dB]");
+  r.add("MaxPool")
+      .shape(shapeWindow)
+      .trainingForm(formMaxPool)
+      .grad(gradMaxPool)
+      .cost(costPool);
+  r.add("MaxPoolGrad").traits(Gradient).summary("dY, Indices -> dX");
+  r.add("AveragePool").shape(shapeWindow).grad(gradAveragePool).cost(costPool);
+  r.add("AveragePoolGrad").traits(Gradient).cost(costPoolGrad);
+  r.add("LpPool")
+      .shape(shapeWindow)
+      .noKernels("shape rule for import and planning; no kernel yet");
+  r.add("GlobalAveragePool")
+      .shape(shapeGlobalPool)
+      .grad(gradGlobalAveragePool)
+      .cost(costPerInput<1>);
+  r.add("GlobalAveragePoolGrad").traits(Gradient);
+  for (const char *op : {"GlobalMaxPool", "GlobalLpPool"})
+    r.add(op)
+        .shape(shapeGlobalPool)
+        .noKernels("shape rule for import and planning; no kernel yet");
+  r.add("BatchNormalization")
+      .shape(shapeNormalization)
+      .trainingForm(formBatchNorm)
+      .grad(gradBatchNorm)
+      .cost(costPerInput<8>);
+  r.add("BatchNormalizationGrad").traits(Gradient).cost(costNormGrad);
+  r.add("InstanceNormalization")
+      .shape(shapeNormalization)
+      .noKernels("shape rule for import and planning; no kernel yet");
+  r.add("LayerNormalization")
+      .shape(shapeLayerNorm)
+      .trainingForm(formLayerNorm)
+      .grad(gradLayerNorm)
+      .cost(costPerInput<8>);
+  r.add("LayerNormalizationGrad").traits(Gradient).cost(costNormGrad);
+  r.add("Gemm").shape(shapeGemm).grad(gradGemm).cost(costGemm);
+  r.add("GemmGrad").traits(Gradient).cost(costGemm);
+  r.add("MatMul").shape(shapeMatMul).grad(gradMatMul).cost(costMatMul);
+  r.add("Dropout")
+      .shape(shapeDropout)
+      .trainingForm(formDropout)
+      .grad(gradDropout);
+  r.add("DropoutGrad").traits(Gradient | Elementwise);
+  r.add("Softmax")
+      .shape(shapeSameAsInput)
+      .grad(gradSoftmax)
+      .cost(costPerInput<8>);
+  r.add("SoftmaxGrad").traits(Gradient).cost(costPerOutput<12>);
+  r.add("LogSoftmax")
+      .shape(shapeSameAsInput)
+      .grad(gradLogSoftmax)
+      .cost(costPerInput<8>);
+  r.add("LogSoftmaxGrad").traits(Gradient).cost(costPerOutput<12>);
+  r.add("SoftmaxCrossEntropyLoss", 12)
+      .trainingForm(formSoftmaxCrossEntropy)
+      .grad(gradSoftmaxCrossEntropy)
+      .cost(costPerInput<8>);
+  r.add("SoftmaxCrossEntropyLossGrad").traits(Gradient);
+  r.add("Resize", 11).shape(shapeResize).grad(gradResize);
+  r.add("ResizeGrad").traits(Gradient);
+  r.add("LSTM")
+      .shape(shapeRecurrent)
+      .grad(gradRecurrent<true>)
+      .cost(costRecurrent);
+  r.add("LSTMGrad").traits(Gradient).cost(costRecurrent);
+  r.add("GRU")
+      .shape(shapeRecurrent)
+      .grad(gradRecurrent<false>)
+      .cost(costRecurrent);
+  r.add("GRUGrad").traits(Gradient).cost(costRecurrent);
+}

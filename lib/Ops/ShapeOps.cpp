@@ -1,0 +1,867 @@
+//===- ShapeOps.cpp - Constants, shapes, views and data movement ----------===//
+//
+// Registry entries of the ops that compute or rearrange shapes: Constant,
+// Shape, views (Reshape, Flatten, Squeeze, Unsqueeze, Identity), Transpose,
+// Concat/Split, Pad, Expand, Gather, Slice, reductions, Range, Tile, Trilu,
+// ConstantOfShape, and their gradient ops. Small integer results are folded
+// at import so shape arithmetic gives static types.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RuleSupport.h"
+
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace ::oasr::ops;
+
+//===----------------------------------------------------------------------===//
+// Shape rules
+//===----------------------------------------------------------------------===//
+
+static bool shapeConstant(ShapeContext &c) {
+  if (std::optional<TensorFacts> t = c.attrs.findTensorType("value"))
+    return c.setAll(*t);
+  if (c.attrs.findFloat("value_float"))
+    return c.setAll(TensorFacts::get(kFloat, {}));
+  if (c.attrs.findInt("value_int"))
+    return c.setAll(TensorFacts::get(kInt64, {}));
+  if (auto v = c.attrs.findFloats("value_floats"))
+    return c.setAll(TensorFacts::get(kFloat, {int64_t(v->size())}));
+  if (auto v = c.attrs.findInts("value_ints"))
+    return c.setAll(TensorFacts::get(kInt64, {int64_t(v->size())}));
+  return c.fail("Constant without a supported value attribute");
+}
+
+static bool shapeConstantOfShape(ShapeContext &c) {
+  const FoldedInts *shape = c.needFolded(0);
+  if (!shape)
+    return false;
+  std::optional<TensorFacts> v = c.attrs.findTensorType("value");
+  return c.setAll(TensorFacts::get(v ? v->elemType : kFloat, shape->values));
+}
+
+static bool shapeShape(ShapeContext &c) {
+  if (!c.needInputs(1))
+    return false;
+  int64_t rank = c.input(0)->dims.size();
+  int64_t start = std::clamp<int64_t>(
+      normalizeAxis(c.attrs.getInt("start", 0), rank), 0, rank);
+  int64_t end = std::clamp<int64_t>(
+      normalizeAxis(c.attrs.getInt("end", rank), rank), 0, rank);
+  return c.setAll(TensorFacts::get(int32_t(DataType::Int64),
+                                   {std::max<int64_t>(end - start, 0)}));
+}
+
+static bool shapeSize(ShapeContext &c) {
+  return c.setAll(TensorFacts::get(kInt64, {}));
+}
+
+static bool shapeConcat(ShapeContext &c) {
+  if (!c.needInputs(c.numInputs()))
+    return false;
+  TensorFacts y = *c.in[0];
+  int64_t axis = normalizeAxis(c.attrs.getInt("axis", 0), y.dims.size());
+  if (axis < 0 || axis >= int64_t(y.dims.size())) {
+    c.why = "axis out of range";
+    return false;
+  }
+  for (const TensorFacts *t : c.in.drop_front()) {
+    if (t->dims.size() != y.dims.size()) {
+      c.why = "inputs differ in rank";
+      return false;
+    }
+    y.dims[axis] = (y.dims[axis] < 0 || t->dims[axis] < 0)
+                       ? -1
+                       : y.dims[axis] + t->dims[axis];
+  }
+  return c.setAll(y);
+}
+
+static bool shapeFlatten(ShapeContext &c) {
+  if (!c.needInputs(1))
+    return false;
+  const TensorFacts &x = *c.input(0);
+  int64_t axis = normalizeAxis(c.attrs.getInt("axis", 1), x.dims.size());
+  int64_t outer = 1, inner = 1;
+  for (auto [i, d] : llvm::enumerate(x.dims))
+    (int64_t(i) < axis ? outer : inner) *= d;
+  return c.setAll(TensorFacts::get(x.elemType, {outer, inner}));
+}
+
+static bool shapeReshape(ShapeContext &c) {
+  if (!c.needInputs(1))
+    return false;
+  const FoldedInts *shape = c.needFolded(1);
+  if (!shape)
+    return false;
+  const TensorFacts &x = *c.input(0);
+  bool allowZero = c.attrs.getInt("allowzero", 0) != 0;
+  TensorFacts y = TensorFacts::get(x.elemType, shape->values);
+  int64_t known = 1, inferAt = -1;
+  for (auto [i, d] : llvm::enumerate(y.dims)) {
+    if (d == 0 && !allowZero)
+      d = i < x.dims.size() ? x.dims[i] : -1;
+    if (d == -1) {
+      inferAt = i;
+      continue;
+    }
+    known *= d;
+  }
+  if (inferAt >= 0) {
+    int64_t total = x.isStatic() ? x.numElements() : -1;
+    y.dims[inferAt] = total >= 0 && known > 0 ? total / known : -1;
+  }
+  return c.setAll(y);
+}
+
+static bool shapeTranspose(ShapeContext &c) {
+  if (!c.needInputs(1))
+    return false;
+  const TensorFacts &x = *c.input(0);
+  SmallVector<int64_t> perm;
+  if (auto p = c.attrs.findInts("perm"))
+    perm = *p;
+  else
+    for (int64_t i = x.dims.size() - 1; i >= 0; --i)
+      perm.push_back(i);
+  if (perm.size() != x.dims.size()) {
+    c.why = "perm does not match the input rank";
+    return false;
+  }
+  TensorFacts y = TensorFacts::get(x.elemType, {});
+  for (int64_t p : perm)
+    y.dims.push_back(x.dims[p]);
+  return c.setAll(y);
+}
+
+static bool shapeSqueeze(ShapeContext &c) {
+  StringRef op = c.op;
+  if (!c.needInputs(1))
+    return false;
+  const TensorFacts &x = *c.input(0);
+  std::optional<SmallVector<int64_t>> axes = c.attrs.findInts("axes");
+  if (c.opset >= 13 && c.present(1)) {
+    const FoldedInts *a = c.needFolded(1);
+    if (!a)
+      return false;
+    axes = SmallVector<int64_t>(a->values.begin(), a->values.end());
+  }
+  TensorFacts y = TensorFacts::get(x.elemType, {});
+  if (op == "Squeeze") {
+    int64_t rank = x.dims.size();
+    llvm::SmallDenseSet<int64_t> drop;
+    if (axes)
+      for (int64_t a : *axes)
+        drop.insert(normalizeAxis(a, rank));
+    for (auto [i, d] : llvm::enumerate(x.dims))
+      if (axes ? !drop.count(i) : d != 1)
+        y.dims.push_back(d);
+  } else {
+    if (!axes) {
+      c.why = "Unsqueeze without axes";
+      return false;
+    }
+    int64_t rank = x.dims.size() + axes->size();
+    llvm::SmallDenseSet<int64_t> insert;
+    for (int64_t a : *axes)
+      insert.insert(normalizeAxis(a, rank));
+    size_t next = 0;
+    for (int64_t i = 0; i < rank; ++i)
+      y.dims.push_back(insert.count(i) ? 1 : x.dims[next++]);
+  }
+  return c.setAll(y);
+}
+
+static bool shapePad(ShapeContext &c) {
+  if (!c.needInputs(1))
+    return false;
+  const TensorFacts &x = *c.input(0);
+  int64_t rank = x.dims.size();
+  SmallVector<int64_t> pads;
+  if (auto p = c.attrs.findInts("pads")) {
+    pads = *p;
+  } else {
+    const FoldedInts *padValues = c.needFolded(1);
+    if (!padValues)
+      return false;
+    pads.assign(padValues->values.begin(), padValues->values.end());
+  }
+  SmallVector<int64_t> axes;
+  if (const FoldedInts *a = c.getFolded(3))
+    for (int64_t v : a->values)
+      axes.push_back(normalizeAxis(v, rank));
+  else
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  if (pads.size() != 2 * axes.size()) {
+    c.why = "pads do not match the padded axes";
+    return false;
+  }
+  TensorFacts y = x;
+  for (auto [i, a] : llvm::enumerate(axes))
+    if (y.dims[a] >= 0)
+      y.dims[a] += pads[i] + pads[i + axes.size()];
+  return c.setAll(y);
+}
+
+static bool shapeExpand(ShapeContext &c) {
+  const FoldedInts *shape = c.needFolded(1);
+  if (!shape)
+    return false;
+  if (!c.needInputs(1))
+    return false;
+  TensorFacts target = TensorFacts::get(0, shape->values);
+  const TensorFacts *both[] = {c.input(0), &target};
+  TensorFacts y;
+  y.ranked = true;
+  y.elemType = c.input(0)->elemType;
+  if (!broadcast(both, y.dims)) {
+    c.why = "the shape does not broadcast";
+    return false;
+  }
+  return c.setAll(y);
+}
+
+static bool shapeReduce(ShapeContext &c) {
+  StringRef op = c.op;
+  if (!c.needInputs(1))
+    return false;
+  const TensorFacts &x = *c.input(0);
+  int64_t rank = x.dims.size();
+  std::optional<SmallVector<int64_t>> axes = c.attrs.findInts("axes");
+  if (op == "ArgMax" || op == "ArgMin")
+    axes = SmallVector<int64_t>{c.attrs.getInt("axis", 0)};
+  if (c.present(1)) {
+    const FoldedInts *a = c.needFolded(1);
+    if (!a)
+      return false;
+    axes = SmallVector<int64_t>(a->values.begin(), a->values.end());
+  }
+  bool keep = c.attrs.getInt("keepdims", 1) != 0;
+  bool noop = c.attrs.getInt("noop_with_empty_axes", 0) != 0;
+  if ((!axes || axes->empty()) && noop)
+    return c.setAll(x);
+  llvm::SmallDenseSet<int64_t> reduced;
+  if (axes && !axes->empty())
+    for (int64_t a : *axes)
+      reduced.insert(normalizeAxis(a, rank));
+  else
+    for (int64_t i = 0; i < rank; ++i)
+      reduced.insert(i);
+  TensorFacts y = TensorFacts::get(x.elemType, {});
+  if (op == "ArgMax" || op == "ArgMin")
+    y.elemType = int32_t(DataType::Int64);
+  for (auto [i, d] : llvm::enumerate(x.dims)) {
+    if (!reduced.count(i))
+      y.dims.push_back(d);
+    else if (keep)
+      y.dims.push_back(1);
+  }
+  return c.setAll(y);
+}
+
+static bool shapeGather(ShapeContext &c) {
+  if (!c.needInputs(2))
+    return false;
+  const TensorFacts &data = *c.input(0), &indices = *c.input(1);
+  int64_t axis = normalizeAxis(c.attrs.getInt("axis", 0), data.dims.size());
+  TensorFacts y = TensorFacts::get(data.elemType, {});
+  for (int64_t i = 0; i < axis; ++i)
+    y.dims.push_back(data.dims[i]);
+  y.dims.append(indices.dims.begin(), indices.dims.end());
+  for (size_t i = axis + 1; i < data.dims.size(); ++i)
+    y.dims.push_back(data.dims[i]);
+  return c.setAll(y);
+}
+
+static bool shapeSlice(ShapeContext &c) {
+  if (!c.needInputs(1))
+    return false;
+  const TensorFacts &x = *c.input(0);
+  int64_t rank = x.dims.size();
+  SmallVector<int64_t> starts, ends, axes, steps;
+  if (c.opset < 10) {
+    starts = c.attrs.findInts("starts").value_or(SmallVector<int64_t>());
+    ends = c.attrs.findInts("ends").value_or(SmallVector<int64_t>());
+    axes = c.attrs.findInts("axes").value_or(SmallVector<int64_t>());
+  } else {
+    const FoldedInts *s = c.needFolded(1), *e = s ? c.needFolded(2) : nullptr;
+    if (!s || !e)
+      return false;
+    starts.assign(s->values.begin(), s->values.end());
+    ends.assign(e->values.begin(), e->values.end());
+    if (c.present(3)) {
+      const FoldedInts *a = c.needFolded(3);
+      if (!a)
+        return false;
+      axes.assign(a->values.begin(), a->values.end());
+    }
+    if (c.present(4)) {
+      const FoldedInts *st = c.needFolded(4);
+      if (!st)
+        return false;
+      steps.assign(st->values.begin(), st->values.end());
+    }
+  }
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(i);
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size()) {
+    c.why = "starts/ends/axes/steps differ in length";
+    return false;
+  }
+  TensorFacts y = x;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t a = normalizeAxis(axes[i], rank);
+    if (a < 0 || a >= rank || steps[i] == 0) {
+      c.why = "axis out of range or zero step";
+      return false;
+    }
+    int64_t d = x.dims[a];
+    if (d < 0) {
+      y.dims[a] = -1;
+      continue;
+    }
+    int64_t s = starts[i] < 0 ? starts[i] + d : starts[i];
+    int64_t e = ends[i] < 0 ? ends[i] + d : ends[i];
+    if (steps[i] > 0) {
+      s = std::clamp<int64_t>(s, 0, d);
+      e = std::clamp<int64_t>(e, 0, d);
+      y.dims[a] = e > s ? (e - s + steps[i] - 1) / steps[i] : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, d - 1);
+      e = std::clamp<int64_t>(e, -1, d - 1);
+      y.dims[a] = s > e ? (s - e - steps[i] - 1) / -steps[i] : 0;
+    }
+  }
+  return c.setAll(y);
+}
+
+static bool shapeSplit(ShapeContext &c) {
+  if (!c.needInputs(1))
+    return false;
+  const TensorFacts &x = *c.input(0);
+  int64_t axis = normalizeAxis(c.attrs.getInt("axis", 0), x.dims.size());
+  SmallVector<int64_t> split;
+  if (auto s = c.attrs.findInts("split"))
+    split = *s;
+  else if (const FoldedInts *s = c.getFolded(1))
+    split.assign(s->values.begin(), s->values.end());
+  int64_t d = x.dims[axis];
+  if (split.empty()) {
+    if (d < 0) {
+      c.why = "the split axis has an unknown size";
+      return false;
+    }
+    int64_t n = c.numOutputs(), chunk = (d + n - 1) / n;
+    for (int64_t i = 0; i < n; ++i)
+      split.push_back(std::min(chunk, d - i * chunk));
+  }
+  if (split.size() != c.numOutputs()) {
+    c.why = "split sizes do not match the outputs";
+    return false;
+  }
+  for (size_t i = 0; i < c.numOutputs(); ++i) {
+    c.out[i] = x;
+    c.out[i].dims[axis] = split[i];
+  }
+  return true;
+}
+
+static bool shapeRange(ShapeContext &c) {
+  const FoldedInts *s = c.needFolded(0), *l = s ? c.needFolded(1) : nullptr,
+                   *d = l ? c.needFolded(2) : nullptr;
+  if (!d || s->values.size() != 1 || l->values.size() != 1 ||
+      d->values.size() != 1 || d->values[0] == 0)
+    return false;
+  int64_t n = (l->values[0] - s->values[0] + d->values[0] -
+               (d->values[0] > 0 ? 1 : -1)) /
+              d->values[0];
+  return c.setAll(TensorFacts::get(s->elemType, {std::max<int64_t>(n, 0)}));
+}
+
+static bool shapeTile(ShapeContext &c) {
+  if (!c.needInputs(1))
+    return false;
+  const FoldedInts *r = c.needFolded(1);
+  if (!r || r->values.size() != c.input(0)->dims.size())
+    return false;
+  TensorFacts y = *c.input(0);
+  for (auto [i, d] : llvm::enumerate(y.dims))
+    d = d < 0 ? -1 : d * r->values[i];
+  return c.setAll(y);
+}
+
+//===----------------------------------------------------------------------===//
+// Fold rules (small integer tensors)
+//===----------------------------------------------------------------------===//
+
+static int64_t strideProduct(llvm::ArrayRef<int64_t> dims, size_t from) {
+  int64_t p = 1;
+  for (size_t i = from; i < dims.size(); ++i)
+    p *= dims[i];
+  return p;
+}
+
+/// The folded values of every given input, or false when one is not known.
+static bool allFolded(FoldContext &c,
+                      SmallVectorImpl<const FoldedInts *> &ins) {
+  for (size_t i = 0; i < c.folded.size(); ++i) {
+    if (!c.in[i] && !c.folded[i])
+      continue; // left out
+    if (!c.folded[i])
+      return false;
+    ins.push_back(c.folded[i]);
+  }
+  return !ins.empty();
+}
+
+static bool foldConstant(FoldContext &c) {
+  if (auto v = c.attrs.findTensorInts("value")) {
+    c.result.values.assign(v->begin(), v->end());
+    return true;
+  }
+  if (auto v = c.attrs.findInt("value_int")) {
+    c.result.values.push_back(*v);
+    return true;
+  }
+  if (auto v = c.attrs.findInts("value_ints")) {
+    c.result.values.assign(v->begin(), v->end());
+    return true;
+  }
+  return false;
+}
+
+static bool foldShape(FoldContext &c) {
+  if (c.in.empty() || !c.in[0] || !c.in[0]->isStatic())
+    return false;
+  const TensorFacts &x = *c.in[0];
+  int64_t rank = x.dims.size();
+  int64_t start = std::clamp<int64_t>(
+      normalizeAxis(c.attrs.getInt("start", 0), rank), 0, rank);
+  for (int64_t i = 0; i < c.outType.numElements(); ++i)
+    c.result.values.push_back(x.dims[start + i]);
+  return true;
+}
+
+static bool foldSize(FoldContext &c) {
+  if (c.in.empty() || !c.in[0] || !c.in[0]->isStatic())
+    return false;
+  c.result.values.push_back(c.in[0]->numElements());
+  return true;
+}
+
+static bool foldConstantOfShape(FoldContext &c) {
+  int64_t fill = 0;
+  if (c.attrs.has("value")) {
+    auto v = c.attrs.findTensorInts("value");
+    if (!v || v->empty())
+      return false;
+    fill = v->front();
+  }
+  c.result.values.assign(c.outType.numElements(), fill);
+  return true;
+}
+
+bool ::oasr::ops::foldCopy(FoldContext &c) {
+  SmallVector<const FoldedInts *> ins;
+  if (!allFolded(c, ins))
+    return false;
+  c.result.values = ins[0]->values;
+  if (c.op == "Cast" && c.outType.elemType == kBool)
+    for (int64_t &v : c.result.values)
+      v = v != 0;
+  return true;
+}
+
+static bool foldConcat(FoldContext &c) {
+  SmallVector<const FoldedInts *> ins;
+  if (!allFolded(c, ins))
+    return false;
+  const TensorFacts &y = c.outType;
+  int64_t axis = normalizeAxis(c.attrs.getInt("axis", 0), y.dims.size());
+  int64_t outer = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= y.dims[i];
+  for (int64_t o = 0; o < outer; ++o)
+    for (const FoldedInts *v : ins) {
+      int64_t chunk = strideProduct(v->dims, axis);
+      c.result.values.append(v->values.begin() + o * chunk,
+                             v->values.begin() + (o + 1) * chunk);
+    }
+  return true;
+}
+
+static bool foldGather(FoldContext &c) {
+  SmallVector<const FoldedInts *> ins;
+  if (!allFolded(c, ins) || ins.size() < 2)
+    return false;
+  const FoldedInts &data = *ins[0], &idx = *ins[1];
+  int64_t rank = data.dims.size();
+  if (rank == 0)
+    return false;
+  int64_t axis = normalizeAxis(c.attrs.getInt("axis", 0), rank);
+  int64_t outer = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= data.dims[i];
+  int64_t inner = strideProduct(data.dims, axis + 1);
+  int64_t n = data.dims[axis];
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k : idx.values) {
+      int64_t j = k < 0 ? k + n : k;
+      if (j < 0 || j >= n)
+        return false;
+      auto begin = data.values.begin() + (o * n + j) * inner;
+      c.result.values.append(begin, begin + inner);
+    }
+  return true;
+}
+
+static bool foldSlice(FoldContext &c) {
+  SmallVector<const FoldedInts *> ins;
+  if (!allFolded(c, ins) || ins.size() < 3 || ins[0]->dims.size() != 1)
+    return false;
+  int64_t d = ins[0]->dims[0];
+  int64_t step = ins.size() > 4 ? ins[4]->values[0] : 1;
+  int64_t s = ins[1]->values[0], e = ins[2]->values[0];
+  s = s < 0 ? s + d : s;
+  e = e < 0 ? e + d : e;
+  if (step > 0) {
+    s = std::clamp<int64_t>(s, 0, d);
+    e = std::clamp<int64_t>(e, 0, d);
+    for (int64_t i = s; i < e; i += step)
+      c.result.values.push_back(ins[0]->values[i]);
+  } else if (step < 0) {
+    s = std::clamp<int64_t>(s, 0, d - 1);
+    e = std::clamp<int64_t>(e, -1, d - 1);
+    for (int64_t i = s; i > e; i += step)
+      c.result.values.push_back(ins[0]->values[i]);
+  }
+  return true;
+}
+
+static bool foldRange(FoldContext &c) {
+  SmallVector<const FoldedInts *> ins;
+  if (!allFolded(c, ins) || ins.size() != 3)
+    return false;
+  int64_t s = ins[0]->values[0], d = ins[2]->values[0];
+  for (int64_t i = 0; i < c.outType.numElements(); ++i)
+    c.result.values.push_back(s + i * d);
+  return true;
+}
+
+/// Transpose of a folded tensor (shape chains such as Swin's window
+/// padding go through one).
+static bool foldTranspose(FoldContext &c) {
+  SmallVector<const FoldedInts *> ins;
+  if (!allFolded(c, ins))
+    return false;
+  const FoldedInts &x = *ins[0];
+  int64_t rank = x.dims.size();
+  SmallVector<int64_t> perm;
+  if (auto p = c.attrs.findInts("perm"))
+    perm = *p;
+  else
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  if (int64_t(perm.size()) != rank)
+    return false;
+  SmallVector<int64_t> strides(rank, 1);
+  for (int64_t i = rank - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * x.dims[i + 1];
+  const TensorFacts &y = c.outType;
+  SmallVector<int64_t> index(rank, 0);
+  for (int64_t k = 0, n = y.numElements(); k < n; ++k) {
+    int64_t offset = 0;
+    for (int64_t i = 0; i < rank; ++i)
+      offset += index[i] * strides[perm[i]];
+    c.result.values.push_back(x.values[offset]);
+    for (int64_t i = rank - 1; i >= 0; --i) {
+      if (++index[i] < y.dims[i])
+        break;
+      index[i] = 0;
+    }
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient rules
+//===----------------------------------------------------------------------===//
+
+static Type typeOf(GradContext &c, unsigned operand) {
+  return c.in(operand).getType();
+}
+
+static LogicalResult gradConcat(GradContext &c) {
+  int64_t axis = intAttr(c.fwd, "axis", 0);
+  auto y = cast<RankedTensorType>(c.out(0).getType());
+  if (axis < 0)
+    axis += y.getRank();
+  SmallVector<Type> types;
+  SmallVector<int64_t> split;
+  for (Value v : c.fwd->getOperands()) {
+    types.push_back(v.getType());
+    split.push_back(cast<RankedTensorType>(v.getType()).getDimSize(axis));
+  }
+  auto &b = c.b();
+  NodeOp g = c.node("Split", types, {c.dOut()},
+                    {b.getNamedAttr("axis", b.getI64IntegerAttr(axis)),
+                     b.getNamedAttr("split", b.getI64ArrayAttr(split))});
+  c.dIns.assign(g->getResults().begin(), g->getResults().end());
+  return success();
+}
+
+static LogicalResult gradView(GradContext &c) {
+  // Flatten, Reshape, Squeeze, Unsqueeze: a view back to the input type.
+  c.dIns.assign(c.fwd->getNumOperands(), Value());
+  for (unsigned i = 1; i < c.fwd->getNumOperands(); ++i)
+    if (c.wants(i))
+      return c.fail("the shape operand cannot carry a gradient");
+  c.dIns[0] = c.reshape(c.dOut(), typeOf(c, 0));
+  return success();
+}
+
+static LogicalResult gradIdentity(GradContext &c) {
+  c.dIns = {c.dOut()};
+  return success();
+}
+
+static LogicalResult gradPad(GradContext &c) {
+  if (auto mode = c.fwd->getAttrOfType<StringAttr>("mode"))
+    if (mode.getValue() != "constant")
+      return c.fail("only mode \"constant\" has a gradient rule");
+  std::optional<SmallVector<int64_t>> pads = intsOf(c.fwd->getAttr("pads"));
+  if (c.fwd->getNumOperands() > 1)
+    pads = intsOf(constantOf(c.in(1)));
+  if (!pads)
+    return c.fail("pads are not a constant");
+  if (c.fwd->getNumOperands() > 3)
+    return c.fail("the 'axes' operand is not supported");
+  auto &b = c.b();
+  c.dIns.assign(c.fwd->getNumOperands(), Value());
+  c.dIns[0] = c.node1("PadGrad", typeOf(c, 0), {c.dOut()},
+                      {b.getNamedAttr("pads", b.getI64ArrayAttr(*pads))});
+  return success();
+}
+
+static LogicalResult gradSlice(GradContext &c) {
+  // Opset >= 10: data, starts, ends[, axes[, steps]] as (computable) inputs.
+  auto x = cast<RankedTensorType>(typeOf(c, 0));
+  SmallVector<SmallVector<int64_t>> lists;
+  for (unsigned i = 1; i < c.fwd->getNumOperands(); ++i) {
+    if (c.wants(i))
+      return c.fail("starts/ends cannot carry a gradient");
+    auto v = evalInts(c.in(i));
+    if (!v)
+      return c.fail(
+          "starts/ends/axes/steps are not computable at compile time");
+    lists.push_back(*v);
+  }
+  if (lists.size() < 2) {
+    // Opset 1: attributes.
+    auto starts = intsOf(c.fwd->getAttr("starts"));
+    auto ends = intsOf(c.fwd->getAttr("ends"));
+    if (!starts || !ends)
+      return c.fail("missing starts/ends");
+    lists = {*starts, *ends};
+    if (auto axes = intsOf(c.fwd->getAttr("axes")))
+      lists.push_back(*axes);
+  }
+  SmallVector<int64_t> starts = lists[0], ends = lists[1], axes, steps;
+  if (lists.size() > 2)
+    axes = lists[2];
+  else
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(i);
+  if (lists.size() > 3)
+    steps = lists[3];
+  else
+    steps.assign(starts.size(), 1);
+  if (axes.size() != starts.size() || ends.size() != starts.size() ||
+      steps.size() != starts.size())
+    return c.fail("starts, ends, axes and steps differ in length");
+  // Normalise to non-negative, clamped bounds as the runtime will use them.
+  for (size_t i = 0; i < starts.size(); ++i) {
+    if (axes[i] < 0)
+      axes[i] += x.getRank();
+    int64_t dim = x.getDimSize(axes[i]);
+    if (steps[i] <= 0)
+      return c.fail("negative steps are not supported");
+    auto clamp = [&](int64_t v) {
+      if (v < 0)
+        v += dim;
+      return std::min(std::max<int64_t>(v, 0), dim);
+    };
+    starts[i] = clamp(starts[i]);
+    ends[i] = clamp(ends[i]);
+  }
+  auto &b = c.b();
+  c.dIns.assign(c.fwd->getNumOperands(), Value());
+  c.dIns[0] = c.node1("SliceGrad", x, {c.dOut()},
+                      {b.getNamedAttr("starts", b.getI64ArrayAttr(starts)),
+                       b.getNamedAttr("ends", b.getI64ArrayAttr(ends)),
+                       b.getNamedAttr("axes", b.getI64ArrayAttr(axes)),
+                       b.getNamedAttr("steps", b.getI64ArrayAttr(steps))});
+  return success();
+}
+
+static LogicalResult gradTranspose(GradContext &c) {
+  auto x = cast<RankedTensorType>(typeOf(c, 0));
+  SmallVector<int64_t> perm(x.getRank());
+  std::iota(perm.rbegin(), perm.rend(), 0);
+  if (auto p = intsOf(c.fwd->getAttr("perm")))
+    perm = *p;
+  SmallVector<int64_t> inverse(perm.size());
+  for (auto [i, p] : llvm::enumerate(perm))
+    inverse[p] = i;
+  auto &b = c.b();
+  c.dIns = {c.node1("Transpose", x, {c.dOut()},
+                    {b.getNamedAttr("perm", b.getI64ArrayAttr(inverse))})};
+  return success();
+}
+
+static LogicalResult gradGather(GradContext &c) {
+  if (c.wants(1))
+    return c.fail("indices cannot carry a gradient");
+  auto x = cast<RankedTensorType>(typeOf(c, 0));
+  auto &b = c.b();
+  c.dIns = {c.node1("GatherGrad", x, {c.shape(x.getShape()), c.in(1), c.dOut()},
+                    {b.getNamedAttr("axis", b.getI64IntegerAttr(
+                                                intAttr(c.fwd, "axis", 0)))}),
+            Value()};
+  return success();
+}
+
+static LogicalResult gradReduceMean(GradContext &c) {
+  auto x = cast<RankedTensorType>(typeOf(c, 0));
+  std::optional<SmallVector<int64_t>> axes = intsOf(c.fwd->getAttr("axes"));
+  if (c.fwd->getNumOperands() > 1) {
+    axes = intsOf(constantOf(c.in(1)));
+    if (!axes)
+      return c.fail("axes are not a constant");
+  }
+  SmallVector<int64_t> all(x.getRank());
+  std::iota(all.begin(), all.end(), 0);
+  if (!axes || axes->empty()) {
+    if (intAttr(c.fwd, "noop_with_empty_axes", 0))
+      return c.fail("noop_with_empty_axes is not supported");
+    axes = all;
+  }
+  SmallVector<int64_t> kept(x.getShape());
+  int64_t count = 1;
+  for (int64_t a : *axes) {
+    if (a < 0)
+      a += x.getRank();
+    count *= x.getDimSize(a);
+    kept[a] = 1;
+  }
+  // Broadcast dY (with the reduced axes kept as 1) back to X, scaled by 1/n.
+  Value g = c.reshape(c.dOut(), x.clone(kept));
+  Value e = c.node1("Expand", x, {g, c.shape(x.getShape())});
+  auto scalar = RankedTensorType::get({}, x.getElementType());
+  c.dIns.assign(c.fwd->getNumOperands(), Value());
+  c.dIns[0] = c.node1("Mul", x, {e, c.splat(scalar, 1.0 / double(count))});
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Costs
+//===----------------------------------------------------------------------===//
+
+static Work costReduce(Operation *op) {
+  return {double(numel(op->getOperand(0))), trafficBytes(op)};
+}
+
+//===----------------------------------------------------------------------===//
+// Entries
+//===----------------------------------------------------------------------===//
+
+void ::oasr::ops::registerShapeOps(OpRegistry &r) {
+  r.add("Constant")
+      .shape(shapeConstant)
+      .fold(foldConstant)
+      .cost(costFree)
+      .summary("materialised once by the executor");
+  r.add("Shape").shape(shapeShape).fold(foldShape).cost(costFree);
+  r.add("Size").shape(shapeSize).fold(foldSize).cost(costFree).noKernels(
+      "folded at import; exporters emit it only in shape "
+      "arithmetic");
+  for (const char *view : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
+    r.add(view)
+        .traits(View)
+        .shape(view == StringRef("Flatten")   ? shapeFlatten
+               : view == StringRef("Reshape") ? shapeReshape
+                                              : shapeSqueeze)
+        .fold(foldCopy)
+        .grad(gradView)
+        .cost(costFree);
+  r.add("Identity")
+      .traits(View)
+      .shape(shapeSameAsInput)
+      .fold(foldCopy)
+      .grad(gradIdentity)
+      .cost(costFree);
+  r.add("Transpose")
+      .shape(shapeTranspose)
+      .fold(foldTranspose)
+      .grad(gradTranspose);
+  r.add("Concat").shape(shapeConcat).fold(foldConcat).grad(gradConcat);
+  r.add("Split").shape(shapeSplit);
+  r.add("Pad").shape(shapePad).grad(gradPad);
+  r.add("PadGrad").traits(Gradient);
+  r.add("ConstantOfShape", 9)
+      .shape(shapeConstantOfShape)
+      .fold(foldConstantOfShape);
+  r.add("Expand", 8).shape(shapeExpand);
+  r.add("Gather").shape(shapeGather).fold(foldGather).grad(gradGather);
+  r.add("GatherGrad")
+      .traits(Gradient)
+      .summary("scatter-add of dY into "
+               "zeros of the data's shape");
+  // Slice's starts/ends/axes moved from attributes to inputs at opset 10.
+  r.add("Slice", 1).shape(shapeSlice).fold(foldSlice).grad(gradSlice);
+  r.add("Slice", 10).shape(shapeSlice).fold(foldSlice).grad(gradSlice);
+  r.add("SliceGrad").traits(Gradient);
+  r.add("Range", 11).shape(shapeRange).fold(foldRange);
+  r.add("Tile").shape(shapeTile).noKernels("no model oasr trains needs it yet");
+  r.add("Trilu", 14).shape(shapeSameAsInput);
+  // Reductions: axes moved from an attribute to an input at opset 13 for
+  // ReduceSum and at opset 18 for the others.
+  r.add("ReduceMean", 1)
+      .shape(shapeReduce)
+      .grad(gradReduceMean)
+      .cost(costReduce);
+  r.add("ReduceMean", 18)
+      .shape(shapeReduce)
+      .grad(gradReduceMean)
+      .cost(costReduce);
+  r.add("ReduceSum", 1).shape(shapeReduce).cost(costReduce);
+  r.add("ReduceSum", 13).shape(shapeReduce).cost(costReduce);
+  r.add("ReduceSumTo")
+      .traits(Gradient)
+      .cost(costReduce)
+      .summary("sums a broadcast gradient back to an operand's shape");
+  for (const char *op :
+       {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+        "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"}) {
+    r.add(op, 1)
+        .shape(shapeReduce)
+        .noKernels("shape rule for import and planning; no kernel yet");
+    r.add(op, 18)
+        .shape(shapeReduce)
+        .noKernels("shape rule for import and planning; no kernel yet");
+  }
+  for (const char *op : {"ArgMax", "ArgMin"})
+    r.add(op)
+        .shape(shapeReduce)
+        .noKernels("not differentiable; used only after training (evaluation)");
+}
