@@ -736,6 +736,9 @@ void ::oasr::ops::registerNNOps(OpRegistry &r) {
       .grad(gradLogSoftmax)
       .cost(costPerInput<8>);
   r.add("LogSoftmaxGrad").traits(Gradient).cost(costPerOutput<12>);
+  // ONNX Runtime's opset-13 names of the same gradients (training graphs).
+  for (const char *op : {"SoftmaxGrad_13", "LogSoftmaxGrad_13"})
+    r.add(op).traits(Gradient).cost(costPerOutput<12>);
   r.add("SoftmaxCrossEntropyLoss", 12)
       .trainingForm(formSoftmaxCrossEntropy)
       .grad(gradSoftmaxCrossEntropy)

@@ -146,12 +146,17 @@ dnnl::memory::desc plainDesc(const std::vector<int64_t> &shape,
 
 namespace {
 
+/// Every family's kernels: the one list the backend and cpuKernelOps() use.
+void registerCpuKernels(KernelRegistry &registry) {
+  registerDnnlKernels(registry);
+  registerElementwiseKernels(registry);
+}
+
 class CpuBackend final : public KernelBackend {
 public:
   CpuBackend() {
     (void)defaultNumThreads();
-    registerDnnlKernels(registry);
-    registerElementwiseKernels(registry);
+    registerCpuKernels(registry);
   }
 
   const char *name() const override { return "cpu"; }
@@ -191,5 +196,14 @@ private:
 namespace oasr::rt {
 std::unique_ptr<KernelBackend> createCpuBackend() {
   return std::make_unique<cpu::CpuBackend>();
+}
+
+std::vector<std::string> cpuKernelOps() {
+  cpu::KernelRegistry registry;
+  cpu::registerCpuKernels(registry);
+  std::vector<std::string> ops;
+  for (const auto &entry : registry)
+    ops.push_back(entry.first);
+  return ops;
 }
 } // namespace oasr::rt

@@ -1128,37 +1128,43 @@ std::unique_ptr<Kernel> createBatchNormGrad(CudaBackend &be, const OpSpec &spec,
   });
 }
 
+/// Every kernel of the backend: the one list the backend and
+/// cudaKernelOps() use (no device needed).
+static void registerCudaKernels(std::map<std::string, Factory> &r) {
+  for (const char *op : {"Add", "Sub", "Mul", "Div", "Pow", "Sum"})
+    r[op] = createNary;
+  r["Neg"] = createNeg;
+  r["ReduceMean"] = createReduce;
+  r["ReduceSum"] = createReduce;
+  for (const char *op :
+       {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+    r[op] = createCopy;
+  r["Constant"] = createConstant;
+  r["Relu"] = createRelu;
+  r["ReluGrad"] = createRelu;
+  r["SoftmaxCrossEntropyLoss"] = createSce;
+  r["SoftmaxCrossEntropyLossGrad"] = createSceGrad;
+  r["Gemm"] = createGemm;
+  r["GemmGrad"] = createGemmGrad;
+  r["MatMul"] = createMatMul;
+  r["Conv"] = createConv;
+  r["ConvGrad"] = createConv;
+  r["MaxPool"] = createMaxPool;
+  r["MaxPoolGrad"] = createMaxPoolGrad;
+  r["AveragePool"] = createAvgPool;
+  r["AveragePoolGrad"] = createAvgPool;
+  r["GlobalAveragePool"] = createGlobalAvgPool;
+  r["GlobalAveragePoolGrad"] = createGlobalAvgPool;
+  r["Pad"] = createPad;
+  r["PadGrad"] = createPadGrad;
+  r["BatchNormalization"] = createBatchNorm;
+  r["BatchNormalizationGrad"] = createBatchNormGrad;
+}
+
 CudaBackend::CudaBackend(cudaStream_t stream, cublasHandle_t blas,
                          cudnnHandle_t dnn)
     : stream(stream), blas(blas), dnn(dnn) {
-  for (const char *op : {"Add", "Sub", "Mul", "Div", "Pow", "Sum"})
-    registry[op] = createNary;
-  registry["Neg"] = createNeg;
-  registry["ReduceMean"] = createReduce;
-  registry["ReduceSum"] = createReduce;
-  for (const char *op :
-       {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
-    registry[op] = createCopy;
-  registry["Constant"] = createConstant;
-  registry["Relu"] = createRelu;
-  registry["ReluGrad"] = createRelu;
-  registry["SoftmaxCrossEntropyLoss"] = createSce;
-  registry["SoftmaxCrossEntropyLossGrad"] = createSceGrad;
-  registry["Gemm"] = createGemm;
-  registry["GemmGrad"] = createGemmGrad;
-  registry["MatMul"] = createMatMul;
-  registry["Conv"] = createConv;
-  registry["ConvGrad"] = createConv;
-  registry["MaxPool"] = createMaxPool;
-  registry["MaxPoolGrad"] = createMaxPoolGrad;
-  registry["AveragePool"] = createAvgPool;
-  registry["AveragePoolGrad"] = createAvgPool;
-  registry["GlobalAveragePool"] = createGlobalAvgPool;
-  registry["GlobalAveragePoolGrad"] = createGlobalAvgPool;
-  registry["Pad"] = createPad;
-  registry["PadGrad"] = createPadGrad;
-  registry["BatchNormalization"] = createBatchNorm;
-  registry["BatchNormalizationGrad"] = createBatchNormGrad;
+  registerCudaKernels(registry);
 }
 
 } // namespace
@@ -1204,6 +1210,15 @@ bool selectCudaDevice(int device, std::string &error) {
           "): " + cudaGetErrorString(status);
   cudaGetLastError();
   return false;
+}
+
+std::vector<std::string> cudaKernelOps() {
+  std::map<std::string, cuda::Factory> registry;
+  cuda::registerCudaKernels(registry);
+  std::vector<std::string> ops;
+  for (const auto &entry : registry)
+    ops.push_back(entry.first);
+  return ops;
 }
 
 std::unique_ptr<KernelBackend> createCudaBackend(std::string &error) {

@@ -189,11 +189,15 @@ public:
 
 /// The oneDNN CPU backend.
 std::unique_ptr<KernelBackend> createCpuBackend();
+/// The op types the CPU backend has kernels for (no backend is created).
+std::vector<std::string> cpuKernelOps();
 #if OASR_ENABLE_CUDA
 /// The cuDNN/cuBLAS backend on the current CUDA device (see
 /// oasr/Runtime/Cuda.h to pick one). On failure (no device, driver or
 /// library error) returns null and sets `error`.
 std::unique_ptr<KernelBackend> createCudaBackend(std::string &error);
+/// The op types the CUDA backend has kernels for (no device needed).
+std::vector<std::string> cudaKernelOps();
 #endif
 
 } // namespace oasr::rt

@@ -1,0 +1,107 @@
+//===- OpCoverageTest.cpp - Every registered op has its kernels -----------===//
+//
+// Walks the op registry (lib/Ops) against the kernels the backends register:
+//  * every op import can produce or autodiff can emit has a CPU kernel, and a
+//    CUDA kernel unless it is on the registry's CPU-only list;
+//  * an op marked CPU-only or kernel-less that has gained the kernel fails
+//    too, so the visible list never goes stale;
+//  * every kernel a backend registers has a registry entry, so no op reaches
+//    a backend without its shape, gradient and cost rules.
+// Autodiff itself refuses to emit an op that has no entry (GradContext::node).
+//
+//===----------------------------------------------------------------------===//
+
+#include "oasr/Config.h"
+#include "oasr/Ops/OpRegistry.h"
+#include "oasr/Runtime/Kernel.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+using namespace oasr::ops;
+
+namespace {
+
+std::set<std::string> asSet(const std::vector<std::string> &ops) {
+  return {ops.begin(), ops.end()};
+}
+
+TEST(OpCoverage, RegistryOpsHaveCpuKernels) {
+  std::set<std::string> cpu = asSet(oasr::rt::cpuKernelOps());
+  for (const OpDef &d : OpRegistry::get().all()) {
+    bool has = cpu.count(d.name) != 0;
+    if (d.kernels == Kernels::None)
+      EXPECT_FALSE(has) << "'" << d.name << "' is marked as having no kernel ("
+                        << d.kernelsWhy
+                        << ") but the CPU backend has one: drop the mark";
+    else
+      EXPECT_TRUE(has) << "'" << d.name << "' (since opset " << d.since
+                       << ") has no CPU kernel";
+  }
+}
+
+#if OASR_ENABLE_CUDA
+TEST(OpCoverage, RegistryOpsHaveCudaKernels) {
+  std::set<std::string> cuda = asSet(oasr::rt::cudaKernelOps());
+  for (const OpDef &d : OpRegistry::get().all()) {
+    bool has = cuda.count(d.name) != 0;
+    if (d.kernels == Kernels::All)
+      EXPECT_TRUE(has) << "'" << d.name
+                       << "' has no CUDA kernel and is not on the CPU-only "
+                          "list (OpDefBuilder::cpuOnly)";
+    else
+      EXPECT_FALSE(has) << "'" << d.name << "' is marked '" << d.kernelsWhy
+                        << "' but the CUDA backend has it: drop the mark";
+  }
+}
+#endif
+
+TEST(OpCoverage, EveryKernelHasARegistryEntry) {
+  std::vector<std::string> ops = oasr::rt::cpuKernelOps();
+#if OASR_ENABLE_CUDA
+  for (const std::string &op : oasr::rt::cudaKernelOps())
+    ops.push_back(op);
+#endif
+  for (const std::string &op : ops)
+    EXPECT_TRUE(OpRegistry::get().lookup("", op) ||
+                OpRegistry::get().lookup("com.microsoft", op))
+        << "a backend has a kernel for '" << op
+        << "', which has no op registry entry";
+}
+
+TEST(OpCoverage, LookupHonoursSinceOpset) {
+  const OpRegistry &r = OpRegistry::get();
+  const OpDef *old = r.lookup("", "Slice", 9);
+  const OpDef *fresh = r.lookup("ai.onnx", "Slice", 13);
+  ASSERT_TRUE(old && fresh);
+  EXPECT_EQ(old->since, 1);
+  EXPECT_EQ(fresh->since, 10);
+  EXPECT_EQ(r.lookup("", "Slice")->since, 10);
+  EXPECT_EQ(r.lookup("", "Trilu", 13), nullptr) << "Trilu exists since 14";
+  EXPECT_NE(r.lookup("com.microsoft", "Gelu", 1), nullptr);
+  EXPECT_EQ(r.lookup("com.microsoft", "Relu", 1), nullptr);
+}
+
+TEST(OpCoverage, TraitsDriveTheExecutor) {
+  const OpRegistry &r = OpRegistry::get();
+  for (const char *view :
+       {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+    EXPECT_TRUE(r.hasTrait(view, View)) << view;
+  EXPECT_FALSE(r.hasTrait("Transpose", View));
+  EXPECT_TRUE(r.hasTrait("Relu", InPlace));
+  EXPECT_FALSE(r.hasTrait("Softmax", InPlace));
+}
+
+TEST(OpCoverage, TableListsEveryEntry) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  OpRegistry::get().printMarkdown(os);
+  for (const OpDef &d : OpRegistry::get().all())
+    EXPECT_NE(text.find("| " + d.name + " |"), std::string::npos) << d.name;
+}
+
+} // namespace
