@@ -134,10 +134,14 @@ void OpRegistry::printMarkdown(llvm::raw_ostream &os) const {
         "The one list of exceptions to CUDA parity, with the reason for "
         "each; the op-coverage test (test/unit/Ops) fails when an op lacks "
         "a kernel it is not listed for here.\n\n";
-  for (const OpDef &d : defs)
-    if (d.kernels != Kernels::All)
-      os << "- `" << d.name << "` (" << kernelsText(d) << "): " << d.kernelsWhy
-         << "\n";
+  const OpDef *last = nullptr;
+  for (const OpDef &d : defs) {
+    if (d.kernels != Kernels::All &&
+        !(last && last->domain == d.domain && last->name == d.name))
+      os << "- `" << (d.domain.empty() ? "" : d.domain + "::") << d.name
+         << "` (" << kernelsText(d) << "): " << d.kernelsWhy << "\n";
+    last = &d;
+  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -9,6 +9,7 @@
 #include "oasr/Config.h"
 #include "oasr/Dialect/OASRDialect.h"
 #include "oasr/Import/ONNXImporter.h"
+#include "oasr/Ops/OpRegistry.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -30,7 +31,7 @@ static cl::OptionCategory category("oasr-translate options");
 
 static cl::opt<std::string> inputFilename(cl::Positional,
                                           cl::desc("<model.onnx>"),
-                                          cl::Required, cl::cat(category));
+                                          cl::cat(category));
 static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
                                            cl::value_desc("filename"),
                                            cl::init("-"), cl::cat(category));
@@ -57,6 +58,11 @@ static cl::opt<bool> ownShapeRules(
     cl::desc("Infer shapes with oasr's own rules first, libonnx's only for "
              "ops without one (to cross-check the two)"),
     cl::init(false), cl::cat(category));
+static cl::opt<bool> printOpTable(
+    "print-op-table",
+    cl::desc("Print the supported-op table (docs/generated/Ops.md) from the "
+             "op registry"),
+    cl::init(false), cl::cat(category));
 static cl::opt<bool> quiet("quiet",
                            cl::desc("Import and verify, print nothing"),
                            cl::init(false), cl::cat(category));
@@ -71,8 +77,24 @@ int main(int argc, char **argv) {
   mlir::registerMLIRContextCLOptions();
   cl::ParseCommandLineOptions(argc, argv, "oasr translation driver\n");
 
+  if (printOpTable) {
+    std::string error;
+    auto output = mlir::openOutputFile(outputFilename, &error);
+    if (!output) {
+      errs() << "oasr-translate: " << error << "\n";
+      return 1;
+    }
+    oasr::ops::OpRegistry::get().printMarkdown(output->os());
+    output->keep();
+    return 0;
+  }
   if (!importONNX) {
-    errs() << "oasr-translate: choose a translation (--import-onnx)\n";
+    errs() << "oasr-translate: choose a translation (--import-onnx or "
+              "--print-op-table)\n";
+    return 1;
+  }
+  if (inputFilename.empty()) {
+    errs() << "oasr-translate: --import-onnx needs a model file\n";
     return 1;
   }
   oasr::onnximport::ImportOptions options;
