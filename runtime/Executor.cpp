@@ -74,6 +74,18 @@ struct Instr {
   // Kernel scratch in the arena.
   size_t workspaceBytes = 0, workspaceOffset = 0;
   bool elementwise = false; ///< may write its result over a dying input
+  /// ONNX positions of optional operands left out in the middle
+  /// (oasr.absent_inputs): the kernel sees them as TensorRefs without data.
+  std::vector<int64_t> absent;
+
+  /// `items` (one per operand in `ins`) with `hole` at the absent positions.
+  template <typename T>
+  std::vector<T> withAbsent(std::vector<T> items, const T &hole) const {
+    for (int64_t pos : absent)
+      if (pos <= int64_t(items.size()))
+        items.insert(items.begin() + pos, hole);
+    return items;
+  }
 };
 
 struct PersistBuf {
@@ -551,6 +563,10 @@ Executor::create(ModuleOp module, KernelBackend &backend,
       Instr instr;
       instr.op = InstrOp::Kernel;
       instr.ins = ins;
+      if (auto absent = op->getAttrOfType<DenseI64ArrayAttr>(
+              mlir::oasr::kAbsentInputsAttr))
+        instr.absent.assign(absent.asArrayRef().begin(),
+                            absent.asArrayRef().end());
       // Kernel.h: these may alias their result to a same-shaped operand
       // (the op registry's InPlace trait).
       instr.elementwise =
@@ -866,6 +882,7 @@ Executor::create(ModuleOp module, KernelBackend &backend,
     }
     for (int v : instr.ins)
       spec.inputs.push_back(I.values[v].desc);
+    spec.inputs = instr.withAbsent(spec.inputs, TensorDesc{});
     for (int v : instr.outs) {
       spec.outputs.push_back(I.values[v].desc);
       bool used = I.values[v].used || readViaAlias[size_t(v)];
@@ -1045,6 +1062,7 @@ Executor::create(ModuleOp module, KernelBackend &backend,
                                  instr.workspaceOffset);
     for (int v : instr.ins)
       instr.inRefs.push_back(I.ref(v));
+    instr.inRefs = instr.withAbsent(instr.inRefs, TensorRef{});
     for (int v : instr.outs)
       instr.outRefs.push_back(I.ref(v));
     if (instr.op == InstrOp::Update && !I.hostMemory &&

@@ -29,9 +29,8 @@ using namespace llvm;
 
 static cl::OptionCategory category("oasr-translate options");
 
-static cl::opt<std::string> inputFilename(cl::Positional,
-                                          cl::desc("<model.onnx>"),
-                                          cl::cat(category));
+static cl::opt<std::string>
+    inputFilename(cl::Positional, cl::desc("<model.onnx>"), cl::cat(category));
 static cl::opt<std::string> outputFilename("o", cl::desc("Output file"),
                                            cl::value_desc("filename"),
                                            cl::init("-"), cl::cat(category));
