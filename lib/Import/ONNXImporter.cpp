@@ -169,6 +169,9 @@ private:
                                              const onnx::AttributeProto &attr);
   const onnx::TensorProto *getFoldedProto(StringRef name);
   const FoldedValue *getFolded(const onnx::NodeProto &node, size_t i);
+  /// The values of a small float constant (a Constant node's output or an
+  /// initializer), or null.
+  const SmallVector<double, 4> *getSmallFloats(StringRef name);
 
   // Training info.
   void collectTrained();
@@ -193,6 +196,10 @@ private:
   /// ONNX value name -> folded small integer value.
   llvm::StringMap<FoldedValue> folded;
   llvm::StringMap<onnx::TensorProto> foldedProtos;
+  /// Small float constants read so far (null: not one).
+  llvm::StringMap<std::optional<SmallVector<double, 4>>> smallFloats;
+  /// Tensors of Constant nodes, by output name.
+  llvm::StringMap<const onnx::TensorProto *> constantTensors;
   /// Declared types from the model's value_info / outputs (fallback).
   llvm::StringMap<const onnx::TypeProto *> declared;
   llvm::StringMap<int> opsets;
@@ -763,6 +770,28 @@ private:
 };
 } // namespace
 
+const SmallVector<double, 4> *ONNXImporter::getSmallFloats(StringRef name) {
+  auto [it, fresh] = smallFloats.try_emplace(name);
+  if (!fresh)
+    return it->second ? &*it->second : nullptr;
+  const onnx::TensorProto *t = constantTensors.lookup(name);
+  if (!t)
+    t = initializers.lookup(name);
+  if (!t || t->data_type() != int32_t(DataType::Float) || t->dims_size() > 1)
+    return nullptr;
+  auto data = model.readTensor(*t);
+  if (!data) {
+    llvm::consumeError(data.takeError());
+    return nullptr;
+  }
+  llvm::ArrayRef<float> values = data->as<float>();
+  if (values.size() > kSmallConstant)
+    return nullptr;
+  it = smallFloats.find(name); // readTensor does not touch the map
+  it->second.emplace(values.begin(), values.end());
+  return &*it->second;
+}
+
 const FoldedValue *ONNXImporter::getFolded(const onnx::NodeProto &node,
                                            size_t i) {
   if (int(i) >= node.input_size() || node.input(int(i)).empty())
@@ -787,8 +816,11 @@ bool ONNXImporter::inferWithOwnRules(const onnx::NodeProto &node,
   SmallVector<const FoldedValue *> foldedIns;
   for (size_t i = 0; i < names.size(); ++i)
     foldedIns.push_back(getFolded(node, i));
-  ops::ShapeContext c{node.op_type(), opset, attrs, names, in,
-                      foldedIns,      out,   {}};
+  SmallVector<const SmallVector<double, 4> *> floatIns;
+  for (const std::string &name : names)
+    floatIns.push_back(getSmallFloats(name));
+  ops::ShapeContext c{node.op_type(), opset,    attrs, names, in,
+                      foldedIns,      floatIns, out,   {}};
   bool ok = def->shape(c);
   why = c.why;
   return ok;
@@ -1052,6 +1084,27 @@ LogicalResult ONNXImporter::importNode(const onnx::NodeProto &node,
   StringRef domain = node.domain();
   if (!domain.empty() && domain != "ai.onnx")
     op.setDomain(domain);
+  if (node.op_type() == "Constant" && numResults == 1)
+    for (const onnx::AttributeProto &a : node.attribute())
+      if (a.name() == "value" && a.has_t())
+        constantTensors[node.output(0)] = &a.t();
+  // Small float vectors concatenated from constants (PyTorch's Upsample
+  // builds Resize's scales so).
+  if ((node.op_type() == "Concat" || node.op_type() == "Identity") &&
+      numResults == 1 && outputs[0].dims.size() == 1) {
+    SmallVector<double, 4> values;
+    bool all = true;
+    for (const std::string &in : node.input()) {
+      const SmallVector<double, 4> *part = getSmallFloats(in);
+      if (!part) {
+        all = false;
+        break;
+      }
+      values.append(part->begin(), part->end());
+    }
+    if (all && values.size() <= size_t(kSmallConstant))
+      smallFloats[node.output(0)].emplace(values);
+  }
   for (int i = 0; i < numResults; ++i) {
     if (node.output(i).empty())
       continue;

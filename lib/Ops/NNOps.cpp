@@ -572,8 +572,11 @@ static bool shapeResize(ShapeContext &c) {
     return c.setAll(y);
   }
   std::optional<SmallVector<double>> scales = c.attrs.findFloats("scales");
-  if (!scales && c.present(2))
-    return c.fail("scales (input #2) is not a constant known at import time");
+  if (!scales && c.present(2)) {
+    if (c.floats.size() <= 2 || !c.floats[2])
+      return c.fail("scales (input #2) is not a constant known at import time");
+    scales = SmallVector<double>(c.floats[2]->begin(), c.floats[2]->end());
+  }
   if (!scales || scales->size() != x.dims.size())
     return c.fail("neither sizes nor scales of the input rank are known");
   for (size_t i = 0; i < y.dims.size(); ++i)

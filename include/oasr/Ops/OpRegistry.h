@@ -103,6 +103,9 @@ struct ShapeContext {
   llvm::ArrayRef<std::string> names;
   llvm::ArrayRef<const TensorFacts *> in;
   llvm::ArrayRef<const FoldedInts *> folded;
+  /// Per input: the values of a small float constant (Resize's scales), or
+  /// null.
+  llvm::ArrayRef<const llvm::SmallVector<double, 4> *> floats;
   /// One per result; the rule fills them.
   llvm::MutableArrayRef<TensorFacts> out;
   /// Why the rule could not decide (for the importer's error).

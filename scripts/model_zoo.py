@@ -1,0 +1,403 @@
+#!/usr/bin/python3
+"""Model families users bring, and PyTorch float64 references for their
+first-step gradients.
+
+Run with Debian's interpreter (python3-torch 1.13, python3-onnx,
+python3-torchvision):
+
+  model_zoo.py list
+  model_zoo.py export NAME OUT.onnx [--batch N] [--seed S]
+      Builds the small model with seeded weights and exports it to ONNX in
+      training mode (no constant folding), as a user would.
+  model_zoo.py batch NAME DIR [--batch N] [--seed S]
+      Writes one batch for `oasr-run --data=...`: float images/sequences as
+      MNIST-layout IDX files (DIR/train-*), token ids as a flat u16 file
+      (DIR/tokens.bin). Prints the --data argument to use.
+  model_zoo.py check NAME DUMP --data DIR [--seed S]
+      Recomputes the loss and every parameter gradient of that batch with
+      PyTorch in float64 on the weights oasr-run used (read from the dump),
+      and once more in float32, and compares oasr's gradients with the
+      float64 reference per parameter, normwise:
+          err = ||g - g64|| / ||g64||
+      A parameter passes when err <= max(1e-4, 2 * err(float32 torch)):
+      deep normalised networks at small inputs are ill-conditioned, so
+      PyTorch's own float32 result bounds what float32 can reach.
+      Exits 1 on any failure.
+
+The gradient dump is oasr-run's --dump-grads output (.json or .npz).
+"""
+import argparse
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+CLASSES = 10
+VOCAB = 50
+SEQ = 8
+
+
+# ---------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------
+
+class SqueezeExcite(nn.Module):
+    def __init__(self, c, r=4, gate=nn.Sigmoid):
+        super().__init__()
+        self.reduce = nn.Conv2d(c, c // r, 1)
+        self.expand = nn.Conv2d(c // r, c, 1)
+        self.act = nn.SiLU()
+        self.gate = gate()
+
+    def forward(self, x):
+        s = F.adaptive_avg_pool2d(x, 1)
+        return x * self.gate(self.expand(self.act(self.reduce(s))))
+
+
+class MBConv(nn.Module):
+    """EfficientNet's inverted residual: expand, depthwise, squeeze-excite,
+    project, residual."""
+
+    def __init__(self, c, expand=4, act=nn.SiLU, gate=nn.Sigmoid):
+        super().__init__()
+        h = c * expand
+        self.expand = nn.Sequential(nn.Conv2d(c, h, 1, bias=False),
+                                    nn.BatchNorm2d(h), act())
+        self.depthwise = nn.Sequential(
+            nn.Conv2d(h, h, 3, padding=1, groups=h, bias=False),
+            nn.BatchNorm2d(h), act())
+        self.se = SqueezeExcite(h, gate=gate)
+        self.project = nn.Sequential(nn.Conv2d(h, c, 1, bias=False),
+                                     nn.BatchNorm2d(c))
+
+    def forward(self, x):
+        return x + self.project(self.se(self.depthwise(self.expand(x))))
+
+
+class EfficientNetTiny(nn.Module):
+    """SiLU + sigmoid squeeze-excitation (EfficientNet) and a
+    HardSwish + HardSigmoid block (MobileNetV3)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1,
+                                            bias=False),
+                                  nn.BatchNorm2d(8), nn.SiLU())
+        self.block1 = MBConv(8)
+        self.block2 = MBConv(8, act=nn.Hardswish, gate=nn.Hardsigmoid)
+        self.head = nn.Linear(8, CLASSES)
+
+    def forward(self, x):
+        x = self.block2(self.block1(self.stem(x)))
+        return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class UNetTiny(nn.Module):
+    """Encoder-decoder with Concat skips, a ConvTranspose and a nearest
+    Upsample (Resize) on the way up, then a classifier head."""
+
+    def __init__(self):
+        super().__init__()
+
+        def block(i, o):
+            return nn.Sequential(nn.Conv2d(i, o, 3, padding=1, bias=False),
+                                 nn.BatchNorm2d(o), nn.ReLU())
+
+        self.enc1 = block(3, 8)
+        self.enc2 = block(8, 16)
+        self.bottom = block(16, 16)
+        self.up2 = nn.ConvTranspose2d(16, 16, 2, stride=2)
+        self.dec2 = block(32, 8)
+        self.up1 = nn.Upsample(scale_factor=2, mode="nearest")
+        self.dec1 = block(16, 8)
+        self.head = nn.Linear(8, CLASSES)
+
+    def forward(self, x):
+        e1 = self.enc1(x)                       # 8 x 16 x 16
+        e2 = self.enc2(F.max_pool2d(e1, 2))     # 16 x 8 x 8
+        b = self.bottom(F.max_pool2d(e2, 2))    # 16 x 4 x 4
+        d2 = self.dec2(torch.cat([self.up2(b), e2], 1))   # 8 x 8 x 8
+        d1 = self.dec1(torch.cat([self.up1(d2), e1], 1))  # 8 x 16 x 16
+        return self.head(torch.flatten(F.adaptive_avg_pool2d(d1, 1), 1))
+
+
+class RecurrentClassifier(nn.Module):
+    def __init__(self, cell, bidirectional=False):
+        super().__init__()
+        self.rnn = cell(8, 16, batch_first=True, bidirectional=bidirectional)
+        self.head = nn.Linear(16 * (2 if bidirectional else 1), CLASSES)
+
+    def forward(self, x):
+        y, _ = self.rnn(x)
+        return self.head(y[:, -1])
+
+
+def vit_tiny():
+    from torchvision.models.vision_transformer import VisionTransformer
+    return VisionTransformer(image_size=16, patch_size=4, num_layers=2,
+                             num_heads=2, hidden_dim=32, mlp_dim=64,
+                             num_classes=CLASSES)
+
+
+class TinyEncoder(nn.Module):
+    """BERT-like: token and position embeddings, nn.TransformerEncoder with a
+    padding mask computed from the token ids (Equal -> Where), mean pool,
+    classifier."""
+
+    def __init__(self, pad_id=0):
+        super().__init__()
+        self.pad_id = pad_id
+        self.tok = nn.Embedding(VOCAB, 32)
+        self.pos = nn.Parameter(torch.randn(1, SEQ, 32) * 0.02)
+        layer = nn.TransformerEncoderLayer(32, 2, 64, dropout=0.0,
+                                           activation="gelu",
+                                           batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2,
+                                             enable_nested_tensor=False)
+        self.head = nn.Linear(32, CLASSES)
+
+    def forward(self, ids):
+        pad = ids == self.pad_id
+        x = self.encoder(self.tok(ids) + self.pos, src_key_padding_mask=pad)
+        return self.head(x.mean(1))
+
+
+class CausalBlock(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, 4 * d)
+        self.out = nn.Linear(4 * d, d)
+        self.heads = heads
+
+    def forward(self, x):
+        b, t, d = x.shape
+        h = self.heads
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        q = q.reshape(b, t, h, d // h).transpose(1, 2)
+        k = k.reshape(b, t, h, d // h).transpose(1, 2)
+        v = v.reshape(b, t, h, d // h).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / (d // h) ** 0.5)
+        mask = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+        att = att.masked_fill(mask, float("-inf")).softmax(-1)
+        y = (att @ v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.proj(y)
+        return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class TinyGPT(nn.Module):
+    """GPT-2-like causal decoder: token ids in, logits [B, T, V] out; the
+    loss is next-token cross-entropy."""
+
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(VOCAB, 32)
+        self.pos = nn.Embedding(SEQ, 32)
+        self.blocks = nn.Sequential(CausalBlock(32, 2), CausalBlock(32, 2))
+        self.ln = nn.LayerNorm(32)
+        self.head = nn.Linear(32, VOCAB)
+
+    def forward(self, ids):
+        pos = torch.arange(ids.shape[1])
+        x = self.blocks(self.tok(ids) + self.pos(pos))
+        return self.head(self.ln(x))
+
+
+# name -> (constructor, input kind, input shape per sample)
+MODELS = {
+    "efficientnet": (EfficientNetTiny, "image", (3, 16, 16)),
+    "unet": (UNetTiny, "image", (3, 16, 16)),
+    "lstm": (lambda: RecurrentClassifier(nn.LSTM), "image", (6, 8)),
+    "lstm-bidir": (lambda: RecurrentClassifier(nn.LSTM, True), "image",
+                   (6, 8)),
+    "gru": (lambda: RecurrentClassifier(nn.GRU), "image", (6, 8)),
+    "vit": (vit_tiny, "image", (3, 16, 16)),
+    "bert": (TinyEncoder, "tokens", (SEQ,)),
+    "gpt": (TinyGPT, "next-token", (SEQ,)),
+}
+
+
+def build(name, seed):
+    torch.manual_seed(seed)
+    model = MODELS[name][0]()
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (nn.BatchNorm2d, nn.LayerNorm)):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+    return model
+
+
+# ---------------------------------------------------------------------------
+# Data
+# ---------------------------------------------------------------------------
+
+def write_idx(path, array, code):
+    with open(path, "wb") as f:
+        f.write(struct.pack(">BBBB", 0, 0, code, array.ndim))
+        for d in array.shape:
+            f.write(struct.pack(">I", d))
+        f.write(array.astype(">f4" if code == 0x0D else np.uint8).tobytes())
+
+
+def read_idx(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    code, rank = data[2], data[3]
+    dims = struct.unpack(">" + "I" * rank, data[4:4 + 4 * rank])
+    dtype = ">f4" if code == 0x0D else np.uint8
+    return np.frombuffer(data[4 + 4 * rank:], dtype=dtype).reshape(dims)
+
+
+def make_batch(name, batch, seed):
+    """(inputs, labels) of one batch, as numpy arrays."""
+    kind, shape = MODELS[name][1], MODELS[name][2]
+    rng = np.random.RandomState(seed)
+    if kind == "image":
+        x = rng.standard_normal((batch,) + shape).astype(np.float32)
+        return x, rng.randint(0, CLASSES, size=batch)
+    ids = rng.randint(1, VOCAB, size=(batch, SEQ + 1)).astype(np.int64)
+    if kind == "tokens":
+        ids[: batch // 2, SEQ - 2:] = 0  # padded tails
+        return ids[:, :SEQ], rng.randint(0, CLASSES, size=batch)
+    return ids[:, :SEQ], ids[:, 1:]
+
+
+def cmd_batch(a):
+    x, y = make_batch(a.model, a.batch, a.seed)
+    os.makedirs(a.dir, exist_ok=True)
+    if MODELS[a.model][1] == "image":
+        write_idx(os.path.join(a.dir, "train-images-idx3-ubyte"), x, 0x0D)
+        write_idx(os.path.join(a.dir, "train-labels-idx1-ubyte"), y, 0x08)
+        print(f"mnist:{a.dir}")
+    else:
+        np.save(os.path.join(a.dir, "ids.npy"), x)
+        np.save(os.path.join(a.dir, "labels.npy"), y)
+        print(f"tokens:{a.dir}")
+
+
+def load_batch(name, d):
+    if MODELS[name][1] == "image":
+        x = read_idx(os.path.join(d, "train-images-idx3-ubyte")).astype(np.float32)
+        y = read_idx(os.path.join(d, "train-labels-idx1-ubyte")).astype(np.int64)
+        return x.reshape((x.shape[0],) + MODELS[name][2]), y
+    return np.load(os.path.join(d, "ids.npy")), np.load(os.path.join(d, "labels.npy"))
+
+
+def cmd_export(a):
+    model = build(a.model, a.seed)
+    model.train()
+    x, _ = make_batch(a.model, a.batch, a.seed + 1)
+    torch.onnx.export(model, torch.from_numpy(x), a.out,
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, opset_version=17,
+                      input_names=["input"], output_names=["output"])
+    print(f"wrote {a.out}")
+
+
+# ---------------------------------------------------------------------------
+# Reference and comparison
+# ---------------------------------------------------------------------------
+
+def read_dump(path):
+    """{name: (value, grad)} and the loss of an oasr-run gradient dump."""
+    if path.endswith(".npz"):
+        z = np.load(path)
+        loss = float(z["loss"])
+        grads = {k[:-len(".grad")]: z[k] for k in z.files if k.endswith(".grad")}
+        values = {k[:-len(".value")]: z[k] for k in z.files if k.endswith(".value")}
+        return {k: (values.get(k), g) for k, g in grads.items()}, loss
+    d = json.load(open(path))
+    return ({k: (np.asarray(v["value"]), np.asarray(v["grad"]))
+             for k, v in d["params"].items()}, d["loss"])
+
+
+def reference(name, seed, params, x, y, dtype):
+    model = build(name, seed).to(dtype)
+    model.train()
+    named = dict(model.named_parameters())
+    missing = sorted(set(named) - set(params))
+    if missing:
+        sys.exit(f"parameters missing from the dump: {missing}")
+    with torch.no_grad():
+        for k, p in named.items():
+            p.copy_(torch.tensor(np.asarray(params[k][0]), dtype=dtype).reshape(p.shape))
+    xt = torch.from_numpy(x)
+    if xt.is_floating_point():
+        xt = xt.to(dtype)
+    logits = model(xt)
+    yt = torch.from_numpy(y)
+    if logits.dim() == 3:  # next-token: [B, T, V] against [B, T]
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yt.reshape(-1))
+    else:
+        loss = F.cross_entropy(logits, yt)
+    loss.backward()
+    return loss.item(), {k: p.grad.detach().double().numpy().reshape(-1)
+                         for k, p in named.items()}
+
+
+def cmd_check(a):
+    params, loss = read_dump(a.dump)
+    x, y = load_batch(a.model, a.data)
+    loss64, g64 = reference(a.model, a.seed, params, x, y, torch.float64)
+    loss32, g32 = reference(a.model, a.seed, params, x, y, torch.float32)
+    lrel = abs(loss - loss64) / max(abs(loss64), 1e-12)
+    ok = lrel <= 1e-4
+    print(f"loss: oasr {loss:.7g} torch64 {loss64:.7g} rel {lrel:.2e}")
+    worst = 0.0
+    for k in sorted(g64):
+        want = g64[k]
+        got = np.asarray(params[k][1], dtype=np.float64).reshape(-1)
+        if got.shape != want.shape:
+            print(f"{k}: {got.size} gradient values, expected {want.size} MISMATCH")
+            ok = False
+            continue
+        norm = max(np.linalg.norm(want), 1e-30)
+        err = np.linalg.norm(got - want) / norm
+        err32 = np.linalg.norm(g32[k] - want) / norm
+        bound = max(1e-4, 2 * err32)
+        status = "ok" if err <= bound else "MISMATCH"
+        ok &= err <= bound
+        worst = max(worst, err / bound)
+        print(f"{k}: err {err:.2e} (torch f32 {err32:.2e}, bound {bound:.2e}) {status}")
+    print(f"{'PASS' if ok else 'FAIL'}: {len(g64)} parameters, "
+          f"worst err/bound {worst:.2f}")
+    return 0 if ok else 1
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list")
+    e = sub.add_parser("export")
+    e.add_argument("model", choices=sorted(MODELS))
+    e.add_argument("out")
+    e.add_argument("--batch", type=int, default=4)
+    e.add_argument("--seed", type=int, default=0)
+    b = sub.add_parser("batch")
+    b.add_argument("model", choices=sorted(MODELS))
+    b.add_argument("dir")
+    b.add_argument("--batch", type=int, default=4)
+    b.add_argument("--seed", type=int, default=1)
+    c = sub.add_parser("check")
+    c.add_argument("model", choices=sorted(MODELS))
+    c.add_argument("dump")
+    c.add_argument("--data", required=True)
+    c.add_argument("--seed", type=int, default=0)
+    a = p.parse_args()
+    if a.cmd == "list":
+        print("\n".join(sorted(MODELS)))
+        return 0
+    return {"export": cmd_export, "batch": cmd_batch, "check": cmd_check}[a.cmd](a) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
