@@ -103,3 +103,72 @@ module attributes {oasr.trained = ["trained"]} {
     return %x, %l : tensor<4xf32>, tensor<f32>
   }
 }
+
+// -----
+
+// Activations (ONNX Runtime's conventions: SigmoidGrad/TanhGrad from the
+// result, HardSigmoidGrad/HardSwishGrad from the input), Exp, Log,
+// Reciprocal, LogSoftmax, and Where with a mask (no gradient for the
+// condition; each branch summed back to its own shape).
+// CHECK-LABEL: func.func @train_step
+// CHECK-DAG: oasr.node "LogSoftmaxGrad"(%{{.*}}, %{{.*}}) {axis = 1 : i64, oasr.layer = "/lsm"}
+// CHECK-DAG: oasr.node "Where"(%{{.*}}, %{{.*}}, %{{.*}}) {oasr.layer = "/where"} : (tensor<2x4xi1>, tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+// CHECK-DAG: oasr.node "ReduceSumTo"(%{{.*}}) {oasr.layer = "/where"} : (tensor<2x4xf32>) -> tensor<4xf32>
+// CHECK-DAG: oasr.node "Neg"
+// CHECK-DAG: oasr.node "Div"(%{{.*}}, %{{.*}}) {oasr.layer = "/log"}
+// CHECK-DAG: oasr.node "Mul"(%{{.*}}, %{{.*}}) {oasr.layer = "/exp"}
+// CHECK-DAG: oasr.node "HardSwishGrad"(%{{.*}}, %[[HSIN:.*]]) {oasr.layer = "/hswish"}
+// CHECK-DAG: oasr.node "HardSigmoidGrad"(%{{.*}}, %{{.*}}) {alpha = 2.000000e-01 : f32, beta = 5.000000e-01 : f32, oasr.layer = "/hsig"}
+// CHECK-DAG: oasr.node "TanhGrad"(%{{.*}}, %{{.*}}) {oasr.layer = "/tanh"}
+// CHECK-DAG: oasr.node "SigmoidGrad"(%{{.*}}, %{{.*}}) {oasr.layer = "/sig"}
+module {
+  func.func @forward(%x: tensor<2x4xf32> {oasr.input = "input"},
+                     %m: tensor<2x4xi1> {oasr.input = "mask"},
+                     %w: tensor<4x4xf32> {oasr.param = "w"},
+                     %b: tensor<4xf32> {oasr.param = "b"})
+      -> (tensor<2x4xf32> {oasr.output = "out"}) {
+    %0 = oasr.node "MatMul"(%x, %w) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32> loc("/mm")
+    %1 = oasr.node "Sigmoid"(%0) : (tensor<2x4xf32>) -> tensor<2x4xf32> loc("/sig")
+    %2 = oasr.node "Tanh"(%1) : (tensor<2x4xf32>) -> tensor<2x4xf32> loc("/tanh")
+    %3 = oasr.node "HardSigmoid"(%2) {alpha = 2.000000e-01 : f32, beta = 5.000000e-01 : f32} : (tensor<2x4xf32>) -> tensor<2x4xf32> loc("/hsig")
+    %4 = oasr.node "HardSwish"(%3) : (tensor<2x4xf32>) -> tensor<2x4xf32> loc("/hswish")
+    %5 = oasr.node "Exp"(%4) : (tensor<2x4xf32>) -> tensor<2x4xf32> loc("/exp")
+    %6 = oasr.node "Log"(%5) : (tensor<2x4xf32>) -> tensor<2x4xf32> loc("/log")
+    %7 = oasr.node "Reciprocal"(%6) : (tensor<2x4xf32>) -> tensor<2x4xf32> loc("/recip")
+    %8 = oasr.node "Where"(%m, %7, %b) : (tensor<2x4xi1>, tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32> loc("/where")
+    %9 = oasr.node "LogSoftmax"(%8) {axis = 1 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32> loc("/lsm")
+    return %9 : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+// ConvTranspose -> ConvTransposeGrad (dY, X, W) with the forward's
+// attributes.
+// CHECK-LABEL: func.func @train_step
+// CHECK: oasr.node "ConvTransposeGrad"(%{{.*}}, %{{.*}}, %{{.*}}) {oasr.layer = "/up", strides = [2, 2]} : (tensor<1x2x4x4xf32>, tensor<1x3x2x2xf32>, tensor<3x2x2x2xf32>) -> (tensor<1x3x2x2xf32>, tensor<3x2x2x2xf32>)
+module {
+  func.func @forward(%x: tensor<1x3x2x2xf32> {oasr.input = "input"},
+                     %wt: tensor<3x2x2x2xf32> {oasr.param = "up.weight"})
+      -> (tensor<1x2x4x4xf32> {oasr.output = "up"}) {
+    %u = oasr.node "ConvTranspose"(%x, %wt) {strides = [2, 2]} : (tensor<1x3x2x2xf32>, tensor<3x2x2x2xf32>) -> tensor<1x2x4x4xf32> loc("/up")
+    return %u : tensor<1x2x4x4xf32>
+  }
+}
+
+// -----
+
+// LSTM -> LSTMGrad(X, W, R, B, <h0>, <c0>, dY): the operands the forward
+// leaves out and the result gradients nobody sends back are absent inputs.
+// CHECK-LABEL: func.func @train_step
+// CHECK: oasr.node "LSTMGrad"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {hidden_size = 3 : i64, oasr.absent_inputs = array<i64: 4, 5>, oasr.layer = "/lstm"} : (tensor<5x2x4xf32>, tensor<1x12x4xf32>, tensor<1x12x3xf32>, tensor<1x24xf32>, tensor<5x1x2x3xf32>) -> (tensor<5x2x4xf32>, tensor<1x12x4xf32>, tensor<1x12x3xf32>, tensor<1x24xf32>, tensor<1x2x3xf32>, tensor<1x2x3xf32>)
+module {
+  func.func @forward(%s: tensor<5x2x4xf32> {oasr.input = "seq"},
+                     %w: tensor<1x12x4xf32> {oasr.param = "lstm.W"},
+                     %r: tensor<1x12x3xf32> {oasr.param = "lstm.R"},
+                     %b: tensor<1x24xf32> {oasr.param = "lstm.B"})
+      -> (tensor<5x1x2x3xf32> {oasr.output = "y"}) {
+    %y = oasr.node "LSTM"(%s, %w, %r, %b) {hidden_size = 3 : i64} : (tensor<5x2x4xf32>, tensor<1x12x4xf32>, tensor<1x12x3xf32>, tensor<1x24xf32>) -> tensor<5x1x2x3xf32> loc("/lstm")
+    return %y : tensor<5x1x2x3xf32>
+  }
+}
