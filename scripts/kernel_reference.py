@@ -558,6 +558,52 @@ def g_transformer():
     return cs
 
 
+@group("pointwise")
+def g_pointwise():
+    """Activations without oneDNN, comparisons, logic, Where and the mask
+    builders (runtime/cpu/PointwiseKernels.cpp)."""
+    cs = []
+    shape = (3, 4, 5, 6)
+    for op, fn, attrs in [
+        ("HardSigmoid", lambda x: torch.clamp(0.25 * x + 0.4, 0, 1), {"alpha": 0.25, "beta": 0.4}),
+        ("HardSwish", F.hardswish, {}),
+        ("Mish", F.mish, {}),
+    ]:
+        x = rnd(*shape, lo=-5, hi=5)
+        cs.append(Case(op.lower(), op, attrs).inp(x).out(f64(fn(x))))
+        dy = rnd(*shape)
+        (dx,) = grad_of(fn, [x], dy)
+        cs.append(Case(op.lower() + "_grad", op + "Grad", attrs).inp(dy, x).out(dx))
+    x = rnd(4, 7, lo=0.5, hi=3)
+    cs.append(Case("reciprocal", "Reciprocal").inp(x).out(f64(1.0 / x)))
+    a, b = torch.randint(0, 4, (3, 1, 5)), torch.randint(0, 4, (4, 1))
+    for op, fn in [("Equal", torch.eq), ("Less", torch.lt), ("Greater", torch.gt),
+                   ("LessOrEqual", torch.le), ("GreaterOrEqual", torch.ge)]:
+        cs.append(Case(op.lower(), op).inp(a, b).out(fn(a, b)))
+    fa, fb = rnd(2, 3), rnd(3)
+    cs.append(Case("less_f32", "Less").inp(fa, fb).out(fa < fb))
+    p, q = torch.rand(4, 5) > 0.5, torch.rand(5) > 0.5
+    for op, fn in [("And", torch.logical_and), ("Or", torch.logical_or), ("Xor", torch.logical_xor)]:
+        cs.append(Case(op.lower(), op).inp(p, q).out(fn(p, q)))
+    cs.append(Case("not", "Not").inp(p).out(~p))
+    c, x, y = torch.rand(2, 1, 6) > 0.5, rnd(2, 3, 6), rnd(6)
+    cs.append(Case("where_f32", "Where").inp(c, x, y).out(f64(torch.where(c, x, y))))
+    cs.append(Case("where_scalar", "Where").inp(c, x, torch.tensor(-1e9).double()).out(f64(torch.where(c, x, torch.tensor(-1e9).double()))))
+    xi, yi = torch.randint(-9, 9, (2, 3, 6)), torch.randint(-9, 9, (3, 1))
+    cs.append(Case("where_i64", "Where").inp(c, xi, yi).out(torch.where(c, xi, yi)))
+    cs.append(Case("constant_of_shape", "ConstantOfShape", {"value": 1.5}).inp(torch.tensor([2, 3])).out(f64(torch.full((2, 3), 1.5))))
+    cs.append(Case("constant_of_shape_i64", "ConstantOfShape", {"value": 7}).inp(torch.tensor([4])).out(torch.full((4,), 7, dtype=torch.int64)))
+    cs.append(Case("range_i64", "Range").inp(torch.tensor(2), torch.tensor(11), torch.tensor(3)).out(torch.arange(2, 11, 3)))
+    cs.append(Case("range_f32", "Range").inp(torch.tensor(0.5).double(), torch.tensor(3.0).double(), torch.tensor(0.5).double()).out(f64(torch.arange(0.5, 3.0, 0.5, dtype=torch.float64))))
+    x = rnd(2, 5, 7)
+    cs.append(Case("triu", "Trilu", {"upper": 1}).inp(x).out(f64(torch.triu(x))))
+    cs.append(Case("triu_k1", "Trilu", {"upper": 1}).inp(x, torch.tensor(1)).out(f64(torch.triu(x, 1))))
+    cs.append(Case("tril_km2", "Trilu", {"upper": 0}).inp(x, torch.tensor(-2)).out(f64(torch.tril(x, -2))))
+    m = torch.ones(6, 6, dtype=torch.bool)
+    cs.append(Case("triu_bool", "Trilu", {"upper": 1}).inp(m, torch.tensor(1)).out(torch.triu(m, 1)))
+    return cs
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", required=True)

@@ -150,6 +150,7 @@ namespace {
 void registerCpuKernels(KernelRegistry &registry) {
   registerDnnlKernels(registry);
   registerElementwiseKernels(registry);
+  registerPointwiseKernels(registry);
 }
 
 class CpuBackend final : public KernelBackend {

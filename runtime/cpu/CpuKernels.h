@@ -36,6 +36,9 @@ void registerDnnlKernels(KernelRegistry &registry);
 /// Adds the hand-written kernels (broadcast arithmetic, reductions, copies,
 /// dropout, pad, max pooling, losses, concat/split, constants).
 void registerElementwiseKernels(KernelRegistry &registry);
+/// Adds the activations, comparisons, logic, Where and mask builders
+/// (PointwiseKernels.cpp).
+void registerPointwiseKernels(KernelRegistry &registry);
 
 /// The process-wide oneDNN CPU engine.
 dnnl::engine &engine();
@@ -95,6 +98,41 @@ dnnl::memory::format_tag plainTag(size_t rank);
 dnnl::memory::desc
 plainDesc(const std::vector<int64_t> &shape,
           dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
+
+/// Iteration of k operands broadcast onto an output shape, with adjacent
+/// dimensions of the same broadcast pattern merged. The last merged dimension
+/// is the inner loop; each operand's inner stride is 0 or 1.
+struct BroadcastPlan {
+  std::vector<int64_t> dims;                 // merged output dims
+  std::vector<std::vector<int64_t>> strides; // per operand, per merged dim
+  int64_t inner() const { return dims.back(); }
+  int64_t rows() const {
+    int64_t r = 1;
+    for (size_t i = 0; i + 1 < dims.size(); ++i)
+      r *= dims[i];
+    return r;
+  }
+  /// Element offsets of each operand at the start of row `row`.
+  void rowOffsets(int64_t row, int64_t *offs) const {
+    size_t k = strides.size();
+    for (size_t j = 0; j < k; ++j)
+      offs[j] = 0;
+    for (size_t d = dims.size() - 1; d-- > 0;) {
+      int64_t idx = row % dims[d];
+      row /= dims[d];
+      for (size_t j = 0; j < k; ++j)
+        offs[j] += idx * strides[j][d];
+    }
+  }
+};
+
+/// The plan of `ins` broadcast onto `out` (numpy rules, already checked).
+BroadcastPlan makePlan(const std::vector<std::vector<int64_t>> &ins,
+                       const std::vector<int64_t> &out);
+
+/// Reads an optional scalar operand from host memory (null data or no
+/// elements: absent, returns false).
+bool scalarOperand(const std::vector<TensorRef> &in, size_t i, double &v);
 
 /// Wraps a primitive-creation body: converts dnnl::error into `error`.
 template <typename F>

@@ -18,64 +18,6 @@
 #include <type_traits>
 
 namespace oasr::rt::cpu {
-namespace {
-
-[[noreturn]] void fatal(const std::string &node, const std::string &op,
-                        const std::string &msg) {
-  std::fprintf(stderr, "oasr: fatal: node '%s' (%s): %s\n", node.c_str(),
-               op.c_str(), msg.c_str());
-  std::abort();
-}
-
-/// memcpy split across threads for large buffers.
-void parallelCopy(void *dst, const void *src, size_t bytes) {
-  if (dst == src || bytes == 0)
-    return;
-  constexpr size_t kChunk = size_t(1) << 20;
-  if (bytes < 2 * kChunk) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
-  int64_t chunks = int64_t((bytes + kChunk - 1) / kChunk);
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) {
-    size_t off = size_t(c) * kChunk;
-    std::memcpy(static_cast<char *>(dst) + off,
-                static_cast<const char *>(src) + off,
-                std::min(kChunk, bytes - off));
-  }
-}
-
-//===----------------------------------------------------------------------===//
-// Numpy broadcasting
-//===----------------------------------------------------------------------===//
-
-/// Iteration of k operands broadcast onto an output shape, with adjacent
-/// dimensions of the same broadcast pattern merged. The last merged dimension
-/// is the inner loop; each operand's inner stride is 0 or 1.
-struct BroadcastPlan {
-  std::vector<int64_t> dims;                 // merged output dims
-  std::vector<std::vector<int64_t>> strides; // per operand, per merged dim
-  int64_t inner() const { return dims.back(); }
-  int64_t rows() const {
-    int64_t r = 1;
-    for (size_t i = 0; i + 1 < dims.size(); ++i)
-      r *= dims[i];
-    return r;
-  }
-  /// Element offsets of each operand at the start of row `row`.
-  void rowOffsets(int64_t row, int64_t *offs) const {
-    size_t k = strides.size();
-    for (size_t j = 0; j < k; ++j)
-      offs[j] = 0;
-    for (size_t d = dims.size() - 1; d-- > 0;) {
-      int64_t idx = row % dims[d];
-      row /= dims[d];
-      for (size_t j = 0; j < k; ++j)
-        offs[j] += idx * strides[j][d];
-    }
-  }
-};
 
 BroadcastPlan makePlan(const std::vector<std::vector<int64_t>> &ins,
                        const std::vector<int64_t> &out) {
@@ -127,6 +69,59 @@ BroadcastPlan makePlan(const std::vector<std::vector<int64_t>> &ins,
   }
   return p;
 }
+
+bool scalarOperand(const std::vector<TensorRef> &in, size_t i, double &v) {
+  if (i >= in.size() || !in[i].data || in[i].numel() == 0)
+    return false;
+  switch (in[i].desc.dtype) {
+  case DType::F32:
+    v = *in[i].as<float>();
+    return true;
+  case DType::I64:
+    v = double(*in[i].as<int64_t>());
+    return true;
+  case DType::I32:
+    v = double(*in[i].as<int32_t>());
+    return true;
+  case DType::Bool:
+    v = *in[i].as<uint8_t>() ? 1.0 : 0.0;
+    return true;
+  default:
+    return false;
+  }
+}
+
+namespace {
+
+[[noreturn]] void fatal(const std::string &node, const std::string &op,
+                        const std::string &msg) {
+  std::fprintf(stderr, "oasr: fatal: node '%s' (%s): %s\n", node.c_str(),
+               op.c_str(), msg.c_str());
+  std::abort();
+}
+
+/// memcpy split across threads for large buffers.
+void parallelCopy(void *dst, const void *src, size_t bytes) {
+  if (dst == src || bytes == 0)
+    return;
+  constexpr size_t kChunk = size_t(1) << 20;
+  if (bytes < 2 * kChunk) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  int64_t chunks = int64_t((bytes + kChunk - 1) / kChunk);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    size_t off = size_t(c) * kChunk;
+    std::memcpy(static_cast<char *>(dst) + off,
+                static_cast<const char *>(src) + off,
+                std::min(kChunk, bytes - off));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Numpy broadcasting
+//===----------------------------------------------------------------------===//
 
 enum class BinOp { Add, Sub, Mul, Div, Pow };
 
@@ -641,28 +636,6 @@ inline uint64_t splitmix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
-}
-
-/// Reads an optional scalar operand (null data or no elements: absent).
-bool scalarOperand(const std::vector<TensorRef> &in, size_t i, double &v) {
-  if (i >= in.size() || !in[i].data || in[i].numel() == 0)
-    return false;
-  switch (in[i].desc.dtype) {
-  case DType::F32:
-    v = *in[i].as<float>();
-    return true;
-  case DType::I64:
-    v = double(*in[i].as<int64_t>());
-    return true;
-  case DType::I32:
-    v = double(*in[i].as<int32_t>());
-    return true;
-  case DType::Bool:
-    v = *in[i].as<uint8_t>() ? 1.0 : 0.0;
-    return true;
-  default:
-    return false;
-  }
 }
 
 /// Dropout: X[, ratio[, training_mode]] -> Y[, mask]. The mask of element i

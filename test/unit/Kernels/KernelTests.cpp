@@ -269,6 +269,7 @@ TEST_F(KernelsVsTorch, LossSoftmax) { checkGroup("loss"); }
 TEST_F(KernelsVsTorch, ShapeOps) { checkGroup("shape"); }
 TEST_F(KernelsVsTorch, BroadcastArith) { checkGroup("arith"); }
 TEST_F(KernelsVsTorch, TransformerOps) { checkGroup("transformer"); }
+TEST_F(KernelsVsTorch, PointwiseOps) { checkGroup("pointwise"); }
 
 //===----------------------------------------------------------------------===//
 // Dropout: statistics, reproducibility, forward/backward consistency

@@ -1,0 +1,486 @@
+//===- PointwiseKernels.cpp - Activations, comparisons, masks -------------===//
+//
+// Plain-loop CPU kernels for what transformers, EfficientNet and MobileNet
+// need beyond oneDNN's eltwise table: HardSigmoid, HardSwish, Mish and
+// Reciprocal with their gradients; the comparisons and boolean logic that
+// build attention masks, Where, and the mask builders ConstantOfShape, Range
+// and Trilu. Broadcasting follows numpy (BroadcastPlan, as the arithmetic
+// kernels do).
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace oasr::rt::cpu {
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Activations and their gradients
+//===----------------------------------------------------------------------===//
+
+enum class Act {
+  HardSigmoid,
+  HardSwish,
+  Mish,
+  Reciprocal,
+  HardSigmoidGrad,
+  HardSwishGrad,
+  MishGrad
+};
+
+inline float softplus(float x) {
+  // log(1 + e^x) without overflow, as PyTorch's threshold of 20.
+  return x > 20.0f ? x : std::log1p(std::exp(x));
+}
+
+/// One activation (X -> Y) or its gradient (dY, X -> dX) per element.
+class ActivationKernel final : public CpuKernel {
+public:
+  ActivationKernel(const OpSpec &spec, Act act)
+      : CpuKernel(spec), act(act), n(spec.outputs[0].numel()),
+        alpha(float(spec.attrs.getFloat("alpha", 0.2))),
+        beta(float(spec.attrs.getFloat("beta", 0.5))) {}
+
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const float *a = in[0].as<float>();
+    const float *x = in.size() > 1 ? in[1].as<float>() : nullptr;
+    float *y = out[0].as<float>();
+    const int64_t count = n;
+    const float al = alpha, be = beta;
+    switch (act) {
+    case Act::HardSigmoid:
+#pragma omp parallel for schedule(static) if (count > 16384)
+      for (int64_t i = 0; i < count; ++i)
+        y[i] = std::fmin(1.0f, std::fmax(0.0f, al * a[i] + be));
+      return;
+    case Act::HardSwish:
+#pragma omp parallel for schedule(static) if (count > 16384)
+      for (int64_t i = 0; i < count; ++i)
+        y[i] = a[i] * std::fmin(1.0f, std::fmax(0.0f, a[i] / 6.0f + 0.5f));
+      return;
+    case Act::Mish:
+#pragma omp parallel for schedule(static) if (count > 16384)
+      for (int64_t i = 0; i < count; ++i)
+        y[i] = a[i] * std::tanh(softplus(a[i]));
+      return;
+    case Act::Reciprocal:
+#pragma omp parallel for schedule(static) if (count > 16384)
+      for (int64_t i = 0; i < count; ++i)
+        y[i] = 1.0f / a[i];
+      return;
+    case Act::HardSigmoidGrad:
+#pragma omp parallel for schedule(static) if (count > 16384)
+      for (int64_t i = 0; i < count; ++i) {
+        float t = al * x[i] + be;
+        y[i] = t > 0.0f && t < 1.0f ? a[i] * al : 0.0f;
+      }
+      return;
+    case Act::HardSwishGrad:
+      // PyTorch's convention at the kinks: 0 at x = -3, dY at x = 3.
+#pragma omp parallel for schedule(static) if (count > 16384)
+      for (int64_t i = 0; i < count; ++i) {
+        float v = x[i];
+        y[i] = v < -3.0f ? 0.0f : v <= 3.0f ? a[i] * (v / 3.0f + 0.5f) : a[i];
+      }
+      return;
+    case Act::MishGrad:
+#pragma omp parallel for schedule(static) if (count > 16384)
+      for (int64_t i = 0; i < count; ++i) {
+        float v = x[i], t = std::tanh(softplus(v));
+        float sig = 1.0f / (1.0f + std::exp(-v));
+        y[i] = a[i] * (t + v * sig * (1.0f - t * t));
+      }
+      return;
+    }
+  }
+
+private:
+  Act act;
+  int64_t n;
+  float alpha, beta;
+};
+
+std::unique_ptr<Kernel> createActivation(const OpSpec &spec,
+                                         std::string &error) {
+  static const std::map<std::string, Act> acts = {
+      {"HardSigmoid", Act::HardSigmoid},
+      {"HardSwish", Act::HardSwish},
+      {"Mish", Act::Mish},
+      {"Reciprocal", Act::Reciprocal},
+      {"HardSigmoidGrad", Act::HardSigmoidGrad},
+      {"HardSwishGrad", Act::HardSwishGrad},
+      {"MishGrad", Act::MishGrad}};
+  Act act = acts.at(spec.opType);
+  bool grad = spec.opType.size() > 4 &&
+              spec.opType.compare(spec.opType.size() - 4, 4, "Grad") == 0;
+  size_t arity = grad ? 2 : 1;
+  if (!checkArity(spec, arity, arity, 1, 1, error) ||
+      !checkAllF32(spec,
+                   grad ? std::vector<size_t>{0, 1} : std::vector<size_t>{0},
+                   {0}, error))
+    return nullptr;
+  for (size_t i = 0; i < arity; ++i)
+    if (spec.inputs[i].shape != spec.outputs[0].shape) {
+      error = nodeError(spec, "operands and result must have one shape");
+      return nullptr;
+    }
+  return std::make_unique<ActivationKernel>(spec, act);
+}
+
+//===----------------------------------------------------------------------===//
+// Comparisons, logic and Where (numpy broadcasting)
+//===----------------------------------------------------------------------===//
+
+enum class Cmp {
+  Equal,
+  Less,
+  Greater,
+  LessOrEqual,
+  GreaterOrEqual,
+  And,
+  Or,
+  Xor
+};
+
+template <typename T> inline bool compare(Cmp c, T a, T b) {
+  switch (c) {
+  case Cmp::Equal:
+    return a == b;
+  case Cmp::Less:
+    return a < b;
+  case Cmp::Greater:
+    return a > b;
+  case Cmp::LessOrEqual:
+    return a <= b;
+  case Cmp::GreaterOrEqual:
+    return a >= b;
+  case Cmp::And:
+    return a && b;
+  case Cmp::Or:
+    return a || b;
+  case Cmp::Xor:
+    return bool(a) != bool(b);
+  }
+  return false;
+}
+
+/// Calls `body(row, offs)` for every row of `p` (in parallel when large).
+template <typename F> void forRows(const BroadcastPlan &p, F body) {
+  const int64_t rows = p.rows();
+#pragma omp parallel for schedule(static) if (rows * p.inner() > 16384)
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t offs[3];
+    p.rowOffsets(row, offs);
+    body(row, offs);
+  }
+}
+
+/// Equal/Less/Greater/LessOrEqual/GreaterOrEqual (f32, i64, i32, bool) and
+/// And/Or/Xor (bool) -> bool.
+class CompareKernel final : public CpuKernel {
+public:
+  CompareKernel(const OpSpec &spec, Cmp cmp)
+      : CpuKernel(spec), cmp(cmp), type(spec.inputs[0].dtype),
+        plan(makePlan({spec.inputs[0].shape, spec.inputs[1].shape},
+                      spec.outputs[0].shape)) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    switch (type) {
+    case DType::F32:
+      return run<float>(in, out);
+    case DType::I64:
+      return run<int64_t>(in, out);
+    case DType::I32:
+      return run<int32_t>(in, out);
+    default:
+      return run<uint8_t>(in, out);
+    }
+  }
+
+private:
+  template <typename T>
+  void run(const std::vector<TensorRef> &in,
+           const std::vector<TensorRef> &out) {
+    const T *a = in[0].as<T>(), *b = in[1].as<T>();
+    uint8_t *y = out[0].as<uint8_t>();
+    const int64_t inner = plan.inner();
+    const int64_t sa = plan.strides[0].back(), sb = plan.strides[1].back();
+    forRows(plan, [&](int64_t row, const int64_t *offs) {
+      for (int64_t i = 0; i < inner; ++i)
+        y[row * inner + i] =
+            compare<T>(cmp, a[offs[0] + i * sa], b[offs[1] + i * sb]);
+    });
+  }
+  Cmp cmp;
+  DType type;
+  BroadcastPlan plan;
+};
+
+std::unique_ptr<Kernel> createCompare(const OpSpec &spec, std::string &error) {
+  static const std::map<std::string, Cmp> cmps = {
+      {"Equal", Cmp::Equal},
+      {"Less", Cmp::Less},
+      {"Greater", Cmp::Greater},
+      {"LessOrEqual", Cmp::LessOrEqual},
+      {"GreaterOrEqual", Cmp::GreaterOrEqual},
+      {"And", Cmp::And},
+      {"Or", Cmp::Or},
+      {"Xor", Cmp::Xor}};
+  Cmp cmp = cmps.at(spec.opType);
+  if (!checkArity(spec, 2, 2, 1, 1, error) ||
+      !checkDType(spec, false, 0, DType::Bool, error) ||
+      !checkDType(spec, true, 1, spec.inputs[0].dtype, error))
+    return nullptr;
+  bool logic = cmp == Cmp::And || cmp == Cmp::Or || cmp == Cmp::Xor;
+  if (logic && !checkDType(spec, true, 0, DType::Bool, error))
+    return nullptr;
+  if (!broadcastsTo(spec.inputs[0].shape, spec.outputs[0].shape) ||
+      !broadcastsTo(spec.inputs[1].shape, spec.outputs[0].shape)) {
+    error = nodeError(spec, "the operands do not broadcast to the result");
+    return nullptr;
+  }
+  return std::make_unique<CompareKernel>(spec, cmp);
+}
+
+/// Not: bool -> bool.
+class NotKernel final : public CpuKernel {
+public:
+  explicit NotKernel(const OpSpec &spec)
+      : CpuKernel(spec), n(spec.outputs[0].numel()) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const uint8_t *x = in[0].as<uint8_t>();
+    uint8_t *y = out[0].as<uint8_t>();
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = !x[i];
+  }
+
+private:
+  int64_t n;
+};
+
+std::unique_ptr<Kernel> createNot(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 1, 1, 1, error) ||
+      !checkDType(spec, true, 0, DType::Bool, error) ||
+      !checkDType(spec, false, 0, DType::Bool, error))
+    return nullptr;
+  return std::make_unique<NotKernel>(spec);
+}
+
+/// Where: cond (bool), X, Y -> cond ? X : Y, broadcasting all three; any
+/// element type (moved as bytes).
+class WhereKernel final : public CpuKernel {
+public:
+  explicit WhereKernel(const OpSpec &spec)
+      : CpuKernel(spec), size(dtypeSize(spec.outputs[0].dtype)),
+        plan(makePlan(
+            {spec.inputs[0].shape, spec.inputs[1].shape, spec.inputs[2].shape},
+            spec.outputs[0].shape)) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    switch (size) {
+    case 1:
+      return run<uint8_t>(in, out);
+    case 4:
+      return run<uint32_t>(in, out);
+    default:
+      return run<uint64_t>(in, out);
+    }
+  }
+
+private:
+  template <typename T>
+  void run(const std::vector<TensorRef> &in,
+           const std::vector<TensorRef> &out) {
+    const uint8_t *c = in[0].as<uint8_t>();
+    const T *a = in[1].as<T>(), *b = in[2].as<T>();
+    T *y = out[0].as<T>();
+    const int64_t inner = plan.inner();
+    const int64_t sc = plan.strides[0].back(), sa = plan.strides[1].back(),
+                  sb = plan.strides[2].back();
+    forRows(plan, [&](int64_t row, const int64_t *offs) {
+      for (int64_t i = 0; i < inner; ++i)
+        y[row * inner + i] =
+            c[offs[0] + i * sc] ? a[offs[1] + i * sa] : b[offs[2] + i * sb];
+    });
+  }
+  size_t size;
+  BroadcastPlan plan;
+};
+
+std::unique_ptr<Kernel> createWhere(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 3, 3, 1, 1, error) ||
+      !checkDType(spec, true, 0, DType::Bool, error) ||
+      !checkDType(spec, true, 1, spec.outputs[0].dtype, error) ||
+      !checkDType(spec, true, 2, spec.outputs[0].dtype, error))
+    return nullptr;
+  for (size_t i = 0; i < 3; ++i)
+    if (!broadcastsTo(spec.inputs[i].shape, spec.outputs[0].shape)) {
+      error = nodeError(spec, "operand #" + std::to_string(i) +
+                                  " does not broadcast to the result");
+      return nullptr;
+    }
+  return std::make_unique<WhereKernel>(spec);
+}
+
+//===----------------------------------------------------------------------===//
+// Mask builders
+//===----------------------------------------------------------------------===//
+
+/// Writes `value` converted to `t` into `n` elements of `dst`.
+void fill(DType t, void *dst, int64_t n, double value) {
+  switch (t) {
+  case DType::F32:
+    std::fill_n(static_cast<float *>(dst), n, float(value));
+    return;
+  case DType::I64:
+    std::fill_n(static_cast<int64_t *>(dst), n, int64_t(value));
+    return;
+  case DType::I32:
+    std::fill_n(static_cast<int32_t *>(dst), n, int32_t(value));
+    return;
+  case DType::Bool:
+    std::fill_n(static_cast<uint8_t *>(dst), n, uint8_t(value != 0));
+    return;
+  default:
+    return;
+  }
+}
+
+/// ConstantOfShape {value}: the result (its static shape) filled with the
+/// value (0 when absent); the shape operand is not read.
+class ConstantOfShapeKernel final : public CpuKernel {
+public:
+  explicit ConstantOfShapeKernel(const OpSpec &spec)
+      : CpuKernel(spec), type(spec.outputs[0].dtype),
+        n(spec.outputs[0].numel()), value(spec.attrs.getFloat("value", 0.0)) {}
+  void compute(const std::vector<TensorRef> &,
+               const std::vector<TensorRef> &out) override {
+    fill(type, out[0].data, n, value);
+  }
+
+private:
+  DType type;
+  int64_t n;
+  double value;
+};
+
+std::unique_ptr<Kernel> createConstantOfShape(const OpSpec &spec,
+                                              std::string &error) {
+  if (!checkArity(spec, 0, 1, 1, 1, error))
+    return nullptr;
+  if (spec.outputs[0].dtype == DType::F16) {
+    error = nodeError(spec, "f16 results are not supported");
+    return nullptr;
+  }
+  return std::make_unique<ConstantOfShapeKernel>(spec);
+}
+
+/// Range: start, limit, delta (scalars in host memory) -> start + i * delta;
+/// the result's static length decides the count.
+class RangeKernel final : public CpuKernel {
+public:
+  explicit RangeKernel(const OpSpec &spec)
+      : CpuKernel(spec), type(spec.outputs[0].dtype),
+        n(spec.outputs[0].numel()) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    double start = 0, delta = 1;
+    scalarOperand(in, 0, start);
+    scalarOperand(in, 2, delta);
+    for (int64_t i = 0; i < n; ++i) {
+      double v = start + double(i) * delta;
+      if (type == DType::F32)
+        out[0].as<float>()[i] = float(v);
+      else if (type == DType::I64)
+        out[0].as<int64_t>()[i] = int64_t(v);
+      else
+        out[0].as<int32_t>()[i] = int32_t(v);
+    }
+  }
+
+private:
+  DType type;
+  int64_t n;
+};
+
+std::unique_ptr<Kernel> createRange(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 3, 3, 1, 1, error))
+    return nullptr;
+  if (!isFloatOrInt(spec.outputs[0].dtype) || spec.outputs[0].rank() != 1) {
+    error = nodeError(spec, "expects a 1-D f32/i64/i32 result");
+    return nullptr;
+  }
+  return std::make_unique<RangeKernel>(spec);
+}
+
+/// Trilu {upper}: X[, k] -> X with the elements below (upper = 1) or above
+/// (upper = 0) the k-th diagonal of the last two axes zeroed.
+class TriluKernel final : public CpuKernel {
+public:
+  explicit TriluKernel(const OpSpec &spec)
+      : CpuKernel(spec), size(dtypeSize(spec.outputs[0].dtype)),
+        upper(spec.attrs.getInt("upper", 1) != 0) {
+    const auto &s = spec.outputs[0].shape;
+    rows = s[s.size() - 2];
+    cols = s.back();
+    batches = spec.outputs[0].numel() / std::max<int64_t>(rows * cols, 1);
+  }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    double kv = 0;
+    scalarOperand(in, 1, kv);
+    const int64_t k = int64_t(kv);
+    const char *x = static_cast<const char *>(in[0].data);
+    char *y = static_cast<char *>(out[0].data);
+    for (int64_t b = 0; b < batches; ++b)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) {
+          size_t off = size_t((b * rows + i) * cols + j) * size;
+          bool keep = upper ? j - i >= k : j - i <= k;
+          if (keep)
+            std::memcpy(y + off, x + off, size);
+          else
+            std::memset(y + off, 0, size);
+        }
+  }
+
+private:
+  size_t size;
+  bool upper;
+  int64_t rows = 0, cols = 0, batches = 0;
+};
+
+std::unique_ptr<Kernel> createTrilu(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 2, 1, 1, error) ||
+      !checkDType(spec, true, 0, spec.outputs[0].dtype, error))
+    return nullptr;
+  if (spec.outputs[0].rank() < 2 ||
+      spec.inputs[0].shape != spec.outputs[0].shape) {
+    error = nodeError(spec, "expects X of rank >= 2 and Y of its shape");
+    return nullptr;
+  }
+  return std::make_unique<TriluKernel>(spec);
+}
+
+} // namespace
+
+void registerPointwiseKernels(KernelRegistry &r) {
+  for (const char *op : {"HardSigmoid", "HardSwish", "Mish", "Reciprocal",
+                         "HardSigmoidGrad", "HardSwishGrad", "MishGrad"})
+    r[op] = createActivation;
+  for (const char *op : {"Equal", "Less", "Greater", "LessOrEqual",
+                         "GreaterOrEqual", "And", "Or", "Xor"})
+    r[op] = createCompare;
+  r["Not"] = createNot;
+  r["Where"] = createWhere;
+  r["ConstantOfShape"] = createConstantOfShape;
+  r["Range"] = createRange;
+  r["Trilu"] = createTrilu;
+}
+
+} // namespace oasr::rt::cpu
