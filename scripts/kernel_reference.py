@@ -558,6 +558,34 @@ def g_transformer():
     return cs
 
 
+@group("convtranspose")
+def g_convtranspose():
+    """ConvTranspose and ConvTransposeGrad (U-Net's up-sampling)."""
+    cs = []
+    for name, xs, ws, bias, stride, pad, outpad, dil, groups in [
+        ("up2x2", (2, 6, 4, 4), (6, 3, 2, 2), True, 2, 0, 0, 1, 1),
+        ("k3s2p1op1", (2, 4, 5, 5), (4, 5, 3, 3), True, 2, 1, 1, 1, 1),
+        ("grouped_dil", (1, 4, 6, 6), (4, 2, 3, 3), False, 1, 2, 0, 2, 2),
+    ]:
+        x, w = rnd(*xs), rnd(*ws)
+        b = rnd(ws[1] * groups) if bias else None
+        attrs = {"strides": [stride] * 2, "pads": [pad] * 4, "dilations": [dil] * 2,
+                 "group": groups, "kernel_shape": list(ws[2:])}
+        if outpad:
+            attrs["output_padding"] = [outpad] * 2
+
+        def fn(x, w, *b):
+            return F.conv_transpose2d(x, w, b[0] if b else None, stride, pad, outpad, groups, dil)
+
+        ins = [x, w] + ([b] if bias else [])
+        y = fn(*ins)
+        cs.append(Case(name, "ConvTranspose", attrs).inp(*ins).out(f64(y)))
+        dy = rnd(*y.shape)
+        grads = grad_of(fn, ins, dy)
+        cs.append(Case(name + "_grad", "ConvTransposeGrad", attrs).inp(dy, x, w).out(*grads))
+    return cs
+
+
 @group("pointwise")
 def g_pointwise():
     """Activations without oneDNN, comparisons, logic, Where and the mask

@@ -422,6 +422,162 @@ static std::unique_ptr<Kernel> createConvGrad(const OpSpec &spec,
 }
 
 //===----------------------------------------------------------------------===//
+// ConvTranspose / ConvTransposeGrad
+//===----------------------------------------------------------------------===//
+//
+// A transposed convolution is the data gradient of the convolution that maps
+// its result back to its input with the same weights (ONNX's ConvTranspose W
+// [C, M/group, k...] is that convolution's [M', C'/group, k...]). So with the
+// geometry of that convolution (input Y, weights W, output X):
+//   ConvTranspose:    Y  = conv_backward_data(diff_dst = X, W) (+ bias)
+//   ConvTransposeGrad: dX = conv_forward(dY, W)
+//                      dW = conv_backward_weights(src = dY, diff_dst = X)
+//                      dB = the sum of dY over all but the channel axis.
+
+/// The convolution view of a ConvTranspose whose input has `x`'s shape and
+/// result `y`'s; rejects auto_pad other than NOTSET/VALID (ConvTranspose's
+/// SAME padding is defined on the result).
+static bool convTransposeGeom(const OpSpec &spec, const TensorDesc &x,
+                              const TensorDesc &w, const TensorDesc &y,
+                              ConvGeom &g, std::string &error) {
+  std::string autoPad = spec.attrs.getString("auto_pad", "NOTSET");
+  if (autoPad != "NOTSET" && autoPad != "VALID") {
+    error = nodeError(spec, "auto_pad '" + autoPad +
+                                "' is not supported (give explicit pads)");
+    return false;
+  }
+  for (int64_t p : spec.attrs.getInts("output_padding"))
+    if (p < 0) {
+      error = nodeError(spec, "output_padding must be >= 0");
+      return false;
+    }
+  return convGeom(spec, y, w, x, /*bias=*/false, g, error);
+}
+
+/// Adds bias[c] to every element of channel c of y [N, C, ...].
+static void addChannelBias(const float *bias, float *y, int64_t n, int64_t c,
+                           int64_t plane) {
+#pragma omp parallel for collapse(2) schedule(static) if (n * c * plane > 16384)
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      float *p = y + (i * c + ch) * plane;
+      for (int64_t k = 0; k < plane; ++k)
+        p[k] += bias[ch];
+    }
+}
+
+/// ConvTranspose: X, W[, B] -> Y.
+class ConvTransposeKernel final : public CpuKernel {
+public:
+  ConvTransposeKernel(const OpSpec &spec, const ConvGeom &g)
+      : CpuKernel(spec), data(spec, g, /*wantDx=*/true, /*wantDw=*/false),
+        bias(spec.inputs.size() == 3) {
+    const auto &y = spec.outputs[0].shape;
+    n = y[0];
+    c = y[1];
+    plane = spec.outputs[0].numel() / std::max<int64_t>(n * c, 1);
+  }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    data.run({in[0], TensorRef{}, in[1]}, {out[0]});
+    if (bias)
+      addChannelBias(in[2].as<float>(), out[0].as<float>(), n, c, plane);
+  }
+
+private:
+  ConvGradKernel data;
+  bool bias;
+  int64_t n = 0, c = 0, plane = 0;
+};
+
+static std::unique_ptr<Kernel> createConvTranspose(const OpSpec &spec,
+                                                   std::string &error) {
+  if (!checkArity(spec, 2, 3, 1, 1, error) ||
+      !checkAllF32(spec, {0, 1, 2}, {0}, error))
+    return nullptr;
+  ConvGeom g;
+  if (!convTransposeGeom(spec, spec.inputs[0], spec.inputs[1],
+                         spec.outputs[0], g, error))
+    return nullptr;
+  if (spec.inputs.size() == 3 &&
+      spec.inputs[2].numel() != spec.outputs[0].shape[1]) {
+    error = nodeError(spec, "bias has " +
+                                std::to_string(spec.inputs[2].numel()) +
+                                " elements, expected " +
+                                std::to_string(spec.outputs[0].shape[1]));
+    return nullptr;
+  }
+  return guardCreate(spec, error, [&] {
+    return std::make_unique<ConvTransposeKernel>(spec, g);
+  });
+}
+
+/// ConvTransposeGrad: dY, X, W -> dX, dW[, dB] (ConvTranspose's attributes).
+class ConvTransposeGradKernel final : public CpuKernel {
+public:
+  ConvTransposeGradKernel(const OpSpec &spec, const ConvGeom &g, bool wantDx,
+                          bool wantDw, bool wantDb)
+      : CpuKernel(spec), wantDb(wantDb) {
+    if (wantDx)
+      dataGrad = std::make_unique<ConvKernel>(spec, g);
+    if (wantDw)
+      weightGrad = std::make_unique<ConvGradKernel>(spec, g, false, true);
+    const auto &dy = spec.inputs[0].shape;
+    n = dy[0];
+    c = dy[1];
+    plane = spec.inputs[0].numel() / std::max<int64_t>(n * c, 1);
+  }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    if (dataGrad)
+      dataGrad->run({in[0], in[2]}, {out[0]});
+    if (weightGrad)
+      weightGrad->run({in[1], in[0], in[2]}, {TensorRef{}, out[1]});
+    if (wantDb) {
+      const float *dy = in[0].as<float>();
+      float *db = out[2].as<float>();
+      for (int64_t ch = 0; ch < c; ++ch) {
+        double sum = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const float *p = dy + (i * c + ch) * plane;
+          for (int64_t k = 0; k < plane; ++k)
+            sum += p[k];
+        }
+        db[ch] = float(sum);
+      }
+    }
+  }
+
+private:
+  std::unique_ptr<ConvKernel> dataGrad;
+  std::unique_ptr<ConvGradKernel> weightGrad;
+  bool wantDb;
+  int64_t n = 0, c = 0, plane = 0;
+};
+
+static std::unique_ptr<Kernel> createConvTransposeGrad(const OpSpec &spec,
+                                                       std::string &error) {
+  if (!checkArity(spec, 3, 3, 2, 3, error) ||
+      !checkAllF32(spec, {0, 1, 2}, {0, 1, 2}, error))
+    return nullptr;
+  const auto &dy = spec.inputs[0], &x = spec.inputs[1], &w = spec.inputs[2];
+  if (spec.outputs[0].shape != x.shape || spec.outputs[1].shape != w.shape ||
+      (spec.outputs.size() == 3 && spec.outputs[2].numel() != dy.shape[1])) {
+    error = nodeError(spec, "result shapes must be X's, W's and [C_out]");
+    return nullptr;
+  }
+  ConvGeom g;
+  if (!convTransposeGeom(spec, x, w, dy, g, error))
+    return nullptr;
+  bool wantDx = outputUsed(spec, 0), wantDw = outputUsed(spec, 1);
+  bool wantDb = spec.outputs.size() == 3 && outputUsed(spec, 2);
+  return guardCreate(spec, error, [&] {
+    return std::make_unique<ConvTransposeGradKernel>(spec, g, wantDx, wantDw,
+                                                     wantDb);
+  });
+}
+
+//===----------------------------------------------------------------------===//
 // BatchNormalization / BatchNormalizationGrad
 //===----------------------------------------------------------------------===//
 
@@ -1288,6 +1444,8 @@ static std::unique_ptr<Kernel> createTranspose(const OpSpec &spec,
 void registerDnnlKernels(KernelRegistry &r) {
   r["Conv"] = createConv;
   r["ConvGrad"] = createConvGrad;
+  r["ConvTranspose"] = createConvTranspose;
+  r["ConvTransposeGrad"] = createConvTransposeGrad;
   r["BatchNormalization"] = createBatchNorm;
   r["BatchNormalizationGrad"] = createBatchNormGrad;
   r["AveragePool"] = createAvgPool;

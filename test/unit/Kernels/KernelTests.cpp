@@ -270,6 +270,7 @@ TEST_F(KernelsVsTorch, ShapeOps) { checkGroup("shape"); }
 TEST_F(KernelsVsTorch, BroadcastArith) { checkGroup("arith"); }
 TEST_F(KernelsVsTorch, TransformerOps) { checkGroup("transformer"); }
 TEST_F(KernelsVsTorch, PointwiseOps) { checkGroup("pointwise"); }
+TEST_F(KernelsVsTorch, ConvTranspose) { checkGroup("convtranspose"); }
 
 //===----------------------------------------------------------------------===//
 // Dropout: statistics, reproducibility, forward/backward consistency
