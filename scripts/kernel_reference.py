@@ -586,6 +586,35 @@ def g_convtranspose():
     return cs
 
 
+@group("resize")
+def g_resize():
+    """Resize (nearest, linear) and ResizeGrad against F.interpolate."""
+    cs = []
+    for name, xs, size, attrs, fn in [
+        ("nearest2x", (2, 3, 4, 5), (8, 10),
+         {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
+         lambda x: F.interpolate(x, scale_factor=2, mode="nearest")),
+        ("nearest_down", (1, 2, 9, 6), (3, 4),
+         {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
+         lambda x: F.interpolate(x, size=(3, 4), mode="nearest")),
+        ("bilinear_half_pixel", (2, 2, 5, 4), (10, 7),
+         {"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"},
+         lambda x: F.interpolate(x, size=(10, 7), mode="bilinear", align_corners=False)),
+        ("bilinear_align_corners", (1, 3, 4, 6), (7, 11),
+         {"mode": "linear", "coordinate_transformation_mode": "align_corners"},
+         lambda x: F.interpolate(x, size=(7, 11), mode="bilinear", align_corners=True)),
+        ("linear_1d", (2, 3, 5), (9,),
+         {"mode": "linear", "coordinate_transformation_mode": "half_pixel"},
+         lambda x: F.interpolate(x, size=9, mode="linear", align_corners=False)),
+    ]:
+        x = rnd(*xs)
+        y = fn(x)
+        cs.append(Case(name, "Resize", attrs).inp(x).out(f64(y)))
+        dy = rnd(*y.shape)
+        cs.append(Case(name + "_grad", "ResizeGrad", attrs).inp(dy).out(*grad_of(fn, [x], dy)))
+    return cs
+
+
 @group("pointwise")
 def g_pointwise():
     """Activations without oneDNN, comparisons, logic, Where and the mask

@@ -496,15 +496,15 @@ static std::unique_ptr<Kernel> createConvTranspose(const OpSpec &spec,
       !checkAllF32(spec, {0, 1, 2}, {0}, error))
     return nullptr;
   ConvGeom g;
-  if (!convTransposeGeom(spec, spec.inputs[0], spec.inputs[1],
-                         spec.outputs[0], g, error))
+  if (!convTransposeGeom(spec, spec.inputs[0], spec.inputs[1], spec.outputs[0],
+                         g, error))
     return nullptr;
   if (spec.inputs.size() == 3 &&
       spec.inputs[2].numel() != spec.outputs[0].shape[1]) {
-    error = nodeError(spec, "bias has " +
-                                std::to_string(spec.inputs[2].numel()) +
-                                " elements, expected " +
-                                std::to_string(spec.outputs[0].shape[1]));
+    error =
+        nodeError(spec, "bias has " + std::to_string(spec.inputs[2].numel()) +
+                            " elements, expected " +
+                            std::to_string(spec.outputs[0].shape[1]));
     return nullptr;
   }
   return guardCreate(spec, error, [&] {

@@ -4,15 +4,17 @@
 // need beyond oneDNN's eltwise table: HardSigmoid, HardSwish, Mish and
 // Reciprocal with their gradients; the comparisons and boolean logic that
 // build attention masks, Where, and the mask builders ConstantOfShape, Range
-// and Trilu. Broadcasting follows numpy (BroadcastPlan, as the arithmetic
-// kernels do).
+// and Trilu; Resize (nearest and linear) and its gradient. Broadcasting follows
+// numpy (BroadcastPlan, as the arithmetic kernels do).
 //
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 
 namespace oasr::rt::cpu {
 namespace {
@@ -467,9 +469,184 @@ std::unique_ptr<Kernel> createTrilu(const OpSpec &spec, std::string &error) {
   return std::make_unique<TriluKernel>(spec);
 }
 
+//===----------------------------------------------------------------------===//
+// Resize / ResizeGrad
+//===----------------------------------------------------------------------===//
+
+/// For one spatial axis: each result index reads `taps` source indices with
+/// weights (1 tap for nearest, 2 for linear).
+struct ResizeAxis {
+  int taps = 1;
+  std::vector<int64_t> index; ///< out * taps
+  std::vector<float> weight;  ///< out * taps
+};
+
+/// ONNX Resize's coordinate transformation and sampling along one axis.
+bool resizeAxis(const OpSpec &spec, int64_t in, int64_t out, double scale,
+                ResizeAxis &a, std::string &error) {
+  std::string ctm =
+      spec.attrs.getString("coordinate_transformation_mode", "half_pixel");
+  std::string mode = spec.attrs.getString("mode", "nearest");
+  std::string nearest =
+      spec.attrs.getString("nearest_mode", "round_prefer_floor");
+  a.taps = mode == "nearest" ? 1 : 2;
+  a.index.clear();
+  a.weight.clear();
+  for (int64_t o = 0; o < out; ++o) {
+    double x;
+    if (ctm == "half_pixel")
+      x = (o + 0.5) / scale - 0.5;
+    else if (ctm == "pytorch_half_pixel")
+      x = out > 1 ? (o + 0.5) / scale - 0.5 : 0.0;
+    else if (ctm == "align_corners")
+      x = out > 1 ? double(o) * double(in - 1) / double(out - 1) : 0.0;
+    else if (ctm == "asymmetric")
+      x = o / scale;
+    else {
+      error = nodeError(spec, "coordinate_transformation_mode '" + ctm +
+                                  "' is not supported");
+      return false;
+    }
+    if (a.taps == 1) {
+      double r;
+      if (nearest == "round_prefer_floor")
+        r = x - std::floor(x) == 0.5 ? std::floor(x) : std::round(x);
+      else if (nearest == "round_prefer_ceil")
+        r = std::round(x);
+      else if (nearest == "floor")
+        r = std::floor(x);
+      else if (nearest == "ceil")
+        r = std::ceil(x);
+      else {
+        error =
+            nodeError(spec, "nearest_mode '" + nearest + "' is not supported");
+        return false;
+      }
+      a.index.push_back(std::clamp<int64_t>(int64_t(r), 0, in - 1));
+      a.weight.push_back(1.0f);
+      continue;
+    }
+    x = std::clamp(x, 0.0, double(in - 1));
+    int64_t x0 = int64_t(std::floor(x)), x1 = std::min(x0 + 1, in - 1);
+    double f = x - double(x0);
+    a.index.push_back(x0);
+    a.index.push_back(x1);
+    a.weight.push_back(float(1.0 - f));
+    a.weight.push_back(float(f));
+  }
+  return true;
+}
+
+/// Resize (X[, roi[, scales[, sizes]]] -> Y) and ResizeGrad (dY[, roi[,
+/// scales[, sizes]]] -> dX) over the last two axes of an [N, C, H, W] (or
+/// [N, C, W]) tensor. The sampling tables are built once from the static
+/// shapes (and the scales, when the node has them as a constant attribute
+/// list; else the shapes' ratio).
+class ResizeKernel final : public CpuKernel {
+public:
+  ResizeKernel(const OpSpec &spec, bool grad, ResizeAxis h, ResizeAxis w,
+               int64_t planes, int64_t inH, int64_t inW)
+      : CpuKernel(spec), grad(grad), h(std::move(h)), w(std::move(w)),
+        planes(planes), inH(inH), inW(inW) {}
+
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const int64_t outH = int64_t(h.index.size()) / h.taps,
+                  outW = int64_t(w.index.size()) / w.taps;
+    const float *src = in[0].as<float>();
+    float *dst = out[0].as<float>();
+    const int64_t np = planes, ih = inH, iw = inW;
+#pragma omp parallel for schedule(static) if (np * outH * outW > 16384)
+    for (int64_t p = 0; p < np; ++p) {
+      if (!grad) {
+        const float *x = src + p * ih * iw;
+        float *y = dst + p * outH * outW;
+        for (int64_t oy = 0; oy < outH; ++oy)
+          for (int64_t ox = 0; ox < outW; ++ox) {
+            float acc = 0;
+            for (int ty = 0; ty < h.taps; ++ty)
+              for (int tx = 0; tx < w.taps; ++tx)
+                acc += h.weight[oy * h.taps + ty] * w.weight[ox * w.taps + tx] *
+                       x[h.index[oy * h.taps + ty] * iw +
+                         w.index[ox * w.taps + tx]];
+            y[oy * outW + ox] = acc;
+          }
+      } else {
+        const float *dy = src + p * outH * outW;
+        float *dx = dst + p * ih * iw;
+        std::fill_n(dx, ih * iw, 0.0f);
+        for (int64_t oy = 0; oy < outH; ++oy)
+          for (int64_t ox = 0; ox < outW; ++ox) {
+            float g = dy[oy * outW + ox];
+            for (int ty = 0; ty < h.taps; ++ty)
+              for (int tx = 0; tx < w.taps; ++tx)
+                dx[h.index[oy * h.taps + ty] * iw +
+                   w.index[ox * w.taps + tx]] +=
+                    h.weight[oy * h.taps + ty] * w.weight[ox * w.taps + tx] * g;
+          }
+      }
+    }
+  }
+
+private:
+  bool grad;
+  ResizeAxis h, w;
+  int64_t planes, inH, inW;
+};
+
+std::unique_ptr<Kernel> createResize(const OpSpec &spec, std::string &error) {
+  bool grad = spec.opType == "ResizeGrad";
+  if (!checkArity(spec, 1, 4, 1, 1, error) ||
+      !checkAllF32(spec, {0}, {0}, error))
+    return nullptr;
+  // The small (input) and large (result) side of the resampling.
+  const auto &x = grad ? spec.outputs[0].shape : spec.inputs[0].shape;
+  const auto &y = grad ? spec.inputs[0].shape : spec.outputs[0].shape;
+  if ((x.size() != 3 && x.size() != 4) || y.size() != x.size() ||
+      x[0] != y[0] || x[1] != y[1]) {
+    error = nodeError(spec, "expects [N, C, H, W] or [N, C, W] tensors that "
+                            "differ only in their spatial sizes, got " +
+                                shapeStr(x) + " and " + shapeStr(y));
+    return nullptr;
+  }
+  std::string mode = spec.attrs.getString("mode", "nearest");
+  if (mode != "nearest" && mode != "linear") {
+    error = nodeError(spec,
+                      "mode '" + mode + "' is not supported (nearest, linear)");
+    return nullptr;
+  }
+  if (spec.attrs.getInt("antialias", 0) != 0 ||
+      spec.attrs.getInt("exclude_outside", 0) != 0) {
+    error = nodeError(spec, "antialias and exclude_outside are not supported");
+    return nullptr;
+  }
+  bool rank4 = x.size() == 4;
+  int64_t inH = rank4 ? x[2] : 1, inW = x.back();
+  int64_t outH = rank4 ? y[2] : 1, outW = y.back();
+  // Scales from a constant attribute list (scales) when the node has one,
+  // else the ratio of the static sizes.
+  std::vector<double> scales;
+  if (auto *v =
+          spec.attrs.has("scales") ? &spec.attrs.all().at("scales") : nullptr)
+    if (auto *d = std::get_if<std::vector<double>>(v))
+      scales = *d;
+  double sh = scales.size() == x.size() ? scales[x.size() - 2]
+                                        : double(outH) / double(inH);
+  double sw =
+      scales.size() == x.size() ? scales.back() : double(outW) / double(inW);
+  ResizeAxis ah, aw;
+  if (!resizeAxis(spec, inH, outH, rank4 ? sh : 1.0, ah, error) ||
+      !resizeAxis(spec, inW, outW, sw, aw, error))
+    return nullptr;
+  return std::make_unique<ResizeKernel>(spec, grad, std::move(ah),
+                                        std::move(aw), x[0] * x[1], inH, inW);
+}
+
 } // namespace
 
 void registerPointwiseKernels(KernelRegistry &r) {
+  r["Resize"] = createResize;
+  r["ResizeGrad"] = createResize;
   for (const char *op : {"HardSigmoid", "HardSwish", "Mish", "Reciprocal",
                          "HardSigmoidGrad", "HardSwishGrad", "MishGrad"})
     r[op] = createActivation;

@@ -271,6 +271,7 @@ TEST_F(KernelsVsTorch, BroadcastArith) { checkGroup("arith"); }
 TEST_F(KernelsVsTorch, TransformerOps) { checkGroup("transformer"); }
 TEST_F(KernelsVsTorch, PointwiseOps) { checkGroup("pointwise"); }
 TEST_F(KernelsVsTorch, ConvTranspose) { checkGroup("convtranspose"); }
+TEST_F(KernelsVsTorch, Resize) { checkGroup("resize"); }
 
 //===----------------------------------------------------------------------===//
 // Dropout: statistics, reproducibility, forward/backward consistency
