@@ -233,6 +233,13 @@ def build(name, seed):
             if isinstance(m, (nn.BatchNorm2d, nn.LayerNorm)):
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.5, 0.5)
+            # torchvision zero-initialises ViT's head (and class token), which
+            # would zero every other gradient: give them values.
+            if isinstance(m, nn.Linear) and not m.weight.any():
+                m.weight.normal_(0, 0.2)
+        for name, p in model.named_parameters():
+            if not p.any():
+                p.normal_(0, 0.2)
     return model
 
 

@@ -437,8 +437,9 @@ bool ONNXImporter::isTrainableUse(const onnx::NodeProto &node, size_t position,
   if (op == "LSTM" || op == "GRU" || op == "RNN")
     return position >= 1 && position <= 3;
   // A non-scalar tensor added to or multiplied with an activation: a bias
-  // (MatMul + Add) or a scale/shift (decomposed LayerNorm).
-  if (op == "Add" || op == "Sub" || op == "Mul") {
+  // (MatMul + Add) or a scale/shift (decomposed LayerNorm); or concatenated
+  // with one: a learned token (ViT's class token, expanded over the batch).
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Concat") {
     int64_t numel = 1;
     for (int64_t d : init.dims())
       numel *= d;

@@ -773,6 +773,14 @@ static LogicalResult gradReduceMean(GradContext &c) {
   return success();
 }
 
+static LogicalResult gradExpand(GradContext &c) {
+  // The broadcast gradient summed back to the operand's shape.
+  if (c.wants(1))
+    return c.fail("the shape operand cannot carry a gradient");
+  c.dIns = {c.sumTo(c.dOut(), typeOf(c, 0)), Value()};
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Costs
 //===----------------------------------------------------------------------===//
@@ -821,7 +829,7 @@ void ::oasr::ops::registerShapeOps(OpRegistry &r) {
   r.add("ConstantOfShape", 9)
       .shape(shapeConstantOfShape)
       .fold(foldConstantOfShape);
-  r.add("Expand", 8).shape(shapeExpand);
+  r.add("Expand", 8).shape(shapeExpand).grad(gradExpand);
   r.add("Gather").shape(shapeGather).fold(foldGather).grad(gradGather);
   r.add("GatherGrad")
       .traits(Gradient)
