@@ -220,11 +220,24 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
   };
   for (unsigned i : inputs)
     addArg(i, forward.getArgAttrDict(i));
+  // A sequence model: logits [N, T, V] from an integer [N, T] input get one
+  // label per token.
+  bool tokenLoss = false;
+  if (!hasLoss && outputType.getRank() == 3)
+    for (unsigned i : inputs) {
+      auto t = dyn_cast<RankedTensorType>(forward.getArgumentTypes()[i]);
+      if (t && t.getRank() == 2 && isa<IntegerType>(t.getElementType()) &&
+          t.getDimSize(0) == outputType.getDimSize(0) &&
+          t.getDimSize(1) == outputType.getDimSize(1))
+        tokenLoss = true;
+    }
   int labelIndex = -1;
   if (!hasLoss) {
     labelIndex = argTypes.size();
-    argTypes.push_back(
-        RankedTensorType::get({outputType.getDimSize(0)}, b.getI64Type()));
+    SmallVector<int64_t> labelShape = {outputType.getDimSize(0)};
+    if (tokenLoss)
+      labelShape.push_back(outputType.getDimSize(1));
+    argTypes.push_back(RankedTensorType::get(labelShape, b.getI64Type()));
     argAttrs.push_back(b.getDictionaryAttr(
         b.getNamedAttr(kLabelAttr, b.getStringAttr(labelName))));
   }
@@ -266,7 +279,20 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
   if (!hasLoss) {
     Location lossLoc = NameLoc::get(b.getStringAttr(lossName));
     Value scores = loss;
-    if (outputType.getRank() > 2) {
+    Value labels = body->getArgument(labelIndex);
+    if (tokenLoss) {
+      int64_t rows = outputType.getDimSize(0) * outputType.getDimSize(1);
+      auto flat = RankedTensorType::get({rows, outputType.getDimSize(2)},
+                                        outputType.getElementType());
+      auto flatLabels = RankedTensorType::get({rows}, b.getI64Type());
+      Location at = NameLoc::get(b.getStringAttr(lossName + "/Reshape"));
+      scores = nb.node(at, "Reshape", flat,
+                       {scores, nb.shapeConstant(at, flat.getShape())})
+                   ->getResult(0);
+      labels = nb.node(at, "Reshape", flatLabels,
+                       {labels, nb.shapeConstant(at, flatLabels.getShape())})
+                   ->getResult(0);
+    } else if (outputType.getRank() > 2) {
       auto flat = RankedTensorType::get(
           {outputType.getDimSize(0),
            outputType.getNumElements() / outputType.getDimSize(0)},
@@ -280,8 +306,10 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
         nb.node(lossLoc, "SoftmaxCrossEntropyLoss",
                 {RankedTensorType::get({}, outputType.getElementType()),
                  scores.getType()},
-                {scores, body->getArgument(labelIndex)},
+                {scores, labels},
                 {b.getNamedAttr("reduction", b.getStringAttr("mean"))});
+    if (ignoreIndex >= 0)
+      sce->setAttr("ignore_index", b.getI64IntegerAttr(ignoreIndex));
     loss = sce->getResult(0);
   }
 

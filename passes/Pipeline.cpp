@@ -18,6 +18,7 @@ void mlir::oasr::populateTrainPipeline(OpPassManager &pm,
   autodiff.outputName = opts.output;
   autodiff.lossName = opts.loss;
   autodiff.labelName = opts.label;
+  autodiff.ignoreIndex = opts.ignoreIndex;
   pm.addPass(createAutodiff(autodiff));
 
   AnnotateCostOptions cost;

@@ -112,6 +112,7 @@ struct Executor::Impl {
   void *arena = nullptr;
   size_t arenaBytes = 0;
   int lossValue = -1, scoresValue = -1, labelValue = -1, inputValue = -1;
+  int64_t inputVocab = 0;
   unsigned forwardEnd = 0; ///< instructions [0, forwardEnd) are the forward
   std::map<std::string, int> gradOfParam; ///< param name -> averaged value
   int64_t updatesDone = 0;                ///< optimizer steps so far (ONNX's T)
@@ -583,6 +584,9 @@ Executor::create(ModuleOp module, KernelBackend &backend,
       bool backward = !layer.empty();
       if (backward)
         seenBackward = true;
+      if (opType == "Gather" && ins.size() == 2 && ins[1] == I.inputValue &&
+          !I.inputVocab && I.values[ins[0]].desc.rank() >= 1)
+        I.inputVocab = I.values[ins[0]].desc.shape[0];
       if (opType == "SoftmaxCrossEntropyLoss") {
         I.lossValue = instr.outs.empty() ? -1 : instr.outs[0];
         I.scoresValue = ins.empty() ? -1 : ins[0];
@@ -1153,6 +1157,8 @@ KernelBackend &Executor::backend() const { return *impl->backend; }
 int64_t Executor::batch() const {
   return inputRef.desc.rank() ? inputRef.desc.shape[0] : 1;
 }
+
+int64_t Executor::inputVocab() const { return impl->inputVocab; }
 
 int64_t Executor::numClasses() const {
   if (impl->scoresValue < 0)

@@ -286,9 +286,19 @@ def cmd_batch(a):
         write_idx(os.path.join(a.dir, "train-labels-idx1-ubyte"), y, 0x08)
         print(f"mnist:{a.dir}")
     else:
+        # oasr-run's tokens:FILE: u16 ids; next-token models read windows of
+        # SEQ + 1 at stride SEQ, classifiers SEQ tokens and FILE.labels.
+        path = os.path.join(a.dir, "tokens.bin")
+        if MODELS[a.model][1] == "next-token":
+            stream = np.concatenate([x.reshape(-1), y[-1:, -1]])
+            x, y = stream[:-1].reshape(x.shape), stream[1:].reshape(x.shape)
+        else:
+            stream = x.reshape(-1)
+            y.astype("<i8").tofile(path + ".labels")
+        stream.astype("<u2").tofile(path)
         np.save(os.path.join(a.dir, "ids.npy"), x)
         np.save(os.path.join(a.dir, "labels.npy"), y)
-        print(f"tokens:{a.dir}")
+        print(f"tokens:{path}")
 
 
 def load_batch(name, d):

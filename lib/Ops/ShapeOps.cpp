@@ -773,6 +773,24 @@ static LogicalResult gradReduceMean(GradContext &c) {
   return success();
 }
 
+static LogicalResult gradSplit(GradContext &c) {
+  // The parts' gradients (zeros where none flows back) joined again.
+  if (c.wants(1))
+    return c.fail("the split sizes cannot carry a gradient");
+  auto x = cast<RankedTensorType>(typeOf(c, 0));
+  int64_t axis = intAttr(c.fwd, "axis", 0);
+  if (axis < 0)
+    axis += x.getRank();
+  SmallVector<Value> parts;
+  for (unsigned i = 0; i < c.fwd->getNumResults(); ++i)
+    parts.push_back(c.dOut(i));
+  auto &b = c.b();
+  c.dIns.assign(c.fwd->getNumOperands(), Value());
+  c.dIns[0] = c.node1("Concat", x, parts,
+                      {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))});
+  return success();
+}
+
 static LogicalResult gradExpand(GradContext &c) {
   // The broadcast gradient summed back to the operand's shape.
   if (c.wants(1))
@@ -823,7 +841,7 @@ void ::oasr::ops::registerShapeOps(OpRegistry &r) {
       .fold(foldTranspose)
       .grad(gradTranspose);
   r.add("Concat").shape(shapeConcat).fold(foldConcat).grad(gradConcat);
-  r.add("Split").shape(shapeSplit);
+  r.add("Split").shape(shapeSplit).grad(gradSplit);
   r.add("Pad").shape(shapePad).grad(gradPad);
   r.add("PadGrad").traits(Gradient);
   r.add("ConstantOfShape", 9)

@@ -126,6 +126,21 @@ llvm::Error readIdxLabels(llvm::StringRef path, std::vector<int64_t> &labels) {
 
 namespace {
 
+/// This rank's samples of one epoch: a permutation of [0, count) drawn from
+/// (seed, epoch), the same on every rank; element i goes to rank i % size.
+std::vector<int64_t> epochShard(int64_t count, int rank, int size,
+                                uint64_t seed, uint64_t epoch) {
+  std::vector<int64_t> order(static_cast<size_t>(count));
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + epoch);
+  for (size_t i = order.size(); i > 1; --i)
+    std::swap(order[i - 1], order[size_t(rng() % i)]);
+  std::vector<int64_t> mine;
+  for (size_t i = size_t(rank); i < order.size(); i += size_t(size))
+    mine.push_back(order[i]);
+  return mine;
+}
+
 /// Shared logic: per-epoch shuffled order over the whole train split,
 /// sample i of the order goes to rank i % size.
 class ShardedLoader : public DataLoader {
@@ -160,14 +175,7 @@ public:
 
 private:
   void newEpoch() {
-    std::vector<int64_t> order(size_t(train.count));
-    std::iota(order.begin(), order.end(), 0);
-    std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + epoch);
-    for (size_t i = order.size(); i > 1; --i)
-      std::swap(order[i - 1], order[size_t(rng() % i)]);
-    mine.clear();
-    for (size_t i = size_t(rank); i < order.size(); i += size_t(size))
-      mine.push_back(order[i]);
+    mine = epochShard(train.count, rank, size, seed, epoch);
     pos = 0;
   }
 
@@ -338,20 +346,208 @@ llvm::Expected<std::unique_ptr<DataLoader>> loadCifar(llvm::StringRef dir,
                                          rank, size, seed);
 }
 
+//===----------------------------------------------------------------------===//
+// Token sources
+//===----------------------------------------------------------------------===//
+
+/// Seeded synthetic token sequences with structure a model can learn: each
+/// next token is (7 * token + 3) mod vocab nine times in ten, else random.
+/// A sequence's class label (one label per sample) is its first token mod
+/// the classes; next-token labels are the sequence shifted by one.
+class SyntheticTokenLoader : public DataLoader {
+public:
+  SyntheticTokenLoader(const SampleShape &shape, int rank, uint64_t seed)
+      : shape(shape), rng(seed * 1000003ull + uint64_t(rank) + 1) {}
+  std::string describe() const override { return "synthetic tokens"; }
+  int64_t trainSize() const override { return 0; }
+  void nextBatch(float *, int64_t *, int64_t) override {}
+  bool givesTokens() const override { return true; }
+  void nextTokens(int64_t *ids, int64_t *labels, int64_t n) override {
+    const int64_t t = shape.features, v = shape.vocab;
+    std::vector<int64_t> seq(size_t(t + 1));
+    for (int64_t k = 0; k < n; ++k) {
+      seq[0] = int64_t(rng() % uint64_t(v));
+      for (int64_t i = 1; i <= t; ++i)
+        seq[size_t(i)] = rng() % 10 ? (7 * seq[size_t(i - 1)] + 3) % v
+                                    : int64_t(rng() % uint64_t(v));
+      std::copy(seq.begin(), seq.begin() + t, ids + k * t);
+      if (shape.labelsPerSample == 1)
+        labels[k] = seq[0] % std::max<int64_t>(shape.classes, 1);
+      else
+        std::copy(seq.begin() + 1, seq.end(), labels + k * t);
+    }
+  }
+
+private:
+  SampleShape shape;
+  std::mt19937_64 rng;
+};
+
+/// Windows of a token file, shuffled per epoch and sharded by rank as the
+/// image loaders do: T + 1 tokens at stride T with next-token labels, or
+/// (with one label per sequence) T tokens at stride T and `classes[k]`.
+class TokenFileLoader : public DataLoader {
+public:
+  TokenFileLoader(std::string what, std::vector<uint32_t> tokens,
+                  std::vector<int64_t> classes, const SampleShape &shape,
+                  int rank, int size, uint64_t seed)
+      : what(std::move(what)), tokens(std::move(tokens)),
+        classes(std::move(classes)), shape(shape), rank(rank), size(size),
+        seed(seed) {
+    windows = this->classes.empty()
+                  ? (int64_t(this->tokens.size()) - 1) / shape.features
+                  : int64_t(this->classes.size());
+    newEpoch();
+  }
+  std::string describe() const override { return what; }
+  int64_t trainSize() const override {
+    return (windows - rank + size - 1) / size;
+  }
+  void nextBatch(float *, int64_t *, int64_t) override {}
+  bool givesTokens() const override { return true; }
+  void nextTokens(int64_t *ids, int64_t *labels, int64_t n) override {
+    const int64_t t = shape.features;
+    for (int64_t k = 0; k < n; ++k) {
+      if (pos >= mine.size()) {
+        ++epoch;
+        newEpoch();
+      }
+      int64_t window = mine[pos++];
+      const uint32_t *w = tokens.data() + window * t;
+      for (int64_t i = 0; i < t; ++i)
+        ids[k * t + i] = w[i];
+      if (!classes.empty())
+        labels[k] = classes[size_t(window)];
+      else
+        for (int64_t i = 0; i < t; ++i)
+          labels[k * t + i] = w[i + 1];
+    }
+  }
+
+private:
+  void newEpoch() {
+    mine = epochShard(windows, rank, size, seed, epoch);
+    pos = 0;
+  }
+
+  std::string what;
+  std::vector<uint32_t> tokens;
+  std::vector<int64_t> classes;
+  SampleShape shape;
+  int rank, size;
+  uint64_t seed, epoch = 0;
+  int64_t windows = 0;
+  std::vector<int64_t> mine;
+  size_t pos = 0;
+};
+
+llvm::Expected<std::unique_ptr<DataLoader>> loadTokens(llvm::StringRef arg,
+                                                       const SampleShape &shape,
+                                                       int rank, int size,
+                                                       uint64_t seed) {
+  std::string spec = ("--data=tokens:" + arg).str();
+  if (!shape.tokens)
+    return fail(spec + ": the model's input is not integer token ids");
+  if (shape.labelsPerSample != 1 && shape.labelsPerSample != shape.features)
+    return fail(spec + ": the model's loss takes " +
+                llvm::Twine(shape.labelsPerSample) +
+                " labels per sequence of " + llvm::Twine(shape.features) +
+                " tokens (expected 1 or one per token)");
+  auto [path, type] = arg.rsplit(':');
+  if (type != "u16" && type != "u32") {
+    path = arg;
+    type = "u16";
+  }
+  size_t width = type == "u16" ? 2 : 4;
+  auto buf = readFile(path);
+  if (!buf)
+    return buf.takeError();
+  llvm::StringRef data = (*buf)->getBuffer();
+  if (data.size() % width != 0)
+    return fail(path + ": " + llvm::Twine(data.size()) +
+                " bytes is not a whole number of " + type + " token ids");
+  size_t count = data.size() / width;
+  int64_t window = shape.features + (shape.labelsPerSample == 1 ? 0 : 1);
+  if (int64_t(count) < window)
+    return fail(path + ": " + llvm::Twine(count) +
+                " token(s), fewer than one window of " + llvm::Twine(window) +
+                " (the model's sequence length" +
+                (shape.labelsPerSample == 1 ? "" : " + 1") + ")");
+  std::vector<uint32_t> tokens(count);
+  const auto *p = reinterpret_cast<const unsigned char *>(data.data());
+  for (size_t i = 0; i < count; ++i) {
+    const unsigned char *q = p + i * width;
+    tokens[i] =
+        width == 2
+            ? uint32_t(q[0] | q[1] << 8)
+            : uint32_t(q[0] | q[1] << 8 | q[2] << 16 | uint32_t(q[3]) << 24);
+    if (shape.vocab > 0 && int64_t(tokens[i]) >= shape.vocab)
+      return fail(path + ": token id " + llvm::Twine(tokens[i]) +
+                  " at byte offset " + llvm::Twine(i * width) +
+                  " is outside the model's vocabulary of " +
+                  llvm::Twine(shape.vocab));
+  }
+  // One label per sequence: sequences of T tokens, labels in FILE.labels.
+  std::vector<int64_t> classes;
+  if (shape.labelsPerSample == 1) {
+    std::string labelPath = (path + ".labels").str();
+    if (!llvm::sys::fs::exists(labelPath))
+      return fail(spec +
+                  ": the model takes one label per sequence; put them "
+                  "in " +
+                  labelPath + " (little-endian int64, one per " +
+                  llvm::Twine(shape.features) + " tokens)");
+    auto lbuf = readFile(labelPath);
+    if (!lbuf)
+      return lbuf.takeError();
+    llvm::StringRef l = (*lbuf)->getBuffer();
+    int64_t sequences = int64_t(count) / shape.features;
+    if (l.size() % 8 != 0 || int64_t(l.size() / 8) != sequences)
+      return fail(labelPath + ": " + llvm::Twine(l.size()) + " bytes; " + path +
+                  " holds " + llvm::Twine(sequences) + " sequences of " +
+                  llvm::Twine(shape.features) + " tokens, so 8 x " +
+                  llvm::Twine(sequences) + " bytes expected");
+    classes.resize(size_t(sequences));
+    std::memcpy(classes.data(), l.data(), l.size());
+    for (size_t i = 0; i < classes.size(); ++i)
+      if (classes[i] < 0 || (shape.classes > 0 && classes[i] >= shape.classes))
+        return fail(labelPath + ": label " + llvm::Twine(classes[i]) +
+                    " (sequence " + llvm::Twine(i) +
+                    ") is outside the model's " + llvm::Twine(shape.classes) +
+                    " classes");
+  }
+  return std::make_unique<TokenFileLoader>(
+      ("tokens:" + arg).str(), std::move(tokens), std::move(classes), shape,
+      rank, size, seed);
+}
+
 } // namespace
 
 llvm::Expected<std::unique_ptr<DataLoader>>
 createDataLoader(llvm::StringRef spec, const SampleShape &shape, int rank,
                  int size, uint64_t seed) {
-  if (spec == "synthetic" || spec.empty())
-    return std::make_unique<SyntheticLoader>(shape, rank, seed);
   auto [kind, dir] = spec.split(':');
+  if (shape.tokens && kind != "tokens" && kind != "synthetic" && !spec.empty())
+    return fail("--data=" + spec +
+                ": the model's input is token ids; use synthetic or "
+                "tokens:FILE");
+  if (spec == "synthetic" || spec.empty()) {
+    if (!shape.tokens)
+      return std::make_unique<SyntheticLoader>(shape, rank, seed);
+    if (shape.vocab <= 0)
+      return fail("--data=synthetic: the model's vocabulary is unknown (no "
+                  "embedding Gather reads the input); give --vocab=N");
+    return std::make_unique<SyntheticTokenLoader>(shape, rank, seed);
+  }
+  if (kind == "tokens" && !dir.empty())
+    return loadTokens(dir, shape, rank, size, seed);
   if (kind == "mnist" && !dir.empty())
     return loadMnist(dir, shape, rank, size, seed);
   if (kind == "cifar10" && !dir.empty())
     return loadCifar(dir, shape, rank, size, seed);
   return fail("--data=" + spec +
-              ": expected synthetic, mnist:DIR or cifar10:DIR");
+              ": expected synthetic, tokens:FILE[:u16|:u32], mnist:DIR or "
+              "cifar10:DIR");
 }
 
 } // namespace oasr::rt

@@ -627,12 +627,25 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
   const TensorRef &in = exec.input();
   const TensorRef &lab = exec.label();
   const int64_t n = exec.batch();
-  if (in.desc.dtype != DType::F32)
+  const bool tokens =
+      in.desc.dtype == DType::I64 || in.desc.dtype == DType::I32;
+  if (!tokens && in.desc.dtype != DType::F32)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "the model's input is %s; the data "
-                                   "loaders feed f32",
+                                   "loaders feed f32 images or integer "
+                                   "token ids",
                                    dtypeName(in.desc.dtype));
-  std::vector<int64_t> labels(static_cast<size_t>(n));
+  if (tokens != data.givesTokens())
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        tokens ? "the model's input is token ids (%s); --data=%s gives images"
+               : "the model's input is f32 images; --data=%s gives token ids",
+        tokens ? dtypeName(in.desc.dtype) : data.describe().c_str(),
+        data.describe().c_str());
+  // One label per sample, or one per token (next-token labels).
+  const int64_t labelCount = lab.data ? lab.numel() : n;
+  std::vector<int64_t> labels(static_cast<size_t>(labelCount));
+  std::vector<int64_t> ids(tokens ? size_t(in.numel()) : 0);
 
   std::vector<OpTiming> times(planSteps);
   std::vector<double> sumUs(planSteps, 0.0);
@@ -649,7 +662,8 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
 
   double measuredIterUs = 0, measuredComputeUs = 0, measuredBlockedUs = 0;
   int64_t measured = 0;
-  double intervalLoss = 0, intervalCorrect = 0, intervalSamples = 0;
+  double intervalLoss = 0, intervalCorrect = 0, intervalSamples = 0,
+         intervalLabels = 0;
   int64_t intervalSteps = 0;
   int64_t runStartNs = steadyNs(), intervalStartNs = runStartNs;
   size_t commEventsBefore = 0;
@@ -667,12 +681,21 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
                      ": error: injected failure at step " +
                      std::to_string(step) + " (--fail-at-step)",
                  3);
-    data.nextBatch(in.as<float>(), labels.data(), n);
+    if (tokens) {
+      data.nextTokens(ids.data(), labels.data(), n);
+      if (in.desc.dtype == DType::I64)
+        std::copy(ids.begin(), ids.end(), in.as<int64_t>());
+      else
+        for (size_t k = 0; k < ids.size(); ++k)
+          in.as<int32_t>()[k] = int32_t(ids[k]);
+    } else {
+      data.nextBatch(in.as<float>(), labels.data(), n);
+    }
     if (lab.data) {
       if (lab.desc.dtype == DType::I64)
         std::copy(labels.begin(), labels.end(), lab.as<int64_t>());
       else
-        for (int64_t k = 0; k < n; ++k)
+        for (int64_t k = 0; k < labelCount; ++k)
           lab.as<int32_t>()[k] = int32_t(labels[size_t(k)]);
     }
     int64_t t0 = steadyNs();
@@ -705,21 +728,22 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
     intervalLoss += loss;
     intervalCorrect += double(exec.correct());
     intervalSamples += double(n);
+    intervalLabels += double(labelCount);
     ++intervalSteps;
     summary.lastLoss = loss;
 
     bool last = step + 1 == options.steps;
     if (!options.quiet &&
         ((step + 1) % std::max<int64_t>(options.logEvery, 1) == 0 || last)) {
-      double agg[4] = {intervalLoss, intervalCorrect, intervalSamples,
-                       double(intervalSteps)};
+      double agg[5] = {intervalLoss, intervalCorrect, intervalSamples,
+                       double(intervalSteps), intervalLabels};
       if (algo.lockstep())
-        engine.run([&](Communicator &c) { c.allreduceSum(agg, 4); });
+        engine.run([&](Communicator &c) { c.allreduceSum(agg, 5); });
       int64_t now = steadyNs();
       double secs = double(now - intervalStartNs) * 1e-9;
       double totalSecs = double(now - runStartNs) * 1e-9;
       double meanLoss = agg[0] / std::max(agg[3], 1.0);
-      double acc = agg[2] > 0 ? agg[1] / agg[2] : 0;
+      double acc = agg[4] > 0 ? agg[1] / agg[4] : 0;
       summary.trainAccuracy = lab.data ? acc : -1;
       summary.lastLoss = meanLoss;
       if (rank == 0) {
@@ -727,18 +751,19 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
         double eta =
             totalSecs / double(step + 1) * double(options.steps - step - 1);
         const char *who = algo.lockstep() ? "" : "  [rank 0]";
+        const char *unit = tokens ? "seq" : "img";
         if (lab.data)
-          std::printf("step %lld/%lld  loss %.4f  acc %5.1f%%  %.1f img/s  "
+          std::printf("step %lld/%lld  loss %.4f  acc %5.1f%%  %.1f %s/s  "
                       "ETA %s%s\n",
                       (long long)(step + 1), (long long)options.steps, meanLoss,
-                      100.0 * acc, ips, formatDuration(eta).c_str(), who);
+                      100.0 * acc, ips, unit, formatDuration(eta).c_str(), who);
         else
-          std::printf("step %lld/%lld  loss %.4f  %.1f img/s  ETA %s%s\n",
+          std::printf("step %lld/%lld  loss %.4f  %.1f %s/s  ETA %s%s\n",
                       (long long)(step + 1), (long long)options.steps, meanLoss,
-                      ips, formatDuration(eta).c_str(), who);
+                      ips, unit, formatDuration(eta).c_str(), who);
         std::fflush(stdout);
       }
-      intervalLoss = intervalCorrect = intervalSamples = 0;
+      intervalLoss = intervalCorrect = intervalSamples = intervalLabels = 0;
       intervalSteps = 0;
       intervalStartNs = steadyNs();
     }

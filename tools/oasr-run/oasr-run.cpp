@@ -94,8 +94,20 @@ static cl::opt<double> momentum("momentum",
                                 cl::desc("Momentum, for an .onnx input"),
                                 cl::init(-1), cl::cat(runCat));
 static cl::opt<std::string>
-    dataSpec("data", cl::desc("synthetic | mnist:DIR | cifar10:DIR"),
+    dataSpec("data",
+             cl::desc("synthetic | tokens:FILE[:u16|:u32] | mnist:DIR | "
+                      "cifar10:DIR"),
              cl::init("synthetic"), cl::cat(runCat));
+static cl::opt<int64_t>
+    vocab("vocab",
+          cl::desc("Token ids lie in [0, N) (default: the rows of the "
+                   "embedding table the input indexes)"),
+          cl::init(0), cl::cat(runCat));
+static cl::opt<int64_t> ignoreIndex(
+    "ignore-index",
+    cl::desc("Label value the appended loss ignores (padding; compiling an "
+             ".onnx only)"),
+    cl::init(-1), cl::cat(runCat));
 static cl::opt<int> batch("batch",
                           cl::desc("Per-rank batch (must match the module)"),
                           cl::init(0), cl::cat(runCat));
@@ -367,6 +379,7 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
     return nullptr;
   }
   mlir::oasr::TrainPipelineOptions po;
+  po.ignoreIndex = ignoreIndex.getValue();
   if (!strategy.empty())
     po.strategy = strategy.getValue();
   if (alpha >= 0)
@@ -788,6 +801,12 @@ int main(int argc, char **argv) {
     shape.features =
         exec->input().numel() / std::max<int64_t>(exec->batch(), 1);
     shape.classes = exec->numClasses();
+    DType inType = exec->input().desc.dtype;
+    shape.tokens = inType == DType::I64 || inType == DType::I32;
+    shape.vocab = vocab > 0 ? vocab.getValue() : exec->inputVocab();
+    if (exec->label().data)
+      shape.labelsPerSample =
+          exec->label().numel() / std::max<int64_t>(exec->batch(), 1);
     // A dedicated parameter server trains on nothing: the other ranks split
     // the data (the server's loader is a valid, unused shard).
     const bool dedicated = psServer == "dedicated" && size > 1;

@@ -34,6 +34,10 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<std::string> label{*this, "label",
                             llvm::cl::desc("Label argument name"),
                             llvm::cl::init("label")};
+  Option<int64_t> ignoreIndex{
+      *this, "ignore-index",
+      llvm::cl::desc("Label value the loss ignores (negative: none)"),
+      llvm::cl::init(-1)};
   // --oasr-annotate-cost
   Option<std::string> device{*this, "device", llvm::cl::desc("Roofline device"),
                              llvm::cl::init("cpu")};

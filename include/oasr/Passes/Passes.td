@@ -32,7 +32,11 @@ def Autodiff : Pass<"oasr-autodiff", "::mlir::ModuleOp"> {
       `SoftmaxCrossEntropyLoss(logits, label) {reduction = "mean"}` and an
       i64 `label` argument right after the inputs. `output=` chooses the
       model output (a scalar output is taken as the loss itself), `loss=`
-      names the loss result, `label=` the label argument.
+      names the loss result, `label=` the label argument. Logits of a
+      sequence model, `[N, T, V]` from an integer `[N, T]` input, get a
+      token-level loss: both are reshaped to `[N*T, V]` and `[N*T]`, the
+      label argument is `[N, T]` (next-token labels), and `ignore-index=`
+      excludes a label value (padding) from the mean.
     * Backward nodes are explicit `oasr.node`s named after ONNX Runtime's
       gradient ops (`ConvGrad`, `ReluGrad`, `GemmGrad`, ...) or built from
       plain ONNX ops (`MatMul`, `Transpose`, `Split`, `Reshape`, ...), emitted
@@ -52,7 +56,9 @@ def Autodiff : Pass<"oasr-autodiff", "::mlir::ModuleOp"> {
     Option<"lossName", "loss", "std::string", "\"loss\"",
            "Name of the loss result (and of the appended loss node)">,
     Option<"labelName", "label", "std::string", "\"label\"",
-           "Name of the appended integer label argument">
+           "Name of the appended integer label argument">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", "-1",
+           "Label value the appended loss ignores (a negative value: none)">
   ];
   let statistics = [
     Statistic<"numForwardNodes", "forward-nodes", "Forward nodes in the step">,

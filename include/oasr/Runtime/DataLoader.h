@@ -22,8 +22,15 @@ namespace oasr::rt {
 
 /// What the model expects per sample.
 struct SampleShape {
-  int64_t features = 0; ///< f32 values per sample (product of input dims 1..)
+  int64_t features = 0; ///< values per sample (product of input dims 1..)
   int64_t classes = 0;  ///< label range [0, classes); 0 when unknown
+  /// The input is token ids (an integer tensor [N, T]; T = features).
+  bool tokens = false;
+  /// Token ids lie in [0, vocab) (0: unknown).
+  int64_t vocab = 0;
+  /// Labels per sample: 1 (a class per sample or sequence) or T (the next
+  /// token at every position, for causal language models).
+  int64_t labelsPerSample = 1;
 };
 
 /// A dataset split held in memory: `count` samples, each `features` values
@@ -48,6 +55,13 @@ public:
   virtual int64_t trainSize() const = 0;
   /// Fills the next batch of `n` samples of this rank's shard.
   virtual void nextBatch(float *images, int64_t *labels, int64_t n) = 0;
+  /// True for token sources (nextTokens instead of nextBatch).
+  virtual bool givesTokens() const { return false; }
+  /// Fills the next `n` sequences of token ids (n x T) and their labels
+  /// (n x labelsPerSample). Only token sources implement it.
+  virtual void nextTokens(int64_t *ids, int64_t *labels, int64_t n) {
+    (void)ids, (void)labels, (void)n;
+  }
   /// The held-out split of this rank (null when the source has none).
   virtual const Dataset *testSet() const { return nullptr; }
   /// Test samples of this rank's shard: indices into testSet().
@@ -57,7 +71,11 @@ private:
   std::vector<int64_t> noShard;
 };
 
-/// Parses --data=SPEC: `synthetic`, `mnist:DIR` (train-images-idx3-ubyte,
+/// Parses --data=SPEC: `synthetic` (images, or token ids when
+/// `shape.tokens`), `tokens:FILE[:u16|:u32]` (a flat little-endian file of
+/// token ids cut into windows of T + 1 tokens at stride T: the first T are
+/// the input, the last T the next-token labels), `mnist:DIR`
+/// (train-images-idx3-ubyte,
 /// train-labels-idx1-ubyte and optionally t10k-*; float IDX files accepted),
 /// `cifar10:DIR` (data_batch_{1..5}.bin, test_batch.bin). Every rank checks
 /// that samples have `shape.features` values and labels fit `shape.classes`;

@@ -110,6 +110,9 @@ public:
   int64_t batch() const;
   /// Classes of the loss' scores (0 when unknown).
   int64_t numClasses() const;
+  /// Rows of the embedding table an integer input indexes (the first Gather
+  /// reading the input), or 0 when there is none.
+  int64_t inputVocab() const;
 
   /// The backend the plan's kernels and buffers belong to.
   KernelBackend &backend() const;
