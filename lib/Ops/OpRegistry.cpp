@@ -20,6 +20,40 @@ using namespace mlir;
 using namespace ::oasr::ops;
 
 //===----------------------------------------------------------------------===//
+// The CPU-only list: the one place that excuses an op from CUDA parity
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct CpuOnlyMark {
+  const char *op;
+  const char *why;
+};
+} // namespace
+
+static constexpr CpuOnlyMark kCpuOnly[] = {
+    {"Clip", "its bounds are operands the CPU kernel reads from host memory; "
+             "the CUDA kernel for operand bounds is not written (ClipGrad, "
+             "whose bounds are attributes, has one)"},
+    {"ConvTranspose", "the cuDNN form (backward data of the mirrored "
+                      "convolution) is not written yet"},
+    {"ConvTransposeGrad", "the cuDNN form (forward and backward filter of "
+                          "the mirrored convolution) is not written yet"},
+    {"Dropout", "the counter-based mask the CPU draws is not yet shared "
+                "with device code"},
+    {"DropoutGrad", "as Dropout"},
+    {"Resize", "no device kernel yet"},
+    {"ResizeGrad", "no device kernel yet"},
+    {"Slice", "its bounds are run-time operands the CPU reads from host "
+              "memory; no device kernel yet"},
+    {"SliceGrad", "no device kernel yet"},
+    {"LSTM", "cuDNN's RNN API (cudnnRNNForward, cudnnRNNBackwardData_v8, "
+             "cudnnRNNBackwardWeights_v8) is not wired yet"},
+    {"LSTMGrad", "as LSTM"},
+    {"GRU", "as LSTM"},
+    {"GRUGrad", "as LSTM"},
+};
+
+//===----------------------------------------------------------------------===//
 // The registry
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +63,12 @@ const OpRegistry &OpRegistry::get() {
     registerArithmeticOps(r);
     registerNNOps(r);
     registerShapeOps(r);
+    for (OpDef &d : r.defs)
+      for (const CpuOnlyMark &m : kCpuOnly)
+        if (d.domain.empty() && d.name == m.op && d.kernels == Kernels::All) {
+          d.kernels = Kernels::CpuOnly;
+          d.kernelsWhy = m.why;
+        }
     llvm::sort(r.defs, [](const OpDef &a, const OpDef &b) {
       return std::tie(a.domain, a.name, a.since) <
              std::tie(b.domain, b.name, b.since);

@@ -1128,9 +1128,570 @@ std::unique_ptr<Kernel> createBatchNormGrad(CudaBackend &be, const OpSpec &spec,
   });
 }
 
+//===----------------------------------------------------------------------===//
+// The pointwise family (device code in CudaPointwise.cu)
+//===----------------------------------------------------------------------===//
+
+/// Operands and result of one shape, f32.
+bool sameShapeF32(const OpSpec &spec, size_t arity, std::string &error) {
+  if (!checkSpec(spec, arity, arity, 1, 1, {0, 1}, {0}, error))
+    return false;
+  for (const TensorDesc &d : spec.inputs)
+    if (d.shape != spec.outputs[0].shape) {
+      error = nodeError(spec, "operands and result must have one shape");
+      return false;
+    }
+  return true;
+}
+
+std::unique_ptr<Kernel> createUnary(CudaBackend &be, const OpSpec &spec,
+                                    std::string &error) {
+  static const std::map<std::string, UnaryOp> ops = {
+      {"Abs", UnaryOp::Abs},
+      {"Sigmoid", UnaryOp::Sigmoid},
+      {"Tanh", UnaryOp::Tanh},
+      {"Exp", UnaryOp::Exp},
+      {"Log", UnaryOp::Log},
+      {"Sqrt", UnaryOp::Sqrt},
+      {"Erf", UnaryOp::Erf},
+      {"Elu", UnaryOp::Elu},
+      {"LeakyRelu", UnaryOp::LeakyRelu},
+      {"HardSigmoid", UnaryOp::HardSigmoid},
+      {"HardSwish", UnaryOp::HardSwish},
+      {"Mish", UnaryOp::Mish},
+      {"Reciprocal", UnaryOp::Reciprocal},
+      {"Gelu", UnaryOp::GeluErf}};
+  UnaryOp op = ops.at(spec.opType);
+  if (op == UnaryOp::GeluErf) {
+    std::string approx = spec.attrs.getString("approximate", "none");
+    if (approx != "none" && approx != "tanh") {
+      error = nodeError(spec, "approximate '" + approx + "' is not supported");
+      return nullptr;
+    }
+    if (approx == "tanh")
+      op = UnaryOp::GeluTanh;
+  }
+  if (!sameShapeF32(spec, 1, error))
+    return nullptr;
+  float dfltA = op == UnaryOp::LeakyRelu     ? 0.01f
+                : op == UnaryOp::HardSigmoid ? 0.2f
+                                             : 1.0f;
+  float a = float(spec.attrs.getFloat("alpha", dfltA));
+  float b = float(spec.attrs.getFloat("beta", 0.5));
+  int64_t n = spec.outputs[0].numel();
+  return lambda(be, spec,
+                [op, a, b, n](cudaStream_t s, const auto &in, const auto &out) {
+                  launchUnary(op, in[0].template as<float>(),
+                              out[0].template as<float>(), n, a, b, s);
+                });
+}
+
+/// <Op>Grad(dY, z) -> dX; ClipGrad takes its bounds from min/max.
+std::unique_ptr<Kernel> createGradOp(CudaBackend &be, const OpSpec &spec,
+                                     std::string &error) {
+  static const std::map<std::string, GradOp> ops = {
+      {"SigmoidGrad", GradOp::Sigmoid},
+      {"TanhGrad", GradOp::Tanh},
+      {"EluGrad", GradOp::Elu},
+      {"LeakyReluGrad", GradOp::LeakyRelu},
+      {"HardSigmoidGrad", GradOp::HardSigmoid},
+      {"HardSwishGrad", GradOp::HardSwish},
+      {"MishGrad", GradOp::Mish},
+      {"GeluGrad", GradOp::GeluErf},
+      {"ClipGrad", GradOp::Clip}};
+  GradOp op = ops.at(spec.opType);
+  if (op == GradOp::GeluErf &&
+      spec.attrs.getString("approximate", "none") == "tanh")
+    op = GradOp::GeluTanh;
+  if (!sameShapeF32(spec, 2, error))
+    return nullptr;
+  float a, b;
+  if (op == GradOp::Clip) {
+    a = float(spec.attrs.getFloat("min", -INFINITY));
+    b = float(spec.attrs.getFloat("max", INFINITY));
+  } else {
+    float dfltA = op == GradOp::LeakyRelu     ? 0.01f
+                  : op == GradOp::HardSigmoid ? 0.2f
+                                              : 1.0f;
+    a = float(spec.attrs.getFloat("alpha", dfltA));
+    b = float(spec.attrs.getFloat("beta", 0.5));
+  }
+  int64_t n = spec.outputs[0].numel();
+  return lambda(
+      be, spec, [op, a, b, n](cudaStream_t s, const auto &in, const auto &out) {
+        launchGrad(op, in[0].template as<float>(), in[1].template as<float>(),
+                   out[0].template as<float>(), n, a, b, s);
+      });
+}
+
+std::unique_ptr<Kernel> createCompare(CudaBackend &be, const OpSpec &spec,
+                                      std::string &error) {
+  static const std::map<std::string, CmpOp> ops = {
+      {"Equal", CmpOp::Equal},
+      {"Less", CmpOp::Less},
+      {"Greater", CmpOp::Greater},
+      {"LessOrEqual", CmpOp::LessOrEqual},
+      {"GreaterOrEqual", CmpOp::GreaterOrEqual},
+      {"And", CmpOp::And},
+      {"Or", CmpOp::Or},
+      {"Xor", CmpOp::Xor}};
+  CmpOp op = ops.at(spec.opType);
+  Broadcast b;
+  if (!checkArity(spec, 2, 2, 1, 1, error) ||
+      !checkDType(spec, false, 0, DType::Bool, error) ||
+      !checkDType(spec, true, 1, spec.inputs[0].dtype, error) ||
+      !makeBroadcast(spec, spec.outputs[0].shape, b, error))
+    return nullptr;
+  DType t = spec.inputs[0].dtype;
+  int64_t n = spec.outputs[0].numel();
+  return lambda(
+      be, spec,
+      [op, t, b, n](cudaStream_t s, const auto &in, const auto &out) mutable {
+        b.x[0] = in[0].data;
+        b.x[1] = in[1].data;
+        launchCompare(op, t, b, out[0].template as<uint8_t>(), n, s);
+      });
+}
+
+std::unique_ptr<Kernel> createNot(CudaBackend &be, const OpSpec &spec,
+                                  std::string &error) {
+  if (!checkArity(spec, 1, 1, 1, 1, error) ||
+      !checkDType(spec, true, 0, DType::Bool, error) ||
+      !checkDType(spec, false, 0, DType::Bool, error))
+    return nullptr;
+  int64_t n = spec.outputs[0].numel();
+  return lambda(be, spec, [n](cudaStream_t s, const auto &in, const auto &out) {
+    launchNot(in[0].template as<uint8_t>(), out[0].template as<uint8_t>(), n,
+              s);
+  });
+}
+
+std::unique_ptr<Kernel> createWhere(CudaBackend &be, const OpSpec &spec,
+                                    std::string &error) {
+  Broadcast b;
+  if (!checkArity(spec, 3, 3, 1, 1, error) ||
+      !checkDType(spec, true, 0, DType::Bool, error) ||
+      !checkDType(spec, true, 1, spec.outputs[0].dtype, error) ||
+      !checkDType(spec, true, 2, spec.outputs[0].dtype, error) ||
+      !makeBroadcast(spec, spec.outputs[0].shape, b, error))
+    return nullptr;
+  size_t elem = dtypeSize(spec.outputs[0].dtype);
+  int64_t n = spec.outputs[0].numel();
+  return lambda(
+      be, spec,
+      [b, elem, n](cudaStream_t s, const auto &in, const auto &out) mutable {
+        for (int j = 0; j < 3; ++j)
+          b.x[j] = in[size_t(j)].data;
+        launchWhere(b, elem, out[0].data, n, s);
+      });
+}
+
+std::unique_ptr<Kernel> createCast(CudaBackend &be, const OpSpec &spec,
+                                   std::string &error) {
+  if (!checkArity(spec, 1, 1, 1, 1, error))
+    return nullptr;
+  DType from = spec.inputs[0].dtype, to = spec.outputs[0].dtype;
+  if (from == DType::F16 || to == DType::F16 ||
+      spec.inputs[0].numel() != spec.outputs[0].numel()) {
+    error = nodeError(spec, "casts between f32, i64, i32 and bool of one "
+                            "shape only");
+    return nullptr;
+  }
+  int64_t n = spec.outputs[0].numel();
+  return lambda(be, spec,
+                [from, to, n](cudaStream_t s, const auto &in, const auto &out) {
+                  launchCast(from, to, in[0].data, out[0].data, n, s);
+                });
+}
+
+/// Shape: the operand's static shape, uploaded at every run.
+std::unique_ptr<Kernel> createShape(CudaBackend &be, const OpSpec &spec,
+                                    std::string &error) {
+  if (!checkArity(spec, 1, 1, 1, 1, error) ||
+      !checkDType(spec, false, 0, DType::I64, error))
+    return nullptr;
+  const auto &shape = spec.inputs[0].shape;
+  int64_t rank = int64_t(shape.size());
+  int64_t start = spec.attrs.getInt("start", 0),
+          end = spec.attrs.getInt("end", rank);
+  start = std::clamp<int64_t>(start < 0 ? start + rank : start, 0, rank);
+  end = std::clamp<int64_t>(end < 0 ? end + rank : end, 0, rank);
+  auto dims = std::make_shared<std::vector<int64_t>>(
+      shape.begin() + start, shape.begin() + std::max(start, end));
+  if (int64_t(dims->size()) != spec.outputs[0].numel()) {
+    error = nodeError(spec, "the result does not match the operand's rank");
+    return nullptr;
+  }
+  return lambda(be, spec,
+                [dims](cudaStream_t s, const auto &, const auto &out) {
+                  if (!dims->empty())
+                    check(cudaMemcpyAsync(out[0].data, dims->data(),
+                                          dims->size() * sizeof(int64_t),
+                                          cudaMemcpyHostToDevice, s),
+                          "Shape");
+                });
+}
+
+std::unique_ptr<Kernel>
+createConstantOfShape(CudaBackend &be, const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 0, 1, 1, 1, error))
+    return nullptr;
+  DType t = spec.outputs[0].dtype;
+  double value = spec.attrs.getFloat("value", 0.0);
+  int64_t n = spec.outputs[0].numel();
+  return lambda(be, spec,
+                [t, value, n](cudaStream_t s, const auto &, const auto &out) {
+                  launchFill(t, out[0].data, n, value, s);
+                });
+}
+
+std::unique_ptr<Kernel> createRange(CudaBackend &be, const OpSpec &spec,
+                                    std::string &error) {
+  if (!checkArity(spec, 3, 3, 1, 1, error))
+    return nullptr;
+  DType t = spec.outputs[0].dtype;
+  for (size_t i = 0; i < 3; ++i)
+    if (!checkDType(spec, true, i, t, error))
+      return nullptr;
+  int64_t n = spec.outputs[0].numel();
+  return lambda(be, spec,
+                [t, n](cudaStream_t s, const auto &in, const auto &out) {
+                  launchRange(t, in[0].data, in[2].data, out[0].data, n, s);
+                });
+}
+
+std::unique_ptr<Kernel> createTrilu(CudaBackend &be, const OpSpec &spec,
+                                    std::string &error) {
+  if (!checkArity(spec, 1, 2, 1, 1, error) ||
+      !checkDType(spec, true, 0, spec.outputs[0].dtype, error) ||
+      (spec.inputs.size() == 2 &&
+       !checkDType(spec, true, 1, DType::I64, error)))
+    return nullptr;
+  const auto &shape = spec.outputs[0].shape;
+  if (shape.size() < 2 || spec.inputs[0].shape != shape) {
+    error = nodeError(spec, "expects X of rank >= 2 and Y of its shape");
+    return nullptr;
+  }
+  int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  int64_t n = spec.outputs[0].numel();
+  size_t elem = dtypeSize(spec.outputs[0].dtype);
+  bool upper = spec.attrs.getInt("upper", 1) != 0;
+  return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
+    const int64_t *k = in.size() > 1 ? in[1].template as<int64_t>() : nullptr;
+    launchTrilu(in[0].data, out[0].data, elem, rows, cols, n, k, upper, s);
+  });
+}
+
+std::unique_ptr<Kernel> createTranspose(CudaBackend &be, const OpSpec &spec,
+                                        std::string &error) {
+  if (!checkArity(spec, 1, 1, 1, 1, error))
+    return nullptr;
+  const auto &x = spec.inputs[0].shape;
+  std::vector<int64_t> perm = spec.attrs.getInts("perm");
+  if (perm.empty())
+    for (int64_t i = int64_t(x.size()) - 1; i >= 0; --i)
+      perm.push_back(i);
+  if (perm.size() != x.size() || x.size() > size_t(kMaxRank)) {
+    error = nodeError(spec, "perm does not match the operand's rank (<= " +
+                                std::to_string(kMaxRank) + ")");
+    return nullptr;
+  }
+  TransposeParams p;
+  p.rank = int(x.size());
+  std::vector<int64_t> st = rowMajorStrides(x);
+  for (size_t d = 0; d < perm.size(); ++d) {
+    if (perm[d] < 0 || perm[d] >= int64_t(x.size()) ||
+        spec.outputs[0].shape[d] != x[size_t(perm[d])]) {
+      error = nodeError(spec, "the result's shape is not the permuted operand");
+      return nullptr;
+    }
+    p.outDims[d] = x[size_t(perm[d])];
+    p.inStrides[d] = st[size_t(perm[d])];
+  }
+  size_t elem = dtypeSize(spec.outputs[0].dtype);
+  int64_t n = spec.outputs[0].numel();
+  return lambda(be, spec,
+                [p, elem, n](cudaStream_t s, const auto &in, const auto &out) {
+                  launchTranspose(p, in[0].data, out[0].data, elem, n, s);
+                });
+}
+
+/// Gather {axis}: data, indices -> Y; GatherGrad {axis}: shape, indices, dY
+/// -> dX.
+std::unique_ptr<Kernel> createGather(CudaBackend &be, const OpSpec &spec,
+                                     std::string &error) {
+  bool grad = spec.opType == "GatherGrad";
+  if (!checkArity(spec, grad ? 3 : 2, grad ? 3 : 2, 1, 1, error))
+    return nullptr;
+  const TensorDesc &data = grad ? spec.outputs[0] : spec.inputs[0];
+  const TensorDesc &idx = spec.inputs[grad ? 1 : 1];
+  if (idx.dtype != DType::I64 && idx.dtype != DType::I32) {
+    error = nodeError(spec, "indices must be i64 or i32");
+    return nullptr;
+  }
+  if (grad && (!checkAllF32(spec, {2}, {0}, error)))
+    return nullptr;
+  int64_t rank = int64_t(data.rank());
+  int64_t axis = spec.attrs.getInt("axis", 0);
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank) {
+    error = nodeError(spec, "axis out of range");
+    return nullptr;
+  }
+  GatherParams p;
+  for (int64_t d = 0; d < axis; ++d)
+    p.outer *= data.shape[size_t(d)];
+  p.axisDim = data.shape[size_t(axis)];
+  for (int64_t d = axis + 1; d < rank; ++d)
+    p.inner *= data.shape[size_t(d)];
+  p.count = idx.numel();
+  bool i64 = idx.dtype == DType::I64;
+  int64_t n = p.outer * p.count * p.inner;
+  if (grad) {
+    int64_t dxNumel = data.numel();
+    return lambda(
+        be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
+          launchGatherGrad(p, in[2].template as<float>(), in[1].data, i64,
+                           out[0].template as<float>(), dxNumel, n, s);
+        });
+  }
+  size_t elem = dtypeSize(data.dtype);
+  return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
+    launchGather(p, in[0].data, in[1].data, i64, out[0].data, elem, n, s);
+  });
+}
+
+/// The [outer, axis, inner] rows of a softmax over `axis` of `shape`.
+RowParams softmaxRows(const std::vector<int64_t> &shape, int64_t axis) {
+  RowParams p;
+  int64_t rank = int64_t(shape.size());
+  if (axis < 0)
+    axis += rank;
+  for (int64_t d = 0; d < rank; ++d)
+    (d < axis ? p.outer : d == axis ? p.axis : p.inner) *= shape[size_t(d)];
+  return p;
+}
+
+/// Softmax/LogSoftmax {axis} and their gradients (dY, Y -> dX).
+std::unique_ptr<Kernel> createSoftmax(CudaBackend &be, const OpSpec &spec,
+                                      std::string &error) {
+  bool grad = spec.opType.find("Grad") != std::string::npos;
+  bool logForm = spec.opType.rfind("Log", 0) == 0;
+  if (!sameShapeF32(spec, grad ? 2 : 1, error))
+    return nullptr;
+  int64_t axis = spec.attrs.getInt("axis", -1);
+  int64_t rank = int64_t(spec.outputs[0].rank());
+  if (axis < -rank || axis >= rank) {
+    error = nodeError(spec, "axis out of range");
+    return nullptr;
+  }
+  RowParams p = softmaxRows(spec.outputs[0].shape, axis);
+  if (grad)
+    return lambda(
+        be, spec,
+        [p, logForm](cudaStream_t s, const auto &in, const auto &out) {
+          launchSoftmaxGrad(p, in[0].template as<float>(),
+                            in[1].template as<float>(),
+                            out[0].template as<float>(), logForm, s);
+        });
+  return lambda(be, spec,
+                [p, logForm](cudaStream_t s, const auto &in, const auto &out) {
+                  launchSoftmax(p, in[0].template as<float>(),
+                                out[0].template as<float>(), logForm, s);
+                });
+}
+
+/// Rows and columns of a LayerNormalization {axis} of `shape`.
+void layerNormRows(const std::vector<int64_t> &shape, int64_t axis,
+                   int64_t &rows, int64_t &cols) {
+  int64_t rank = int64_t(shape.size());
+  if (axis < 0)
+    axis += rank;
+  rows = cols = 1;
+  for (int64_t d = 0; d < rank; ++d)
+    (d < axis ? rows : cols) *= shape[size_t(d)];
+}
+
+std::unique_ptr<Kernel> createLayerNorm(CudaBackend &be, const OpSpec &spec,
+                                        std::string &error) {
+  if (!checkSpec(spec, 2, 3, 1, 3, {0, 1, 2}, {0, 1, 2}, error))
+    return nullptr;
+  int64_t rows, cols;
+  layerNormRows(spec.inputs[0].shape, spec.attrs.getInt("axis", -1), rows,
+                cols);
+  if (spec.inputs[1].numel() != cols) {
+    error = nodeError(spec, "Scale must have the normalized dimensions' size");
+    return nullptr;
+  }
+  float eps = float(spec.attrs.getFloat("epsilon", 1e-5));
+  return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
+    launchLayerNorm(rows, cols, eps, in[0].template as<float>(),
+                    in[1].template as<float>(),
+                    in.size() > 2 ? in[2].template as<float>() : nullptr,
+                    out[0].template as<float>(),
+                    out.size() > 1 ? out[1].template as<float>() : nullptr,
+                    out.size() > 2 ? out[2].template as<float>() : nullptr, s);
+  });
+}
+
+/// dY, X, Scale, Mean, InvStdDev -> dX, dScale[, dB].
+std::unique_ptr<Kernel> createLayerNormGrad(CudaBackend &be, const OpSpec &spec,
+                                            std::string &error) {
+  if (!checkSpec(spec, 5, 5, 2, 3, {0, 1, 2, 3, 4}, {0, 1, 2}, error))
+    return nullptr;
+  int64_t rows, cols;
+  layerNormRows(spec.inputs[1].shape, spec.attrs.getInt("axis", -1), rows,
+                cols);
+  bool wantDx = outputUsed(spec, 0), wantDs = outputUsed(spec, 1),
+       wantDb = spec.outputs.size() > 2 && outputUsed(spec, 2);
+  return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
+    launchLayerNormGrad(rows, cols, in[0].template as<float>(),
+                        in[1].template as<float>(), in[2].template as<float>(),
+                        in[3].template as<float>(), in[4].template as<float>(),
+                        wantDx ? out[0].template as<float>() : nullptr,
+                        wantDs ? out[1].template as<float>() : nullptr,
+                        wantDb ? out[2].template as<float>() : nullptr, s);
+  });
+}
+
+/// ReduceSumTo: dY summed over the axes along which the result broadcasts
+/// (the reduction machinery of ReduceSum, one block per result element).
+std::unique_ptr<Kernel> createReduceSumTo(CudaBackend &be, const OpSpec &spec,
+                                          std::string &error) {
+  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
+    return nullptr;
+  Reduction r;
+  if (!makeReduction(spec.inputs[0].shape, spec.outputs[0].shape, r)) {
+    error = nodeError(spec, shapeStr(spec.outputs[0].shape) +
+                                " does not broadcast to " +
+                                shapeStr(spec.inputs[0].shape));
+    return nullptr;
+  }
+  int64_t n = spec.outputs[0].numel();
+  return lambda(be, spec,
+                [r, n](cudaStream_t s, const auto &in, const auto &out) {
+                  launchReduce(r, in[0].template as<float>(), 1.0f,
+                               out[0].template as<float>(), n, s);
+                });
+}
+
+/// Expand (f32): the operand broadcast onto the result; the shape operand
+/// is not read.
+std::unique_ptr<Kernel> createExpand(CudaBackend &be, const OpSpec &spec,
+                                     std::string &error) {
+  if (!checkSpec(spec, 1, 2, 1, 1, {0}, {0}, error))
+    return nullptr;
+  Broadcast b;
+  b.rank = std::max<int>(1, int(spec.outputs[0].rank()));
+  b.operands = 1;
+  b.dims[0] = 1;
+  for (size_t d = 0; d < spec.outputs[0].rank(); ++d)
+    b.dims[d] = spec.outputs[0].shape[d];
+  if (spec.outputs[0].rank() > size_t(kMaxRank) ||
+      !broadcastStrides(spec.inputs[0].shape, spec.outputs[0].shape,
+                        b.strides[0])) {
+    error = nodeError(spec, "the operand does not broadcast to the result");
+    return nullptr;
+  }
+  int64_t n = spec.outputs[0].numel();
+  return lambda(
+      be, spec,
+      [b, n](cudaStream_t s, const auto &in, const auto &out) mutable {
+        b.x[0] = in[0].data;
+        launchExpand(b, 1.0f, out[0].template as<float>(), n, s);
+      });
+}
+
+/// Concat {axis} (operands) and Split {axis} (results): one 2-D device copy
+/// per part, rows = the product of the dimensions before the axis.
+std::unique_ptr<Kernel> createConcatSplit(CudaBackend &be, const OpSpec &spec,
+                                          std::string &error) {
+  bool split = spec.opType == "Split";
+  if (!checkArity(spec, 1, split ? 2 : size_t(1) << 20, 1,
+                  split ? size_t(1) << 20 : 1, error))
+    return nullptr;
+  const TensorDesc &whole = split ? spec.inputs[0] : spec.outputs[0];
+  const std::vector<TensorDesc> &parts = split ? spec.outputs : spec.inputs;
+  int64_t rank = int64_t(whole.rank());
+  int64_t axis = spec.attrs.getInt("axis", 0);
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank) {
+    error = nodeError(spec, "axis out of range");
+    return nullptr;
+  }
+  int64_t rows = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    rows *= whole.shape[size_t(d)];
+  size_t rowBytes = whole.bytes() / size_t(std::max<int64_t>(rows, 1));
+  auto partBytes = std::make_shared<std::vector<size_t>>();
+  size_t total = 0;
+  for (const TensorDesc &p : parts) {
+    if (p.dtype != whole.dtype || p.rank() != whole.rank()) {
+      error = nodeError(spec, "parts must match the whole's type and rank");
+      return nullptr;
+    }
+    partBytes->push_back(p.bytes() / size_t(std::max<int64_t>(rows, 1)));
+    total += partBytes->back();
+  }
+  if (total != rowBytes) {
+    error = nodeError(spec, "the parts do not add up to the whole");
+    return nullptr;
+  }
+  return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
+    size_t off = 0;
+    for (size_t i = 0; i < partBytes->size(); ++i) {
+      size_t w = (*partBytes)[i];
+      if (w && rows)
+        check(split
+                  ? cudaMemcpy2DAsync(
+                        out[i].data, w,
+                        static_cast<const char *>(in[0].data) + off, rowBytes,
+                        w, size_t(rows), cudaMemcpyDeviceToDevice, s)
+                  : cudaMemcpy2DAsync(static_cast<char *>(out[0].data) + off,
+                                      rowBytes, in[i].data, w, w, size_t(rows),
+                                      cudaMemcpyDeviceToDevice, s),
+              split ? "Split" : "Concat");
+      off += w;
+    }
+  });
+}
+
 /// Every kernel of the backend: the one list the backend and
 /// cudaKernelOps() use (no device needed).
 static void registerCudaKernels(std::map<std::string, Factory> &r) {
+  for (const char *op :
+       {"Abs", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Erf", "Elu",
+        "LeakyRelu", "HardSigmoid", "HardSwish", "Mish", "Reciprocal", "Gelu"})
+    r[op] = createUnary;
+  for (const char *op :
+       {"SigmoidGrad", "TanhGrad", "EluGrad", "LeakyReluGrad",
+        "HardSigmoidGrad", "HardSwishGrad", "MishGrad", "GeluGrad", "ClipGrad"})
+    r[op] = createGradOp;
+  for (const char *op : {"Equal", "Less", "Greater", "LessOrEqual",
+                         "GreaterOrEqual", "And", "Or", "Xor"})
+    r[op] = createCompare;
+  r["Not"] = createNot;
+  r["Where"] = createWhere;
+  r["Cast"] = createCast;
+  r["Shape"] = createShape;
+  r["ConstantOfShape"] = createConstantOfShape;
+  r["Range"] = createRange;
+  r["Trilu"] = createTrilu;
+  r["Transpose"] = createTranspose;
+  r["Gather"] = createGather;
+  r["GatherGrad"] = createGather;
+  for (const char *op :
+       {"Softmax", "LogSoftmax", "SoftmaxGrad", "LogSoftmaxGrad",
+        "SoftmaxGrad_13", "LogSoftmaxGrad_13"})
+    r[op] = createSoftmax;
+  r["LayerNormalization"] = createLayerNorm;
+  r["LayerNormalizationGrad"] = createLayerNormGrad;
+  r["ReduceSumTo"] = createReduceSumTo;
+  r["Expand"] = createExpand;
+  r["Concat"] = createConcatSplit;
+  r["Split"] = createConcatSplit;
   for (const char *op : {"Add", "Sub", "Mul", "Div", "Pow", "Sum"})
     r[op] = createNary;
   r["Neg"] = createNeg;

@@ -138,6 +138,110 @@ void launchUpdate(const UpdateRule &rule, int64_t t, int64_t n, const float *p,
                   const float *g, const float *v, const float *h, float *np,
                   float *nv, float *nh, cudaStream_t stream);
 
+//===----------------------------------------------------------------------===//
+// The pointwise family (CudaPointwise.cu)
+//===----------------------------------------------------------------------===//
+
+/// y = f(x) on f32; `a`, `b` are the attributes (alpha, beta) where used.
+enum class UnaryOp : int {
+  Abs,
+  Sigmoid,
+  Tanh,
+  Exp,
+  Log,
+  Sqrt,
+  Erf,
+  Elu,
+  LeakyRelu,
+  HardSigmoid,
+  HardSwish,
+  Mish,
+  Reciprocal,
+  GeluErf,
+  GeluTanh
+};
+void launchUnary(UnaryOp op, const float *x, float *y, int64_t n, float a,
+                 float b, cudaStream_t stream);
+/// dX = f'(dY, z): z is the forward result (Sigmoid, Tanh, Elu, LeakyRelu)
+/// or input (HardSigmoid, HardSwish, Mish, Gelu, Clip with a = min, b = max).
+enum class GradOp : int {
+  Sigmoid,
+  Tanh,
+  Elu,
+  LeakyRelu,
+  HardSigmoid,
+  HardSwish,
+  Mish,
+  GeluErf,
+  GeluTanh,
+  Clip
+};
+void launchGrad(GradOp op, const float *dy, const float *z, float *dx,
+                int64_t n, float a, float b, cudaStream_t stream);
+/// Comparisons and logic of two broadcast operands of type `in` -> bool.
+enum class CmpOp : int {
+  Equal,
+  Less,
+  Greater,
+  LessOrEqual,
+  GreaterOrEqual,
+  And,
+  Or,
+  Xor
+};
+void launchCompare(CmpOp op, DType in, const Broadcast &b, uint8_t *y,
+                   int64_t n, cudaStream_t stream);
+void launchNot(const uint8_t *x, uint8_t *y, int64_t n, cudaStream_t stream);
+/// y = x0 ? x1 : x2 (broadcast; elements of `elem` bytes).
+void launchWhere(const Broadcast &b, size_t elem, void *y, int64_t n,
+                 cudaStream_t stream);
+void launchCast(DType from, DType to, const void *x, void *y, int64_t n,
+                cudaStream_t stream);
+/// ConstantOfShape.
+void launchFill(DType t, void *y, int64_t n, double value, cudaStream_t stream);
+/// Range: start and delta are one element of `t` in device memory.
+void launchRange(DType t, const void *start, const void *delta, void *y,
+                 int64_t n, cudaStream_t stream);
+/// Trilu over [.., rows, cols]; `k` one i64 in device memory or null (0).
+void launchTrilu(const void *x, void *y, size_t elem, int64_t rows,
+                 int64_t cols, int64_t n, const int64_t *k, bool upper,
+                 cudaStream_t stream);
+/// y[o] = x[sum_d coord_d(o) * inStrides[d]] over the result's dims.
+struct TransposeParams {
+  int rank = 0;
+  int64_t outDims[kMaxRank] = {}, inStrides[kMaxRank] = {};
+};
+void launchTranspose(const TransposeParams &p, const void *x, void *y,
+                     size_t elem, int64_t n, cudaStream_t stream);
+/// Data viewed as [outer, axisDim, inner]; `count` indices.
+struct GatherParams {
+  int64_t outer = 1, axisDim = 1, inner = 1, count = 1;
+};
+void launchGather(const GatherParams &p, const void *data, const void *indices,
+                  bool i64, void *y, size_t elem, int64_t n,
+                  cudaStream_t stream);
+/// dX (dxNumel floats, zeroed first) += dY scattered (atomicAdd).
+void launchGatherGrad(const GatherParams &p, const float *dy,
+                      const void *indices, bool i64, float *dx, int64_t dxNumel,
+                      int64_t n, cudaStream_t stream);
+/// Softmax rows: [outer, axis, inner].
+struct RowParams {
+  int64_t outer = 1, axis = 1, inner = 1;
+};
+void launchSoftmax(const RowParams &p, const float *x, float *y, bool logForm,
+                   cudaStream_t stream);
+void launchSoftmaxGrad(const RowParams &p, const float *dy, const float *y,
+                       float *dx, bool logForm, cudaStream_t stream);
+/// LayerNormalization over the last `cols` elements of `rows` rows.
+void launchLayerNorm(int64_t rows, int64_t cols, float eps, const float *x,
+                     const float *scale, const float *bias, float *y,
+                     float *mean, float *invStd, cudaStream_t stream);
+/// Null results are skipped.
+void launchLayerNormGrad(int64_t rows, int64_t cols, const float *dy,
+                         const float *x, const float *scale, const float *mean,
+                         const float *invStd, float *dx, float *dScale,
+                         float *dBias, cudaStream_t stream);
+
 } // namespace oasr::rt::cuda
 
 #endif // OASR_RUNTIME_CUDA_CUDAKERNELS_H

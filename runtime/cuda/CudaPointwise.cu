@@ -1,0 +1,534 @@
+//===- CudaPointwise.cu - Activations, comparisons, masks on the GPU ------===//
+//
+// Device code of the CUDA backend's pointwise family, mirroring the CPU
+// backend's PointwiseKernels.cpp and oneDNN eltwise table: activations and
+// their gradients, comparisons, logic and Where with numpy broadcasting,
+// Cast, the mask builders (ConstantOfShape, Range, Trilu), Transpose,
+// Gather/GatherGrad, and softmax / layer normalization with their gradients.
+// One thread per result element (grid-stride loops) unless said otherwise;
+// reductions run in a fixed order so results are deterministic, except
+// GatherGrad, which accumulates repeated indices with atomicAdd.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaKernels.h"
+
+#include <cmath>
+
+namespace oasr::rt::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks(int64_t n) {
+  int64_t b = (n + kThreads - 1) / kThreads;
+  if (b < 1)
+    b = 1;
+  return unsigned(b > 65535 * 16 ? 65535 * 16 : b);
+}
+
+#define OASR_LOOP(i, n)                                                        \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);    \
+       i += int64_t(blockDim.x) * gridDim.x)
+
+void launched(const char *what) { check(cudaGetLastError(), what); }
+
+__device__ float softplusF(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+__device__ float unary(UnaryOp op, float x, float a, float b) {
+  switch (op) {
+  case UnaryOp::Abs:
+    return fabsf(x);
+  case UnaryOp::Sigmoid:
+    return 1.0f / (1.0f + expf(-x));
+  case UnaryOp::Tanh:
+    return tanhf(x);
+  case UnaryOp::Exp:
+    return expf(x);
+  case UnaryOp::Log:
+    return logf(x);
+  case UnaryOp::Sqrt:
+    return sqrtf(x);
+  case UnaryOp::Erf:
+    return erff(x);
+  case UnaryOp::Elu:
+    return x > 0.0f ? x : a * (expf(x) - 1.0f);
+  case UnaryOp::LeakyRelu:
+    return x > 0.0f ? x : a * x;
+  case UnaryOp::HardSigmoid:
+    return fminf(1.0f, fmaxf(0.0f, a * x + b));
+  case UnaryOp::HardSwish:
+    return x * fminf(1.0f, fmaxf(0.0f, x / 6.0f + 0.5f));
+  case UnaryOp::Mish:
+    return x * tanhf(softplusF(x));
+  case UnaryOp::Reciprocal:
+    return 1.0f / x;
+  case UnaryOp::GeluErf:
+    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+  case UnaryOp::GeluTanh: {
+    float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+  }
+  }
+  return 0.0f;
+}
+
+/// dX from dY and z (the forward result Y or input X, per op).
+__device__ float grad(GradOp op, float dy, float z, float a, float b) {
+  switch (op) {
+  case GradOp::Sigmoid:
+    return dy * z * (1.0f - z);
+  case GradOp::Tanh:
+    return dy * (1.0f - z * z);
+  case GradOp::Elu:
+    return z > 0.0f ? dy : dy * (z + a);
+  case GradOp::LeakyRelu:
+    return z > 0.0f ? dy : dy * a;
+  case GradOp::HardSigmoid: {
+    float t = a * z + b;
+    return t > 0.0f && t < 1.0f ? dy * a : 0.0f;
+  }
+  case GradOp::HardSwish:
+    return z < -3.0f ? 0.0f : z <= 3.0f ? dy * (z / 3.0f + 0.5f) : dy;
+  case GradOp::Mish: {
+    float t = tanhf(softplusF(z)), s = 1.0f / (1.0f + expf(-z));
+    return dy * (t + z * s * (1.0f - t * t));
+  }
+  case GradOp::GeluErf: {
+    float cdf = 0.5f * (1.0f + erff(z * 0.70710678118654752f));
+    float pdf = 0.39894228040143268f * expf(-0.5f * z * z);
+    return dy * (cdf + z * pdf);
+  }
+  case GradOp::GeluTanh: {
+    float k = 0.79788456080286536f, z3 = z * z * z;
+    float t = tanhf(k * (z + 0.044715f * z3));
+    float dt = (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * z * z);
+    return dy * (0.5f * (1.0f + t) + 0.5f * z * dt);
+  }
+  case GradOp::Clip:
+    return z >= a && z <= b ? dy : 0.0f;
+  }
+  return 0.0f;
+}
+
+__global__ void unaryKernel(UnaryOp op, const float *x, float *y, int64_t n,
+                            float a, float b) {
+  OASR_LOOP(i, n) { y[i] = unary(op, x[i], a, b); }
+}
+
+__global__ void gradKernel(GradOp op, const float *dy, const float *z,
+                           float *dx, int64_t n, float a, float b) {
+  OASR_LOOP(i, n) { dx[i] = grad(op, dy[i], z[i], a, b); }
+}
+
+/// Element offset of operand j for result index i.
+__device__ int64_t offsetOf(const Broadcast &b, int j, int64_t i) {
+  int64_t off = 0;
+  for (int d = b.rank - 1; d >= 0; --d) {
+    int64_t c = i % b.dims[d];
+    i /= b.dims[d];
+    off += c * b.strides[j][d];
+  }
+  return off;
+}
+
+template <typename T>
+__device__ bool compareAt(CmpOp op, const Broadcast &b, int64_t i) {
+  T x = static_cast<const T *>(b.x[0])[offsetOf(b, 0, i)];
+  T y = static_cast<const T *>(b.x[1])[offsetOf(b, 1, i)];
+  switch (op) {
+  case CmpOp::Equal:
+    return x == y;
+  case CmpOp::Less:
+    return x < y;
+  case CmpOp::Greater:
+    return x > y;
+  case CmpOp::LessOrEqual:
+    return x <= y;
+  case CmpOp::GreaterOrEqual:
+    return x >= y;
+  case CmpOp::And:
+    return x && y;
+  case CmpOp::Or:
+    return x || y;
+  case CmpOp::Xor:
+    return bool(x) != bool(y);
+  }
+  return false;
+}
+
+template <typename T>
+__global__ void compareKernel(CmpOp op, Broadcast b, uint8_t *y, int64_t n) {
+  OASR_LOOP(i, n) { y[i] = compareAt<T>(op, b, i); }
+}
+
+__global__ void notKernel(const uint8_t *x, uint8_t *y, int64_t n) {
+  OASR_LOOP(i, n) { y[i] = !x[i]; }
+}
+
+template <typename T>
+__global__ void whereKernel(Broadcast b, T *y, int64_t n) {
+  OASR_LOOP(i, n) {
+    bool c = static_cast<const uint8_t *>(b.x[0])[offsetOf(b, 0, i)];
+    y[i] = c ? static_cast<const T *>(b.x[1])[offsetOf(b, 1, i)]
+             : static_cast<const T *>(b.x[2])[offsetOf(b, 2, i)];
+  }
+}
+
+template <typename T> __device__ double loadAs(const void *p, int64_t i) {
+  return double(static_cast<const T *>(p)[i]);
+}
+
+__device__ double load(DType t, const void *p, int64_t i) {
+  switch (t) {
+  case DType::F32:
+    return loadAs<float>(p, i);
+  case DType::I64:
+    return loadAs<int64_t>(p, i);
+  case DType::I32:
+    return loadAs<int32_t>(p, i);
+  case DType::Bool:
+    return loadAs<uint8_t>(p, i) ? 1.0 : 0.0;
+  default:
+    return 0.0;
+  }
+}
+
+__device__ void store(DType t, void *p, int64_t i, double v) {
+  switch (t) {
+  case DType::F32:
+    static_cast<float *>(p)[i] = float(v);
+    return;
+  case DType::I64:
+    static_cast<int64_t *>(p)[i] = int64_t(v);
+    return;
+  case DType::I32:
+    static_cast<int32_t *>(p)[i] = int32_t(v);
+    return;
+  case DType::Bool:
+    static_cast<uint8_t *>(p)[i] = v != 0.0;
+    return;
+  default:
+    return;
+  }
+}
+
+__global__ void castKernel(DType from, DType to, const void *x, void *y,
+                           int64_t n) {
+  OASR_LOOP(i, n) {
+    double v = load(from, x, i);
+    // Float to integer truncates toward zero, as the CPU kernel does.
+    store(to, y, i, v);
+  }
+}
+
+__global__ void fillKernel(DType t, void *y, int64_t n, double value) {
+  OASR_LOOP(i, n) { store(t, y, i, value); }
+}
+
+__global__ void rangeKernel(DType t, const void *start, const void *delta,
+                            void *y, int64_t n) {
+  OASR_LOOP(i, n) {
+    store(t, y, i, load(t, start, 0) + double(i) * load(t, delta, 0));
+  }
+}
+
+__global__ void triluKernel(const char *x, char *y, size_t elem, int64_t rows,
+                            int64_t cols, int64_t n, const int64_t *kPtr,
+                            bool upper) {
+  int64_t k = kPtr ? kPtr[0] : 0;
+  OASR_LOOP(e, n) {
+    int64_t j = e % cols, i = (e / cols) % rows;
+    bool keep = upper ? j - i >= k : j - i <= k;
+    for (size_t b = 0; b < elem; ++b)
+      y[e * elem + b] = keep ? x[e * elem + b] : 0;
+  }
+}
+
+__global__ void transposeKernel(TransposeParams p, const char *x, char *y,
+                                size_t elem, int64_t n) {
+  OASR_LOOP(o, n) {
+    int64_t rem = o, off = 0;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      int64_t c = rem % p.outDims[d];
+      rem /= p.outDims[d];
+      off += c * p.inStrides[d];
+    }
+    for (size_t b = 0; b < elem; ++b)
+      y[o * elem + b] = x[off * elem + b];
+  }
+}
+
+/// Gather over [outer, axisDim, inner] with `count` indices.
+__global__ void gatherKernel(GatherParams p, const char *data,
+                             const void *indices, bool i64, char *y,
+                             size_t elem, int64_t n) {
+  OASR_LOOP(o, n) {
+    int64_t in = o % p.inner, k = (o / p.inner) % p.count,
+            out = o / (p.inner * p.count);
+    int64_t j = i64 ? static_cast<const int64_t *>(indices)[k]
+                    : static_cast<const int32_t *>(indices)[k];
+    if (j < 0)
+      j += p.axisDim;
+    int64_t src = (out * p.axisDim + j) * p.inner + in;
+    for (size_t b = 0; b < elem; ++b)
+      y[o * elem + b] = data[src * elem + b];
+  }
+}
+
+__global__ void gatherGradKernel(GatherParams p, const float *dy,
+                                 const void *indices, bool i64, float *dx,
+                                 int64_t n) {
+  OASR_LOOP(o, n) {
+    int64_t in = o % p.inner, k = (o / p.inner) % p.count,
+            out = o / (p.inner * p.count);
+    int64_t j = i64 ? static_cast<const int64_t *>(indices)[k]
+                    : static_cast<const int32_t *>(indices)[k];
+    if (j < 0)
+      j += p.axisDim;
+    atomicAdd(dx + (out * p.axisDim + j) * p.inner + in, dy[o]);
+  }
+}
+
+/// One thread per (outer, inner) row of the softmax axis.
+__global__ void softmaxKernel(RowParams p, const float *x, float *y,
+                              bool logForm, int64_t rows) {
+  OASR_LOOP(r, rows) {
+    int64_t base = (r / p.inner) * p.axis * p.inner + r % p.inner;
+    float m = -INFINITY;
+    for (int64_t k = 0; k < p.axis; ++k)
+      m = fmaxf(m, x[base + k * p.inner]);
+    double sum = 0;
+    for (int64_t k = 0; k < p.axis; ++k)
+      sum += exp(double(x[base + k * p.inner] - m));
+    float ls = float(::log(sum));
+    for (int64_t k = 0; k < p.axis; ++k) {
+      float v = x[base + k * p.inner] - m;
+      y[base + k * p.inner] = logForm ? v - ls : float(exp(double(v)) / sum);
+    }
+  }
+}
+
+/// dX = Y * (dY - sum(dY * Y)) (softmax) or dY - exp(Y) * sum(dY) (log).
+__global__ void softmaxGradKernel(RowParams p, const float *dy, const float *y,
+                                  float *dx, bool logForm, int64_t rows) {
+  OASR_LOOP(r, rows) {
+    int64_t base = (r / p.inner) * p.axis * p.inner + r % p.inner;
+    double s = 0;
+    for (int64_t k = 0; k < p.axis; ++k) {
+      int64_t i = base + k * p.inner;
+      s += logForm ? double(dy[i]) : double(dy[i]) * double(y[i]);
+    }
+    for (int64_t k = 0; k < p.axis; ++k) {
+      int64_t i = base + k * p.inner;
+      dx[i] = logForm ? float(dy[i] - exp(double(y[i])) * s)
+                      : float(double(y[i]) * (double(dy[i]) - s));
+    }
+  }
+}
+
+/// LayerNormalization over the last `cols` elements of each row.
+__global__ void layerNormKernel(int64_t rows, int64_t cols, float eps,
+                                const float *x, const float *scale,
+                                const float *bias, float *y, float *mean,
+                                float *invStd) {
+  OASR_LOOP(r, rows) {
+    const float *xr = x + r * cols;
+    double s = 0, s2 = 0;
+    for (int64_t c = 0; c < cols; ++c)
+      s += xr[c];
+    double mu = s / double(cols);
+    for (int64_t c = 0; c < cols; ++c)
+      s2 += (xr[c] - mu) * (xr[c] - mu);
+    float inv = float(1.0 / sqrt(s2 / double(cols) + double(eps)));
+    for (int64_t c = 0; c < cols; ++c)
+      y[r * cols + c] =
+          float(xr[c] - mu) * inv * scale[c] + (bias ? bias[c] : 0.0f);
+    if (mean)
+      mean[r] = float(mu);
+    if (invStd)
+      invStd[r] = inv;
+  }
+}
+
+/// dX per row; dScale/dB per column (one thread per column, rows in order).
+__global__ void layerNormGradDxKernel(int64_t rows, int64_t cols,
+                                      const float *dy, const float *x,
+                                      const float *scale, const float *mean,
+                                      const float *invStd, float *dx) {
+  OASR_LOOP(r, rows) {
+    double a = 0, b = 0;
+    float mu = mean[r], inv = invStd[r];
+    for (int64_t c = 0; c < cols; ++c) {
+      double g = double(dy[r * cols + c]) * scale[c];
+      double xh = double(x[r * cols + c] - mu) * inv;
+      a += g;
+      b += g * xh;
+    }
+    a /= double(cols);
+    b /= double(cols);
+    for (int64_t c = 0; c < cols; ++c) {
+      double g = double(dy[r * cols + c]) * scale[c];
+      double xh = double(x[r * cols + c] - mu) * inv;
+      dx[r * cols + c] = float(inv * (g - a - xh * b));
+    }
+  }
+}
+
+__global__ void layerNormGradParamKernel(int64_t rows, int64_t cols,
+                                         const float *dy, const float *x,
+                                         const float *mean, const float *invStd,
+                                         float *dScale, float *dBias) {
+  OASR_LOOP(c, cols) {
+    double ds = 0, db = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      double g = dy[r * cols + c];
+      ds += g * double(x[r * cols + c] - mean[r]) * invStd[r];
+      db += g;
+    }
+    if (dScale)
+      dScale[c] = float(ds);
+    if (dBias)
+      dBias[c] = float(db);
+  }
+}
+
+} // namespace
+
+void launchUnary(UnaryOp op, const float *x, float *y, int64_t n, float a,
+                 float b, cudaStream_t s) {
+  unaryKernel<<<blocks(n), kThreads, 0, s>>>(op, x, y, n, a, b);
+  launched("activation");
+}
+
+void launchGrad(GradOp op, const float *dy, const float *z, float *dx,
+                int64_t n, float a, float b, cudaStream_t s) {
+  gradKernel<<<blocks(n), kThreads, 0, s>>>(op, dy, z, dx, n, a, b);
+  launched("activation gradient");
+}
+
+void launchCompare(CmpOp op, DType in, const Broadcast &b, uint8_t *y,
+                   int64_t n, cudaStream_t s) {
+  switch (in) {
+  case DType::F32:
+    compareKernel<float><<<blocks(n), kThreads, 0, s>>>(op, b, y, n);
+    break;
+  case DType::I64:
+    compareKernel<int64_t><<<blocks(n), kThreads, 0, s>>>(op, b, y, n);
+    break;
+  case DType::I32:
+    compareKernel<int32_t><<<blocks(n), kThreads, 0, s>>>(op, b, y, n);
+    break;
+  default:
+    compareKernel<uint8_t><<<blocks(n), kThreads, 0, s>>>(op, b, y, n);
+    break;
+  }
+  launched("comparison");
+}
+
+void launchNot(const uint8_t *x, uint8_t *y, int64_t n, cudaStream_t s) {
+  notKernel<<<blocks(n), kThreads, 0, s>>>(x, y, n);
+  launched("Not");
+}
+
+void launchWhere(const Broadcast &b, size_t elem, void *y, int64_t n,
+                 cudaStream_t s) {
+  if (elem == 1)
+    whereKernel<uint8_t>
+        <<<blocks(n), kThreads, 0, s>>>(b, static_cast<uint8_t *>(y), n);
+  else if (elem == 4)
+    whereKernel<uint32_t>
+        <<<blocks(n), kThreads, 0, s>>>(b, static_cast<uint32_t *>(y), n);
+  else
+    whereKernel<uint64_t>
+        <<<blocks(n), kThreads, 0, s>>>(b, static_cast<uint64_t *>(y), n);
+  launched("Where");
+}
+
+void launchCast(DType from, DType to, const void *x, void *y, int64_t n,
+                cudaStream_t s) {
+  castKernel<<<blocks(n), kThreads, 0, s>>>(from, to, x, y, n);
+  launched("Cast");
+}
+
+void launchFill(DType t, void *y, int64_t n, double value, cudaStream_t s) {
+  fillKernel<<<blocks(n), kThreads, 0, s>>>(t, y, n, value);
+  launched("ConstantOfShape");
+}
+
+void launchRange(DType t, const void *start, const void *delta, void *y,
+                 int64_t n, cudaStream_t s) {
+  rangeKernel<<<blocks(n), kThreads, 0, s>>>(t, start, delta, y, n);
+  launched("Range");
+}
+
+void launchTrilu(const void *x, void *y, size_t elem, int64_t rows,
+                 int64_t cols, int64_t n, const int64_t *k, bool upper,
+                 cudaStream_t s) {
+  triluKernel<<<blocks(n), kThreads, 0, s>>>(static_cast<const char *>(x),
+                                             static_cast<char *>(y), elem, rows,
+                                             cols, n, k, upper);
+  launched("Trilu");
+}
+
+void launchTranspose(const TransposeParams &p, const void *x, void *y,
+                     size_t elem, int64_t n, cudaStream_t s) {
+  transposeKernel<<<blocks(n), kThreads, 0, s>>>(
+      p, static_cast<const char *>(x), static_cast<char *>(y), elem, n);
+  launched("Transpose");
+}
+
+void launchGather(const GatherParams &p, const void *data, const void *indices,
+                  bool i64, void *y, size_t elem, int64_t n, cudaStream_t s) {
+  gatherKernel<<<blocks(n), kThreads, 0, s>>>(
+      p, static_cast<const char *>(data), indices, i64, static_cast<char *>(y),
+      elem, n);
+  launched("Gather");
+}
+
+void launchGatherGrad(const GatherParams &p, const float *dy,
+                      const void *indices, bool i64, float *dx, int64_t dxNumel,
+                      int64_t n, cudaStream_t s) {
+  check(cudaMemsetAsync(dx, 0, size_t(dxNumel) * sizeof(float), s),
+        "GatherGrad zero");
+  gatherGradKernel<<<blocks(n), kThreads, 0, s>>>(p, dy, indices, i64, dx, n);
+  launched("GatherGrad");
+}
+
+void launchSoftmax(const RowParams &p, const float *x, float *y, bool logForm,
+                   cudaStream_t s) {
+  int64_t rows = p.outer * p.inner;
+  softmaxKernel<<<blocks(rows), kThreads, 0, s>>>(p, x, y, logForm, rows);
+  launched("Softmax");
+}
+
+void launchSoftmaxGrad(const RowParams &p, const float *dy, const float *y,
+                       float *dx, bool logForm, cudaStream_t s) {
+  int64_t rows = p.outer * p.inner;
+  softmaxGradKernel<<<blocks(rows), kThreads, 0, s>>>(p, dy, y, dx, logForm,
+                                                      rows);
+  launched("SoftmaxGrad");
+}
+
+void launchLayerNorm(int64_t rows, int64_t cols, float eps, const float *x,
+                     const float *scale, const float *bias, float *y,
+                     float *mean, float *invStd, cudaStream_t s) {
+  layerNormKernel<<<blocks(rows), kThreads, 0, s>>>(rows, cols, eps, x, scale,
+                                                    bias, y, mean, invStd);
+  launched("LayerNormalization");
+}
+
+void launchLayerNormGrad(int64_t rows, int64_t cols, const float *dy,
+                         const float *x, const float *scale, const float *mean,
+                         const float *invStd, float *dx, float *dScale,
+                         float *dBias, cudaStream_t s) {
+  if (dx)
+    layerNormGradDxKernel<<<blocks(rows), kThreads, 0, s>>>(
+        rows, cols, dy, x, scale, mean, invStd, dx);
+  if (dScale || dBias)
+    layerNormGradParamKernel<<<blocks(cols), kThreads, 0, s>>>(
+        rows, cols, dy, x, mean, invStd, dScale, dBias);
+  launched("LayerNormalizationGrad");
+}
+
+} // namespace oasr::rt::cuda
