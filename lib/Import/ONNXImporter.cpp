@@ -1270,12 +1270,13 @@ OwningOpRef<ModuleOp> ONNXImporter::run() {
                        << getDataTypeName(init.data_type());
       return {};
     }
-    if (options.checkExternalData)
-      if (llvm::Error err = model.checkExternalData(init)) {
-        emitModelError()
-            << llvm::toString(std::move(err)).substr(model.path().size() + 2);
-        return {};
-      }
+    // The location rule holds even when the side files are not checked.
+    if (llvm::Error err =
+            model.checkExternalData(init, options.checkExternalData)) {
+      emitModelError()
+          << llvm::toString(std::move(err)).substr(model.path().size() + 2);
+      return {};
+    }
     infos[init.name()] = TensorInfo::get(
         init.data_type(),
         SmallVector<int64_t>(init.dims().begin(), init.dims().end()));

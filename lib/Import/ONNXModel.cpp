@@ -28,6 +28,8 @@
 #include <cstring>
 #include <mutex>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace oasr::onnximport;
@@ -503,6 +505,65 @@ static Expected<ExternalKeys> getExternalKeys(const onnx::TensorProto &tensor,
   return keys;
 }
 
+/// Resolves an external initializer's `location` against the model's
+/// directory under ONNX's rule for external data (onnx/checker.cc,
+/// resolve_external_data_location): the location is a relative path that,
+/// once normalized, has no `..` component, and the file it names resolves
+/// (following symbolic links) to a regular file inside the model's
+/// directory. Returns the resolved path: the canonical one when the file
+/// exists, else the lexical one (whoever opens it reports it missing).
+static Expected<std::string> resolveSidePath(StringRef modelPath,
+                                             StringRef directory,
+                                             const onnx::TensorProto &tensor,
+                                             StringRef location) {
+  auto error = [&](const llvm::Twine &what) {
+    return makeError(modelPath + ": initializer '" + tensor.name() +
+                     "': external data location '" + location + "' " + what);
+  };
+  if (location.contains('\0'))
+    return error("contains a NUL character");
+  if (llvm::sys::path::is_absolute(location) ||
+      llvm::sys::path::has_root_name(location))
+    return error("is an absolute path; ONNX requires a path relative to the "
+                 "model's directory '" +
+                 directory + "'");
+  llvm::SmallString<256> relative(location);
+  llvm::sys::path::remove_dots(relative, /*remove_dot_dot=*/true);
+  for (StringRef component : llvm::make_range(
+           llvm::sys::path::begin(relative), llvm::sys::path::end(relative)))
+    if (component == "..")
+      return error("leaves the model's directory '" + directory + "'");
+  if (relative.empty() || relative == ".")
+    return error("does not name a file inside the model's directory '" +
+                 directory + "'");
+  llvm::SmallString<256> side(directory);
+  llvm::sys::path::append(side, relative);
+
+  // Through symbolic links (of the file or of a directory on the way), the
+  // file must still be inside the model's directory.
+  llvm::sys::fs::file_status status;
+  if (llvm::sys::fs::status(side, status, /*follow=*/false))
+    return side.str().str();
+  llvm::SmallString<256> realSide, realDirectory;
+  if (std::error_code ec = llvm::sys::fs::real_path(side, realSide))
+    return error("cannot be resolved: " + ec.message());
+  if (std::error_code ec = llvm::sys::fs::real_path(directory, realDirectory))
+    return makeError(modelPath + ": the model's directory '" + directory +
+                     "' cannot be resolved: " + ec.message());
+  StringRef real = realSide;
+  if (!real.starts_with(realDirectory) ||
+      real.size() <= realDirectory.size() ||
+      !llvm::sys::path::is_separator(real[realDirectory.size()]))
+    return error("resolves to '" + realSide +
+                 "', outside the model's directory '" + realDirectory + "'");
+  llvm::sys::fs::file_status target;
+  if (std::error_code ec = llvm::sys::fs::status(realSide, target))
+    return error("cannot be resolved: " + ec.message());
+  if (target.type() != llvm::sys::fs::file_type::regular_file)
+    return error("is not a regular file");
+  return realSide.str().str();
+}
+
 Expected<InitializerLocation>
 ModelFile::getInitializerLocation(StringRef name) const {
   const onnx::TensorProto *tensor = findInitializer(name);
@@ -521,12 +582,14 @@ ModelFile::getInitializerLocation(StringRef name) const {
     auto keys = getExternalKeys(*tensor, impl->path);
     if (!keys)
       return keys.takeError();
+    auto side = resolveSidePath(impl->path, impl->directory, *tensor,
+                                keys->location);
+    if (!side)
+      return side.takeError();
     location.kind = InitializerLocation::External;
     location.offset = keys->offset;
     location.length = keys->length;
-    llvm::SmallString<256> side(impl->directory);
-    llvm::sys::path::append(side, keys->location);
-    location.path = std::string(side);
+    location.path = std::move(*side);
     return location;
   }
   location.kind = InitializerLocation::Inline;
@@ -540,25 +603,48 @@ ModelFile::Impl::getSideFile(StringRef sidePath, StringRef tensor) const {
   auto it = sideFiles.find(sidePath);
   if (it != sideFiles.end())
     return it->second.get();
-  auto buffer = llvm::MemoryBuffer::getFile(sidePath, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  if (!buffer)
+  auto cannotOpen = [&](std::error_code ec) {
     return makeError(path + ": initializer '" + tensor +
                      "': external data file '" + sidePath +
-                     "' cannot be opened: " + buffer.getError().message());
+                     "' cannot be opened: " + ec.message());
+  };
+  // `sidePath` was resolved (resolveSidePath); O_NOFOLLOW and the checks on
+  // the open descriptor keep a link swapped in since then from being read.
+  int fd = ::open(sidePath.str().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return cannotOpen(std::error_code(errno, std::generic_category()));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return makeError(path + ": initializer '" + tensor +
+                     "': external data file '" + sidePath +
+                     "' is not a regular file");
+  }
+  auto buffer = llvm::MemoryBuffer::getOpenFile(
+      llvm::sys::fs::convertFDToNativeFile(fd), sidePath, uint64_t(st.st_size),
+      /*RequiresNullTerminator=*/false);
+  ::close(fd);
+  if (!buffer)
+    return cannotOpen(buffer.getError());
   const llvm::MemoryBuffer *result = buffer->get();
   sideFiles[sidePath] = std::move(*buffer);
   return result;
 }
 
-Error ModelFile::checkExternalData(const onnx::TensorProto &tensor) const {
+Error ModelFile::checkExternalData(const onnx::TensorProto &tensor,
+                                   bool checkFile) const {
   if (tensor.data_location() != onnx::TensorProto::EXTERNAL)
     return Error::success();
   auto keys = getExternalKeys(tensor, impl->path);
   if (!keys)
     return keys.takeError();
-  llvm::SmallString<256> side(impl->directory);
-  llvm::sys::path::append(side, keys->location);
+  auto resolved =
+      resolveSidePath(impl->path, impl->directory, tensor, keys->location);
+  if (!resolved)
+    return resolved.takeError();
+  if (!checkFile)
+    return Error::success();
+  StringRef side = *resolved;
   uint64_t fileSize;
   if (std::error_code ec = llvm::sys::fs::file_size(side, fileSize))
     return makeError(impl->path + ": initializer '" + tensor.name() +
@@ -621,9 +707,11 @@ ModelFile::readTensor(const onnx::TensorProto &tensor) const {
     auto keys = getExternalKeys(tensor, impl->path);
     if (!keys)
       return keys.takeError();
-    llvm::SmallString<256> side(impl->directory);
-    llvm::sys::path::append(side, keys->location);
-    auto file = impl->getSideFile(side, tensor.name());
+    auto side =
+        resolveSidePath(impl->path, impl->directory, tensor, keys->location);
+    if (!side)
+      return side.takeError();
+    auto file = impl->getSideFile(*side, tensor.name());
     if (!file)
       return file.takeError();
     data.bytes = llvm::ArrayRef<uint8_t>(

@@ -35,7 +35,8 @@ struct ImportOptions {
   std::map<std::string, int64_t> dims;
   /// Name of the function holding the graph.
   std::string funcName = "forward";
-  /// Check that external-data side files exist and are long enough.
+  /// Check that external-data side files exist and are long enough (the
+  /// rule that locations stay inside the model's directory holds anyway).
   bool checkExternalData = true;
   /// Use oasr's own shape rules first and libonnx's only for ops without
   /// one (by default libonnx goes first up to the opset it knows). For

@@ -101,7 +101,8 @@ struct InitializerLocation {
   /// Number of bytes (for External: the `length` key, or -1 when absent,
   /// meaning "to the end of the file").
   int64_t length = 0;
-  /// For External: the side file, resolved against the model's directory.
+  /// For External: the side file, resolved against the model's directory
+  /// (canonical when it exists; always inside that directory).
   std::string path;
 };
 
@@ -145,9 +146,12 @@ public:
   /// such initializer.
   llvm::Expected<InitializerLocation>
   getInitializerLocation(llvm::StringRef name) const;
-  /// Checks that an external initializer's side file exists and holds the
-  /// bytes its dims and type need, without reading them.
-  llvm::Error checkExternalData(const onnx::TensorProto &tensor) const;
+  /// Checks an external initializer's `location` against ONNX's rule (a
+  /// relative path that stays inside the model's directory, also through
+  /// symbolic links) and, when `checkFile`, that the side file exists and
+  /// holds the bytes its dims and type need, without reading them.
+  llvm::Error checkExternalData(const onnx::TensorProto &tensor,
+                                bool checkFile = true) const;
 
   /// Raw little-endian bytes of a named initializer (raw_data, typed *_data
   /// fields, or external data), with its dims and ONNX data type. Errors
