@@ -138,6 +138,7 @@ private:
   // Checks before importing.
   LogicalResult checkVersions();
   LogicalResult checkNodeDomains();
+  LogicalResult checkSingleAssignment();
 
   // Types.
   std::optional<Type> getElementType(int32_t onnxType);
@@ -297,6 +298,48 @@ LogicalResult ONNXImporter::checkNodeDomains() {
   return success();
 }
 
+/// What ONNX's checker (check_graph, check_node) requires of names: every
+/// value is written once (static single assignment: by one node output, a
+/// graph input or an initializer) and a node has each attribute once.
+/// Without this check the importer silently kept the last writer.
+LogicalResult ONNXImporter::checkSingleAssignment() {
+  // Value name -> who writes it (null node: a graph input or initializer).
+  llvm::StringMap<std::pair<const onnx::NodeProto *, const char *>> writers;
+  for (const onnx::ValueInfoProto &input : graph.input())
+    writers.try_emplace(input.name(), nullptr, "a graph input");
+  for (const onnx::TensorProto &init : graph.initializer())
+    writers.try_emplace(init.name(), nullptr, "an initializer");
+  for (const onnx::NodeProto &node : graph.node()) {
+    llvm::StringSet<> attributes;
+    for (const onnx::AttributeProto &attr : node.attribute())
+      if (!attributes.insert(attr.name()).second)
+        return emitNodeError(node)
+               << "attribute '" << attr.name()
+               << "' appears more than once (ONNX allows one per name)";
+    for (const std::string &output : node.output()) {
+      if (output.empty()) // an optional output left out
+        continue;
+      auto [it, inserted] = writers.try_emplace(output, &node, nullptr);
+      if (inserted)
+        continue;
+      InFlightDiagnostic diag = emitNodeError(node);
+      diag << "output '" << output << "' is already ";
+      if (const onnx::NodeProto *first = it->second.first) {
+        diag << "written by ";
+        if (first == &node)
+          diag << "this node";
+        else
+          diag << "node '" << first->name() << "' (" << first->op_type()
+               << ")";
+      } else {
+        diag << it->second.second;
+      }
+      return diag << "; an ONNX graph writes each value once";
+    }
+  }
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Types
 //===----------------------------------------------------------------------===//
@@ -386,9 +429,25 @@ ONNXImporter::applyInputOverrides(const onnx::ValueInfoProto &input,
   if (!info.ranked)
     return emitModelError()
            << "graph input '" << input.name() << "' has no shape";
+  const auto &dims = input.type().tensor_type().shape().dim();
+  // ONNX dimensions are never negative; a dimension of 0 (an empty tensor)
+  // is valid ONNX but would make training run on nothing (a batch of 0
+  // "trained" with loss 0), so oasr asks for a size.
+  for (auto [i, dim] : llvm::enumerate(dims))
+    if (dim.has_dim_value() && dim.dim_value() < 0)
+      return emitModelError()
+             << "graph input '" << input.name() << "' has negative dimension "
+             << dim.dim_value() << " (dim " << i
+             << "); ONNX dimensions are never negative";
   if (options.batch > 0 && !info.dims.empty())
     info.dims[0] = options.batch;
-  const auto &dims = input.type().tensor_type().shape().dim();
+  for (auto [i, d] : llvm::enumerate(info.dims))
+    if (d == 0)
+      return emitModelError()
+             << "graph input '" << input.name() << "' has dimension 0 (dim "
+             << i << "): oasr cannot train on empty tensors; "
+             << (i == 0 ? "set the batch with --batch=N"
+                        : "fix the model's input shape");
   for (auto [i, d] : llvm::enumerate(info.dims)) {
     if (d >= 0)
       continue;
@@ -1251,7 +1310,8 @@ void ONNXImporter::importTrainingInfo(ModuleOp module) {
 OwningOpRef<ModuleOp> ONNXImporter::run() {
   context.loadDialect<mlir::oasr::OASRDialect, func::FuncDialect>();
   fileLoc = FileLineColLoc::get(&context, model.path(), 0, 0);
-  if (failed(checkVersions()) || failed(checkNodeDomains()))
+  if (failed(checkVersions()) || failed(checkNodeDomains()) ||
+      failed(checkSingleAssignment()))
     return {};
 
   for (const onnx::TensorProto &init : graph.initializer())
