@@ -266,10 +266,18 @@ static bool convertAttr(Attribute a, AttrValue &out) {
     return true;
   }
   if (auto arr = dyn_cast<ArrayAttr>(a)) {
-    bool allInt = true, allNum = true;
+    bool allInt = true, allNum = true, allStr = true;
     for (Attribute e : arr) {
       allInt &= isa<IntegerAttr>(e);
       allNum &= isa<IntegerAttr, FloatAttr>(e);
+      allStr &= isa<StringAttr>(e);
+    }
+    if (allStr && !arr.empty()) {
+      std::vector<std::string> v;
+      for (Attribute e : arr)
+        v.push_back(cast<StringAttr>(e).getValue().str());
+      out = std::move(v);
+      return true;
     }
     if (allInt) {
       std::vector<int64_t> v;

@@ -91,6 +91,19 @@ std::vector<int64_t> AttrMap::getInts(const std::string &name,
   return dflt;
 }
 
+std::vector<std::string>
+AttrMap::getStrings(const std::string &name,
+                    std::vector<std::string> dflt) const {
+  auto it = values.find(name);
+  if (it == values.end())
+    return dflt;
+  if (auto *v = std::get_if<std::vector<std::string>>(&it->second))
+    return *v;
+  if (auto *s = std::get_if<std::string>(&it->second))
+    return {*s};
+  return dflt;
+}
+
 Kernel::~Kernel() = default;
 KernelBackend::~KernelBackend() = default;
 

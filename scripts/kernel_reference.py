@@ -11,7 +11,7 @@
 #   case <name> <op type>
 #   attr <name> int|float|str <value> | ints|floats <n> <values...>
 #   seed <n>
-#   in  <dtype> <file> <rank> <dims...>
+#   in  <dtype> <file> <rank> <dims...>   (file "-": an absent operand)
 #   out <dtype> <file or -> <rank> <dims...> [unused]
 #   end
 #
@@ -119,6 +119,9 @@ def write_cases(out_dir, cases, manifest):
             manifest.append(fmt_attr(k, v))
         manifest.append(f"seed {c.seed}")
         for i, t in enumerate(c.inputs):
+            if t is None:  # an optional operand left out in the middle
+                manifest.append("in f32 - 0")
+                continue
             fname = f"{c.name}.in{i}.bin"
             write_tensor(os.path.join(out_dir, fname), t)
             manifest.append("in " + desc(t).format(fname))
@@ -658,6 +661,115 @@ def g_pointwise():
     cs.append(Case("tril_km2", "Trilu", {"upper": 0}).inp(x, torch.tensor(-2)).out(f64(torch.tril(x, -2))))
     m = torch.ones(6, 6, dtype=torch.bool)
     cs.append(Case("triu_bool", "Trilu", {"upper": 1}).inp(m, torch.tensor(1)).out(torch.triu(m, 1)))
+    return cs
+
+
+# ----------------------------------------------------------- recurrent ----
+
+
+def onnx_rnn(op, x, w, r, b, h0, c0, direction, lbr):
+    """ONNX LSTM/GRU (layout 0, default activations) written out step by
+    step from the operator's equations: gates i, o, f, c (LSTM) and z, r, h
+    (GRU) in W [D, G*H, I], R [D, G*H, H], B [D, 2*G*H] (Wb then Rb).
+    Returns Y [T, D, N, H], Y_h [D, N, H] (and Y_c)."""
+    T, N, _ = x.shape
+    D, GH, _ = w.shape
+    G = 4 if op == "LSTM" else 3
+    H = GH // G
+    ys, hs, cs = [], [], []
+    for d in range(D):
+        rev = direction == "reverse" or (direction == "bidirectional" and d == 1)
+        wb, rb = b[d, :GH], b[d, GH:]
+        h, c = h0[d], c0[d] if c0 is not None else None
+        out = [None] * T
+        for t in (reversed(range(T)) if rev else range(T)):
+            xw = x[t] @ w[d].T + wb
+            hr = h @ r[d].T
+            if op == "LSTM":
+                g = xw + hr + rb
+                i, o, f, cc = (g[:, k * H:(k + 1) * H] for k in range(4))
+                c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(cc)
+                h = torch.sigmoid(o) * torch.tanh(c)
+            else:
+                z = torch.sigmoid(xw[:, :H] + hr[:, :H] + rb[:H])
+                rr = torch.sigmoid(xw[:, H:2 * H] + hr[:, H:2 * H] + rb[H:2 * H])
+                if lbr:
+                    n = torch.tanh(xw[:, 2 * H:] + rr * (hr[:, 2 * H:] + rb[2 * H:]))
+                else:
+                    n = torch.tanh(xw[:, 2 * H:] + (rr * h) @ r[d, 2 * H:].T + rb[2 * H:])
+                h = (1 - z) * n + z * h
+            out[t] = h
+        ys.append(torch.stack(out))
+        hs.append(h)
+        cs.append(c)
+    y = torch.stack(ys, 1)
+    return (y, torch.stack(hs), torch.stack(cs)) if op == "LSTM" else (y, torch.stack(hs))
+
+
+@group("recurrent")
+def g_recurrent():
+    """LSTM/GRU and LSTMGrad/GRUGrad against the ONNX equations: every
+    direction, both GRU forms, absent B / initial states / output
+    gradients (zeros in the reference)."""
+    cs = []
+    T, N, I, H = 5, 3, 4, 6
+    for name, op, direction, lbr, absent in [
+        ("lstm", "LSTM", "forward", 0, ()),
+        ("lstm_reverse_bare", "LSTM", "reverse", 0, ("B", "h0", "c0")),
+        ("lstm_bidir", "LSTM", "bidirectional", 0, ("dY_h",)),
+        ("gru", "GRU", "forward", 0, ()),
+        ("gru_lbr_reverse", "GRU", "reverse", 1, ("h0",)),
+        ("gru_bidir", "GRU", "bidirectional", 0, ("B", "dY")),
+        ("gru_lbr_bidir", "GRU", "bidirectional", 1, ()),
+    ]:
+        D = 2 if direction == "bidirectional" else 1
+        G = 4 if op == "LSTM" else 3
+        lstm = op == "LSTM"
+        attrs = {"hidden_size": H}
+        if direction != "forward":
+            attrs["direction"] = direction
+        if not lstm:
+            attrs["linear_before_reset"] = lbr
+        x, w, r = rnd(T, N, I), rnd(D, G * H, I, lo=-0.5, hi=0.5), rnd(D, G * H, H, lo=-0.5, hi=0.5)
+        b = rnd(D, 2 * G * H)
+        h0, c0 = rnd(D, N, H), rnd(D, N, H) if lstm else None
+        vals = {"B": b, "h0": h0, "c0": c0}
+        for k in absent:
+            if k in vals:
+                vals[k] = torch.zeros_like(vals[k])
+        b, h0, c0 = vals["B"], vals["h0"], vals["c0"]
+
+        def fn(x, w, r, b, h0, *c0, op=op, direction=direction, lbr=lbr):
+            return onnx_rnn(op, x, w, r, b, h0, c0[0] if c0 else None, direction, lbr)
+
+        params = [x, w, r, b, h0] + ([c0] if lstm else [])
+        outs = fn(*params)
+        # Forward operands: X W R B sequence_lens initial_h [initial_c];
+        # absent ones are left out (trailing) or holes (middle).
+        fwd = [x, w, r, None if "B" in absent else b, None,
+               None if "h0" in absent else h0]
+        if lstm:
+            fwd.append(None if "c0" in absent else c0)
+        while fwd[-1] is None:
+            fwd.pop()
+        cs.append(Case(name, op, attrs).inp(*fwd).out(*[f64(o) for o in outs]))
+        # Gradient: X W R B h0 [c0] dY dY_h [dY_c] -> dX dW dR dB dh0 [dc0].
+        douts = [rnd(*o.shape) for o in outs]
+        for k, i in (("dY", 0), ("dY_h", 1)):
+            if k in absent:
+                douts[i] = torch.zeros_like(douts[i])
+        ins = [p.clone().requires_grad_(True) for p in params]
+        res = fn(*ins)
+        sum((o * g).sum() for o, g in zip(res, douts)).backward()
+        grads = [f64(p.grad) for p in ins]
+        gin = fwd[:4] + [None] * (4 - len(fwd[:4]))
+        gin += [None if "h0" in absent else h0]
+        if lstm:
+            gin.append(None if "c0" in absent else c0)
+        gin += [None if k in absent else t for k, t in zip(("dY", "dY_h", "dY_c"), douts)]
+        while gin[-1] is None:
+            gin.pop()
+        cs.append(Case(name + "_grad", op + "Grad", attrs).inp(*gin).out(*grads))
     return cs
 
 

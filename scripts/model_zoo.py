@@ -127,14 +127,21 @@ class UNetTiny(nn.Module):
 
 
 class RecurrentClassifier(nn.Module):
+    """Classifies from the mean output over time plus the final states, so
+    every step of every direction, Y_h and (LSTM) Y_c carry a gradient."""
+
     def __init__(self, cell, bidirectional=False):
         super().__init__()
         self.rnn = cell(8, 16, batch_first=True, bidirectional=bidirectional)
         self.head = nn.Linear(16 * (2 if bidirectional else 1), CLASSES)
 
     def forward(self, x):
-        y, _ = self.rnn(x)
-        return self.head(y[:, -1])
+        y, states = self.rnn(x)
+        feat = y.mean(1)
+        for s in states if isinstance(states, tuple) else (states,):
+            # [D, B, H] -> [B, D*H], directions side by side like y's.
+            feat = feat + s.transpose(0, 1).reshape(x.shape[0], -1)
+        return self.head(feat)
 
 
 def vit_tiny():

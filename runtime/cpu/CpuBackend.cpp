@@ -151,6 +151,7 @@ void registerCpuKernels(KernelRegistry &registry) {
   registerDnnlKernels(registry);
   registerElementwiseKernels(registry);
   registerPointwiseKernels(registry);
+  registerRecurrentKernels(registry);
 }
 
 class CpuBackend final : public KernelBackend {

@@ -39,6 +39,9 @@ void registerElementwiseKernels(KernelRegistry &registry);
 /// Adds the activations, comparisons, logic, Where and mask builders
 /// (PointwiseKernels.cpp).
 void registerPointwiseKernels(KernelRegistry &registry);
+/// Adds LSTM and GRU and their gradients on oneDNN's RNN primitives
+/// (RecurrentKernels.cpp).
+void registerRecurrentKernels(KernelRegistry &registry);
 
 /// The process-wide oneDNN CPU engine.
 dnnl::engine &engine();

@@ -78,8 +78,9 @@ struct TensorRef {
 };
 
 /// An ONNX attribute value as the runtime sees it.
-using AttrValue = std::variant<int64_t, double, std::string,
-                               std::vector<int64_t>, std::vector<double>>;
+using AttrValue =
+    std::variant<int64_t, double, std::string, std::vector<int64_t>,
+                 std::vector<double>, std::vector<std::string>>;
 
 /// The attributes of one node, with typed accessors and defaults.
 class AttrMap {
@@ -94,6 +95,10 @@ public:
                         const std::string &dflt = "") const;
   std::vector<int64_t> getInts(const std::string &name,
                                std::vector<int64_t> dflt = {}) const;
+  /// A list of strings (e.g. LSTM's activations); a single string is a list
+  /// of one.
+  std::vector<std::string> getStrings(const std::string &name,
+                                      std::vector<std::string> dflt = {}) const;
   const std::map<std::string, AttrValue> &all() const { return values; }
 
 private:

@@ -187,7 +187,7 @@ protected:
     spec.attrs = c.attrs;
     spec.seed = c.seed;
     for (const auto &t : c.ins)
-      spec.inputs.push_back(t.desc);
+      spec.inputs.push_back(t.file == "-" ? TensorDesc{} : t.desc);
     for (const auto &t : c.outs) {
       spec.outputs.push_back(t.desc);
       spec.outputUsed.push_back(t.used);
@@ -199,6 +199,10 @@ protected:
     std::vector<Buffer> inBufs, outBufs;
     std::vector<TensorRef> ins, outs;
     for (const auto &t : c.ins) {
+      if (t.file == "-") { // an absent operand, as the executor passes it
+        ins.push_back({nullptr, TensorDesc{}});
+        continue;
+      }
       std::vector<char> bytes = readFile(dir + "/" + t.file);
       ASSERT_EQ(bytes.size(), t.desc.bytes()) << t.file;
       inBufs.emplace_back(*backend, bytes.size());
@@ -272,6 +276,7 @@ TEST_F(KernelsVsTorch, TransformerOps) { checkGroup("transformer"); }
 TEST_F(KernelsVsTorch, PointwiseOps) { checkGroup("pointwise"); }
 TEST_F(KernelsVsTorch, ConvTranspose) { checkGroup("convtranspose"); }
 TEST_F(KernelsVsTorch, Resize) { checkGroup("resize"); }
+TEST_F(KernelsVsTorch, Recurrent) { checkGroup("recurrent"); }
 
 //===----------------------------------------------------------------------===//
 // Dropout: statistics, reproducibility, forward/backward consistency
@@ -477,6 +482,23 @@ TEST(KernelWorkspace, ConvGradBlockedCopiesLiveInTheWorkspace) {
   checkWorkspace(s);
 }
 
+/// Bidirectional LSTMGrad: the recomputed forward's workspace, the packed
+/// weights and the gradients oneDNN accumulates into are all scratch, and
+/// must be rewritten (or zeroed) every run.
+TEST(KernelWorkspace, LstmGradScratchLivesInTheWorkspace) {
+  OpSpec s;
+  s.opType = "LSTMGrad";
+  s.name = "/rnn/LSTM_grad";
+  s.attrs.set("direction", std::string("bidirectional"));
+  s.attrs.set("hidden_size", int64_t(6));
+  TensorDesc x{DType::F32, {5, 3, 4}}, w{DType::F32, {2, 24, 4}},
+      r{DType::F32, {2, 24, 6}}, b{DType::F32, {2, 48}},
+      h{DType::F32, {2, 3, 6}}, y{DType::F32, {5, 2, 3, 6}};
+  s.inputs = {x, w, r, b, h, h, y, h, h};
+  s.outputs = {x, w, r, b, h, h};
+  checkWorkspace(s);
+}
+
 //===----------------------------------------------------------------------===//
 // Malformed nodes are refused with errors naming them
 //===----------------------------------------------------------------------===//
@@ -586,6 +608,80 @@ TEST_F(BadSpec, InconsistentShapes) {
   expectError(a, "does not broadcast");
 }
 
+/// What the LSTM/GRU kernels do not implement is refused at creation.
+TEST_F(BadSpec, RecurrentAttributesAndOperands) {
+  auto lstm = [] {
+    OpSpec s;
+    s.opType = "LSTM";
+    s.name = "/rnn/LSTM";
+    s.attrs.set("hidden_size", int64_t(6));
+    s.inputs = {{DType::F32, {5, 3, 4}},
+                {DType::F32, {1, 24, 4}},
+                {DType::F32, {1, 24, 6}}};
+    s.outputs = {{DType::F32, {5, 1, 3, 6}}};
+    return s;
+  };
+  std::string err;
+  EXPECT_TRUE(backend->create(lstm(), err)) << err;
+  OpSpec s = lstm();
+  s.attrs.set("activations",
+              std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"});
+  EXPECT_TRUE(backend->create(s, err)) << err;
+
+  s = lstm();
+  s.attrs.set("clip", 3.0);
+  expectError(s, "clip is not supported");
+  s = lstm();
+  s.attrs.set("layout", int64_t(1));
+  expectError(s, "layout=1 (batch first) is not supported");
+  s = lstm();
+  s.attrs.set("activation_alpha", std::vector<double>{0.1});
+  expectError(s, "activation_alpha/activation_beta are not supported");
+  s = lstm();
+  s.attrs.set("input_forget", int64_t(1));
+  expectError(s, "input_forget=1 is not supported");
+  s = lstm();
+  s.attrs.set("direction", std::string("sideways"));
+  expectError(s, "direction 'sideways' is not one of forward, reverse, "
+                 "bidirectional");
+  s = lstm();
+  s.attrs.set("activations",
+              std::vector<std::string>{"Sigmoid", "Relu", "Tanh"});
+  expectError(s, "activations [Sigmoid, Relu, Tanh] are not supported "
+                 "(oneDNN implements only the default [Sigmoid, Tanh, Tanh])");
+  s = lstm();
+  s.attrs.set("hidden_size", int64_t(8));
+  expectError(s, "hidden_size=8 does not match W [1, 24, 4]");
+  s = lstm();
+  s.inputs.push_back({DType::F32, {1, 48}});
+  s.inputs.push_back({DType::I32, {3}});
+  expectError(s, "sequence_lens is not supported");
+  s = lstm();
+  s.inputs.resize(7);
+  s.inputs.push_back({DType::F32, {1, 18}});
+  expectError(s, "peephole weights (input P) are not supported");
+  s = lstm();
+  s.inputs.push_back({DType::F32, {1, 40}});
+  expectError(s, "operand #3 has shape [1, 40], expected [1, 48]");
+  s = lstm();
+  s.inputs[1].shape = {1, 22, 4};
+  expectError(s, "X [5, 3, 4] and W [1, 22, 4] must be [T, N, I] and [D, "
+                 "4*H, I]");
+  s = lstm();
+  s.outputs[0].shape = {5, 3, 6};
+  expectError(s, "result #0 has shape [5, 3, 6], expected [5, 1, 3, 6]");
+
+  OpSpec g;
+  g.opType = "GRU";
+  g.name = "/rnn/GRU";
+  g.attrs.set("linear_before_reset", int64_t(2));
+  g.inputs = {{DType::F32, {5, 3, 4}},
+              {DType::F32, {1, 18, 4}},
+              {DType::F32, {1, 18, 6}}};
+  g.outputs = {{DType::F32, {5, 1, 3, 6}}};
+  expectError(g, "linear_before_reset must be 0 or 1, got 2");
+}
+
 //===----------------------------------------------------------------------===//
 // Interface pieces
 //===----------------------------------------------------------------------===//
@@ -604,6 +700,10 @@ TEST(KernelInterface, AttrMapAndDTypes) {
   EXPECT_EQ(m.getString("i", "x"), "x");
   EXPECT_EQ(m.getInts("is"), (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(m.getInts("i"), (std::vector<int64_t>{3}));
+  m.set("ss", std::vector<std::string>{"Sigmoid", "Tanh"});
+  EXPECT_EQ(m.getStrings("ss"), (std::vector<std::string>{"Sigmoid", "Tanh"}));
+  EXPECT_EQ(m.getStrings("s"), (std::vector<std::string>{"mean"}));
+  EXPECT_TRUE(m.getStrings("i").empty());
   EXPECT_EQ(dtypeSize(DType::F32), 4u);
   EXPECT_EQ(dtypeSize(DType::I64), 8u);
   EXPECT_EQ(dtypeSize(DType::Bool), 1u);
