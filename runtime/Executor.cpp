@@ -15,7 +15,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -548,9 +550,26 @@ Executor::create(ModuleOp module, KernelBackend &backend,
         if (!id)
           return id.takeError();
         newPersistent(*id);
+        // Big constants (Swin's relative-position index) arrive as resource
+        // blobs holding the raw little-endian elements.
+        if (auto blobAttr =
+                op->getAttrOfType<DenseResourceElementsAttr>("value")) {
+          AsmResourceBlob *blob = blobAttr.getRawHandle().getBlob();
+          if (!blob)
+            return opError(op, "its resource blob is missing (was the module "
+                               "printed with elided resources?)");
+          ArrayRef<char> data = blob->getData();
+          if (data.size() != I.values[*id].desc.bytes())
+            return opError(op, "its resource blob has " +
+                                   std::to_string(data.size()) +
+                                   " bytes; the type needs " +
+                                   std::to_string(I.values[*id].desc.bytes()));
+          I.persist.back().init.assign(data.begin(), data.end());
+          continue;
+        }
         auto dense = op->getAttrOfType<DenseElementsAttr>("value");
         if (!dense)
-          return opError(op, "needs a dense `value` attribute");
+          return opError(op, "needs a dense or resource `value` attribute");
         if (auto err = materialize(dense, I.values[*id].desc,
                                    I.persist.back().init, op))
           return std::move(err);

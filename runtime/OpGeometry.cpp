@@ -607,4 +607,69 @@ bool sceGeom(const OpSpec &spec, bool grad, SceGeom &g, std::string &error) {
   return true;
 }
 
+bool scatterNDGeom(const OpSpec &spec, ScatterNDGeom &g,
+                   std::string &error) {
+  if (!checkArity(spec, 3, 3, 1, 1, error) ||
+      !checkDType(spec, true, 1, DType::I64, error) ||
+      !checkDType(spec, true, 2, spec.inputs[0].dtype, error) ||
+      !checkDType(spec, false, 0, spec.inputs[0].dtype, error))
+    return false;
+  const auto &data = spec.inputs[0].shape, &idx = spec.inputs[1].shape,
+             &upd = spec.inputs[2].shape;
+  if (spec.outputs[0].shape != data || idx.empty()) {
+    error = nodeError(spec, "expects indices of rank >= 1 and a result of the "
+                            "data's shape");
+    return false;
+  }
+  g.k = idx.back();
+  if (g.k < 1 || g.k > int64_t(data.size()) || g.k > 8) {
+    error = nodeError(spec, "the indices' last dimension (" +
+                                std::to_string(g.k) + ") must be in [1, " +
+                                std::to_string(std::min<size_t>(data.size(), 8)) +
+                                "]");
+    return false;
+  }
+  std::vector<int64_t> want(idx.begin(), idx.end() - 1);
+  want.insert(want.end(), data.begin() + g.k, data.end());
+  if (upd != want) {
+    error = nodeError(spec, "updates have shape " + shapeStr(upd) +
+                                "; indices " + shapeStr(idx) + " and data " +
+                                shapeStr(data) + " need " + shapeStr(want));
+    return false;
+  }
+  g.count = 1;
+  for (size_t i = 0; i + 1 < idx.size(); ++i)
+    g.count *= idx[i];
+  g.slice = 1;
+  for (size_t i = g.k; i < data.size(); ++i)
+    g.slice *= data[i];
+  int64_t stride = g.slice;
+  for (int64_t d = g.k - 1; d >= 0; --d) {
+    g.dims[d] = data[d];
+    g.strides[d] = stride;
+    stride *= data[d];
+  }
+  std::string r = spec.attrs.getString("reduction", "none");
+  if (r == "none")
+    g.reduction = ScatterReduction::None;
+  else if (r == "add")
+    g.reduction = ScatterReduction::Add;
+  else if (r == "mul")
+    g.reduction = ScatterReduction::Mul;
+  else if (r == "max")
+    g.reduction = ScatterReduction::Max;
+  else if (r == "min")
+    g.reduction = ScatterReduction::Min;
+  else {
+    error = nodeError(spec, "unknown reduction '" + r + "'");
+    return false;
+  }
+  if (g.reduction != ScatterReduction::None &&
+      spec.inputs[0].dtype != DType::F32) {
+    error = nodeError(spec, "reduction '" + r + "' needs f32 data");
+    return false;
+  }
+  return true;
+}
+
 } // namespace oasr::rt

@@ -249,6 +249,21 @@ struct SceGeom {
 /// the labels' type, the reduction and the loss's size.
 bool sceGeom(const OpSpec &spec, bool grad, SceGeom &g, std::string &error);
 
+enum class ScatterReduction : int { None, Add, Mul, Max, Min };
+
+/// ScatterND(data, indices [..., k], updates) -> data with `count` slices
+/// replaced (or reduced into): tuple t writes `slice` contiguous elements at
+/// element offset sum_d indices[t, d] * strides[d] (negative indices count
+/// from the end of dims[d]).
+struct ScatterNDGeom {
+  int64_t count = 0, k = 0, slice = 1;
+  int64_t dims[8] = {}, strides[8] = {};
+  ScatterReduction reduction = ScatterReduction::None;
+};
+/// Validates ScatterND's operands (i64 indices, updates of shape
+/// indices.shape[:-1] + data.shape[k:], the reduction attribute).
+bool scatterNDGeom(const OpSpec &spec, ScatterNDGeom &g, std::string &error);
+
 } // namespace oasr::rt
 
 #endif // OASR_RUNTIME_OPGEOMETRY_H

@@ -218,6 +218,17 @@ class TinyGPT(nn.Module):
         return self.head(self.ln(x))
 
 
+def swin_tiny():
+    """torchvision's SwinTransformer, small: shifted windows (Roll as
+    Slice + Concat, the attention mask built with ScatterND), window padding
+    (Pad whose pads come from a folded shape chain), relative position bias
+    (Gather from a table), patch merging."""
+    from torchvision.models.swin_transformer import SwinTransformer
+    return SwinTransformer(patch_size=[2, 2], embed_dim=16, depths=[2, 2],
+                           num_heads=[2, 4], window_size=[6, 6],
+                           stochastic_depth_prob=0.0, num_classes=CLASSES)
+
+
 # name -> (constructor, input kind, input shape per sample)
 MODELS = {
     "efficientnet": (EfficientNetTiny, "image", (3, 16, 16)),
@@ -227,6 +238,7 @@ MODELS = {
                    (6, 8)),
     "gru": (lambda: RecurrentClassifier(nn.GRU), "image", (6, 8)),
     "vit": (vit_tiny, "image", (3, 16, 16)),
+    "swin": (swin_tiny, "image", (3, 16, 16)),
     "bert": (TinyEncoder, "tokens", (SEQ,)),
     "gpt": (TinyGPT, "next-token", (SEQ,)),
 }

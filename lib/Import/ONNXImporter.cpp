@@ -28,6 +28,7 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
@@ -156,6 +157,11 @@ private:
                                      const onnx::NodeProto *node);
   void foldInitializer(const onnx::TensorProto &tensor);
   Value materializeConstant(const onnx::TensorProto &tensor);
+  /// The folded value of `name` as a Constant node (built once), or null
+  /// when it was not folded or already is a Constant.
+  Value foldedConstant(StringRef name, Value current);
+  /// Erases the shape computations that folding left without a user.
+  void eraseDeadFoldedNodes(Block &body);
 
   // Nodes.
   LogicalResult importNode(const onnx::NodeProto &node, size_t index);
@@ -197,6 +203,10 @@ private:
   /// ONNX value name -> folded small integer value.
   llvm::StringMap<FoldedValue> folded;
   llvm::StringMap<onnx::TensorProto> foldedProtos;
+  /// Folded values materialized as Constant nodes for their consumers, and
+  /// the nodes whose every result was folded (dead once bypassed).
+  llvm::StringMap<Value> foldedConstants;
+  llvm::SmallPtrSet<Operation *, 16> foldedProducers;
   /// Small float constants read so far (null: not one).
   llvm::StringMap<std::optional<SmallVector<double, 4>>> smallFloats;
   /// Tensors of Constant nodes, by output name.
@@ -684,6 +694,52 @@ void ONNXImporter::foldInitializer(const onnx::TensorProto &tensor) {
     folded[tensor.name()] = std::move(*value);
 }
 
+Value ONNXImporter::foldedConstant(StringRef name, Value current) {
+  auto producer = current ? current.getDefiningOp<mlir::oasr::NodeOp>()
+                          : mlir::oasr::NodeOp();
+  if (!producer || producer.is("Constant"))
+    return {};
+  auto it = folded.find(name);
+  // Integer and boolean values only: a float ConstantOfShape folds as its
+  // integer fill for shape purposes, not as data.
+  if (it == folded.end() ||
+      !llvm::is_contained({int32_t(DataType::Int64), int32_t(DataType::Int32),
+                           int32_t(DataType::Bool)},
+                          it->second.elemType))
+    return {};
+  Value &slot = foldedConstants[name];
+  if (slot)
+    return slot;
+  const onnx::TensorProto *proto = getFoldedProto(name);
+  FailureOr<Attribute> value = getTensorAttr(*proto, nullptr);
+  if (failed(value) || cast<TypedAttr>(*value).getType() != current.getType())
+    return {};
+  // Right after the producer, so the constant dominates every later use.
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointAfter(producer);
+  slot = builder
+             .create<mlir::oasr::NodeOp>(producer.getLoc(),
+                                         TypeRange{current.getType()},
+                                         "Constant", ValueRange{},
+                                         ArrayRef<NamedAttribute>{
+                                             builder.getNamedAttr("value",
+                                                                  *value)})
+             ->getResult(0);
+  return slot;
+}
+
+void ONNXImporter::eraseDeadFoldedNodes(Block &body) {
+  // Users come after their producers: one backward sweep erases whole
+  // chains (and the constants that fed only them).
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body))) {
+    auto node = dyn_cast<mlir::oasr::NodeOp>(op);
+    if (!node || !op.use_empty() || op.getNumResults() == 0)
+      continue;
+    if (foldedProducers.contains(&op) || node.is("Constant"))
+      op.erase();
+  }
+}
+
 Value ONNXImporter::materializeConstant(const onnx::TensorProto &tensor) {
   auto it = symbols.find(tensor.name());
   if (it != symbols.end())
@@ -1095,6 +1151,10 @@ LogicalResult ONNXImporter::importNode(const onnx::NodeProto &node,
     }
     auto it = symbols.find(name);
     Value value = it == symbols.end() ? Value() : it->second;
+    // A shape computation folded at import reaches its consumers as a
+    // constant (Pad's pads, Reshape's shape, ...), as rules need it so.
+    if (Value constant = foldedConstant(name, value))
+      value = constant;
     if (!value) {
       auto init = initializers.find(name);
       if (init != initializers.end())
@@ -1172,6 +1232,9 @@ LogicalResult ONNXImporter::importNode(const onnx::NodeProto &node,
     infos[node.output(i)] = outputs[i];
   }
   foldNode(node, outputs);
+  if (numResults == 1 && folded.count(node.output(0)) &&
+      node.op_type() != "Constant")
+    foldedProducers.insert(op);
   return success();
 }
 
@@ -1459,6 +1522,8 @@ OwningOpRef<ModuleOp> ONNXImporter::run() {
                        b.getStringAttr(output.name()));
 
   importTrainingInfo(*module);
+  eraseDeadFoldedNodes(*body);
+  symbols.clear(); // may name erased nodes from here on
   if (failed(mlir::verify(*module)))
     return {};
   return module;

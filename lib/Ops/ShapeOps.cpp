@@ -525,25 +525,87 @@ static bool foldGather(FoldContext &c) {
   return true;
 }
 
+/// Slice of a folded tensor of any rank, with axes and (negative) steps:
+/// Swin's window padding reverses a [-1, 2] reshape of the pads along axis 0.
+/// Slice-1 reads starts/ends/axes from attributes, Slice-10 from operands.
 static bool foldSlice(FoldContext &c) {
-  SmallVector<const FoldedInts *> ins;
-  if (!allFolded(c, ins) || ins.size() < 3 || ins[0]->dims.size() != 1)
+  if (c.folded.empty() || !c.folded[0])
     return false;
-  int64_t d = ins[0]->dims[0];
-  int64_t step = ins.size() > 4 ? ins[4]->values[0] : 1;
-  int64_t s = ins[1]->values[0], e = ins[2]->values[0];
-  s = s < 0 ? s + d : s;
-  e = e < 0 ? e + d : e;
-  if (step > 0) {
-    s = std::clamp<int64_t>(s, 0, d);
-    e = std::clamp<int64_t>(e, 0, d);
-    for (int64_t i = s; i < e; i += step)
-      c.result.values.push_back(ins[0]->values[i]);
-  } else if (step < 0) {
-    s = std::clamp<int64_t>(s, 0, d - 1);
-    e = std::clamp<int64_t>(e, -1, d - 1);
-    for (int64_t i = s; i > e; i += step)
-      c.result.values.push_back(ins[0]->values[i]);
+  const FoldedInts &x = *c.folded[0];
+  int64_t rank = x.dims.size();
+  if (rank == 0)
+    return false;
+  auto operand = [&](size_t i) -> const FoldedInts * {
+    return i < c.folded.size() ? c.folded[i] : nullptr;
+  };
+  SmallVector<int64_t> starts, ends, axes, steps;
+  if (c.in.size() > 1) { // Slice-10 and later
+    for (size_t i = 1; i < c.in.size(); ++i)
+      if (c.in[i] && !operand(i))
+        return false; // an operand not known at import time
+    starts.assign(operand(1)->values.begin(), operand(1)->values.end());
+    if (!operand(2))
+      return false;
+    ends.assign(operand(2)->values.begin(), operand(2)->values.end());
+    if (const FoldedInts *a = operand(3))
+      axes.assign(a->values.begin(), a->values.end());
+    if (const FoldedInts *st = operand(4))
+      steps.assign(st->values.begin(), st->values.end());
+  } else {
+    auto s = c.attrs.findInts("starts"), e = c.attrs.findInts("ends");
+    if (!s || !e)
+      return false;
+    starts.assign(s->begin(), s->end());
+    ends.assign(e->begin(), e->end());
+    if (auto a = c.attrs.findInts("axes"))
+      axes.assign(a->begin(), a->end());
+  }
+  if (axes.empty())
+    for (int64_t i = 0; i < int64_t(starts.size()); ++i)
+      axes.push_back(i);
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    return false;
+  // Per dimension: first index, step and count (the whole axis by default).
+  SmallVector<int64_t> first(rank, 0), step(rank, 1),
+      count(x.dims.begin(), x.dims.end());
+  for (size_t k = 0; k < starts.size(); ++k) {
+    int64_t axis = axes[k] < 0 ? axes[k] + rank : axes[k];
+    if (axis < 0 || axis >= rank || steps[k] == 0)
+      return false;
+    int64_t d = x.dims[axis], s = starts[k], e = ends[k], st = steps[k];
+    s = s < 0 ? s + d : s;
+    e = e < 0 ? e + d : e;
+    if (st > 0) {
+      s = std::clamp<int64_t>(s, 0, d);
+      e = std::clamp<int64_t>(e, 0, d);
+      count[axis] = e > s ? (e - s + st - 1) / st : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, d - 1);
+      e = std::clamp<int64_t>(e, -1, d - 1);
+      count[axis] = s > e ? (s - e + (-st) - 1) / (-st) : 0;
+    }
+    first[axis] = s;
+    step[axis] = st;
+  }
+  int64_t n = 1;
+  for (int64_t k : count)
+    n *= k;
+  if (n != c.outType.numElements())
+    return false;
+  SmallVector<int64_t> index(rank, 0);
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t offset = 0;
+    for (int64_t i = 0; i < rank; ++i)
+      offset += (first[i] + index[i] * step[i]) * strideProduct(x.dims, i + 1);
+    c.result.values.push_back(x.values[offset]);
+    for (int64_t i = rank - 1; i >= 0; --i) {
+      if (++index[i] < count[i])
+        break;
+      index[i] = 0;
+    }
   }
   return true;
 }
@@ -860,6 +922,9 @@ void ::oasr::ops::registerShapeOps(OpRegistry &r) {
   r.add("Range", 11).shape(shapeRange).fold(foldRange);
   r.add("Tile").shape(shapeTile).noKernels("no model oasr trains needs it yet");
   r.add("Trilu", 14).shape(shapeSameAsInput);
+  // Mask building (Swin's shifted windows); no gradient rule yet.
+  r.add("ScatterND", 11).shape(shapeSameAsInput);
+  r.add("ScatterND", 16).shape(shapeSameAsInput);
   // Reductions: axes moved from an attribute to an input at opset 13 for
   // ReduceSum and at opset 18 for the others.
   r.add("ReduceMean", 1)

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -470,6 +471,81 @@ std::unique_ptr<Kernel> createTrilu(const OpSpec &spec, std::string &error) {
 }
 
 //===----------------------------------------------------------------------===//
+// ScatterND
+//===----------------------------------------------------------------------===//
+
+/// ScatterND(data, indices, updates): a copy of data with the indexed slices
+/// replaced by (or reduced with) updates, tuples applied in order (Swin
+/// builds its shifted-window attention mask so).
+class ScatterNDKernel final : public CpuKernel {
+public:
+  ScatterNDKernel(const OpSpec &spec, const ScatterNDGeom &g)
+      : CpuKernel(spec), g(g), elem(dtypeSize(spec.inputs[0].dtype)),
+        bytes(spec.inputs[0].bytes()) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    char *y = static_cast<char *>(out[0].data);
+    if (out[0].data != in[0].data)
+      std::memcpy(y, in[0].data, bytes);
+    const int64_t *idx = static_cast<const int64_t *>(in[1].data);
+    const char *upd = static_cast<const char *>(in[2].data);
+    for (int64_t t = 0; t < g.count; ++t) {
+      int64_t offset = 0;
+      for (int64_t d = 0; d < g.k; ++d) {
+        int64_t i = idx[t * g.k + d];
+        i = i < 0 ? i + g.dims[d] : i;
+        if (i < 0 || i >= g.dims[d]) {
+          std::fprintf(stderr,
+                       "oasr: fatal: node '%s' (ScatterND): index %lld is "
+                       "outside a dimension of %lld\n",
+                       nodeName.c_str(), (long long)idx[t * g.k + d],
+                       (long long)g.dims[d]);
+          std::abort();
+        }
+        offset += i * g.strides[d];
+      }
+      const char *src = upd + size_t(t * g.slice) * elem;
+      char *dst = y + size_t(offset) * elem;
+      if (g.reduction == ScatterReduction::None) {
+        std::memcpy(dst, src, size_t(g.slice) * elem);
+        continue;
+      }
+      const float *u = reinterpret_cast<const float *>(src);
+      float *v = reinterpret_cast<float *>(dst);
+      for (int64_t e = 0; e < g.slice; ++e)
+        v[e] = reduce(v[e], u[e]);
+    }
+  }
+
+private:
+  float reduce(float a, float b) const {
+    switch (g.reduction) {
+    case ScatterReduction::Add:
+      return a + b;
+    case ScatterReduction::Mul:
+      return a * b;
+    case ScatterReduction::Max:
+      return std::max(a, b);
+    case ScatterReduction::Min:
+      return std::min(a, b);
+    case ScatterReduction::None:
+      break;
+    }
+    return b;
+  }
+  ScatterNDGeom g;
+  size_t elem, bytes;
+};
+
+std::unique_ptr<Kernel> createScatterND(const OpSpec &spec,
+                                        std::string &error) {
+  ScatterNDGeom g;
+  if (!scatterNDGeom(spec, g, error))
+    return nullptr;
+  return std::make_unique<ScatterNDKernel>(spec, g);
+}
+
+//===----------------------------------------------------------------------===//
 // Resize / ResizeGrad
 //===----------------------------------------------------------------------===//
 
@@ -658,6 +734,7 @@ void registerPointwiseKernels(KernelRegistry &r) {
   r["ConstantOfShape"] = createConstantOfShape;
   r["Range"] = createRange;
   r["Trilu"] = createTrilu;
+  r["ScatterND"] = createScatterND;
 }
 
 } // namespace oasr::rt::cpu

@@ -1416,6 +1416,24 @@ std::unique_ptr<Kernel> createTranspose(CudaBackend &be, const OpSpec &spec,
                 });
 }
 
+/// ScatterND {reduction}: data, indices, updates -> a copy of data with the
+/// indexed slices replaced or reduced into.
+std::unique_ptr<Kernel> createScatterND(CudaBackend &be, const OpSpec &spec,
+                                        std::string &error) {
+  ScatterNDGeom g;
+  if (!scatterNDGeom(spec, g, error))
+    return nullptr;
+  size_t elem = dtypeSize(spec.inputs[0].dtype), bytes = spec.inputs[0].bytes();
+  return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
+    if (out[0].data != in[0].data)
+      check(cudaMemcpyAsync(out[0].data, in[0].data, bytes,
+                            cudaMemcpyDeviceToDevice, s),
+            "ScatterND copy");
+    launchScatterND(g, in[1].template as<int64_t>(), in[2].data, out[0].data,
+                    elem, s);
+  });
+}
+
 /// Gather {axis}: data, indices -> Y; GatherGrad {axis}: shape, indices, dY
 /// -> dX.
 std::unique_ptr<Kernel> createGather(CudaBackend &be, const OpSpec &spec,
@@ -1681,6 +1699,7 @@ static void registerCudaKernels(std::map<std::string, Factory> &r) {
   r["Trilu"] = createTrilu;
   r["Transpose"] = createTranspose;
   r["Gather"] = createGather;
+  r["ScatterND"] = createScatterND;
   r["GatherGrad"] = createGather;
   for (const char *op :
        {"Softmax", "LogSoftmax", "SoftmaxGrad", "LogSoftmaxGrad",

@@ -213,6 +213,11 @@ struct TransposeParams {
 };
 void launchTranspose(const TransposeParams &p, const void *x, void *y,
                      size_t elem, int64_t n, cudaStream_t stream);
+/// ScatterND: y (already a copy of data) gets update slices at the index
+/// tuples (geometry from OpGeometry's scatterNDGeom).
+void launchScatterND(const ScatterNDGeom &g, const int64_t *indices,
+                     const void *updates, void *y, size_t elem,
+                     cudaStream_t stream);
 /// Data viewed as [outer, axisDim, inner]; `count` indices.
 struct GatherParams {
   int64_t outer = 1, axisDim = 1, inner = 1, count = 1;

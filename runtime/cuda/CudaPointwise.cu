@@ -245,6 +245,63 @@ __global__ void triluKernel(const char *x, char *y, size_t elem, int64_t rows,
   }
 }
 
+/// One thread per updated element; tuples with equal indices race under
+/// reduction "none" (ONNX leaves that order undefined), and reduce with
+/// atomics otherwise. An index outside its dimension is skipped (the CPU
+/// kernel stops with an error; a device check would cost a host sync).
+__global__ void scatterNDKernel(ScatterNDGeom g, const int64_t *idx,
+                                const char *upd, char *y, size_t elem) {
+  OASR_LOOP(e, g.count * g.slice) {
+    int64_t t = e / g.slice, j = e % g.slice, off = 0;
+    for (int64_t d = 0; d < g.k; ++d) {
+      int64_t i = idx[t * g.k + d];
+      i = i < 0 ? i + g.dims[d] : i;
+      if (i < 0 || i >= g.dims[d]) {
+        off = -1;
+        break;
+      }
+      off += i * g.strides[d];
+    }
+    if (off < 0)
+      continue;
+    off += j;
+    if (g.reduction == ScatterReduction::None) {
+      for (size_t b = 0; b < elem; ++b)
+        y[off * elem + b] = upd[e * elem + b];
+      continue;
+    }
+    float u = reinterpret_cast<const float *>(upd)[e];
+    float *v = reinterpret_cast<float *>(y) + off;
+    switch (g.reduction) {
+    case ScatterReduction::Add:
+      atomicAdd(v, u);
+      break;
+    case ScatterReduction::Mul: {
+      int *a = reinterpret_cast<int *>(v), old = *a, seen;
+      do {
+        seen = old;
+        old = atomicCAS(a, seen, __float_as_int(__int_as_float(seen) * u));
+      } while (seen != old);
+      break;
+    }
+    case ScatterReduction::Max:
+    case ScatterReduction::Min: {
+      bool max = g.reduction == ScatterReduction::Max;
+      int *a = reinterpret_cast<int *>(v), old = *a, seen;
+      do {
+        seen = old;
+        float cur = __int_as_float(seen);
+        float nxt = max ? fmaxf(cur, u) : fminf(cur, u);
+        old = atomicCAS(a, seen, __float_as_int(nxt));
+      } while (seen != old);
+      break;
+    }
+    case ScatterReduction::None:
+      break;
+    }
+  }
+}
+
 __global__ void transposeKernel(TransposeParams p, const char *x, char *y,
                                 size_t elem, int64_t n) {
   OASR_LOOP(o, n) {
@@ -469,6 +526,18 @@ void launchTrilu(const void *x, void *y, size_t elem, int64_t rows,
                                              static_cast<char *>(y), elem, rows,
                                              cols, n, k, upper);
   launched("Trilu");
+}
+
+void launchScatterND(const ScatterNDGeom &g, const int64_t *indices,
+                     const void *updates, void *y, size_t elem,
+                     cudaStream_t s) {
+  int64_t n = g.count * g.slice;
+  if (n == 0)
+    return;
+  scatterNDKernel<<<blocks(n), kThreads, 0, s>>>(
+      g, indices, static_cast<const char *>(updates), static_cast<char *>(y),
+      elem);
+  launched("ScatterND");
 }
 
 void launchTranspose(const TransposeParams &p, const void *x, void *y,
