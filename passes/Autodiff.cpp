@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
@@ -102,6 +103,37 @@ static void nameNodes(Block &body) {
     used.insert(name);
     op.setLoc(
         NameLoc::get(StringAttr::get(op.getContext(), name), op.getLoc()));
+  }
+}
+
+/// A model with its own loss (a `SoftmaxCrossEntropyLoss` on the path to
+/// `loss`) reads its labels from a graph input: retags that i64 argument of `step` from `oasr.input` to
+/// `oasr.label`, so the runtime feeds it from the data loader as it does the
+/// label argument of an appended loss. Only one argument becomes the label.
+static void tagOwnLossLabels(func::FuncOp step, Value loss) {
+  llvm::SetVector<Operation *> toVisit;
+  if (Operation *def = loss.getDefiningOp())
+    toVisit.insert(def);
+  for (unsigned i = 0; i < toVisit.size(); ++i) {
+    Operation *op = toVisit[i];
+    auto node = dyn_cast<NodeOp>(op);
+    if (node && node.is("SoftmaxCrossEntropyLoss") &&
+        node->getNumOperands() >= 2) {
+      auto labels = dyn_cast<BlockArgument>(node->getOperand(1));
+      auto type = labels ? dyn_cast<RankedTensorType>(labels.getType())
+                         : RankedTensorType();
+      unsigned index = labels ? labels.getArgNumber() : 0;
+      auto name = labels ? step.getArgAttrOfType<StringAttr>(index, kInputAttr)
+                         : StringAttr();
+      if (name && type && type.getElementType().isInteger(64)) {
+        step.removeArgAttr(index, kInputAttr);
+        step.setArgAttr(index, kLabelAttr, name);
+        return;
+      }
+    }
+    for (Value v : op->getOperands())
+      if (Operation *def = v.getDefiningOp())
+        toVisit.insert(def);
   }
 }
 
@@ -268,9 +300,15 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
   int64_t opset = 17;
   if (auto a = module->getAttrOfType<IntegerAttr>(kOpsetAttr))
     opset = a.getInt();
+  // Training-form rewrites replace nodes (a model's own
+  // SoftmaxCrossEntropyLoss gains its log_prob result): a placeholder use
+  // keeps `output` pointing at the live value.
+  auto keepOutput = b.create<UnrealizedConversionCastOp>(
+      forward.getLoc(), TypeRange{}, ValueRange{output});
   if (failed(toTrainingForm(*body, opset)))
     return failure();
-  // Training-form rewrites replaced nodes; the output may have moved.
+  output = keepOutput->getOperand(0);
+  keepOutput->erase();
   NodeBuilder nb{b};
   b.setInsertionPointToEnd(body);
 
@@ -312,6 +350,9 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
       sce->setAttr("ignore_index", b.getI64IntegerAttr(ignoreIndex));
     loss = sce->getResult(0);
   }
+
+  if (hasLoss)
+    tagOwnLossLabels(step, loss);
 
   // needsGrad: values that depend on a trained parameter.
   llvm::DenseSet<Value> needsGrad;
@@ -379,9 +420,11 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
     return sum->getResult(0);
   };
   {
+    // A loss that is a graph input has no node to name its layer.
     StringAttr lossLayer = b.getStringAttr(
-        *nodeName(loss.getDefiningOp() ? loss.getDefiningOp()->getLoc()
-                                       : forward.getLoc()));
+        nodeName(loss.getDefiningOp() ? loss.getDefiningOp()->getLoc()
+                                      : forward.getLoc())
+            .value_or(lossName));
     Value seed = nb.splat(loss.getLoc(), loss.getType(), 1.0);
     seed.getDefiningOp()->setAttr(kLayerAttr, lossLayer);
     contribs[loss].push_back(seed);

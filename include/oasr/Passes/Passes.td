@@ -36,7 +36,9 @@ def Autodiff : Pass<"oasr-autodiff", "::mlir::ModuleOp"> {
       sequence model, `[N, T, V]` from an integer `[N, T]` input, get a
       token-level loss: both are reshaped to `[N*T, V]` and `[N*T]`, the
       label argument is `[N, T]` (next-token labels), and `ignore-index=`
-      excludes a label value (padding) from the mean.
+      excludes a label value (padding) from the mean. A model's own
+      `SoftmaxCrossEntropyLoss` reading an i64 graph input as labels gets
+      that argument retagged `oasr.label`, so the runtime feeds it.
     * Backward nodes are explicit `oasr.node`s named after ONNX Runtime's
       gradient ops (`ConvGrad`, `ReluGrad`, `GemmGrad`, ...) or built from
       plain ONNX ops (`MatMul`, `Transpose`, `Split`, `Reshape`, ...), emitted
