@@ -7,7 +7,11 @@
 // makes the NCCL stream wait on an event recorded on the compute stream, so
 // it reads gradients only after the kernels that wrote them, and returns
 // once NCCL is done, so the optimizer kernels the compute thread issues
-// after its CommEngine::wait read the averaged values.
+// after its CommEngine::wait read the averaged values. The event of a
+// gradient group is recorded by markComputeReady on the compute thread at
+// the group's allreduce_start, with no host synchronization: recorded later,
+// on the communication thread, it would also cover the backward kernels
+// enqueued since, and the allreduce would wait for them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +21,8 @@
 #include <nccl.h>
 
 #include <cstdlib>
+#include <deque>
+#include <mutex>
 
 namespace oasr::rt {
 namespace {
@@ -36,7 +42,26 @@ public:
     if (comm)
       ncclCommDestroy(comm);
     cudaEventDestroy(ready);
+    for (cudaEvent_t e : freeEvents)
+      cudaEventDestroy(e);
+    for (cudaEvent_t e : marked)
+      cudaEventDestroy(e);
     cudaStreamDestroy(commStream);
+  }
+
+  bool ordersAfterCompute() const override { return true; }
+  void markComputeReady() override {
+    std::lock_guard<std::mutex> lock(eventsMutex);
+    cudaEvent_t e;
+    if (freeEvents.empty()) {
+      cuda::check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                  "create a gradient-group event");
+    } else {
+      e = freeEvents.back();
+      freeEvents.pop_back();
+    }
+    cuda::check(cudaEventRecord(e, computeStream), "cudaEventRecord");
+    marked.push_back(e);
   }
 
   const char *name() const override { return "nccl"; }
@@ -62,7 +87,7 @@ public:
     case DType::Bool:
       fail("allreduceAverage of booleans", ncclInvalidArgument);
     }
-    afterCompute();
+    afterMarkedCompute();
     // ncclAvg (NCCL >= 2.10): the sum over ranks divided by their number.
     done(ncclAllReduce(data, data, count, type, ncclAvg, comm, commStream),
          "ncclAllReduce");
@@ -104,6 +129,25 @@ private:
     cuda::check(cudaStreamWaitEvent(commStream, ready, 0),
                 "cudaStreamWaitEvent");
   }
+  /// The NCCL stream waits for the event of the oldest markComputeReady not
+  /// yet consumed (or, with none, for the compute stream's work so far).
+  void afterMarkedCompute() {
+    cudaEvent_t e = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(eventsMutex);
+      if (!marked.empty()) {
+        e = marked.front();
+        marked.pop_front();
+      }
+    }
+    if (!e)
+      return afterCompute();
+    cuda::check(cudaSetDevice(device), "cudaSetDevice");
+    cuda::check(cudaStreamWaitEvent(commStream, e, 0), "cudaStreamWaitEvent");
+    // Safe to re-record once the stream has taken its dependency.
+    std::lock_guard<std::mutex> lock(eventsMutex);
+    freeEvents.push_back(e);
+  }
   /// Checks the enqueue and waits for the collective.
   void done(ncclResult_t r, const char *what) {
     if (r != ncclSuccess)
@@ -126,6 +170,9 @@ private:
   }
 
   std::unique_ptr<Communicator> mpi;
+  std::mutex eventsMutex;
+  std::deque<cudaEvent_t> marked;        ///< recorded, not yet waited on
+  std::vector<cudaEvent_t> freeEvents;   ///< reusable
   ncclComm_t comm = nullptr;
   int device = 0;
   cudaStream_t computeStream = nullptr, commStream = nullptr;

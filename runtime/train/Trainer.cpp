@@ -70,7 +70,13 @@ public:
   void setup(Executor &, CommEngine &) override {
     broadcastPersistent(exec, engine);
   }
+  bool ordersAfterDevice() const override {
+    return engine.communicator().ordersAfterCompute();
+  }
   void gradientsReady(unsigned group) override {
+    // On the compute thread: mark where the group's gradients end on the
+    // device before the job reaches the communication thread.
+    engine.communicator().markComputeReady();
     const GradGroup &g = exec.groups()[group];
     void *data = g.buffer.data;
     size_t count = size_t(g.buffer.numel());

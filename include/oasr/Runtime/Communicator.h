@@ -77,6 +77,16 @@ public:
   [[noreturn]] virtual void abort(const std::string &message, int code) = 0;
   /// Shuts the communicator down at the end of a run (MPI_Finalize).
   virtual void finalize() {}
+
+  /// True when allreduceAverage orders itself after the device work issued
+  /// before the matching markComputeReady (NCCL: an event on the compute
+  /// stream), so the caller need not wait for the device first. Host-memory
+  /// communicators read the buffer when called, and answer false.
+  virtual bool ordersAfterCompute() const { return false; }
+  /// Called on the compute thread when the gradients of the next
+  /// allreduceAverage still to be issued are enqueued on the device; calls
+  /// pair with allreduceAverage calls in order.
+  virtual void markComputeReady() {}
 };
 
 /// The one-process communicator: averaging is the identity.

@@ -37,6 +37,10 @@ public:
   virtual ~StepHooks();
   virtual void gradientsReady(unsigned group) = 0;
   virtual void gradientsNeeded(unsigned group) = 0;
+  /// True when what gradientsReady starts waits for the device work issued
+  /// so far by itself (NCCL on an event); else the executor synchronizes
+  /// the device before calling it.
+  virtual bool ordersAfterDevice() const { return false; }
 };
 
 /// A tensor that lives across steps: a parameter, BN state, optimizer state.

@@ -183,6 +183,54 @@ TEST(ExecutorPlan, KernelWorkspacesShareTheArenaWithoutClobbering) {
   EXPECT_LE(arena, plainArena + 2 * 3072);
 }
 
+/// The CPU backend, counting device synchronizations.
+struct SyncCountingBackend : KernelBackend {
+  std::unique_ptr<KernelBackend> cpu = createCpuBackend();
+  int syncs = 0;
+  const char *name() const override { return "cpu"; }
+  std::unique_ptr<Kernel> create(const OpSpec &spec,
+                                 std::string &error) override {
+    return cpu->create(spec, error);
+  }
+  void *allocate(size_t n) override { return cpu->allocate(n); }
+  void deallocate(void *p) override { cpu->deallocate(p); }
+  void copyToDevice(void *d, const void *s, size_t n) override {
+    cpu->copyToDevice(d, s, n);
+  }
+  void copyToHost(void *d, const void *s, size_t n) override {
+    cpu->copyToHost(d, s, n);
+  }
+  void synchronize() override { ++syncs; }
+};
+
+/// Hooks whose collectives order themselves after the device (NCCL's way).
+struct DeviceOrderedHooks : CountingHooks {
+  bool ordersAfterDevice() const override { return true; }
+};
+
+TEST(ExecutorPlan, AllreduceStartSynchronizesOnlyForHostCommunication) {
+  Parsed p(kChain);
+  ASSERT_TRUE(p.module);
+  SyncCountingBackend backend;
+  auto exec = Executor::create(*p.module, backend, ExecutorOptions{});
+  ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
+  Executor &e = **exec;
+  ASSERT_TRUE(bool(initializeWeights(e, nullptr, 7)));
+  // Host communication (MPI): the device is synchronized at the group's
+  // allreduce_start and once at the end of the step.
+  CountingHooks host;
+  backend.syncs = 0;
+  e.runStep(host, nullptr, 0);
+  EXPECT_EQ(host.ready, 1);
+  EXPECT_EQ(backend.syncs, 2);
+  // Device-ordered communication (NCCL on an event): only the end of step.
+  DeviceOrderedHooks device;
+  backend.syncs = 0;
+  e.runStep(device, nullptr, 0);
+  EXPECT_EQ(device.ready, 1);
+  EXPECT_EQ(backend.syncs, 1);
+}
+
 TEST(ExecutorPlan, WithoutReuseEveryActivationHasItsOwnBuffer) {
   Parsed p(kChain);
   auto backend = createCpuBackend();
