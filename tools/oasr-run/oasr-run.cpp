@@ -15,6 +15,7 @@
 #include "oasr/Runtime/Cuda.h"
 #include "oasr/Runtime/DataLoader.h"
 #include "oasr/Runtime/Executor.h"
+#include "oasr/Runtime/GradientDump.h"
 #include "oasr/Runtime/Training.h"
 #include "oasr/Schedule/Schedule.h"
 
@@ -133,7 +134,8 @@ static cl::opt<std::string> savePath("save",
                                      cl::init(""), cl::cat(runCat));
 static cl::opt<std::string>
     dumpGrads("dump-grads",
-              cl::desc("Write the averaged gradients of the last step (JSON)"),
+              cl::desc("Write the loss, parameters and averaged gradients of "
+                       "the last step (FILE.npz: NumPy arrays; else JSON)"),
               cl::init(""), cl::cat(runCat));
 static cl::opt<int64_t> logEvery("log-every",
                                  cl::desc("Progress line every N steps"),
@@ -556,43 +558,6 @@ std::vector<float> hostFloats(Executor &exec, const TensorRef &t) {
   std::vector<float> v(size_t(t.numel()));
   exec.backend().copyToHost(v.data(), t.data, v.size() * sizeof(float));
   return v;
-}
-
-llvm::Error writeGrads(const std::string &path, Executor &exec) {
-  llvm::json::Object params, state;
-  for (const PersistentTensor &t : exec.persistent()) {
-    if (t.kind == PersistentTensor::State && t.ref.desc.dtype == DType::F32) {
-      llvm::json::Array value;
-      for (float x : hostFloats(exec, t.ref))
-        value.push_back(double(x));
-      state[t.name] = llvm::json::Object{{"value", std::move(value)}};
-    }
-    if (t.kind != PersistentTensor::Param)
-      continue;
-    TensorRef g = exec.gradient(t.name);
-    llvm::json::Array shape, grad, value;
-    for (int64_t d : t.ref.desc.shape)
-      shape.push_back(d);
-    for (float x : hostFloats(exec, t.ref))
-      value.push_back(double(x));
-    if (g.data)
-      for (float x : hostFloats(exec, g))
-        grad.push_back(double(x));
-    params[t.name] = llvm::json::Object{{"shape", std::move(shape)},
-                                        {"grad", std::move(grad)},
-                                        {"value", std::move(value)}};
-  }
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_Text);
-  if (ec)
-    return llvm::createStringError(ec, "cannot write %s: %s", path.c_str(),
-                                   ec.message().c_str());
-  os << llvm::formatv("{0}", llvm::json::Value(llvm::json::Object{
-                                 {"loss", double(exec.loss())},
-                                 {"params", std::move(params)},
-                                 {"state", std::move(state)}}))
-     << "\n";
-  return llvm::Error::success();
 }
 
 } // namespace
@@ -1020,7 +985,7 @@ int main(int argc, char **argv) {
     std::fflush(stdout);
 
     if (!dumpGrads.empty())
-      if (auto err = writeGrads(dumpGrads, *exec))
+      if (auto err = writeGradientDump(dumpGrads, *exec))
         comm->abort("oasr-run: error: " + llvm::toString(std::move(err)), 1);
 #if OASR_HAVE_IMPORT
     if (!savePath.empty()) {
