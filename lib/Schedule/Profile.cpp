@@ -145,6 +145,44 @@ Profile oasr::schedule::scaleCompute(const Profile &profile, double factor) {
 // JSON reading
 //===----------------------------------------------------------------------===//
 
+Expected<json::Value> oasr::schedule::parseJSON(StringRef text,
+                                                StringRef fileNameForErrors,
+                                                unsigned maxDepth) {
+  // One linear pass over the bytes: strings (with their escapes) are
+  // skipped, brackets counted. Malformed input that passes is left to the
+  // parser, which then recurses at most maxDepth levels.
+  unsigned depth = 0;
+  bool inString = false;
+  for (size_t i = 0, e = text.size(); i < e; ++i) {
+    char c = text[i];
+    if (inString) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        inString = false;
+      continue;
+    }
+    if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > maxDepth)
+        return createStringError(
+            inconvertibleErrorCode(),
+            fileNameForErrors + ": invalid JSON: arrays and objects nest " +
+                "deeper than " + Twine(maxDepth) + " levels (at byte " +
+                Twine(i) + ")");
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  Expected<json::Value> doc = json::parse(text);
+  if (!doc)
+    return createStringError(inconvertibleErrorCode(),
+                             fileNameForErrors +
+                                 ": invalid JSON: " + toString(doc.takeError()));
+  return doc;
+}
+
 namespace {
 /// Builds errors that name the file and the path to the offending field.
 class Reader {
@@ -159,11 +197,9 @@ public:
   /// The top-level object of JSON `text`, checked to carry
   /// `"format": format`.
   Expected<json::Object> document(StringRef text, StringRef format) const {
-    Expected<json::Value> doc = json::parse(text);
+    Expected<json::Value> doc = parseJSON(text, file);
     if (!doc)
-      return createStringError(
-          inconvertibleErrorCode(),
-          file + ": invalid JSON: " + toString(doc.takeError()));
+      return doc.takeError();
     json::Object *root = doc->getAsObject();
     if (!root)
       return error("top level", "expected a JSON object");

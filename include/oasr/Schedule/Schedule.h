@@ -156,6 +156,19 @@ struct Profile {
   uint64_t totalBytes() const;
 };
 
+/// Deepest nesting of arrays and objects parseJSON accepts. oasr's own
+/// documents nest at most 5 levels; llvm::json::parse recurses once per
+/// level, and ~50,000 levels (a 100 KB file) overflow an 8 MiB stack.
+constexpr unsigned kMaxJSONDepth = 256;
+
+/// Parses JSON `text` read from `fileNameForErrors` after checking, without
+/// recursion, that arrays and objects nest at most `maxDepth` deep, so no
+/// input can overflow the stack. Errors name the file (and for too deep a
+/// nesting, the byte). Every JSON file oasr reads goes through this.
+llvm::Expected<llvm::json::Value>
+parseJSON(llvm::StringRef text, llvm::StringRef fileNameForErrors,
+          unsigned maxDepth = kMaxJSONDepth);
+
 /// Parses an `oasr-profile-v1` JSON document. Errors name the file, the
 /// field and, where relevant, the layer (e.g. "f.json: layers[3] (conv2):
 /// backward_us must be >= 0").
