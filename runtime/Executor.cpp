@@ -1319,6 +1319,116 @@ void Executor::runForward() {
   I.backend->synchronize();
 }
 
+int64_t Executor::updateCount() const { return impl->updatesDone; }
+
+void Executor::setUpdateCount(int64_t t) { impl->updatesDone = t; }
+
+std::string Executor::optimizerName() const {
+  std::vector<std::string> names;
+  for (const Instr &instr : impl->instrs) {
+    if (instr.op != InstrOp::Update)
+      continue;
+    std::string n = instr.algo + (instr.nesterov ? "+nesterov" : "");
+    if (!llvm::is_contained(names, n))
+      names.push_back(n);
+  }
+  return llvm::join(names, ",");
+}
+
+std::vector<uint64_t> Executor::randomPositions() const {
+  std::vector<uint64_t> positions;
+  for (const Instr &instr : impl->instrs) {
+    uint64_t p = 0;
+    if (instr.op == InstrOp::Kernel && instr.kernel->randomPosition(p))
+      positions.push_back(p);
+  }
+  return positions;
+}
+
+llvm::Error
+Executor::setRandomPositions(const std::vector<uint64_t> &positions) {
+  size_t k = 0;
+  for (Instr &instr : impl->instrs) {
+    uint64_t p = 0;
+    if (instr.op != InstrOp::Kernel || !instr.kernel->randomPosition(p))
+      continue;
+    if (k < positions.size())
+      instr.kernel->setRandomPosition(positions[k]);
+    ++k;
+  }
+  if (k != positions.size())
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "%zu random-number position(s) given, the model has %zu kernel(s) "
+        "that draw random numbers",
+        positions.size(), k);
+  return llvm::Error::success();
+}
+
+/// Index of the first NaN or Inf among the f32 elements of `t` (host or
+/// device memory), or -1.
+static int64_t firstNonFiniteElement(KernelBackend &backend, bool hostMemory,
+                                     const TensorRef &t) {
+  if (!t.data || t.desc.dtype != DType::F32)
+    return -1;
+  std::vector<float> staging;
+  const float *v = t.as<float>();
+  if (!hostMemory) {
+    staging.resize(size_t(t.numel()));
+    backend.copyToHost(staging.data(), t.data, staging.size() * sizeof(float));
+    v = staging.data();
+  }
+  for (int64_t i = 0, n = t.numel(); i < n; ++i)
+    if (!std::isfinite(v[i]))
+      return i;
+  return -1;
+}
+
+std::string Executor::firstNonFinite() {
+  Impl &I = *impl;
+  auto describe = [&](const TensorRef &t, int64_t i) {
+    std::vector<float> one(1);
+    if (I.hostMemory)
+      one[0] = t.as<float>()[i];
+    else
+      I.backend->copyToHost(one.data(), t.as<float>() + i, sizeof(float));
+    return llvm::formatv(" (element {0} of {1} is {2})", i, t.numel(),
+                         double(one[0]))
+        .str();
+  };
+  for (const PersistentTensor &t : persistentTensors) {
+    if (t.kind == PersistentTensor::OptState)
+      continue;
+    if (int64_t i = firstNonFiniteElement(*I.backend, I.hostMemory, t.ref);
+        i >= 0)
+      return std::string(t.kind == PersistentTensor::Param ? "parameter '"
+                                                           : "state '") +
+             t.name + "'" + describe(t.ref, i);
+  }
+  if (int64_t i = firstNonFiniteElement(*I.backend, I.hostMemory, inputRef);
+      i >= 0)
+    return "the input batch" + describe(inputRef, i);
+  I.uploadBatch();
+  for (unsigned k = 0; k < I.forwardEnd && k < I.instrs.size(); ++k) {
+    Instr &instr = I.instrs[k];
+    if (instr.op != InstrOp::Kernel)
+      continue;
+    instr.kernel->run(instr.inRefs, instr.outRefs);
+    I.backend->synchronize();
+    for (size_t o = 0; o < instr.outRefs.size(); ++o)
+      if (int64_t i = firstNonFiniteElement(*I.backend, I.hostMemory,
+                                            instr.outRefs[o]);
+          i >= 0) {
+        const PlanStepInfo &info = stepInfos[k];
+        return llvm::formatv("result {0} of node '{1}' ({2})", o, info.name,
+                             info.opType)
+                   .str() +
+               describe(instr.outRefs[o], i);
+      }
+  }
+  return "";
+}
+
 float Executor::loss() const {
   const Impl &I = *impl;
   const ValueInfo &v = I.values[size_t(I.lossValue)];

@@ -679,6 +679,12 @@ public:
     }
   }
 
+  bool randomPosition(uint64_t &position) const override {
+    position = step;
+    return true;
+  }
+  void setRandomPosition(uint64_t position) override { step = position; }
+
 private:
   uint64_t seed, step = 0;
   int64_t n;

@@ -20,14 +20,14 @@
 //
 // Forward and backward. oneDNN's backward needs the forward's training
 // workspace (every step's gates), but the executor hands a gradient kernel
-// only the node's operands -- nothing from the forward kernel, which may not
-// even have run on the same weights' layout. So the forward kernel runs
-// forward_inference (no workspace), and the gradient kernel recomputes the
-// forward in forward_training mode into a workspace that is kernel scratch,
-// then runs the backward primitive. That is one extra forward per step (the
-// cost rule counts it) and nothing held alive between the two passes;
-// keeping the workspace instead would need an extra result on the forward
-// node that autodiff and every other backend would have to carry.
+// only the node's operands -- no state of the forward kernel. So the forward
+// kernel runs forward_inference (no workspace), and the gradient kernel
+// recomputes the forward in forward_training mode into a workspace that is
+// kernel scratch, then runs the backward primitive. That is one extra
+// forward per step (the cost rule counts it) and nothing held alive between
+// the two passes; keeping the workspace instead would need an extra result
+// on the forward node that autodiff and every other backend would have to
+// carry.
 //
 // Not implemented, refused at kernel creation with the node's name:
 // sequence_lens, peephole weights (P), clip, input_forget, activations

@@ -2,6 +2,8 @@
 
 #include "oasr/Runtime/DataLoader.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -11,6 +13,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <sstream>
 
 namespace oasr::rt {
 
@@ -126,6 +129,68 @@ llvm::Error readIdxLabels(llvm::StringRef path, std::vector<int64_t> &labels) {
 
 namespace {
 
+/// "epoch E pos P": a shuffled loader's position.
+static std::string shardState(uint64_t epoch, size_t pos) {
+  return "epoch " + std::to_string(epoch) + " pos " + std::to_string(pos);
+}
+
+static llvm::Error badState(llvm::StringRef what, llvm::StringRef state) {
+  return llvm::createStringError(
+      llvm::inconvertibleErrorCode(),
+      "data state '%s' does not fit %s (saved by another data source?)",
+      state.take_front(60).str().c_str(), what.str().c_str());
+}
+
+/// Parses shardState's text.
+static llvm::Error parseShardState(llvm::StringRef what, llvm::StringRef state,
+                                   uint64_t &epoch, size_t &pos) {
+  llvm::SmallVector<llvm::StringRef, 4> parts;
+  state.split(parts, ' ');
+  unsigned long long e = 0, p = 0;
+  if (parts.size() != 4 || parts[0] != "epoch" || parts[2] != "pos" ||
+      parts[1].getAsInteger(10, e) || parts[3].getAsInteger(10, p))
+    return badState(what, state);
+  epoch = e;
+  pos = size_t(p);
+  return llvm::Error::success();
+}
+
+/// Continues a shuffled loader at shardState's (epoch, pos): `reshuffle`
+/// rebuilds the shard of `epoch` and returns its size.
+static llvm::Error restoreShard(llvm::StringRef what, llvm::StringRef state,
+                                uint64_t &epoch, size_t &pos,
+                                llvm::function_ref<size_t()> reshuffle) {
+  uint64_t e = 0;
+  size_t p = 0;
+  if (auto err = parseShardState(what, state, e, p))
+    return err;
+  epoch = e;
+  if (p > reshuffle())
+    return badState(what, state);
+  pos = p;
+  return llvm::Error::success();
+}
+
+/// A random generator's state as text (the standard's stream format).
+static std::string rngState(const std::mt19937_64 &rng) {
+  std::ostringstream os;
+  os << rng;
+  return "mt19937_64 " + os.str();
+}
+
+static llvm::Error parseRngState(llvm::StringRef what, llvm::StringRef state,
+                                 std::mt19937_64 &rng) {
+  if (!state.consume_front("mt19937_64 "))
+    return badState(what, state);
+  std::istringstream is(state.str());
+  std::mt19937_64 restored;
+  is >> restored;
+  if (is.fail())
+    return badState(what, state);
+  rng = restored;
+  return llvm::Error::success();
+}
+
 /// This rank's samples of one epoch: a permutation of [0, count) drawn from
 /// (seed, epoch), the same on every rank; element i goes to rank i % size.
 std::vector<int64_t> epochShard(int64_t count, int rank, int size,
@@ -172,6 +237,13 @@ public:
     return test.count ? &test : nullptr;
   }
   const std::vector<int64_t> &testShard() const override { return shard; }
+  std::string saveState() const override { return shardState(epoch, pos); }
+  llvm::Error restoreState(llvm::StringRef state) override {
+    return restoreShard(what, state, epoch, pos, [&] {
+      newEpoch();
+      return mine.size();
+    });
+  }
 
 private:
   void newEpoch() {
@@ -209,6 +281,10 @@ public:
         protoSeed(mix64(seed ^ 0x5EEDull)) {}
   std::string describe() const override { return "synthetic"; }
   int64_t trainSize() const override { return 0; }
+  std::string saveState() const override { return rngState(rng); }
+  llvm::Error restoreState(llvm::StringRef state) override {
+    return parseRngState("synthetic", state, rng);
+  }
   void nextBatch(float *images, int64_t *labels, int64_t n) override {
     std::normal_distribution<float> noise(0.0f, 1.0f);
     int64_t classes = std::max<int64_t>(shape.classes, 1);
@@ -360,6 +436,10 @@ public:
       : shape(shape), rng(seed * 1000003ull + uint64_t(rank) + 1) {}
   std::string describe() const override { return "synthetic tokens"; }
   int64_t trainSize() const override { return 0; }
+  std::string saveState() const override { return rngState(rng); }
+  llvm::Error restoreState(llvm::StringRef state) override {
+    return parseRngState("synthetic tokens", state, rng);
+  }
   void nextBatch(float *, int64_t *, int64_t) override {}
   bool givesTokens() const override { return true; }
   void nextTokens(int64_t *ids, int64_t *labels, int64_t n) override {
@@ -422,6 +502,14 @@ public:
         for (int64_t i = 0; i < t; ++i)
           labels[k * t + i] = w[i + 1];
     }
+  }
+
+  std::string saveState() const override { return shardState(epoch, pos); }
+  llvm::Error restoreState(llvm::StringRef state) override {
+    return restoreShard(what, state, epoch, pos, [&] {
+      newEpoch();
+      return mine.size();
+    });
   }
 
 private:

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <functional>
@@ -678,15 +679,18 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
   // A rank that does not train (a dedicated server) skips the steps; the
   // loop has no collectives for such algorithms (they are not lockstep).
   const int64_t mySteps = algo.trainsOn(rank) ? options.steps : 0;
-  for (int64_t step = 0; step < mySteps; ++step) {
+  const int64_t first = std::max<int64_t>(options.startStep, 0);
+  for (int64_t step = first; step < mySteps; ++step) {
     if (step == options.failAtStep && rank == options.failRank &&
         options.failSignal > 0)
       std::raise(options.failSignal); // a crash: no message, no MPI_Abort
-    if (step == options.failAtStep && rank == options.failRank)
+    if (step == options.failAtStep && rank == options.failRank) {
+      silenceFailureReport();
       comm.abort("oasr-run: " + rankName(comm) +
                      ": error: injected failure at step " +
                      std::to_string(step) + " (--fail-at-step)",
                  3);
+    }
     if (tokens) {
       data.nextTokens(ids.data(), labels.data(), n);
       if (in.desc.dtype == DType::I64)
@@ -715,7 +719,7 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
     for (size_t k = 0; k < planSteps; ++k)
       if (exec.steps()[k].kind != StepKind::Comm)
         compute += times[k].endUs - times[k].startUs;
-    bool warmup = step == 0 && options.steps > 1;
+    bool warmup = step == first && options.steps > first + 1;
     if (warmup)
       commEventsBefore = engine.events().size();
     if (!warmup) {
@@ -726,11 +730,41 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
       for (size_t k = 0; k < planSteps; ++k)
         sumUs[k] += times[k].endUs - times[k].startUs;
     }
-    if (!options.tracePath.empty() && step < options.traceSteps)
+    if (!options.tracePath.empty() && step - first < options.traceSteps)
       for (size_t k = 0; k < planSteps; ++k)
         trace.push_back(Rec{0, double(k), times[k].startUs, times[k].endUs});
 
     double loss = exec.loss();
+    if (!std::isfinite(loss) && !options.allowNonFinite) {
+      std::string what = exec.firstNonFinite();
+      what = what.empty() ? "every parameter and forward result is finite"
+                          : "the first non-finite tensor is " + what;
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "step %lld: the loss is %s; after the step's update, %s "
+          "(--allow-nonfinite keeps going)",
+          (long long)(step + 1), std::isnan(loss) ? (const char *)"NaN" : "Inf",
+          what.c_str());
+    }
+    noteProgress(step + 1);
+    if (options.checkpoint.every > 0 &&
+        (step + 1) % options.checkpoint.every == 0) {
+      int64_t c0 = steadyNs();
+      auto written =
+          saveCheckpoint(exec, data, engine, options.checkpoint, step + 1);
+      if (!written)
+        return written.takeError();
+      noteCheckpoint(*written);
+      if (rank == 0 && !options.quiet) {
+        size_t bytes = 0;
+        for (const PersistentTensor &t : exec.persistent())
+          bytes += t.ref.bytes();
+        std::printf("checkpoint %s (%.1f MiB of tensors, %.0f ms)\n",
+                    written->c_str(), double(bytes) / 1048576.0,
+                    double(steadyNs() - c0) * 1e-6);
+        std::fflush(stdout);
+      }
+    }
     intervalLoss += loss;
     intervalCorrect += double(exec.correct());
     intervalSamples += double(n);
@@ -754,8 +788,8 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
       summary.lastLoss = meanLoss;
       if (rank == 0) {
         double ips = secs > 0 ? agg[2] / secs : 0;
-        double eta =
-            totalSecs / double(step + 1) * double(options.steps - step - 1);
+        double eta = totalSecs / double(step + 1 - first) *
+                     double(options.steps - step - 1);
         const char *who = algo.lockstep() ? "" : "  [rank 0]";
         const char *unit = tokens ? "seq" : "img";
         if (lab.data)

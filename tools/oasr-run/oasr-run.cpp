@@ -11,6 +11,7 @@
 
 #include "oasr/Config.h"
 #include "oasr/Dialect/OASRDialect.h"
+#include "oasr/Runtime/Checkpoint.h"
 #include "oasr/Runtime/Communicator.h"
 #include "oasr/Runtime/Cuda.h"
 #include "oasr/Runtime/DataLoader.h"
@@ -43,6 +44,7 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -195,6 +197,30 @@ static cl::opt<bool> quiet("quiet", cl::desc("No progress lines"),
 static cl::opt<std::string>
     emitMlir("emit-mlir", cl::desc("Write the compiled module (rank 0)"),
              cl::init(""), cl::cat(runCat));
+static cl::opt<std::string> checkpointDir(
+    "checkpoint",
+    cl::desc("Write checkpoints (parameters, optimizer and BN state, step, "
+             "data order, random state) into DIR/step-NNNNNNNN/"),
+    cl::value_desc("DIR"), cl::init(""), cl::cat(runCat));
+static cl::opt<int64_t>
+    checkpointEvery("checkpoint-every",
+                    cl::desc("Checkpoint after every N-th step (with "
+                             "--checkpoint; default: only after the last)"),
+                    cl::init(0), cl::cat(runCat));
+static cl::opt<int64_t>
+    keepCheckpoints("keep-checkpoints",
+                    cl::desc("Keep the newest K checkpoints (0: all)"),
+                    cl::init(2), cl::cat(runCat));
+static cl::opt<std::string> resumeDir(
+    "resume",
+    cl::desc("Continue from the newest complete checkpoint in DIR (or the "
+             "step directory DIR); --steps stays the total"),
+    cl::value_desc("DIR"), cl::init(""), cl::cat(runCat));
+static cl::opt<bool> allowNonFinite(
+    "allow-nonfinite",
+    cl::desc("Keep training when the loss becomes NaN or Inf (default: stop, "
+             "naming the step and the first non-finite tensor)"),
+    cl::init(false), cl::cat(runCat));
 static cl::opt<bool> debugMemory("debug-memory", cl::Hidden, cl::init(false),
                                  cl::desc("Print RSS at each setup phase"));
 // Testing only.
@@ -560,6 +586,73 @@ std::vector<float> hostFloats(Executor &exec, const TensorRef &t) {
   return v;
 }
 
+/// Ends the job with this rank's own error message (the failure report of
+/// the other ranks says the rest).
+[[noreturn]] void abortRun(Communicator &comm, const std::string &message,
+                           int code) {
+  silenceFailureReport();
+  comm.abort(message, code);
+}
+
+/// `v` as the command line would spell it (-1, 0.5, nan, inf).
+std::string numberText(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+/// The first numeric option given out of its range, as an error naming it
+/// ("" when every one is valid).
+std::string checkNumericOptions() {
+  auto given = [](const cl::Option &o) { return o.getNumOccurrences() > 0; };
+  auto finiteAtLeast = [&](const cl::opt<double> &o, double low) {
+    return !given(o) || (std::isfinite(double(o)) && double(o) >= low);
+  };
+  auto name = [](const cl::Option &o, const std::string &value) {
+    return "--" + o.ArgStr.str() + "=" + value + ": ";
+  };
+  if (given(batch) && batch <= 0)
+    return name(batch, std::to_string(batch)) +
+           "expected a positive per-rank batch";
+  if (given(steps) && steps < 1)
+    return name(steps, std::to_string(steps)) +
+           "expected a positive number of steps";
+  if (!finiteAtLeast(lr, 0))
+    return name(lr, numberText(lr)) + "expected a finite learning rate >= 0";
+  if (!finiteAtLeast(momentum, 0) || (given(momentum) && momentum > 1))
+    return name(momentum, numberText(momentum)) +
+           "expected a finite momentum in [0, 1]";
+  if (!finiteAtLeast(alpha, 0))
+    return name(alpha, numberText(alpha)) +
+           "expected a finite start-up latency >= 0 (seconds)";
+  if (!finiteAtLeast(beta, 0))
+    return name(beta, numberText(beta)) +
+           "expected a finite per-byte time >= 0 (seconds/byte)";
+  if (!finiteAtLeast(overlapRate, 0) || (given(overlapRate) && overlapRate > 1))
+    return name(overlapRate, numberText(overlapRate)) +
+           "must be in [0, 1] (the rate communication progresses while "
+           "backward computes)";
+  if (given(vocab) && vocab < 1)
+    return name(vocab, std::to_string(vocab)) +
+           "expected a positive vocabulary size";
+  if (given(logEvery) && logEvery < 1)
+    return name(logEvery, std::to_string(logEvery)) +
+           "expected a positive number of steps";
+  if (given(commCpu) && commCpu < 0)
+    return name(commCpu, std::to_string(commCpu)) +
+           "expected a CPU number >= 0";
+  if (given(checkpointEvery) && checkpointEvery < 1)
+    return name(checkpointEvery, std::to_string(checkpointEvery)) +
+           "expected a positive number of steps";
+  if (given(keepCheckpoints) && keepCheckpoints < 0)
+    return name(keepCheckpoints, std::to_string(keepCheckpoints)) +
+           "expected a number of checkpoints >= 0 (0 keeps all)";
+  if ((given(checkpointEvery) || given(keepCheckpoints)) &&
+      checkpointDir.empty())
+    return "--checkpoint-every/--keep-checkpoints need --checkpoint=DIR";
+  return "";
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -596,6 +689,11 @@ int main(int argc, char **argv) {
       "oasr-run: train a compiled model on MPI ranks\n\n"
       "  --threads=N  compute threads per rank "
       "(default: cores / ranks on this host)\n");
+  if (np.getNumOccurrences() && np < 1) {
+    llvm::errs() << "oasr-run: error: --np=" << np
+                 << ": expected a positive number of ranks\n";
+    return 1;
+  }
   if (np > 0 && !launchedByMpi())
     return relaunch(argc, argv);
 
@@ -655,7 +753,22 @@ int main(int argc, char **argv) {
 #endif
   mlir::MLIRContext ctx(registry);
   ctx.loadAllAvailableDialects();
-  auto module = loadModule(ctx, failure);
+  if (std::string bad = checkNumericOptions(); !bad.empty())
+    failure.set(bad);
+  const bool checkpointing = !checkpointDir.empty() || !resumeDir.empty();
+  if (checkpointing && algoName != "sync-sgd")
+    failure.set("--checkpoint/--resume: --algo=" + algoName +
+                " cannot be checkpointed: only sync-sgd's state (the same "
+                "weights on every rank) is saved and restored; the EASGD and "
+                "parameter-server algorithms keep per-rank weights and a "
+                "center variable that checkpoints do not hold");
+  if (!checkpointDir.empty() && rank == 0 && !failure.failed)
+    if (std::error_code ec = llvm::sys::fs::create_directories(checkpointDir))
+      failure.set("--checkpoint=" + checkpointDir +
+                  ": cannot create: " + ec.message());
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  if (!failure.failed)
+    module = loadModule(ctx, failure);
   memoryPoint("module");
 
   // Rank 0 writes every output file: refuse paths it cannot write before
@@ -819,6 +932,36 @@ int main(int argc, char **argv) {
     failure.set("--save needs the model's ONNX source (module attribute "
                 "oasr.source naming an existing .onnx file)");
 
+  // Checkpoints: what must match on resume; rank 0 reads and checks the
+  // newest one now, every rank restores it after the agreement.
+  CheckpointOptions checkpointOptions;
+  checkpointOptions.dir = checkpointDir;
+  checkpointOptions.every = checkpointDir.empty() ? 0
+                            : checkpointEvery > 0 ? int64_t(checkpointEvery)
+                                                  : int64_t(steps);
+  checkpointOptions.keep = keepCheckpoints;
+  checkpointOptions.algorithm = algoName;
+  checkpointOptions.dataSource = dataSpec;
+  checkpointOptions.seed = seed;
+  CheckpointBytes resumeBytes;
+  if (!resumeDir.empty() && exec && data && !failure.failed && rank == 0) {
+    auto latest = findLatestCheckpoint(resumeDir);
+    if (!latest)
+      failure.set(latest.takeError());
+    else if (auto read =
+                 readCheckpoint(*latest, *exec, size, checkpointOptions))
+      resumeBytes = std::move(*read);
+    else
+      failure.set(read.takeError());
+  }
+  if (data && !failure.failed && rank == 0 && data->trainSize() > 0 && exec &&
+      data->trainSize() < exec->batch())
+    llvm::errs() << llvm::formatv(
+        "oasr-run: warning: --data={0}: rank 0's shard holds {1} training "
+        "sample(s), fewer than one batch of {2}: every batch repeats "
+        "samples\n",
+        dataSpec.getValue(), data->trainSize(), exec->batch());
+
   // Agree: the lowest failing rank reports, everyone exits non-zero.
   double lowestFailing = failure.failed ? -double(rank) : -1e9;
   engine.run([&](Communicator &c) { c.allreduceMax(&lowestFailing, 1); });
@@ -896,6 +1039,25 @@ int main(int argc, char **argv) {
     std::fflush(stdout);
   }
 
+  int64_t startStep = 0;
+  if (!resumeDir.empty()) {
+    broadcastCheckpoint(resumeBytes, engine);
+    auto resumed = restoreCheckpoint(resumeBytes, *exec, *data, rank);
+    if (!resumed)
+      abortRun(*comm,
+               "oasr-run: " + rankName(*comm) +
+                   ": error: --resume: " + llvm::toString(resumed.takeError()),
+               1);
+    startStep = resumed->step;
+    noteProgress(startStep);
+    noteCheckpoint(resumed->path);
+    if (rank == 0 && !quiet)
+      std::printf("oasr-run: resumed from %s: step %lld of %lld\n",
+                  resumed->path.c_str(), (long long)startStep,
+                  (long long)steps.getValue());
+  }
+  installFailureReport(engine);
+
   std::unique_ptr<TrainingAlgorithm> algo;
   if (serverAlgo) {
     ParameterServerOptions po;
@@ -924,11 +1086,15 @@ int main(int argc, char **argv) {
   to.failAtStep = failAtStep;
   to.failRank = failRank;
   to.failSignal = failSignal;
+  to.startStep = startStep;
+  to.checkpoint = checkpointOptions;
+  to.allowNonFinite = allowNonFinite;
   TrainSummary summary;
   if (auto err = train(*exec, *data, *algo, engine, to, summary))
-    comm->abort("oasr-run: " + rankName(*comm) +
-                    ": error: " + llvm::toString(std::move(err)),
-                1);
+    abortRun(*comm,
+             "oasr-run: " + rankName(*comm) +
+                 ": error: " + llvm::toString(std::move(err)),
+             1);
 
   memoryPoint("training");
   if (rank == 0) {
@@ -986,7 +1152,8 @@ int main(int argc, char **argv) {
 
     if (!dumpGrads.empty())
       if (auto err = writeGradientDump(dumpGrads, *exec))
-        comm->abort("oasr-run: error: " + llvm::toString(std::move(err)), 1);
+        abortRun(*comm, "oasr-run: error: " + llvm::toString(std::move(err)),
+                 1);
 #if OASR_HAVE_IMPORT
     if (!savePath.empty()) {
       std::map<std::string, std::vector<float>> values;
@@ -995,9 +1162,15 @@ int main(int argc, char **argv) {
             t.ref.desc.dtype == DType::F32 &&
             onnxModel->findInitializer(t.name))
           values[t.name] = hostFloats(*exec, t.ref);
-      if (auto err = onnxModel->saveWithInitializers(savePath, values))
-        comm->abort(
-            "oasr-run: error: --save: " + llvm::toString(std::move(err)), 1);
+      // A temporary file next to the target, renamed over it: a save that
+      // is killed midway leaves the previous file intact.
+      if (auto err = writeFileAtomically(
+              savePath, [&](llvm::StringRef tmp) -> llvm::Error {
+                return onnxModel->saveWithInitializers(tmp, values);
+              }))
+        abortRun(*comm,
+                 "oasr-run: error: --save: " + llvm::toString(std::move(err)),
+                 1);
       std::printf("saved %s (%zu initializers updated)\n", savePath.c_str(),
                   values.size());
     }

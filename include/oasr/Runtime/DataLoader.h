@@ -62,6 +62,15 @@ public:
   virtual void nextTokens(int64_t *ids, int64_t *labels, int64_t n) {
     (void)ids, (void)labels, (void)n;
   }
+  /// This rank's position in its training stream, as one line of text: the
+  /// epoch and the offset into its shuffled shard, or the state of the random
+  /// generator that draws synthetic samples. A checkpoint saves it;
+  /// `restoreState` continues the stream from it, so the samples that follow
+  /// are the ones the saving run would have read next.
+  virtual std::string saveState() const = 0;
+  /// Continues from a `saveState()` of a loader with the same source, rank,
+  /// ranks and seed. Errors name what does not fit.
+  virtual llvm::Error restoreState(llvm::StringRef state) = 0;
   /// The held-out split of this rank (null when the source has none).
   virtual const Dataset *testSet() const { return nullptr; }
   /// Test samples of this rank's shard: indices into testSet().

@@ -155,6 +155,24 @@ public:
   /// Runs the forward ops only (no state written back): for evaluation.
   void runForward();
 
+  /// Optimizer updates applied so far (ONNX's update count T, which Adam's
+  /// bias correction, Adagrad's decay and momentum's dampening read).
+  int64_t updateCount() const;
+  void setUpdateCount(int64_t t);
+  /// The optimizer rules the plan's updates apply ("sgd", "adam",
+  /// "momentum+nesterov", ...), distinct, joined by ','.
+  std::string optimizerName() const;
+  /// The random-sequence positions of the kernels that draw random numbers
+  /// (Dropout), in plan order; a checkpoint saves them, a resumed run
+  /// restores them (the vector must have the same length).
+  std::vector<uint64_t> randomPositions() const;
+  llvm::Error setRandomPositions(const std::vector<uint64_t> &positions);
+  /// Names the first non-finite f32 tensor of the current state: a parameter
+  /// or BN statistic, else the input batch, else (running the forward ops
+  /// again, one by one) the first op result that holds NaN or Inf. Empty when
+  /// every one is finite. Diagnostic only: it runs kernels (Dropout draws).
+  std::string firstNonFinite();
+
   /// The loss of the last step (or forward) and its scores per sample.
   float loss() const;
   /// Number of samples whose argmax score equals the label, last step.

@@ -135,6 +135,14 @@ public:
   /// valid for every later `run`; its contents do not survive between runs).
   /// Called once, before the first `run`, when `workspaceBytes()` > 0.
   virtual void setWorkspace(void *ptr) { (void)ptr; }
+  /// Kernels that draw random numbers (Dropout): their position in their
+  /// random sequence (the draws so far), which checkpoints save and a resumed
+  /// run restores. False for kernels without one.
+  virtual bool randomPosition(uint64_t &position) const {
+    (void)position;
+    return false;
+  }
+  virtual void setRandomPosition(uint64_t position) { (void)position; }
 };
 
 /// One oasr.optimizer_update: the algorithm and its hyper-parameters (the

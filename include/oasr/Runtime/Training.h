@@ -19,6 +19,7 @@
 #ifndef OASR_RUNTIME_TRAINING_H
 #define OASR_RUNTIME_TRAINING_H
 
+#include "oasr/Runtime/Checkpoint.h"
 #include "oasr/Runtime/Communicator.h"
 #include "oasr/Runtime/DataLoader.h"
 #include "oasr/Runtime/Executor.h"
@@ -119,6 +120,14 @@ struct TrainOptions {
   int failRank = -1;
   int failSignal = 0;   ///< testing: die by this signal instead of aborting
   bool evaluate = true; ///< test accuracy at the end when data has a test split
+  /// Steps already completed (a resumed run continues at this step; `steps`
+  /// stays the total).
+  int64_t startStep = 0;
+  /// Checkpoints every `checkpoint.every` steps (collective; rank 0 writes).
+  CheckpointOptions checkpoint;
+  /// A loss that is NaN or Inf stops the run (an error naming the step and
+  /// the first non-finite tensor) unless this is set.
+  bool allowNonFinite = false;
 };
 
 /// What the run measured (rank 0's view; times in microseconds).
@@ -150,6 +159,21 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
 /// only joins the sum.
 std::pair<int64_t, int64_t> evaluate(Executor &exec, DataLoader &data,
                                      CommEngine &engine, bool counts = true);
+
+/// When this rank is ended by a signal (mpirun's SIGTERM after another
+/// rank died, a batch scheduler's, Ctrl-C), prints one line before dying:
+/// which ranks are gone (a rank's process that no longer exists on its host,
+/// or a rank on another host, which cannot be checked from here), the last
+/// completed step and the newest checkpoint. Only the lowest rank still
+/// alive on this host prints. Collective: every rank's host and pid are
+/// exchanged; call once on every rank before training.
+void installFailureReport(CommEngine &engine);
+/// What that report says: steps completed, the newest checkpoint.
+void noteProgress(int64_t completedSteps);
+void noteCheckpoint(const std::string &path);
+/// This rank is ending the job with its own error message: the report would
+/// only repeat it.
+void silenceFailureReport();
 
 /// "rank R (host)" for messages.
 std::string rankName(const Communicator &comm);

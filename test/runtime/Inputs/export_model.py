@@ -9,6 +9,7 @@ wide: 3x8x8 input: conv -> BN -> relu -> maxpool -> flatten -> gemm (128 ->
     H, by default 2560: 1.25 MiB of weights) -> relu -> gemm, so that
     byte-based plans (PyTorch DDP's 1 MiB first bucket) really split the
     gradients, and a large H makes an allreduce outlast the rest of backward.
+    `--dropout P` adds dropout (training mode) after fc1's relu.
 
 Exported like scripts/torch_reference.py does (training mode, no constant
 folding, symbolic batch).
@@ -22,6 +23,7 @@ p.add_argument("model", choices=["cifar-cnn", "wide"])
 p.add_argument("out")
 p.add_argument("--hidden", type=int, default=2560)
 p.add_argument("--seed", type=int, default=0)
+p.add_argument("--dropout", type=float, default=0.0)
 a = p.parse_args()
 torch.manual_seed(a.seed)
 F = torch.nn.functional
@@ -51,7 +53,10 @@ class Wide(torch.nn.Module):
 
     def forward(self, x):
         x = F.max_pool2d(F.relu(self.bn(self.conv(x))), 2)
-        return self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
+        x = F.relu(self.fc1(torch.flatten(x, 1)))
+        if a.dropout > 0:
+            x = F.dropout(x, a.dropout, training=True)
+        return self.fc2(x)
 
 
 model, shape = {"cifar-cnn": (CifarCNN, (3, 32, 32)),

@@ -1,0 +1,108 @@
+//===- Checkpoint.h - Atomic files, checkpoints and resume ---------*- C++
+//-*-===//
+//
+// Files the runtime writes must survive a kill in the middle of the write:
+// `writeFileAtomically` fills a temporary file next to the target, fsyncs
+// it, renames it over the target and fsyncs the directory, so a reader sees
+// the old file or the new one, never a part.
+//
+// A checkpoint is a directory `DIR/step-NNNNNNNN/` holding `manifest.json`
+// (format, step, model fingerprint, world size, algorithm, optimizer, update
+// count, seed, every rank's data-loader position, the random-number
+// positions, and the tensor table) and `tensors.bin` (every persistent
+// tensor -- parameters, BN statistics, optimizer state -- back to back, as
+// the table says). Rank 0 writes it into `DIR/.tmp-...` and renames the
+// directory into place, so a directory named `step-*` is complete.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OASR_RUNTIME_CHECKPOINT_H
+#define OASR_RUNTIME_CHECKPOINT_H
+
+#include "oasr/Runtime/Communicator.h"
+#include "oasr/Runtime/DataLoader.h"
+#include "oasr/Runtime/Executor.h"
+
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace oasr::rt {
+
+/// Writes `path` atomically: `write` fills the temporary file it is given
+/// (`.NAME.tmp-HOST-PID-XXXXXX` in the same directory), which is then
+/// fsynced and renamed over `path`, and the directory fsynced. On any error
+/// the temporary file is removed and `path` is left as it was. A process
+/// killed during the write leaves `path` intact and that hidden temporary,
+/// which the next write of `path` on the host removes (its process is gone).
+llvm::Error
+writeFileAtomically(llvm::StringRef path,
+                    llvm::function_ref<llvm::Error(llvm::StringRef)> write);
+
+/// How a run checkpoints (oasr-run --checkpoint, --checkpoint-every,
+/// --keep-checkpoints) and what must match on resume.
+struct CheckpointOptions {
+  std::string dir;        ///< where step-NNNNNNNN/ directories go
+  int64_t every = 0;      ///< write after every N-th step (0: never)
+  int64_t keep = 2;       ///< keep the newest K (0: all)
+  std::string algorithm;  ///< "sync-sgd", ...
+  std::string dataSource; ///< the --data spec
+  uint64_t seed = 0;
+};
+
+/// What a checkpoint restores besides the executor's tensors.
+struct ResumeState {
+  std::string path;  ///< the step directory read
+  int64_t step = 0;  ///< steps completed when it was written
+  int worldSize = 0; ///< ranks of the run that wrote it
+};
+
+/// A checkpoint read into memory on one rank (to be broadcast).
+struct CheckpointBytes {
+  std::string path;
+  std::string manifest, blob;
+};
+
+/// Collective over the engine's ranks: gathers every rank's data-loader
+/// position to rank 0, which writes `options.dir`/step-NNNNNNNN (step =
+/// `completedSteps`) atomically and removes all but the newest
+/// `options.keep`. Returns the directory written (on every rank).
+llvm::Expected<std::string> saveCheckpoint(Executor &exec, DataLoader &data,
+                                           CommEngine &engine,
+                                           const CheckpointOptions &options,
+                                           int64_t completedSteps);
+
+/// The newest complete checkpoint: `dir` itself when it holds a
+/// manifest.json, else its step-* directory with the highest step that
+/// holds one. An error names `dir` when there is none.
+llvm::Expected<std::string> findLatestCheckpoint(llvm::StringRef dir);
+
+/// Reads a step directory's manifest and tensors, checks the format and the
+/// tensors' checksum, and checks that it fits this run: the same model
+/// (fingerprint; the error names the first tensor that differs), world
+/// size, algorithm, optimizer, data source and seed.
+llvm::Expected<CheckpointBytes>
+readCheckpoint(llvm::StringRef stepDir, Executor &exec, int worldSize,
+               const CheckpointOptions &options);
+
+/// Restores a checkpoint read (and checked) by readCheckpoint, on any rank:
+/// every persistent tensor, the update count, the random-number positions
+/// and this rank's data-loader position.
+llvm::Expected<ResumeState> restoreCheckpoint(const CheckpointBytes &bytes,
+                                              Executor &exec, DataLoader &data,
+                                              int rank);
+
+/// Broadcasts rank 0's `bytes` to every rank (collective).
+void broadcastCheckpoint(CheckpointBytes &bytes, CommEngine &engine);
+
+/// A fingerprint of the model's persistent tensors (names, kinds, types,
+/// shapes) and its optimizer updates, as 16 hex digits.
+std::string modelFingerprint(Executor &exec);
+
+} // namespace oasr::rt
+
+#endif // OASR_RUNTIME_CHECKPOINT_H

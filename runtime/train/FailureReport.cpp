@@ -1,0 +1,208 @@
+//===- FailureReport.cpp - What a rank says when the job is ended --------===//
+//
+// A rank that crashes (killed by a signal, out of memory, its host gone)
+// says nothing itself, and mpirun then ends the survivors. The survivors
+// know more than mpirun prints: how far training got and where the newest
+// checkpoint is. Each rank exchanges its host and pid with every other rank
+// before training; a handler for the terminating signals then looks up
+// which peers on this host no longer run, and the lowest surviving rank of
+// the host prints one line before the process ends as the signal says.
+//
+// The handler only calls async-signal-safe functions (open, read, kill,
+// write, nanosleep, sigaction, raise) on buffers prepared before training.
+// The ranks that do not report linger 0.5 s before they end, so that the
+// reporting rank still finds them running and names only the ranks that
+// failed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "oasr/Runtime/Training.h"
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <string>
+#include <time.h>
+#include <unistd.h>
+#include <vector>
+
+namespace oasr::rt {
+
+namespace {
+struct Peer {
+  int pid = 0;
+  bool sameHost = false;
+  std::string name; ///< "rank R (host)"
+};
+
+int myRank = -1;
+std::vector<Peer> peers; ///< filled once, before the handler is installed
+std::atomic<int64_t> completed{0};
+/// Two buffers for the checkpoint path: the handler reads the one `current`
+/// names, noteCheckpoint writes the other and then flips it.
+char checkpointPaths[2][1024];
+std::atomic<int> current{-1};
+std::atomic<bool> silenced{false};
+
+/// Appends to a fixed buffer without allocating (usable in the handler).
+struct Line {
+  char text[4096];
+  size_t n = 0;
+  Line &operator<<(const char *s) {
+    while (*s && n + 1 < sizeof text)
+      text[n++] = *s++;
+    return *this;
+  }
+  Line &operator<<(int64_t v) {
+    char digits[24];
+    int k = 0;
+    bool negative = v < 0;
+    uint64_t u = negative ? uint64_t(-(v + 1)) + 1 : uint64_t(v);
+    do {
+      digits[k++] = char('0' + u % 10);
+      u /= 10;
+    } while (u);
+    if (negative)
+      *this << "-";
+    while (k > 0 && n + 1 < sizeof text)
+      text[n++] = digits[--k];
+    return *this;
+  }
+};
+
+/// Whether process `pid` has ended: it does not exist, or it is a zombie
+/// its parent has not reaped yet.
+bool processGone(int pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH)
+    return true;
+  Line p;
+  p << "/proc/" << int64_t(pid) << "/stat";
+  p.text[p.n] = 0;
+  int fd = ::open(p.text, O_RDONLY);
+  if (fd < 0)
+    return errno == ENOENT;
+  char buf[512];
+  ssize_t got = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (got <= 0)
+    return false;
+  buf[got] = 0;
+  // "pid (comm) S ...": the state follows the last ')'.
+  char *close = std::strrchr(buf, ')');
+  return close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
+}
+
+void onTerminate(int sig) {
+  // Peers on this host that have ended; this rank reports only if no lower
+  // rank of the host still runs (so one line per host, not one per rank).
+  bool lowest = !silenced.load(), anyGone = false, anyRemote = false;
+  for (size_t r = 0; r < peers.size(); ++r) {
+    if (int(r) == myRank)
+      continue;
+    if (!peers[r].sameHost) {
+      anyRemote = true;
+      continue;
+    }
+    bool gone = processGone(peers[r].pid);
+    anyGone |= gone;
+    if (!gone && int(r) < myRank)
+      lowest = false;
+  }
+  if (lowest) {
+    Line line;
+    line << "oasr-run: " << peers[size_t(myRank)].name.c_str() << ": "
+         << (sig == SIGTERM  ? "terminated (SIGTERM)"
+             : sig == SIGINT ? "interrupted (SIGINT)"
+             : sig == SIGHUP ? "hung up (SIGHUP)"
+                             : "ended by a signal")
+         << "; ";
+    if (anyGone) {
+      line << "gone:";
+      for (size_t r = 0; r < peers.size(); ++r)
+        if (int(r) != myRank && peers[r].sameHost && processGone(peers[r].pid))
+          line << " " << peers[r].name.c_str();
+      line << "; ";
+    } else if (anyRemote) {
+      line << "no rank on this host has failed, so a rank on another host "
+              "failed or became unreachable; ";
+    }
+    line << "last completed step " << completed.load() << "; ";
+    int c = current.load();
+    if (c >= 0)
+      line << "last checkpoint " << checkpointPaths[c]
+           << " (resume with --resume=" << checkpointPaths[c] << ")";
+    else
+      line << "no checkpoint written (--checkpoint=DIR --checkpoint-every=N)";
+    line << "\n";
+    ssize_t ignored = ::write(2, line.text, line.n);
+    (void)ignored;
+  } else if (!silenced.load()) {
+    // A survivor that leaves the report to a lower rank lingers a moment:
+    // ended at once, it would look gone to that rank, which runs its own
+    // handler a little later (mpirun signals the ranks one after another).
+    struct timespec linger = {0, 500 * 1000 * 1000};
+    ::nanosleep(&linger, nullptr);
+  }
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  ::sigaction(sig, &dfl, nullptr);
+  ::raise(sig);
+}
+} // namespace
+
+void silenceFailureReport() { silenced.store(true); }
+
+void noteProgress(int64_t completedSteps) { completed.store(completedSteps); }
+
+void noteCheckpoint(const std::string &path) {
+  if (path.empty())
+    return;
+  int next = current.load() == 0 ? 1 : 0;
+  std::strncpy(checkpointPaths[next], path.c_str(),
+               sizeof checkpointPaths[next] - 1);
+  checkpointPaths[next][sizeof checkpointPaths[next] - 1] = 0;
+  current.store(next);
+}
+
+void installFailureReport(CommEngine &engine) {
+  Communicator &comm = engine.communicator();
+  const int size = comm.size();
+  myRank = comm.rank();
+  // "pid host\0" of every rank, gathered on rank 0 and broadcast.
+  std::string mine = std::to_string(::getpid()) + " " + comm.host();
+  std::vector<char> all;
+  std::vector<size_t> counts;
+  engine.run([&](Communicator &c) {
+    c.gatherBytes(mine.data(), mine.size(), 0, all, counts);
+    uint64_t total = all.size();
+    c.broadcast(&total, sizeof total, 0);
+    all.resize(total);
+    counts.resize(size_t(size));
+    c.broadcast(all.data(), all.size(), 0);
+    c.broadcast(counts.data(), counts.size() * sizeof(size_t), 0);
+  });
+  peers.assign(size_t(size), Peer{});
+  size_t off = 0;
+  for (int r = 0; r < size; ++r) {
+    std::string entry(all.data() + off, counts[size_t(r)]);
+    off += counts[size_t(r)];
+    size_t space = entry.find(' ');
+    Peer &p = peers[size_t(r)];
+    p.pid = std::atoi(entry.substr(0, space).c_str());
+    std::string host =
+        space == std::string::npos ? "" : entry.substr(space + 1);
+    p.sameHost = host == comm.host();
+    p.name = "rank " + std::to_string(r) + " (" + host + ")";
+  }
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = onTerminate;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP})
+    ::sigaction(sig, &sa, nullptr);
+}
+
+} // namespace oasr::rt
