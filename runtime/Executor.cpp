@@ -28,6 +28,8 @@
 #include <map>
 #include <random>
 
+#include <sys/sysinfo.h>
+
 using namespace mlir;
 using llvm::Expected;
 
@@ -210,11 +212,20 @@ static llvm::Error opError(Operation *op, const llvm::Twine &msg) {
       (kind + (where.empty() ? "" : " at " + where) + ": " + msg).str());
 }
 
-static Expected<TensorDesc> descOf(Type type, Operation *op) {
+static Expected<TensorDesc> descOf(Type type, Operation *op,
+                                   StringRef argument = "") {
+  // Errors name the node, or for a function argument, its tag's value.
+  auto fail = [&](const llvm::Twine &msg) {
+    if (argument.empty())
+      return opError(op, msg);
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        ("@train_step argument '" + argument + "': " + msg).str());
+  };
   auto t = dyn_cast<RankedTensorType>(type);
   if (!t || !t.hasStaticShape())
-    return opError(op, "needs statically shaped tensors, got a value of type " +
-                           llvm::formatv("{0}", type).str());
+    return fail("needs statically shaped tensors, got a value of type " +
+                llvm::formatv("{0}", type).str());
   TensorDesc d;
   Type e = t.getElementType();
   if (e.isF32())
@@ -228,10 +239,42 @@ static Expected<TensorDesc> descOf(Type type, Operation *op) {
   else if (e.isInteger(1))
     d.dtype = DType::Bool;
   else
-    return opError(op,
-                   "unsupported element type " + llvm::formatv("{0}", e).str());
+    return fail("unsupported element type " + llvm::formatv("{0}", e).str());
   d.shape.assign(t.getShape().begin(), t.getShape().end());
+  // Sizes are int64/size_t products everywhere below (and in every kernel
+  // library): refuse a shape whose element or byte count overflows.
+  uint64_t elements = 1;
+  for (int64_t dim : d.shape) {
+    if (dim < 0 || (dim && elements > uint64_t(INT64_MAX) / uint64_t(dim)))
+      return fail("cannot allocate a value of type " +
+                  llvm::formatv("{0}", type).str() +
+                  ": its element count overflows 64 bits");
+    elements *= uint64_t(dim);
+  }
+  if (elements > uint64_t(INT64_MAX) / dtypeSize(d.dtype))
+    return fail("cannot allocate a value of type " +
+                llvm::formatv("{0}", type).str() +
+                ": its size in bytes overflows 64 bits");
+  // cuDNN and cuBLAS take 32-bit dimensions; oneDNN's primitive creation
+  // dies with SIGFPE from 2^32 rows. No kernel is created for such a value.
+  for (auto [i, dim] : llvm::enumerate(d.shape))
+    if (dim > INT32_MAX)
+      return fail(llvm::formatv("cannot allocate a value of type {0}: "
+                                "dimension {1} ({2}) is 2^31 or more, "
+                                "beyond what the kernel libraries "
+                                "take",
+                                type, i, dim)
+                      .str());
   return d;
+}
+
+/// Bytes of RAM plus swap of this machine (0 when unknown).
+static uint64_t hostMemoryBytes() {
+  struct sysinfo info;
+  if (::sysinfo(&info) != 0)
+    return 0;
+  return (uint64_t(info.totalram) + uint64_t(info.totalswap)) *
+         uint64_t(info.mem_unit);
 }
 
 /// ONNX attribute -> runtime attribute. Returns false for attributes the
@@ -434,7 +477,14 @@ Executor::create(ModuleOp module, KernelBackend &backend,
 
   llvm::DenseMap<Value, int> idOf;
   auto newValue = [&](Value v, Operation *where) -> Expected<int> {
-    auto d = descOf(v.getType(), where);
+    // A function argument is named by its tag (oasr.input = "x", ...).
+    std::string argument;
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      if (DictionaryAttr attrs = fn.getArgAttrDict(arg.getArgNumber()))
+        for (NamedAttribute a : attrs)
+          if (auto s = dyn_cast<StringAttr>(a.getValue()))
+            argument = s.getValue().str();
+    auto d = descOf(v.getType(), where, argument);
     if (!d)
       return d.takeError();
     int id = int(I.values.size());
@@ -889,6 +939,58 @@ Executor::create(ModuleOp module, KernelBackend &backend,
       I.values[r].lastUse = std::max(I.values[r].lastUse, I.values[v].lastUse);
     }
 
+  // Before any kernel is created (kernel libraries fail on sizes no
+  // machine holds: oneDNN's primitive creation died with SIGFPE on a batch
+  // of 2^32): host memory must at least hold the parameters, state and
+  // gradient buffers plus the largest single activation.
+  auto saturatingAdd = [](uint64_t &sum, uint64_t bytes) {
+    sum = sum > UINT64_MAX - bytes ? UINT64_MAX : sum + bytes;
+  };
+  uint64_t persistentBytes = 0;
+  for (const PersistBuf &p : I.persist)
+    saturatingAdd(persistentBytes, p.desc.bytes());
+  for (const PendingGroup &g : groups)
+    saturatingAdd(persistentBytes, g.bytes);
+  const uint64_t availableBytes = I.hostMemory ? hostMemoryBytes() : 0;
+  if (availableBytes) {
+    uint64_t persistent = persistentBytes, largest = 0;
+    Operation *largestAt = nullptr;
+    for (Operation &opRef : body)
+      for (Value r : opRef.getResults()) {
+        auto it = idOf.find(r);
+        if (it == idOf.end() || I.values[it->second].where != Where::Arena)
+          continue;
+        uint64_t bytes = I.values[it->second].desc.bytes();
+        if (bytes > largest)
+          largest = bytes, largestAt = &opRef;
+      }
+    uint64_t needed = persistent;
+    saturatingAdd(needed, largest);
+    uint64_t available = availableBytes;
+    if (needed > available) {
+      std::string what = llvm::formatv("{0} bytes of parameters, state and "
+                                       "gradient buffers",
+                                       persistent)
+                             .str();
+      if (auto node = dyn_cast_or_null<mlir::oasr::NodeOp>(largestAt))
+        what += llvm::formatv(" and {0} bytes for the largest activation, "
+                              "the output of '{1}' ({2})",
+                              largest, opName(largestAt), node.getOpType())
+                    .str();
+      else if (largestAt)
+        what += llvm::formatv(" and {0} bytes for the largest activation, "
+                              "the output of '{1}'",
+                              largest, opName(largestAt))
+                    .str();
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          llvm::formatv("cannot allocate {0} bytes ({1}): more than this "
+                        "machine's memory ({2} bytes of RAM and swap)",
+                        needed, what, available)
+              .str());
+    }
+  }
+
   // Kernels, now that every output's use is known; their workspaces join
   // the arena plan below.
   std::vector<char> readViaAlias(I.values.size(), 0);
@@ -1036,7 +1138,18 @@ Executor::create(ModuleOp module, KernelBackend &backend,
     exec->memStats.unsharedBytes = unshared;
   }
 
-  // Memory.
+  // Memory. The arena is as large as the plan says, however much of it the
+  // first steps touch: refuse what the machine cannot hold instead of being
+  // killed by the kernel's out-of-memory killer part-way through a step.
+  if (availableBytes &&
+      I.arenaBytes > availableBytes - std::min(availableBytes, persistentBytes))
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("cannot allocate {0} bytes of activations: with {1} "
+                      "bytes of parameters, state and gradient buffers, more "
+                      "than this machine's memory ({2} bytes of RAM and swap)",
+                      I.arenaBytes, persistentBytes, availableBytes)
+            .str());
   if (I.arenaBytes) {
     I.arena = backend.allocate(I.arenaBytes);
     if (!I.arena)

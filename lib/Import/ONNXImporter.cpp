@@ -34,6 +34,7 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Debug.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
 
 #include <onnx/onnx_pb.h>
@@ -458,6 +459,15 @@ ONNXImporter::applyInputOverrides(const onnx::ValueInfoProto &input,
              << i << "): oasr cannot train on empty tensors; "
              << (i == 0 ? "set the batch with --batch=N"
                         : "fix the model's input shape");
+  // Element counts are int64 products from here on (MLIR's, the runtime's).
+  int64_t elements = 1;
+  for (int64_t d : info.dims)
+    if (d > 0 && llvm::MulOverflow(elements, d, elements)) {
+      InFlightDiagnostic diag = emitModelError();
+      diag << "graph input '" << input.name() << "' has dims [";
+      llvm::interleaveComma(info.dims, diag);
+      return diag << "]: more elements than a 64-bit count holds";
+    }
   for (auto [i, d] : llvm::enumerate(info.dims)) {
     if (d >= 0)
       continue;

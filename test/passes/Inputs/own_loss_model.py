@@ -2,12 +2,13 @@
 """Writes a small classifier as ONNX with onnx.helper, for the tests of
 models that carry their own loss.
 
-  own_loss_model.py OUT.onnx {logits|sce|sce-log-prob} [--batch N]
+  own_loss_model.py OUT.onnx {logits|sce|sce-log-prob} [--batch N] [--hidden H]
 
 logits: Gemm -> Relu -> Gemm, output the logits [N, 3] (oasr appends the
 loss); sce: the same followed by the model's own SoftmaxCrossEntropyLoss
 (mean) without the optional log_prob output, the labels an int64 [N] graph
-input; sce-log-prob: with log_prob. Weights are deterministic.
+input; sce-log-prob: with log_prob. H hidden units (6 by default). Weights
+are deterministic.
 """
 import argparse
 
@@ -19,13 +20,14 @@ parser = argparse.ArgumentParser()
 parser.add_argument("out")
 parser.add_argument("kind", choices=["logits", "sce", "sce-log-prob"])
 parser.add_argument("--batch", type=int, default=4)
+parser.add_argument("--hidden", type=int, default=6)
 args = parser.parse_args()
 
 rng = np.random.default_rng(7)
 inits = [
-    numpy_helper.from_array(rng.standard_normal((8, 6)).astype(np.float32) * 0.3, "fc1.weight"),
-    numpy_helper.from_array(np.zeros(6, np.float32), "fc1.bias"),
-    numpy_helper.from_array(rng.standard_normal((6, 3)).astype(np.float32) * 0.3, "fc2.weight"),
+    numpy_helper.from_array(rng.standard_normal((8, args.hidden)).astype(np.float32) * 0.3, "fc1.weight"),
+    numpy_helper.from_array(np.zeros(args.hidden, np.float32), "fc1.bias"),
+    numpy_helper.from_array(rng.standard_normal((args.hidden, 3)).astype(np.float32) * 0.3, "fc2.weight"),
     numpy_helper.from_array(np.zeros(3, np.float32), "fc2.bias"),
 ]
 nodes = [
