@@ -2,6 +2,7 @@
 
 #include "oasr/Schedule/Render.h"
 
+#include "llvm/Support/ConvertUTF.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -75,10 +76,32 @@ json::Value oasr::schedule::chromeTrace(const Profile &profile,
                       {"displayTimeUnit", "ms"}};
 }
 
-/// Escapes text for SVG/XML content and attributes.
+/// Escapes text for SVG/XML content and attributes. XML 1.0 forbids most
+/// control characters even as character references (only tab, LF and CR
+/// are allowed), and U+FFFE/U+FFFF: those, and bytes that are not UTF-8,
+/// become U+FFFD, so any layer name gives a well-formed document.
 static std::string xml(StringRef s) {
+  static const char kReplacement[] = "\xEF\xBF\xBD"; // U+FFFD
   std::string out;
-  for (char c : s) {
+  const auto *p = reinterpret_cast<const UTF8 *>(s.data());
+  const auto *end = p + s.size();
+  while (p < end) {
+    unsigned char c = *p;
+    if (c >= 0x80) {
+      const UTF8 *start = p;
+      UTF32 codePoint;
+      if (convertUTF8Sequence(&p, end, &codePoint, strictConversion) !=
+          conversionOK) {
+        out += kReplacement; // one per byte that starts no valid sequence
+        p = start + 1;
+      } else if (codePoint == 0xFFFE || codePoint == 0xFFFF) {
+        out += kReplacement;
+      } else {
+        out.append(reinterpret_cast<const char *>(start), p - start);
+      }
+      continue;
+    }
+    ++p;
     switch (c) {
     case '<':
       out += "&lt;";
@@ -92,8 +115,20 @@ static std::string xml(StringRef s) {
     case '"':
       out += "&quot;";
       break;
+    case '\'':
+      out += "&apos;";
+      break;
+    case '\t':
+    case '\n':
+    case '\r':
+      // As references, so attribute values keep them.
+      out += "&#" + std::to_string(unsigned(c)) + ";";
+      break;
     default:
-      out += c;
+      if (c < 0x20)
+        out += kReplacement;
+      else
+        out += char(c);
     }
   }
   return out;
