@@ -457,6 +457,20 @@ Executor::create(ModuleOp module, KernelBackend &backend,
     exec->source = s.getValue().str();
   if (auto s = module->getAttrOfType<StringAttr>(mlir::oasr::kModelAttr))
     exec->model = s.getValue().str();
+  // An ONNX training model's update count T: the first update is number T.
+  if (auto opt =
+          module->getAttrOfType<DictionaryAttr>(mlir::oasr::kOptimizerAttr))
+    if (auto t = opt.getAs<IntegerAttr>("update_count")) {
+      std::string name = "T";
+      if (auto n = opt.getAs<StringAttr>("update_count_name"))
+        name = "'" + n.str() + "'";
+      if (t.getInt() < 0)
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            "the model's update count %s is %lld; ONNX counts updates from 0",
+            name.c_str(), (long long)t.getInt());
+      I.updatesDone = t.getInt();
+    }
   if (auto plan =
           module->getAttrOfType<DictionaryAttr>(mlir::oasr::kPlanAttr)) {
     if (auto s = plan.getAs<StringAttr>("strategy"))
@@ -1529,8 +1543,8 @@ std::string Executor::firstNonFinite() {
     instr.kernel->run(instr.inRefs, instr.outRefs);
     I.backend->synchronize();
     for (size_t o = 0; o < instr.outRefs.size(); ++o)
-      if (int64_t i = firstNonFiniteElement(*I.backend, I.hostMemory,
-                                            instr.outRefs[o]);
+      if (int64_t i =
+              firstNonFiniteElement(*I.backend, I.hostMemory, instr.outRefs[o]);
           i >= 0) {
         const PlanStepInfo &info = stepInfos[k];
         return llvm::formatv("result {0} of node '{1}' ({2})", o, info.name,

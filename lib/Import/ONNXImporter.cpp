@@ -1361,6 +1361,22 @@ void ONNXImporter::importTrainingInfo(ModuleOp module) {
             llvm::consumeError(data.takeError());
         }
       }
+      // The update count T the model carries (an int64 scalar): training
+      // continues from it, as ONNX's reference apply_momentum/apply_adam do.
+      if (node.input_size() > 1) {
+        fields.push_back(b.getNamedAttr("update_count_name",
+                                        b.getStringAttr(node.input(1))));
+        auto it = constants.find(node.input(1));
+        if (it != constants.end()) {
+          auto data = model.readTensor(*it->second);
+          if (data && data->dataType == int32_t(DataType::Int64) &&
+              data->numElements() == 1)
+            fields.push_back(b.getNamedAttr(
+                "update_count", b.getI64IntegerAttr(data->as<int64_t>()[0])));
+          if (!data)
+            llvm::consumeError(data.takeError());
+        }
+      }
       // The parameters the optimizer updates (inputs X after R and T).
       SmallVector<Attribute> params;
       for (StringRef x : optimizerParams(node))

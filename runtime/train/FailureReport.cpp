@@ -8,22 +8,32 @@
 // which peers on this host no longer run, and the lowest surviving rank of
 // the host prints one line before the process ends as the signal says.
 //
+// mpirun signals the survivors one after another, and a loaded host may
+// run their handlers far apart, so a survivor that has already ended would
+// look failed to a later one. Every rank therefore binds a datagram socket
+// in Linux's abstract namespace (no file, gone with the process) before
+// training, and a handler first tells the other ranks of its host "I was
+// signalled"; a peer that is gone without having said so is the one that
+// failed, and the lowest rank that is running or said so is the reporter.
+//
 // The handler only calls async-signal-safe functions (open, read, kill,
-// write, nanosleep, sigaction, raise) on buffers prepared before training.
-// The ranks that do not report linger 0.5 s before they end, so that the
-// reporting rank still finds them running and names only the ranks that
-// failed.
+// sendto, recv, write, nanosleep, sigaction, raise) on buffers prepared before
+// training.
 //
 //===----------------------------------------------------------------------===//
 
 #include "oasr/Runtime/Training.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstddef>
 #include <cstring>
 #include <fcntl.h>
 #include <string>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 #include <vector>
@@ -34,7 +44,10 @@ namespace {
 struct Peer {
   int pid = 0;
   bool sameHost = false;
-  std::string name; ///< "rank R (host)"
+  std::string name;      ///< "rank R (host)"
+  sockaddr_un address{}; ///< its abstract socket (same host only)
+  socklen_t addressLength = 0;
+  bool signalled = false; ///< said "I was signalled" (handler only)
 };
 
 int myRank = -1;
@@ -45,6 +58,7 @@ std::atomic<int64_t> completed{0};
 char checkpointPaths[2][1024];
 std::atomic<int> current{-1};
 std::atomic<bool> silenced{false};
+int noteSocket = -1; ///< this rank's abstract datagram socket
 
 /// Appends to a fixed buffer without allocating (usable in the handler).
 struct Line {
@@ -94,9 +108,29 @@ bool processGone(int pid) {
   return close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
 }
 
+/// Whether rank `r` of this host failed: it is gone without having said
+/// that it was signalled.
+bool failed(size_t r) {
+  return !peers[r].signalled && processGone(peers[r].pid);
+}
+
 void onTerminate(int sig) {
-  // Peers on this host that have ended; this rank reports only if no lower
-  // rank of the host still runs (so one line per host, not one per rank).
+  // "I was signalled" to the other ranks of this host (not from a rank that
+  // ends the job with its own error: that one failed), then read theirs.
+  int32_t me = myRank;
+  if (noteSocket >= 0 && !silenced.load())
+    for (size_t r = 0; r < peers.size(); ++r)
+      if (int(r) != myRank && peers[r].sameHost)
+        ::sendto(noteSocket, &me, sizeof me, MSG_DONTWAIT,
+                 reinterpret_cast<const sockaddr *>(&peers[r].address),
+                 peers[r].addressLength);
+  int32_t note = -1;
+  while (noteSocket >= 0 && ::recv(noteSocket, &note, sizeof note,
+                                   MSG_DONTWAIT) == ssize_t(sizeof note))
+    if (note >= 0 && size_t(note) < peers.size())
+      peers[size_t(note)].signalled = true;
+  // This rank reports only if no lower rank of the host survives (running,
+  // or signalled like this one): one line per host, not one per rank.
   bool lowest = !silenced.load(), anyGone = false, anyRemote = false;
   for (size_t r = 0; r < peers.size(); ++r) {
     if (int(r) == myRank)
@@ -105,7 +139,7 @@ void onTerminate(int sig) {
       anyRemote = true;
       continue;
     }
-    bool gone = processGone(peers[r].pid);
+    bool gone = failed(r);
     anyGone |= gone;
     if (!gone && int(r) < myRank)
       lowest = false;
@@ -121,7 +155,7 @@ void onTerminate(int sig) {
     if (anyGone) {
       line << "gone:";
       for (size_t r = 0; r < peers.size(); ++r)
-        if (int(r) != myRank && peers[r].sameHost && processGone(peers[r].pid))
+        if (int(r) != myRank && peers[r].sameHost && failed(r))
           line << " " << peers[r].name.c_str();
       line << "; ";
     } else if (anyRemote) {
@@ -138,12 +172,10 @@ void onTerminate(int sig) {
     line << "\n";
     ssize_t ignored = ::write(2, line.text, line.n);
     (void)ignored;
-  } else if (!silenced.load()) {
-    // A survivor that leaves the report to a lower rank lingers a moment:
-    // ended at once, it would look gone to that rank, which runs its own
-    // handler a little later (mpirun signals the ranks one after another).
-    struct timespec linger = {0, 500 * 1000 * 1000};
-    ::nanosleep(&linger, nullptr);
+    // mpirun forwards a rank's stderr while the rank runs; a rank that ends
+    // right after writing sometimes loses the line. Give it time to pass.
+    struct timespec pause = {0, 300 * 1000 * 1000};
+    ::nanosleep(&pause, nullptr);
   }
   struct sigaction dfl;
   std::memset(&dfl, 0, sizeof dfl);
@@ -196,6 +228,29 @@ void installFailureReport(CommEngine &engine) {
         space == std::string::npos ? "" : entry.substr(space + 1);
     p.sameHost = host == comm.host();
     p.name = "rank " + std::to_string(r) + " (" + host + ")";
+  }
+  // Abstract socket names "\0oasr-report-<rank 0's pid>-<rank>": unique per
+  // job on a host, shared by its ranks.
+  auto addressOf = [&](int r, Peer &p) {
+    std::string name =
+        "oasr-report-" + std::to_string(peers[0].pid) + "-" + std::to_string(r);
+    p.address.sun_family = AF_UNIX;
+    std::memcpy(p.address.sun_path + 1, name.data(),
+                std::min(name.size(), sizeof p.address.sun_path - 2));
+    p.addressLength =
+        socklen_t(offsetof(sockaddr_un, sun_path) + 1 +
+                  std::min(name.size(), sizeof p.address.sun_path - 2));
+  };
+  for (int r = 0; r < size; ++r)
+    if (peers[size_t(r)].sameHost)
+      addressOf(r, peers[size_t(r)]);
+  noteSocket = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  const Peer &self = peers[size_t(myRank)];
+  if (noteSocket >= 0 &&
+      ::bind(noteSocket, reinterpret_cast<const sockaddr *>(&self.address),
+             self.addressLength) != 0) {
+    ::close(noteSocket); // then only process lookups tell who failed
+    noteSocket = -1;
   }
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);

@@ -4,18 +4,19 @@ Adam) end to end: a model carrying TrainingInfoProto trains in oasr-run with
 that optimizer and its hyper-parameters, and the weights equal ONNX's
 reference update rules applied to PyTorch's gradients.
 
-  onnx_optimizers.py add MODEL.onnx OUT.onnx --optimizer NAME
+  onnx_optimizers.py add MODEL.onnx OUT.onnx --optimizer NAME [--update-count T]
       Adds a TrainingInfoProto to MODEL (exported by torch_reference.py):
       a Gradient node over every float initializer, the optimizer node with
-      non-default hyper-parameters, its learning rate and update count, zero
-      optimizer state initializers and the update_binding of parameters,
-      state and counter.
+      non-default hyper-parameters, its learning rate and update count T
+      (default 0), zero optimizer state initializers and the update_binding
+      of parameters, state and counter.
   onnx_optimizers.py check MODEL.onnx TRAINED.onnx --data DIR --steps N
                      --optimizer NAME [--model mlp] [--rtol R]
       Replays N steps on the batch in DIR: PyTorch's gradients of the mean
       cross-entropy, then ONNX's reference rules (onnx.backend.test.case.node:
       apply_momentum, apply_nesterov, apply_adagrad, apply_adam) with the
-      update count T = 0, 1, ...; compares with TRAINED's initializers.
+      update count T = T0, T0 + 1, ... from MODEL's T; compares with
+      TRAINED's initializers.
 
 NAME: momentum (standard, alpha 0.8, beta 0.7, norm_coefficient 1e-3),
 nesterov (alpha 0.9, beta 1, norm_coefficient 0), adagrad (decay_factor 0.1,
@@ -81,7 +82,8 @@ def cmd_add(a):
     alg.initializer.extend([
         numpy_helper.from_array(np.array(LR, np.float32), "R"),
         numpy_helper.from_array(np.array(1, np.int64), "one")])
-    model.graph.initializer.append(numpy_helper.from_array(np.array(0, np.int64), "T"))
+    model.graph.initializer.append(
+        numpy_helper.from_array(np.array(a.update_count, np.int64), "T"))
     for key in names + [s for g in state for s in g]:
         b = ti.update_binding.add()
         b.key, b.value = key, key + ".new"
@@ -125,7 +127,9 @@ def cmd_check(a):
     y = torch_reference.read_idx(os.path.join(a.data, "train-labels-idx1-ubyte"))
     x = torch.from_numpy(x.astype(np.float32).reshape((x.shape[0],) + torch_reference.SHAPES[a.model_kind]))
     y = torch.from_numpy(y.astype(np.int64))
-    for t in range(a.steps):
+    t0 = int(next(numpy_helper.to_array(i) for i in model.graph.initializer
+                  if i.name == "T"))
+    for t in range(t0, t0 + a.steps):
         with torch.no_grad():
             for n, p in named.items():
                 p.copy_(torch.from_numpy(weights[n]))
@@ -156,6 +160,7 @@ def main():
     ad.add_argument("model")
     ad.add_argument("out")
     ad.add_argument("--optimizer", choices=sorted(SETTINGS), required=True)
+    ad.add_argument("--update-count", type=int, default=0)
     c = sub.add_parser("check")
     c.add_argument("model")
     c.add_argument("trained")
