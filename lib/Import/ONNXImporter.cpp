@@ -322,11 +322,19 @@ LogicalResult ONNXImporter::checkSingleAssignment() {
     writers.try_emplace(init.name(), nullptr, "an initializer");
   for (const onnx::NodeProto &node : graph.node()) {
     llvm::StringSet<> attributes;
-    for (const onnx::AttributeProto &attr : node.attribute())
+    for (const onnx::AttributeProto &attr : node.attribute()) {
       if (!attributes.insert(attr.name()).second)
         return emitNodeError(node)
                << "attribute '" << attr.name()
                << "' appears more than once (ONNX allows one per name)";
+      // ONNX attributes become the node op's attributes: they must not
+      // overwrite its own op_type/domain or oasr's annotations.
+      StringRef name = attr.name();
+      if (name == "op_type" || name == "domain" || name.starts_with("oasr."))
+        return emitNodeError(node)
+               << "attribute name '" << name
+               << "' is reserved by oasr's IR (op_type, domain, oasr.*)";
+    }
     for (const std::string &output : node.output()) {
       if (output.empty()) // an optional output left out
         continue;

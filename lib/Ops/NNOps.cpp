@@ -138,7 +138,9 @@ static bool shapeLayerNorm(ShapeContext &c) {
     return false;
   c.out[0] = *c.input(0);
   int64_t rank = c.input(0)->dims.size();
-  int64_t axis = normalizeAxis(c.attrs.getInt("axis", -1), rank);
+  int64_t axis = c.attrs.getInt("axis", -1);
+  if (!checkAxis(c, axis, rank))
+    return false;
   TensorFacts stats = *c.input(0);
   stats.elemType = int32_t(c.attrs.getInt("stash_type", 1));
   for (int64_t i = axis; i < rank; ++i)

@@ -267,9 +267,9 @@ bool ::oasr::ops::broadcast(llvm::ArrayRef<const TensorFacts *> shapes,
   return true;
 }
 
-int64_t ::oasr::ops::windowOutput(int64_t in, int64_t kernel, int64_t stride,
-                                  int64_t dilation, int64_t padBegin,
-                                  int64_t padEnd, bool ceilMode) {
+auto ::oasr::ops::windowOutput(int64_t in, int64_t kernel, int64_t stride,
+                               int64_t dilation, int64_t padBegin,
+                               int64_t padEnd, bool ceilMode) -> int64_t {
   if (in < 0 || kernel < 0)
     return -1;
   int64_t span = (kernel - 1) * dilation + 1;
@@ -313,12 +313,12 @@ static int64_t bytesOf(Type type) {
          std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
 }
 
-int64_t ::oasr::ops::numel(Value v) {
+auto ::oasr::ops::numel(Value v) -> int64_t {
   auto t = dyn_cast<RankedTensorType>(v.getType());
   return t && t.hasStaticShape() ? t.getNumElements() : 0;
 }
 
-int64_t ::oasr::ops::productFrom(Type type, unsigned from) {
+auto ::oasr::ops::productFrom(Type type, unsigned from) -> int64_t {
   auto t = dyn_cast<RankedTensorType>(type);
   if (!t || !t.hasStaticShape())
     return 0;
@@ -328,7 +328,7 @@ int64_t ::oasr::ops::productFrom(Type type, unsigned from) {
   return p;
 }
 
-int64_t ::oasr::ops::kernelSize(Operation *op) {
+auto ::oasr::ops::kernelSize(Operation *op) -> int64_t {
   int64_t k = 1;
   if (auto shape = op->getAttrOfType<ArrayAttr>("kernel_shape"))
     for (Attribute a : shape)

@@ -30,6 +30,20 @@ inline int64_t normalizeAxis(int64_t axis, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
 }
 
+/// Normalizes `axis` into [0, rank). When it is outside [-rank, rank) (a
+/// model can say anything), sets `c.why` and returns false: shape rules
+/// index dims with it.
+inline bool checkAxis(ShapeContext &c, int64_t &axis, int64_t rank) {
+  int64_t normalized = normalizeAxis(axis, rank);
+  if (normalized < 0 || normalized >= rank) {
+    c.why = "axis " + std::to_string(axis) + " is out of range for rank " +
+            std::to_string(rank);
+    return false;
+  }
+  axis = normalized;
+  return true;
+}
+
 /// Numpy broadcasting of `shapes`; false when incompatible.
 bool broadcast(llvm::ArrayRef<const TensorFacts *> shapes,
                llvm::SmallVectorImpl<int64_t> &out);

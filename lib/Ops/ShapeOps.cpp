@@ -156,8 +156,11 @@ static bool shapeSqueeze(ShapeContext &c) {
     int64_t rank = x.dims.size();
     llvm::SmallDenseSet<int64_t> drop;
     if (axes)
-      for (int64_t a : *axes)
-        drop.insert(normalizeAxis(a, rank));
+      for (int64_t a : *axes) {
+        if (!checkAxis(c, a, rank))
+          return false;
+        drop.insert(a);
+      }
     for (auto [i, d] : llvm::enumerate(x.dims))
       if (axes ? !drop.count(i) : d != 1)
         y.dims.push_back(d);
@@ -168,8 +171,14 @@ static bool shapeSqueeze(ShapeContext &c) {
     }
     int64_t rank = x.dims.size() + axes->size();
     llvm::SmallDenseSet<int64_t> insert;
-    for (int64_t a : *axes)
-      insert.insert(normalizeAxis(a, rank));
+    for (int64_t a : *axes) {
+      if (!checkAxis(c, a, rank))
+        return false;
+      if (!insert.insert(a).second) {
+        c.why = "axis " + std::to_string(a) + " appears twice";
+        return false;
+      }
+    }
     size_t next = 0;
     for (int64_t i = 0; i < rank; ++i)
       y.dims.push_back(insert.count(i) ? 1 : x.dims[next++]);
@@ -193,8 +202,11 @@ static bool shapePad(ShapeContext &c) {
   }
   SmallVector<int64_t> axes;
   if (const FoldedInts *a = c.getFolded(3))
-    for (int64_t v : a->values)
-      axes.push_back(normalizeAxis(v, rank));
+    for (int64_t v : a->values) {
+      if (!checkAxis(c, v, rank))
+        return false;
+      axes.push_back(v);
+    }
   else
     for (int64_t i = 0; i < rank; ++i)
       axes.push_back(i);
@@ -248,8 +260,11 @@ static bool shapeReduce(ShapeContext &c) {
     return c.setAll(x);
   llvm::SmallDenseSet<int64_t> reduced;
   if (axes && !axes->empty())
-    for (int64_t a : *axes)
-      reduced.insert(normalizeAxis(a, rank));
+    for (int64_t a : *axes) {
+      if (!checkAxis(c, a, rank))
+        return false;
+      reduced.insert(a);
+    }
   else
     for (int64_t i = 0; i < rank; ++i)
       reduced.insert(i);
@@ -269,7 +284,9 @@ static bool shapeGather(ShapeContext &c) {
   if (!c.needInputs(2))
     return false;
   const TensorFacts &data = *c.input(0), &indices = *c.input(1);
-  int64_t axis = normalizeAxis(c.attrs.getInt("axis", 0), data.dims.size());
+  int64_t axis = c.attrs.getInt("axis", 0);
+  if (!checkAxis(c, axis, data.dims.size()))
+    return false;
   TensorFacts y = TensorFacts::get(data.elemType, {});
   for (int64_t i = 0; i < axis; ++i)
     y.dims.push_back(data.dims[i]);
@@ -349,7 +366,9 @@ static bool shapeSplit(ShapeContext &c) {
   if (!c.needInputs(1))
     return false;
   const TensorFacts &x = *c.input(0);
-  int64_t axis = normalizeAxis(c.attrs.getInt("axis", 0), x.dims.size());
+  int64_t axis = c.attrs.getInt("axis", 0);
+  if (!checkAxis(c, axis, x.dims.size()))
+    return false;
   SmallVector<int64_t> split;
   if (auto s = c.attrs.findInts("split"))
     split = *s;
@@ -488,6 +507,8 @@ static bool foldConcat(FoldContext &c) {
     return false;
   const TensorFacts &y = c.outType;
   int64_t axis = normalizeAxis(c.attrs.getInt("axis", 0), y.dims.size());
+  if (axis < 0 || axis >= int64_t(y.dims.size()))
+    return false;
   int64_t outer = 1;
   for (int64_t i = 0; i < axis; ++i)
     outer *= y.dims[i];
@@ -509,6 +530,8 @@ static bool foldGather(FoldContext &c) {
   if (rank == 0)
     return false;
   int64_t axis = normalizeAxis(c.attrs.getInt("axis", 0), rank);
+  if (axis < 0 || axis >= rank)
+    return false;
   int64_t outer = 1;
   for (int64_t i = 0; i < axis; ++i)
     outer *= data.dims[i];
