@@ -334,6 +334,15 @@ LogicalResult ONNXImporter::checkSingleAssignment() {
         return emitNodeError(node)
                << "attribute name '" << name
                << "' is reserved by oasr's IR (op_type, domain, oasr.*)";
+      // Window sizes: shape inference (libonnx's too) divides by them.
+      if ((name == "strides" || name == "dilations" ||
+           name == "kernel_shape") &&
+          llvm::any_of(attr.ints(), [](int64_t v) { return v <= 0; })) {
+        InFlightDiagnostic diag = emitNodeError(node);
+        diag << "attribute '" << name << "' must be positive, got [";
+        llvm::interleaveComma(attr.ints(), diag);
+        return diag << "]";
+      }
     }
     for (const std::string &output : node.output()) {
       if (output.empty()) // an optional output left out

@@ -58,6 +58,12 @@ static bool shapeWindow(ShapeContext &c) {
     c.why = "strides/dilations/pads do not match the input rank";
     return false;
   }
+  // Windows are divided by their strides; ONNX wants both positive.
+  if (llvm::any_of(strides, [](int64_t v) { return v <= 0; }) ||
+      llvm::any_of(dilations, [](int64_t v) { return v <= 0; })) {
+    c.why = "strides and dilations must be positive";
+    return false;
+  }
   std::string autoPad = c.attrs.getString("auto_pad", "NOTSET");
   bool ceilMode = c.attrs.getInt("ceil_mode", 0) != 0;
   TensorFacts y = TensorFacts::get(x.elemType, {x.dims[0]});

@@ -12,6 +12,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -270,11 +271,15 @@ bool ::oasr::ops::broadcast(llvm::ArrayRef<const TensorFacts *> shapes,
 auto ::oasr::ops::windowOutput(int64_t in, int64_t kernel, int64_t stride,
                                int64_t dilation, int64_t padBegin,
                                int64_t padEnd, bool ceilMode) -> int64_t {
-  if (in < 0 || kernel < 0)
+  if (in < 0 || kernel < 0 || stride <= 0 || dilation <= 0)
     return -1;
-  int64_t span = (kernel - 1) * dilation + 1;
-  int64_t numerator = in + padBegin + padEnd - span;
-  if (numerator < 0)
+  // Sizes come from the model: overflow is an unknown size, not UB.
+  int64_t span, numerator;
+  if (llvm::MulOverflow(kernel - 1, dilation, span) ||
+      llvm::AddOverflow(span, int64_t(1), span) ||
+      llvm::AddOverflow(in, padBegin, numerator) ||
+      llvm::AddOverflow(numerator, padEnd, numerator) ||
+      llvm::SubOverflow(numerator, span, numerator) || numerator < 0)
     return -1;
   int64_t out =
       ceilMode ? (numerator + stride - 1) / stride + 1 : numerator / stride + 1;
