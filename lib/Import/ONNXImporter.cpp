@@ -141,6 +141,8 @@ private:
   LogicalResult checkVersions();
   LogicalResult checkNodeDomains();
   LogicalResult checkSingleAssignment();
+  LogicalResult checkWindowOperands(const onnx::NodeProto &node,
+                                    ArrayRef<const TensorInfo *> inputs);
 
   // Types.
   std::optional<Type> getElementType(int32_t onnxType);
@@ -1055,6 +1057,46 @@ static bool hasStaleLibonnxRule(const onnx::NodeProto &node) {
          });
 }
 
+/// Convolutions and pools: libonnx's shape inference reads W's dims and the
+/// window attributes by X's rank without checking them (a model whose W
+/// had rank 1 crashed it; found by fuzzing). X has rank >= 3, W (for the
+/// convolutions) X's rank, and each window attribute one value per spatial
+/// axis (pads two).
+LogicalResult
+ONNXImporter::checkWindowOperands(const onnx::NodeProto &node,
+                                  ArrayRef<const TensorInfo *> inputs) {
+  StringRef op = node.op_type();
+  bool conv = op == "Conv" || op == "ConvTranspose" || op == "ConvInteger";
+  bool pool = op == "MaxPool" || op == "AveragePool" || op == "LpPool";
+  if ((!conv && !pool) || !node.domain().empty() || inputs.empty() ||
+      !inputs[0] || !inputs[0]->ranked)
+    return success();
+  int64_t rank = inputs[0]->dims.size();
+  if (rank < 3)
+    return emitNodeError(node) << "input X has rank " << rank
+                               << "; " << op
+                               << " needs [N, C, spatial...] (rank >= 3)";
+  if (conv && inputs.size() > 1 && inputs[1] && inputs[1]->ranked &&
+      int64_t(inputs[1]->dims.size()) != rank)
+    return emitNodeError(node)
+           << "input W has rank " << inputs[1]->dims.size()
+           << ", X has rank " << rank << "; they must be equal";
+  size_t spatial = size_t(rank - 2);
+  for (const onnx::AttributeProto &attr : node.attribute()) {
+    StringRef name = attr.name();
+    size_t want = name == "pads" ? 2 * spatial : spatial;
+    bool windowAttr = name == "kernel_shape" || name == "strides" ||
+                      name == "dilations" || name == "pads" ||
+                      name == "output_padding";
+    if (windowAttr && size_t(attr.ints_size()) != want)
+      return emitNodeError(node)
+             << "attribute '" << name << "' has " << attr.ints_size()
+             << " value(s); X has " << spatial << " spatial axes, so "
+             << want << " are needed";
+  }
+  return success();
+}
+
 LogicalResult ONNXImporter::inferNode(const onnx::NodeProto &node,
                                       SmallVectorImpl<TensorInfo> &outputs) {
   size_t numOut = node.output_size();
@@ -1077,6 +1119,8 @@ LogicalResult ONNXImporter::inferNode(const onnx::NodeProto &node,
     }
     data[i] = getFoldedProto(name);
   }
+  if (failed(checkWindowOperands(node, inputs)))
+    return failure();
   int opset = getOpset(node.domain());
   int known = ::oasr::onnximport::detail::getMaxKnownOpset(node.domain());
   bool preferOwn = (opset > known && changedAfterOpset17(node.op_type())) ||

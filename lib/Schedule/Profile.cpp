@@ -14,6 +14,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace llvm;
 using namespace oasr::schedule;
@@ -257,6 +258,19 @@ public:
                  });
   }
 
+  /// The optional 'ranks' field: an integer in [0, INT_MAX] (a larger one
+  /// used to be truncated to a negative rank count).
+  Error rankCount(const json::Object &obj, const Twine &where,
+                  int64_t &ranks) const {
+    if (Error e = integer(obj, "ranks", where, ranks, false))
+      return e;
+    if (ranks > std::numeric_limits<int>::max())
+      return error(where, "'ranks' must be at most " +
+                              Twine(std::numeric_limits<int>::max()) +
+                              ", got " + Twine(ranks));
+    return Error::success();
+  }
+
   Error string(const json::Object &obj, StringRef key, const Twine &where,
                std::string &out, bool required) const {
     return field(obj, key, where, required, "a string",
@@ -268,7 +282,7 @@ public:
 
   Expected<CommModel> comm(const json::Object &obj, const Twine &where) const {
     int64_t ranks = 0;
-    if (Error e = integer(obj, "ranks", where, ranks, false))
+    if (Error e = rankCount(obj, where, ranks))
       return std::move(e);
     CommModel m;
     if (obj.get("alpha0_s") || obj.get("bandwidth_bytes_per_s")) {
@@ -472,7 +486,7 @@ Expected<CommModel> oasr::schedule::parseCalibration(StringRef jsonText,
   if (!root)
     return root.takeError();
   int64_t ranks = 0;
-  if (Error e = r.integer(*root, "ranks", "top level", ranks, false))
+  if (Error e = r.rankCount(*root, "top level", ranks))
     return std::move(e);
 
   // Measured points, used when alpha/beta are absent.
