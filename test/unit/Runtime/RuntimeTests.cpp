@@ -1,6 +1,7 @@
 //===- RuntimeTests.cpp - Executor plan, data loaders, comm engine --------===//
 
 #include "oasr/Dialect/OASRDialect.h"
+#include "oasr/Runtime/Checkpoint.h"
 #include "oasr/Runtime/Communicator.h"
 #include "oasr/Runtime/DataLoader.h"
 #include "oasr/Runtime/Executor.h"
@@ -20,6 +21,7 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <thread>
 
@@ -421,6 +423,81 @@ TEST(DataLoader, SyntheticSamplesShareTheirClassPrototype) {
     }
   EXPECT_GT(same, 0);
   EXPECT_GT(diff, 0);
+}
+
+TEST(DataLoader, SavedStateContinuesTheStream) {
+  // A loader restored from saveState() yields exactly the batches the saving
+  // loader yields next: mid-epoch, across a reshuffled epoch, and for the
+  // synthetic generator.
+  TempDir d;
+  writeMnist(d, 10, 3);
+  for (std::string spec :
+       {"mnist:" + std::string(d.path), std::string("synthetic")}) {
+    auto make = [&] {
+      return std::move(*createDataLoader(spec, SampleShape{3, 10}, 1, 2, 9));
+    };
+    std::unique_ptr<DataLoader> a = make(), b = make();
+    std::vector<float> x(4 * 3), x2(4 * 3);
+    std::vector<int64_t> y(4), y2(4);
+    a->nextBatch(x.data(), y.data(), 3); // 3 of the shard's 5
+    std::string state = a->saveState();
+    ASSERT_FALSE(llvm::errorToBool(b->restoreState(state))) << spec;
+    for (int k = 0; k < 3; ++k) { // wraps into epochs 1 and 2
+      a->nextBatch(x.data(), y.data(), 4);
+      b->nextBatch(x2.data(), y2.data(), 4);
+      EXPECT_EQ(x, x2) << spec << " batch " << k;
+      EXPECT_EQ(y, y2) << spec << " batch " << k;
+    }
+    EXPECT_EQ(a->saveState(), b->saveState()) << spec;
+    // Another source's state is an error naming the state.
+    llvm::Error wrong = b->restoreState(spec == "synthetic" ? "epoch 1 pos 2"
+                                                            : "mt19937_64 1 2");
+    ASSERT_TRUE(bool(wrong)) << spec;
+    EXPECT_NE(llvm::toString(std::move(wrong)).find("does not fit"),
+              std::string::npos);
+  }
+  // A position beyond the shard is refused.
+  auto l = createDataLoader("mnist:" + std::string(d.path), SampleShape{3, 10},
+                            0, 2, 9);
+  llvm::Error beyond = (*l)->restoreState("epoch 0 pos 6");
+  ASSERT_TRUE(bool(beyond));
+  llvm::consumeError(std::move(beyond));
+}
+
+TEST(AtomicFile, ReplacesTheTargetOrLeavesIt) {
+  TempDir d;
+  std::string target = d.file("model.bin");
+  auto contents = [&] {
+    std::ifstream in(target, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  auto write = [&](const std::string &text) {
+    return writeFileAtomically(target, [&](llvm::StringRef tmp) {
+      EXPECT_NE(tmp, target);
+      EXPECT_EQ(llvm::sys::path::parent_path(tmp),
+                llvm::sys::path::parent_path(target));
+      std::ofstream(tmp.str(), std::ios::binary) << text;
+      return llvm::Error::success();
+    });
+  };
+  ASSERT_FALSE(llvm::errorToBool(write("old")));
+  EXPECT_EQ(contents(), "old");
+  // A writer that fails leaves the old file and no temporary.
+  llvm::Error failed = writeFileAtomically(target, [&](llvm::StringRef tmp) {
+    std::ofstream(tmp.str(), std::ios::binary) << "half";
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "disk full");
+  });
+  ASSERT_TRUE(bool(failed));
+  EXPECT_EQ(llvm::toString(std::move(failed)), "disk full");
+  EXPECT_EQ(contents(), "old");
+  ASSERT_FALSE(llvm::errorToBool(write("new")));
+  EXPECT_EQ(contents(), "new");
+  std::error_code ec;
+  int entries = 0;
+  for (llvm::sys::fs::directory_iterator it(d.path, ec), end; !ec && it != end;
+       it.increment(ec))
+    ++entries;
+  EXPECT_EQ(entries, 1);
 }
 
 //===----------------------------------------------------------------------===//
