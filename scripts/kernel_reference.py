@@ -370,6 +370,13 @@ def g_matmul():
         y = x.permute(*(perm or [3, 2, 1, 0]))
         attrs = {"perm": perm} if perm else {}
         cs.append(Case("transpose_" + ("".join(map(str, perm)) if perm else "default"), "Transpose", attrs).inp(x).out(f64(y.contiguous())))
+    # Swin's window partition (6-D, merges to a contiguous inner run), a 2-D
+    # transpose with partial 32x32 tiles, and unit dimensions.
+    for name, shape, perm in [("transpose_window", (2, 3, 5, 4, 5, 7), [0, 1, 3, 2, 4, 5]),
+                              ("transpose_tiles", (37, 45), [1, 0]),
+                              ("transpose_units", (1, 33, 1, 40), [3, 1, 2, 0])]:
+        x = rnd(*shape)
+        cs.append(Case(name, "Transpose", {"perm": perm}).inp(x).out(f64(x.permute(*perm).contiguous())))
     return cs
 
 
