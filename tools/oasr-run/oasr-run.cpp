@@ -1055,6 +1055,13 @@ int main(int argc, char **argv) {
       std::printf("oasr-run: resumed from %s: step %lld of %lld\n",
                   resumed->path.c_str(), (long long)startStep,
                   (long long)steps.getValue());
+    // Nothing left to train: the run still evaluates and writes --save and
+    // --dump-grads from the checkpoint's weights (a checkpoint to ONNX).
+    if (rank == 0 && startStep >= steps)
+      llvm::errs() << llvm::formatv(
+          "oasr-run: note: {0} holds step {1}, --steps={2}: no step left to "
+          "train (--steps is the total, not the steps to add)\n",
+          resumed->path, startStep, steps.getValue());
   }
   installFailureReport(engine);
 
