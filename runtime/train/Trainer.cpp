@@ -649,6 +649,14 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
                : "the model's input is f32 images; --data=%s gives token ids",
         tokens ? dtypeName(in.desc.dtype) : data.describe().c_str(),
         data.describe().c_str());
+  // A checkpoint is one copy of the weights, written after a step every rank
+  // took together: only sync SGD keeps the same state on every rank.
+  if (options.checkpoint.every > 0 && std::string(algo.name()) != "sync-sgd")
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "checkpoints hold sync-sgd's state only, not %s's (per-rank weights "
+        "and a center variable)",
+        algo.name());
   // One label per sample, or one per token (next-token labels).
   const int64_t labelCount = lab.data ? lab.numel() : n;
   std::vector<int64_t> labels(static_cast<size_t>(labelCount));
