@@ -32,6 +32,18 @@ echo "check: gtest units (ctest)"
 ctest --test-dir "$BUILD" --output-on-failure -j"$JOBS" 2>&1 | tee "$BUILD/ctest.log"
 ctest_rc=${PIPESTATUS[0]}
 
+# The libFuzzer targets for a bounded time each (scripts/fuzz.sh: a clang
+# build of the importer and the profile reader with ASan); a crash fails the
+# check. OASR_FUZZ_SECONDS=0 skips them.
+fuzz_seconds=${OASR_FUZZ_SECONDS:-60}
+fuzz_rc=0
+if [ "$fuzz_seconds" != 0 ]; then
+  echo "check: fuzz ($fuzz_seconds s per target)"
+  OASR_FUZZ_BUILD_DIR=${OASR_FUZZ_BUILD_DIR:-$BUILD-fuzz} \
+    bash scripts/fuzz.sh "$fuzz_seconds" 2>&1 | tee "$BUILD/fuzz.log"
+  fuzz_rc=${PIPESTATUS[0]}
+fi
+
 # lit's summary lines: "  Passed: 12" or, aligned with other categories,
 # "  Passed     : 12".
 count() { grep -E "^ *$1 *: +[0-9]+" "$2" | sed -E 's/.*: +([0-9]+).*/\1/' | awk '{s+=$1} END {print s+0}'; }
@@ -46,7 +58,11 @@ passed=$(( lit_pass + ct_total - ct_fail ))
 failed=$(( lit_fail + ct_fail ))
 echo
 echo "lit: $lit_pass passed, $lit_fail failed, $lit_skip unsupported; ctest: $(( ct_total - ct_fail )) passed, $ct_fail failed"
+if [ "$fuzz_seconds" != 0 ]; then
+  grep -E '^fuzz: oasr-fuzz-' "$BUILD/fuzz.log" || echo "fuzz: did not run (exit $fuzz_rc)"
+fi
 echo "check: $passed passed, $failed failed, $lit_skip skipped"
-if [ "$lit_rc" -ne 0 ] || [ "$ctest_rc" -ne 0 ] || [ "$failed" -ne 0 ]; then
+if [ "$lit_rc" -ne 0 ] || [ "$ctest_rc" -ne 0 ] || [ "$failed" -ne 0 ] ||
+  [ "$fuzz_rc" -ne 0 ]; then
   exit 1
 fi

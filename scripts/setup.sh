@@ -14,6 +14,8 @@ PKGS=(
   libopenmpi-dev openmpi-bin libdnnl-dev ocl-icd-opencl-dev opencl-headers
   # build tools
   cmake ninja-build ccache g++ libgtest-dev libbenchmark-dev zlib1g-dev libzstd-dev libedit-dev libcurl4-openssl-dev libxml2-dev
+  # the libFuzzer targets (scripts/fuzz.sh): clang with its runtimes
+  clang-14 libclang-rt-14-dev
   # Python used only to generate test models and reference numbers
   python3-onnx python3-numpy python3-torch python3-torchvision python3-sklearn
 )
