@@ -202,7 +202,8 @@ static std::map<int64_t, std::string> listCheckpoints(llvm::StringRef dir) {
 llvm::Expected<std::string> saveCheckpoint(Executor &exec, DataLoader &data,
                                            CommEngine &engine,
                                            const CheckpointOptions &options,
-                                           int64_t completedSteps) {
+                                           int64_t completedSteps,
+                                           const CheckpointContent &content) {
   // Every rank's data position to rank 0.
   std::string mine = data.saveState();
   std::vector<char> gathered;
@@ -210,12 +211,32 @@ llvm::Expected<std::string> saveCheckpoint(Executor &exec, DataLoader &data,
   engine.run([&](Communicator &c) {
     c.gatherBytes(mine.data(), mine.size(), 0, gathered, counts);
   });
+  // Tensors back to back (rank 0's, or every rank's copy rank after rank).
+  std::string blob;
+  const bool writer = engine.communicator().rank() == 0;
+  if (writer || content.perRank) {
+    for (const PersistentTensor &t : exec.persistent()) {
+      size_t bytes = t.ref.bytes(), at = blob.size();
+      blob.resize(at + bytes);
+      exec.backend().copyToHost(blob.data() + at, t.ref.data, bytes);
+    }
+  }
+  const size_t rankBytes = blob.size();
+  if (content.perRank) {
+    std::vector<char> all;
+    std::vector<size_t> sizes;
+    engine.run([&](Communicator &c) {
+      c.gatherBytes(blob.data(), blob.size(), 0, all, sizes);
+    });
+    if (writer)
+      blob.assign(all.data(), all.size());
+  }
   const std::string name = stepDirName(completedSteps);
   llvm::SmallString<256> final(options.dir);
   path::append(final, name);
   // The other ranks only know where it goes (rank 0 aborts the job if it
   // cannot write it).
-  if (engine.communicator().rank() != 0)
+  if (!writer)
     return final.str().str();
   const int size = engine.communicator().size();
   llvm::json::Array dataStates;
@@ -225,14 +246,14 @@ llvm::Expected<std::string> saveCheckpoint(Executor &exec, DataLoader &data,
     off += counts[r];
   }
 
-  // Tensors back to back, and their table.
-  std::string blob;
   llvm::json::Array table;
-  KernelBackend &backend = exec.backend();
+  // The algorithm's state after the tensors.
+  const size_t algorithmOffset = blob.size();
+  blob.append(reinterpret_cast<const char *>(content.algorithmState.data()),
+              content.algorithmState.size() * sizeof(float));
+  size_t at = 0;
   for (const PersistentTensor &t : exec.persistent()) {
-    size_t bytes = t.ref.bytes(), at = blob.size();
-    blob.resize(at + bytes);
-    backend.copyToHost(blob.data() + at, t.ref.data, bytes);
+    size_t bytes = t.ref.bytes();
     llvm::json::Array shape;
     for (int64_t d : t.ref.desc.shape)
       shape.push_back(d);
@@ -242,6 +263,7 @@ llvm::Expected<std::string> saveCheckpoint(Executor &exec, DataLoader &data,
                                        {"shape", std::move(shape)},
                                        {"offset", int64_t(at)},
                                        {"bytes", int64_t(bytes)}});
+    at += bytes;
   }
   llvm::json::Array positions;
   for (uint64_t p : exec.randomPositions())
@@ -265,7 +287,14 @@ llvm::Expected<std::string> saveCheckpoint(Executor &exec, DataLoader &data,
                           {"bytes", int64_t(blob.size())},
                           {"xxh3", llvm::utohexstr(llvm::xxh3_64bits(blob),
                                                    /*LowerCase=*/true, 16)}}},
-      {"tensors", std::move(table)}};
+      {"tensors", std::move(table)},
+      // Offsets in `tensors` are within one rank's copy; with one copy per
+      // rank, rank r's starts at r * rank_bytes.
+      {"per_rank", content.perRank},
+      {"rank_bytes", int64_t(rankBytes)},
+      {"algorithm_state",
+       llvm::json::Object{{"offset", int64_t(algorithmOffset)},
+                          {"floats", int64_t(content.algorithmState.size())}}}};
 
   // DIR/.tmp-step-N-PID, filled and synced, renamed to DIR/step-N.
   const std::string &dir = options.dir;
@@ -472,9 +501,16 @@ llvm::Expected<ResumeState> restoreCheckpoint(const CheckpointBytes &bytes,
   auto &mine = exec.persistent();
   if (!table || table->size() != mine.size())
     return makeError(where + "tensor table does not fit the model");
+  // This rank's copy when every rank has one.
+  const int64_t base =
+      m.getBoolean("per_rank").value_or(false)
+          ? int64_t(rank) * m.getInteger("rank_bytes").value_or(0)
+          : 0;
   for (size_t k = 0; k < mine.size(); ++k) {
     const llvm::json::Object *t = (*table)[k].getAsObject();
     int64_t off = t ? t->getInteger("offset").value_or(-1) : -1;
+    if (off >= 0)
+      off += base;
     int64_t n = t ? t->getInteger("bytes").value_or(-1) : -1;
     if (off < 0 || n != int64_t(mine[k].ref.bytes()) ||
         uint64_t(off) + uint64_t(n) > bytes.blob.size())
@@ -492,6 +528,17 @@ llvm::Expected<ResumeState> restoreCheckpoint(const CheckpointBytes &bytes,
         positions.push_back(v.getAsUINT64().value_or(0));
   if (llvm::Error err = exec.setRandomPositions(positions))
     return makeError(where + llvm::toString(std::move(err)));
+
+  if (const llvm::json::Object *a = m.getObject("algorithm_state")) {
+    int64_t off = a->getInteger("offset").value_or(-1);
+    int64_t n = a->getInteger("floats").value_or(-1);
+    if (off < 0 || n < 0 ||
+        uint64_t(off) + uint64_t(n) * sizeof(float) > bytes.blob.size())
+      return makeError(where + "algorithm state lies outside tensors.bin");
+    state.algorithmState.resize(size_t(n));
+    std::memcpy(state.algorithmState.data(), bytes.blob.data() + off,
+                size_t(n) * sizeof(float));
+  }
 
   const llvm::json::Object *d = m.getObject("data");
   const llvm::json::Array *ranks = d ? d->getArray("ranks") : nullptr;

@@ -67,6 +67,9 @@ public:
   SyncSGD(Executor &exec, CommEngine &engine)
       : exec(exec), engine(engine), jobs(exec.groups().size(), 0) {}
   const char *name() const override { return "sync-sgd"; }
+  CheckpointKind checkpointKind() const override {
+    return CheckpointKind::Shared;
+  }
 
   void setup(Executor &, CommEngine &) override {
     broadcastPersistent(exec, engine);
@@ -121,8 +124,42 @@ public:
       : exec(exec), engine(engine), tau(std::max<int64_t>(tau, 1)),
         alpha(float(alpha)) {}
   const char *name() const override { return "sync-easgd"; }
+  // Every rank keeps its own weights; the center is the same everywhere.
+  CheckpointKind checkpointKind() const override {
+    return CheckpointKind::PerRank;
+  }
+  std::vector<float> saveAlgorithmState() const override {
+    std::vector<float> flat;
+    for (const std::vector<float> &c : center)
+      flat.insert(flat.end(), c.begin(), c.end());
+    return flat;
+  }
+  llvm::Error restoreAlgorithmState(const std::vector<float> &state) override {
+    resumed = true;
+    center.clear();
+    size_t at = 0;
+    for (PersistentTensor &t : exec.persistent()) {
+      if (t.kind != PersistentTensor::Param || t.ref.desc.dtype != DType::F32)
+        continue;
+      size_t n = size_t(t.ref.numel());
+      if (at + n > state.size())
+        break;
+      center.emplace_back(state.begin() + at, state.begin() + at + n);
+      at += n;
+    }
+    if (at != state.size() || center.size() != centerTensors())
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "the center variable holds %zu value(s); this model's parameters "
+          "need %zu",
+          state.size(), centerValues());
+    return llvm::Error::success();
+  }
 
   void setup(Executor &, CommEngine &) override {
+    // A resumed run keeps every rank's restored weights and the center.
+    if (resumed)
+      return;
     // Same start everywhere; the center starts at the common weights.
     broadcastPersistent(exec, engine);
     for (PersistentTensor &t : exec.persistent()) {
@@ -177,6 +214,20 @@ public:
   }
 
 private:
+  size_t centerTensors() const {
+    size_t n = 0;
+    for (const PersistentTensor &t : exec.persistent())
+      n += t.kind == PersistentTensor::Param && t.ref.desc.dtype == DType::F32;
+    return n;
+  }
+  size_t centerValues() const {
+    size_t n = 0;
+    for (const PersistentTensor &t : exec.persistent())
+      if (t.kind == PersistentTensor::Param && t.ref.desc.dtype == DType::F32)
+        n += size_t(t.ref.numel());
+    return n;
+  }
+
   Executor &exec;
   CommEngine &engine;
   int64_t tau;
@@ -649,13 +700,12 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
                : "the model's input is f32 images; --data=%s gives token ids",
         tokens ? dtypeName(in.desc.dtype) : data.describe().c_str(),
         data.describe().c_str());
-  // A checkpoint is one copy of the weights, written after a step every rank
-  // took together: only sync SGD keeps the same state on every rank.
-  if (options.checkpoint.every > 0 && std::string(algo.name()) != "sync-sgd")
+  // A checkpoint is written after a step every rank took together.
+  if (options.checkpoint.every > 0 &&
+      algo.checkpointKind() == TrainingAlgorithm::CheckpointKind::None)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
-        "checkpoints hold sync-sgd's state only, not %s's (per-rank weights "
-        "and a center variable)",
+        "%s cannot be checkpointed (its ranks do not step together)",
         algo.name());
   // One label per sample, or one per token (next-token labels).
   const int64_t labelCount = lab.data ? lab.numel() : n;
@@ -758,8 +808,12 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
     if (options.checkpoint.every > 0 &&
         (step + 1) % options.checkpoint.every == 0) {
       int64_t c0 = steadyNs();
-      auto written =
-          saveCheckpoint(exec, data, engine, options.checkpoint, step + 1);
+      CheckpointContent content;
+      content.perRank =
+          algo.checkpointKind() == TrainingAlgorithm::CheckpointKind::PerRank;
+      content.algorithmState = algo.saveAlgorithmState();
+      auto written = saveCheckpoint(exec, data, engine, options.checkpoint,
+                                    step + 1, content);
       if (!written)
         return written.takeError();
       noteCheckpoint(*written);

@@ -756,12 +756,13 @@ int main(int argc, char **argv) {
   if (std::string bad = checkNumericOptions(); !bad.empty())
     failure.set(bad);
   const bool checkpointing = !checkpointDir.empty() || !resumeDir.empty();
-  if (checkpointing && algoName != "sync-sgd")
+  if (checkpointing && algoName != "sync-sgd" && algoName != "sync-easgd")
     failure.set("--checkpoint/--resume: --algo=" + algoName +
-                " cannot be checkpointed: only sync-sgd's state (the same "
-                "weights on every rank) is saved and restored; the EASGD and "
-                "parameter-server algorithms keep per-rank weights and a "
-                "center variable that checkpoints do not hold");
+                " cannot be checkpointed: only the synchronous algorithms "
+                "(sync-sgd, sync-easgd), whose ranks step together, are saved "
+                "and restored; the parameter-server algorithms' center "
+                "variable changes on server threads while each rank trains "
+                "at its own pace");
   if (!checkpointDir.empty() && rank == 0 && !failure.failed)
     if (std::error_code ec = llvm::sys::fs::create_directories(checkpointDir))
       failure.set("--checkpoint=" + checkpointDir +
@@ -1040,6 +1041,7 @@ int main(int argc, char **argv) {
   }
 
   int64_t startStep = 0;
+  std::vector<float> resumedAlgorithmState;
   if (!resumeDir.empty()) {
     broadcastCheckpoint(resumeBytes, engine);
     auto resumed = restoreCheckpoint(resumeBytes, *exec, *data, rank);
@@ -1049,6 +1051,7 @@ int main(int argc, char **argv) {
                    ": error: --resume: " + llvm::toString(resumed.takeError()),
                1);
     startStep = resumed->step;
+    resumedAlgorithmState = std::move(resumed->algorithmState);
     noteProgress(startStep);
     noteCheckpoint(resumed->path);
     if (rank == 0 && !quiet)
@@ -1084,6 +1087,12 @@ int main(int argc, char **argv) {
                                           : 0.9 / double(size));
   else
     algo = createSyncSGD(*exec, engine);
+  if (!resumeDir.empty())
+    if (llvm::Error err = algo->restoreAlgorithmState(resumedAlgorithmState))
+      abortRun(*comm,
+               "oasr-run: " + rankName(*comm) +
+                   ": error: --resume: " + llvm::toString(std::move(err)),
+               1);
   TrainOptions to;
   to.steps = steps;
   to.logEvery = logEvery;

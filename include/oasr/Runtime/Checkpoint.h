@@ -59,6 +59,18 @@ struct ResumeState {
   std::string path;  ///< the step directory read
   int64_t step = 0;  ///< steps completed when it was written
   int worldSize = 0; ///< ranks of the run that wrote it
+  /// The training algorithm's own state (TrainingAlgorithm::
+  /// saveAlgorithmState), to hand to restoreAlgorithmState.
+  std::vector<float> algorithmState;
+};
+
+/// What one rank contributes to a checkpoint besides its tensors.
+struct CheckpointContent {
+  /// Every rank's tensors (each rank keeps its own weights), not only rank
+  /// 0's (the same on every rank).
+  bool perRank = false;
+  /// The algorithm's state, the same on every rank (written once).
+  std::vector<float> algorithmState;
 };
 
 /// A checkpoint read into memory on one rank (to be broadcast).
@@ -68,13 +80,15 @@ struct CheckpointBytes {
 };
 
 /// Collective over the engine's ranks: gathers every rank's data-loader
-/// position to rank 0, which writes `options.dir`/step-NNNNNNNN (step =
-/// `completedSteps`) atomically and removes all but the newest
-/// `options.keep`. Returns the directory written (on every rank).
+/// position (and, with `content.perRank`, its tensors) to rank 0, which
+/// writes `options.dir`/step-NNNNNNNN (step = `completedSteps`) atomically
+/// and removes all but the newest `options.keep`. Returns the directory
+/// written (on every rank).
 llvm::Expected<std::string> saveCheckpoint(Executor &exec, DataLoader &data,
                                            CommEngine &engine,
                                            const CheckpointOptions &options,
-                                           int64_t completedSteps);
+                                           int64_t completedSteps,
+                                           const CheckpointContent &content);
 
 /// The newest complete checkpoint: `dir` itself when it holds a
 /// manifest.json, else its step-* directory with the highest step that
@@ -90,8 +104,9 @@ readCheckpoint(llvm::StringRef stepDir, Executor &exec, int worldSize,
                const CheckpointOptions &options);
 
 /// Restores a checkpoint read (and checked) by readCheckpoint, on any rank:
-/// every persistent tensor, the update count, the random-number positions
-/// and this rank's data-loader position.
+/// every persistent tensor (this rank's own when the checkpoint holds one
+/// copy per rank), the update count, the random-number positions, this
+/// rank's data-loader position and the algorithm's state.
 llvm::Expected<ResumeState> restoreCheckpoint(const CheckpointBytes &bytes,
                                               Executor &exec, DataLoader &data,
                                               int rank);

@@ -63,6 +63,30 @@ public:
   virtual bool lockstep() const { return true; }
   /// A line for the run's summary (what the algorithm did), or empty.
   virtual std::string report() const { return ""; }
+
+  /// What a checkpoint must hold: nothing (the algorithm cannot be
+  /// checkpointed), one copy of the executor's tensors (they are the same on
+  /// every rank after each step), or every rank's own copy.
+  enum class CheckpointKind { None, Shared, PerRank };
+  virtual CheckpointKind checkpointKind() const { return CheckpointKind::None; }
+  /// State of the algorithm itself that a checkpoint holds (Sync EASGD: the
+  /// center variable), the same on every rank; empty when there is none.
+  virtual std::vector<float> saveAlgorithmState() const { return {}; }
+  /// Restores it before `setup`, and marks the run as resumed: `setup` then
+  /// keeps the restored tensors instead of starting every rank from rank
+  /// 0's. Errors name what does not fit.
+  virtual llvm::Error restoreAlgorithmState(const std::vector<float> &state) {
+    resumed = true;
+    if (state.empty())
+      return llvm::Error::success();
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "%s keeps no algorithm state, the "
+                                   "checkpoint holds %zu value(s)",
+                                   name(), state.size());
+  }
+
+protected:
+  bool resumed = false; ///< restoreAlgorithmState was called
 };
 
 /// Synchronous SGD over the planned fused allreduces.
