@@ -146,6 +146,10 @@ static std::string argTag(func::FuncOp fn, unsigned i, StringRef tag) {
 void AutodiffPass::runOnOperation() {
   ModuleOp module = getOperation();
   auto forward = module.lookupSymbol<func::FuncOp>(kForwardFn);
+  // An imported training graph (ONNX Runtime's) is already the step.
+  if (!forward && module->hasAttr(kStepSourceAttr) &&
+      module.lookupSymbol<func::FuncOp>(kTrainStepFn))
+    return;
   if (!forward) {
     module.emitError("expected a 'func.func @forward' (the imported model)");
     return signalPassFailure();

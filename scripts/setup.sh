@@ -18,6 +18,8 @@ PKGS=(
   clang-14 libclang-rt-14-dev
   # Python used only to generate test models and reference numbers
   python3-onnx python3-numpy python3-torch python3-torchvision python3-sklearn
+  # the virtual environment for PyPI's onnxruntime-training (below)
+  python3-venv
 )
 
 missing=()
@@ -29,12 +31,31 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#PKGS[@]} packages already installed"
-  exit 0
+else
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "setup: installing ${missing[*]}"
-$SUDO apt-get update -q
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+# ONNX Runtime's training package (PyPI), for the tests that compare with
+# ORT's own training step (test/runtime/ort-artifacts.test, lit feature
+# `ort-training`). It imports torch when loaded, so the virtual environment
+# sees Debian's python3-torch and python3-onnx. Made once; a failed install
+# (no PyPI) leaves those tests unsupported, not the build broken.
+ORT_VENV=${OASR_ORT_VENV:-/root/venv-ort}
+ORT_VERSION=1.19.2
+if "$ORT_VENV/bin/python" -c "import onnxruntime.training.api" >/dev/null 2>&1; then
+  echo "setup: $ORT_VENV has onnxruntime-training"
+else
+  echo "setup: making $ORT_VENV with onnxruntime-training==$ORT_VERSION"
+  if /usr/bin/python3 -m venv --system-site-packages "$ORT_VENV" &&
+     "$ORT_VENV/bin/pip" install -q "onnxruntime-training==$ORT_VERSION"; then
+    echo "setup: $ORT_VENV ready"
+  else
+    echo "setup: warning: could not install onnxruntime-training into $ORT_VENV;" \
+         "the ORT comparison tests will be unsupported"
+  fi
+fi
 echo "setup: done"

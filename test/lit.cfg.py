@@ -65,3 +65,17 @@ def has_python_module(name):
 for mod in ["onnx", "torch", "torchvision", "sklearn"]:
     if has_python_module(mod):
         config.available_features.add("py-" + mod)
+
+# ONNX Runtime's training package lives in its own virtual environment
+# (scripts/setup.sh makes it: Debian's python3 with --system-site-packages
+# plus PyPI's onnxruntime-training); `ort-training` when it imports.
+ort_python = os.path.join(
+    os.environ.get("OASR_ORT_VENV", "/root/venv-ort"), "bin", "python")
+config.substitutions.insert(0, ("%ort_python", ort_python))
+if os.path.exists(ort_python):
+    import subprocess
+    if subprocess.call([ort_python, "-c", "import onnxruntime.training.api"],
+                       stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL) == 0:
+        config.available_features.add("ort-training")
+llvm_config.with_environment("ORT_LOGGING_LEVEL", "3")

@@ -16,6 +16,7 @@
 #include "ONNXSchemaInference.h"
 #include "oasr/Dialect/OASRDialect.h"
 #include "oasr/Import/ONNXModel.h"
+#include "oasr/Import/ORTTraining.h"
 #include "oasr/Ops/OpRegistry.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -1632,6 +1633,9 @@ OwningOpRef<ModuleOp> importONNX(MLIRContext &context, StringRef path,
         << llvm::toString(model.takeError());
     return {};
   }
+  // ONNX Runtime's training graphs import as a training step.
+  if (isORTTrainingModel((*model)->proto()))
+    return importORTTraining(context, **model, options);
   return importONNX(context, **model, options);
 }
 

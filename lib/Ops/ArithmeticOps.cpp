@@ -348,7 +348,7 @@ void ::oasr::ops::registerArithmeticOps(OpRegistry &r) {
   constexpr unsigned kEw = Elementwise | InPlace;
   // Activations and math with a gradient rule.
   r.add("Relu").traits(kEw).shape(shapeUnary).grad(gradRelu);
-  r.add("ReluGrad").traits(Gradient | Elementwise);
+  r.add("ReluGrad").traits(Gradient | Elementwise).shape(shapeUnary);
   r.add("LeakyRelu")
       .traits(Elementwise)
       .shape(shapeUnary)
@@ -358,12 +358,12 @@ void ::oasr::ops::registerArithmeticOps(OpRegistry &r) {
       .traits(Elementwise)
       .shape(shapeUnary)
       .grad(gradFromResult<kSigmoidGrad>);
-  r.add("SigmoidGrad").traits(Gradient | Elementwise);
+  r.add("SigmoidGrad").traits(Gradient | Elementwise).shape(shapeUnary);
   r.add("Tanh")
       .traits(Elementwise)
       .shape(shapeUnary)
       .grad(gradFromResult<kTanhGrad>);
-  r.add("TanhGrad").traits(Gradient | Elementwise);
+  r.add("TanhGrad").traits(Gradient | Elementwise).shape(shapeUnary);
   r.add("Elu")
       .traits(Elementwise)
       .shape(shapeUnary)
@@ -416,9 +416,13 @@ void ::oasr::ops::registerArithmeticOps(OpRegistry &r) {
         .shape(shapeUnary)
         .grad(gradGelu)
         .cost(costPerInput<8>);
-  r.add("GeluGrad").traits(Gradient | Elementwise).cost(costPerOutput<12>);
+  r.add("GeluGrad")
+      .traits(Gradient | Elementwise)
+      .shape(shapeUnary)
+      .cost(costPerOutput<12>);
   r.add("GeluGrad", 1, "com.microsoft")
       .traits(Gradient | Elementwise)
+      .shape(shapeUnary)
       .cost(costPerOutput<12>);
   r.add("Clip").traits(Elementwise).shape(shapeUnary).grad(gradClip);
   r.add("ClipGrad").traits(Gradient | Elementwise);

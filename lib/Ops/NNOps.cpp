@@ -156,6 +156,86 @@ static bool shapeLayerNorm(ShapeContext &c) {
   return true;
 }
 
+//===- Gradient ops as ONNX Runtime training graphs carry them ------------===//
+// Autodiff types the results of the gradient ops it emits itself; an
+// imported ORT training model needs rules (docs/importer.md, "ONNX Runtime
+// training artifacts").
+
+/// ConvGrad(dY, X, W) -> dX, dW[, dB]: X's, W's and [C_out].
+static bool shapeConvGrad(ShapeContext &c) {
+  if (!c.needInputs(3))
+    return false;
+  const TensorFacts &x = *c.input(1), &w = *c.input(2);
+  if (w.dims.empty())
+    return c.fail("ConvGrad's W has rank 0");
+  c.out[0] = x;
+  if (c.numOutputs() > 1)
+    c.out[1] = w;
+  if (c.numOutputs() > 2)
+    c.out[2] = TensorFacts::get(w.elemType, {w.dims[0]});
+  return true;
+}
+
+/// BatchNormalizationGrad / LayerNormalizationGrad(dY, X, scale, ...) ->
+/// dX, dScale[, dBias]: X's, then scale's.
+static bool shapeNormGrad(ShapeContext &c) {
+  if (!c.needInputs(3))
+    return false;
+  c.out[0] = *c.input(1);
+  for (size_t i = 1; i < c.numOutputs(); ++i)
+    c.out[i] = *c.input(2);
+  return true;
+}
+
+/// SoftmaxCrossEntropyLossGrad(dLoss, log_prob, labels) -> dScores.
+static bool shapeLikeInput1(ShapeContext &c) {
+  if (!c.needInputs(2))
+    return false;
+  return c.setAll(*c.input(1));
+}
+
+/// MaxPoolGrad(dY, Indices) / AveragePoolGrad(dY) -> dX: X's shape cannot be
+/// recovered from dY; the ORT importer passes the forward X as one more
+/// operand while shapes are inferred (and drops it afterwards).
+template <size_t Operands> static bool shapePoolGrad(ShapeContext &c) {
+  if (!c.present(Operands))
+    return c.fail("the pooling gradient's result shape needs the forward "
+                  "input, which the node does not name");
+  if (!c.needInputs(Operands + 1))
+    return false;
+  return c.setAll(*c.input(Operands));
+}
+
+/// com.microsoft FusedMatMul(A, B) {transA, transB, transBatchA = 0,
+/// transBatchB = 0, alpha}: MatMul of A and B with their last two axes
+/// swapped where asked.
+static bool shapeFusedMatMul(ShapeContext &c) {
+  if (!c.needInputs(2))
+    return false;
+  if (c.attrs.getInt("transBatchA", 0) || c.attrs.getInt("transBatchB", 0))
+    return c.fail("FusedMatMul with transBatchA/transBatchB is not supported");
+  TensorFacts a = *c.input(0), b = *c.input(1);
+  if (a.dims.size() < 2 || b.dims.size() < 2)
+    return c.fail("FusedMatMul needs operands of rank >= 2");
+  if (c.attrs.getInt("transA", 0))
+    std::swap(a.dims[a.dims.size() - 1], a.dims[a.dims.size() - 2]);
+  if (c.attrs.getInt("transB", 0))
+    std::swap(b.dims[b.dims.size() - 1], b.dims[b.dims.size() - 2]);
+  if (a.dims.back() != b.dims[b.dims.size() - 2])
+    return c.fail("FusedMatMul: inner dimensions differ");
+  TensorFacts lead = a, leadB = b;
+  lead.dims.pop_back();
+  lead.dims.pop_back();
+  leadB.dims.pop_back();
+  leadB.dims.pop_back();
+  SmallVector<int64_t> batch;
+  if (!broadcast({&lead, &leadB}, batch))
+    return c.fail("FusedMatMul: batch dimensions do not broadcast");
+  batch.push_back(a.dims[a.dims.size() - 2]);
+  batch.push_back(b.dims.back());
+  return c.setAll(TensorFacts::get(a.elemType, batch));
+}
+
 static bool shapeGemm(ShapeContext &c) {
   if (!c.needInputs(2))
     return false;
@@ -684,6 +764,7 @@ void ::oasr::ops::registerNNOps(OpRegistry &r) {
   r.add("Conv").shape(shapeWindow).grad(gradConv).cost(costConv);
   r.add("ConvGrad")
       .traits(Gradient)
+      .shape(shapeConvGrad)
       .cost(costConvGrad)
       .summary("dY, X, W -> dX, dW[, dB]");
   r.add("ConvTranspose")
@@ -699,9 +780,15 @@ void ::oasr::ops::registerNNOps(OpRegistry &r) {
       .trainingForm(formMaxPool)
       .grad(gradMaxPool)
       .cost(costPool);
-  r.add("MaxPoolGrad").traits(Gradient).summary("dY, Indices -> dX");
+  r.add("MaxPoolGrad")
+      .traits(Gradient)
+      .shape(shapePoolGrad<2>)
+      .summary("dY, Indices -> dX");
   r.add("AveragePool").shape(shapeWindow).grad(gradAveragePool).cost(costPool);
-  r.add("AveragePoolGrad").traits(Gradient).cost(costPoolGrad);
+  r.add("AveragePoolGrad")
+      .traits(Gradient)
+      .shape(shapePoolGrad<1>)
+      .cost(costPoolGrad);
   r.add("LpPool")
       .shape(shapeWindow)
       .noKernels("shape rule for import and planning; no kernel yet");
@@ -719,7 +806,14 @@ void ::oasr::ops::registerNNOps(OpRegistry &r) {
       .trainingForm(formBatchNorm)
       .grad(gradBatchNorm)
       .cost(costPerInput<8>);
-  r.add("BatchNormalizationGrad").traits(Gradient).cost(costNormGrad);
+  r.add("BatchNormInternal", 1, "com.microsoft")
+      .shape(shapeNormalization)
+      .noKernels("ONNX Runtime training graphs only: the ORT importer turns "
+                 "it into BatchNormalization in training form");
+  r.add("BatchNormalizationGrad")
+      .traits(Gradient)
+      .shape(shapeNormGrad)
+      .cost(costNormGrad);
   r.add("InstanceNormalization")
       .shape(shapeNormalization)
       .noKernels("shape rule for import and planning; no kernel yet");
@@ -728,10 +822,18 @@ void ::oasr::ops::registerNNOps(OpRegistry &r) {
       .trainingForm(formLayerNorm)
       .grad(gradLayerNorm)
       .cost(costPerInput<8>);
-  r.add("LayerNormalizationGrad").traits(Gradient).cost(costNormGrad);
+  r.add("LayerNormalizationGrad")
+      .traits(Gradient)
+      .shape(shapeNormGrad)
+      .cost(costNormGrad);
   r.add("Gemm").shape(shapeGemm).grad(gradGemm).cost(costGemm);
   r.add("GemmGrad").traits(Gradient).cost(costGemm);
   r.add("MatMul").shape(shapeMatMul).grad(gradMatMul).cost(costMatMul);
+  r.add("FusedMatMul", 1, "com.microsoft")
+      .shape(shapeFusedMatMul)
+      .cost(costMatMul)
+      .noKernels("ONNX Runtime training graphs only: the ORT importer "
+                 "expands it into Transpose + MatMul (+ Mul by alpha)");
   r.add("Dropout")
       .shape(shapeDropout)
       .trainingForm(formDropout)
@@ -741,7 +843,10 @@ void ::oasr::ops::registerNNOps(OpRegistry &r) {
       .shape(shapeSameAsInput)
       .grad(gradSoftmax)
       .cost(costPerInput<8>);
-  r.add("SoftmaxGrad").traits(Gradient).cost(costPerOutput<12>);
+  r.add("SoftmaxGrad")
+      .traits(Gradient)
+      .shape(shapeSameAsInput)
+      .cost(costPerOutput<12>);
   r.add("LogSoftmax")
       .shape(shapeSameAsInput)
       .grad(gradLogSoftmax)
@@ -749,12 +854,17 @@ void ::oasr::ops::registerNNOps(OpRegistry &r) {
   r.add("LogSoftmaxGrad").traits(Gradient).cost(costPerOutput<12>);
   // ONNX Runtime's opset-13 names of the same gradients (training graphs).
   for (const char *op : {"SoftmaxGrad_13", "LogSoftmaxGrad_13"})
-    r.add(op).traits(Gradient).cost(costPerOutput<12>);
+    r.add(op)
+        .traits(Gradient)
+        .shape(shapeSameAsInput)
+        .cost(costPerOutput<12>);
   r.add("SoftmaxCrossEntropyLoss", 12)
       .trainingForm(formSoftmaxCrossEntropy)
       .grad(gradSoftmaxCrossEntropy)
       .cost(costPerInput<8>);
-  r.add("SoftmaxCrossEntropyLossGrad").traits(Gradient);
+  r.add("SoftmaxCrossEntropyLossGrad")
+      .traits(Gradient)
+      .shape(shapeLikeInput1);
   r.add("Resize", 11).shape(shapeResize).grad(gradResize);
   r.add("ResizeGrad").traits(Gradient);
   r.add("LSTM")

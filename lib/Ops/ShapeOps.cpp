@@ -896,6 +896,17 @@ static Work costReduce(Operation *op) {
 // Entries
 //===----------------------------------------------------------------------===//
 
+/// GatherGrad(shape, indices, dY) -> dX of the folded `shape`, dY's type
+/// (ONNX Runtime training graphs carry it; autodiff types its own).
+static bool shapeGatherGrad(ShapeContext &c) {
+  if (!c.needInputs(3))
+    return false;
+  const FoldedInts *shape = c.needFolded(0);
+  if (!shape)
+    return false;
+  return c.setAll(TensorFacts::get(c.input(2)->elemType, shape->values));
+}
+
 void ::oasr::ops::registerShapeOps(OpRegistry &r) {
   r.add("Constant")
       .shape(shapeConstant)
@@ -936,6 +947,7 @@ void ::oasr::ops::registerShapeOps(OpRegistry &r) {
   r.add("Gather").shape(shapeGather).fold(foldGather).grad(gradGather);
   r.add("GatherGrad")
       .traits(Gradient)
+      .shape(shapeGatherGrad)
       .summary("scatter-add of dY into "
                "zeros of the data's shape");
   // Slice's starts/ends/axes moved from attributes to inputs at opset 10.

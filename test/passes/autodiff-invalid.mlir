@@ -151,3 +151,13 @@ module {
     return %c : tensor<2x4xf32>
   }
 }
+
+// -----
+
+// Without oasr.step_source a @train_step alone is not an imported step.
+// expected-error @+1 {{expected a 'func.func @forward' (the imported model)}}
+module {
+  func.func @train_step() {
+    return
+  }
+}

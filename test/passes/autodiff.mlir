@@ -78,3 +78,20 @@ module {
     return %y : tensor<2x10xf32>
   }
 }
+
+// -----
+
+// A training step imported from ONNX Runtime (oasr.step_source, no @forward)
+// is already differentiated: autodiff leaves it as it is.
+// CHECK-LABEL: module attributes {oasr.step_source = "onnxruntime-training"}
+// CHECK: func.func @train_step(%[[W:.*]]: tensor<4xf32> {oasr.param = "w"}) -> (tensor<f32> {oasr.output = "loss"}, tensor<4xf32> {oasr.grad = "w"})
+// CHECK-NEXT: %[[L:.*]] = oasr.node "ReduceSum"(%[[W]])
+// CHECK-NEXT: %[[G:.*]] = oasr.node "Identity"(%[[W]]) {oasr.layer = "sum"}
+// CHECK-NEXT: return %[[L]], %[[G]]
+module attributes {oasr.step_source = "onnxruntime-training"} {
+  func.func @train_step(%w: tensor<4xf32> {oasr.param = "w"}) -> (tensor<f32> {oasr.output = "loss"}, tensor<4xf32> {oasr.grad = "w"}) {
+    %l = oasr.node "ReduceSum"(%w) {keepdims = 0 : i64} : (tensor<4xf32>) -> tensor<f32>
+    %g = oasr.node "Identity"(%w) {oasr.layer = "sum"} : (tensor<4xf32>) -> tensor<4xf32>
+    return %l, %g : tensor<f32>, tensor<4xf32>
+  }
+}

@@ -42,6 +42,9 @@ constexpr llvm::StringLiteral kLossAttr = "oasr.loss";
 constexpr llvm::StringLiteral kSourceAttr = "oasr.source";
 constexpr llvm::StringLiteral kModelAttr = "oasr.model";
 constexpr llvm::StringLiteral kProducerAttr = "oasr.producer";
+/// Where @train_step came from when no autodiff built it
+/// ("onnxruntime-training": an imported ORT training model).
+constexpr llvm::StringLiteral kStepSourceAttr = "oasr.step_source";
 
 // Function names.
 constexpr llvm::StringLiteral kForwardFn = "forward";
