@@ -21,6 +21,11 @@ onnxruntime-training):
       `oasr-run --data=mnist:DIR/data`.
   ort_artifacts.py fold DIR
       Only the checkpoint conversion, for artifacts made elsewhere.
+  ort_artifacts.py checkpoint SAVED.onnx DIR OUT
+      The other way: DIR/checkpoint with the parameters replaced by the
+      initializers of SAVED.onnx (what oasr-run --save wrote), written with
+      ORT's CheckpointState.save_checkpoint, for ORT to go on from. (The
+      optimizer's moments are not carried.)
   ort_artifacts.py text FILE.onnx OUT.txtpb
       Writes a model as a text ModelProto (the committed test inputs).
   ort_artifacts.py ops FILE.onnx
@@ -36,10 +41,14 @@ onnxruntime-training):
       last step's update, or after it with --update-last) and `loss`. With
       --data D holding several batches, one step's gradient is the mean
       over its batches (what equal shards on several ranks allreduce to).
+  ort_artifacts.py torch NAME DATA OUT.npz [--seed S]
+      PyTorch's float64 gradients of NAME (built as `export` builds it) on
+      the batch in DATA: the exact reference both float32 runs approach.
   ort_artifacts.py compare A B [--tol T] [--values] [--no-loss]
       Compares the gradients (or with --values the parameter values) of two
       dumps (oasr-run --dump-grads .npz/.json, `step`'s .npz, or with
-      --values a training model oasr-run --save wrote) per
+      --values a training model oasr-run --save wrote or an ORT
+      checkpoint) per
       parameter, normwise: err = ||a - b|| / ||b|| <= T (default 1e-4);
       where ||b|| is below 1e-5 of the largest norm (a gradient zero in
       exact arithmetic, such as a convolution's bias before BatchNorm),
@@ -125,7 +134,15 @@ def models():
             x = nn.functional.max_pool2d(torch.relu(self.bn(self.conv(x))), 2)
             return self.fc(torch.flatten(x, 1))
 
+    def torchvision(arch):
+        def make():
+            import torchvision.models as tvm
+            return getattr(tvm, arch)(num_classes=CLASSES)
+        return make
+
     return {
+        "resnet18": (torchvision("resnet18"), (3, 64, 64)),
+        "resnet50": (torchvision("resnet50"), (3, 64, 64)),
         "tiny": (Tiny, (1, 4, 4)),
         "mlp": (MLP, (1, 8, 8)),
         "cnn": (CNN, (3, 8, 8)),
@@ -133,7 +150,7 @@ def models():
     }
 
 
-NAMES = ["mlp", "cnn", "transformer", "tiny"]
+NAMES = ["mlp", "cnn", "transformer", "tiny", "resnet18", "resnet50"]
 
 
 def build(name, seed):
@@ -248,6 +265,31 @@ def fold(d):
     onnx.save(model, os.path.join(d, "training_model.ckpt.onnx"))
 
 
+def cmd_checkpoint(a):
+    """The trained values of a model oasr-run --save wrote, as an ORT
+    checkpoint (DIR/checkpoint with those parameters replaced)."""
+    import onnx
+    from onnx import numpy_helper
+    from onnxruntime.training import api
+    state = api.CheckpointState.load_checkpoint(os.path.join(a.dir, "checkpoint"))
+    # ORT 1.19 crashes setting a parameter of a state no Module holds.
+    module = api.Module(os.path.join(a.dir, "training_model.onnx"), state,
+                        None, device="cpu")
+    trained = {t.name: numpy_helper.to_array(t)
+               for t in onnx.load(a.saved).graph.initializer}
+    replaced = 0
+    for name, p in state.parameters:
+        if name in trained:
+            if trained[name].shape != np.array(p.data).shape:
+                sys.exit(f"{a.saved}: '{name}' has shape {trained[name].shape}, "
+                         f"the checkpoint {np.array(p.data).shape}")
+            state.parameters[name] = np.ascontiguousarray(trained[name])
+            replaced += 1
+    api.CheckpointState.save_checkpoint(state, a.out)
+    del module
+    print(f"wrote {a.out} ({replaced} parameters from {a.saved})")
+
+
 def cmd_fold(a):
     fold(a.dir)
     print(f"wrote {a.dir}/training_model.ckpt.onnx")
@@ -320,6 +362,26 @@ def cmd_step(a):
           f"{chunks} batch(es) of {batch} -> {a.out}")
 
 
+def cmd_torch(a):
+    """PyTorch's gradients of the same model and batch in float64 (the
+    exported model is NAME built with --seed, as `export` built it)."""
+    import torch
+    import torch.nn.functional as F
+    model, _ = build(a.model, a.seed)
+    model = model.to(torch.float64)
+    model.train()
+    x, y = load_batch(a.data)
+    loss = F.cross_entropy(model(torch.from_numpy(x).to(torch.float64)),
+                           torch.from_numpy(y))
+    loss.backward()
+    out = {"loss": np.asarray(loss.item())}
+    for n, p in model.named_parameters():
+        out[n + ".grad"] = p.grad.numpy()
+        out[n + ".value"] = p.detach().numpy()
+    np.savez(a.out, **out)
+    print(f"torch float64: loss {loss.item():.7g} -> {a.out}")
+
+
 def module_input_shape(d, x):
     """The training model's input shape (its batch fixed at export)."""
     import onnx
@@ -336,6 +398,12 @@ def module_input_shape(d, x):
 
 def read_dump(path):
     """({name: grad}, {name: value}, loss) of an oasr-run dump or a step."""
+    if not path.endswith((".onnx", ".npz", ".json")):
+        # An ORT checkpoint, read through ORT's API.
+        from onnxruntime.training.api import CheckpointState
+        state = CheckpointState.load_checkpoint(path)
+        return {}, {n: np.array(p.data) for n, p in state.parameters
+                    if p.requires_grad}, float("nan")
     if path.endswith(".onnx"):
         # A model oasr-run --save wrote: its initializers are the values.
         import onnx
@@ -421,6 +489,15 @@ def main():
     f.add_argument("dir")
     o = sub.add_parser("ops")
     o.add_argument("file")
+    k = sub.add_parser("checkpoint")
+    k.add_argument("saved")
+    k.add_argument("dir")
+    k.add_argument("out")
+    r = sub.add_parser("torch")
+    r.add_argument("model", choices=NAMES)
+    r.add_argument("data")
+    r.add_argument("out")
+    r.add_argument("--seed", type=int, default=0)
     t = sub.add_parser("text")
     t.add_argument("file")
     t.add_argument("out")
@@ -452,7 +529,8 @@ def main():
         print("\n".join(NAMES))
         return 0
     return {"export": cmd_export, "fold": cmd_fold, "ops": cmd_ops,
-            "step": cmd_step, "data": cmd_data, "text": cmd_text, "compare": cmd_compare}[a.cmd](a) or 0
+            "step": cmd_step, "data": cmd_data, "text": cmd_text,
+            "checkpoint": cmd_checkpoint, "torch": cmd_torch, "compare": cmd_compare}[a.cmd](a) or 0
 
 
 if __name__ == "__main__":
