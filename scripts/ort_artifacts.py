@@ -143,6 +143,8 @@ def models():
     return {
         "resnet18": (torchvision("resnet18"), (3, 64, 64)),
         "resnet50": (torchvision("resnet50"), (3, 64, 64)),
+        "mobilenet_v2": (torchvision("mobilenet_v2"), (3, 64, 64)),
+        "googlenet": (torchvision("googlenet"), (3, 64, 64)),
         "tiny": (Tiny, (1, 4, 4)),
         "mlp": (MLP, (1, 8, 8)),
         "cnn": (CNN, (3, 8, 8)),
@@ -150,7 +152,8 @@ def models():
     }
 
 
-NAMES = ["mlp", "cnn", "transformer", "tiny", "resnet18", "resnet50"]
+NAMES = ["mlp", "cnn", "transformer", "tiny", "resnet18", "resnet50",
+         "mobilenet_v2", "googlenet"]
 
 
 def build(name, seed):

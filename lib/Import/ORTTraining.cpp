@@ -102,6 +102,8 @@ private:
     d << node.op_type() << "): ";
     return d;
   }
+  /// The value of a float scalar initializer or Constant output.
+  std::optional<double> floatScalar(StringRef name) const;
   LogicalResult findParameters(llvm::StringSet<> &dropInputs,
                                llvm::StringSet<> &dropOutputs);
   LogicalResult translate(const onnx::NodeProto &node,
@@ -118,6 +120,27 @@ private:
 };
 
 } // namespace
+
+std::optional<double> Rewriter::floatScalar(StringRef name) const {
+  const onnx::TensorProto *tensor = model.findInitializer(name);
+  if (!tensor)
+    for (const onnx::NodeProto &n : graph.node())
+      if (n.op_type() == "Constant" && n.output_size() == 1 &&
+          n.output(0) == name)
+        for (const onnx::AttributeProto &a : n.attribute())
+          if (a.name() == "value")
+            tensor = &a.t();
+  if (!tensor || tensor->data_type() != onnx::TensorProto::FLOAT)
+    return std::nullopt;
+  auto data = model.readTensor(*tensor);
+  if (!data) {
+    llvm::consumeError(data.takeError());
+    return std::nullopt;
+  }
+  if (data->numElements() != 1)
+    return std::nullopt;
+  return double(data->as<float>()[0]);
+}
 
 bool ::oasr::onnximport::isORTTrainingModel(const onnx::ModelProto &proto) {
   const onnx::GraphProto &graph = proto.graph();
@@ -321,6 +344,29 @@ LogicalResult Rewriter::translate(const onnx::NodeProto &in,
                             {node.output(0)}));
     return success();
   }
+  if (op == "DropoutGrad") {
+    // ORT: (dY, mask, ratio[, training_mode]); oasr: (dY, mask) {ratio}.
+    if (node.input_size() < 2 || node.output_size() != 1)
+      return nodeError(node) << "expected (dY, mask[, ratio, training_mode]) "
+                                "-> dX";
+    double ratio = 0.5;
+    if (node.input_size() > 2 && !node.input(2).empty()) {
+      std::optional<double> value = floatScalar(node.input(2));
+      if (!value)
+        return nodeError(node) << "the ratio '" << node.input(2)
+                               << "' is not a constant float scalar";
+      ratio = *value;
+    }
+    node.mutable_input()->DeleteSubrange(2, node.input_size() - 2);
+    node.set_domain("");
+    node.clear_attribute();
+    onnx::AttributeProto *r = node.add_attribute();
+    r->set_name("ratio");
+    r->set_type(onnx::AttributeProto::FLOAT);
+    r->set_f(float(ratio));
+    out.push_back(std::move(node));
+    return success();
+  }
   if (op == "PassThrough") {
     if (node.input_size() != node.output_size())
       return nodeError(node) << "expected as many inputs as outputs";
@@ -335,7 +381,8 @@ LogicalResult Rewriter::translate(const onnx::NodeProto &in,
             "BatchNormInternal, BatchNormalizationGrad, "
             "LayerNormalizationGrad, SoftmaxGrad_13, LogSoftmaxGrad_13, "
             "GatherGrad, Gelu, GeluGrad, BiasGelu, BiasGeluGrad_dX, "
-            "FusedMatMul, Scale, PassThrough, InPlaceAccumulatorV2)";
+            "DropoutGrad, FusedMatMul, Scale, PassThrough, "
+            "InPlaceAccumulatorV2)";
 }
 
 LogicalResult Rewriter::run() {

@@ -98,6 +98,10 @@ def main(out):
     m = variant("pass_through")
     add_node(m, "PassThrough", ["fc.bias", "fc.weight"], ["/extra/pass"])
 
+    m = variant("dropout_ratio")
+    add_node(m, "DropoutGrad", ["fc.bias", "fc.bias", "fc.weight"],
+             ["/extra/ddx"])
+
     m = variant("fused_matmul_batch")
     add_node(m, "FusedMatMul", ["fc.weight", "fc.weight"], ["/extra/mm"],
              transB=1, transBatchA=1)
