@@ -7,9 +7,10 @@
 //    `checkpoint` (scripts/ort_artifacts.py folds them in as initializers of
 //    the same names, through ORT's own CheckpointState API);
 //  * each parameter's gradient `<param>_grad` is added into the graph input
-//    `<param>_grad.accumulation.buffer` by `com.microsoft::InPlaceAccumulatorV2`
-//    (reset by the `lazy_reset_grad` input), whose outputs are the graph's
-//    outputs after the loss; a model without accumulation returns the
+//    `<param>_grad.accumulation.buffer` by
+//    `com.microsoft::InPlaceAccumulatorV2` (reset by the `lazy_reset_grad`
+//    input), whose outputs are the graph's outputs after the loss; a model
+//    without accumulation returns the
 //    `<param>_grad` values themselves;
 //  * gradient nodes are named `<forward node>_Grad/<op>_<k>` and most
 //    gradient values `<forward value>_grad`.
@@ -70,8 +71,10 @@ std::string forwardValueOf(StringRef grad) {
   if (at == StringRef::npos || at == 0)
     return {};
   StringRef tail = grad.drop_front(at + 5);
-  if (!tail.empty() && (tail.front() != '_' ||
-                        !llvm::all_of(tail.drop_front(), [](char c) { return c >= '0' && c <= '9'; })))
+  if (!tail.empty() &&
+      (tail.front() != '_' || !llvm::all_of(tail.drop_front(), [](char c) {
+         return c >= '0' && c <= '9';
+       })))
     return {};
   return grad.take_front(at).str();
 }
@@ -189,9 +192,9 @@ LogicalResult Rewriter::findParameters(llvm::StringSet<> &dropInputs,
     else
       param = forwardValueOf(grad);
     if (param.empty() || (!inputs.contains(param) && !inits.contains(param)))
-      return nodeError(node) << "cannot tell which parameter accumulates into '"
-                             << buffer << "' (ORT names the buffer '<param>"
-                             << kBufferSuffix << "')";
+      return nodeError(node)
+             << "cannot tell which parameter accumulates into '" << buffer
+             << "' (ORT names the buffer '<param>" << kBufferSuffix << "')";
     addParam(param, grad.str());
     dropInputs.insert(buffer);
     if (node.input_size() > 2)
@@ -201,9 +204,8 @@ LogicalResult Rewriter::findParameters(llvm::StringSet<> &dropInputs,
   if (params.empty())
     for (const onnx::ValueInfoProto &output : graph.output()) {
       StringRef name = output.name();
-      if (name.ends_with("_grad") &&
-          (inputs.contains(name.drop_back(5)) ||
-           inits.contains(name.drop_back(5)))) {
+      if (name.ends_with("_grad") && (inputs.contains(name.drop_back(5)) ||
+                                      inits.contains(name.drop_back(5)))) {
         addParam(name.drop_back(5).str(), name.str());
         dropOutputs.insert(name);
       }
@@ -258,8 +260,8 @@ LogicalResult Rewriter::translate(const onnx::NodeProto &in,
                   "(ORT names its result '<input>_grad')";
       size_t base = op == "MaxPoolGrad" ? 2 : 1;
       if (size_t(node.input_size()) != base)
-        return nodeError(node) << "expected " << base << " inputs, got "
-                               << node.input_size();
+        return nodeError(node)
+               << "expected " << base << " inputs, got " << node.input_size();
       node.add_input(x);
     }
     out.push_back(std::move(node));
@@ -332,8 +334,8 @@ LogicalResult Rewriter::translate(const onnx::NodeProto &in,
       sum = it->second;
     } else {
       sum = node.name() + "/biased_input";
-      out.push_back(newNode("Add", "/Add", {node.input(x), node.input(x + 1)},
-                            {sum}));
+      out.push_back(
+          newNode("Add", "/Add", {node.input(x), node.input(x + 1)}, {sum}));
       biasSums[key] = sum;
       values.insert(sum);
     }
@@ -467,9 +469,10 @@ static void expandFusedMatMul(NodeOp node) {
       perm.push_back(i);
     std::swap(perm[t.getRank() - 1], perm[t.getRank() - 2]);
     std::swap(shape[t.getRank() - 1], shape[t.getRank() - 2]);
-    return nb.node(loc, "Transpose",
-                   RankedTensorType::get(shape, t.getElementType()), {v},
-                   {b.getNamedAttr("perm", b.getI64ArrayAttr(perm))})
+    return nb
+        .node(loc, "Transpose",
+              RankedTensorType::get(shape, t.getElementType()), {v},
+              {b.getNamedAttr("perm", b.getI64ArrayAttr(perm))})
         ->getResult(0);
   };
   Value a = transposed(node->getOperand(0), "transA");
@@ -572,8 +575,7 @@ static LogicalResult toTrainStep(ModuleOp module, const Rewriter &r,
   if (!lossOp || !isa<NodeOp>(lossOp))
     return mlir::emitError(fn.getLoc())
            << path << ": the loss '" << r.loss << "' is not computed by a node";
-  std::string lossLayer =
-      nodeName(lossOp->getLoc()).value_or(r.loss);
+  std::string lossLayer = nodeName(lossOp->getLoc()).value_or(r.loss);
   std::string current = lossLayer;
   bool after = false;
   for (Operation &op : body.without_terminator()) {
@@ -583,8 +585,7 @@ static LogicalResult toTrainStep(ModuleOp module, const Rewriter &r,
     }
     if (!after || !isa<NodeOp>(op))
       continue;
-    std::string layer =
-        layerFromName(nodeName(op.getLoc()).value_or(""));
+    std::string layer = layerFromName(nodeName(op.getLoc()).value_or(""));
     if (!layer.empty())
       current = layer;
     op.setAttr(kLayerAttr, b.getStringAttr(current));
@@ -625,12 +626,12 @@ static LogicalResult toTrainStep(ModuleOp module, const Rewriter &r,
 
   // The label: the loss's integer labels argument.
   for (Operation &op : body)
-    if (auto node = dyn_cast<NodeOp>(op);
-        node && node.is("SoftmaxCrossEntropyLoss") &&
-        node->getNumOperands() >= 2)
+    if (auto node = dyn_cast<NodeOp>(op); node &&
+                                          node.is("SoftmaxCrossEntropyLoss") &&
+                                          node->getNumOperands() >= 2)
       if (auto arg = dyn_cast<BlockArgument>(node->getOperand(1)))
-        if (auto name =
-                fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kInputAttr)) {
+        if (auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                        kInputAttr)) {
           fn.removeArgAttr(arg.getArgNumber(), kInputAttr);
           fn.setArgAttr(arg.getArgNumber(), kLabelAttr, name);
         }
@@ -654,12 +655,13 @@ static LogicalResult toTrainStep(ModuleOp module, const Rewriter &r,
     // Expand to its own shape: gradients live in fused allreduce buffers.
     if (auto view = g.getDefiningOp<NodeOp>();
         view && ::oasr::ops::OpRegistry::get().hasTrait(view.getOpType(),
-                                                         ::oasr::ops::View)) {
+                                                        ::oasr::ops::View)) {
       OpBuilder vb(ret);
       ::oasr::ops::NodeBuilder nb{vb};
       auto t = cast<RankedTensorType>(g.getType());
       Location loc = view.getLoc();
-      NodeOp copy = nb.node(loc, "Expand", t, {g, nb.shapeConstant(loc, t.getShape())});
+      NodeOp copy =
+          nb.node(loc, "Expand", t, {g, nb.shapeConstant(loc, t.getShape())});
       if (Attribute layer = view->getAttr(kLayerAttr)) {
         copy->setAttr(kLayerAttr, layer);
         copy->getOperand(1).getDefiningOp()->setAttr(kLayerAttr, layer);
@@ -667,8 +669,7 @@ static LogicalResult toTrainStep(ModuleOp module, const Rewriter &r,
       g = copy->getResult(0);
     }
     results.push_back(g);
-    resultAttrs.push_back(
-        b.getDictionaryAttr(b.getNamedAttr(kGradAttr, name)));
+    resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(kGradAttr, name)));
   }
   if (results.size() != r.params.size() + 1)
     return mlir::emitError(fn.getLoc())
@@ -738,12 +739,12 @@ static LogicalResult readOptimizer(ModuleOp module, StringRef modelPath) {
                            << getF("weight_decay", 0)
                            << " is not supported (its decay scales with the "
                               "learning rate ORT sets at run time)";
-      fields = {b.getNamedAttr("algo", b.getStringAttr("adam")),
-                b.getNamedAttr("alpha", b.getF32FloatAttr(getF("alpha", 0.9))),
-                b.getNamedAttr("beta", b.getF32FloatAttr(getF("beta", 0.999))),
-                b.getNamedAttr("epsilon",
-                               b.getF32FloatAttr(getF("epsilon", 1e-8))),
-                b.getNamedAttr("update_count", b.getI64IntegerAttr(1))};
+      fields = {
+          b.getNamedAttr("algo", b.getStringAttr("adam")),
+          b.getNamedAttr("alpha", b.getF32FloatAttr(getF("alpha", 0.9))),
+          b.getNamedAttr("beta", b.getF32FloatAttr(getF("beta", 0.999))),
+          b.getNamedAttr("epsilon", b.getF32FloatAttr(getF("epsilon", 1e-8))),
+          b.getNamedAttr("update_count", b.getI64IntegerAttr(1))};
     } else if (node.domain() == kMs && node.op_type() == "SGDOptimizerV2") {
       fields = {b.getNamedAttr("algo", b.getStringAttr("sgd"))};
     } else {
@@ -755,8 +756,9 @@ static LogicalResult readOptimizer(ModuleOp module, StringRef modelPath) {
     return success();
   }
   return mlir::emitError(loc)
-         << path << ": no AdamWOptimizer or SGDOptimizerV2 node (the optimizers "
-                    "oasr maps from ONNX Runtime's optimizer model)";
+         << path
+         << ": no AdamWOptimizer or SGDOptimizerV2 node (the optimizers "
+            "oasr maps from ONNX Runtime's optimizer model)";
 }
 
 namespace oasr::onnximport {

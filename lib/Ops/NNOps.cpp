@@ -854,17 +854,12 @@ void ::oasr::ops::registerNNOps(OpRegistry &r) {
   r.add("LogSoftmaxGrad").traits(Gradient).cost(costPerOutput<12>);
   // ONNX Runtime's opset-13 names of the same gradients (training graphs).
   for (const char *op : {"SoftmaxGrad_13", "LogSoftmaxGrad_13"})
-    r.add(op)
-        .traits(Gradient)
-        .shape(shapeSameAsInput)
-        .cost(costPerOutput<12>);
+    r.add(op).traits(Gradient).shape(shapeSameAsInput).cost(costPerOutput<12>);
   r.add("SoftmaxCrossEntropyLoss", 12)
       .trainingForm(formSoftmaxCrossEntropy)
       .grad(gradSoftmaxCrossEntropy)
       .cost(costPerInput<8>);
-  r.add("SoftmaxCrossEntropyLossGrad")
-      .traits(Gradient)
-      .shape(shapeLikeInput1);
+  r.add("SoftmaxCrossEntropyLossGrad").traits(Gradient).shape(shapeLikeInput1);
   r.add("Resize", 11).shape(shapeResize).grad(gradResize);
   r.add("ResizeGrad").traits(Gradient);
   r.add("LSTM")
