@@ -82,7 +82,7 @@ std::string forwardValueOf(StringRef grad) {
 class Rewriter {
 public:
   Rewriter(MLIRContext &ctx, ModelFile &model)
-      : ctx(ctx), model(model), proto(model.mutableProto()),
+      : model(model), proto(model.mutableProto()),
         graph(*proto.mutable_graph()),
         fileLoc(FileLineColLoc::get(&ctx, model.path(), 0, 0)) {}
 
@@ -112,7 +112,6 @@ private:
   LogicalResult translate(const onnx::NodeProto &node,
                           SmallVectorImpl<onnx::NodeProto> &out);
 
-  MLIRContext &ctx;
   ModelFile &model;
   onnx::ModelProto &proto;
   onnx::GraphProto &graph;

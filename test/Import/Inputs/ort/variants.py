@@ -72,6 +72,20 @@ def main(out):
     for o in [o for o in m.graph.output if o.name in outs]:
         m.graph.output.remove(o)
 
+    # Without gradient accumulation: the graph returns '<param>_grad'.
+    m = variant("no_accumulation")
+    accs = [n for n in m.graph.node if n.op_type == "InPlaceAccumulatorV2"]
+    grads = [n.input[1] for n in accs]
+    dropped = {n.input[0] for n in accs} | {"lazy_reset_grad"}
+    for n in accs:
+        m.graph.node.remove(n)
+    loss = m.graph.output[0]
+    del m.graph.output[1:]
+    for g in grads:
+        m.graph.output.add().name = g
+    for i in [i for i in m.graph.input if i.name in dropped]:
+        m.graph.input.remove(i)
+
     m = variant("bn_outputs")
     del node(m, "BatchNormInternal").output[3:]
 
