@@ -86,6 +86,13 @@ def main(out):
     for i in [i for i in m.graph.input if i.name in dropped]:
         m.graph.input.remove(i)
 
+    # ORT's GatherGrad (an embedding's gradient): typed from its shape input.
+    m = variant("gather_grad")
+    m.graph.initializer.append(onnx.helper.make_tensor(
+        "/extra/table_shape", onnx.TensorProto.INT64, [2], [5, 8]))
+    add_node(m, "GatherGrad", ["/extra/table_shape", "labels",
+                               node(m, "Flatten").output[0]], ["/extra/dtable"])
+
     m = variant("bn_outputs")
     del node(m, "BatchNormInternal").output[3:]
 
