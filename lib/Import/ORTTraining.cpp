@@ -29,7 +29,6 @@
 #include "oasr/Import/ONNXImporter.h"
 #include "oasr/Import/ONNXModel.h"
 #include "oasr/Ops/GradContext.h"
-#include "oasr/Ops/OpRegistry.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -591,8 +590,8 @@ static LogicalResult toTrainStep(ModuleOp module, const Rewriter &r,
   }
 
   // Pooling gradients lose the shape operand; FusedMatMul is expanded;
-  // Identity is bypassed (a gradient must not be a view: the runtime
-  // lays gradients out in fused allreduce buffers).
+  // backward Identity nodes (ORT names its gradient outputs with them) are
+  // bypassed, so each gradient is the result of the node that computes it.
   for (Operation &op : llvm::make_early_inc_range(body)) {
     auto node = dyn_cast<NodeOp>(op);
     if (!node)
@@ -649,25 +648,7 @@ static LogicalResult toTrainStep(ModuleOp module, const Rewriter &r,
     auto it = gradValue.find(name.getValue());
     if (it == gradValue.end())
       continue;
-    Value g = it->second;
-    // A gradient made by a view (a Reshape of ORT's) is copied out with an
-    // Expand to its own shape: gradients live in fused allreduce buffers.
-    if (auto view = g.getDefiningOp<NodeOp>();
-        view && ::oasr::ops::OpRegistry::get().hasTrait(view.getOpType(),
-                                                        ::oasr::ops::View)) {
-      OpBuilder vb(ret);
-      ::oasr::ops::NodeBuilder nb{vb};
-      auto t = cast<RankedTensorType>(g.getType());
-      Location loc = view.getLoc();
-      NodeOp copy =
-          nb.node(loc, "Expand", t, {g, nb.shapeConstant(loc, t.getShape())});
-      if (Attribute layer = view->getAttr(kLayerAttr)) {
-        copy->setAttr(kLayerAttr, layer);
-        copy->getOperand(1).getDefiningOp()->setAttr(kLayerAttr, layer);
-      }
-      g = copy->getResult(0);
-    }
-    results.push_back(g);
+    results.push_back(it->second);
     resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(kGradAttr, name)));
   }
   if (results.size() != r.params.size() + 1)
