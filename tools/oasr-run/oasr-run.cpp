@@ -837,7 +837,16 @@ int main(int argc, char **argv) {
           return false;
         auto data = onnxModel->readInitializer(name);
         if (!data) {
+          // The caller names the model and the initializer already.
           error = llvm::toString(data.takeError());
+          std::string named =
+              (onnxModel->path() + ": initializer '" + name + "'").str();
+          llvm::StringRef rest(error);
+          if (rest.consume_front(named)) {
+            rest.consume_front(": ");
+            rest.consume_front(" ");
+            error = rest.str();
+          }
           return false;
         }
         size_t want = dst.bytes();
