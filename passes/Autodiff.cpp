@@ -107,9 +107,10 @@ static void nameNodes(Block &body) {
 }
 
 /// A model with its own loss (a `SoftmaxCrossEntropyLoss` on the path to
-/// `loss`) reads its labels from a graph input: retags that i64 argument of `step` from `oasr.input` to
-/// `oasr.label`, so the runtime feeds it from the data loader as it does the
-/// label argument of an appended loss. Only one argument becomes the label.
+/// `loss`) reads its labels from a graph input: retags that i64 argument of
+/// `step` from `oasr.input` to `oasr.label`, so the runtime feeds it from the
+/// data loader as it does the label argument of an appended loss. Only one
+/// argument becomes the label.
 static void tagOwnLossLabels(func::FuncOp step, Value loss) {
   llvm::SetVector<Operation *> toVisit;
   if (Operation *def = loss.getDefiningOp())

@@ -360,8 +360,7 @@ LogicalResult ONNXImporter::checkSingleAssignment() {
         if (first == &node)
           diag << "this node";
         else
-          diag << "node '" << first->name() << "' (" << first->op_type()
-               << ")";
+          diag << "node '" << first->name() << "' (" << first->op_type() << ")";
       } else {
         diag << it->second.second;
       }
@@ -1074,14 +1073,13 @@ ONNXImporter::checkWindowOperands(const onnx::NodeProto &node,
     return success();
   int64_t rank = inputs[0]->dims.size();
   if (rank < 3)
-    return emitNodeError(node) << "input X has rank " << rank
-                               << "; " << op
+    return emitNodeError(node) << "input X has rank " << rank << "; " << op
                                << " needs [N, C, spatial...] (rank >= 3)";
   if (conv && inputs.size() > 1 && inputs[1] && inputs[1]->ranked &&
       int64_t(inputs[1]->dims.size()) != rank)
     return emitNodeError(node)
-           << "input W has rank " << inputs[1]->dims.size()
-           << ", X has rank " << rank << "; they must be equal";
+           << "input W has rank " << inputs[1]->dims.size() << ", X has rank "
+           << rank << "; they must be equal";
   size_t spatial = size_t(rank - 2);
   for (const onnx::AttributeProto &attr : node.attribute()) {
     StringRef name = attr.name();
@@ -1092,8 +1090,8 @@ ONNXImporter::checkWindowOperands(const onnx::NodeProto &node,
     if (windowAttr && size_t(attr.ints_size()) != want)
       return emitNodeError(node)
              << "attribute '" << name << "' has " << attr.ints_size()
-             << " value(s); X has " << spatial << " spatial axes, so "
-             << want << " are needed";
+             << " value(s); X has " << spatial << " spatial axes, so " << want
+             << " are needed";
   }
   return success();
 }

@@ -529,8 +529,8 @@ static Expected<std::string> resolveSidePath(StringRef modelPath,
                  directory + "'");
   llvm::SmallString<256> relative(location);
   llvm::sys::path::remove_dots(relative, /*remove_dot_dot=*/true);
-  for (StringRef component : llvm::make_range(
-           llvm::sys::path::begin(relative), llvm::sys::path::end(relative)))
+  for (StringRef component : llvm::make_range(llvm::sys::path::begin(relative),
+                                              llvm::sys::path::end(relative)))
     if (component == "..")
       return error("leaves the model's directory '" + directory + "'");
   if (relative.empty() || relative == ".")
@@ -551,8 +551,7 @@ static Expected<std::string> resolveSidePath(StringRef modelPath,
     return makeError(modelPath + ": the model's directory '" + directory +
                      "' cannot be resolved: " + ec.message());
   StringRef real = realSide;
-  if (!real.starts_with(realDirectory) ||
-      real.size() <= realDirectory.size() ||
+  if (!real.starts_with(realDirectory) || real.size() <= realDirectory.size() ||
       !llvm::sys::path::is_separator(real[realDirectory.size()]))
     return error("resolves to '" + realSide +
                  "', outside the model's directory '" + realDirectory + "'");
@@ -582,8 +581,8 @@ ModelFile::getInitializerLocation(StringRef name) const {
     auto keys = getExternalKeys(*tensor, impl->path);
     if (!keys)
       return keys.takeError();
-    auto side = resolveSidePath(impl->path, impl->directory, *tensor,
-                                keys->location);
+    auto side =
+        resolveSidePath(impl->path, impl->directory, *tensor, keys->location);
     if (!side)
       return side.takeError();
     location.kind = InitializerLocation::External;

@@ -178,9 +178,9 @@ Expected<json::Value> oasr::schedule::parseJSON(StringRef text,
   }
   Expected<json::Value> doc = json::parse(text);
   if (!doc)
-    return createStringError(inconvertibleErrorCode(),
-                             fileNameForErrors +
-                                 ": invalid JSON: " + toString(doc.takeError()));
+    return createStringError(
+        inconvertibleErrorCode(),
+        fileNameForErrors + ": invalid JSON: " + toString(doc.takeError()));
   return doc;
 }
 

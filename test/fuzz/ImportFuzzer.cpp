@@ -25,8 +25,7 @@ using namespace oasr::onnximport;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   auto buffer = llvm::MemoryBuffer::getMemBufferCopy(
-      llvm::StringRef(reinterpret_cast<const char *>(data), size),
-      "fuzz.onnx");
+      llvm::StringRef(reinterpret_cast<const char *>(data), size), "fuzz.onnx");
   auto model = ModelFile::loadFromBuffer(
       std::move(buffer), "/nonexistent-oasr-fuzz-dir/fuzz.onnx", "binary");
   if (!model) {
