@@ -20,6 +20,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <google/protobuf/io/tokenizer.h>
+
+#include <optional>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/json_util.h>
@@ -323,6 +325,56 @@ onnx::ModelProto &ModelFile::mutableProto() { return impl->proto; }
 StringRef ModelFile::path() const { return impl->path; }
 StringRef ModelFile::directory() const { return impl->directory; }
 
+/// The first non-blank bytes of `path` (at most 512), or None when it
+/// cannot be read.
+static std::optional<std::string> fileHead(StringRef path) {
+  auto buffer = llvm::MemoryBuffer::getFileSlice(path, 512, 0);
+  if (!buffer)
+    buffer = llvm::MemoryBuffer::getFile(path); // shorter than 512 bytes
+  if (!buffer)
+    return std::nullopt;
+  return (*buffer)->getBuffer().ltrim().str();
+}
+
+/// A ModelProto's format by its first bytes: "json" (an object), "text"
+/// (printable), else "binary".
+static StringRef sniffFormat(StringRef head) {
+  if (head.starts_with("{"))
+    return "json";
+  if (!head.empty() && (unsigned char)head.front() >= 0x20 &&
+      (unsigned char)head.front() < 0x80)
+    return "text";
+  return "binary";
+}
+
+bool ModelFile::isONNX(StringRef path) {
+  StringRef ext = llvm::sys::path::extension(path);
+  if (ext.equals_insensitive(".mlir") || ext.equals_insensitive(".mlirbc"))
+    return false;
+  for (StringRef onnx : {".onnx", ".txtpb", ".textproto", ".pbtxt", ".prototxt"})
+    if (ext.equals_insensitive(onnx))
+      return true;
+  std::optional<std::string> headOr = fileHead(path);
+  if (!headOr)
+    return true; // the loader names the error
+  StringRef head = *headOr;
+  if (head.empty())
+    return false;
+  // JSON (MLIR never starts with a brace) or binary protobuf.
+  if (sniffFormat(head) != "text")
+    return true;
+  for (StringRef field :
+       {"ir_version", "opset_import", "producer_name", "producer_version",
+        "domain", "model_version", "doc_string", "graph", "metadata_props",
+        "training_info", "functions"})
+    if (head.starts_with(field)) {
+      StringRef rest = head.drop_front(field.size()).ltrim();
+      if (rest.starts_with(":") || rest.starts_with("{"))
+        return true;
+    }
+  return false;
+}
+
 static std::string getFormat(StringRef path) {
   StringRef ext = llvm::sys::path::extension(path);
   if (ext.equals_insensitive(".json"))
@@ -332,7 +384,11 @@ static std::string getFormat(StringRef path) {
       ext.equals_insensitive(".pbtxt") || ext.equals_insensitive(".prototxt") ||
       ext.equals_insensitive(".txt"))
     return "text";
-  return "binary";
+  if (ext.equals_insensitive(".onnx") || ext.equals_insensitive(".pb"))
+    return "binary";
+  // No telling extension: by the first bytes.
+  std::optional<std::string> head = fileHead(path);
+  return head ? sniffFormat(*head).str() : "binary";
 }
 
 /// Parses a binary ModelProto from `source`, leaving big initializer

@@ -9,6 +9,7 @@
 #include "oasr/Config.h"
 #include "oasr/Dialect/OASRDialect.h"
 #include "oasr/Import/ONNXImporter.h"
+#include "oasr/Import/ONNXModel.h"
 #include "oasr/Passes/Passes.h"
 
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
@@ -36,12 +37,6 @@ static llvm::cl::list<std::string>
                llvm::cl::desc("With an ONNX input: fix a symbolic dimension "
                               "(name=value)"),
                llvm::cl::value_desc("name=value"));
-
-static bool isONNXFile(llvm::StringRef path) {
-  llvm::StringRef ext = llvm::sys::path::extension(path);
-  return ext == ".onnx" || ext == ".txtpb" || ext == ".textproto" ||
-         ext == ".pbtxt";
-}
 
 /// Imports the ONNX model and runs MlirOptMain on the imported module
 /// (printed with its locations, so node names survive).
@@ -103,7 +98,8 @@ int main(int argc, char **argv) {
                   mlir::cf::ControlFlowDialect>();
   auto [inputFilename, outputFilename] = mlir::registerAndParseCLIOptions(
       argc, argv, "oasr optimizer driver: training-graph passes\n", registry);
-  if (isONNXFile(inputFilename))
+  if (inputFilename != "-" &&
+      oasr::onnximport::ModelFile::isONNX(inputFilename))
     return mlir::asMainReturnCode(
         runOnONNX(inputFilename, outputFilename, registry));
   return mlir::asMainReturnCode(

@@ -242,10 +242,6 @@ struct Failure {
   void set(llvm::Error err) { set(llvm::toString(std::move(err))); }
 };
 
-bool endsWith(llvm::StringRef s, llvm::StringRef suffix) {
-  return s.ends_with(suffix);
-}
-
 /// Re-executes under mpirun: `mpirun -np P --oversubscribe --bind-to none
 /// <self> args...`.
 int relaunch(int argc, char **argv) {
@@ -368,8 +364,11 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
     failure.set(path + ": no such file");
     return nullptr;
   }
-  bool onnx = endsWith(path, ".onnx") || endsWith(path, ".onnx.json") ||
-              endsWith(path, ".textproto");
+#if OASR_HAVE_IMPORT
+  bool onnx = oasr::onnximport::ModelFile::isONNX(path);
+#else
+  bool onnx = llvm::sys::path::extension(path) == ".onnx";
+#endif
   bool planning = !strategy.empty() || alpha >= 0 || beta >= 0 ||
                   overlapRate.getNumOccurrences() || !commFile.empty() ||
                   !planProfile.empty() || !optimizer.empty() || momentum >= 0 ||

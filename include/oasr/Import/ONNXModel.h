@@ -121,8 +121,18 @@ public:
   ModelFile &operator=(const ModelFile &) = delete;
 
   /// Loads a binary ModelProto, a text ModelProto (`.txtpb`, `.textproto`,
-  /// `.pbtxt`, `.txt`) or a JSON ModelProto (`.json`). Errors name the file.
+  /// `.pbtxt`, `.prototxt`, `.txt`) or a JSON ModelProto (`.json`). Errors
+  /// name the file.
   static llvm::Expected<std::unique_ptr<ModelFile>> load(llvm::StringRef path);
+
+  /// Whether `path` holds an ONNX model rather than an MLIR module: the one
+  /// rule oasr-opt, oasr-run and oasr-translate share. `.mlir`/`.mlirbc` are
+  /// MLIR; `.onnx`, `.txtpb`, `.textproto`, `.pbtxt`, `.prototxt` are ONNX;
+  /// any other name (`.json`, `.txt`, none) is decided by its first bytes:
+  /// a JSON object, a ModelProto text field, or binary protobuf is ONNX,
+  /// anything else MLIR. A file that cannot be read counts as ONNX when its
+  /// name says nothing (the loader then names the error).
+  static bool isONNX(llvm::StringRef path);
 
   /// Parses a ModelProto already in memory (binary, or text/JSON when
   /// `format` is "text"/"json"); `path` names it in errors and resolves
