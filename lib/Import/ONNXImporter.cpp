@@ -1061,11 +1061,22 @@ static bool hasStaleLibonnxRule(const onnx::NodeProto &node) {
 /// window attributes by X's rank without checking them (a model whose W
 /// had rank 1 crashed it; found by fuzzing). X has rank >= 3, W (for the
 /// convolutions) X's rank, and each window attribute one value per spatial
-/// axis (pads two).
+/// axis (pads two). LayerNormalization: its axis is in range.
 LogicalResult
 ONNXImporter::checkWindowOperands(const onnx::NodeProto &node,
                                   ArrayRef<const TensorInfo *> inputs) {
   StringRef op = node.op_type();
+  // libonnx's LayerNormalization inference indexes X's dims by `axis`
+  // unchecked too (an axis of -8193 crashed it; found by fuzzing).
+  if (op == "LayerNormalization" && node.domain().empty() && !inputs.empty() &&
+      inputs[0] && inputs[0]->ranked) {
+    int64_t rank = inputs[0]->dims.size();
+    for (const onnx::AttributeProto &attr : node.attribute())
+      if (attr.name() == "axis" && (attr.i() < -rank || attr.i() >= rank))
+        return emitNodeError(node) << "attribute 'axis' is " << attr.i()
+                                   << ", out of range for X of rank " << rank;
+    return success();
+  }
   bool conv = op == "Conv" || op == "ConvTranspose" || op == "ConvInteger";
   bool pool = op == "MaxPool" || op == "AveragePool" || op == "LpPool";
   if ((!conv && !pool) || !node.domain().empty() || inputs.empty() ||
