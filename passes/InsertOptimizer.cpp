@@ -138,6 +138,11 @@ void InsertOptimizerPass::runOnOperation() {
   opt(beta1, hyper.beta1);
   opt(beta2, hyper.beta2);
   opt(epsilon, hyper.epsilon);
+  // ONNX Runtime's AdamW (Hugging Face form) decays the updated weights by
+  // lr * weight_decay: ONNX Adam's norm_coefficient_post at the final lr.
+  if (algoName == modelAlgo)
+    if (auto wd = modelFloat(fromModel, "decoupled_weight_decay"))
+      hyper.weightDecayPost = hyper.lr * *wd;
   if (nesterov) // only switches Nesterov on, like the other options override
     hyper.nesterov = true;
   if (hyper.nesterov && algoName != "momentum") {

@@ -8,7 +8,7 @@ with --system-site-packages for torch and onnx, plus PyPI's
 onnxruntime-training):
 
   ort_artifacts.py list
-  ort_artifacts.py export NAME DIR [--batch N] [--seed S]
+  ort_artifacts.py export NAME DIR [--batch N] [--seed S] [--weight-decay W]
       Builds the small model with seeded weights, exports it to ONNX
       (DIR/forward.onnx, training mode, as a user would), and calls
       onnxruntime.training.artifacts.generate_artifacts on it (loss
@@ -224,10 +224,14 @@ def cmd_export(a):
     trainable = [n for n, _ in model.named_parameters()]
     exported = onnx.load(forward)
     with_layer_norm_statistics(exported)
+    optimizer = artifacts.OptimType.AdamW
+    if a.weight_decay:
+        from onnxruntime.training import onnxblock
+        optimizer = onnxblock.optim.AdamW(weight_decay=a.weight_decay)
     artifacts.generate_artifacts(
         exported, requires_grad=trainable, frozen_params=[],
         loss=artifacts.LossType.CrossEntropyLoss,
-        optimizer=artifacts.OptimType.AdamW, artifact_directory=a.dir)
+        optimizer=optimizer, artifact_directory=a.dir)
     fold(a.dir)
     print(f"wrote {a.dir}: training_model.onnx, eval_model.onnx, "
           f"optimizer_model.onnx, checkpoint, training_model.ckpt.onnx, data/")
@@ -488,6 +492,8 @@ def main():
     e.add_argument("dir")
     e.add_argument("--batch", type=int, default=4)
     e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--weight-decay", type=float, default=0.0,
+                   help="AdamW's weight decay (ORT's onnxblock AdamW)")
     f = sub.add_parser("fold")
     f.add_argument("dir")
     o = sub.add_parser("ops")

@@ -675,7 +675,8 @@ static LogicalResult toTrainStep(ModuleOp module, const Rewriter &r,
 /// there is one, into the module's `oasr.optimizer` (docs/IR.md): ORT's
 /// AdamWOptimizer in its default Hugging Face mode (adam_mode = 1,
 /// correct_bias = 1) is ONNX's Adam rule with ORT's bias-correction step
-/// counting from 1 (`update_count = 1`); SGDOptimizerV2 is plain SGD. The
+/// counting from 1 (`update_count = 1`) and its weight decay applied after
+/// the update (`decoupled_weight_decay`); SGDOptimizerV2 is plain SGD. The
 /// learning rate is an input ORT sets at run time, so it is not in the model.
 static LogicalResult readOptimizer(ModuleOp module, StringRef modelPath) {
   SmallString<256> path(llvm::sys::path::parent_path(modelPath));
@@ -714,17 +715,17 @@ static LogicalResult readOptimizer(ModuleOp module, StringRef modelPath) {
                   "onto oasr's Adam; this node has adam_mode = "
                << getI("adam_mode", 0)
                << ", correct_bias = " << getI("correct_bias", 1);
-      if (getF("weight_decay", 0) != 0)
-        return nodeError() << "AdamW with weight_decay = "
-                           << getF("weight_decay", 0)
-                           << " is not supported (its decay scales with the "
-                              "learning rate ORT sets at run time)";
       fields = {
           b.getNamedAttr("algo", b.getStringAttr("adam")),
           b.getNamedAttr("alpha", b.getF32FloatAttr(getF("alpha", 0.9))),
           b.getNamedAttr("beta", b.getF32FloatAttr(getF("beta", 0.999))),
           b.getNamedAttr("epsilon", b.getF32FloatAttr(getF("epsilon", 1e-8))),
           b.getNamedAttr("update_count", b.getI64IntegerAttr(1))};
+      // Applied after the update, scaled by the run-time learning rate
+      // (--oasr-insert-optimizer makes it weight_decay_post = lr * this).
+      if (double wd = getF("weight_decay", 0); wd != 0)
+        fields.push_back(
+            b.getNamedAttr("decoupled_weight_decay", b.getF32FloatAttr(wd)));
     } else if (node.domain() == kMs && node.op_type() == "SGDOptimizerV2") {
       fields = {b.getNamedAttr("algo", b.getStringAttr("sgd"))};
     } else {
