@@ -56,6 +56,29 @@ if config.oasr_enable_cuda:
         if _gpus >= 2:
             config.available_features.add("cuda-devices-2")
 
+# 'netns': this user can make network namespaces (scripts/cluster.sh, the
+# emulated cluster). Probed by adding and deleting a uniquely named one.
+def can_make_netns():
+    import subprocess
+    if not all(shutil.which(t) for t in ["ip", "tc", "unshare", "taskset",
+                                          config.mpiexec]):
+        return False
+    name = "oasr-probe-%d" % os.getpid()
+    try:
+        made = subprocess.call(["ip", "netns", "add", name],
+                               stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=30) == 0
+        if made:
+            subprocess.call(["ip", "netns", "del", name],
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, timeout=30)
+        return made
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+if can_make_netns():
+    config.available_features.add("netns")
+
 def has_python_module(name):
     import subprocess
     return subprocess.call([config.oasr_python, "-c", "import " + name],

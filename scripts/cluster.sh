@@ -1,0 +1,369 @@
+#!/usr/bin/env bash
+#===- scripts/cluster.sh - An emulated cluster of network namespaces -------===#
+#
+# Nodes are network namespaces (each with its own hostname), joined by veth
+# pairs to a Linux bridge in a "switch" namespace; every link is shaped by tbf
+# in both directions. `run` starts mpirun inside the first node with a
+# hostfile of the nodes' addresses and an rsh agent that enters a node's
+# namespace, so Open MPI launches across the nodes as across the hosts of a
+# real cluster (a daemon per node, TCP between nodes). docs/cluster.md.
+#
+#   scripts/cluster.sh up N [--rate=1gbit|none] [--subnet=10.77.0.0/24]
+#   scripts/cluster.sh run NP [--pin=core|none] -- COMMAND [ARG...]
+#   scripts/cluster.sh status
+#   scripts/cluster.sh down
+#
+# --name=NAME (or $OASR_CLUSTER) before or after the command selects one of
+# several clusters (default "oasr"). Everything created is named after it:
+# namespaces NAME-sw and NAME-n0..NAME-n<N-1>, the state directory
+# $OASR_CLUSTER_STATE/NAME (default /run/oasr-cluster/NAME). Interfaces are
+# created inside those namespaces only; the root namespace is not touched.
+set -uo pipefail
+
+prog=cluster.sh
+die() { echo "$prog: error: $*" >&2; exit 2; }
+usage() {
+  cat <<'EOF'
+usage: scripts/cluster.sh [--name=NAME] COMMAND ...
+  up N [--rate=RATE] [--subnet=A.B.C.D/L]  N nodes (1..64), each link shaped
+                                           to RATE (tc units: 1gbit, 200mbit;
+                                           "none": unshaped); default 1gbit,
+                                           10.77.0.0/24
+  run NP [--pin=core|none] -- COMMAND...   mpirun -np NP across the nodes
+                                           (round-robin), rank r pinned to
+                                           the r-th CPU modulo the CPUs here
+  status                                   nodes, addresses, rate, bytes sent
+  down                                     remove everything `up` created
+EOF
+}
+
+name=${OASR_CLUSTER:-oasr}
+args=()
+seen_dashes=0
+for a in "$@"; do
+  # Up to `run`'s "--": the command after it keeps its own --name=.
+  if [ "$seen_dashes" = 0 ] && [[ "$a" == --name=* ]]; then
+    name=${a#--name=}
+    continue
+  fi
+  [ "$a" = -- ] && seen_dashes=1
+  args+=("$a")
+done
+set -- "${args[@]+"${args[@]}"}"
+[[ "$name" =~ ^[a-z][a-z0-9]{0,11}$ ]] ||
+  die "--name=$name: a cluster name is a lower-case letter followed by at most 11 letters or digits"
+statedir=${OASR_CLUSTER_STATE:-/run/oasr-cluster}/$name
+sw=$name-sw
+
+[ $# -ge 1 ] || { usage >&2; exit 2; }
+cmd=$1; shift
+case "$cmd" in
+  up|down|status|run) ;;
+  -h|--help|help) usage; exit 0 ;;
+  *) usage >&2; die "unknown command '$cmd' (expected up, down, status or run)" ;;
+esac
+
+# Namespaces are made and entered with CAP_SYS_ADMIN; say so up front.
+need_netns() {
+  command -v ip >/dev/null || die "'ip' (iproute2) not found"
+  if [ "$(id -u)" != 0 ]; then
+    die "$cmd needs root (network namespaces): run it as root or with sudo"
+  fi
+}
+
+# The cluster's namespaces that exist now, by exact name.
+existing_namespaces() {
+  ip netns list 2>/dev/null | awk '{print $1}' |
+    grep -E "^$name-(sw|n[0-9]+)\$" || true
+}
+
+ip_to_int() {
+  local IFS=.; set -- $1
+  echo $(( ($1 << 24) | ($2 << 16) | ($3 << 8) | $4 ))
+}
+int_to_ip() {
+  local v=$1
+  echo "$(( (v >> 24) & 255 )).$(( (v >> 16) & 255 )).$(( (v >> 8) & 255 )).$(( v & 255 ))"
+}
+
+# The allowed CPUs of this process, one per line ("0-3,6" expanded).
+cpu_list() {
+  local list
+  list=$(taskset -cp $$ 2>/dev/null | sed 's/.*: *//')
+  [ -n "$list" ] || list="0-$(( $(nproc) - 1 ))"
+  local IFS=,
+  for r in $list; do
+    if [[ "$r" == *-* ]]; then seq "${r%-*}" "${r#*-}"; else echo "$r"; fi
+  done
+}
+
+load_state() {
+  [ -f "$statedir/config" ] || return 1
+  # shellcheck disable=SC1091
+  . "$statedir/config"
+}
+
+# Everything `up` made, by name: processes still in the namespaces (ranks,
+# daemons of an interrupted run), the namespaces (their interfaces go with
+# them) and the state directory.
+teardown() {
+  local ns pids
+  for ns in $(existing_namespaces); do
+    pids=$(ip netns pids "$ns" 2>/dev/null || true)
+    if [ -n "$pids" ]; then
+      # shellcheck disable=SC2086
+      kill -TERM $pids 2>/dev/null || true
+      sleep 0.5
+      pids=$(ip netns pids "$ns" 2>/dev/null || true)
+      # shellcheck disable=SC2086
+      [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
+    fi
+    ip netns del "$ns" 2>/dev/null || true
+  done
+  rm -rf "$statedir"
+  rmdir "$(dirname "$statedir")" 2>/dev/null || true
+  [ -z "$(existing_namespaces)" ]
+}
+
+# Serializes up/down/status of one cluster (two `up`s at once would race on
+# the same names).
+lock() {
+  mkdir -p "$(dirname "$statedir")" || die "cannot create $(dirname "$statedir")"
+  exec 9>"$(dirname "$statedir")/.$name.lock"
+  flock 9
+}
+
+# The cluster is up exactly as configured: every namespace, the bridge and
+# each node's address.
+healthy() {
+  load_state || return 1
+  ip netns exec "$sw" true 2>/dev/null || return 1
+  local i
+  for (( i = 0; i < NODES; i++ )); do
+    ip -n "$name-n$i" -4 -o addr show dev eth0 2>/dev/null |
+      grep -q " ${IPS[$i]}/" || return 1
+  done
+  [ "$(existing_namespaces | wc -l)" -eq $(( NODES + 1 )) ]
+}
+
+cmd_up() {
+  local n="" rate=1gbit subnet=10.77.0.0/24 a
+  for a in "$@"; do
+    case "$a" in
+      --rate=*) rate=${a#--rate=} ;;
+      --subnet=*) subnet=${a#--subnet=} ;;
+      -*) die "up: unknown option '$a' (expected --rate=RATE, --subnet=A.B.C.D/L)" ;;
+      *) [ -z "$n" ] || die "up: one node count expected, got '$n' and '$a'"
+         n=$a ;;
+    esac
+  done
+  [ -n "$n" ] || die "up: missing node count (scripts/cluster.sh up N)"
+  [[ "$n" =~ ^[0-9]+$ ]] && (( 10#$n >= 1 && 10#$n <= 64 )) ||
+    die "up: node count '$n' is not a number from 1 to 64"
+  n=$(( 10#$n ))
+  [[ "$rate" == none || "$rate" =~ ^[0-9]+(\.[0-9]+)?([kmgt]?bit|[kmgt]?bps)$ ]] ||
+    die "up: --rate=$rate: expected a tc rate such as 1gbit, 200mbit, 100mbps, or 'none'"
+  [[ "$subnet" =~ ^([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})/([0-9]{1,2})$ ]] ||
+    die "up: --subnet=$subnet: expected an IPv4 network A.B.C.D/L"
+  local o len=${BASH_REMATCH[5]}
+  for o in 1 2 3 4; do
+    (( BASH_REMATCH[o] <= 255 )) || die "up: --subnet=$subnet: octet ${BASH_REMATCH[o]} > 255"
+  done
+  (( len >= 8 && len <= 30 )) || die "up: --subnet=$subnet: prefix length must be 8..30"
+  local size=$(( 1 << (32 - len) ))
+  (( n <= size - 2 )) || die "up: --subnet=$subnet has $(( size - 2 )) host address(es), $n node(s) asked"
+  local net=$(( $(ip_to_int "${subnet%/*}") & ~(size - 1) & 0xffffffff ))
+  subnet="$(int_to_ip $net)/$len"
+  need_netns
+  lock
+
+  local ips=() i
+  for (( i = 0; i < n; i++ )); do ips+=("$(int_to_ip $(( net + 1 + i )))"); done
+  if healthy && [ "$NODES" = "$n" ] && [ "$RATE" = "$rate" ] &&
+     [ "$SUBNET" = "$subnet" ]; then
+    echo "$prog: cluster $name already up: $n node(s), rate $rate, $subnet"
+    return 0
+  fi
+  if [ -n "$(existing_namespaces)" ] || [ -d "$statedir" ]; then
+    echo "$prog: replacing the existing cluster $name"
+    teardown || die "could not remove the existing cluster $name"
+  fi
+  mkdir -p "$statedir" || die "cannot create $statedir"
+
+  # A failure half way leaves nothing behind.
+  trap 'teardown; exit 1' INT TERM
+  fail() { echo "$prog: error: $*" >&2; teardown; exit 1; }
+
+  # tbf: the bucket holds 2 ms at the rate (at least 64 KiB, one TSO
+  # segment) and the queue 20 ms.
+  local burst=65536 bits
+  if [ "$rate" != none ]; then
+    bits=$(tc_rate_bits "$rate") || fail "up: --rate=$rate: not understood"
+    (( bits / 8 / 500 > burst )) && burst=$(( bits / 8 / 500 ))
+  fi
+
+  ip netns add "$sw" || fail "ip netns add $sw failed"
+  ip -n "$sw" link set lo up || fail "lo up in $sw"
+  ip -n "$sw" link add br0 type bridge || fail "bridge in $sw"
+  ip -n "$sw" link set br0 up || fail "bridge up in $sw"
+  for (( i = 0; i < n; i++ )); do
+    local node=$name-n$i
+    ip netns add "$node" || fail "ip netns add $node failed"
+    ip -n "$node" link set lo up || fail "lo up in $node"
+    # Both ends are made in the switch namespace and one is moved: neither
+    # ever exists in the root namespace.
+    ip -n "$sw" link add "p$i" type veth peer name eth0 netns "$node" ||
+      fail "veth pair for $node"
+    ip -n "$sw" link set "p$i" master br0 up || fail "port p$i"
+    ip -n "$node" addr add "${ips[$i]}/$len" dev eth0 || fail "address of $node"
+    ip -n "$node" link set eth0 up || fail "eth0 up in $node"
+    if [ "$rate" != none ]; then
+      ip netns exec "$node" tc qdisc replace dev eth0 root tbf rate "$rate" \
+        burst "$burst" latency 20ms || fail "tbf on $node eth0"
+      ip netns exec "$sw" tc qdisc replace dev "p$i" root tbf rate "$rate" \
+        burst "$burst" latency 20ms || fail "tbf on $sw p$i"
+    fi
+  done
+
+  {
+    echo "NODES=$n"
+    echo "RATE=$rate"
+    echo "SUBNET=$subnet"
+    echo "IPS=(${ips[*]})"
+  } >"$statedir/config"
+  for (( i = 0; i < n; i++ )); do echo "${ips[$i]} slots=1"; done >"$statedir/hostfile"
+  # The rsh agent: Open MPI calls it as `AGENT [OPTIONS] HOST COMMAND...`
+  # to start its daemon on HOST; it enters that node's namespace and its own
+  # UTS namespace named after the node.
+  {
+    echo '#!/bin/sh'
+    echo '# Generated by scripts/cluster.sh: Open MPI rsh agent for cluster '"$name"
+    echo 'while [ $# -gt 0 ] && [ "${1#-}" != "$1" ]; do shift; done'
+    echo 'host=$1; shift'
+    echo 'case "$host" in'
+    for (( i = 0; i < n; i++ )); do echo "  ${ips[$i]}) node=$name-n$i ;;"; done
+    echo "  *) echo \"cluster $name agent: no node has address '\$host'\" >&2; exit 255 ;;"
+    echo 'esac'
+    echo 'exec ip netns exec "$node" unshare --uts sh -c '\''hostname "$0" && exec sh -c "$1"'\'' "$node" "$*"'
+  } >"$statedir/agent"
+  chmod +x "$statedir/agent"
+
+  # Every node reaches every other one through the switch.
+  # Every node reaches every other one through the switch: a TCP connection
+  # to a closed port is refused by a reachable node (no ping needed).
+  for (( i = 1; i < n; i++ )); do
+    reachable "$name-n0" "${ips[$i]}" ||
+      fail "$name-n0 cannot reach $name-n$i (${ips[$i]})"
+  done
+  trap - INT TERM
+  echo "$prog: cluster $name up: $n node(s) ($name-n0..$name-n$(( n - 1 )), ${ips[0]}..${ips[$(( n - 1 ))]}), links $rate, switch $sw"
+}
+
+# NODE reaches ADDRESS: a connection to TCP port 9 (discard, nothing
+# listens) is refused rather than timed out.
+reachable() {
+  local out
+  out=$(ip netns exec "$1" timeout 3 bash -c "exec 3<>/dev/tcp/$2/9" 2>&1)
+  [ $? -eq 0 ] || [[ "$out" == *refused* ]]
+}
+
+# A tc rate in bit/s (tc's units: bit, kbit, mbit, gbit, tbit; bps, kbps,
+# ... are bytes per second).
+tc_rate_bits() {
+  [[ "$1" =~ ^([0-9]+)(\.[0-9]+)?([kmgt]?)(bit|bps)$ ]] || return 1
+  local v=${BASH_REMATCH[1]} mult=1
+  case "${BASH_REMATCH[3]}" in
+    k) mult=1000 ;; m) mult=1000000 ;; g) mult=1000000000 ;; t) mult=1000000000000 ;;
+  esac
+  [ "${BASH_REMATCH[4]}" = bps ] && mult=$(( mult * 8 ))
+  echo $(( v * mult ))
+}
+
+cmd_down() {
+  [ $# -eq 0 ] || die "down: unexpected argument '$1'"
+  need_netns
+  lock
+  if [ -z "$(existing_namespaces)" ] && [ ! -d "$statedir" ]; then
+    echo "$prog: cluster $name is not up; nothing to remove"
+    return 0
+  fi
+  teardown || die "could not remove every namespace of cluster $name: $(existing_namespaces | tr '\n' ' ')"
+  echo "$prog: cluster $name removed"
+}
+
+cmd_status() {
+  [ $# -eq 0 ] || die "status: unexpected argument '$1'"
+  need_netns
+  if ! load_state; then
+    if [ -n "$(existing_namespaces)" ]; then
+      echo "cluster $name: incomplete (namespaces without state: $(existing_namespaces | tr '\n' ' ')); run 'down' or 'up'"
+      return 1
+    fi
+    echo "cluster $name: not up"
+    return 3
+  fi
+  if ! healthy; then
+    echo "cluster $name: incomplete (expected $NODES node(s)); run 'down' or 'up' again"
+    return 1
+  fi
+  echo "cluster $name: $NODES node(s), links $RATE, subnet $SUBNET, switch $sw, state $statedir"
+  local i node tx rx
+  for (( i = 0; i < NODES; i++ )); do
+    node=$name-n$i
+    tx=$(ip netns exec "$node" cat /sys/class/net/eth0/statistics/tx_bytes)
+    rx=$(ip netns exec "$node" cat /sys/class/net/eth0/statistics/rx_bytes)
+    echo "  $node ${IPS[$i]} tx_bytes=$tx rx_bytes=$rx"
+  done
+}
+
+cmd_run() {
+  local np="" pin=core
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --) shift; break ;;
+      --pin=core|--pin=none) pin=${1#--pin=} ;;
+      --pin=*) die "run: --pin=${1#--pin=}: expected core or none" ;;
+      -*) die "run: unknown option '$1' (usage: run NP [--pin=core|none] -- COMMAND...)" ;;
+      *) [ -z "$np" ] || die "run: expected '--' before the command, got '$1' (usage: run NP -- COMMAND...)"
+         np=$1 ;;
+    esac
+    shift
+  done
+  [ -n "$np" ] || die "run: missing the rank count (usage: run NP -- COMMAND...)"
+  [[ "$np" =~ ^[0-9]+$ ]] && (( 10#$np >= 1 )) ||
+    die "run: rank count '$np' is not a positive number"
+  [ $# -ge 1 ] || die "run: no command after '--' (usage: run NP -- COMMAND...)"
+  load_state || die "run: cluster $name is not up (scripts/cluster.sh up N first)"
+  need_netns
+  healthy || die "run: cluster $name is incomplete; run 'scripts/cluster.sh up $NODES' again"
+  command -v mpirun >/dev/null || die "run: mpirun not found"
+
+  local cpus
+  cpus=$(cpu_list | tr '\n' ' ')
+  local launch=()
+  if [ "$pin" = core ]; then
+    # mpirun's own binding is per node: every node would bind its first rank
+    # to core 0. The nodes share this host's CPUs, so rank r takes the r-th.
+    launch=(sh -c 'n=0; for c in $OASR_CLUSTER_CPUS; do n=$((n + 1)); done
+      i=$(( OMPI_COMM_WORLD_RANK % n )); k=0
+      for c in $OASR_CLUSTER_CPUS; do [ $k -eq $i ] && break; k=$((k + 1)); done
+      exec taskset -c "$c" "$@"' oasr-pin)
+  fi
+  local root=()
+  [ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
+  export OASR_CLUSTER_CPUS="$cpus" OASR_CLUSTER_NAME="$name"
+  exec ip netns exec "$name-n0" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$name-n0" \
+    mpirun "${root[@]}" -np "$np" --hostfile "$statedir/hostfile" \
+    --oversubscribe --map-by node --bind-to none \
+    --mca plm_rsh_agent "$statedir/agent" --mca plm_rsh_no_tree_spawn 1 \
+    --mca btl_tcp_if_include "$SUBNET" --mca oob_tcp_if_include "$SUBNET" \
+    -x OASR_CLUSTER_CPUS -x OASR_CLUSTER_NAME \
+    "${launch[@]}" "$@"
+}
+
+case "$cmd" in
+  up) cmd_up "$@" ;;
+  down) cmd_down "$@" ;;
+  status) cmd_status "$@" ;;
+  run) cmd_run "$@" ;;
+esac

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Runs COMMAND on NP ranks of an emulated cluster of NODES nodes
+# (scripts/cluster.sh) made for this job alone, and always tears it down:
+#   cluster_job.sh SRC OUT NODES NP [--down-while-running] -- COMMAND...
+# SRC is the source tree, OUT a fresh directory (state, per-rank records).
+# Prints the cluster's name, what each rank recorded (rank, namespace,
+# hostname, address), the bytes the second node sent over its link during the
+# run, and that nothing of the cluster is left; exits with the run's status
+# (1 when something is left behind). --down-while-running calls `down` while
+# the ranks run and checks that it ends them.
+set -u
+src=$1 out=$2 nodes=$3 np=$4
+shift 4
+down_while_running=0
+if [ "${1:-}" = --down-while-running ]; then down_while_running=1; shift; fi
+[ "${1:-}" = -- ] || { echo "cluster_job: expected -- COMMAND" >&2; exit 2; }
+shift
+cluster=$src/scripts/cluster.sh
+# Unique on this host (lit workers and other users run side by side).
+export OASR_CLUSTER=t$$ OASR_CLUSTER_STATE=$out/state
+name=$OASR_CLUSTER
+echo "job: cluster $name"
+
+tx_of() { "$cluster" status | sed -n "s/^  $1 .*tx_bytes=\([0-9]*\).*/\1/p"; }
+
+(
+  trap '"$cluster" down >/dev/null' EXIT
+  "$cluster" up "$nodes" || exit 1
+  last=$name-n$(( nodes - 1 ))
+  before=$(tx_of "$last")
+  # Each rank records where it runs, then becomes COMMAND.
+  record='echo "rank $OMPI_COMM_WORLD_RANK: namespace $(ip netns identify), host $(hostname), address $(ip -4 -o addr show dev eth0 | awk "{print \$4}")" > "$0/rank$OMPI_COMM_WORLD_RANK.txt"; exec "$@"'
+  if [ "$down_while_running" = 1 ]; then
+    "$cluster" run "$np" -- sh -c "$record" "$out" "$@" &
+    job=$!
+    for _ in $(seq 100); do
+      [ -n "$(ip netns pids "$last" 2>/dev/null)" ] && break
+      sleep 0.2
+    done
+    [ -n "$(ip netns pids "$last")" ] || { echo "job: no process started in $last"; exit 1; }
+    start=$(date +%s)
+    "$cluster" down
+    wait $job
+    rc=$?
+    echo "job: the run ended with status $rc, $(( $(date +%s) - start )) s after down"
+    exit $rc
+  fi
+  "$cluster" run "$np" -- sh -c "$record" "$out" "$@"
+  rc=$?
+  after=$(tx_of "$last")
+  echo "job: $last sent $(( after - before )) bytes over its link"
+  for (( r = 0; r < np; r++ )); do cat "$out/rank$r.txt" 2>/dev/null; done
+  exit $rc
+)
+rc=$?
+left=$(ip netns list | awk '{print $1}' | grep "^$name-")
+if [ -n "$left" ] || [ -e "$OASR_CLUSTER_STATE/$name" ]; then
+  echo "job: error: cluster $name left behind: ${left//$'\n'/ } $(ls -d "$OASR_CLUSTER_STATE/$name" 2>/dev/null)"
+  exit 1
+fi
+echo "job: cluster $name torn down"
+exit $rc
