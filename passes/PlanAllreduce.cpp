@@ -14,6 +14,7 @@
 #include "llvm/Support/Debug.h"
 
 #include <cmath>
+#include <optional>
 
 #define DEBUG_TYPE "oasr-plan-allreduce"
 
@@ -33,31 +34,50 @@ struct PlanAllreducePass
   void runOnOperation() final;
 
 private:
-  FailureOr<sched::CommModel> commModel(ModuleOp module);
+  FailureOr<std::optional<sched::CommModel>> commModel(ModuleOp module);
 };
 } // namespace
 
-FailureOr<sched::CommModel> PlanAllreducePass::commModel(ModuleOp module) {
+// Option errors are reported at the module's location without the module
+// itself: an operation's diagnostic would print the whole module as a note.
+static InFlightDiagnostic optionError(ModuleOp module) {
+  return mlir::emitError(module.getLoc());
+}
+
+FailureOr<std::optional<sched::CommModel>>
+PlanAllreducePass::commModel(ModuleOp module) {
   // -1 (the default) means "not given"; other negative values are mistakes.
   for (auto [name, value] :
        {std::pair{"alpha", double(alpha)}, std::pair{"beta", double(beta)}})
     if (value < 0 && value != -1.0) {
-      module.emitError() << "'" << name << "' must be >= 0, got " << value;
+      optionError(module) << "'" << name << "' must be >= 0, got " << value;
       return failure();
     }
   bool hasAlpha = alpha >= 0, hasBeta = beta >= 0;
   if (hasAlpha != hasBeta) {
-    module.emitError(hasAlpha ? "'alpha' needs 'beta'"
-                              : "'beta' needs 'alpha'");
+    optionError(module) << (hasAlpha ? "'alpha' needs 'beta'"
+                                     : "'beta' needs 'alpha'");
     return failure();
   }
   if (hasAlpha && !comm.empty()) {
-    module.emitError("'alpha'/'beta' and 'comm' are mutually exclusive");
+    optionError(module) << "'alpha'/'beta' and 'comm' are mutually exclusive";
     return failure();
   }
   if (ranks < 0 || (ranks > 0 && !hasAlpha)) {
-    module.emitError("'ranks' needs 'alpha' and 'beta' (the per-step ring "
-                     "latency and inverse bandwidth) and must be >= 1");
+    optionError(module) << "'ranks' needs 'alpha' and 'beta' (the per-step "
+                           "ring latency and inverse bandwidth) and must be "
+                           ">= 1";
+    return failure();
+  }
+  if (groupOverheadUs < 0) {
+    optionError(module) << "'group-overhead-us' must be >= 0";
+    return failure();
+  }
+  if (overlapRate != -1.0 && !(overlapRate >= 0 && overlapRate <= 1)) {
+    optionError(module) << "'overlap-rate' must be in [0, 1] (the rate "
+                           "communication progresses while backward "
+                           "computes), got "
+                        << overlapRate.getValue();
     return failure();
   }
   sched::CommModel m;
@@ -68,8 +88,8 @@ FailureOr<sched::CommModel> PlanAllreducePass::commModel(ModuleOp module) {
   } else if (!comm.empty()) {
     llvm::Expected<sched::CommModel> c = sched::readCalibration(comm);
     if (!c) {
-      module.emitError("cannot read the communication model: ")
-          << llvm::toString(c.takeError());
+      optionError(module) << "cannot read the communication model: "
+                          << llvm::toString(c.takeError());
       return failure();
     }
     m = *c;
@@ -78,9 +98,18 @@ FailureOr<sched::CommModel> PlanAllreducePass::commModel(ModuleOp module) {
     auto a = model ? model.getAs<FloatAttr>("alpha_s") : FloatAttr();
     auto b = model ? model.getAs<FloatAttr>("beta_s_per_byte") : FloatAttr();
     if (!a || !b) {
-      module.emitError("no communication model: give 'alpha' and 'beta', "
-                       "'comm', or a profile with a 'comm' object to "
-                       "--oasr-annotate-cost");
+      // The simple strategies group by layer or size: they plan without a
+      // model, and the plan then predicts no time.
+      if (!sched::strategyNeedsCommModel(strategy))
+        return std::optional<sched::CommModel>();
+      optionError(module)
+          << "strategy '" << strategy
+          << "' needs a communication model (the allreduce time alpha + "
+             "beta * bytes): measure one on the ranks and network you train "
+             "on with `mpirun -np P oasr-bench comm --out=comm.json` and give "
+             "'comm=comm.json', or give 'alpha' and 'beta', or a profile with "
+             "a 'comm' object to --oasr-annotate-cost; wfbp, single, "
+             "bucket:<bytes>, ddp and horovod plan without one";
       return failure();
     }
     int r = 0;
@@ -91,22 +120,10 @@ FailureOr<sched::CommModel> PlanAllreducePass::commModel(ModuleOp module) {
     if (auto o = model.getAs<FloatAttr>("overlap_rate"))
       m.overlapRate = o.getValueAsDouble();
   }
-  if (groupOverheadUs < 0) {
-    module.emitError("'group-overhead-us' must be >= 0");
-    return failure();
-  }
   m.groupOverheadUs = groupOverheadUs;
-  if (overlapRate != -1.0) {
-    if (!(overlapRate >= 0 && overlapRate <= 1)) {
-      module.emitError("'overlap-rate' must be in [0, 1] (the rate "
-                       "communication progresses while backward computes), "
-                       "got ")
-          << overlapRate.getValue();
-      return failure();
-    }
+  if (overlapRate != -1.0)
     m.overlapRate = overlapRate;
-  }
-  return m;
+  return std::optional<sched::CommModel>(m);
 }
 
 void PlanAllreducePass::runOnOperation() {
@@ -121,7 +138,7 @@ void PlanAllreducePass::runOnOperation() {
   // Checked before any analysis so a typo fails fast; makePlan reports the
   // same errors.
   if (llvm::Error e = sched::checkStrategy(strategy)) {
-    module.emitError(llvm::toString(std::move(e)));
+    optionError(module) << llvm::toString(std::move(e));
     return signalPassFailure();
   }
   FailureOr<StepAnalysis> step = StepAnalysis::build(fn);
@@ -131,21 +148,24 @@ void PlanAllreducePass::runOnOperation() {
     fn.emitError("nodes without 'oasr.cost': run --oasr-annotate-cost first");
     return signalPassFailure();
   }
-  FailureOr<sched::CommModel> cm = commModel(module);
+  FailureOr<std::optional<sched::CommModel>> cm = commModel(module);
   if (failed(cm))
     return signalPassFailure();
+  // Without a model (a simple strategy) the grouping is the same under any
+  // one; the plan records no model and no predicted time.
+  const bool hasModel = cm->has_value();
+  sched::CommModel model = hasModel ? **cm : sched::CommModel();
 
   double updateUs = 0;
-  if (auto model = module->getAttrOfType<DictionaryAttr>(kCostModelAttr))
-    if (auto u = model.getAs<FloatAttr>("update_us"))
+  if (auto costModel = module->getAttrOfType<DictionaryAttr>(kCostModelAttr))
+    if (auto u = costModel.getAs<FloatAttr>("update_us"))
       updateUs = u.getValueAsDouble();
   sched::Profile profile = step->toProfile(updateUs);
-  llvm::Expected<sched::Plan> plan = sched::makePlan(strategy, profile, *cm);
+  llvm::Expected<sched::Plan> plan = sched::makePlan(strategy, profile, model);
   if (!plan) {
-    module.emitError(llvm::toString(plan.takeError()));
+    optionError(module) << llvm::toString(plan.takeError());
     return signalPassFailure();
   }
-  sched::Timeline timeline = sched::simulate(profile, *cm, *plan);
   SmallVector<unsigned> order = step->readyOrder();
 
   // Starts: right after the node that makes the group's last gradient ready
@@ -182,23 +202,26 @@ void PlanAllreducePass::runOnOperation() {
       });
   }
 
-  module->setAttr(
-      kPlanAttr,
-      b.getDictionaryAttr(
-          {b.getNamedAttr("strategy", b.getStringAttr(plan->strategy)),
-           b.getNamedAttr("groups", b.getI64IntegerAttr(plan->numGroups())),
-           b.getNamedAttr("predicted_iteration_us",
-                          b.getF64FloatAttr(timeline.iterationUs)),
-           b.getNamedAttr("lower_bound_us",
-                          b.getF64FloatAttr(sched::lowerBoundUs(profile, *cm))),
-           b.getNamedAttr("alpha_s", b.getF64FloatAttr(cm->alphaS)),
-           b.getNamedAttr("beta_s_per_byte",
-                          b.getF64FloatAttr(cm->betaSPerByte)),
-           b.getNamedAttr("group_overhead_us",
-                          b.getF64FloatAttr(cm->groupOverheadUs)),
-           b.getNamedAttr("overlap_rate", b.getF64FloatAttr(cm->overlapRate)),
-           b.getNamedAttr("update_us", b.getF64FloatAttr(updateUs))}));
+  SmallVector<NamedAttribute> planAttrs{
+      b.getNamedAttr("strategy", b.getStringAttr(plan->strategy)),
+      b.getNamedAttr("groups", b.getI64IntegerAttr(plan->numGroups())),
+      b.getNamedAttr("update_us", b.getF64FloatAttr(updateUs))};
+  if (hasModel) {
+    sched::Timeline timeline = sched::simulate(profile, model, *plan);
+    planAttrs.append(
+        {b.getNamedAttr("predicted_iteration_us",
+                        b.getF64FloatAttr(timeline.iterationUs)),
+         b.getNamedAttr("lower_bound_us",
+                        b.getF64FloatAttr(sched::lowerBoundUs(profile, model))),
+         b.getNamedAttr("alpha_s", b.getF64FloatAttr(model.alphaS)),
+         b.getNamedAttr("beta_s_per_byte",
+                        b.getF64FloatAttr(model.betaSPerByte)),
+         b.getNamedAttr("group_overhead_us",
+                        b.getF64FloatAttr(model.groupOverheadUs)),
+         b.getNamedAttr("overlap_rate", b.getF64FloatAttr(model.overlapRate))});
+    predictedUs = uint64_t(std::llround(timeline.iterationUs));
+  }
+  module->setAttr(kPlanAttr, b.getDictionaryAttr(planAttrs));
   numGroups = plan->numGroups();
   numGrads = order.size();
-  predictedUs = uint64_t(std::llround(timeline.iterationUs));
 }

@@ -41,7 +41,7 @@ void PlanReportPass::runOnOperation() {
   markAllAnalysesPreserved();
   ModuleOp module = getOperation();
   if (format != "text" && format != "json") {
-    module.emitError("unknown report format '")
+    mlir::emitError(module.getLoc(), "unknown report format '")
         << format << "' (expected 'text' or 'json')";
     return signalPassFailure();
   }
@@ -50,13 +50,17 @@ void PlanReportPass::runOnOperation() {
     return signalPassFailure();
   auto planAttr = module->getAttrOfType<DictionaryAttr>(kPlanAttr);
   if (!planAttr) {
-    module.emitError("no 'oasr.plan': run --oasr-plan-allreduce first");
+    mlir::emitError(module.getLoc(),
+                    "no 'oasr.plan': run --oasr-plan-allreduce first");
     return signalPassFailure();
   }
   FailureOr<StepAnalysis> step = StepAnalysis::build(fn);
   if (failed(step))
     return signalPassFailure();
   sched::Profile profile = step->toProfile(getF64(planAttr, "update_us"));
+  // A simple strategy planned without a communication model records none:
+  // its groups and ready times are reported, no communication timeline.
+  const bool hasModel = bool(planAttr.get("alpha_s"));
   sched::CommModel cm = sched::CommModel::alphaBeta(
       getF64(planAttr, "alpha_s"), getF64(planAttr, "beta_s_per_byte"));
   cm.groupOverheadUs = getF64(planAttr, "group_overhead_us");
@@ -90,13 +94,15 @@ void PlanReportPass::runOnOperation() {
   numGroups = plan.numGroups();
   numGrads = order.size();
   gradBytes = profile.totalBytes();
-  predictedUs = uint64_t(std::llround(t.iterationUs));
-  lowerBoundUs = uint64_t(std::llround(bound));
+  if (hasModel) {
+    predictedUs = uint64_t(std::llround(t.iterationUs));
+    lowerBoundUs = uint64_t(std::llround(bound));
+  }
 
   std::string error;
   std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(output, &error);
   if (!file) {
-    module.emitError("cannot write the plan report: ") << error;
+    mlir::emitError(module.getLoc(), "cannot write the plan report: ") << error;
     return signalPassFailure();
   }
   llvm::raw_ostream &os = file->os();
@@ -108,21 +114,29 @@ void PlanReportPass::runOnOperation() {
         names.push_back(step->grads[order[i]].param);
       groups.push_back(std::move(names));
     }
+    // Without a model the timeline's communication fields are null.
+    auto timed = [&](double v) -> llvm::json::Value {
+      return hasModel ? llvm::json::Value(v) : llvm::json::Value(nullptr);
+    };
+    llvm::json::Value commObj =
+        hasModel ? llvm::json::Value(llvm::json::Object{
+                       {"alpha_s", cm.alphaS},
+                       {"beta_s_per_byte", cm.betaSPerByte},
+                       {"group_overhead_us", cm.groupOverheadUs},
+                       {"overlap_rate", cm.overlapRate}})
+                 : llvm::json::Value(nullptr);
     llvm::json::Object doc{
         {"model", profile.model},
         {"name", plan.strategy},
         {"num_grads", int64_t(order.size())},
         {"total_bytes", int64_t(profile.totalBytes())},
-        {"comm", llvm::json::Object{{"alpha_s", cm.alphaS},
-                                    {"beta_s_per_byte", cm.betaSPerByte},
-                                    {"group_overhead_us", cm.groupOverheadUs},
-                                    {"overlap_rate", cm.overlapRate}}},
-        {"iteration_us", t.iterationUs},
+        {"comm", std::move(commObj)},
+        {"iteration_us", timed(t.iterationUs)},
         {"backward_end_us", t.backwardEndUs},
-        {"comm_end_us", t.commEndUs},
-        {"non_overlapped_comm_us", t.nonOverlappedCommUs},
-        {"overlap_ratio", t.overlapRatio},
-        {"lower_bound_us", bound},
+        {"comm_end_us", timed(t.commEndUs)},
+        {"non_overlapped_comm_us", timed(t.nonOverlappedCommUs)},
+        {"overlap_ratio", timed(t.overlapRatio)},
+        {"lower_bound_us", timed(bound)},
         {"num_groups", int64_t(plan.numGroups())},
         {"groups", std::move(groups)}};
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(doc))) << "\n";
@@ -133,16 +147,24 @@ void PlanReportPass::runOnOperation() {
                       "gradients, {4} bytes\n",
                       profile.model, plan.strategy, plan.numGroups(),
                       order.size(), profile.totalBytes());
-  os << "comm: " << cm.describe() << "\n";
-  os << llvm::formatv("predicted iteration: {0:f3} us (forward {1:f3}, "
-                      "backward end {2:f3}, comm end {3:f3}, update {4:f3})\n",
-                      t.iterationUs, t.forwardUs, t.backwardEndUs, t.commEndUs,
-                      t.updateUs);
-  os << llvm::formatv("lower bound: {0:f3} us (gap {1:f2}%), non-overlapped "
-                      "comm {2:f3} us, overlap {3:f1}%\n",
-                      bound,
-                      bound > 0 ? 100.0 * (t.iterationUs - bound) / bound : 0.0,
-                      t.nonOverlappedCommUs, 100.0 * t.overlapRatio);
+  if (!hasModel) {
+    os << "comm: none (planned without a communication model; "
+          "`oasr-bench comm` measures one)\n";
+    os << llvm::formatv("predicted iteration: n/a (forward {0:f3}, backward "
+                        "end {1:f3}, update {2:f3})\n",
+                        t.forwardUs, t.backwardEndUs, t.updateUs);
+  } else {
+    os << "comm: " << cm.describe() << "\n";
+    os << llvm::formatv(
+        "predicted iteration: {0:f3} us (forward {1:f3}, "
+        "backward end {2:f3}, comm end {3:f3}, update {4:f3})\n",
+        t.iterationUs, t.forwardUs, t.backwardEndUs, t.commEndUs, t.updateUs);
+    os << llvm::formatv(
+        "lower bound: {0:f3} us (gap {1:f2}%), non-overlapped "
+        "comm {2:f3} us, overlap {3:f1}%\n",
+        bound, bound > 0 ? 100.0 * (t.iterationUs - bound) / bound : 0.0,
+        t.nonOverlappedCommUs, 100.0 * t.overlapRatio);
+  }
   os << llvm::formatv("{0,5} {1,6} {2,12} {3,12} {4,12} {5,12} {6,12}  {7}\n",
                       "group", "grads", "bytes", "buffer", "ready_us",
                       "start_us", "end_us", "after node -> gradients");
@@ -163,11 +185,14 @@ void PlanReportPass::runOnOperation() {
       }
       names += (names.empty() ? "" : ", ") + step->grads[order[i]].param;
     }
-    os << llvm::formatv("{0,5} {1,6} {2,12} {3,12} {4,12:f3} {5,12:f3} "
-                        "{6,12:f3}  {7} -> {8}\n",
-                        k, g.end - g.begin, g.bytes, buffer, g.readyUs,
-                        g.startUs, g.endUs,
-                        after ? layerOf(after) : StringRef("?"), names);
+    std::string startUs =
+        hasModel ? llvm::formatv("{0:f3}", g.startUs).str() : std::string("-");
+    std::string endUs =
+        hasModel ? llvm::formatv("{0:f3}", g.endUs).str() : std::string("-");
+    os << llvm::formatv("{0,5} {1,6} {2,12} {3,12} {4,12:f3} {5,12} "
+                        "{6,12}  {7} -> {8}\n",
+                        k, g.end - g.begin, g.bytes, buffer, g.readyUs, startUs,
+                        endUs, after ? layerOf(after) : StringRef("?"), names);
   }
   file->keep();
 }

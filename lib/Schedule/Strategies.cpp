@@ -355,6 +355,10 @@ Error oasr::schedule::checkStrategy(StringRef strategy) {
   return Error::success();
 }
 
+bool oasr::schedule::strategyNeedsCommModel(StringRef strategy) {
+  return is_contained({"mgwfbp", "optimal", "oasr"}, strategy);
+}
+
 Expected<Plan> oasr::schedule::makePlan(StringRef strategy,
                                         const Profile &profile,
                                         const CommModel &comm) {

@@ -15,7 +15,8 @@
 
 // STRATEGY: error: unknown strategy 'fastest' (expected one of wfbp, single, ddp, horovod, mgwfbp, optimal, oasr, bucket:<bytes>)
 // BUCKET: error: strategy 'bucket:0': the bucket size must be a positive number of bytes, optionally with a KB/MB/GB or KiB/MiB/GiB suffix
-// NOCOMM: error: no communication model: give 'alpha' and 'beta', 'comm', or a profile with a 'comm' object to --oasr-annotate-cost
+// NOCOMM: error: strategy 'oasr' needs a communication model (the allreduce time alpha + beta * bytes): measure one on the ranks and network you train on with `mpirun -np P oasr-bench comm --out=comm.json` and give 'comm=comm.json', or give 'alpha' and 'beta', or a profile with a 'comm' object to --oasr-annotate-cost; wfbp, single, bucket:<bytes>, ddp and horovod plan without one
+// NOCOMM-NOT: see current operation
 // ALPHA: error: 'alpha' needs 'beta'
 // NEGALPHA: error: 'alpha' must be >= 0, got -2.000000e-04
 // NEGBETA: error: 'beta' must be >= 0, got -3.000000e+00

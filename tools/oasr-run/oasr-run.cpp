@@ -1156,6 +1156,10 @@ int main(int argc, char **argv) {
                   summary.predictedUs > 0
                       ? summary.meanIterationUs / summary.predictedUs
                       : 0.0);
+    else if (!exec->planStrategy().empty())
+      std::printf("  predicted        n/a (%s was planned without a "
+                  "communication model; `oasr-bench comm` measures one)\n",
+                  exec->planStrategy().c_str());
     else
       std::printf("  predicted        n/a (module has no oasr.plan)\n");
     if (planned && summary.replayedUs > 0)

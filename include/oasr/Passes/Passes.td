@@ -140,7 +140,9 @@ def PlanAllreduce : Pass<"oasr-plan-allreduce", "::mlir::ModuleOp"> {
     object of the profile given to `--oasr-annotate-cost`. The module
     attribute `oasr.plan` records the strategy, the number of groups, the
     model and the predicted iteration time; the latter is exactly what
-    `oasr-plan` predicts for the same profile.
+    `oasr-plan` predicts for the same profile. wfbp, single, bucket:N, ddp
+    and horovod need no model: without one they are planned all the same
+    and `oasr.plan` has no model and no predicted time.
   }];
   let dependentDialects = ["::mlir::oasr::OASRDialect"];
   let options = [

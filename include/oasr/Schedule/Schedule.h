@@ -295,6 +295,10 @@ llvm::Expected<Plan> makePlan(llvm::StringRef strategy, const Profile &profile,
 std::vector<std::string> strategyNames();
 /// Checks a strategy string without planning (for option validation).
 llvm::Error checkStrategy(llvm::StringRef strategy);
+/// Whether the strategy's grouping depends on the allreduce model (mgwfbp,
+/// optimal, oasr). wfbp, single, bucket:<bytes>, ddp and horovod group by
+/// layer or by size alone and plan with any model (makePlan ignores it).
+bool strategyNeedsCommModel(llvm::StringRef strategy);
 
 /// Fixed-size buckets in ready order: a bucket is closed before a tensor
 /// that would push it over `capBytes` (a tensor is never split; a tensor
