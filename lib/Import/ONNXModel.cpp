@@ -824,6 +824,15 @@ ModelFile::readTensor(const onnx::TensorProto &tensor) const {
     return error(llvm::formatv("holds {0} bytes of data, its dims and type "
                                "need {1}",
                                data.bytes.size(), expected));
+  // Bytes inside the mapped file sit wherever protobuf put them; reading
+  // them as floats there is a misaligned load (undefined behaviour, caught by
+  // UBSan). Such tensors are copied once to aligned storage.
+  size_t elem = getElementSize(tensor.data_type());
+  if (elem > 1 && data.storage.empty() &&
+      reinterpret_cast<uintptr_t>(data.bytes.data()) % elem != 0) {
+    data.storage.assign(data.bytes.begin(), data.bytes.end());
+    data.bytes = data.storage;
+  }
   return std::move(data);
 }
 

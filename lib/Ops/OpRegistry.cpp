@@ -310,12 +310,16 @@ bool ::oasr::ops::shapeBroadcast(ShapeContext &c) {
 // Cost helpers
 //===----------------------------------------------------------------------===//
 
-static int64_t bytesOf(Type type) {
+/// In double: a model with a 2^62-element tensor is refused later with a
+/// clear error, and its cost must not overflow on the way there.
+static double bytesOf(Type type) {
   auto t = dyn_cast<RankedTensorType>(type);
   if (!t || !t.hasStaticShape() || !t.getElementType().isIntOrFloat())
     return 0;
-  return t.getNumElements() *
-         std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
+  double n = 1;
+  for (int64_t d : t.getShape())
+    n *= double(d);
+  return n * double(std::max<unsigned>(1, t.getElementTypeBitWidth() / 8));
 }
 
 auto ::oasr::ops::numel(Value v) -> int64_t {

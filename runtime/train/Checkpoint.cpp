@@ -536,8 +536,9 @@ llvm::Expected<ResumeState> restoreCheckpoint(const CheckpointBytes &bytes,
         uint64_t(off) + uint64_t(n) * sizeof(float) > bytes.blob.size())
       return makeError(where + "algorithm state lies outside tensors.bin");
     state.algorithmState.resize(size_t(n));
-    std::memcpy(state.algorithmState.data(), bytes.blob.data() + off,
-                size_t(n) * sizeof(float));
+    if (n) // an empty state has no buffer to copy into
+      std::memcpy(state.algorithmState.data(), bytes.blob.data() + off,
+                  size_t(n) * sizeof(float));
   }
 
   const llvm::json::Object *d = m.getObject("data");
