@@ -1,6 +1,7 @@
 //===- Checkpoint.cpp - Atomic files, checkpoints and resume -------------===//
 
 #include "oasr/Runtime/Checkpoint.h"
+#include "oasr/Schedule/Schedule.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -399,10 +400,10 @@ readCheckpoint(llvm::StringRef stepDir, Executor &exec, int worldSize,
   if (!manifest)
     return manifest.takeError();
   bytes.manifest = std::move(*manifest);
-  auto parsed = llvm::json::parse(bytes.manifest);
+  // Nesting bounded before parsing, as for every JSON file oasr reads.
+  auto parsed = oasr::schedule::parseJSON(bytes.manifest, manifestPath);
   if (!parsed)
-    return makeError(manifestPath +
-                     ": not JSON: " + llvm::toString(parsed.takeError()));
+    return parsed.takeError();
   const llvm::json::Object *m = parsed->getAsObject();
   auto str = [&](llvm::StringRef key) {
     return m ? m->getString(key).value_or("").str() : std::string();
@@ -487,9 +488,11 @@ readCheckpoint(llvm::StringRef stepDir, Executor &exec, int worldSize,
 llvm::Expected<ResumeState> restoreCheckpoint(const CheckpointBytes &bytes,
                                               Executor &exec, DataLoader &data,
                                               int rank) {
-  auto parsed = llvm::json::parse(bytes.manifest);
+  auto parsed = oasr::schedule::parseJSON(bytes.manifest, bytes.path);
   if (!parsed)
     return parsed.takeError();
+  if (!parsed->getAsObject())
+    return makeError(bytes.path + ": the manifest is not a JSON object");
   const llvm::json::Object &m = *parsed->getAsObject();
   const std::string where = bytes.path + ": ";
   ResumeState state;
