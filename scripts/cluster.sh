@@ -285,9 +285,15 @@ cmd_down() {
   lock
   if [ -z "$(existing_namespaces)" ] && [ ! -d "$statedir" ]; then
     echo "$prog: cluster $name is not up; nothing to remove"
+    rm -f "$(dirname "$statedir")/.$name.lock"
+    rmdir "$(dirname "$statedir")" 2>/dev/null || true
     return 0
   fi
   teardown || die "could not remove every namespace of cluster $name: $(existing_namespaces | tr '\n' ' ')"
+  # The lock file last (held until this process exits; a waiting `up` of the
+  # same name still holds its open descriptor).
+  rm -f "$(dirname "$statedir")/.$name.lock"
+  rmdir "$(dirname "$statedir")" 2>/dev/null || true
   echo "$prog: cluster $name removed"
 }
 

@@ -39,9 +39,13 @@ tx_of() { "$cluster" status | sed -n "s/^  $1 .*tx_bytes=\([0-9]*\).*/\1/p"; }
     done
     [ -n "$(ip netns pids "$last")" ] || { echo "job: no process started in $last"; exit 1; }
     start=$(date +%s)
-    "$cluster" down
+    # bash's "Killed" notice of the job goes to this shell's stderr: not
+    # into the output (fd 3 keeps down's own errors).
+    exec 3>&2 2>/dev/null
+    "$cluster" down 2>&3
     wait $job
     rc=$?
+    exec 2>&3 3>&-
     echo "job: the run ended with status $rc, $(( $(date +%s) - start )) s after down"
     exit $rc
   fi
@@ -54,8 +58,10 @@ tx_of() { "$cluster" status | sed -n "s/^  $1 .*tx_bytes=\([0-9]*\).*/\1/p"; }
 )
 rc=$?
 left=$(ip netns list | awk '{print $1}' | grep "^$name-")
-if [ -n "$left" ] || [ -e "$OASR_CLUSTER_STATE/$name" ]; then
-  echo "job: error: cluster $name left behind: ${left//$'\n'/ } $(ls -d "$OASR_CLUSTER_STATE/$name" 2>/dev/null)"
+# The state directory is this job's alone: nothing of it may remain (state,
+# lock file).
+if [ -n "$left" ] || [ -e "$OASR_CLUSTER_STATE" ]; then
+  echo "job: error: cluster $name left behind: ${left//$'\n'/ } $(ls -A "$OASR_CLUSTER_STATE" 2>/dev/null)"
   exit 1
 fi
 echo "job: cluster $name torn down"
