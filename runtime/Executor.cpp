@@ -462,8 +462,10 @@ Executor::create(ModuleOp module, KernelBackend &backend,
           module->getAttrOfType<DictionaryAttr>(mlir::oasr::kOptimizerAttr))
     if (auto t = opt.getAs<IntegerAttr>("update_count")) {
       std::string name = "T";
-      if (auto n = opt.getAs<StringAttr>("update_count_name"))
+      if (auto n = opt.getAs<StringAttr>("update_count_name")) {
         name = "'" + n.str() + "'";
+        exec->countName = n.str();
+      }
       if (t.getInt() < 0)
         return llvm::createStringError(
             llvm::inconvertibleErrorCode(),

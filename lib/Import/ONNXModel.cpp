@@ -844,8 +844,15 @@ Expected<InitializerData> ModelFile::readInitializer(StringRef name) const {
 }
 
 Error ModelFile::saveWithInitializers(
-    StringRef path,
-    const std::map<std::string, std::vector<float>> &values) const {
+    StringRef path, const std::map<std::string, std::vector<float>> &values,
+    const std::map<std::string, int64_t> &counts) const {
+  for (const auto &[name, count] : counts) {
+    const onnx::TensorProto *tensor = findInitializer(name);
+    if (!tensor || tensor->data_type() != onnx::TensorProto::INT64 ||
+        getExpectedBytes(*tensor) != int64_t(sizeof(int64_t)))
+      return makeError(impl->path + ": cannot save: '" + name +
+                       "' is not an INT64 scalar initializer");
+  }
   for (const auto &[name, vector] : values) {
     const onnx::TensorProto *tensor = findInitializer(name);
     if (!tensor)
@@ -863,10 +870,14 @@ Error ModelFile::saveWithInitializers(
   onnx::GraphProto *graph = copy.mutable_graph();
   for (onnx::TensorProto &tensor : *graph->mutable_initializer()) {
     auto it = values.find(tensor.name());
+    auto count = counts.find(tensor.name());
     std::string bytes;
     if (it != values.end()) {
       bytes.assign(reinterpret_cast<const char *>(it->second.data()),
                    it->second.size() * sizeof(float));
+    } else if (count != counts.end()) {
+      bytes.assign(reinterpret_cast<const char *>(&count->second),
+                   sizeof(int64_t)); // little-endian, as raw_data is
     } else if (impl->stripped.count(tensor.name()) ||
                tensor.data_location() == onnx::TensorProto::EXTERNAL) {
       auto data = readTensor(impl->proto.graph().initializer(

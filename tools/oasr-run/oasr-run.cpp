@@ -1194,7 +1194,12 @@ int main(int argc, char **argv) {
       // is killed midway leaves the previous file intact.
       if (auto err = writeFileAtomically(
               savePath, [&](llvm::StringRef tmp) -> llvm::Error {
-                return onnxModel->saveWithInitializers(tmp, values);
+                // The update count T advances with the updates made.
+                std::map<std::string, int64_t> counts;
+                if (!exec->updateCountName().empty() &&
+                    onnxModel->findInitializer(exec->updateCountName()))
+                  counts[exec->updateCountName()] = exec->updateCount();
+                return onnxModel->saveWithInitializers(tmp, values, counts);
               }))
         abortRun(*comm,
                  "oasr-run: error: --save: " + llvm::toString(std::move(err)),

@@ -174,10 +174,12 @@ public:
   /// Writes the model back as one binary ModelProto (all data inline) with
   /// the given float initializers replaced (used by `oasr-run --save`); other
   /// ONNX tools load the result. Every name must be an existing FLOAT
-  /// initializer with as many elements as the vector.
+  /// initializer with as many elements as the vector; every name in `counts`
+  /// an INT64 scalar initializer (ONNX's update count T).
   llvm::Error saveWithInitializers(
       llvm::StringRef path,
-      const std::map<std::string, std::vector<float>> &values) const;
+      const std::map<std::string, std::vector<float>> &values,
+      const std::map<std::string, int64_t> &counts = {}) const;
 
   /// Opaque implementation state.
   struct Impl;

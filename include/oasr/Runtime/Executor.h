@@ -159,6 +159,9 @@ public:
   /// bias correction, Adagrad's decay and momentum's dampening read).
   int64_t updateCount() const;
   void setUpdateCount(int64_t t);
+  /// The model's initializer holding T (an ONNX training model's optimizer
+  /// input), which `--save` advances; empty when the model has none.
+  const std::string &updateCountName() const { return countName; }
   /// The optimizer rules the plan's updates apply ("sgd", "adam",
   /// "momentum+nesterov", ...), distinct, joined by ','.
   std::string optimizerName() const;
@@ -193,7 +196,7 @@ private:
   MemoryStats memStats;
   std::vector<PlanStepInfo> stepInfos;
   std::vector<GradInfo> gradInfos;
-  std::string source, model, strategy;
+  std::string source, model, strategy, countName;
   double predictedUs = -1;
   double alphaS = -1, betaS = 0, groupOverheadUs = 0, overlapRate = 1;
 };

@@ -148,8 +148,13 @@ def cmd_check(a):
         status = "ok" if rel <= a.rtol else "MISMATCH"
         print(f"{n}: moved {moved:.3e}, max err / movement {rel:.2e} {status}")
         ok &= rel <= a.rtol
+    # The saved model carries the update count reached: T0 + steps.
+    t_saved = int(trained["T"]) if "T" in trained else None
+    ok &= t_saved == t0 + a.steps
     print(f"{'PASS' if ok else 'FAIL'}: {a.optimizer}, {a.steps} steps, "
           f"{len(named)} parameters, worst {worst:.2e} (rtol {a.rtol:g})")
+    print(f"T: {t0} -> {t_saved}" +
+          ("" if t_saved == t0 + a.steps else f" MISMATCH (expected {t0 + a.steps})"))
     return 0 if ok else 1
 
 
