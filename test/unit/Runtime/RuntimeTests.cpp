@@ -119,8 +119,25 @@ TEST(ExecutorPlan, ReusesActivationsAndWritesGradientsIntoTheGroupBuffer) {
 /// Wraps the CPU backend; every kernel asks for a workspace and scribbles
 /// over it before running, so a workspace overlapping a live tensor would
 /// change the results.
-struct ScribblingBackend : KernelBackend {
+/// The CPU backend behind a subclass that changes one thing.
+struct ForwardingBackend : KernelBackend {
   std::unique_ptr<KernelBackend> cpu = createCpuBackend();
+  const char *name() const override { return "cpu"; }
+  std::unique_ptr<Kernel> create(const OpSpec &spec,
+                                 std::string &error) override {
+    return cpu->create(spec, error);
+  }
+  void *allocate(size_t n) override { return cpu->allocate(n); }
+  void deallocate(void *p) override { cpu->deallocate(p); }
+  void copyToDevice(void *d, const void *s, size_t n) override {
+    cpu->copyToDevice(d, s, n);
+  }
+  void copyToHost(void *d, const void *s, size_t n) override {
+    cpu->copyToHost(d, s, n);
+  }
+};
+
+struct ScribblingBackend : ForwardingBackend {
   std::vector<std::pair<char *, size_t>> workspaces;
   struct K : Kernel {
     std::unique_ptr<Kernel> inner;
@@ -137,7 +154,6 @@ struct ScribblingBackend : KernelBackend {
       inner->run(in, out);
     }
   };
-  const char *name() const override { return "cpu"; }
   std::unique_ptr<Kernel> create(const OpSpec &spec,
                                  std::string &error) override {
     auto k = std::make_unique<K>();
@@ -146,14 +162,6 @@ struct ScribblingBackend : KernelBackend {
     if (!k->inner)
       return nullptr;
     return k;
-  }
-  void *allocate(size_t n) override { return cpu->allocate(n); }
-  void deallocate(void *p) override { cpu->deallocate(p); }
-  void copyToDevice(void *d, const void *s, size_t n) override {
-    cpu->copyToDevice(d, s, n);
-  }
-  void copyToHost(void *d, const void *s, size_t n) override {
-    cpu->copyToHost(d, s, n);
   }
 };
 
@@ -186,22 +194,8 @@ TEST(ExecutorPlan, KernelWorkspacesShareTheArenaWithoutClobbering) {
 }
 
 /// The CPU backend, counting device synchronizations.
-struct SyncCountingBackend : KernelBackend {
-  std::unique_ptr<KernelBackend> cpu = createCpuBackend();
+struct SyncCountingBackend : ForwardingBackend {
   int syncs = 0;
-  const char *name() const override { return "cpu"; }
-  std::unique_ptr<Kernel> create(const OpSpec &spec,
-                                 std::string &error) override {
-    return cpu->create(spec, error);
-  }
-  void *allocate(size_t n) override { return cpu->allocate(n); }
-  void deallocate(void *p) override { cpu->deallocate(p); }
-  void copyToDevice(void *d, const void *s, size_t n) override {
-    cpu->copyToDevice(d, s, n);
-  }
-  void copyToHost(void *d, const void *s, size_t n) override {
-    cpu->copyToHost(d, s, n);
-  }
   void synchronize() override { ++syncs; }
 };
 
