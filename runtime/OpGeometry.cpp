@@ -607,8 +607,7 @@ bool sceGeom(const OpSpec &spec, bool grad, SceGeom &g, std::string &error) {
   return true;
 }
 
-bool scatterNDGeom(const OpSpec &spec, ScatterNDGeom &g,
-                   std::string &error) {
+bool scatterNDGeom(const OpSpec &spec, ScatterNDGeom &g, std::string &error) {
   if (!checkArity(spec, 3, 3, 1, 1, error) ||
       !checkDType(spec, true, 1, DType::I64, error) ||
       !checkDType(spec, true, 2, spec.inputs[0].dtype, error) ||
@@ -623,10 +622,10 @@ bool scatterNDGeom(const OpSpec &spec, ScatterNDGeom &g,
   }
   g.k = idx.back();
   if (g.k < 1 || g.k > int64_t(data.size()) || g.k > 8) {
-    error = nodeError(spec, "the indices' last dimension (" +
-                                std::to_string(g.k) + ") must be in [1, " +
-                                std::to_string(std::min<size_t>(data.size(), 8)) +
-                                "]");
+    error = nodeError(
+        spec, "the indices' last dimension (" + std::to_string(g.k) +
+                  ") must be in [1, " +
+                  std::to_string(std::min<size_t>(data.size(), 8)) + "]");
     return false;
   }
   std::vector<int64_t> want(idx.begin(), idx.end() - 1);

@@ -29,8 +29,8 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Debug.h"
@@ -746,14 +746,13 @@ Value ONNXImporter::foldedConstant(StringRef name, Value current) {
   // Right after the producer, so the constant dominates every later use.
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointAfter(producer);
-  slot = builder
-             .create<mlir::oasr::NodeOp>(producer.getLoc(),
-                                         TypeRange{current.getType()},
-                                         "Constant", ValueRange{},
-                                         ArrayRef<NamedAttribute>{
-                                             builder.getNamedAttr("value",
-                                                                  *value)})
-             ->getResult(0);
+  slot =
+      builder
+          .create<mlir::oasr::NodeOp>(
+              producer.getLoc(), TypeRange{current.getType()}, "Constant",
+              ValueRange{},
+              ArrayRef<NamedAttribute>{builder.getNamedAttr("value", *value)})
+          ->getResult(0);
   return slot;
 }
 

@@ -21,11 +21,11 @@
 
 #include <google/protobuf/io/tokenizer.h>
 
-#include <optional>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/json_util.h>
 #include <onnx/onnx_pb.h>
+#include <optional>
 
 #include <cstring>
 #include <mutex>
@@ -351,7 +351,8 @@ bool ModelFile::isONNX(StringRef path) {
   StringRef ext = llvm::sys::path::extension(path);
   if (ext.equals_insensitive(".mlir") || ext.equals_insensitive(".mlirbc"))
     return false;
-  for (StringRef onnx : {".onnx", ".txtpb", ".textproto", ".pbtxt", ".prototxt"})
+  for (StringRef onnx :
+       {".onnx", ".txtpb", ".textproto", ".pbtxt", ".prototxt"})
     if (ext.equals_insensitive(onnx))
       return true;
   std::optional<std::string> headOr = fileHead(path);

@@ -296,6 +296,24 @@ static bool shapeGather(ShapeContext &c) {
   return c.setAll(y);
 }
 
+/// ONNX Slice on one axis of extent `d`: clamps start and end as the spec
+/// does for the step's sign; returns the element count and sets `first`.
+static int64_t sliceAxis(int64_t d, int64_t start, int64_t end, int64_t step,
+                         int64_t &first) {
+  int64_t s = start < 0 ? start + d : start;
+  int64_t e = end < 0 ? end + d : end;
+  if (step > 0) {
+    s = std::clamp<int64_t>(s, 0, d);
+    e = std::clamp<int64_t>(e, 0, d);
+    first = s;
+    return e > s ? (e - s + step - 1) / step : 0;
+  }
+  s = std::clamp<int64_t>(s, 0, d - 1);
+  e = std::clamp<int64_t>(e, -1, d - 1);
+  first = s;
+  return s > e ? (s - e - step - 1) / -step : 0;
+}
+
 static bool shapeSlice(ShapeContext &c) {
   if (!c.needInputs(1))
     return false;
@@ -347,17 +365,8 @@ static bool shapeSlice(ShapeContext &c) {
       y.dims[a] = -1;
       continue;
     }
-    int64_t s = starts[i] < 0 ? starts[i] + d : starts[i];
-    int64_t e = ends[i] < 0 ? ends[i] + d : ends[i];
-    if (steps[i] > 0) {
-      s = std::clamp<int64_t>(s, 0, d);
-      e = std::clamp<int64_t>(e, 0, d);
-      y.dims[a] = e > s ? (e - s + steps[i] - 1) / steps[i] : 0;
-    } else {
-      s = std::clamp<int64_t>(s, 0, d - 1);
-      e = std::clamp<int64_t>(e, -1, d - 1);
-      y.dims[a] = s > e ? (s - e - steps[i] - 1) / -steps[i] : 0;
-    }
+    int64_t first;
+    y.dims[a] = sliceAxis(d, starts[i], ends[i], steps[i], first);
   }
   return c.setAll(y);
 }
@@ -598,20 +607,9 @@ static bool foldSlice(FoldContext &c) {
     int64_t axis = axes[k] < 0 ? axes[k] + rank : axes[k];
     if (axis < 0 || axis >= rank || steps[k] == 0)
       return false;
-    int64_t d = x.dims[axis], s = starts[k], e = ends[k], st = steps[k];
-    s = s < 0 ? s + d : s;
-    e = e < 0 ? e + d : e;
-    if (st > 0) {
-      s = std::clamp<int64_t>(s, 0, d);
-      e = std::clamp<int64_t>(e, 0, d);
-      count[axis] = e > s ? (e - s + st - 1) / st : 0;
-    } else {
-      s = std::clamp<int64_t>(s, 0, d - 1);
-      e = std::clamp<int64_t>(e, -1, d - 1);
-      count[axis] = s > e ? (s - e + (-st) - 1) / (-st) : 0;
-    }
-    first[axis] = s;
-    step[axis] = st;
+    count[axis] =
+        sliceAxis(x.dims[axis], starts[k], ends[k], steps[k], first[axis]);
+    step[axis] = steps[k];
   }
   int64_t n = 1;
   for (int64_t k : count)

@@ -171,8 +171,8 @@ private:
 
   std::unique_ptr<Communicator> mpi;
   std::mutex eventsMutex;
-  std::deque<cudaEvent_t> marked;        ///< recorded, not yet waited on
-  std::vector<cudaEvent_t> freeEvents;   ///< reusable
+  std::deque<cudaEvent_t> marked;      ///< recorded, not yet waited on
+  std::vector<cudaEvent_t> freeEvents; ///< reusable
   ncclComm_t comm = nullptr;
   int device = 0;
   cudaStream_t computeStream = nullptr, commStream = nullptr;

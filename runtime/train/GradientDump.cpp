@@ -44,8 +44,8 @@ std::string npyBytes(const std::vector<int64_t> &shape,
     dims.resize(dims.size() - 2); // "2, 3" (a 1-tuple keeps its comma)
   else if (shape.size() == 1)
     dims.pop_back(); // "5,"
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
-                       dims + "), }";
+  std::string header =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
   // Magic (6) + version (2) + header length (2) + header, a multiple of 64,
   // the header ending in a newline.
   size_t total = 10 + header.size() + 1;
@@ -129,11 +129,11 @@ private:
   }
   /// The fields local and central headers share, from "version needed".
   static void common(std::string &s, const Entry &e) {
-    put16(s, 20);     // version needed: 2.0
-    put16(s, 0);      // flags
-    put16(s, 0);      // stored
-    put16(s, 0);      // time 00:00
-    put16(s, 0x21);   // date 1980-01-01
+    put16(s, 20);   // version needed: 2.0
+    put16(s, 0);    // flags
+    put16(s, 0);    // stored
+    put16(s, 0);    // time 00:00
+    put16(s, 0x21); // date 1980-01-01
     put32(s, e.crc);
     put32(s, e.size); // compressed
     put32(s, e.size); // uncompressed
@@ -163,8 +163,8 @@ llvm::Error writeNpz(llvm::raw_fd_ostream &os, Executor &exec) {
     TensorRef g = exec.gradient(t.name);
     if (!g.data)
       continue; // frozen: no gradient
-    if (auto err = zip.add(t.name + ".grad.npy",
-                           npyBytes(shape, hostFloats(exec, g))))
+    if (auto err =
+            zip.add(t.name + ".grad.npy", npyBytes(shape, hostFloats(exec, g))))
       return err;
   }
   zip.finish();
@@ -194,11 +194,11 @@ void writeJson(llvm::raw_fd_ostream &os, Executor &exec) {
     llvm::json::Array shape;
     for (int64_t d : t.ref.desc.shape)
       shape.push_back(d);
-    params[t.name] = llvm::json::Object{
-        {"shape", std::move(shape)},
-        {"grad", g.data ? jsonFloats(hostFloats(exec, g))
-                        : llvm::json::Array()},
-        {"value", jsonFloats(hostFloats(exec, t.ref))}};
+    params[t.name] =
+        llvm::json::Object{{"shape", std::move(shape)},
+                           {"grad", g.data ? jsonFloats(hostFloats(exec, g))
+                                           : llvm::json::Array()},
+                           {"value", jsonFloats(hostFloats(exec, t.ref))}};
   }
   os << llvm::formatv("{0}", llvm::json::Value(llvm::json::Object{
                                  {"loss", double(exec.loss())},
@@ -213,9 +213,8 @@ llvm::Error oasr::rt::writeGradientDump(const std::string &path,
                                         Executor &exec) {
   bool npz = llvm::sys::path::extension(path) == ".npz";
   std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec,
-                          npz ? llvm::sys::fs::OF_None
-                              : llvm::sys::fs::OF_Text);
+  llvm::raw_fd_ostream os(
+      path, ec, npz ? llvm::sys::fs::OF_None : llvm::sys::fs::OF_Text);
   if (ec)
     return llvm::createStringError(ec, "cannot write %s: %s", path.c_str(),
                                    ec.message().c_str());

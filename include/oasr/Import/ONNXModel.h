@@ -176,10 +176,10 @@ public:
   /// ONNX tools load the result. Every name must be an existing FLOAT
   /// initializer with as many elements as the vector; every name in `counts`
   /// an INT64 scalar initializer (ONNX's update count T).
-  llvm::Error saveWithInitializers(
-      llvm::StringRef path,
-      const std::map<std::string, std::vector<float>> &values,
-      const std::map<std::string, int64_t> &counts = {}) const;
+  llvm::Error
+  saveWithInitializers(llvm::StringRef path,
+                       const std::map<std::string, std::vector<float>> &values,
+                       const std::map<std::string, int64_t> &counts = {}) const;
 
   /// Opaque implementation state.
   struct Impl;

@@ -165,9 +165,9 @@ constexpr unsigned kMaxJSONDepth = 256;
 /// recursion, that arrays and objects nest at most `maxDepth` deep, so no
 /// input can overflow the stack. Errors name the file (and for too deep a
 /// nesting, the byte). Every JSON file oasr reads goes through this.
-llvm::Expected<llvm::json::Value>
-parseJSON(llvm::StringRef text, llvm::StringRef fileNameForErrors,
-          unsigned maxDepth = kMaxJSONDepth);
+llvm::Expected<llvm::json::Value> parseJSON(llvm::StringRef text,
+                                            llvm::StringRef fileNameForErrors,
+                                            unsigned maxDepth = kMaxJSONDepth);
 
 /// Parses an `oasr-profile-v1` JSON document. Errors name the file, the
 /// field and, where relevant, the layer (e.g. "f.json: layers[3] (conv2):
