@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaKernels.h"
+#include "CudaGrid.h"
 
 #include <cmath>
 #include <cstdio>
@@ -18,20 +18,6 @@
 
 namespace oasr::rt::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-/// Blocks for a grid-stride loop over `n` elements.
-unsigned blocksFor(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  if (b < 1)
-    b = 1;
-  return unsigned(b > 65535 * 16 ? 65535 * 16 : b);
-}
-
-#define OASR_GRID_LOOP(i, n)                                                   \
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);    \
-       i += int64_t(blockDim.x) * gridDim.x)
 
 /// `op` folded over the block as a tree (blockDim.x a power of two <=
 /// kThreads); every thread gets the result.
@@ -498,9 +484,6 @@ void check(cudaError_t status, const char *what) {
                cudaGetErrorString(status), cudaGetErrorName(status));
   std::abort();
 }
-
-/// Reports a launch failure (bad configuration, no device) at once.
-static void launched(const char *what) { check(cudaGetLastError(), what); }
 
 void launchNary(const Broadcast &b, BinOp op, DType dtype, void *y, int64_t n,
                 cudaStream_t stream) {

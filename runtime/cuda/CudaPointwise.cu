@@ -11,27 +11,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaKernels.h"
+#include "CudaGrid.h"
 
 #include <cmath>
 
 namespace oasr::rt::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned blocks(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  if (b < 1)
-    b = 1;
-  return unsigned(b > 65535 * 16 ? 65535 * 16 : b);
-}
-
-#define OASR_LOOP(i, n)                                                        \
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);    \
-       i += int64_t(blockDim.x) * gridDim.x)
-
-void launched(const char *what) { check(cudaGetLastError(), what); }
 
 __device__ float softplusF(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
@@ -113,12 +98,12 @@ __device__ float grad(GradOp op, float dy, float z, float a, float b) {
 
 __global__ void unaryKernel(UnaryOp op, const float *x, float *y, int64_t n,
                             float a, float b) {
-  OASR_LOOP(i, n) { y[i] = unary(op, x[i], a, b); }
+  OASR_GRID_LOOP(i, n) { y[i] = unary(op, x[i], a, b); }
 }
 
 __global__ void gradKernel(GradOp op, const float *dy, const float *z,
                            float *dx, int64_t n, float a, float b) {
-  OASR_LOOP(i, n) { dx[i] = grad(op, dy[i], z[i], a, b); }
+  OASR_GRID_LOOP(i, n) { dx[i] = grad(op, dy[i], z[i], a, b); }
 }
 
 /// Element offset of operand j for result index i.
@@ -159,16 +144,16 @@ __device__ bool compareAt(CmpOp op, const Broadcast &b, int64_t i) {
 
 template <typename T>
 __global__ void compareKernel(CmpOp op, Broadcast b, uint8_t *y, int64_t n) {
-  OASR_LOOP(i, n) { y[i] = compareAt<T>(op, b, i); }
+  OASR_GRID_LOOP(i, n) { y[i] = compareAt<T>(op, b, i); }
 }
 
 __global__ void notKernel(const uint8_t *x, uint8_t *y, int64_t n) {
-  OASR_LOOP(i, n) { y[i] = !x[i]; }
+  OASR_GRID_LOOP(i, n) { y[i] = !x[i]; }
 }
 
 template <typename T>
 __global__ void whereKernel(Broadcast b, T *y, int64_t n) {
-  OASR_LOOP(i, n) {
+  OASR_GRID_LOOP(i, n) {
     bool c = static_cast<const uint8_t *>(b.x[0])[offsetOf(b, 0, i)];
     y[i] = c ? static_cast<const T *>(b.x[1])[offsetOf(b, 1, i)]
              : static_cast<const T *>(b.x[2])[offsetOf(b, 2, i)];
@@ -215,7 +200,7 @@ __device__ void store(DType t, void *p, int64_t i, double v) {
 
 __global__ void castKernel(DType from, DType to, const void *x, void *y,
                            int64_t n) {
-  OASR_LOOP(i, n) {
+  OASR_GRID_LOOP(i, n) {
     double v = load(from, x, i);
     // Float to integer truncates toward zero, as the CPU kernel does.
     store(to, y, i, v);
@@ -223,12 +208,12 @@ __global__ void castKernel(DType from, DType to, const void *x, void *y,
 }
 
 __global__ void fillKernel(DType t, void *y, int64_t n, double value) {
-  OASR_LOOP(i, n) { store(t, y, i, value); }
+  OASR_GRID_LOOP(i, n) { store(t, y, i, value); }
 }
 
 __global__ void rangeKernel(DType t, const void *start, const void *delta,
                             void *y, int64_t n) {
-  OASR_LOOP(i, n) {
+  OASR_GRID_LOOP(i, n) {
     store(t, y, i, load(t, start, 0) + double(i) * load(t, delta, 0));
   }
 }
@@ -237,7 +222,7 @@ __global__ void triluKernel(const char *x, char *y, size_t elem, int64_t rows,
                             int64_t cols, int64_t n, const int64_t *kPtr,
                             bool upper) {
   int64_t k = kPtr ? kPtr[0] : 0;
-  OASR_LOOP(e, n) {
+  OASR_GRID_LOOP(e, n) {
     int64_t j = e % cols, i = (e / cols) % rows;
     bool keep = upper ? j - i >= k : j - i <= k;
     for (size_t b = 0; b < elem; ++b)
@@ -251,7 +236,7 @@ __global__ void triluKernel(const char *x, char *y, size_t elem, int64_t rows,
 /// kernel stops with an error; a device check would cost a host sync).
 __global__ void scatterNDKernel(ScatterNDGeom g, const int64_t *idx,
                                 const char *upd, char *y, size_t elem) {
-  OASR_LOOP(e, g.count * g.slice) {
+  OASR_GRID_LOOP(e, g.count * g.slice) {
     int64_t t = e / g.slice, j = e % g.slice, off = 0;
     for (int64_t d = 0; d < g.k; ++d) {
       int64_t i = idx[t * g.k + d];
@@ -304,7 +289,7 @@ __global__ void scatterNDKernel(ScatterNDGeom g, const int64_t *idx,
 
 __global__ void transposeKernel(TransposeParams p, const char *x, char *y,
                                 size_t elem, int64_t n) {
-  OASR_LOOP(o, n) {
+  OASR_GRID_LOOP(o, n) {
     int64_t rem = o, off = 0;
     for (int d = p.rank - 1; d >= 0; --d) {
       int64_t c = rem % p.outDims[d];
@@ -320,7 +305,7 @@ __global__ void transposeKernel(TransposeParams p, const char *x, char *y,
 __global__ void gatherKernel(GatherParams p, const char *data,
                              const void *indices, bool i64, char *y,
                              size_t elem, int64_t n) {
-  OASR_LOOP(o, n) {
+  OASR_GRID_LOOP(o, n) {
     int64_t in = o % p.inner, k = (o / p.inner) % p.count,
             out = o / (p.inner * p.count);
     int64_t j = i64 ? static_cast<const int64_t *>(indices)[k]
@@ -336,7 +321,7 @@ __global__ void gatherKernel(GatherParams p, const char *data,
 __global__ void gatherGradKernel(GatherParams p, const float *dy,
                                  const void *indices, bool i64, float *dx,
                                  int64_t n) {
-  OASR_LOOP(o, n) {
+  OASR_GRID_LOOP(o, n) {
     int64_t in = o % p.inner, k = (o / p.inner) % p.count,
             out = o / (p.inner * p.count);
     int64_t j = i64 ? static_cast<const int64_t *>(indices)[k]
@@ -350,7 +335,7 @@ __global__ void gatherGradKernel(GatherParams p, const float *dy,
 /// One thread per (outer, inner) row of the softmax axis.
 __global__ void softmaxKernel(RowParams p, const float *x, float *y,
                               bool logForm, int64_t rows) {
-  OASR_LOOP(r, rows) {
+  OASR_GRID_LOOP(r, rows) {
     int64_t base = (r / p.inner) * p.axis * p.inner + r % p.inner;
     float m = -INFINITY;
     for (int64_t k = 0; k < p.axis; ++k)
@@ -369,7 +354,7 @@ __global__ void softmaxKernel(RowParams p, const float *x, float *y,
 /// dX = Y * (dY - sum(dY * Y)) (softmax) or dY - exp(Y) * sum(dY) (log).
 __global__ void softmaxGradKernel(RowParams p, const float *dy, const float *y,
                                   float *dx, bool logForm, int64_t rows) {
-  OASR_LOOP(r, rows) {
+  OASR_GRID_LOOP(r, rows) {
     int64_t base = (r / p.inner) * p.axis * p.inner + r % p.inner;
     double s = 0;
     for (int64_t k = 0; k < p.axis; ++k) {
@@ -389,7 +374,7 @@ __global__ void layerNormKernel(int64_t rows, int64_t cols, float eps,
                                 const float *x, const float *scale,
                                 const float *bias, float *y, float *mean,
                                 float *invStd) {
-  OASR_LOOP(r, rows) {
+  OASR_GRID_LOOP(r, rows) {
     const float *xr = x + r * cols;
     double s = 0, s2 = 0;
     for (int64_t c = 0; c < cols; ++c)
@@ -413,7 +398,7 @@ __global__ void layerNormGradDxKernel(int64_t rows, int64_t cols,
                                       const float *dy, const float *x,
                                       const float *scale, const float *mean,
                                       const float *invStd, float *dx) {
-  OASR_LOOP(r, rows) {
+  OASR_GRID_LOOP(r, rows) {
     double a = 0, b = 0;
     float mu = mean[r], inv = invStd[r];
     for (int64_t c = 0; c < cols; ++c) {
@@ -436,7 +421,7 @@ __global__ void layerNormGradParamKernel(int64_t rows, int64_t cols,
                                          const float *dy, const float *x,
                                          const float *mean, const float *invStd,
                                          float *dScale, float *dBias) {
-  OASR_LOOP(c, cols) {
+  OASR_GRID_LOOP(c, cols) {
     double ds = 0, db = 0;
     for (int64_t r = 0; r < rows; ++r) {
       double g = dy[r * cols + c];
@@ -454,13 +439,13 @@ __global__ void layerNormGradParamKernel(int64_t rows, int64_t cols,
 
 void launchUnary(UnaryOp op, const float *x, float *y, int64_t n, float a,
                  float b, cudaStream_t s) {
-  unaryKernel<<<blocks(n), kThreads, 0, s>>>(op, x, y, n, a, b);
+  unaryKernel<<<blocksFor(n), kThreads, 0, s>>>(op, x, y, n, a, b);
   launched("activation");
 }
 
 void launchGrad(GradOp op, const float *dy, const float *z, float *dx,
                 int64_t n, float a, float b, cudaStream_t s) {
-  gradKernel<<<blocks(n), kThreads, 0, s>>>(op, dy, z, dx, n, a, b);
+  gradKernel<<<blocksFor(n), kThreads, 0, s>>>(op, dy, z, dx, n, a, b);
   launched("activation gradient");
 }
 
@@ -468,23 +453,23 @@ void launchCompare(CmpOp op, DType in, const Broadcast &b, uint8_t *y,
                    int64_t n, cudaStream_t s) {
   switch (in) {
   case DType::F32:
-    compareKernel<float><<<blocks(n), kThreads, 0, s>>>(op, b, y, n);
+    compareKernel<float><<<blocksFor(n), kThreads, 0, s>>>(op, b, y, n);
     break;
   case DType::I64:
-    compareKernel<int64_t><<<blocks(n), kThreads, 0, s>>>(op, b, y, n);
+    compareKernel<int64_t><<<blocksFor(n), kThreads, 0, s>>>(op, b, y, n);
     break;
   case DType::I32:
-    compareKernel<int32_t><<<blocks(n), kThreads, 0, s>>>(op, b, y, n);
+    compareKernel<int32_t><<<blocksFor(n), kThreads, 0, s>>>(op, b, y, n);
     break;
   default:
-    compareKernel<uint8_t><<<blocks(n), kThreads, 0, s>>>(op, b, y, n);
+    compareKernel<uint8_t><<<blocksFor(n), kThreads, 0, s>>>(op, b, y, n);
     break;
   }
   launched("comparison");
 }
 
 void launchNot(const uint8_t *x, uint8_t *y, int64_t n, cudaStream_t s) {
-  notKernel<<<blocks(n), kThreads, 0, s>>>(x, y, n);
+  notKernel<<<blocksFor(n), kThreads, 0, s>>>(x, y, n);
   launched("Not");
 }
 
@@ -492,37 +477,37 @@ void launchWhere(const Broadcast &b, size_t elem, void *y, int64_t n,
                  cudaStream_t s) {
   if (elem == 1)
     whereKernel<uint8_t>
-        <<<blocks(n), kThreads, 0, s>>>(b, static_cast<uint8_t *>(y), n);
+        <<<blocksFor(n), kThreads, 0, s>>>(b, static_cast<uint8_t *>(y), n);
   else if (elem == 4)
     whereKernel<uint32_t>
-        <<<blocks(n), kThreads, 0, s>>>(b, static_cast<uint32_t *>(y), n);
+        <<<blocksFor(n), kThreads, 0, s>>>(b, static_cast<uint32_t *>(y), n);
   else
     whereKernel<uint64_t>
-        <<<blocks(n), kThreads, 0, s>>>(b, static_cast<uint64_t *>(y), n);
+        <<<blocksFor(n), kThreads, 0, s>>>(b, static_cast<uint64_t *>(y), n);
   launched("Where");
 }
 
 void launchCast(DType from, DType to, const void *x, void *y, int64_t n,
                 cudaStream_t s) {
-  castKernel<<<blocks(n), kThreads, 0, s>>>(from, to, x, y, n);
+  castKernel<<<blocksFor(n), kThreads, 0, s>>>(from, to, x, y, n);
   launched("Cast");
 }
 
 void launchFill(DType t, void *y, int64_t n, double value, cudaStream_t s) {
-  fillKernel<<<blocks(n), kThreads, 0, s>>>(t, y, n, value);
+  fillKernel<<<blocksFor(n), kThreads, 0, s>>>(t, y, n, value);
   launched("ConstantOfShape");
 }
 
 void launchRange(DType t, const void *start, const void *delta, void *y,
                  int64_t n, cudaStream_t s) {
-  rangeKernel<<<blocks(n), kThreads, 0, s>>>(t, start, delta, y, n);
+  rangeKernel<<<blocksFor(n), kThreads, 0, s>>>(t, start, delta, y, n);
   launched("Range");
 }
 
 void launchTrilu(const void *x, void *y, size_t elem, int64_t rows,
                  int64_t cols, int64_t n, const int64_t *k, bool upper,
                  cudaStream_t s) {
-  triluKernel<<<blocks(n), kThreads, 0, s>>>(static_cast<const char *>(x),
+  triluKernel<<<blocksFor(n), kThreads, 0, s>>>(static_cast<const char *>(x),
                                              static_cast<char *>(y), elem, rows,
                                              cols, n, k, upper);
   launched("Trilu");
@@ -534,7 +519,7 @@ void launchScatterND(const ScatterNDGeom &g, const int64_t *indices,
   int64_t n = g.count * g.slice;
   if (n == 0)
     return;
-  scatterNDKernel<<<blocks(n), kThreads, 0, s>>>(
+  scatterNDKernel<<<blocksFor(n), kThreads, 0, s>>>(
       g, indices, static_cast<const char *>(updates), static_cast<char *>(y),
       elem);
   launched("ScatterND");
@@ -542,14 +527,14 @@ void launchScatterND(const ScatterNDGeom &g, const int64_t *indices,
 
 void launchTranspose(const TransposeParams &p, const void *x, void *y,
                      size_t elem, int64_t n, cudaStream_t s) {
-  transposeKernel<<<blocks(n), kThreads, 0, s>>>(
+  transposeKernel<<<blocksFor(n), kThreads, 0, s>>>(
       p, static_cast<const char *>(x), static_cast<char *>(y), elem, n);
   launched("Transpose");
 }
 
 void launchGather(const GatherParams &p, const void *data, const void *indices,
                   bool i64, void *y, size_t elem, int64_t n, cudaStream_t s) {
-  gatherKernel<<<blocks(n), kThreads, 0, s>>>(
+  gatherKernel<<<blocksFor(n), kThreads, 0, s>>>(
       p, static_cast<const char *>(data), indices, i64, static_cast<char *>(y),
       elem, n);
   launched("Gather");
@@ -560,21 +545,21 @@ void launchGatherGrad(const GatherParams &p, const float *dy,
                       int64_t n, cudaStream_t s) {
   check(cudaMemsetAsync(dx, 0, size_t(dxNumel) * sizeof(float), s),
         "GatherGrad zero");
-  gatherGradKernel<<<blocks(n), kThreads, 0, s>>>(p, dy, indices, i64, dx, n);
+  gatherGradKernel<<<blocksFor(n), kThreads, 0, s>>>(p, dy, indices, i64, dx, n);
   launched("GatherGrad");
 }
 
 void launchSoftmax(const RowParams &p, const float *x, float *y, bool logForm,
                    cudaStream_t s) {
   int64_t rows = p.outer * p.inner;
-  softmaxKernel<<<blocks(rows), kThreads, 0, s>>>(p, x, y, logForm, rows);
+  softmaxKernel<<<blocksFor(rows), kThreads, 0, s>>>(p, x, y, logForm, rows);
   launched("Softmax");
 }
 
 void launchSoftmaxGrad(const RowParams &p, const float *dy, const float *y,
                        float *dx, bool logForm, cudaStream_t s) {
   int64_t rows = p.outer * p.inner;
-  softmaxGradKernel<<<blocks(rows), kThreads, 0, s>>>(p, dy, y, dx, logForm,
+  softmaxGradKernel<<<blocksFor(rows), kThreads, 0, s>>>(p, dy, y, dx, logForm,
                                                       rows);
   launched("SoftmaxGrad");
 }
@@ -582,7 +567,7 @@ void launchSoftmaxGrad(const RowParams &p, const float *dy, const float *y,
 void launchLayerNorm(int64_t rows, int64_t cols, float eps, const float *x,
                      const float *scale, const float *bias, float *y,
                      float *mean, float *invStd, cudaStream_t s) {
-  layerNormKernel<<<blocks(rows), kThreads, 0, s>>>(rows, cols, eps, x, scale,
+  layerNormKernel<<<blocksFor(rows), kThreads, 0, s>>>(rows, cols, eps, x, scale,
                                                     bias, y, mean, invStd);
   launched("LayerNormalization");
 }
@@ -592,10 +577,10 @@ void launchLayerNormGrad(int64_t rows, int64_t cols, const float *dy,
                          const float *invStd, float *dx, float *dScale,
                          float *dBias, cudaStream_t s) {
   if (dx)
-    layerNormGradDxKernel<<<blocks(rows), kThreads, 0, s>>>(
+    layerNormGradDxKernel<<<blocksFor(rows), kThreads, 0, s>>>(
         rows, cols, dy, x, scale, mean, invStd, dx);
   if (dScale || dBias)
-    layerNormGradParamKernel<<<blocks(cols), kThreads, 0, s>>>(
+    layerNormGradParamKernel<<<blocksFor(cols), kThreads, 0, s>>>(
         rows, cols, dy, x, mean, invStd, dScale, dBias);
   launched("LayerNormalizationGrad");
 }
