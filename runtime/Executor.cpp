@@ -78,6 +78,7 @@ struct Instr {
   // Kernel scratch in the arena.
   size_t workspaceBytes = 0, workspaceOffset = 0;
   bool elementwise = false; ///< may write its result over a dying input
+  bool pack = false;        ///< Copy: gradients into their group buffer
   /// ONNX positions of optional operands left out in the middle
   /// (oasr.absent_inputs): the kernel sees them as TensorRefs without data.
   std::vector<int64_t> absent;
@@ -104,6 +105,15 @@ struct GroupBuf {
   DType dtype = DType::F32;
 };
 
+/// Where one gradient (in communication order) lives in the fused groups:
+/// the value stored in the group buffer (the producer's output itself, or
+/// the slot a pack copy fills) and the allreduce_wait result the optimizer
+/// reads (both at the same bytes).
+struct GradSlot {
+  int slot = -1, wait = -1;
+  int readyInstr = -1; ///< the instruction after which it is in the buffer
+};
+
 } // namespace
 
 struct Executor::Impl {
@@ -113,6 +123,7 @@ struct Executor::Impl {
   std::vector<Instr> instrs;
   std::vector<PersistBuf> persist;
   std::vector<GroupBuf> groupBufs;
+  std::vector<GradSlot> gradSlots; ///< every grouped gradient, in order
   void *arena = nullptr;
   size_t arenaBytes = 0;
   int lossValue = -1, scoresValue = -1, labelValue = -1, inputValue = -1;
@@ -123,6 +134,30 @@ struct Executor::Impl {
   /// Device backends: the batch is written here (host memory) and uploaded
   /// at the start of each step.
   std::vector<char> hostInput, hostLabel;
+
+  /// Binds an instruction's operand and result views to their storage.
+  void bindRefs(Instr &instr) {
+    instr.inRefs.clear();
+    instr.outRefs.clear();
+    for (int v : instr.ins)
+      instr.inRefs.push_back(ref(v));
+    instr.inRefs = instr.withAbsent(instr.inRefs, TensorRef{});
+    for (int v : instr.outs)
+      instr.outRefs.push_back(ref(v));
+  }
+  /// A zeroed buffer of `bytes` on the backend (null when it cannot).
+  void *zeroedBuffer(size_t bytes) {
+    void *p = backend->allocate(bytes);
+    if (!p)
+      return nullptr;
+    if (hostMemory)
+      std::memset(p, 0, bytes);
+    else {
+      std::vector<char> zeros(bytes, 0);
+      backend->copyToDevice(p, zeros.data(), bytes);
+    }
+    return p;
+  }
 
   ~Impl() {
     if (!backend)
@@ -490,6 +525,13 @@ Executor::create(ModuleOp module, KernelBackend &backend,
     number("group_overhead_us", exec->groupOverheadUs);
     number("overlap_rate", exec->overlapRate);
   }
+  if (auto costs =
+          module->getAttrOfType<DictionaryAttr>(mlir::oasr::kCostModelAttr)) {
+    if (auto s = costs.getAs<StringAttr>("source"))
+      exec->costs = s.getValue().str();
+    if (auto f = costs.getAs<StringAttr>("file"))
+      exec->costs += " " + f.getValue().str();
+  }
 
   llvm::DenseMap<Value, int> idOf;
   auto newValue = [&](Value v, Operation *where) -> Expected<int> {
@@ -576,6 +618,7 @@ Executor::create(ModuleOp module, KernelBackend &backend,
     std::vector<std::string> gradLayers;
     size_t bytes;
     std::string layer;
+    std::vector<GradSlot> slots;
   };
   llvm::DenseMap<int, std::pair<unsigned, unsigned>> waitResult; // id -> g, k
   std::vector<PendingGroup> groups;
@@ -741,6 +784,7 @@ Executor::create(ModuleOp module, KernelBackend &backend,
           vi.where = Where::Group;
           vi.group = int(g.index);
           vi.offset = g.offsets[k];
+          g.slots.push_back(GradSlot{v, -1, vi.def});
         } else {
           int slot = int(I.values.size());
           I.values.push_back(ValueInfo{});
@@ -751,8 +795,10 @@ Executor::create(ModuleOp module, KernelBackend &backend,
           copyIn.copies.push_back({slot, v});
           copyIn.ins.push_back(v);
           copyIn.outs.push_back(slot);
+          g.slots.push_back(GradSlot{slot, -1, int(I.instrs.size())});
         }
       }
+      copyIn.pack = true;
       if (!copyIn.copies.empty()) {
         exec->stepInfos.push_back(
             PlanStepInfo{llvm::formatv("pack group {0}", g.index).str(), "Copy",
@@ -788,6 +834,7 @@ Executor::create(ModuleOp module, KernelBackend &backend,
         I.values[*id].offset = g.offsets[k];
         I.values[*id].def = int(I.instrs.size());
         waitResult[*id] = {g.index, unsigned(k)};
+        g.slots[k].wait = *id;
         w.outs.push_back(*id);
       }
       exec->stepInfos.push_back(
@@ -1185,13 +1232,7 @@ Executor::create(ModuleOp module, KernelBackend &backend,
     GroupBuf b;
     b.bytes = alignUp(std::max<size_t>(g.bytes, 4));
     b.dtype = I.values[g.grads[0]].desc.dtype;
-    b.ptr = backend.allocate(b.bytes);
-    if (I.hostMemory)
-      std::memset(b.ptr, 0, b.bytes);
-    else {
-      std::vector<char> zeros(b.bytes, 0);
-      backend.copyToDevice(b.ptr, zeros.data(), b.bytes);
-    }
+    b.ptr = I.zeroedBuffer(b.bytes);
     exec->memStats.gradBytes += b.bytes;
     I.groupBufs.push_back(b);
   }
@@ -1220,11 +1261,7 @@ Executor::create(ModuleOp module, KernelBackend &backend,
     if (instr.workspaceBytes)
       instr.kernel->setWorkspace(static_cast<char *>(I.arena) +
                                  instr.workspaceOffset);
-    for (int v : instr.ins)
-      instr.inRefs.push_back(I.ref(v));
-    instr.inRefs = instr.withAbsent(instr.inRefs, TensorRef{});
-    for (int v : instr.outs)
-      instr.outRefs.push_back(I.ref(v));
+    I.bindRefs(instr);
     if (instr.op == InstrOp::Update && !I.hostMemory &&
         !backend.supportsUpdate(instr.algo))
       return llvm::createStringError(
@@ -1287,10 +1324,13 @@ Executor::create(ModuleOp module, KernelBackend &backend,
     gg.buffer.desc.dtype = I.groupBufs[g.index].dtype;
     gg.buffer.desc.shape = {int64_t(I.groupBufs[g.index].bytes /
                                     dtypeSize(I.groupBufs[g.index].dtype))};
+    gg.id = g.index;
     gg.bytes = g.bytes;
     gg.layer = g.layer;
     exec->gradGroups.push_back(std::move(gg));
+    I.gradSlots.insert(I.gradSlots.end(), g.slots.begin(), g.slots.end());
   }
+  exec->nextGroupId = unsigned(groups.size());
   for (auto &[name, v] : I.gradOfParam)
     if (I.values[v].where == Where::Group)
       exec->gradGroups[size_t(I.values[v].group)].params.push_back(name);
@@ -1446,6 +1486,177 @@ void Executor::runForward() {
       instr.kernel->run(instr.inRefs, instr.outRefs);
   }
   I.backend->synchronize();
+}
+
+llvm::Error Executor::regroup(llvm::ArrayRef<unsigned> groupEnds) {
+  Impl &I = *impl;
+  auto fail = [](const llvm::Twine &why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "cannot regroup the gradients: " + why);
+  };
+  const size_t n = I.gradSlots.size();
+  if (n != gradInfos.size())
+    return fail(llvm::formatv("{0} grouped gradient(s) but {1} with an "
+                              "optimizer update",
+                              n, gradInfos.size()));
+  for (size_t g = 0; g < groupEnds.size(); ++g)
+    if (groupEnds[g] <= (g ? groupEnds[g - 1] : 0) || groupEnds[g] > n)
+      return fail("group ends must increase strictly up to the number of "
+                  "gradients");
+  if (n && (groupEnds.empty() || groupEnds.back() != n))
+    return fail("the groups must cover every gradient");
+
+  // Layout: each new group one buffer, gradients in order, 64-byte aligned.
+  std::vector<GroupBuf> bufs;
+  std::vector<std::pair<int, size_t>> at(n); // gradient -> (group, offset)
+  std::vector<size_t> dataBytes;
+  for (size_t g = 0, i = 0; g < groupEnds.size(); ++g) {
+    size_t end = 0, data = 0;
+    GroupBuf b;
+    b.dtype = I.values[size_t(I.gradSlots[i].slot)].desc.dtype;
+    for (; i < groupEnds[g]; ++i) {
+      const ValueInfo &vi = I.values[size_t(I.gradSlots[i].slot)];
+      if (vi.desc.dtype != b.dtype)
+        return fail("a fused group must hold one element type");
+      end = alignUp(end);
+      at[i] = {int(g), end};
+      end += vi.desc.bytes();
+      data += vi.desc.bytes();
+    }
+    b.bytes = alignUp(std::max<size_t>(end, 4));
+    b.ptr = I.zeroedBuffer(b.bytes);
+    if (!b.ptr) {
+      for (GroupBuf &done : bufs)
+        I.backend->deallocate(done.ptr);
+      return fail(llvm::formatv("cannot allocate {0} bytes", b.bytes));
+    }
+    bufs.push_back(b);
+    dataBytes.push_back(data);
+  }
+
+  // Repoint the gradients' slots and the wait results at the new buffers.
+  for (GroupBuf &old : I.groupBufs)
+    I.backend->deallocate(old.ptr);
+  I.groupBufs = std::move(bufs);
+  for (size_t i = 0; i < n; ++i)
+    for (int v : {I.gradSlots[i].slot, I.gradSlots[i].wait}) {
+      ValueInfo &vi = I.values[size_t(v)];
+      vi.group = at[i].first;
+      vi.offset = at[i].second;
+      vi.ptr =
+          static_cast<char *>(I.groupBufs[size_t(vi.group)].ptr) + vi.offset;
+    }
+  for (size_t v = 0; v < I.values.size(); ++v)
+    if (I.values[v].where == Where::Alias)
+      I.values[v].ptr = I.values[size_t(I.root(int(v)))].ptr;
+
+  // The instructions without the old starts and waits. Pack copies stay
+  // where they were (their sources' lifetimes were planned with them).
+  std::vector<Instr> kept;
+  std::vector<PlanStepInfo> keptInfo;
+  std::vector<int> newIndex(I.instrs.size(), -1);
+  for (size_t k = 0; k < I.instrs.size(); ++k) {
+    InstrOp op = I.instrs[k].op;
+    if (op == InstrOp::Start || op == InstrOp::Wait)
+      continue;
+    newIndex[k] = int(kept.size());
+    kept.push_back(std::move(I.instrs[k]));
+    keptInfo.push_back(stepInfos[k]);
+  }
+  int forwardLast = I.forwardEnd ? newIndex[I.forwardEnd - 1] : -1;
+  for (GradSlot &s : I.gradSlots)
+    s.readyInstr = s.readyInstr >= 0 ? newIndex[size_t(s.readyInstr)] : -1;
+  // A group starts after the instruction that completes its last gradient;
+  // it is waited for before the first update that reads one of them.
+  std::vector<int> startAfter(groupEnds.size(), -1),
+      waitBefore(groupEnds.size(), int(kept.size()));
+  std::vector<int> groupOfWait(I.values.size(), -1);
+  for (size_t i = 0; i < n; ++i) {
+    int g = at[i].first;
+    startAfter[size_t(g)] =
+        std::max(startAfter[size_t(g)], I.gradSlots[i].readyInstr);
+    groupOfWait[size_t(I.gradSlots[i].wait)] = g;
+  }
+  for (size_t k = 0; k < kept.size(); ++k)
+    if (kept[k].op == InstrOp::Update)
+      for (int v : kept[k].ins)
+        if (int g = groupOfWait[size_t(v)]; g >= 0)
+          waitBefore[size_t(g)] = std::min(waitBefore[size_t(g)], int(k));
+
+  std::vector<GradGroup> newGroups;
+  for (size_t g = 0, i = 0; g < groupEnds.size(); ++g) {
+    GradGroup gg;
+    gg.index = unsigned(g);
+    gg.id = nextGroupId + unsigned(g);
+    gg.buffer.data = I.groupBufs[g].ptr;
+    gg.buffer.desc.dtype = I.groupBufs[g].dtype;
+    gg.buffer.desc.shape = {
+        int64_t(I.groupBufs[g].bytes / dtypeSize(I.groupBufs[g].dtype))};
+    gg.bytes = dataBytes[g];
+    int last = -1;
+    for (; i < groupEnds[g]; ++i) {
+      gg.params.push_back(gradInfos[i].param);
+      if (I.gradSlots[i].readyInstr >= last) {
+        last = I.gradSlots[i].readyInstr;
+        gg.layer = gradInfos[i].layer;
+      }
+    }
+    newGroups.push_back(std::move(gg));
+  }
+  nextGroupId += unsigned(groupEnds.size());
+
+  I.instrs.clear();
+  stepInfos.clear();
+  auto emit = [&](Instr instr, PlanStepInfo info) {
+    I.instrs.push_back(std::move(instr));
+    stepInfos.push_back(std::move(info));
+  };
+  // Starts after, waits before the kept instruction at `position`.
+  auto emitComm = [&](InstrOp op, const std::vector<int> &at, int position) {
+    const char *what =
+        op == InstrOp::Start ? "allreduce_start" : "allreduce_wait";
+    for (size_t g = 0; g < newGroups.size(); ++g)
+      if (at[g] == position) {
+        Instr c;
+        c.op = op;
+        c.group = unsigned(g);
+        emit(std::move(c),
+             PlanStepInfo{llvm::formatv("{0} {1}", what, g).str(), what,
+                          newGroups[g].layer, StepKind::Comm});
+      }
+  };
+  auto emitWaits = [&](int k) { emitComm(InstrOp::Wait, waitBefore, k); };
+  auto emitStarts = [&](int k) { emitComm(InstrOp::Start, startAfter, k); };
+  std::vector<int> finalIndex(kept.size());
+  emitStarts(-1);
+  for (size_t k = 0; k < kept.size(); ++k) {
+    emitWaits(int(k));
+    finalIndex[k] = int(I.instrs.size());
+    emit(std::move(kept[k]), std::move(keptInfo[k]));
+    emitStarts(int(k));
+  }
+  emitWaits(int(kept.size()));
+  if (forwardLast >= 0)
+    I.forwardEnd = unsigned(finalIndex[size_t(forwardLast)]) + 1;
+  for (GradSlot &s : I.gradSlots)
+    s.readyInstr = s.readyInstr >= 0 ? finalIndex[size_t(s.readyInstr)] : -1;
+  for (Instr &instr : I.instrs)
+    I.bindRefs(instr);
+
+  memStats.gradBytes = 0;
+  for (const GroupBuf &b : I.groupBufs)
+    memStats.gradBytes += b.bytes;
+  gradGroups = std::move(newGroups);
+  return llvm::Error::success();
+}
+
+void Executor::setPlanModel(double predictedIterationUs, double alpha,
+                            double beta, double overheadUs, double rate) {
+  predictedUs = predictedIterationUs;
+  alphaS = alpha;
+  betaS = beta;
+  groupOverheadUs = overheadUs;
+  overlapRate = rate;
 }
 
 int64_t Executor::updateCount() const { return impl->updatesDone; }

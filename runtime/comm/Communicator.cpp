@@ -10,10 +10,12 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <thread>
@@ -326,7 +328,7 @@ CommEngine::JobId CommEngine::enqueue(std::function<void(Communicator &)> fn,
   {
     std::lock_guard<std::mutex> lock(mu);
     id = nextId++;
-    queue.push_back(Job{id, std::move(fn), tag, record});
+    queue.push_back(Job{id, std::move(fn), tag, record, steadyNs()});
   }
   queued.notify_one();
   return id;
@@ -368,32 +370,81 @@ std::string CommEngine::pinToCpu(int cpu) {
   return "";
 }
 
-void CommEngine::resetEpoch() { epochNs = steadyNs(); }
+void CommEngine::resetEpoch() {
+  std::lock_guard<std::mutex> lock(mu);
+  epochNs = steadyNs();
+  lastEndUs = 0;
+}
 
 double CommEngine::nowUs() const { return double(steadyNs() - epochNs) * 1e-3; }
 
+std::vector<CommEvent> CommEngine::eventsSince(size_t from) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (from >= recorded.size())
+    return {};
+  return std::vector<CommEvent>(recorded.begin() + long(from), recorded.end());
+}
+
+/// The calling thread's run-queue delay so far (nanoseconds runnable but not
+/// running), the second field of /proc/thread-self/schedstat; -1 when the
+/// kernel does not report it. `fd` is that file, opened by the thread.
+static int64_t runQueueNs(int fd) {
+  if (fd < 0)
+    return -1;
+  char buf[96];
+  ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+  if (n <= 0)
+    return -1;
+  buf[n] = 0;
+  unsigned long long onCpu = 0, waiting = 0;
+  if (std::sscanf(buf, "%llu %llu", &onCpu, &waiting) != 2)
+    return -1;
+  return int64_t(waiting);
+}
+
 void CommEngine::loop() {
+  // Each recorded job is split into the time the thread ran (communicated)
+  // and the time it was runnable but had no CPU: the run-queue delay the
+  // scheduler accounts per thread, read before and after the call.
+  int schedstat = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  cpuWaitMeasured = runQueueNs(schedstat) >= 0;
   for (;;) {
     Job job;
     {
       std::unique_lock<std::mutex> lock(mu);
       queued.wait(lock, [&] { return stopping || !queue.empty(); });
       if (queue.empty())
-        return;
+        break;
       job = std::move(queue.front());
       queue.pop_front();
     }
     double start = job.record ? nowUs() : 0;
+    int64_t waited0 = job.record ? runQueueNs(schedstat) : -1;
     job.fn(comm);
-    double end = job.record ? nowUs() : 0;
+    double end = nowUs();
+    int64_t waited1 = job.record ? runQueueNs(schedstat) : -1;
     {
       std::lock_guard<std::mutex> lock(mu);
-      if (job.record)
-        recorded.push_back(CommEvent{job.tag, start, end});
+      if (job.record) {
+        CommEvent e;
+        e.job = job.tag;
+        e.startUs = start;
+        e.endUs = end;
+        e.enqueuedUs = double(job.enqueuedNs - epochNs) * 1e-3;
+        e.cpuWaitUs =
+            waited0 >= 0 && waited1 >= waited0
+                ? std::min(end - start, double(waited1 - waited0) * 1e-3)
+                : 0;
+        e.dispatchUs = std::max(0.0, start - std::max(e.enqueuedUs, lastEndUs));
+        recorded.push_back(e);
+      }
+      lastEndUs = end;
       doneUpTo = job.id;
     }
     finished.notify_all();
   }
+  if (schedstat >= 0)
+    ::close(schedstat);
 }
 
 } // namespace oasr::rt

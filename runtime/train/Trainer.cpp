@@ -1,5 +1,6 @@
 //===- Trainer.cpp - Sync SGD, the training loop, traces and profiles ----===//
 
+#include "oasr/Runtime/Report.h"
 #include "oasr/Runtime/Training.h"
 #include "oasr/Schedule/Schedule.h"
 
@@ -61,12 +62,14 @@ static void runExchange(CommEngine &engine,
 // Synchronous SGD
 //===----------------------------------------------------------------------===//
 
+static constexpr const char *kSyncSGDName = "sync-sgd";
+
 namespace {
 class SyncSGD final : public TrainingAlgorithm {
 public:
   SyncSGD(Executor &exec, CommEngine &engine)
       : exec(exec), engine(engine), jobs(exec.groups().size(), 0) {}
-  const char *name() const override { return "sync-sgd"; }
+  const char *name() const override { return kSyncSGDName; }
   CheckpointKind checkpointKind() const override {
     return CheckpointKind::Shared;
   }
@@ -85,8 +88,11 @@ public:
     void *data = g.buffer.data;
     size_t count = size_t(g.buffer.numel());
     DType dtype = g.buffer.desc.dtype;
+    // Re-planning may change the groups between steps.
+    if (jobs.size() < exec.groups().size())
+      jobs.resize(exec.groups().size(), 0);
     jobs[group] = engine.enqueue(
-        [=](Communicator &c) { c.allreduceAverage(data, count, dtype); }, group,
+        [=](Communicator &c) { c.allreduceAverage(data, count, dtype); }, g.id,
         /*record=*/true);
   }
   void gradientsNeeded(unsigned group) override {
@@ -489,6 +495,21 @@ namespace {
 /// One trace record, sent as plain doubles between ranks.
 struct Rec {
   double lane, name, start, end;
+  double cpuWait = 0, dispatch = 0; ///< communication lane only
+};
+
+/// Every plan step and fused group the run used, over its re-plans: trace
+/// records name steps by their index here and groups by their id.
+struct PlanHistory {
+  std::vector<PlanStepInfo> steps;
+  size_t base = 0; ///< index of the current plan's first step
+  std::map<unsigned, GradGroup> groups;
+  void add(const Executor &exec) {
+    base = steps.size();
+    steps.insert(steps.end(), exec.steps().begin(), exec.steps().end());
+    for (const GradGroup &g : exec.groups())
+      groups[g.id] = g;
+  }
 };
 
 llvm::Error writeJson(const std::string &path, llvm::json::Value value) {
@@ -518,12 +539,14 @@ std::string stepKindName(StepKind k) {
 }
 } // namespace
 
-static llvm::Error writeTrace(const std::string &path, Executor &exec,
-                              CommEngine &engine,
-                              const std::vector<Rec> &local) {
+static llvm::Error writeTrace(const std::string &path, CommEngine &engine,
+                              const std::vector<Rec> &local,
+                              const PlanHistory &history,
+                              const std::vector<ReplanEvent> &replans) {
   std::vector<Rec> comm;
   for (const CommEvent &e : engine.events())
-    comm.push_back(Rec{1, double(e.job), e.startUs, e.endUs});
+    comm.push_back(Rec{1, double(e.job), e.startUs, e.endUs, e.cpuWaitUs,
+                       e.dispatchUs});
   std::vector<Rec> all = local;
   all.insert(all.end(), comm.begin(), comm.end());
   std::vector<char> bytes;
@@ -534,7 +557,7 @@ static llvm::Error writeTrace(const std::string &path, Executor &exec,
   if (engine.communicator().rank() != 0)
     return llvm::Error::success();
   llvm::json::Array events;
-  const auto &steps = exec.steps();
+  const auto &steps = history.steps;
   size_t off = 0;
   for (size_t r = 0; r < counts.size(); ++r) {
     events.push_back(llvm::json::Object{
@@ -572,11 +595,17 @@ static llvm::Error writeTrace(const std::string &path, Executor &exec,
         name = "exchange";
         cat = "exchange";
       } else {
-        unsigned g = unsigned(e.name);
-        const GradGroup &gg = exec.groups()[g];
-        name = "allreduce group " + std::to_string(g);
+        auto found = history.groups.find(unsigned(e.name));
+        if (found == history.groups.end())
+          continue;
+        const GradGroup &gg = found->second;
+        name = "allreduce group " + std::to_string(gg.index);
         cat = "allreduce";
         args["bytes"] = int64_t(gg.bytes);
+        // The call's time without a CPU, and the wait for the thread to
+        // wake before it (docs/runtime.md).
+        args["cpu_wait_us"] = e.cpuWait;
+        args["dispatch_us"] = e.dispatch;
         args["layer"] = gg.layer;
         llvm::json::Array params;
         for (const std::string &p : gg.params)
@@ -594,50 +623,44 @@ static llvm::Error writeTrace(const std::string &path, Executor &exec,
                              {"args", std::move(args)}});
     }
   }
+  // The re-plans, on rank 0's compute lane: the span of agreeing,
+  // planning and switching, and a mark across every lane at the switch.
+  for (const ReplanEvent &ev : replans) {
+    auto makeArgs = [&ev] {
+      llvm::json::Object args{{"step", int64_t(ev.step)},
+                              {"old_groups", int64_t(ev.oldGroups)},
+                              {"new_groups", int64_t(ev.newGroups)},
+                              {"plan_ms", ev.planUs * 1e-3},
+                              {"switch_ms", ev.switchUs * 1e-3}};
+      if (ev.newPredictedUs >= 0)
+        args["predicted_gain_ms"] =
+            (ev.oldPredictedUs - ev.newPredictedUs) * 1e-3;
+      if (!ev.note.empty())
+        args["note"] = ev.note;
+      return args;
+    };
+    events.push_back(llvm::json::Object{{"name", "replan"},
+                                        {"cat", "replan"},
+                                        {"ph", "X"},
+                                        {"pid", 0},
+                                        {"tid", 0},
+                                        {"ts", ev.atUs},
+                                        {"dur", ev.endUs - ev.atUs},
+                                        {"args", makeArgs()}});
+    events.push_back(llvm::json::Object{
+        {"name", llvm::formatv("switch to {0} group(s) before step {1}",
+                               ev.newGroups, ev.step + 1)
+                     .str()},
+        {"cat", "replan"},
+        {"ph", "i"},
+        {"s", "g"},
+        {"pid", 0},
+        {"tid", 0},
+        {"ts", ev.endUs},
+        {"args", makeArgs()}});
+  }
   return writeJson(path, llvm::json::Object{{"traceEvents", std::move(events)},
                                             {"displayTimeUnit", "ms"}});
-}
-
-/// The measured profile of this run (layers in forward order, gradients in
-/// the order the plan communicates them).
-static schedule::Profile measuredProfile(Executor &exec,
-                                         const std::vector<double> &meanUs,
-                                         double forwardUs, double updateUs,
-                                         const Communicator &comm) {
-  const auto &steps = exec.steps();
-  std::vector<std::string> order;
-  std::map<std::string, double> fwd, bwd;
-  for (size_t k = 0; k < steps.size(); ++k) {
-    const PlanStepInfo &s = steps[k];
-    if (s.kind == StepKind::Forward) {
-      if (!fwd.count(s.layer))
-        order.push_back(s.layer);
-      fwd[s.layer] += meanUs[k];
-    } else if (s.kind == StepKind::Backward) {
-      if (!fwd.count(s.layer) && !bwd.count(s.layer))
-        order.insert(order.begin(), s.layer); // no forward node: runs last
-      bwd[s.layer] += meanUs[k];
-    }
-  }
-  std::map<std::string, std::vector<schedule::GradTensor>> grads;
-  for (const auto &g : exec.gradients())
-    grads[g.layer].push_back(schedule::GradTensor{g.param, g.bytes});
-  schedule::Profile p;
-  p.model = exec.modelName().empty() ? "model" : exec.modelName();
-  p.source =
-      "oasr-run measured, " + std::to_string(comm.size()) + " rank(s), rank 0";
-  p.batch = exec.batch();
-  p.forwardUs = forwardUs;
-  p.updateUs = updateUs;
-  for (const std::string &l : order) {
-    schedule::Layer layer;
-    layer.name = l;
-    layer.forwardUs = fwd.count(l) ? fwd[l] : 0.0;
-    layer.backwardUs = bwd.count(l) ? bwd[l] : 0.0;
-    layer.grads = grads[l];
-    p.layers.push_back(std::move(layer));
-  }
-  return p;
 }
 
 /// Replays the plan on the measured profile: the model's iteration time for
@@ -664,6 +687,15 @@ static double replay(Executor &exec, const schedule::Profile &profile) {
 //===----------------------------------------------------------------------===//
 // The loop
 //===----------------------------------------------------------------------===//
+
+/// The median of `v` (0 when empty).
+static double median(std::vector<double> v) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
 
 static std::string formatDuration(double s) {
   char buf[32];
@@ -714,6 +746,16 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
 
   std::vector<OpTiming> times(planSteps);
   std::vector<double> sumUs(planSteps, 0.0);
+  // Re-planning from this run's measurements (sync SGD only: the plan
+  // describes its allreduces).
+  const bool replanning = options.replan.mode != ReplanOptions::Mode::Off &&
+                          llvm::StringRef(algo.name()) == kSyncSGDName;
+  Replanner replanner(exec, engine, options.replan);
+  PlanHistory history;
+  history.add(exec);
+  summary.initialPredictedUs = exec.predictedIterationUs();
+  std::vector<double> iterationsUs, beforeUs;
+  int64_t warmupStep = -1; // the first step after a switch
   std::vector<Rec> trace;
   if (!options.tracePath.empty())
     trace.reserve(size_t(std::min(options.steps, options.traceSteps)) *
@@ -766,6 +808,7 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
         for (int64_t k = 0; k < labelCount; ++k)
           lab.as<int32_t>()[k] = int32_t(labels[size_t(k)]);
     }
+    replanner.beginStep();
     int64_t t0 = steadyNs();
     exec.runStep(algo, times.data(), epochNs);
     algo.afterStep(exec, engine, step);
@@ -777,7 +820,10 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
     for (size_t k = 0; k < planSteps; ++k)
       if (exec.steps()[k].kind != StepKind::Comm)
         compute += times[k].endUs - times[k].startUs;
-    bool warmup = step == first && options.steps > first + 1;
+    bool warmup = (step == first && options.steps > first + 1) ||
+                  (step == warmupStep && options.steps > step + 1);
+    if (replanning)
+      replanner.recordStep(times.data(), warmup);
     if (warmup)
       commEventsBefore = engine.events().size();
     if (!warmup) {
@@ -785,12 +831,14 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
       measuredComputeUs += compute;
       measuredBlockedUs += blocked;
       ++measured;
+      iterationsUs.push_back(double(t1 - t0) * 1e-3);
       for (size_t k = 0; k < planSteps; ++k)
         sumUs[k] += times[k].endUs - times[k].startUs;
     }
     if (!options.tracePath.empty() && step - first < options.traceSteps)
       for (size_t k = 0; k < planSteps; ++k)
-        trace.push_back(Rec{0, double(k), times[k].startUs, times[k].endUs});
+        trace.push_back(Rec{0, double(history.base + k), times[k].startUs,
+                            times[k].endUs});
 
     double loss = exec.loss();
     if (!std::isfinite(loss) && !options.allowNonFinite) {
@@ -869,11 +917,47 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
       intervalSteps = 0;
       intervalStartNs = steadyNs();
     }
+
+    // At a step boundary on every rank alike: measure, agree, re-plan,
+    // switch. The summary then measures the new groups from the step after
+    // the next (the next warms the new buffers up).
+    if (replanning && step + 1 < options.steps && replanner.due()) {
+      auto ev = replanner.replan(step + 1);
+      if (!ev)
+        return ev.takeError();
+      if (rank == 0 && !options.quiet) {
+        std::printf("%s\n", formatReplan(*ev, iterationsUs).c_str());
+        std::fflush(stdout);
+      }
+      summary.replans.push_back(*ev);
+      if (!options.replanProfilePath.empty() && rank == 0 && ev->note.empty())
+        if (auto err = writeJson(options.replanProfilePath,
+                                 schedule::toJSON(replanner.lastProfile())))
+          return err;
+      if (ev->changed) {
+        history.add(exec);
+        times.assign(exec.steps().size(), OpTiming{});
+        sumUs.assign(exec.steps().size(), 0.0);
+      }
+      // The summary describes the last plan's steps.
+      beforeUs.insert(beforeUs.end(), iterationsUs.begin(),
+                      iterationsUs.end());
+      iterationsUs.clear();
+      measuredIterUs = measuredComputeUs = measuredBlockedUs = 0;
+      measured = 0;
+      std::fill(sumUs.begin(), sumUs.end(), 0.0);
+      warmupStep = step + 1;
+    }
   }
   algo.finish(exec, engine);
   engine.drain();
-  for (size_t k = commEventsBefore; k < engine.events().size(); ++k)
-    commBusyUs += engine.events()[k].endUs - engine.events()[k].startUs;
+  for (size_t k = commEventsBefore; k < engine.events().size(); ++k) {
+    const CommEvent &e = engine.events()[k];
+    commBusyUs += e.endUs - e.startUs;
+    summary.commCpuWaitUs += e.cpuWaitUs;
+    summary.commDispatchUs += e.dispatchUs;
+  }
+  summary.cpuWaitMeasured = engine.measuresCpuWait();
 
   summary.steps = options.steps;
   if (measured) {
@@ -882,6 +966,14 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
     summary.computeUs = measuredComputeUs / m;
     summary.exposedCommUs = measuredBlockedUs / m;
     summary.commBusyUs = commBusyUs / m;
+    summary.commCpuWaitUs /= m;
+    summary.commDispatchUs /= m;
+    summary.commRunningUs = summary.commBusyUs - summary.commCpuWaitUs;
+    summary.medianIterationUs = median(iterationsUs);
+    summary.minIterationUs =
+        *std::min_element(iterationsUs.begin(), iterationsUs.end());
+    summary.maxIterationUs =
+        *std::max_element(iterationsUs.begin(), iterationsUs.end());
     double fwd = 0, upd = 0;
     for (size_t k = 0; k < planSteps; ++k) {
       sumUs[k] /= m;
@@ -892,15 +984,21 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
         upd += sumUs[k];
     }
     summary.forwardUs = fwd;
-    schedule::Profile profile = measuredProfile(exec, sumUs, fwd, upd, comm);
+    schedule::Profile profile = measuredProfile(
+        exec, sumUs, fwd, upd,
+        "oasr-run measured, " + std::to_string(comm.size()) +
+            " rank(s), rank 0");
     summary.replayedUs = replay(exec, profile);
     if (!options.profilePath.empty() && rank == 0)
       if (auto err = writeJson(options.profilePath, schedule::toJSON(profile)))
         return err;
   }
   summary.predictedUs = exec.predictedIterationUs();
+  summary.beforeSteps = int64_t(beforeUs.size());
+  summary.beforeMedianIterationUs = median(beforeUs);
   if (!options.tracePath.empty())
-    if (auto err = writeTrace(options.tracePath, exec, engine, trace))
+    if (auto err = writeTrace(options.tracePath, engine, trace, history,
+                              summary.replans))
       return err;
   if (options.evaluate && data.testSet() && lab.data) {
     auto [ok, total] = evaluate(exec, data, engine, algo.trainsOn(rank));

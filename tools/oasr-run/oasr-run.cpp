@@ -17,6 +17,7 @@
 #include "oasr/Runtime/DataLoader.h"
 #include "oasr/Runtime/Executor.h"
 #include "oasr/Runtime/GradientDump.h"
+#include "oasr/Runtime/Report.h"
 #include "oasr/Runtime/Training.h"
 #include "oasr/Schedule/Schedule.h"
 
@@ -221,6 +222,19 @@ static cl::opt<bool> allowNonFinite(
     cl::desc("Keep training when the loss becomes NaN or Inf (default: stop, "
              "naming the step and the first non-finite tensor)"),
     cl::init(false), cl::cat(runCat));
+static cl::opt<std::string> replan(
+    "replan",
+    cl::desc("Re-plan the fused allreduces from this run's measurements: "
+             "off | once (after 1 + 3 steps; the default for sync-sgd on "
+             "several ranks with a strategy that plans with a model: "
+             "mgwfbp, optimal, oasr) | every:N (every N steps)"),
+    cl::init(""), cl::cat(runCat));
+static cl::opt<std::string> replanProfile(
+    "replan-profile",
+    cl::desc("Write the last re-plan's agreed profile and fitted allreduce "
+             "model (oasr-profile-v1 with `comm`; as --plan-profile it plans "
+             "the same groups from the start)"),
+    cl::init(""), cl::cat(runCat));
 static cl::opt<bool> debugMemory("debug-memory", cl::Hidden, cl::init(false),
                                  cl::desc("Print RSS at each setup phase"));
 // Testing only.
@@ -345,6 +359,8 @@ int defaultThreads() {
 /// MPI over shared memory on one host (measure yours with oasr-bench comm).
 constexpr double kDefaultAlpha = 2e-5, kDefaultBeta = 5e-10;
 bool usedDefaultComm = false;
+/// Where an .onnx plan's allreduce model came from, for the summary.
+std::string commSource;
 
 /// Parses or compiles the model into a training module.
 mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
@@ -439,13 +455,19 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
     else
       llvm::consumeError(p.takeError());
   }
+  commSource = alpha >= 0 || beta >= 0 ? "--alpha/--beta"
+               : !commFile.empty()     ? "calibration " + commFile
+               : profileHasComm        ? "the profile's allreduce model"
+                                       : "";
   if (alpha < 0 && beta < 0 && commFile.empty() && !profileHasComm) {
     if (const char *env = std::getenv("OASR_COMM_CALIBRATION")) {
       po.comm = std::string(env);
+      commSource = "calibration " + std::string(env);
     } else {
       po.alpha = kDefaultAlpha;
       po.beta = kDefaultBeta;
       usedDefaultComm = true;
+      commSource = "the default allreduce model";
     }
   }
   if (!optimizer.empty())
@@ -646,6 +668,8 @@ std::string checkNumericOptions() {
   if (given(keepCheckpoints) && keepCheckpoints < 0)
     return name(keepCheckpoints, std::to_string(keepCheckpoints)) +
            "expected a number of checkpoints >= 0 (0 keeps all)";
+  if (given(replanProfile) && replan == "off")
+    return "--replan-profile needs re-planning (not --replan=off)";
   if ((given(checkpointEvery) || given(keepCheckpoints)) &&
       checkpointDir.empty())
     return "--checkpoint-every/--keep-checkpoints need --checkpoint=DIR";
@@ -777,6 +801,7 @@ int main(int argc, char **argv) {
     for (auto [name, path] :
          {std::pair<const char *, std::string>{"--trace", tracePath},
           {"--profile", profilePath},
+          {"--replan-profile", replanProfile},
           {"--dump-grads", dumpGrads},
           {"--save", savePath},
           {"--emit-mlir", emitMlir}})
@@ -940,6 +965,36 @@ int main(int argc, char **argv) {
   if (!savePath.empty() && !failure.failed && !onnxModel)
     failure.set("--save needs the model's ONNX source (module attribute "
                 "oasr.source naming an existing .onnx file)");
+
+  // Re-planning: by default once for sync SGD on several ranks when the
+  // strategy plans with a model (the others group by layer or size).
+  ReplanOptions replanOptions;
+  if (!replan.empty()) {
+    if (auto r = parseReplanOption(replan))
+      replanOptions = *r;
+    else
+      failure.set("--replan=" + replan + ": " + llvm::toString(r.takeError()));
+    if (replanOptions.mode != ReplanOptions::Mode::Off && !failure.failed) {
+      if (algoName != "sync-sgd")
+        failure.set("--replan=" + replan + ": --algo=" + algoName +
+                    " does not run the planned allreduces (sync-sgd does)");
+      else if (exec && !oasr::schedule::strategyNeedsCommModel(
+                           exec->planStrategy()))
+        failure.set("--replan=" + replan + ": the plan's strategy '" +
+                    (exec->planStrategy().empty() ? std::string("?")
+                                                  : exec->planStrategy()) +
+                    "' groups without an allreduce model; re-planning "
+                    "applies to mgwfbp, optimal and oasr");
+    }
+  } else if (algoName == "sync-sgd" && size > 1 && exec &&
+             oasr::schedule::strategyNeedsCommModel(exec->planStrategy())) {
+    replanOptions.mode = ReplanOptions::Mode::Once;
+  }
+  if (!replanProfile.empty() && !failure.failed &&
+      replanOptions.mode == ReplanOptions::Mode::Off)
+    failure.set("--replan-profile=" + replanProfile +
+                ": nothing is re-planned in this run (sync-sgd on several "
+                "ranks with mgwfbp, optimal or oasr re-plans)");
 
   // Checkpoints: what must match on resume; rank 0 reads and checks the
   // newest one now, every rank restores it after the agreement.
@@ -1113,6 +1168,8 @@ int main(int argc, char **argv) {
   to.startStep = startStep;
   to.checkpoint = checkpointOptions;
   to.allowNonFinite = allowNonFinite;
+  to.replan = replanOptions;
+  to.replanProfilePath = replanProfile;
   TrainSummary summary;
   if (auto err = train(*exec, *data, *algo, engine, to, summary))
     abortRun(*comm,
@@ -1122,61 +1179,19 @@ int main(int argc, char **argv) {
 
   memoryPoint("training");
   if (rank == 0) {
-    double ms = 1e-3;
-    std::printf(
-        "summary: %lld steps on %d rank(s), strategy %s, %zu group(s)\n",
-        (long long)summary.steps, size,
-        exec->planStrategy().empty() ? "?" : exec->planStrategy().c_str(),
-        exec->groups().size());
-    std::printf("  mean iteration   %9.3f ms\n", summary.meanIterationUs * ms);
-    std::printf("  compute          %9.3f ms (forward %.3f ms)\n",
-                summary.computeUs * ms, summary.forwardUs * ms);
-    // The plan and its prediction describe the planned allreduces, which
-    // only sync-sgd runs; the other algorithms block in their exchanges.
-    const bool planned = algoName == "sync-sgd";
-    if (planned) {
-      double hidden = summary.commBusyUs > 0
-                          ? 100.0 * std::max(0.0, 1.0 - summary.exposedCommUs /
-                                                            summary.commBusyUs)
-                          : 100.0;
-      std::printf("  exposed comm     %9.3f ms (allreduce busy %.3f ms, %.0f%% "
-                  "hidden)\n",
-                  summary.exposedCommUs * ms, summary.commBusyUs * ms, hidden);
-    } else {
-      std::printf("  exposed comm     %9.3f ms (blocked in %s's exchanges)\n",
-                  summary.exposedCommUs * ms, algo->name());
-    }
-    if (!planned)
-      std::printf("  predicted        n/a (the plan predicts sync-sgd's "
-                  "allreduces, which --algo=%s does not run)\n",
-                  algo->name());
-    else if (summary.predictedUs >= 0)
-      std::printf("  predicted        %9.3f ms (measured/predicted %.2f)\n",
-                  summary.predictedUs * ms,
-                  summary.predictedUs > 0
-                      ? summary.meanIterationUs / summary.predictedUs
-                      : 0.0);
-    else if (!exec->planStrategy().empty())
-      std::printf("  predicted        n/a (%s was planned without a "
-                  "communication model; `oasr-bench comm` measures one)\n",
-                  exec->planStrategy().c_str());
-    else
-      std::printf("  predicted        n/a (module has no oasr.plan)\n");
-    if (planned && summary.replayedUs > 0)
-      std::printf("  replayed         %9.3f ms (the plan's timeline model on "
-                  "this run's measured profile; measured/replayed %.2f)\n",
-                  summary.replayedUs * ms,
-                  summary.meanIterationUs / summary.replayedUs);
-    std::printf("  algorithm        %s\n", algo->name());
-    if (std::string r = algo->report(); !r.empty())
-      std::printf("                   %s\n", r.c_str());
-    std::printf("  final loss       %9.4f\n", summary.lastLoss);
-    if (summary.trainAccuracy >= 0)
-      std::printf("  train accuracy   %8.1f%%\n", 100 * summary.trainAccuracy);
-    if (summary.testAccuracy >= 0)
-      std::printf("  test accuracy    %8.1f%% (%lld samples)\n",
-                  100 * summary.testAccuracy, (long long)summary.testSamples);
-    std::fflush(stdout);
+    SummaryContext sc;
+    sc.ranks = size;
+    sc.strategy = exec->planStrategy();
+    sc.groups = exec->groups().size();
+    sc.algorithm = algo->name();
+    sc.algorithmReport = algo->report();
+    sc.planned = algoName == "sync-sgd";
+    std::string costs = exec->costSource().empty()
+                            ? std::string("the module's plan")
+                            : exec->costSource() + " costs";
+    sc.predictedFrom =
+        commSource.empty() ? costs : costs + ", " + commSource;
+    printSummary(stdout, summary, sc);
 
     if (!dumpGrads.empty())
       if (auto err = writeGradientDump(dumpGrads, *exec))

@@ -15,6 +15,7 @@
 
 #include "oasr/Runtime/Kernel.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -102,11 +103,22 @@ std::unique_ptr<Communicator> createMpiCommunicator(int *argc, char ***argv,
 /// True when this process was started by mpirun (Open MPI, MPICH, Slurm PMI).
 bool launchedByMpi();
 
-/// A timed interval on the communication lane, for traces.
+/// A timed job on the communication lane (traces, the summary, re-planning).
+/// Times are microseconds from CommEngine's epoch, taken on the
+/// communication thread around the job's function (the MPI or NCCL call).
 struct CommEvent {
-  uint32_t job = 0;   ///< the job's tag (fused group index or user tag)
-  double startUs = 0; ///< from CommEngine::epoch()
-  double endUs = 0;
+  uint32_t job = 0;      ///< the job's tag (fused group id or user tag)
+  double startUs = 0;    ///< the call began
+  double endUs = 0;      ///< the call returned
+  double enqueuedUs = 0; ///< the compute thread queued the job
+  /// Time the communication thread spent inside the call runnable but
+  /// waiting for a CPU (the kernel's run-queue delay of the thread,
+  /// /proc/thread-self/schedstat): `endUs - startUs - cpuWaitUs` is the time
+  /// it ran, i.e. communicated. 0 where the kernel does not report it.
+  double cpuWaitUs = 0;
+  /// Of the time between enqueue and start, the part the thread was not
+  /// busy with an earlier job: waking up and waiting for a CPU.
+  double dispatchUs = 0;
 };
 
 /// The communication thread and its FIFO of jobs. `enqueue` returns at once;
@@ -171,6 +183,12 @@ public:
   /// Recorded jobs so far (only read after `drain`).
   const std::vector<CommEvent> &events() const { return recorded; }
   void clearEvents() { recorded.clear(); }
+  /// The recorded jobs from index `from` on, copied under the engine's lock
+  /// (safe while the thread runs other jobs).
+  std::vector<CommEvent> eventsSince(size_t from);
+  /// Whether the kernel reports the thread's run-queue delay, so that
+  /// `CommEvent::cpuWaitUs` is measured (known once the thread started).
+  bool measuresCpuWait() const { return cpuWaitMeasured; }
 
 private:
   struct Job {
@@ -178,6 +196,7 @@ private:
     std::function<void(Communicator &)> fn;
     uint32_t tag;
     bool record;
+    int64_t enqueuedNs;
   };
   void loop();
   /// Moves the thread to SCHED_IDLE or back to SCHED_OTHER; false if refused.
@@ -195,6 +214,8 @@ private:
   int waiters = 0;       ///< threads in `wait`, guarded by `mu`
   std::vector<CommEvent> recorded;
   int64_t epochNs = 0;
+  double lastEndUs = 0; ///< end of the previous job (communication thread)
+  std::atomic<bool> cpuWaitMeasured{false};
   std::thread thread;
 };
 

@@ -15,6 +15,7 @@
 
 #include "oasr/Runtime/Kernel.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
@@ -55,7 +56,10 @@ struct PersistentTensor {
 
 /// One fused gradient group: a contiguous buffer averaged in place.
 struct GradGroup {
-  unsigned index = 0;              ///< position in communication order
+  unsigned index = 0; ///< position in communication order
+  /// Unique over every grouping of the run (`Executor::regroup` numbers the
+  /// new groups after the old ones): the communication job's tag.
+  unsigned id = 0;
   TensorRef buffer;                ///< the whole buffer (f32 elements, padded)
   size_t bytes = 0;                ///< gradient bytes (without padding)
   std::vector<std::string> params; ///< parameters whose gradients it holds
@@ -147,6 +151,25 @@ public:
   double planGroupOverheadUs() const { return groupOverheadUs; }
   /// The plan's communication rate during backward (1 when not planned).
   double planOverlapRate() const { return overlapRate; }
+  /// Where the compiler's per-op costs came from (`oasr.cost_model`'s
+  /// source and file: "roofline", "profile p.json"); empty when unknown.
+  const std::string &costSource() const { return costs; }
+
+  /// Replaces the fused groups by a new partition of the gradients
+  /// (`gradients()` order, which is the communication order): group k holds
+  /// gradients [groupEnds[k-1], groupEnds[k]). The gradients get a new
+  /// layout (one contiguous buffer per group, written directly by their
+  /// producers as before), each group's start moves right after the
+  /// instruction completing its last gradient and its wait before the first
+  /// update reading one; `steps()` and `groups()` change accordingly. Only
+  /// between steps, with no communication in flight. Gradients are
+  /// recomputed every step, so nothing is copied.
+  llvm::Error regroup(llvm::ArrayRef<unsigned> groupEnds);
+  /// Records the model of a plan installed by `regroup`: its predicted
+  /// iteration and its allreduce model (what `plan*()` return).
+  void setPlanModel(double predictedIterationUs, double alphaS,
+                    double betaSPerByte, double groupOverheadUs,
+                    double overlapRate);
 
   /// Runs one training step. `timings`, when non-null, points to one entry
   /// per plan step (see `steps()`), filled with times in microseconds since
@@ -196,7 +219,8 @@ private:
   MemoryStats memStats;
   std::vector<PlanStepInfo> stepInfos;
   std::vector<GradInfo> gradInfos;
-  std::string source, model, strategy, countName;
+  std::string source, model, strategy, countName, costs;
+  unsigned nextGroupId = 0;
   double predictedUs = -1;
   double alphaS = -1, betaS = 0, groupOverheadUs = 0, overlapRate = 1;
 };

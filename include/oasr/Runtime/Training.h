@@ -23,6 +23,7 @@
 #include "oasr/Runtime/Communicator.h"
 #include "oasr/Runtime/DataLoader.h"
 #include "oasr/Runtime/Executor.h"
+#include "oasr/Runtime/Replan.h"
 
 #include "llvm/Support/Error.h"
 
@@ -152,6 +153,10 @@ struct TrainOptions {
   /// A loss that is NaN or Inf stops the run (an error naming the step and
   /// the first non-finite tensor) unless this is set.
   bool allowNonFinite = false;
+  /// Re-plan the fused allreduces from this run's measurements (sync SGD).
+  ReplanOptions replan;
+  /// Where rank 0 writes the last re-plan's profile and model, if anywhere.
+  std::string replanProfilePath;
 };
 
 /// What the run measured (rank 0's view; times in microseconds).
@@ -161,6 +166,18 @@ struct TrainSummary {
   double computeUs = 0;       ///< kernels + updates + copies per step
   double exposedCommUs = 0;   ///< blocked in allreduce_wait per step
   double commBusyUs = 0;      ///< communication thread busy per step
+  /// `commBusyUs` split: the communication thread running (communicating)
+  /// and runnable without a CPU inside the calls; and, before the calls,
+  /// the time jobs waited for the idle thread to wake and get a CPU.
+  double commRunningUs = 0, commCpuWaitUs = 0, commDispatchUs = 0;
+  bool cpuWaitMeasured = false; ///< the kernel reports run-queue delays
+  double medianIterationUs = 0, minIterationUs = 0, maxIterationUs = 0;
+  /// The steps before the last re-plan (the plan compiled in, or the
+  /// previous re-plan's), measured the same way; 0 steps when none.
+  int64_t beforeSteps = 0;
+  double beforeMedianIterationUs = 0;
+  double initialPredictedUs = -1; ///< the compiled plan's prediction
+  std::vector<ReplanEvent> replans;
   double forwardUs = 0;
   double predictedUs = -1; ///< the plan's prediction, -1 if unknown
   /// The timeline model replayed on this run's measured profile with the

@@ -1,0 +1,160 @@
+//===- Report.cpp - What a training run prints about itself --------------===//
+
+#include "oasr/Runtime/Report.h"
+#include "oasr/Runtime/Training.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace oasr::rt {
+
+static std::string formatMs(double us) {
+  return llvm::formatv("{0:f1} ms", us * 1e-3).str();
+}
+
+std::string formatReplan(const ReplanEvent &ev,
+                         llvm::ArrayRef<double> stepsUs) {
+  std::string head = llvm::formatv("replan after step {0}: ", ev.step).str();
+  if (!ev.note.empty())
+    return head + "plan kept (" + ev.note + ")";
+  std::vector<double> sorted(stepsUs.begin(), stepsUs.end());
+  std::sort(sorted.begin(), sorted.end());
+  double stepUs = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+  double costUs = ev.planUs + ev.switchUs;
+  std::string fitted = llvm::formatv(
+      "alpha {0:e2} s{1}, beta {2:e2} s/B, overlap rate {3:f2}{4} from {5} "
+      "allreduce(s) of {6} size(s)",
+      ev.comm.alphaS, ev.alphaFromPlan ? " (the plan's)" : "",
+      ev.comm.betaSPerByte, ev.comm.overlapRate,
+      ev.overlapFromPlan ? " (the plan's)" : "", ev.jobs, ev.sizes);
+  std::string cost =
+      llvm::formatv("planning {0:f2} ms + switch {1:f2} ms = {2:f2}% of a step",
+                    ev.planUs * 1e-3, ev.switchUs * 1e-3,
+                    stepUs > 0 ? 100 * costUs / stepUs : 0.0);
+  if (!ev.changed)
+    return head + llvm::formatv(
+                      "kept {0} group(s), predicted {1} per step from "
+                      "this run's measurements ({2}); {3}",
+                      ev.newGroups, formatMs(ev.newPredictedUs), fitted, cost)
+                      .str();
+  return head +
+         llvm::formatv("{0} -> {1} group(s), predicted {2} -> {3} per step "
+                       "(gain {4}) from this run's measurements ({5}); {6}",
+                       ev.oldGroups, ev.newGroups, formatMs(ev.oldPredictedUs),
+                       formatMs(ev.newPredictedUs),
+                       formatMs(ev.oldPredictedUs - ev.newPredictedUs), fitted,
+                       cost)
+             .str();
+}
+
+void printSummary(std::FILE *out, const TrainSummary &s,
+                  const SummaryContext &c) {
+  const double ms = 1e-3;
+  const bool replanned =
+      llvm::any_of(s.replans, [](const ReplanEvent &e) { return e.changed; });
+  std::fprintf(out,
+               "summary: %lld steps on %d rank(s), strategy %s, %zu "
+               "group(s)\n",
+               (long long)s.steps, c.ranks,
+               c.strategy.empty() ? "?" : c.strategy.c_str(), c.groups);
+  std::fprintf(out,
+               "  mean iteration   %9.3f ms (median %.3f ms, range "
+               "%.3f-%.3f ms%s)\n",
+               s.meanIterationUs * ms, s.medianIterationUs * ms,
+               s.minIterationUs * ms, s.maxIterationUs * ms,
+               s.replans.empty() ? ""
+               : replanned       ? ", steps after the re-plan"
+                                 : ", steps after the last re-plan");
+  std::fprintf(out, "  compute          %9.3f ms (forward %.3f ms)\n",
+               s.computeUs * ms, s.forwardUs * ms);
+  // The plan and its prediction describe the planned allreduces, which
+  // only sync-sgd runs; the other algorithms block in their exchanges.
+  if (!c.planned) {
+    std::fprintf(out,
+                 "  exposed comm     %9.3f ms (blocked in %s's "
+                 "exchanges)\n",
+                 s.exposedCommUs * ms, c.algorithm.c_str());
+    std::fprintf(out,
+                 "  predicted        n/a (the plan predicts sync-sgd's "
+                 "allreduces, which --algo=%s does not run)\n",
+                 c.algorithm.c_str());
+  } else {
+    // Hidden: the share of the time spent communicating that compute did
+    // not wait for. Time without a CPU is not communication.
+    double communicating = s.commRunningUs;
+    double hidden =
+        communicating > 0
+            ? 100.0 *
+                  std::clamp(1.0 - s.exposedCommUs / communicating, 0.0, 1.0)
+            : 100.0;
+    if (s.cpuWaitMeasured)
+      std::fprintf(out,
+                   "  exposed comm     %9.3f ms (allreduce busy %.3f ms: "
+                   "communicating %.3f ms, without a CPU %.3f ms; queued "
+                   "%.3f ms more before the calls; %.0f%% of communicating "
+                   "hidden)\n",
+                   s.exposedCommUs * ms, s.commBusyUs * ms, communicating * ms,
+                   s.commCpuWaitUs * ms, s.commDispatchUs * ms, hidden);
+    else
+      std::fprintf(out,
+                   "  exposed comm     %9.3f ms (allreduce busy %.3f ms, its "
+                   "time without a CPU not measurable here; queued %.3f ms "
+                   "more before the calls; %.0f%% hidden)\n",
+                   s.exposedCommUs * ms, s.commBusyUs * ms,
+                   s.commDispatchUs * ms, hidden);
+    double measured = s.medianIterationUs;
+    std::string from = replanned || !s.replans.empty()
+                           ? "this run's measurements"
+                           : c.predictedFrom;
+    if (s.predictedUs >= 0)
+      std::fprintf(out,
+                   "  predicted        %9.3f ms (measured/predicted "
+                   "%.2f, median; from %s)\n",
+                   s.predictedUs * ms,
+                   s.predictedUs > 0 ? measured / s.predictedUs : 0.0,
+                   from.c_str());
+    else if (!c.strategy.empty())
+      std::fprintf(out,
+                   "  predicted        n/a (%s was planned without a "
+                   "communication model; `oasr-bench comm` measures "
+                   "one)\n",
+                   c.strategy.c_str());
+    else
+      std::fprintf(out, "  predicted        n/a (module has no oasr.plan)\n");
+    if (!s.replans.empty()) {
+      const ReplanEvent &first = s.replans.front();
+      std::string before =
+          s.initialPredictedUs >= 0
+              ? llvm::formatv("{0:f3} ms (from {1})", s.initialPredictedUs * ms,
+                              c.predictedFrom)
+                    .str()
+              : "n/a";
+      std::fprintf(out,
+                   "  before re-plan   predicted %s, measured median %.3f ms "
+                   "over %lld step(s); %u -> %u group(s)\n",
+                   before.c_str(), s.beforeMedianIterationUs * ms,
+                   (long long)s.beforeSteps, first.oldGroups,
+                   s.replans.back().newGroups);
+    }
+  }
+  if (c.planned && s.replayedUs > 0)
+    std::fprintf(out,
+                 "  replayed         %9.3f ms (the plan's timeline model "
+                 "on this run's measured profile; measured/replayed "
+                 "%.2f)\n",
+                 s.replayedUs * ms, s.meanIterationUs / s.replayedUs);
+  std::fprintf(out, "  algorithm        %s\n", c.algorithm.c_str());
+  if (!c.algorithmReport.empty())
+    std::fprintf(out, "                   %s\n", c.algorithmReport.c_str());
+  std::fprintf(out, "  final loss       %9.4f\n", s.lastLoss);
+  if (s.trainAccuracy >= 0)
+    std::fprintf(out, "  train accuracy   %8.1f%%\n", 100 * s.trainAccuracy);
+  if (s.testAccuracy >= 0)
+    std::fprintf(out, "  test accuracy    %8.1f%% (%lld samples)\n",
+                 100 * s.testAccuracy, (long long)s.testSamples);
+  std::fflush(out);
+}
+
+} // namespace oasr::rt
