@@ -134,7 +134,7 @@ public:
   CheckpointKind checkpointKind() const override {
     return CheckpointKind::PerRank;
   }
-  std::vector<float> saveAlgorithmState() const override {
+  std::vector<float> saveAlgorithmState() override {
     std::vector<float> flat;
     for (const std::vector<float> &c : center)
       flat.insert(flat.end(), c.begin(), c.end());
@@ -284,16 +284,58 @@ public:
   ~ParameterServer() override { joinServers(); }
   const char *name() const override { return algoName.c_str(); }
 
+  // Every rank's own weights and optimizer state, and the center variable.
+  CheckpointKind checkpointKind() const override {
+    return CheckpointKind::PerRank;
+  }
+  std::vector<float> saveAlgorithmState() override {
+    // Once every rank has arrived, each has its last reply: no request is
+    // in flight and the server threads wait for the next one, so the center
+    // variable is still while the server copies it.
+    std::vector<float> state(count);
+    Communicator &comm = engine.communicator();
+    engine.run([](Communicator &c) { c.barrier(); });
+    if (comm.rank() == server) {
+      std::atomic_thread_fence(std::memory_order_acquire);
+      for (size_t i = 0; i < count; ++i)
+        state[i] = center[i].load(std::memory_order_relaxed);
+    }
+    float *p = state.data();
+    size_t bytes = count * sizeof(float);
+    int root = server;
+    engine.run([=](Communicator &c) { c.broadcast(p, bytes, root); });
+    return state;
+  }
+  llvm::Error restoreAlgorithmState(const std::vector<float> &state) override {
+    resumed = true;
+    if (state.size() != count)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "the center variable holds %zu value(s); this model's parameters "
+          "and BN statistics need %zu",
+          state.size(), count);
+    restoredCenter = state;
+    return llvm::Error::success();
+  }
+
   void setup(Executor &, CommEngine &) override {
     Communicator &comm = engine.communicator();
-    broadcastPersistent(exec, engine);
+    // A resumed run keeps every rank's restored weights.
+    if (!resumed)
+      broadcastPersistent(exec, engine);
     pack(out.data());
-    base = out; // SGD: weights at the last exchange
+    // SGD: weights at the last exchange. A checkpoint is written after a
+    // step's exchange (tau is 1), when the weights are the center returned.
+    base = out;
     if (comm.rank() != server)
       return;
+    // The center starts at the common weights, or where the checkpoint
+    // left it.
+    const std::vector<float> &start = resumed ? restoredCenter : out;
     center.reset(new std::atomic<float>[count]);
     for (size_t i = 0; i < count; ++i)
-      center[i].store(out[i], std::memory_order_relaxed);
+      center[i].store(start[i], std::memory_order_relaxed);
+    restoredCenter = {};
     for (int r = 0; r < comm.size(); ++r)
       if (trainsOn(r))
         servers.emplace_back([this, r] { serve(r); });
@@ -439,6 +481,7 @@ private:
   int server = 0; ///< the rank whose threads hold the center variable
   std::vector<float> out, in, base;
   std::unique_ptr<std::atomic<float>[]> center; ///< on the server rank
+  std::vector<float> restoredCenter;            ///< from --resume, until setup
   std::mutex mu;
   std::vector<std::thread> servers;
   std::atomic<int64_t> served{0};
@@ -732,7 +775,7 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
                : "the model's input is f32 images; --data=%s gives token ids",
         tokens ? dtypeName(in.desc.dtype) : data.describe().c_str(),
         data.describe().c_str());
-  // A checkpoint is written after a step every rank took together.
+  // A checkpoint is written where every rank has taken the same steps.
   if (options.checkpoint.every > 0 &&
       algo.checkpointKind() == TrainingAlgorithm::CheckpointKind::None)
     return llvm::createStringError(
@@ -776,10 +819,44 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
   size_t commEventsBefore = 0;
   double commBusyUs = 0;
 
+  // Checkpoints after every `checkpoint.every`-th step (collective).
+  auto checkpointDue = [&](int64_t completed) {
+    return options.checkpoint.every > 0 &&
+           completed % options.checkpoint.every == 0;
+  };
+  auto writeCheckpoint = [&](int64_t completed) -> llvm::Error {
+    int64_t c0 = steadyNs();
+    CheckpointContent content;
+    content.perRank =
+        algo.checkpointKind() == TrainingAlgorithm::CheckpointKind::PerRank;
+    content.algorithmState = algo.saveAlgorithmState();
+    auto written = saveCheckpoint(exec, data, engine, options.checkpoint,
+                                  completed, content);
+    if (!written)
+      return written.takeError();
+    noteCheckpoint(*written);
+    if (rank == 0 && !options.quiet) {
+      size_t bytes = 0;
+      for (const PersistentTensor &t : exec.persistent())
+        bytes += t.ref.bytes();
+      std::printf("checkpoint %s (%.1f MiB of tensors, %.0f ms)\n",
+                  written->c_str(), double(bytes) / 1048576.0,
+                  double(steadyNs() - c0) * 1e-6);
+      std::fflush(stdout);
+    }
+    return llvm::Error::success();
+  };
+
   // A rank that does not train (a dedicated server) skips the steps; the
-  // loop has no collectives for such algorithms (they are not lockstep).
+  // loop has no other collectives for such algorithms (they are not
+  // lockstep), but every checkpoint is one: that rank joins each in turn.
   const int64_t mySteps = algo.trainsOn(rank) ? options.steps : 0;
   const int64_t first = std::max<int64_t>(options.startStep, 0);
+  if (!algo.trainsOn(rank))
+    for (int64_t done = first + 1; done <= options.steps; ++done)
+      if (checkpointDue(done))
+        if (llvm::Error err = writeCheckpoint(done))
+          return err;
   for (int64_t step = first; step < mySteps; ++step) {
     if (step == options.failAtStep && rank == options.failRank &&
         options.failSignal > 0)
@@ -853,28 +930,9 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
           what.c_str());
     }
     noteProgress(step + 1);
-    if (options.checkpoint.every > 0 &&
-        (step + 1) % options.checkpoint.every == 0) {
-      int64_t c0 = steadyNs();
-      CheckpointContent content;
-      content.perRank =
-          algo.checkpointKind() == TrainingAlgorithm::CheckpointKind::PerRank;
-      content.algorithmState = algo.saveAlgorithmState();
-      auto written = saveCheckpoint(exec, data, engine, options.checkpoint,
-                                    step + 1, content);
-      if (!written)
-        return written.takeError();
-      noteCheckpoint(*written);
-      if (rank == 0 && !options.quiet) {
-        size_t bytes = 0;
-        for (const PersistentTensor &t : exec.persistent())
-          bytes += t.ref.bytes();
-        std::printf("checkpoint %s (%.1f MiB of tensors, %.0f ms)\n",
-                    written->c_str(), double(bytes) / 1048576.0,
-                    double(steadyNs() - c0) * 1e-6);
-        std::fflush(stdout);
-      }
-    }
+    if (checkpointDue(step + 1))
+      if (llvm::Error err = writeCheckpoint(step + 1))
+        return err;
     intervalLoss += loss;
     intervalCorrect += double(exec.correct());
     intervalSamples += double(n);

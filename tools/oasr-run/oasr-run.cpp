@@ -778,14 +778,6 @@ int main(int argc, char **argv) {
   ctx.loadAllAvailableDialects();
   if (std::string bad = checkNumericOptions(); !bad.empty())
     failure.set(bad);
-  const bool checkpointing = !checkpointDir.empty() || !resumeDir.empty();
-  if (checkpointing && algoName != "sync-sgd" && algoName != "sync-easgd")
-    failure.set("--checkpoint/--resume: --algo=" + algoName +
-                " cannot be checkpointed: only the synchronous algorithms "
-                "(sync-sgd, sync-easgd), whose ranks step together, are saved "
-                "and restored; the parameter-server algorithms' center "
-                "variable changes on server threads while each rank trains "
-                "at its own pace");
   if (!checkpointDir.empty() && rank == 0 && !failure.failed)
     if (std::error_code ec = llvm::sys::fs::create_directories(checkpointDir))
       failure.set("--checkpoint=" + checkpointDir +
@@ -1004,7 +996,9 @@ int main(int argc, char **argv) {
                             : checkpointEvery > 0 ? int64_t(checkpointEvery)
                                                   : int64_t(steps);
   checkpointOptions.keep = keepCheckpoints;
-  checkpointOptions.algorithm = algoName;
+  // Where the center variable lives is part of what must match.
+  checkpointOptions.algorithm =
+      psServer == "dedicated" ? algoName + " --ps-server=dedicated" : algoName;
   checkpointOptions.dataSource = dataSpec;
   checkpointOptions.seed = seed;
   CheckpointBytes resumeBytes;

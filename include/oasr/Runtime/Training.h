@@ -70,9 +70,12 @@ public:
   /// every rank after each step), or every rank's own copy.
   enum class CheckpointKind { None, Shared, PerRank };
   virtual CheckpointKind checkpointKind() const { return CheckpointKind::None; }
-  /// State of the algorithm itself that a checkpoint holds (Sync EASGD: the
-  /// center variable), the same on every rank; empty when there is none.
-  virtual std::vector<float> saveAlgorithmState() const { return {}; }
+  /// State of the algorithm itself that a checkpoint holds (the EASGD
+  /// family: the center variable), returned the same on every rank; empty
+  /// when there is none. Collective: every rank calls it at the same
+  /// checkpoint (a parameter server's ranks meet there, and the server's
+  /// center variable is sent to every rank).
+  virtual std::vector<float> saveAlgorithmState() { return {}; }
   /// Restores it before `setup`, and marks the run as resumed: `setup` then
   /// keeps the restored tensors instead of starting every rank from rank
   /// 0's. Errors name what does not fit.
@@ -122,6 +125,16 @@ createSyncEASGD(Executor &exec, CommEngine &engine, int64_t tau, double alpha);
 /// variants (Async MSGD/MEASGD) are these with a momentum optimizer in the
 /// module. At the end every rank's weights become x~. BN statistics travel
 /// with the weights. Needs a communicator with point-to-point messages.
+///
+/// A checkpoint is a meeting point: every rank (the dedicated server too)
+/// waits there until all have taken the step, so no request is in flight;
+/// it then holds every rank's own weights, optimizer state and data
+/// position, and the center variable. A resumed run continues from exactly
+/// that state (the server from the saved center, not from rank 0's
+/// weights). With one worker the run is deterministic and a resumed run
+/// equals an uninterrupted one bit for bit; with several, the order in which
+/// the server serves them depends on timing, in a resumed run as in any
+/// other. The exchange counts of the summary count the resumed run only.
 struct ParameterServerOptions {
   bool elastic = true;
   bool hogwild = false;
