@@ -11,7 +11,7 @@
 namespace oasr::rt {
 
 static std::string formatMs(double us) {
-  return llvm::formatv("{0:f1} ms", us * 1e-3).str();
+  return llvm::formatv("{0:f3} ms", us * 1e-3).str();
 }
 
 std::string formatReplan(const ReplanEvent &ev,

@@ -756,7 +756,8 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
                   TrainSummary &summary) {
   Communicator &comm = engine.communicator();
   const int rank = comm.rank();
-  const size_t planSteps = exec.steps().size();
+  // The plan's instructions (re-planning changes them between steps).
+  size_t planSteps = exec.steps().size();
   const TensorRef &in = exec.input();
   const TensorRef &lab = exec.label();
   const int64_t n = exec.batch();
@@ -994,6 +995,7 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
           return err;
       if (ev->changed) {
         history.add(exec);
+        planSteps = exec.steps().size();
         times.assign(exec.steps().size(), OpTiming{});
         sumUs.assign(exec.steps().size(), 0.0);
       }
