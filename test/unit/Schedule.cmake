@@ -5,5 +5,6 @@ oasr_add_unittest(OASRScheduleTests
   Schedule/StrategyTest.cpp
   Schedule/PropertyTest.cpp
   Schedule/RenderTest.cpp
+  Schedule/SteadyTest.cpp
   LIBS OASRSchedule
 )

@@ -1,0 +1,213 @@
+//===- SteadyTest.cpp - The steady-state step model, by hand and at random ===//
+
+#include "TestUtil.h"
+
+#include "oasr/Schedule/Steady.h"
+
+#include "gtest/gtest.h"
+
+using namespace oasr::schedule;
+using namespace oasr::schedule::test;
+
+namespace {
+
+/// Three layers, forward 1 each, backward 2 each, 4 bytes each; alpha 1 and
+/// beta 1 per byte: every layer's allreduce takes 5.
+Profile threeLayers() {
+  Profile p = makeProfile({2, 2, 2}, {4, 4, 4}, /*forward=*/3);
+  for (Layer &l : p.layers)
+    l.forwardUs = 1;
+  return p;
+}
+
+SteadyPlan perLayer(Priority priority, bool barrier = false) {
+  SteadyPlan p;
+  p.strategy = "per-layer";
+  p.priority = priority;
+  p.barrier = barrier;
+  for (unsigned l = 0; l < 3; ++l)
+    p.groups.push_back({l, l, 1, Collective::AllReduce});
+  return p;
+}
+
+TEST(Steady, LayerIndexPriorityByHand) {
+  // Iteration 0: backward ends layers 2, 1, 0 at 5, 7, 9. Layer 2's
+  // allreduce runs [5, 10]; at 10 the channel takes layer 0 (the next
+  // forward needs it first) [10, 15], then layer 1 [15, 20]. Iteration 1
+  // starts at 15, layer 1's forward waits until 20, layer 2's runs [21,
+  // 22]; from then on every iteration takes 19: forward 3 + backward 6 + a
+  // wait of 5 for layer 0 + 5 for layer 1, less the 1 of layer 0's forward.
+  SteadyComm comm = SteadyComm::fromAllreduce(unitModel(1, 1));
+  SteadyTimeline t =
+      simulateSteady(threeLayers(), comm, perLayer(Priority::LayerIndex));
+  ASSERT_GE(t.iterationStartUs.size(), 4u);
+  EXPECT_NEAR(t.iterationStartUs[0], 0, 1e-9);
+  EXPECT_NEAR(t.iterationStartUs[1], 15, 1e-9);
+  EXPECT_NEAR(t.iterationStartUs[2], 34, 1e-9);
+  EXPECT_NEAR(t.iterationStartUs[3], 53, 1e-9);
+  EXPECT_NEAR(t.periodUs, 19, 1e-9);
+  EXPECT_NEAR(t.computeUs, 9, 1e-9);
+  EXPECT_NEAR(t.waitUs, 10, 1e-9);
+  EXPECT_NEAR(t.commBusyUs, 15, 1e-9);
+  // The steady iteration's units, relative to its start: layer 2 ready at
+  // 9 (forward 0..7 with the wait, backward of layer 2 to 9).
+  ASSERT_EQ(t.units.size(), 3u);
+  EXPECT_EQ(t.units[0].group, 2u);
+  EXPECT_NEAR(t.units[0].startUs, 9, 1e-9);
+  EXPECT_NEAR(t.units[0].endUs, 14, 1e-9);
+}
+
+TEST(Steady, ReadyOrderAndBarrierByHand) {
+  // FIFO serves layer 0 last: each iteration waits for all three
+  // allreduces after backward: 20. The barrier plan (today's runtime) is
+  // the same here, and equals the backward-only simulator's iteration.
+  SteadyComm comm = SteadyComm::fromAllreduce(unitModel(1, 1));
+  Profile p = threeLayers();
+  EXPECT_NEAR(simulateSteady(p, comm, perLayer(Priority::ReadyOrder)).periodUs,
+              20, 1e-9);
+  SteadyTimeline b =
+      simulateSteady(p, comm, perLayer(Priority::ReadyOrder, true));
+  EXPECT_NEAR(b.periodUs, 20, 1e-9);
+  EXPECT_NEAR(
+      b.periodUs,
+      simulate(p, comm.allreduce, planFromSizes("wfbp", {1, 1, 1})).iterationUs,
+      1e-9);
+}
+
+TEST(Steady, LowerBoundByHand) {
+  // Compute 9; the channel's 13 per iteration; layer 0's allreduce (5)
+  // after the last backward with nothing left to overlap: 9 + 5 = 14.
+  SteadyComm comm = SteadyComm::fromAllreduce(unitModel(1, 1));
+  EXPECT_NEAR(steadyLowerBoundUs(threeLayers(), comm), 14, 1e-9);
+  // With overlap rate 0 the channel's work cannot hide at all: 9 + 13.
+  comm.allreduce.overlapRate = 0;
+  EXPECT_NEAR(steadyLowerBoundUs(threeLayers(), comm, false), 22, 1e-9);
+}
+
+TEST(Steady, ReduceScatterAllGatherByHand) {
+  // One RS/AG group of layer 0 only needs 2.5 + 2.5 after its backward;
+  // layers 1 and 2 allreduce. The gather is a unit of its own.
+  SteadyComm comm = SteadyComm::fromAllreduce(unitModel(1, 1));
+  SteadyPlan p = perLayer(Priority::LayerIndex);
+  p.groups[0].form = Collective::ReduceScatterAllGather;
+  SteadyTimeline t = simulateSteady(threeLayers(), comm, p);
+  unsigned gathers = 0;
+  for (const UnitTiming &u : t.units)
+    gathers += u.gather;
+  EXPECT_EQ(gathers, 1u);
+  EXPECT_EQ(t.units.size(), 4u);
+  EXPECT_GE(t.periodUs, steadyLowerBoundUs(threeLayers(), comm) - 1e-9);
+}
+
+TEST(Steady, PartitionsPayTheirStartUp) {
+  // Two pieces of layer 0 cost 2 x (1 + 2) = 6 instead of 5.
+  SteadyComm comm = SteadyComm::fromAllreduce(unitModel(1, 1));
+  SteadyPlan p = perLayer(Priority::LayerIndex);
+  p.groups[0].pieces = 2;
+  SteadyTimeline t = simulateSteady(threeLayers(), comm, p);
+  EXPECT_NEAR(t.commBusyUs, 16, 1e-9);
+}
+
+TEST(Steady, VerifyNamesTheGroup) {
+  Profile p = threeLayers();
+  SteadyPlan bad = perLayer(Priority::LayerIndex);
+  bad.groups[1].lastLayer = 2;
+  EXPECT_EQ(llvm::toString(verifySteadyPlan(bad, p)),
+            "plan 'per-layer': layer 'l2' is in groups 1 and 2");
+  bad = perLayer(Priority::LayerIndex);
+  bad.groups.pop_back();
+  EXPECT_EQ(llvm::toString(verifySteadyPlan(bad, p)),
+            "plan 'per-layer': layer 'l2' has gradients but no group");
+  bad = perLayer(Priority::LayerIndex, true);
+  bad.groups[0].form = Collective::ReduceScatterAllGather;
+  EXPECT_EQ(llvm::toString(verifySteadyPlan(bad, p)),
+            "plan 'per-layer': group 0 is a reduce-scatter in a barrier plan");
+}
+
+TEST(Steady, StrategyErrorsNameTheString) {
+  SteadyComm comm = SteadyComm::fromAllreduce(unitModel(1, 1));
+  auto bad = makeSteadyPlan("dear:0", threeLayers(), comm);
+  ASSERT_FALSE(bool(bad));
+  EXPECT_EQ(llvm::toString(bad.takeError()),
+            "strategy 'dear:0': expected dear or dear:<bytes> with bytes > 0");
+  auto unknown = makeSteadyPlan("fastest", threeLayers(), comm);
+  ASSERT_FALSE(bool(unknown));
+  EXPECT_NE(llvm::toString(unknown.takeError()).find("'fastest'"),
+            std::string::npos);
+}
+
+TEST(Steady, ByteSchedulerCutsLayersIntoPartitions) {
+  Profile p = makeProfile({1, 1}, {10, 3});
+  SteadyComm comm = SteadyComm::fromAllreduce(unitModel(1, 1));
+  auto plan = makeSteadyPlan("bytescheduler:4", p, comm);
+  ASSERT_TRUE(bool(plan));
+  ASSERT_EQ(plan->groups.size(), 2u);
+  EXPECT_EQ(plan->groups[0].pieces, 3u);
+  EXPECT_EQ(plan->groups[1].pieces, 1u);
+  EXPECT_EQ(plan->priority, Priority::LayerIndex);
+}
+
+TEST(Steady, DearBucketsInReadyOrder) {
+  // Ready order l3, l2, l1, l0 with 5, 5, 5, 5 bytes; buckets close at 10.
+  Profile p = makeProfile({1, 1, 1, 1}, {5, 5, 5, 5});
+  SteadyComm comm = SteadyComm::fromAllreduce(unitModel(1, 1));
+  auto plan = makeSteadyPlan("dear:10", p, comm);
+  ASSERT_TRUE(bool(plan));
+  ASSERT_EQ(plan->groups.size(), 2u);
+  EXPECT_EQ(plan->groups[0].firstLayer, 0u);
+  EXPECT_EQ(plan->groups[0].lastLayer, 1u);
+  EXPECT_EQ(plan->groups[1].firstLayer, 2u);
+  EXPECT_EQ(plan->groups[1].form, Collective::ReduceScatterAllGather);
+}
+
+/// Random instances: the barrier plan equals the backward-only simulator
+/// (with every extra cost and overlap rate), every strategy respects the
+/// lower bound, and oasr-step is never worse than today's oasr.
+TEST(Steady, RandomInstancesAgreeAndRespectTheBound) {
+  std::mt19937_64 rng(2024);
+  std::uniform_real_distribution<double> unit(0, 1);
+  for (int trial = 0; trial < 150; ++trial) {
+    RandomInstance ri = randomInstance(rng, 12);
+    if (!ri.profile.numGrads())
+      continue;
+    if (trial % 3 == 1)
+      ri.comm.overlapRate = unit(rng);
+    if (trial % 3 == 2) {
+      ri.comm.groupOverheadUs = 2 * unit(rng);
+      ri.comm.packUsPerByte = 1e-3 * unit(rng);
+    }
+    SteadyComm comm = SteadyComm::fromAllreduce(ri.comm);
+    // One group per layer with gradients, as a plan of both models.
+    SteadyPlan steady;
+    steady.strategy = "wfbp";
+    steady.barrier = true;
+    std::vector<unsigned> sizes;
+    for (unsigned l = ri.profile.layers.size(); l-- > 0;)
+      if (!ri.profile.layers[l].grads.empty()) {
+        steady.groups.insert(steady.groups.begin(),
+                             {l, l, 1, Collective::AllReduce});
+        sizes.push_back(ri.profile.layers[l].grads.size());
+      }
+    double old =
+        simulate(ri.profile, ri.comm, planFromSizes("wfbp", sizes)).iterationUs;
+    EXPECT_TRUE(close(simulateSteady(ri.profile, comm, steady).periodUs, old))
+        << "trial " << trial;
+
+    double lb = steadyLowerBoundUs(ri.profile, comm);
+    double barrier = 0, step = 0;
+    for (const std::string &name : steadyStrategyNames()) {
+      auto plan = makeSteadyPlan(name, ri.profile, comm);
+      ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+      ASSERT_FALSE(bool(verifySteadyPlan(*plan, ri.profile)));
+      double us = simulateSteady(ri.profile, comm, *plan).periodUs;
+      EXPECT_GE(us, lb * (1 - 1e-9)) << name << " trial " << trial;
+      if (name == "oasr-barrier")
+        barrier = us;
+      if (name == "oasr-step")
+        step = us;
+    }
+    EXPECT_LE(step, barrier * (1 + 1e-9)) << "trial " << trial;
+  }
+}
+
+} // namespace
