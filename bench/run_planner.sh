@@ -40,5 +40,8 @@ with open(sys.argv[2], "w") as f:
         cells = [f"{r[n]:.1f}" if n in r else "-" for n in sizes]
         f.write(f"| {name} | " + " | ".join(cells) + " |\n")
     f.write("\nTargets (issue 4): optimal at 300 layers < 5 ms; 10^5 tensors < 1 s.\n")
+    f.write("\nEnd to end, reading included (issue 15: a 10^5-tensor profile planned in "
+            "under 0.3 s, process start included): planner-json.md, "
+            "`bench/run_plan_json.sh`.\n")
 print(open(sys.argv[2]).read())
 PY

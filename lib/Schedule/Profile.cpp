@@ -7,9 +7,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "oasr/Schedule/Schedule.h"
+#include "oasr/Schedule/JSON.h"
 
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -131,8 +132,7 @@ uint64_t Profile::totalBytes() const {
   return s;
 }
 
-Profile oasr::schedule::scaleCompute(const Profile &profile, double factor) {
-  Profile p = profile;
+Profile oasr::schedule::scaleCompute(Profile p, double factor) {
   p.forwardUs *= factor;
   p.updateUs *= factor;
   for (Layer &l : p.layers) {
@@ -149,110 +149,119 @@ Profile oasr::schedule::scaleCompute(const Profile &profile, double factor) {
 Expected<json::Value> oasr::schedule::parseJSON(StringRef text,
                                                 StringRef fileNameForErrors,
                                                 unsigned maxDepth) {
-  // One linear pass over the bytes: strings (with their escapes) are
-  // skipped, brackets counted. Malformed input that passes is left to the
-  // parser, which then recurses at most maxDepth levels.
-  unsigned depth = 0;
-  bool inString = false;
-  for (size_t i = 0, e = text.size(); i < e; ++i) {
-    char c = text[i];
-    if (inString) {
-      if (c == '\\')
-        ++i;
-      else if (c == '"')
-        inString = false;
-      continue;
-    }
-    if (c == '"') {
-      inString = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > maxDepth)
-        return createStringError(
-            inconvertibleErrorCode(),
-            fileNameForErrors + ": invalid JSON: arrays and objects nest " +
-                "deeper than " + Twine(maxDepth) + " levels (at byte " +
-                Twine(i) + ")");
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  Expected<json::Value> doc = json::parse(text);
+  Expected<JSONDocument> doc =
+      JSONDocument::parse(text, fileNameForErrors, maxDepth);
   if (!doc)
-    return createStringError(
-        inconvertibleErrorCode(),
-        fileNameForErrors + ": invalid JSON: " + toString(doc.takeError()));
-  return doc;
+    return doc.takeError();
+  return doc->root().toLLVM();
 }
 
 namespace {
-/// Builds errors that name the file and the path to the offending field.
+/// The key path of a field ("layers[3] ('conv2') grads[0] ('conv2.w')"),
+/// spelled only when an error needs it: a chain of steps from the top.
+struct Where {
+  /// "top level", "format", "layers", "grads", "comm", "points".
+  StringRef label;
+  /// The element of the array `label`, or -1.
+  int64_t index = -1;
+  /// That element's 'name', once read.
+  const std::string *name = nullptr;
+  const Where *parent = nullptr;
+
+  void print(raw_ostream &os) const {
+    if (parent) {
+      parent->print(os);
+      os << ' ';
+    }
+    os << label;
+    if (index >= 0)
+      os << '[' << index << ']';
+    if (name)
+      os << " ('" << *name << "')";
+  }
+};
+
+/// Builds errors that name the file, the path to the offending field and
+/// its line and column.
 class Reader {
 public:
   explicit Reader(StringRef file) : file(file.str()) {}
 
-  Error error(const Twine &where, const Twine &msg) const {
-    return createStringError(inconvertibleErrorCode(),
-                             file + ": " + where + ": " + msg);
+  /// "FILE: WHERE: MSG (line L column C)", the position of `at`.
+  Error error(JSONValue at, const Where &where, const Twine &msg) const {
+    std::string s;
+    raw_string_ostream os(s);
+    os << file << ": ";
+    where.print(os);
+    os << ": " << msg << " (" << at.position() << ")";
+    return createStringError(inconvertibleErrorCode(), s);
   }
 
-  /// The top-level object of JSON `text`, checked to carry
+  /// Parses JSON `text` and checks that its top level is an object carrying
   /// `"format": format`.
-  Expected<json::Object> document(StringRef text, StringRef format) const {
-    Expected<json::Value> doc = parseJSON(text, file);
+  Expected<JSONDocument> document(StringRef text, StringRef format) const {
+    Expected<JSONDocument> doc = JSONDocument::parse(text, file);
     if (!doc)
       return doc.takeError();
-    json::Object *root = doc->getAsObject();
-    if (!root)
-      return error("top level", "expected a JSON object");
+    JSONValue root = doc->root();
+    Where top{"top level"};
+    if (!root.isObject())
+      return error(root, top, "expected a JSON object");
     std::string found;
-    if (Error e = string(*root, "format", "top level", found, true))
+    if (Error e = string(root, "format", top, found, true))
       return std::move(e);
     if (found != format)
-      return error("format", "unknown format version '" + found +
-                                 "' (expected '" + format + "')");
-    return std::move(*root);
+      return error(*root.get("format"), Where{"format"},
+                   "unknown format version '" + found + "' (expected '" +
+                       format + "')");
+    return doc;
   }
 
   /// A non-negative finite number field; `required` says if absence is an
   /// error. Writes `out` only when present. (A JSON literal too large for a
-  /// double, such as 1e400, parses as infinity.)
-  Error number(const json::Object &obj, StringRef key, const Twine &where,
-               double &out, bool required) const {
+  /// double, such as 1e400, reads as infinity.)
+  Error number(JSONValue obj, StringRef key, const Where &where, double &out,
+               bool required) const {
     return field(obj, key, where, required, "a number",
-                 &json::Value::getAsNumber, [&](double d) -> Error {
+                 &JSONValue::getAsNumber,
+                 [&](JSONValue v, double d) -> Error {
                    if (!std::isfinite(d))
-                     return error(where, "'" + key + "' must be finite, got " +
-                                             formatv("{0}", d).str());
+                     return error(v, where,
+                                  "'" + key + "' must be finite, got " +
+                                      formatv("{0}", d).str());
                    if (d < 0)
-                     return error(where, "'" + key + "' must be >= 0, got " +
-                                             formatv("{0}", d).str());
+                     return error(v, where,
+                                  "'" + key + "' must be >= 0, got " +
+                                      formatv("{0}", d).str());
                    out = d;
                    return Error::success();
                  });
   }
 
   /// The optional 'overlap_rate' field of a communication model, in [0, 1].
-  Error overlapRate(const json::Object &obj, const Twine &where,
-                    CommModel &m) const {
+  Error overlapRate(JSONValue obj, const Where &where, CommModel &m) const {
     double rate = m.overlapRate;
     if (Error e = number(obj, "overlap_rate", where, rate, false))
       return e;
     if (rate > 1)
-      return error(where, "'overlap_rate' must be in [0, 1] (the rate "
-                          "communication progresses during backward), got " +
-                              formatv("{0}", rate).str());
+      return error(*obj.get("overlap_rate"), where,
+                   "'overlap_rate' must be in [0, 1] (the rate "
+                   "communication progresses during backward), got " +
+                       formatv("{0}", rate).str());
     m.overlapRate = rate;
     return Error::success();
   }
 
   /// A non-negative integer field.
-  Error integer(const json::Object &obj, StringRef key, const Twine &where,
-                int64_t &out, bool required) const {
+  Error integer(JSONValue obj, StringRef key, const Where &where, int64_t &out,
+                bool required) const {
     return field(obj, key, where, required, "an integer",
-                 &json::Value::getAsInteger, [&](int64_t i) -> Error {
+                 &JSONValue::getAsInteger,
+                 [&](JSONValue v, int64_t i) -> Error {
                    if (i < 0)
-                     return error(where, "'" + key + "' must be >= 0, got " +
-                                             Twine(i));
+                     return error(v, where,
+                                  "'" + key + "' must be >= 0, got " +
+                                      Twine(i));
                    out = i;
                    return Error::success();
                  });
@@ -260,27 +269,27 @@ public:
 
   /// The optional 'ranks' field: an integer in [0, INT_MAX] (a larger one
   /// used to be truncated to a negative rank count).
-  Error rankCount(const json::Object &obj, const Twine &where,
-                  int64_t &ranks) const {
+  Error rankCount(JSONValue obj, const Where &where, int64_t &ranks) const {
     if (Error e = integer(obj, "ranks", where, ranks, false))
       return e;
     if (ranks > std::numeric_limits<int>::max())
-      return error(where, "'ranks' must be at most " +
-                              Twine(std::numeric_limits<int>::max()) +
-                              ", got " + Twine(ranks));
+      return error(*obj.get("ranks"), where,
+                   "'ranks' must be at most " +
+                       Twine(std::numeric_limits<int>::max()) + ", got " +
+                       Twine(ranks));
     return Error::success();
   }
 
-  Error string(const json::Object &obj, StringRef key, const Twine &where,
+  Error string(JSONValue obj, StringRef key, const Where &where,
                std::string &out, bool required) const {
     return field(obj, key, where, required, "a string",
-                 &json::Value::getAsString, [&](StringRef s) -> Error {
+                 &JSONValue::getAsString, [&](JSONValue, StringRef s) -> Error {
                    out = s.str();
                    return Error::success();
                  });
   }
 
-  Expected<CommModel> comm(const json::Object &obj, const Twine &where) const {
+  Expected<CommModel> comm(JSONValue obj, const Where &where) const {
     int64_t ranks = 0;
     if (Error e = rankCount(obj, where, ranks))
       return std::move(e);
@@ -292,9 +301,10 @@ public:
       if (Error e = number(obj, "bandwidth_bytes_per_s", where, bw, true))
         return std::move(e);
       if (ranks < 1)
-        return error(where, "ring form needs 'ranks' >= 1");
+        return error(obj, where, "ring form needs 'ranks' >= 1");
       if (bw <= 0)
-        return error(where, "'bandwidth_bytes_per_s' must be > 0");
+        return error(*obj.get("bandwidth_bytes_per_s"), where,
+                     "'bandwidth_bytes_per_s' must be > 0");
       m = CommModel::ring(ranks, alpha0, bw);
     } else {
       double alpha = 0, beta = 0;
@@ -316,21 +326,21 @@ public:
   }
 
 private:
-  /// Field `key` of `obj` read with `get` (a json::Value getter) and handed to
-  /// `take`; absence is an error only when `required`.
+  /// Field `key` of `obj` read with `get` (a JSONValue getter) and handed to
+  /// `take` with its value; absence is an error only when `required`.
   template <typename Get, typename Take>
-  Error field(const json::Object &obj, StringRef key, const Twine &where,
-              bool required, StringRef kind, Get get, Take take) const {
-    const json::Value *v = obj.get(key);
+  Error field(JSONValue obj, StringRef key, const Where &where, bool required,
+              StringRef kind, Get get, Take take) const {
+    std::optional<JSONValue> v = obj.get(key);
     if (!v) {
       if (required)
-        return error(where, "missing '" + key + "'");
+        return error(obj, where, "missing '" + key + "'");
       return Error::success();
     }
-    auto x = (v->*get)();
+    auto x = (*v.*get)();
     if (!x)
-      return error(where, "'" + key + "' must be " + kind);
-    return take(*x);
+      return error(*v, where, "'" + key + "' must be " + kind);
+    return take(*v, *x);
   }
 
   std::string file;
@@ -340,75 +350,78 @@ private:
 Expected<Profile> oasr::schedule::parseProfile(StringRef jsonText,
                                                StringRef fileNameForErrors) {
   Reader r(fileNameForErrors);
-  Expected<json::Object> root = r.document(jsonText, "oasr-profile-v1");
-  if (!root)
-    return root.takeError();
+  Expected<JSONDocument> doc = r.document(jsonText, "oasr-profile-v1");
+  if (!doc)
+    return doc.takeError();
+  JSONValue root = doc->root();
+  Where top{"top level"};
 
   Profile p;
-  if (Error e = r.string(*root, "model", "top level", p.model, false))
+  if (Error e = r.string(root, "model", top, p.model, false))
     return std::move(e);
-  if (Error e = r.string(*root, "source", "top level", p.source, false))
+  if (Error e = r.string(root, "source", top, p.source, false))
     return std::move(e);
-  if (Error e = r.integer(*root, "batch", "top level", p.batch, false))
+  if (Error e = r.integer(root, "batch", top, p.batch, false))
     return std::move(e);
-  if (Error e = r.number(*root, "forward_us", "top level", p.forwardUs, false))
+  if (Error e = r.number(root, "forward_us", top, p.forwardUs, false))
     return std::move(e);
-  if (Error e = r.number(*root, "update_us", "top level", p.updateUs, false))
+  if (Error e = r.number(root, "update_us", top, p.updateUs, false))
     return std::move(e);
 
-  const json::Value *layersV = root->get("layers");
-  if (!layersV)
-    return r.error("top level", "missing 'layers'");
-  const json::Array *layers = layersV->getAsArray();
+  std::optional<JSONValue> layers = root.get("layers");
   if (!layers)
-    return r.error("layers", "must be an array");
-  if (layers->empty())
-    return r.error("layers", "must not be empty");
+    return r.error(root, top, "missing 'layers'");
+  if (!layers->isArray())
+    return r.error(*layers, Where{"layers"}, "must be an array");
+  if (layers->size() == 0)
+    return r.error(*layers, Where{"layers"}, "must not be empty");
 
-  StringSet<> gradNames;
-  for (size_t li = 0, le = layers->size(); li < le; ++li) {
-    const json::Object *lo = (*layers)[li].getAsObject();
-    std::string where = formatv("layers[{0}]", li).str();
-    if (!lo)
-      return r.error(where, "expected an object");
+  // Names as the document holds them: no copy per gradient.
+  DenseSet<StringRef> gradNames;
+  p.layers.reserve(layers->size());
+  int64_t li = 0;
+  for (JSONValue lo : layers->elements()) {
+    Where where{"layers", li++};
+    if (!lo.isObject())
+      return r.error(lo, where, "expected an object");
     Layer layer;
-    if (Error e = r.string(*lo, "name", where, layer.name, true))
+    if (Error e = r.string(lo, "name", where, layer.name, true))
       return std::move(e);
-    where += " ('" + layer.name + "')";
-    if (Error e = r.number(*lo, "backward_us", where, layer.backwardUs, true))
+    where.name = &layer.name;
+    if (Error e = r.number(lo, "backward_us", where, layer.backwardUs, true))
       return std::move(e);
-    if (Error e = r.number(*lo, "forward_us", where, layer.forwardUs, false))
+    if (Error e = r.number(lo, "forward_us", where, layer.forwardUs, false))
       return std::move(e);
-    if (const json::Value *gv = lo->get("grads")) {
-      const json::Array *grads = gv->getAsArray();
-      if (!grads)
-        return r.error(where, "'grads' must be an array");
-      for (size_t gi = 0, ge = grads->size(); gi < ge; ++gi) {
-        std::string gwhere = formatv("{0} grads[{1}]", where, gi).str();
-        const json::Object *go = (*grads)[gi].getAsObject();
-        if (!go)
-          return r.error(gwhere, "expected an object");
+    if (std::optional<JSONValue> grads = lo.get("grads")) {
+      if (!grads->isArray())
+        return r.error(*grads, where, "'grads' must be an array");
+      layer.grads.reserve(grads->size());
+      int64_t gi = 0;
+      for (JSONValue go : grads->elements()) {
+        Where gwhere{"grads", gi++, nullptr, &where};
+        if (!go.isObject())
+          return r.error(go, gwhere, "expected an object");
         GradTensor g;
-        if (Error e = r.string(*go, "name", gwhere, g.name, true))
+        if (Error e = r.string(go, "name", gwhere, g.name, true))
           return std::move(e);
-        gwhere += " ('" + g.name + "')";
+        gwhere.name = &g.name;
         int64_t bytes = 0;
-        if (Error e = r.integer(*go, "bytes", gwhere, bytes, true))
+        if (Error e = r.integer(go, "bytes", gwhere, bytes, true))
           return std::move(e);
         g.bytes = bytes;
-        if (!gradNames.insert(g.name).second)
-          return r.error(gwhere, "duplicate gradient name '" + g.name + "'");
+        if (!gradNames.insert(*go.get("name")->getAsString()).second)
+          return r.error(*go.get("name"), gwhere,
+                         "duplicate gradient name '" + g.name + "'");
         layer.grads.push_back(std::move(g));
       }
     }
     p.layers.push_back(std::move(layer));
   }
 
-  if (const json::Value *cv = root->get("comm")) {
-    const json::Object *co = cv->getAsObject();
-    if (!co)
-      return r.error("comm", "expected an object");
-    Expected<CommModel> m = r.comm(*co, "comm");
+  if (std::optional<JSONValue> co = root.get("comm")) {
+    if (!co->isObject())
+      return r.error(*co, Where{"comm"}, "expected an object");
+    Expected<CommModel> m = r.comm(*co, Where{"comm"});
     if (!m)
       return m.takeError();
     p.comm = *m;
@@ -416,19 +429,21 @@ Expected<Profile> oasr::schedule::parseProfile(StringRef jsonText,
   return p;
 }
 
-static Expected<std::string> readFile(StringRef path) {
-  ErrorOr<std::unique_ptr<MemoryBuffer>> buf = MemoryBuffer::getFile(path);
+/// Reads `path` and hands its text to `parse`.
+template <typename T>
+static Expected<T> readAndParse(StringRef path,
+                                Expected<T> (*parse)(StringRef, StringRef)) {
+  ErrorOr<std::unique_ptr<MemoryBuffer>> buf =
+      MemoryBuffer::getFile(path, /*IsText=*/false,
+                            /*RequiresNullTerminator=*/false);
   if (!buf)
     return createStringError(buf.getError(), "cannot read '" + path + "': " +
                                                  buf.getError().message());
-  return (*buf)->getBuffer().str();
+  return parse((*buf)->getBuffer(), path);
 }
 
 Expected<Profile> oasr::schedule::readProfile(StringRef path) {
-  Expected<std::string> text = readFile(path);
-  if (!text)
-    return text.takeError();
-  return parseProfile(*text, path);
+  return readAndParse<Profile>(path, parseProfile);
 }
 
 json::Value oasr::schedule::toJSON(const Profile &p) {
@@ -482,55 +497,59 @@ json::Value oasr::schedule::toJSON(const Profile &p) {
 Expected<CommModel> oasr::schedule::parseCalibration(StringRef jsonText,
                                                      StringRef file) {
   Reader r(file);
-  Expected<json::Object> root = r.document(jsonText, "oasr-comm-v1");
-  if (!root)
-    return root.takeError();
+  Expected<JSONDocument> doc = r.document(jsonText, "oasr-comm-v1");
+  if (!doc)
+    return doc.takeError();
+  JSONValue root = doc->root();
+  Where top{"top level"};
   int64_t ranks = 0;
-  if (Error e = r.rankCount(*root, "top level", ranks))
+  if (Error e = r.rankCount(root, top, ranks))
     return std::move(e);
 
   // Measured points, used when alpha/beta are absent.
   std::vector<std::pair<double, double>> points;
-  if (const json::Value *pv = root->get("points")) {
-    const json::Array *arr = pv->getAsArray();
-    if (!arr)
-      return r.error("points", "must be an array");
-    for (size_t i = 0, e = arr->size(); i < e; ++i) {
-      std::string where = formatv("points[{0}]", i).str();
-      const json::Object *po = (*arr)[i].getAsObject();
-      if (!po)
-        return r.error(where, "expected an object");
+  std::optional<JSONValue> pv = root.get("points");
+  if (pv) {
+    if (!pv->isArray())
+      return r.error(*pv, Where{"points"}, "must be an array");
+    int64_t i = 0;
+    for (JSONValue po : pv->elements()) {
+      Where where{"points", i++};
+      if (!po.isObject())
+        return r.error(po, where, "expected an object");
       double bytes = 0, seconds = 0;
-      if (Error err = r.number(*po, "bytes", where, bytes, true))
+      if (Error err = r.number(po, "bytes", where, bytes, true))
         return std::move(err);
-      if (Error err = r.number(*po, "seconds", where, seconds, true))
+      if (Error err = r.number(po, "seconds", where, seconds, true))
         return std::move(err);
       points.push_back({bytes, seconds});
     }
   }
 
-  bool hasAlpha = root->get("alpha_s"), hasBeta = root->get("beta_s_per_byte");
+  bool hasAlpha = bool(root.get("alpha_s")),
+       hasBeta = bool(root.get("beta_s_per_byte"));
   if (hasAlpha != hasBeta)
-    return r.error("top level", "'alpha_s' and 'beta_s_per_byte' must be "
-                                "given together");
+    return r.error(root, top,
+                   "'alpha_s' and 'beta_s_per_byte' must be given together");
   double alpha = 0, beta = 0;
   if (hasAlpha) {
-    if (Error e = r.number(*root, "alpha_s", "top level", alpha, true))
+    if (Error e = r.number(root, "alpha_s", top, alpha, true))
       return std::move(e);
-    if (Error e = r.number(*root, "beta_s_per_byte", "top level", beta, true))
+    if (Error e = r.number(root, "beta_s_per_byte", top, beta, true))
       return std::move(e);
   } else {
     if (points.size() < 2)
-      return r.error("top level", "needs 'alpha_s'/'beta_s_per_byte' or at "
-                                  "least two 'points' to fit them");
+      return r.error(root, top,
+                     "needs 'alpha_s'/'beta_s_per_byte' or at least two "
+                     "'points' to fit them");
     Expected<CommModel> fitted = fitAlphaBeta(points, ranks);
     if (!fitted)
-      return r.error("points", toString(fitted.takeError()));
+      return r.error(*pv, Where{"points"}, toString(fitted.takeError()));
     alpha = fitted->alphaS;
     beta = fitted->betaSPerByte;
   }
   CommModel m = CommModel::alphaBeta(alpha, beta, ranks);
-  if (Error e = r.overlapRate(*root, "top level", m))
+  if (Error e = r.overlapRate(root, top, m))
     return std::move(e);
   return m;
 }
@@ -583,8 +602,5 @@ oasr::schedule::fitAlphaBeta(ArrayRef<std::pair<double, double>> points,
 }
 
 Expected<CommModel> oasr::schedule::readCalibration(StringRef path) {
-  Expected<std::string> text = readFile(path);
-  if (!text)
-    return text.takeError();
-  return parseCalibration(*text, path);
+  return readAndParse<CommModel>(path, parseCalibration);
 }

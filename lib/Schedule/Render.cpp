@@ -205,7 +205,7 @@ std::string oasr::schedule::ganttSVG(const Profile &profile,
                                 gt.bytes, gt.startUs, gt.endUs)
                             .str();
       for (unsigned i = gt.begin; i < gt.end && i < gt.begin + 8; ++i)
-        tip += " " + ready[i].name;
+        (tip += " ") += ready[i].name;
       if (gt.end - gt.begin > 8)
         tip += formatv(" ... ({0} tensors)", gt.end - gt.begin).str();
       rect(ym, gt.startUs, gt.endUs, g % 2 ? "#74c476" : "#238b45", tip);

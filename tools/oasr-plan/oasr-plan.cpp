@@ -232,7 +232,7 @@ int main(int argc, char **argv) {
   Expected<Profile> loaded = readProfile(profilePath);
   if (!loaded)
     return fail(toString(loaded.takeError()));
-  Profile profile = scaleCompute(*loaded, computeScale);
+  Profile profile = scaleCompute(std::move(*loaded), computeScale);
   Expected<CommModel> comm = chooseComm(profile);
   if (!comm)
     return fail(toString(comm.takeError()));

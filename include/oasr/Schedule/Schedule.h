@@ -15,6 +15,8 @@
 #ifndef OASR_SCHEDULE_SCHEDULE_H
 #define OASR_SCHEDULE_SCHEDULE_H
 
+#include "oasr/Schedule/JSON.h"
+
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -156,22 +158,19 @@ struct Profile {
   uint64_t totalBytes() const;
 };
 
-/// Deepest nesting of arrays and objects parseJSON accepts. oasr's own
-/// documents nest at most 5 levels; llvm::json::parse recurses once per
-/// level, and ~50,000 levels (a 100 KB file) overflow an 8 MiB stack.
-constexpr unsigned kMaxJSONDepth = 256;
-
-/// Parses JSON `text` read from `fileNameForErrors` after checking, without
-/// recursion, that arrays and objects nest at most `maxDepth` deep, so no
-/// input can overflow the stack. Errors name the file (and for too deep a
-/// nesting, the byte). Every JSON file oasr reads goes through this.
+/// Parses JSON `text` read from `fileNameForErrors` with JSONDocument (so
+/// arrays and objects nest at most `maxDepth` deep and errors carry the
+/// file, line, column and key path) and copies it into an llvm::json::Value,
+/// for readers that walk llvm::json (checkpoint manifests). Profiles and
+/// calibrations are read from the JSONDocument directly.
 llvm::Expected<llvm::json::Value> parseJSON(llvm::StringRef text,
                                             llvm::StringRef fileNameForErrors,
                                             unsigned maxDepth = kMaxJSONDepth);
 
 /// Parses an `oasr-profile-v1` JSON document. Errors name the file, the
-/// field and, where relevant, the layer (e.g. "f.json: layers[3] (conv2):
-/// backward_us must be >= 0").
+/// field and, where relevant, the layer, then the line and column of the
+/// value at fault (e.g. "f.json: layers[3] ('conv2'): 'backward_us' must be
+/// >= 0, got -1 (line 9 column 20)").
 llvm::Expected<Profile> parseProfile(llvm::StringRef jsonText,
                                      llvm::StringRef fileNameForErrors);
 /// Reads and parses a profile file.
@@ -179,7 +178,8 @@ llvm::Expected<Profile> readProfile(llvm::StringRef path);
 /// Serializes a profile; `parseProfile(toJSON(p))` gives back `p`.
 llvm::json::Value toJSON(const Profile &profile);
 /// Multiplies every compute time (forward, backward, update) by `factor`.
-Profile scaleCompute(const Profile &profile, double factor);
+/// (Pass an rvalue to scale without copying the names.)
+Profile scaleCompute(Profile profile, double factor);
 
 /// Parses a calibration document written by `oasr-bench comm`:
 /// `{"format":"oasr-comm-v1","alpha_s":..,"beta_s_per_byte":..,"ranks":..,
@@ -208,7 +208,8 @@ struct ReadyGrad {
   unsigned layer = 0;
   /// Index of the tensor in that layer's `grads`.
   unsigned index = 0;
-  std::string name;
+  /// The tensor's name, pointing into the Profile (which must outlive it).
+  llvm::StringRef name;
   uint64_t bytes = 0;
   /// When the gradient is ready (end of its layer's backward), microseconds
   /// from the start of the iteration.
