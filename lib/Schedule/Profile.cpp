@@ -604,3 +604,28 @@ oasr::schedule::fitAlphaBeta(ArrayRef<std::pair<double, double>> points,
 Expected<CommModel> oasr::schedule::readCalibration(StringRef path) {
   return readAndParse<CommModel>(path, parseCalibration);
 }
+
+Expected<std::string> oasr::schedule::readCalibrationPriority(StringRef path) {
+  ErrorOr<std::unique_ptr<MemoryBuffer>> buf =
+      MemoryBuffer::getFile(path, /*IsText=*/false,
+                            /*RequiresNullTerminator=*/false);
+  if (!buf)
+    return createStringError(buf.getError(), "cannot read '" + path + "': " +
+                                                 buf.getError().message());
+  Expected<json::Value> doc = parseJSON((*buf)->getBuffer(), path);
+  if (!doc)
+    return doc.takeError();
+  const json::Object *root = doc->getAsObject();
+  const json::Value *v = root ? root->get("comm_priority") : nullptr;
+  if (!v)
+    return std::string();
+  std::optional<StringRef> s = v->getAsString();
+  if (!s || (*s != "idle" && *s != "normal"))
+    return createStringError(
+        inconvertibleErrorCode(),
+        path + ": 'comm_priority' must be \"idle\" or \"normal\" (the "
+               "communication thread's priority oasr-bench comm measured "
+               "to overlap better), got " +
+            formatv("{0}", *v).str());
+  return s->str();
+}

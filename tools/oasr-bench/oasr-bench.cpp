@@ -3,7 +3,7 @@
 //   mpirun -np P oasr-bench comm [--min-bytes=4] [--max-bytes=268435456]
 //                                [--burst-us=U] [--working-set-bytes=B]
 //                                [--compute-threads=N]
-//                                [--comm-priority=idle|normal]
+//                                [--comm-priority=auto|idle|normal]
 //                                [--overlap-bytes=B] [--out=calibration.json]
 //
 // `comm` times the runtime's allreduce (sum and average over ranks, in place,
@@ -17,7 +17,12 @@
 // priority) while every rank keeps --compute-threads threads busy, relative
 // to its speed alone. 1 means communication has a channel of its own; 0
 // means it waits for compute to stop (ranks fill the cores and the thread
-// runs at idle priority).
+// runs at idle priority). It does so at both priorities of the thread and
+// records the one that keeps more work going -- the overlap rate plus the
+// compute rate meanwhile -- as `comm_priority`, which oasr-run --comm=FILE
+// uses; the allreduce sweep then runs at that priority. Idle is a candidate
+// only where the process may raise the thread while it is waited on (as
+// oasr-run's default).
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,15 +69,18 @@ static cl::opt<unsigned>
                 cl::desc("Compute threads per rank while measuring the overlap "
                          "rate (use oasr-run's --threads)"),
                 cl::init(1), cl::cat(benchCat));
-enum class PriorityOpt { Idle, Normal };
+enum class PriorityOpt { Auto, Idle, Normal };
 static cl::opt<PriorityOpt> commPriority(
     "comm-priority",
     cl::desc("Communication thread priority (as oasr-run's --comm-priority)"),
-    cl::values(clEnumValN(PriorityOpt::Idle, "idle",
-                          "SCHED_IDLE (oasr-run's default on the CPU, where "
-                          "the process may leave it while waited on)"),
+    cl::values(clEnumValN(PriorityOpt::Auto, "auto",
+                          "measure the overlap at both and use the better "
+                          "(default; normal alone where the process may not "
+                          "raise an idle thread)"),
+               clEnumValN(PriorityOpt::Idle, "idle",
+                          "SCHED_IDLE (runs where compute leaves a CPU free)"),
                clEnumValN(PriorityOpt::Normal, "normal", "an ordinary thread")),
-    cl::init(PriorityOpt::Idle), cl::cat(benchCat));
+    cl::init(PriorityOpt::Auto), cl::cat(benchCat));
 static cl::opt<int>
     commCpu("comm-cpu",
             cl::desc("Pin the communication thread to this CPU (as oasr-run's "
@@ -150,9 +158,8 @@ uint64_t computeOnThreads(unsigned threads, double until) {
   return passes;
 }
 
-CommEngine::Priority enginePriority() {
-  return commPriority == PriorityOpt::Idle ? CommEngine::Priority::Idle
-                                           : CommEngine::Priority::Normal;
+const char *priorityName(CommEngine::Priority p) {
+  return p == CommEngine::Priority::Idle ? "idle" : "normal";
 }
 
 /// Times allreduces as oasr-run issues them: on a communication thread, and
@@ -160,8 +167,9 @@ CommEngine::Priority enginePriority() {
 /// the end of the burst.
 class AllreduceTimer {
 public:
-  AllreduceTimer(Communicator &comm, std::vector<float> &buf)
-      : engine(comm, enginePriority()), buf(buf) {
+  AllreduceTimer(Communicator &comm, std::vector<float> &buf,
+                 CommEngine::Priority priority)
+      : engine(comm, priority), buf(buf) {
     if (commCpu.getNumOccurrences())
       pinError = engine.pinToCpu(commCpu);
   }
@@ -198,7 +206,10 @@ private:
 
 struct Overlap {
   double rate = 1, aloneS = 0, loadedS = 0, loadS = 0;
-  double computeRate = 1; ///< compute speed with the allreduce running
+  double computeRate = 1; ///< compute speed while the allreduce runs
+  /// Work kept going beside an allreduce, in [0, 2]: 2 when both run at
+  /// full speed, 1 when they take turns.
+  double score() const { return rate + computeRate; }
 };
 
 /// The overlap rate of an allreduce of `bytes` (see the file comment). Each
@@ -206,12 +217,15 @@ struct Overlap {
 /// at the same time queues the allreduce on a CommEngine; the allreduce ends
 /// at `t`. Work done during the load is rate * min(t, load); the rest ran at
 /// full speed after it, so rate = (alone - max(0, t - load)) / min(t, load).
+/// Likewise the compute rate while the allreduce ran: the load's passes,
+/// relative to a load alone, are c * min(t, load) + max(0, load - t).
 Overlap measureOverlap(Communicator &comm, AllreduceTimer &timer,
                        uint64_t bytes) {
   size_t count = std::max<size_t>(1, bytes / 4);
   CommEngine &engine = timer.engine;
   auto allreduce = [&](Communicator &c) { timer.allreduce(c, count); };
   Overlap o;
+  timer.timed(count, 1); // page faults, connections
   comm.barrier();
   o.aloneS = timer.timed(count, 5);
   comm.allreduceMax(&o.aloneS, 1);
@@ -240,13 +254,16 @@ Overlap measureOverlap(Communicator &comm, AllreduceTimer &timer,
     double rate = (o.aloneS - std::max(0.0, t - o.loadS)) / during;
     rates.push_back(std::clamp(rate, 0.0, 1.0));
     loaded.push_back(t);
-    computeRate += basePasses ? double(passes) / double(basePasses) / 3 : 0;
+    double work =
+        basePasses ? double(passes) / double(basePasses) * o.loadS : 0;
+    double c = (work - std::max(0.0, o.loadS - t)) / during;
+    computeRate += std::clamp(c, 0.0, 1.0) / 3;
   }
   std::sort(rates.begin(), rates.end());
   std::sort(loaded.begin(), loaded.end());
   o.rate = rates[1];
   o.loadedS = loaded[1];
-  o.computeRate = std::min(computeRate, 1.0);
+  o.computeRate = computeRate;
   // One value for every rank: the mean.
   double sums[3] = {o.rate, o.loadedS, o.computeRate};
   comm.allreduceSum(sums, 3);
@@ -264,15 +281,44 @@ int commBench(Communicator &comm) {
                 size, comm.name(), "bytes", "iters", "seconds", "GB/s(bus)");
   std::vector<float> buf(std::max<uint64_t>(maxBytes, 4) / 4 + 1, 1.0f);
   std::vector<Point> pts;
-  AllreduceTimer timer(comm, buf);
-  double failed = timer.pinError.empty() ? 0 : 1; // agreed on by all ranks
-  comm.allreduceMax(&failed, 1);
-  if (failed) {
-    if (!timer.pinError.empty())
+  // --comm-cpu failures, agreed on by all ranks.
+  auto pinFailed = [&](const AllreduceTimer &t) {
+    double failed = t.pinError.empty() ? 0 : 1;
+    comm.allreduceMax(&failed, 1);
+    if (failed && !t.pinError.empty())
       std::fprintf(stderr, "oasr-bench: error: --comm-cpu=%d: %s\n",
-                   int(commCpu), timer.pinError.c_str());
+                   int(commCpu), t.pinError.c_str());
+    return failed != 0;
+  };
+
+  // The communication thread's priority: the one given, or of idle (where
+  // the process may raise it while waited on) and normal the one whose
+  // overlap keeps more work going. On a ties idle, the first, stays.
+  using Priority = CommEngine::Priority;
+  std::vector<Priority> candidates;
+  if (commPriority != PriorityOpt::Normal &&
+      (commPriority == PriorityOpt::Idle || CommEngine::idleIsRaisable()))
+    candidates.push_back(Priority::Idle);
+  if (commPriority != PriorityOpt::Idle)
+    candidates.push_back(Priority::Normal);
+  const uint64_t ovBytes = std::min<uint64_t>(overlapBytes, maxBytes);
+  std::vector<std::pair<Priority, Overlap>> overlaps;
+  if (overlapBytes > 0)
+    for (Priority p : candidates) {
+      AllreduceTimer t(comm, buf, p);
+      if (pinFailed(t))
+        return 1;
+      overlaps.push_back({p, measureOverlap(comm, t, ovBytes)});
+    }
+  size_t best = 0;
+  for (size_t i = 1; i < overlaps.size(); ++i)
+    if (overlaps[i].second.score() > overlaps[best].second.score() + 0.05)
+      best = i;
+  const Priority chosen = candidates[best];
+
+  AllreduceTimer timer(comm, buf, chosen);
+  if (pinFailed(timer))
     return 1;
-  }
   const double burst = burstUs * 1e-6;
   for (uint64_t bytes = std::max<uint64_t>(minBytes, 4); bytes <= maxBytes;
        bytes *= 2) {
@@ -302,10 +348,6 @@ int commBench(Communicator &comm) {
       std::fflush(stdout);
     }
   }
-  Overlap overlap;
-  uint64_t ovBytes = std::min<uint64_t>(overlapBytes, maxBytes);
-  if (overlapBytes > 0)
-    overlap = measureOverlap(comm, timer, ovBytes);
   if (rank != 0)
     return 0;
   std::vector<std::pair<double, double>> xy;
@@ -337,21 +379,31 @@ int commBench(Communicator &comm) {
       {"beta_s_per_byte", b},
       {"ranks", int64_t(size)},
       {"burst_us", double(burstUs)},
+      {"comm_priority", priorityName(chosen)},
       {"source", llvm::formatv("oasr-bench comm {0}, {1} rank(s) [{2}] on {3}",
                                OASR_VERSION, size, comm.name(), host)
                      .str()},
       {"points", std::move(points)}};
-  if (overlapBytes > 0) {
-    doc["overlap_rate"] = overlap.rate;
-    doc["overlap"] = llvm::json::Object{
-        {"bytes", int64_t(ovBytes)},
-        {"threads_per_rank", int64_t(loadThreads)},
-        {"comm_priority",
-         commPriority == PriorityOpt::Idle ? "idle" : "normal"},
-        {"alone_s", overlap.aloneS},
-        {"under_load_s", overlap.loadedS},
-        {"load_s", overlap.loadS},
-        {"compute_rate", overlap.computeRate}};
+  auto overlapJSON = [](const Overlap &o) {
+    return llvm::json::Object{{"overlap_rate", o.rate},
+                              {"compute_rate", o.computeRate},
+                              {"alone_s", o.aloneS},
+                              {"under_load_s", o.loadedS},
+                              {"load_s", o.loadS}};
+  };
+  if (!overlaps.empty()) {
+    const Overlap &o = overlaps[best].second;
+    doc["overlap_rate"] = o.rate;
+    llvm::json::Object byPriority;
+    for (auto &[p, m] : overlaps)
+      byPriority[priorityName(p)] = overlapJSON(m);
+    llvm::json::Object ov = overlapJSON(o);
+    ov.erase("overlap_rate");
+    ov["bytes"] = int64_t(ovBytes);
+    ov["threads_per_rank"] = int64_t(loadThreads);
+    ov["comm_priority"] = priorityName(chosen);
+    ov["by_priority"] = std::move(byPriority);
+    doc["overlap"] = std::move(ov);
   }
   std::error_code ec;
   llvm::raw_fd_ostream os(outPath, ec, llvm::sys::fs::OF_Text);
@@ -364,15 +416,20 @@ int commBench(Communicator &comm) {
   std::printf("fit: alpha = %.4g s, beta = %.4g s/B (%.2f GB/s), worst "
               "relative error %.0f%%\n",
               a, b, b > 0 ? 1e-9 / b : 0.0, 100 * worst);
-  if (overlapBytes > 0)
+  for (auto &[p, o] : overlaps)
     std::printf("overlap rate %.2f: a %llu-byte allreduce took %.3f ms alone, "
                 "%.3f ms beside %u busy compute thread(s) per rank for "
                 "%.3f ms (%s priority); compute ran at %.0f%% meanwhile\n",
-                overlap.rate, (unsigned long long)ovBytes, overlap.aloneS * 1e3,
-                overlap.loadedS * 1e3, unsigned(loadThreads),
-                overlap.loadS * 1e3,
-                commPriority == PriorityOpt::Idle ? "idle" : "normal",
-                100 * overlap.computeRate);
+                o.rate, (unsigned long long)ovBytes, o.aloneS * 1e3,
+                o.loadedS * 1e3, unsigned(loadThreads), o.loadS * 1e3,
+                priorityName(p), 100 * o.computeRate);
+  const char *why = commPriority != PriorityOpt::Auto ? "--comm-priority"
+                    : overlaps.size() > 1             ? "the better overlap"
+                    : candidates.size() == 1
+                        ? "this process may not raise an idle thread"
+                        : "the default; no overlap measured";
+  std::printf("communication thread: %s priority (%s)\n", priorityName(chosen),
+              why);
   std::printf("wrote %s\n", outPath.c_str());
   return 0;
 }
@@ -384,10 +441,11 @@ int main(int argc, char **argv) {
                               "oasr-bench: measurements for the planner\n\n"
                               "  comm  allreduce time over message sizes -> "
                               "alpha/beta calibration JSON\n");
-  // As oasr-run: idle only where the process may raise the thread while
-  // it is waited on.
-  if (!commPriority.getNumOccurrences() && !CommEngine::idleIsRaisable())
-    commPriority.setValue(PriorityOpt::Normal);
+  // While MPI waits on the wire the communication thread yields its CPU
+  // (Open MPI otherwise spins, and at normal priority that takes half a
+  // shared core from compute); oasr-run does the same. A value the user set
+  // stays.
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
   if (command != "comm") {
     llvm::errs() << "oasr-bench: error: unknown command '" << command
                  << "' (expected: comm)\n";

@@ -720,6 +720,26 @@ int main(int argc, char **argv) {
   if (np > 0 && !launchedByMpi())
     return relaunch(argc, argv);
 
+  // The communication thread's priority on the CPU: --comm-priority, else
+  // the one the calibration measured to overlap better (`oasr-bench comm`
+  // records it), else the default below.
+  std::string calibratedPriority;
+  if (commPriority.empty() && !commFile.empty() && device == "cpu") {
+    llvm::Expected<std::string> p =
+        oasr::schedule::readCalibrationPriority(commFile);
+    if (!p) {
+      llvm::errs() << "oasr-run: error: --comm: "
+                   << llvm::toString(p.takeError()) << "\n";
+      return 1;
+    }
+    calibratedPriority = *p;
+  }
+  // While MPI waits on the wire the communication thread yields its CPU
+  // (Open MPI otherwise spins, and at normal priority that takes half a
+  // shared core from compute), as in oasr-bench comm's calibration. A value
+  // the user set stays.
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+
   // Communicator.
   std::unique_ptr<Communicator> comm;
   std::string kind = commKind.empty() ? (launchedByMpi() ? "mpi" : "self")
@@ -750,11 +770,13 @@ int main(int argc, char **argv) {
   // then other load on the host would starve it (docs/runtime.md).
   const bool idleRaisable = CommEngine::idleIsRaisable();
   std::string priorityName = !commPriority.empty() ? std::string(commPriority)
+                             : !calibratedPriority.empty() ? calibratedPriority
                              : device == "cpu"
                                  ? (idleRaisable ? "idle" : "normal")
                                  : "normal";
-  const bool idleFellBack =
-      commPriority.empty() && device == "cpu" && !idleRaisable;
+  const bool idleFellBack = commPriority.empty() &&
+                            calibratedPriority.empty() && device == "cpu" &&
+                            !idleRaisable;
   CommEngine engine(*comm, priorityName == "idle"
                                ? CommEngine::Priority::Idle
                                : CommEngine::Priority::Normal);
@@ -1057,6 +1079,10 @@ int main(int argc, char **argv) {
         "its CPUs and cannot overlap communication with backward; expect the "
         "measured iteration to exceed the prediction (docs/runtime.md)\n",
         localRanks(), nthreads, online);
+  if (rank == 0 && !quiet && !calibratedPriority.empty())
+    std::printf("oasr-run: communication thread at %s priority (%s's "
+                "comm_priority, measured by oasr-bench comm)\n",
+                priorityName.c_str(), commFile.c_str());
   if (rank == 0 && !quiet && idleFellBack)
     llvm::errs() << "oasr-run: note: the communication thread runs at normal "
                     "priority: this process may not raise an idle-priority "
