@@ -598,16 +598,18 @@ public:
 
   double score(const SteadyPlan &p) {
     ++evaluations;
+    work += uint64_t(kSearchIterations) *
+            (2 * profile.layers.size() + p.numUnits() + 1);
     return simulateSteady(profile, comm, p, kSearchIterations).periodUs;
   }
 
   SteadyPlan improve(SteadyPlan best) {
     double bestUs = score(best);
     bool improved = true;
-    while (improved && evaluations < kBudget) {
+    while (improved && work < kWorkBudget) {
       improved = false;
       auto tryPlan = [&](SteadyPlan cand) {
-        if (evaluations >= kBudget)
+        if (work >= kWorkBudget)
           return;
         double us = score(cand);
         if (us < bestUs * (1 - 1e-9)) {
@@ -682,7 +684,10 @@ public:
 
   unsigned evaluations = 0;
   static constexpr unsigned kSearchIterations = 10;
-  static constexpr unsigned kBudget = 6000;
+  /// Simulated events (tasks and units) the search may spend: about a
+  /// tenth of a second on the development host, the same on every run.
+  static constexpr uint64_t kWorkBudget = 5'000'000;
+  uint64_t work = 0;
 
 private:
   uint64_t layerBytes(unsigned l) const {
@@ -721,8 +726,21 @@ std::vector<std::string> oasr::schedule::steadyStrategyNames() {
 Expected<SteadyPlan> oasr::schedule::makeSteadyPlan(StringRef strategy,
                                                     const Profile &profile,
                                                     const SteadyComm &comm) {
+  // Today's oasr plan at layer granularity: planned on the profile with
+  // each layer's gradients as one tensor (a layer's tensors are ready
+  // together, so a cut inside a layer only adds a start-up; the pack cost
+  // of a layer's own tensors is then not planned for).
   auto oasrGroups = [&] {
-    return layerGroups(profile, oasrPlan(profile, comm.allreduce));
+    Profile merged = profile;
+    for (Layer &l : merged.layers) {
+      if (l.grads.size() < 2)
+        continue;
+      uint64_t bytes = 0;
+      for (const GradTensor &g : l.grads)
+        bytes += g.bytes;
+      l.grads = {{l.name, bytes}};
+    }
+    return layerGroups(merged, oasrPlan(merged, comm.allreduce));
   };
   if (strategy == "oasr-barrier") {
     SteadyPlan p;
