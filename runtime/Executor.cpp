@@ -123,6 +123,11 @@ struct Executor::Impl {
   std::vector<Instr> instrs;
   std::vector<PersistBuf> persist;
   std::vector<GroupBuf> groupBufs;
+  /// One allocation holds every group buffer, back to back, so a regroup
+  /// lays the new groups out in the same memory (no allocation, no page
+  /// faults in the next step).
+  void *gradSlab = nullptr;
+  size_t gradSlabBytes = 0;
   std::vector<GradSlot> gradSlots; ///< every grouped gradient, in order
   void *arena = nullptr;
   size_t arenaBytes = 0;
@@ -148,14 +153,8 @@ struct Executor::Impl {
   /// A zeroed buffer of `bytes` on the backend (null when it cannot).
   void *zeroedBuffer(size_t bytes) {
     void *p = backend->allocate(bytes);
-    if (!p)
-      return nullptr;
-    if (hostMemory)
-      std::memset(p, 0, bytes);
-    else {
-      std::vector<char> zeros(bytes, 0);
-      backend->copyToDevice(p, zeros.data(), bytes);
-    }
+    if (p)
+      zero(p, bytes);
     return p;
   }
 
@@ -168,9 +167,19 @@ struct Executor::Impl {
     for (PersistBuf &p : persist)
       if (p.ptr)
         backend->deallocate(p.ptr);
-    for (GroupBuf &g : groupBufs)
-      if (g.ptr)
-        backend->deallocate(g.ptr);
+    if (gradSlab)
+      backend->deallocate(gradSlab);
+  }
+  /// Zeroes `bytes` at `p` (group buffer padding) in backend memory.
+  void zero(void *p, size_t bytes) {
+    if (!bytes)
+      return;
+    if (hostMemory)
+      std::memset(p, 0, bytes);
+    else {
+      std::vector<char> zeros(bytes, 0);
+      backend->copyToDevice(p, zeros.data(), bytes);
+    }
   }
 
   int root(int v) const {
@@ -1228,11 +1237,20 @@ Executor::create(ModuleOp module, KernelBackend &backend,
       std::memset(p.ptr, 0, p.desc.bytes());
     exec->memStats.persistentBytes += p.desc.bytes();
   }
+  for (PendingGroup &g : groups)
+    I.gradSlabBytes += alignUp(std::max<size_t>(g.bytes, 4));
+  if (I.gradSlabBytes) {
+    I.gradSlab = I.zeroedBuffer(I.gradSlabBytes);
+    if (!I.gradSlab)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "cannot allocate %zu bytes of gradients",
+                                     I.gradSlabBytes);
+  }
   for (PendingGroup &g : groups) {
     GroupBuf b;
     b.bytes = alignUp(std::max<size_t>(g.bytes, 4));
     b.dtype = I.values[g.grads[0]].desc.dtype;
-    b.ptr = I.zeroedBuffer(b.bytes);
+    b.ptr = static_cast<char *>(I.gradSlab) + exec->memStats.gradBytes;
     exec->memStats.gradBytes += b.bytes;
     I.groupBufs.push_back(b);
   }
@@ -1506,10 +1524,12 @@ llvm::Error Executor::regroup(llvm::ArrayRef<unsigned> groupEnds) {
   if (n && (groupEnds.empty() || groupEnds.back() != n))
     return fail("the groups must cover every gradient");
 
-  // Layout: each new group one buffer, gradients in order, 64-byte aligned.
+  // Layout: each new group one buffer, gradients in order, 64-byte aligned,
+  // the buffers back to back in the gradient slab.
   std::vector<GroupBuf> bufs;
   std::vector<std::pair<int, size_t>> at(n); // gradient -> (group, offset)
-  std::vector<size_t> dataBytes;
+  std::vector<size_t> dataBytes, slabAt;
+  size_t slabBytes = 0;
   for (size_t g = 0, i = 0; g < groupEnds.size(); ++g) {
     size_t end = 0, data = 0;
     GroupBuf b;
@@ -1524,19 +1544,35 @@ llvm::Error Executor::regroup(llvm::ArrayRef<unsigned> groupEnds) {
       data += vi.desc.bytes();
     }
     b.bytes = alignUp(std::max<size_t>(end, 4));
-    b.ptr = I.zeroedBuffer(b.bytes);
-    if (!b.ptr) {
-      for (GroupBuf &done : bufs)
-        I.backend->deallocate(done.ptr);
-      return fail(llvm::formatv("cannot allocate {0} bytes", b.bytes));
-    }
+    slabAt.push_back(slabBytes);
+    slabBytes += b.bytes;
     bufs.push_back(b);
     dataBytes.push_back(data);
   }
+  // The same memory when it fits (the usual case: the same gradients with
+  // different padding); its padding, which held gradients, is zeroed.
+  const bool reuse = slabBytes <= I.gradSlabBytes;
+  void *slab = reuse ? I.gradSlab : I.zeroedBuffer(slabBytes);
+  if (!slab)
+    return fail(llvm::formatv("cannot allocate {0} bytes", slabBytes));
+  for (size_t g = 0; g < bufs.size(); ++g)
+    bufs[g].ptr = static_cast<char *>(slab) + slabAt[g];
+  if (reuse) {
+    size_t covered = 0; // slab bytes known to hold a gradient or zeroed
+    for (size_t i = 0; i < n; ++i) {
+      size_t begin = slabAt[size_t(at[i].first)] + at[i].second;
+      I.zero(static_cast<char *>(slab) + covered, begin - covered);
+      covered =
+          begin + I.values[size_t(I.gradSlots[i].slot)].desc.bytes();
+    }
+    I.zero(static_cast<char *>(slab) + covered, slabBytes - covered);
+  } else {
+    I.backend->deallocate(I.gradSlab);
+    I.gradSlab = slab;
+    I.gradSlabBytes = slabBytes;
+  }
 
   // Repoint the gradients' slots and the wait results at the new buffers.
-  for (GroupBuf &old : I.groupBufs)
-    I.backend->deallocate(old.ptr);
   I.groupBufs = std::move(bufs);
   for (size_t i = 0; i < n; ++i)
     for (int v : {I.gradSlots[i].slot, I.gradSlots[i].wait}) {

@@ -120,7 +120,9 @@ void Replanner::recordStep(const OpTiming *times, bool warmup) {
       continue;
     Job j;
     j.bytes = double(it->second->buffer.bytes());
-    j.netUs = std::max(0.0, e.endUs - e.startUs - e.cpuWaitUs);
+    j.wallUs = e.endUs - e.startUs;
+    j.netUs = std::max(0.0, j.wallUs - e.cpuWaitUs);
+    j.callStartUs = e.startUs;
     // The model's start: ready (queued) or after the previous allreduce.
     j.readyUs = std::max(e.enqueuedUs, previousEnd);
     j.endUs = e.endUs;
@@ -215,6 +217,20 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
     ev.alphaFromPlan = true;
   }
   model.groupOverheadUs = exec.planGroupOverheadUs();
+  ev.communicating = model;
+
+  // After backward the model gives communication the CPU; what share of
+  // their time the calls that ran then actually had one, over all ranks.
+  double post[2] = {0, 0};
+  for (const Job &j : jobs)
+    if (j.callStartUs >= j.backwardEndUs)
+      post[0] += j.netUs, post[1] += j.wallUs;
+  engine.run([&](Communicator &c) { c.allreduceSum(post, 2); });
+  if (post[0] > 0 && post[1] > 0) {
+    ev.cpuShare = std::clamp(post[0] / post[1], 0.05, 1.0);
+    model.alphaS /= ev.cpuShare;
+    model.betaSPerByte /= ev.cpuShare;
+  }
 
   // The overlap rate: how much of each allreduce's work (its fitted time)
   // was done before backward ended, per unit of time it had there.

@@ -24,11 +24,14 @@ std::string formatReplan(const ReplanEvent &ev,
   double stepUs = sorted.empty() ? 0 : sorted[sorted.size() / 2];
   double costUs = ev.planUs + ev.switchUs;
   std::string fitted = llvm::formatv(
-      "alpha {0:e2} s{1}, beta {2:e2} s/B, overlap rate {3:f2}{4} from {5} "
-      "allreduce(s) of {6} size(s)",
-      ev.comm.alphaS, ev.alphaFromPlan ? " (the plan's)" : "",
-      ev.comm.betaSPerByte, ev.comm.overlapRate,
-      ev.overlapFromPlan ? " (the plan's)" : "", ev.jobs, ev.sizes);
+      "communicating alpha {0:e2} s{1}, beta {2:e2} s/B from {3} "
+      "allreduce(s) of {4} size(s); a CPU {5:f0}% of the time after "
+      "backward, planned with alpha {6:e2} s, beta {7:e2} s/B, overlap "
+      "rate {8:f2}{9}",
+      ev.communicating.alphaS, ev.alphaFromPlan ? " (the plan's)" : "",
+      ev.communicating.betaSPerByte, ev.jobs, ev.sizes, 100 * ev.cpuShare,
+      ev.comm.alphaS, ev.comm.betaSPerByte, ev.comm.overlapRate,
+      ev.overlapFromPlan ? " (the plan's)" : "");
   std::string cost =
       llvm::formatv("planning {0:f2} ms + switch {1:f2} ms = {2:f2}% of a step",
                     ev.planUs * 1e-3, ev.switchUs * 1e-3,
@@ -105,9 +108,11 @@ void printSummary(std::FILE *out, const TrainSummary &s,
                    s.exposedCommUs * ms, s.commBusyUs * ms,
                    s.commDispatchUs * ms, hidden);
     double measured = s.medianIterationUs;
-    std::string from = replanned || !s.replans.empty()
-                           ? "this run's measurements"
-                           : c.predictedFrom;
+    // A re-plan that could not plan left the compiled plan's model.
+    const bool refitted = llvm::any_of(
+        s.replans, [](const ReplanEvent &e) { return e.note.empty(); });
+    std::string from =
+        refitted ? "this run's measurements" : c.predictedFrom;
     if (s.predictedUs >= 0)
       std::fprintf(out,
                    "  predicted        %9.3f ms (measured/predicted "

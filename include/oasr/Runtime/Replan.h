@@ -55,7 +55,14 @@ struct ReplanEvent {
   /// Measuring ranks agreeing on the profile and model, fitting, planning
   /// (planUs), and switching to the new layout (switchUs).
   double planUs = 0, switchUs = 0;
-  /// The fitted allreduce model and what it was fitted from.
+  /// The allreduce model fitted to the time the communication thread ran
+  /// (communicated), and what it was fitted from.
+  schedule::CommModel communicating;
+  /// The share of its time in allreduces after backward that the thread
+  /// had a CPU (1 when none ran after backward): the model the plan uses,
+  /// `comm`, is `communicating` with alpha and beta divided by it, so the
+  /// prediction charges the CPU the host actually gave communication.
+  double cpuShare = 1;
   schedule::CommModel comm;
   unsigned jobs = 0, sizes = 0; ///< allreduces and distinct sizes fitted
   bool alphaFromPlan = false;   ///< one size only: alpha kept from the plan
@@ -95,7 +102,7 @@ public:
 
 private:
   struct Job {
-    double bytes, netUs, readyUs, endUs, backwardEndUs;
+    double bytes, netUs, wallUs, callStartUs, readyUs, endUs, backwardEndUs;
   };
   Executor &exec;
   CommEngine &engine;
