@@ -336,9 +336,15 @@ public:
     for (size_t i = 0; i < count; ++i)
       center[i].store(start[i], std::memory_order_relaxed);
     restoredCenter = {};
+    std::vector<int> workers;
     for (int r = 0; r < comm.size(); ++r)
       if (trainsOn(r))
-        servers.emplace_back([this, r] { serve(r); });
+        workers.push_back(r);
+    if (opts.roundRobin)
+      servers.emplace_back([this, workers] { serve(workers); });
+    else
+      for (int r : workers)
+        servers.emplace_back([this, r] { serve({r}); });
   }
   bool trainsOn(int rank) const override {
     return !(opts.dedicated && rank == server);
@@ -400,7 +406,10 @@ public:
                          "{6} ({1} served, {2}), every {3} step(s){4}; final "
                          "weights are the center variable",
                          totalExchanges, totalServed,
-                         opts.hogwild ? "lock-free" : "one at a time", opts.tau,
+                         opts.hogwild      ? "lock-free"
+                         : opts.roundRobin ? "round-robin"
+                                           : "one at a time",
+                         opts.tau,
                          opts.elastic ? ", alpha " + formatG(opts.alpha)
                                       : std::string(),
                          server, opts.dedicated ? ", which only serves" : "")
@@ -422,16 +431,22 @@ private:
       engine.run(roundTrip);
   }
 
-  /// Rank 0's server thread for rank `r`.
-  void serve(int r) {
+  /// A server thread on the server rank: it takes the requests of `ranks`
+  /// in turn (one rank: first come, first served; several: round-robin), a
+  /// rank leaving the cycle with its empty request.
+  void serve(std::vector<int> ranks) {
     Communicator &comm = engine.communicator();
     std::vector<float> req(count), rep(count);
     const float alpha = float(opts.alpha);
-    for (;;) {
+    for (size_t turn = 0; !ranks.empty();) {
+      turn %= ranks.size();
+      int r = ranks[turn];
       size_t got =
           comm.receive(req.data(), count * sizeof(float), r, kRequestTag);
-      if (got == 0)
-        return;
+      if (got == 0) {
+        ranks.erase(ranks.begin() + long(turn));
+        continue;
+      }
       {
         std::unique_lock<std::mutex> lock(mu, std::defer_lock);
         if (!opts.hogwild)
@@ -450,6 +465,7 @@ private:
       }
       comm.send(rep.data(), count * sizeof(float), r, kReplyTag);
       ++served;
+      ++turn;
     }
   }
   void joinServers() {

@@ -175,7 +175,8 @@ static cl::opt<std::string>
                       "sync-easgd (local steps, elastic averaging) | "
                       "async-easgd, async-measgd, hogwild-easgd (elastic "
                       "exchanges with a center variable on a parameter "
-                      "server, see --ps-server) | "
+                      "server, see --ps-server) | roundrobin-easgd (SC'17's "
+                      "original EASGD: the server takes the ranks in turn) | "
                       "async-sgd, async-msgd, hogwild-sgd (their SGD "
                       "baselines); the m- forms need a momentum optimizer"),
              cl::init("sync-sgd"), cl::cat(runCat));
@@ -597,7 +598,8 @@ createBackend(std::unique_ptr<Communicator> &comm, int threads,
 /// The parameter-server algorithms (createParameterServer).
 bool isServerAlgo(llvm::StringRef name) {
   return llvm::is_contained({"async-sgd", "async-msgd", "hogwild-sgd",
-                             "async-easgd", "async-measgd", "hogwild-easgd"},
+                             "async-easgd", "async-measgd", "hogwild-easgd",
+                             "roundrobin-easgd"},
                             name);
 }
 
@@ -948,7 +950,8 @@ int main(int argc, char **argv) {
   if (algoName != "sync-sgd" && algoName != "sync-easgd" && !serverAlgo)
     failure.set("--algo=" + algoName +
                 ": expected sync-sgd, sync-easgd, async-sgd, async-msgd, "
-                "hogwild-sgd, async-easgd, async-measgd or hogwild-easgd");
+                "hogwild-sgd, async-easgd, async-measgd, hogwild-easgd or "
+                "roundrobin-easgd");
   if (serverAlgo)
     if (std::string why = comm->pointToPointUnavailable(); !why.empty())
       failure.set("--algo=" + algoName + " exchanges with a parameter " +
@@ -1156,6 +1159,7 @@ int main(int argc, char **argv) {
     ParameterServerOptions po;
     po.elastic = llvm::StringRef(algoName).ends_with("easgd");
     po.hogwild = llvm::StringRef(algoName).starts_with("hogwild");
+    po.roundRobin = algoName == "roundrobin-easgd";
     po.dedicated = psServer == "dedicated";
     po.tau = easgdTau;
     // The elastic moving rate: beta = p * alpha = 0.9 over the p ranks that

@@ -139,6 +139,11 @@ struct ParameterServerOptions {
   bool elastic = true;
   bool hogwild = false;
   bool dedicated = false; ///< the last rank only serves
+  /// SC'17's original EASGD: one server thread takes the ranks' requests in
+  /// a fixed cyclic order (rank 0, 1, ..., P-1, 0, ...) instead of first
+  /// come, first served, so a rank waits for its turn. The run is then
+  /// deterministic on any number of ranks.
+  bool roundRobin = false;
   int64_t tau = 1;        ///< steps between exchanges (elastic)
   double alpha = 0.5;     ///< elastic moving rate
 };
