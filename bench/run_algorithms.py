@@ -33,6 +33,7 @@ PY = "/usr/bin/python3"
 ALGOS = [("sync-sgd", "sgd"), ("sync-easgd", "sgd"),
          ("async-sgd", "sgd"), ("async-easgd", "sgd"),
          ("hogwild-sgd", "sgd"), ("hogwild-easgd", "sgd"),
+         ("roundrobin-easgd", "sgd"),
          ("async-msgd", "momentum"), ("async-measgd", "momentum")]
 
 
