@@ -584,6 +584,60 @@ TEST(CommEngine, SeveralWaitersRaiseOnceAndRestoreAfterTheLast) {
   EXPECT_EQ(policyUnwaited(idle), SCHED_IDLE);
 }
 
+/// CPU time of the calling thread (microseconds).
+static double threadCpuUs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e6 + double(ts.tv_nsec) * 1e-3;
+}
+
+// A recorded job's time splits into the time the thread ran and the time it
+// waited for a CPU: for a job that spins (never blocks) the running part is
+// its thread's CPU time, and a thread competing for the same CPU shows up as
+// waiting, not running.
+TEST(CommEngine, RecordsTheTimeAJobWaitedForACpu) {
+  auto comm = createSelfCommunicator();
+  CommEngine engine(*comm, CommEngine::Priority::Normal);
+  ASSERT_EQ(engine.pinToCpu(0), "");
+  std::atomic<bool> stop{false};
+  auto spinJob = [](double &cpuUs) {
+    return [&cpuUs](Communicator &) {
+      double c0 = threadCpuUs();
+      auto until =
+          std::chrono::steady_clock::now() + std::chrono::milliseconds(60);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      cpuUs = threadCpuUs() - c0;
+    };
+  };
+  double aloneCpu = 0, sharedCpu = 0;
+  engine.wait(engine.enqueue(spinJob(aloneCpu), 1, /*record=*/true));
+  // A busy thread on the same CPU takes about half of it.
+  std::thread rival([&] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(0, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+    while (!stop) {
+    }
+  });
+  engine.wait(engine.enqueue(spinJob(sharedCpu), 2, /*record=*/true));
+  stop = true;
+  rival.join();
+  ASSERT_TRUE(engine.measuresCpuWait());
+  ASSERT_EQ(engine.events().size(), 2u);
+  for (auto [e, cpu] : {std::pair{engine.events()[0], aloneCpu},
+                        std::pair{engine.events()[1], sharedCpu}}) {
+    double wall = e.endUs - e.startUs;
+    EXPECT_GE(wall, 60000.0);
+    EXPECT_LE(e.cpuWaitUs, wall);
+    // Running = wall - waiting = the CPU time the job had (2 ms of slack
+    // for the reads around the call and the scheduler's accounting).
+    EXPECT_NEAR(wall - e.cpuWaitUs, cpu, 2000.0 + 0.05 * wall);
+  }
+  EXPECT_GE(engine.events()[1].cpuWaitUs, 15000.0);
+}
+
 TEST(CommEngine, SelfCommunicatorAveragingIsTheIdentity) {
   auto comm = createSelfCommunicator();
   EXPECT_EQ(comm->size(), 1);
