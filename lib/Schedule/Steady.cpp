@@ -85,17 +85,18 @@ unsigned SteadyPlan::numUnits() const {
 }
 
 std::string SteadyPlan::describe() const {
-  unsigned rs = 0;
-  for (const SteadyGroup &g : groups)
+  unsigned rs = 0, cut = 0;
+  for (const SteadyGroup &g : groups) {
     rs += g.form == Collective::ReduceScatterAllGather;
-  std::string s =
-      formatv("{0} groups, {1} units, {2}", groups.size(), numUnits(),
-              barrier ? "barrier (next forward waits for all)"
-              : priority == Priority::LayerIndex ? "layer-index priority"
-                                                 : "ready-order priority")
-          .str();
+    cut += g.pieces > 1;
+  }
+  std::string s = barrier ? "barrier (next forward waits for all)"
+                  : priority == Priority::LayerIndex ? "layer-index priority"
+                                                     : "ready-order priority";
   if (rs)
     s += formatv(", {0} reduce-scatter/all-gather", rs).str();
+  if (cut)
+    s += formatv(", {0} partitioned", cut).str();
   return s;
 }
 

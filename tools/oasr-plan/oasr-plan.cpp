@@ -13,6 +13,7 @@
 #include "oasr/Config.h"
 #include "oasr/Schedule/Render.h"
 #include "oasr/Schedule/Schedule.h"
+#include "oasr/Schedule/Steady.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -25,6 +26,7 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
 #include <optional>
 
 using namespace llvm;
@@ -86,6 +88,13 @@ cl::opt<OutputFormat> formatOpt(
                           "human-readable table (default)"),
                clEnumValN(OutputFormat::JSON, "json", "machine-readable JSON")),
     cl::init(OutputFormat::Table), cl::cat(planCat));
+cl::opt<std::string> steadyOpt(
+    "steady", cl::ValueOptional,
+    cl::desc("Also plan the whole steady-state step (docs/planner.md, \"The "
+             "steady-state step\"): 'all' (the default value) or a "
+             "comma-separated list of oasr-step, oasr-barrier, "
+             "bytescheduler[:<bytes>], dear[:<bytes>]"),
+    cl::value_desc("strategies"), cl::cat(planCat));
 cl::opt<std::string> traceOpt("trace",
                               cl::desc("Write a Chrome trace (Perfetto) of "
                                        "the scored timelines"),
@@ -208,6 +217,39 @@ struct Scored {
   Plan plan;
   Timeline timeline;
 };
+
+/// A plan of the steady-state model, its timeline and how long it took.
+struct SteadyScored {
+  SteadyPlan plan;
+  SteadyTimeline timeline;
+  double planMs = 0;
+};
+
+/// Plans and scores the --steady strategies.
+Expected<std::vector<SteadyScored>> scoreSteady(const Profile &profile,
+                                                const CommModel &comm) {
+  std::vector<std::string> names;
+  if (steadyOpt.empty() || steadyOpt == "all")
+    names = steadyStrategyNames();
+  else
+    for (StringRef s : split(StringRef(steadyOpt), ','))
+      names.push_back(s.trim().str());
+  SteadyComm sc = SteadyComm::fromAllreduce(comm);
+  std::vector<SteadyScored> out;
+  for (const std::string &name : names) {
+    auto t0 = std::chrono::steady_clock::now();
+    Expected<SteadyPlan> plan = makeSteadyPlan(name, profile, sc);
+    if (!plan)
+      return createStringError(inconvertibleErrorCode(),
+                               "--steady: " + toString(plan.takeError()));
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - t0)
+                    .count();
+    SteadyTimeline t = simulateSteady(profile, sc, *plan);
+    out.push_back({std::move(*plan), std::move(t), ms});
+  }
+  return out;
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -244,6 +286,17 @@ int main(int argc, char **argv) {
       return fail(toString(plan.takeError()));
     Timeline t = simulate(profile, *comm, *plan);
     scored.push_back({std::move(*plan), std::move(t)});
+  }
+  std::vector<SteadyScored> steady;
+  double steadyBound = 0, oasrUs = 0;
+  if (steadyOpt.getNumOccurrences()) {
+    auto scoredSteady = scoreSteady(profile, *comm);
+    if (!scoredSteady)
+      return fail(toString(scoredSteady.takeError()));
+    steady = std::move(*scoredSteady);
+    steadyBound = steadyLowerBoundUs(profile, SteadyComm::fromAllreduce(*comm));
+    oasrUs =
+        simulate(profile, *comm, *makePlan("oasr", profile, *comm)).iterationUs;
   }
   Plan wfbp = *makePlan("wfbp", profile, *comm);
   double wfbpUs = simulate(profile, *comm, wfbp).iterationUs;
@@ -292,6 +345,39 @@ int main(int argc, char **argv) {
                               {"overlap_rate", comm->overlapRate}}},
         {"lower_bound_us", bound},
         {"strategies", std::move(list)}};
+    if (!steady.empty()) {
+      json::Array plans;
+      for (const SteadyScored &s : steady) {
+        json::Array groups;
+        for (const SteadyGroup &g : s.plan.groups)
+          groups.push_back(
+              json::Object{{"first_layer", profile.layers[g.firstLayer].name},
+                           {"last_layer", profile.layers[g.lastLayer].name},
+                           {"pieces", int64_t(g.pieces)},
+                           {"collective", g.form == Collective::AllReduce
+                                              ? "allreduce"
+                                              : "reduce_scatter_all_gather"}});
+        const SteadyTimeline &t = s.timeline;
+        plans.push_back(json::Object{
+            {"name", s.plan.strategy},
+            {"period_us", t.periodUs},
+            {"speedup_over_oasr", orNull(ratio(oasrUs, t.periodUs, 1.0))},
+            {"gap_to_lower_bound",
+             orNull(ratio(t.periodUs - steadyBound, steadyBound, 0.0))},
+            {"wait_us", t.waitUs},
+            {"comm_busy_us", t.commBusyUs},
+            {"priority", s.plan.barrier ? "barrier"
+                         : s.plan.priority == Priority::LayerIndex
+                             ? "layer_index"
+                             : "ready_order"},
+            {"num_units", int64_t(s.plan.numUnits())},
+            {"plan_ms", s.planMs},
+            {"groups", std::move(groups)}});
+      }
+      doc["steady"] = json::Object{{"oasr_iteration_us", oasrUs},
+                                   {"lower_bound_us", steadyBound},
+                                   {"strategies", std::move(plans)}};
+    }
     os << formatv("{0:2}", json::Value(std::move(doc))) << "\n";
   } else {
     os << formatv("model: {0}  layers: {1}  gradients: {2}  bytes: {3}\n",
@@ -313,6 +399,26 @@ int main(int argc, char **argv) {
                     up ? formatv("{0:f3}x", *up).str() : "-",
                     t.nonOverlappedCommUs,
                     g ? formatv("{0:f1}%", 100 * *g).str() : "-");
+    }
+    if (!steady.empty()) {
+      os << formatv("\nsteady state (the next forward waits per layer): "
+                    "lower bound {0:f1} us\n\n",
+                    steadyBound);
+      os << formatv("{0,-22} {1,7} {2,7} {3,13} {4,8} {5,8} {6,9}  {7}\n",
+                    "strategy", "groups", "units", "period_us", "vs_oasr",
+                    "gap", "plan_ms", "plan");
+      for (const SteadyScored &s : steady) {
+        const SteadyTimeline &t = s.timeline;
+        std::optional<double> up = ratio(oasrUs, t.periodUs, 1.0);
+        std::optional<double> g =
+            ratio(t.periodUs - steadyBound, steadyBound, 0.0);
+        os << formatv("{0,-22} {1,7} {2,7} {3,13:f1} {4,8} {5,8} {6,9:f1}  "
+                      "{7}\n",
+                      s.plan.strategy, s.plan.groups.size(), s.plan.numUnits(),
+                      t.periodUs, up ? formatv("{0:f3}x", *up).str() : "-",
+                      g ? formatv("{0:f1}%", 100 * *g).str() : "-", s.planMs,
+                      s.plan.describe());
+      }
     }
   }
 

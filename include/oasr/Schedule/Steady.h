@@ -1,5 +1,4 @@
-//===- Steady.h - Planning the whole steady-state step (no MLIR) -*- C++
-//-*-===//
+//===- Steady.h - Planning the steady-state step (no MLIR) ------*- C++ -*-===//
 //
 // The backward-only model of Schedule.h ends an iteration when backward's
 // last allreduce ends: the next forward waits for every gradient. This file
@@ -79,7 +78,8 @@ struct SteadyPlan {
   std::vector<SteadyGroup> groups;
 
   unsigned numUnits() const;
-  /// e.g. "12 groups, 31 units, layer-index priority, 2 reduce-scatter".
+  /// The priority rule and the groups' forms, e.g. "layer-index priority,
+  /// 2 reduce-scatter/all-gather, 1 partitioned".
   std::string describe() const;
 };
 
