@@ -1,4 +1,9 @@
 // RUN: oasr-opt %s --oasr-insert-optimizer -split-input-file -verify-diagnostics
+// Options are spelled kebab-case, as MLIR's own: the snake_case spellings
+// of weight-decay and lr-decay are gone.
+// RUN: not oasr-opt %s --oasr-insert-optimizer="weight_decay=1e-4" 2>&1 | FileCheck %s --check-prefix=SNAKE
+// RUN: not oasr-opt %s --oasr-insert-optimizer="lr_decay=0.1" 2>&1 | FileCheck %s --check-prefix=SNAKE
+// SNAKE: no such option {{weight_decay|lr_decay}}
 
 module {
   // expected-error @+1 {{@train_step already has optimizer updates}}

@@ -1,5 +1,5 @@
 // RUN: oasr-opt %s --oasr-insert-optimizer -split-input-file | FileCheck %s --check-prefix=SGD
-// RUN: oasr-opt %s --oasr-insert-optimizer="algo=momentum lr=0.1 momentum=0.8 weight_decay=1e-4" -split-input-file | FileCheck %s --check-prefix=MOM
+// RUN: oasr-opt %s --oasr-insert-optimizer="algo=momentum lr=0.1 momentum=0.8 weight-decay=1e-4" -split-input-file | FileCheck %s --check-prefix=MOM
 // RUN: not oasr-opt %s --oasr-insert-optimizer=algo=lamb -split-input-file -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD
 
 // Updates right after each group's wait: group 0's update runs while group 1

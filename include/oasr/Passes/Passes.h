@@ -78,7 +78,7 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                     llvm::cl::init(-1.0)};
   Option<double> momentum{*this, "momentum", llvm::cl::desc("Momentum"),
                           llvm::cl::init(-1.0)};
-  Option<double> weightDecay{*this, "weight_decay",
+  Option<double> weightDecay{*this, "weight-decay",
                              llvm::cl::desc("Weight decay"),
                              llvm::cl::init(-1.0)};
   // --oasr-plan-report
