@@ -13,11 +13,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
-#include "llvm/Support/Debug.h"
 
 #include <cmath>
-
-#define DEBUG_TYPE "oasr-annotate-cost"
 
 namespace mlir::oasr {
 #define GEN_PASS_DEF_ANNOTATECOST

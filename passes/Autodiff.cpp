@@ -20,13 +20,10 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
-#include "llvm/Support/Debug.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
 #include <numeric>
-
-#define DEBUG_TYPE "oasr-autodiff"
 
 namespace mlir::oasr {
 #define GEN_PASS_DEF_AUTODIFF

@@ -11,12 +11,9 @@
 #include "oasr/Passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
-#include "llvm/Support/Debug.h"
 
 #include <cmath>
 #include <optional>
-
-#define DEBUG_TYPE "oasr-plan-allreduce"
 
 namespace mlir::oasr {
 #define GEN_PASS_DEF_PLANALLREDUCE

@@ -33,7 +33,6 @@
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
-#include "llvm/Support/Debug.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
@@ -42,8 +41,6 @@
 
 #include <numeric>
 #include <optional>
-
-#define DEBUG_TYPE "oasr-import"
 
 using namespace mlir;
 using namespace ::oasr::onnximport;
