@@ -259,9 +259,6 @@ private:
   size_t pos = 0;
 };
 
-/// Seeded synthetic data that is learnable: each class has a fixed random
-/// prototype (the same on every rank), a sample is its class prototype plus
-/// noise. Each rank draws its own stream (seed, rank).
 /// splitmix64: a counter-based hash, so a value depends only on its index.
 static uint64_t mix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -270,10 +267,12 @@ static uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-/// Seeded synthetic classification data: sample = its class's prototype +
-/// N(0, 1) noise. Prototype values are hashed from (seed, class, feature)
-/// when needed instead of stored: an ImageNet-shaped model (1000 classes x
-/// 150528 values) would otherwise hold 600 MB of prototypes.
+/// Seeded synthetic classification data that is learnable: sample = its
+/// class's prototype (the same on every rank) + N(0, 1) noise, each rank
+/// drawing its own stream (seed, rank). Prototype values are hashed from
+/// (seed, class, feature) when needed instead of stored: an ImageNet-shaped
+/// model (1000 classes x 150528 values) would otherwise hold 600 MB of
+/// prototypes.
 class SyntheticLoader : public DataLoader {
 public:
   SyntheticLoader(const SampleShape &shape, int rank, uint64_t seed)
@@ -342,30 +341,32 @@ llvm::Error checkShape(const std::string &images, const std::string &labels,
   return llvm::Error::success();
 }
 
+/// Reads one MNIST IDX pair, `prefix`-images-idx3-ubyte and
+/// `prefix`-labels-idx1-ubyte in `dir`, checked against the model.
+llvm::Error readMnistSplit(llvm::StringRef dir, llvm::StringRef prefix,
+                           const SampleShape &shape, Dataset &d) {
+  std::string images = fileIn(dir, prefix + "-images-idx3-ubyte");
+  std::string labels = fileIn(dir, prefix + "-labels-idx1-ubyte");
+  if (auto err = readIdxImages(images, d))
+    return err;
+  if (auto err = readIdxLabels(labels, d.labels))
+    return err;
+  return checkShape(images, labels, d, shape);
+}
+
 llvm::Expected<std::unique_ptr<DataLoader>> loadMnist(llvm::StringRef dir,
                                                       const SampleShape &shape,
                                                       int rank, int size,
                                                       uint64_t seed) {
   if (!llvm::sys::fs::is_directory(dir))
     return fail("--data=mnist:" + dir + ": no such directory");
-  auto path = [&](const llvm::Twine &name) { return fileIn(dir, name); };
   Dataset train, test;
-  if (auto err = readIdxImages(path("train-images-idx3-ubyte"), train))
+  if (auto err = readMnistSplit(dir, "train", shape, train))
     return std::move(err);
-  if (auto err = readIdxLabels(path("train-labels-idx1-ubyte"), train.labels))
-    return std::move(err);
-  if (auto err = checkShape(path("train-images-idx3-ubyte"),
-                            path("train-labels-idx1-ubyte"), train, shape))
-    return std::move(err);
-  if (llvm::sys::fs::exists(path("t10k-images-idx3-ubyte"))) {
-    if (auto err = readIdxImages(path("t10k-images-idx3-ubyte"), test))
+  // The test split is optional.
+  if (llvm::sys::fs::exists(fileIn(dir, "t10k-images-idx3-ubyte")))
+    if (auto err = readMnistSplit(dir, "t10k", shape, test))
       return std::move(err);
-    if (auto err = readIdxLabels(path("t10k-labels-idx1-ubyte"), test.labels))
-      return std::move(err);
-    if (auto err = checkShape(path("t10k-images-idx3-ubyte"),
-                              path("t10k-labels-idx1-ubyte"), test, shape))
-      return std::move(err);
-  }
   return std::make_unique<ShardedLoader>(("mnist:" + dir).str(),
                                          std::move(train), std::move(test),
                                          rank, size, seed);
