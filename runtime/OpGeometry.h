@@ -1,5 +1,4 @@
-//===- OpGeometry.h - Op validation and geometry of every backend -*- C++
-//-*-===//
+//===- OpGeometry.h - Op validation and geometry for backends ---*- C++ -*-===//
 //
 // Private to runtime/: what the kernel backends (runtime/cpu, runtime/cuda)
 // check and derive from an OpSpec before they build a kernel -- error

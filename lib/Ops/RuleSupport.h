@@ -1,5 +1,4 @@
-//===- RuleSupport.h - Helpers the op families share -------------*- C++
-//-*-===//
+//===- RuleSupport.h - Helpers the op families share ------------*- C++ -*-===//
 //
 // Private to lib/Ops: shape arithmetic on TensorFacts (broadcasting, axes,
 // convolution windows), the common shape rules, and the pieces of the cost

@@ -1,5 +1,4 @@
-//===- CpuKernels.h - Internals shared by the CPU kernel backend -*- C++
-//-*-===//
+//===- CpuKernels.h - Internals shared by the CPU backend -------*- C++ -*-===//
 //
 // Private to runtime/cpu: the kernel registry, the oneDNN engine/stream and
 // the base class every CPU kernel derives from. The spec validation helpers

@@ -1,5 +1,4 @@
-//===- CudaGrid.h - Grid-stride launch helpers of the CUDA kernels -*- C++
-//-*-===//
+//===- CudaGrid.h - Grid-stride launches of the CUDA kernels ----*- C++ -*-===//
 //
 // Private to the .cu files of runtime/cuda: the block size, the grid for a
 // grid-stride loop, the loop itself, and the launch check.

@@ -1,5 +1,4 @@
-//===- CudaKernels.h - Internals shared by the CUDA backend ------*- C++
-//-*-===//
+//===- CudaKernels.h - Internals shared by the CUDA backend -----*- C++ -*-===//
 //
 // Private to runtime/cuda: the device-side launchers written in CUDA
 // (CudaKernels.cu) that the host code (CudaBackend.cpp) calls, the

@@ -1,5 +1,4 @@
-//===- OpRegistry.h - Everything oasr knows about one op ---------*- C++
-//-*-===//
+//===- OpRegistry.h - Everything oasr knows about one op --------*- C++ -*-===//
 //
 // One entry per op, behind one key (domain, op type, since-opset), in the
 // style of torch-mlir's `onOp(name, sinceVersion, fn)` tables: the shape and

@@ -1,5 +1,4 @@
-//===- Checkpoint.h - Atomic files, checkpoints and resume ---------*- C++
-//-*-===//
+//===- Checkpoint.h - Atomic files, checkpoints and resume ------*- C++ -*-===//
 //
 // Files the runtime writes must survive a kill in the middle of the write:
 // `writeFileAtomically` fills a temporary file next to the target, fsyncs

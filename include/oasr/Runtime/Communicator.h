@@ -1,5 +1,4 @@
-//===- Communicator.h - Communicators and the communication engine -*- C++
-//-*-===//
+//===- Communicator.h - Communicators and the comm engine -------*- C++ -*-===//
 //
 // A Communicator moves bytes between the data-parallel ranks (MPI between
 // processes, the trivial one-process communicator, NCCL later). The

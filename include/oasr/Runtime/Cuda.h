@@ -1,5 +1,4 @@
-//===- Cuda.h - CUDA devices and the NCCL communicator ------------*- C++
-//-*-===//
+//===- Cuda.h - CUDA devices and the NCCL communicator ----------*- C++ -*-===//
 //
 // What tools need besides createCudaBackend() (Kernel.h) to run on GPUs:
 // probing and picking the device of a rank (one rank per GPU), and the NCCL

@@ -1,5 +1,4 @@
-//===- DataLoader.h - Training data, sharded by rank --------------*- C++
-//-*-===//
+//===- DataLoader.h - Training data, sharded by rank ------------*- C++ -*-===//
 //
 // Data sources for oasr-run: seeded synthetic data and real datasets in
 // their standard formats (MNIST IDX, CIFAR-10 binary), sharded by rank and

@@ -1,5 +1,4 @@
-//===- Executor.h - Runs a compiled training step -----------------*- C++
-//-*-===//
+//===- Executor.h - Runs a compiled training step ---------------*- C++ -*-===//
 //
 // The executor reads the compiled module (docs/IR.md section 3) once and
 // builds an execution plan: one step per op with its kernel (from a

@@ -1,5 +1,4 @@
-//===- GradientDump.h - Parameters and gradients of a step, to a file -*- C++
-//-*-===//
+//===- GradientDump.h - Writes a step's weights and gradients ---*- C++ -*-===//
 //
 // What `oasr-run --dump-grads=FILE` writes after the last step: the loss,
 // every parameter's value and averaged gradient, and the f32 state tensors

@@ -1,5 +1,4 @@
-//===- Kernel.h - The runtime's kernel-backend interface ---------*- C++
-//-*-===//
+//===- Kernel.h - The runtime's kernel-backend interface --------*- C++ -*-===//
 //
 // A kernel backend (oneDNN on CPU, cuDNN/cuBLAS on GPU) turns one node of the
 // compiled training step into a Kernel once, when the execution plan is

@@ -1,5 +1,4 @@
-//===- Report.h - What a training run prints about itself ---------*- C++
-//-*-===//
+//===- Report.h - What a training run prints about itself -------*- C++ -*-===//
 //
 // The end-of-run summary of oasr-run and the line a re-plan prints: what
 // was measured, what the plan predicted and from what (docs/runtime.md,

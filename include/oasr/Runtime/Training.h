@@ -1,5 +1,4 @@
-//===- Training.h - Training algorithms and the training loop -----*- C++
-//-*-===//
+//===- Training.h - Training algorithms and the training loop ---*- C++ -*-===//
 //
 // A TrainingAlgorithm decides what communication a step needs. Synchronous
 // SGD averages gradients with the fused allreduces the compiler planned: it
