@@ -1562,8 +1562,7 @@ llvm::Error Executor::regroup(llvm::ArrayRef<unsigned> groupEnds) {
     for (size_t i = 0; i < n; ++i) {
       size_t begin = slabAt[size_t(at[i].first)] + at[i].second;
       I.zero(static_cast<char *>(slab) + covered, begin - covered);
-      covered =
-          begin + I.values[size_t(I.gradSlots[i].slot)].desc.bytes();
+      covered = begin + I.values[size_t(I.gradSlots[i].slot)].desc.bytes();
     }
     I.zero(static_cast<char *>(slab) + covered, slabBytes - covered);
   } else {

@@ -111,8 +111,7 @@ void printSummary(std::FILE *out, const TrainSummary &s,
     // A re-plan that could not plan left the compiled plan's model.
     const bool refitted = llvm::any_of(
         s.replans, [](const ReplanEvent &e) { return e.note.empty(); });
-    std::string from =
-        refitted ? "this run's measurements" : c.predictedFrom;
+    std::string from = refitted ? "this run's measurements" : c.predictedFrom;
     if (s.predictedUs >= 0)
       std::fprintf(out,
                    "  predicted        %9.3f ms (measured/predicted "
