@@ -100,17 +100,11 @@ public:
     engine.wait(jobs[group]);
     blockedNs += steadyNs() - t0;
   }
-  double takeBlockedUs() override {
-    double us = double(blockedNs) * 1e-3;
-    blockedNs = 0;
-    return us;
-  }
 
 private:
   Executor &exec;
   CommEngine &engine;
   std::vector<CommEngine::JobId> jobs;
-  int64_t blockedNs = 0;
 };
 } // namespace
 
@@ -213,11 +207,6 @@ public:
     }
     blockedNs += steadyNs() - t0;
   }
-  double takeBlockedUs() override {
-    double us = double(blockedNs) * 1e-3;
-    blockedNs = 0;
-    return us;
-  }
 
 private:
   size_t centerTensors() const {
@@ -239,7 +228,6 @@ private:
   int64_t tau;
   float alpha;
   std::vector<std::vector<float>> center;
-  int64_t blockedNs = 0;
 };
 } // namespace
 
@@ -395,11 +383,6 @@ public:
     totalExchanges = int64_t(counts[0]);
     totalServed = int64_t(counts[1]);
   }
-  double takeBlockedUs() override {
-    double us = double(blockedNs) * 1e-3;
-    blockedNs = 0;
-    return us;
-  }
   bool lockstep() const override { return false; }
   std::string report() const override {
     return llvm::formatv("{0} exchanges with the center variable on rank {5}"
@@ -502,7 +485,6 @@ private:
   std::vector<std::thread> servers;
   std::atomic<int64_t> served{0};
   int64_t exchanges = 0, totalExchanges = 0, totalServed = 0;
-  int64_t blockedNs = 0;
 };
 } // namespace
 

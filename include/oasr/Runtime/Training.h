@@ -51,7 +51,11 @@ public:
   }
   /// Microseconds the compute thread spent blocked on communication since
   /// the last call (the exposed, non-overlapped communication).
-  virtual double takeBlockedUs() = 0;
+  double takeBlockedUs() {
+    double us = double(blockedNs) * 1e-3;
+    blockedNs = 0;
+    return us;
+  }
   /// Whether `rank` trains (a dedicated parameter server does not: it skips
   /// the steps, and evaluation counts no samples on it).
   virtual bool trainsOn(int rank) const {
@@ -90,6 +94,9 @@ public:
 
 protected:
   bool resumed = false; ///< restoreAlgorithmState was called
+  /// Nanoseconds blocked on communication since takeBlockedUs (the hooks
+  /// and afterStep add to it).
+  int64_t blockedNs = 0;
 };
 
 /// Synchronous SGD over the planned fused allreduces.
