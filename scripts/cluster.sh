@@ -143,6 +143,9 @@ healthy() {
     ip -n "$name-n$i" -4 -o addr show dev eth0 2>/dev/null |
       grep -q " ${IPS[$i]}/" || return 1
   done
+  # The files `run` passes to mpirun (a cluster made by an older
+  # cluster.sh lacks the allreduce rules: `up` makes it again).
+  [ -x "$statedir/agent" ] && [ -f "$statedir/coll-rules" ] || return 1
   [ "$(existing_namespaces | wc -l)" -eq $(( NODES + 1 )) ]
 }
 
@@ -247,6 +250,27 @@ cmd_up() {
     echo 'exec ip netns exec "$node" unshare --uts sh -c '\''hostname "$0" && exec sh -c "$1"'\'' "$node" "$*"'
   } >"$statedir/agent"
   chmod +x "$statedir/agent"
+  # Open MPI's allreduce algorithm between 2 ranks (coll/tuned's dynamic
+  # rules; collective 2 is allreduce): recursive doubling, each rank sending
+  # its whole buffer to the other at once, moves M bytes each way at the
+  # link's rate. The fixed choice for large messages (ring, Rabenseifner)
+  # reached only half of it in about half the calls on these links
+  # (docs/cluster.md). From 3 ranks up, algorithm 0: Open MPI's own choice.
+  # The non-blocking allreduce (libnbc; the communication thread's sleep
+  # priority) is set on the command line below: Rabenseifner (3) at every
+  # size; libnbc's own choice between 2 ranks, binomial (a reduce and then a
+  # broadcast), moved the data one way at a time.
+  {
+    echo '1       # collectives: allreduce (cluster.sh)'
+    echo '2       # collective id: allreduce'
+    echo '2       # communicator sizes'
+    echo '2       # 2 ranks'
+    echo '1       # message sizes'
+    echo '0 3 0 0 # from 0 bytes: recursive doubling'
+    echo '3       # 3 ranks and more'
+    echo '1       # message sizes'
+    echo '0 0 0 0 # from 0 bytes: Open MPI decides'
+  } >"$statedir/coll-rules"
 
   # Every node reaches every other one through the switch.
   # Every node reaches every other one through the switch: a TCP connection
@@ -363,6 +387,9 @@ cmd_run() {
     --oversubscribe --map-by node --bind-to none \
     --mca plm_rsh_agent "$statedir/agent" --mca plm_rsh_no_tree_spawn 1 \
     --mca btl_tcp_if_include "$SUBNET" --mca oob_tcp_if_include "$SUBNET" \
+    --mca coll_tuned_use_dynamic_rules 1 \
+    --mca coll_tuned_dynamic_rules_filename "$statedir/coll-rules" \
+    --mca coll_libnbc_iallreduce_algorithm 3 \
     -x OASR_CLUSTER_CPUS -x OASR_CLUSTER_NAME \
     "${launch[@]}" "$@"
 }

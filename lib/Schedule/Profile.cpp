@@ -620,12 +620,13 @@ Expected<std::string> oasr::schedule::readCalibrationPriority(StringRef path) {
   if (!v)
     return std::string();
   std::optional<StringRef> s = v->getAsString();
-  if (!s || (*s != "idle" && *s != "normal"))
+  if (!s || (*s != "idle" && *s != "normal" && *s != "sleep"))
     return createStringError(
         inconvertibleErrorCode(),
-        path + ": 'comm_priority' must be \"idle\" or \"normal\" (the "
-               "communication thread's priority oasr-bench comm measured "
-               "to overlap better), got " +
+        path +
+            ": 'comm_priority' must be \"idle\", \"normal\" or \"sleep\" (the "
+            "communication thread's priority oasr-bench comm measured "
+            "to overlap better), got " +
             formatv("{0}", *v).str());
   return s->str();
 }

@@ -3,7 +3,7 @@
 //   mpirun -np P oasr-bench comm [--min-bytes=4] [--max-bytes=268435456]
 //                                [--burst-us=U] [--working-set-bytes=B]
 //                                [--compute-threads=N]
-//                                [--comm-priority=auto|idle|normal]
+//                                [--comm-priority=auto|idle|normal|sleep]
 //                                [--overlap-bytes=B] [--out=calibration.json]
 //
 // `comm` times the runtime's allreduce (sum and average over ranks, in place,
@@ -17,12 +17,13 @@
 // priority) while every rank keeps --compute-threads threads busy, relative
 // to its speed alone. 1 means communication has a channel of its own; 0
 // means it waits for compute to stop (ranks fill the cores and the thread
-// runs at idle priority). It does so at both priorities of the thread and
-// records the one that keeps more work going -- the overlap rate plus the
-// compute rate meanwhile -- as `comm_priority`, which oasr-run --comm=FILE
-// uses; the allreduce sweep then runs at that priority. Idle is a candidate
-// only where the process may raise the thread while it is waited on (as
-// oasr-run's default).
+// runs at idle priority). It does so for each way the thread can compete
+// for a CPU (idle, normal, sleep: CommEngine::Priority) and records the one
+// that keeps more work going -- the overlap rate plus the compute rate
+// meanwhile -- as `comm_priority`, which oasr-run --comm=FILE uses; the
+// allreduce sweep then runs at that priority. Idle is a candidate only where
+// the process may raise the thread while it is waited on (as oasr-run's
+// default).
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +31,7 @@
 #include "oasr/Runtime/Communicator.h"
 #include "oasr/Schedule/Schedule.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -37,6 +39,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -69,7 +72,7 @@ static cl::opt<unsigned>
                 cl::desc("Compute threads per rank while measuring the overlap "
                          "rate (use oasr-run's --threads)"),
                 cl::init(1), cl::cat(benchCat));
-enum class PriorityOpt { Auto, Idle, Normal };
+enum class PriorityOpt { Auto, Idle, Normal, Sleep };
 static cl::opt<PriorityOpt> commPriority(
     "comm-priority",
     cl::desc("Communication thread priority (as oasr-run's --comm-priority)"),
@@ -79,7 +82,10 @@ static cl::opt<PriorityOpt> commPriority(
                           "raise an idle thread)"),
                clEnumValN(PriorityOpt::Idle, "idle",
                           "SCHED_IDLE (runs where compute leaves a CPU free)"),
-               clEnumValN(PriorityOpt::Normal, "normal", "an ordinary thread")),
+               clEnumValN(PriorityOpt::Normal, "normal", "an ordinary thread"),
+               clEnumValN(PriorityOpt::Sleep, "sleep",
+                          "an ordinary thread that sleeps between MPI tests "
+                          "while an allreduce waits on the network")),
     cl::init(PriorityOpt::Auto), cl::cat(benchCat));
 static cl::opt<int>
     commCpu("comm-cpu",
@@ -116,8 +122,11 @@ struct Point {
 };
 
 /// Busy compute for bursts and the overlap load: a scaled add sweeping
-/// --working-set-bytes. Returns the blocks of work done until `until`.
-uint64_t computeUntil(double until) {
+/// --working-set-bytes. Returns the blocks of work done until `until`; with
+/// `done`, `*atDone` gets the blocks done when it was first seen set (all of
+/// them if it never was).
+uint64_t computeUntil(double until, const std::atomic<bool> *done = nullptr,
+                      uint64_t *atDone = nullptr) {
   // Per thread, kept across calls: successive bursts sweep the whole
   // working set, as a training step's kernels and updates sweep theirs.
   thread_local std::vector<float> x, y;
@@ -130,36 +139,52 @@ uint64_t computeUntil(double until) {
   }
   const size_t block = 1 << 14;
   uint64_t blocks = 0;
+  bool seen = false;
   while (now() < until) {
     size_t end = std::min(cursor + block, n);
     for (size_t i = cursor; i < end; ++i)
       y[i] = y[i] * 0.999f + x[i];
     cursor = end == n ? 0 : end;
     ++blocks;
+    if (done && !seen && done->load(std::memory_order_relaxed)) {
+      seen = true;
+      *atDone = blocks;
+    }
   }
+  if (done && !seen)
+    *atDone = blocks;
   volatile float sink = y[blocks % n];
   (void)sink;
   return blocks;
 }
 
 /// Runs `threads` compute threads (the caller is one) until `until`;
-/// returns the passes done.
-uint64_t computeOnThreads(unsigned threads, double until) {
-  std::vector<uint64_t> per(threads, 0);
+/// returns the passes done, and with `done` the passes done by the time each
+/// thread saw it set in `*atDone`.
+uint64_t computeOnThreads(unsigned threads, double until,
+                          const std::atomic<bool> *done = nullptr,
+                          uint64_t *atDone = nullptr) {
+  std::vector<uint64_t> per(threads, 0), perAtDone(threads, 0);
   std::vector<std::thread> pool;
   for (unsigned t = 1; t < threads; ++t)
-    pool.emplace_back([&, t] { per[t] = computeUntil(until); });
-  per[0] = computeUntil(until);
+    pool.emplace_back(
+        [&, t] { per[t] = computeUntil(until, done, &perAtDone[t]); });
+  per[0] = computeUntil(until, done, &perAtDone[0]);
   for (std::thread &th : pool)
     th.join();
   uint64_t passes = 0;
-  for (uint64_t p : per)
-    passes += p;
+  for (unsigned t = 0; t < threads; ++t) {
+    passes += per[t];
+    if (atDone)
+      *atDone += perAtDone[t];
+  }
   return passes;
 }
 
 const char *priorityName(CommEngine::Priority p) {
-  return p == CommEngine::Priority::Idle ? "idle" : "normal";
+  return p == CommEngine::Priority::Idle    ? "idle"
+         : p == CommEngine::Priority::Sleep ? "sleep"
+                                            : "normal";
 }
 
 /// Times allreduces as oasr-run issues them: on a communication thread, and
@@ -217,8 +242,8 @@ struct Overlap {
 /// at the same time queues the allreduce on a CommEngine; the allreduce ends
 /// at `t`. Work done during the load is rate * min(t, load); the rest ran at
 /// full speed after it, so rate = (alone - max(0, t - load)) / min(t, load).
-/// Likewise the compute rate while the allreduce ran: the load's passes,
-/// relative to a load alone, are c * min(t, load) + max(0, load - t).
+/// The compute rate while the allreduce ran: the load's passes until it
+/// ended (or until the load ended), against a load alone over that time.
 Overlap measureOverlap(Communicator &comm, AllreduceTimer &timer,
                        uint64_t bytes) {
   size_t count = std::max<size_t>(1, bytes / 4);
@@ -231,32 +256,32 @@ Overlap measureOverlap(Communicator &comm, AllreduceTimer &timer,
   comm.allreduceMax(&o.aloneS, 1);
   o.loadS = std::max(2.0 * o.aloneS, 0.02);
 
-  auto load = [&](double until, uint64_t &passes) {
-    passes = computeOnThreads(loadThreads, until);
-  };
-  // Compute speed alone, for the compute-rate report.
-  uint64_t basePasses = 0;
+  // Compute speed alone, for the compute rate.
   comm.barrier();
-  load(now() + o.loadS, basePasses);
+  const uint64_t basePasses = computeOnThreads(loadThreads, now() + o.loadS);
 
   std::vector<double> rates, loaded;
   double computeRate = 0;
   for (int rep = 0; rep < 3; ++rep) {
     comm.barrier();
     double s = now(), end = 0;
-    CommEngine::JobId id =
-        engine.enqueue([&](Communicator &c) { allreduce(c), end = now(); });
-    uint64_t passes = 0;
-    load(s + o.loadS, passes);
+    std::atomic<bool> finished{false};
+    CommEngine::JobId id = engine.enqueue([&](Communicator &c) {
+      allreduce(c);
+      end = now();
+      finished.store(true, std::memory_order_relaxed);
+    });
+    uint64_t passesDuring = 0;
+    computeOnThreads(loadThreads, s + o.loadS, &finished, &passesDuring);
     engine.wait(id);
     double t = end - s;
     double during = std::min(t, o.loadS);
     double rate = (o.aloneS - std::max(0.0, t - o.loadS)) / during;
     rates.push_back(std::clamp(rate, 0.0, 1.0));
     loaded.push_back(t);
-    double work =
-        basePasses ? double(passes) / double(basePasses) * o.loadS : 0;
-    double c = (work - std::max(0.0, o.loadS - t)) / during;
+    double c = basePasses ? double(passesDuring) /
+                                (double(basePasses) * during / o.loadS)
+                          : 0;
     computeRate += std::clamp(c, 0.0, 1.0) / 3;
   }
   std::sort(rates.begin(), rates.end());
@@ -292,15 +317,18 @@ int commBench(Communicator &comm) {
   };
 
   // The communication thread's priority: the one given, or of idle (where
-  // the process may raise it while waited on) and normal the one whose
-  // overlap keeps more work going. On a ties idle, the first, stays.
+  // the process may raise it while waited on), normal and sleep the one
+  // whose overlap keeps more work going; an earlier one stays unless a later
+  // one beats it by more than 0.05.
   using Priority = CommEngine::Priority;
   std::vector<Priority> candidates;
-  if (commPriority != PriorityOpt::Normal &&
-      (commPriority == PriorityOpt::Idle || CommEngine::idleIsRaisable()))
+  if (commPriority == PriorityOpt::Idle ||
+      (commPriority == PriorityOpt::Auto && CommEngine::idleIsRaisable()))
     candidates.push_back(Priority::Idle);
-  if (commPriority != PriorityOpt::Idle)
+  if (commPriority == PriorityOpt::Normal || commPriority == PriorityOpt::Auto)
     candidates.push_back(Priority::Normal);
+  if (commPriority == PriorityOpt::Sleep || commPriority == PriorityOpt::Auto)
+    candidates.push_back(Priority::Sleep);
   const uint64_t ovBytes = std::min<uint64_t>(overlapBytes, maxBytes);
   std::vector<std::pair<Priority, Overlap>> overlaps;
   if (overlapBytes > 0)
@@ -310,8 +338,14 @@ int commBench(Communicator &comm) {
         return 1;
       overlaps.push_back({p, measureOverlap(comm, t, ovBytes)});
     }
+  // Under a millisecond the work beside the allreduce is a few blocks, too
+  // coarse to compare by: the first candidate stays.
+  const bool comparable =
+      !overlaps.empty() && llvm::all_of(overlaps, [](const auto &po) {
+        return po.second.aloneS >= 1e-3;
+      });
   size_t best = 0;
-  for (size_t i = 1; i < overlaps.size(); ++i)
+  for (size_t i = 1; comparable && i < overlaps.size(); ++i)
     if (overlaps[i].second.score() > overlaps[best].second.score() + 0.05)
       best = i;
   const Priority chosen = candidates[best];
@@ -423,11 +457,14 @@ int commBench(Communicator &comm) {
                 o.rate, (unsigned long long)ovBytes, o.aloneS * 1e3,
                 o.loadedS * 1e3, unsigned(loadThreads), o.loadS * 1e3,
                 priorityName(p), 100 * o.computeRate);
+  const bool idleMeasured = candidates.front() == Priority::Idle;
   const char *why = commPriority != PriorityOpt::Auto ? "--comm-priority"
-                    : overlaps.size() > 1             ? "the better overlap"
-                    : candidates.size() == 1
-                        ? "this process may not raise an idle thread"
-                        : "the default; no overlap measured";
+                    : overlaps.empty() ? "the default; no overlap measured"
+                    : !comparable      ? "the default; the allreduce is under "
+                                         "1 ms alone, too short to compare"
+                    : idleMeasured     ? "the best overlap"
+                                       : "the best overlap; this process may "
+                                         "not raise an idle thread";
   std::printf("communication thread: %s priority (%s)\n", priorityName(chosen),
               why);
   std::printf("wrote %s\n", outPath.c_str());

@@ -162,7 +162,10 @@ static cl::opt<std::string> commPriority(
     cl::desc("Communication thread against compute for a CPU: idle (runs "
              "only where compute leaves a CPU free; default with --device=cpu, "
              "whose allreduces are CPU work, where the process may raise it "
-             "while compute waits) | normal (default with cuda)"),
+             "while compute waits) | normal (default with cuda) | sleep (an "
+             "ordinary thread that sleeps between MPI tests while an "
+             "allreduce waits on the network); with --comm=FILE on the CPU, "
+             "default: the calibration's measured comm_priority"),
     cl::init(""), cl::cat(runCat));
 static cl::opt<int> commCpu(
     "comm-cpu",
@@ -779,17 +782,19 @@ int main(int argc, char **argv) {
   const bool idleFellBack = commPriority.empty() &&
                             calibratedPriority.empty() && device == "cpu" &&
                             !idleRaisable;
-  CommEngine engine(*comm, priorityName == "idle"
-                               ? CommEngine::Priority::Idle
+  CommEngine engine(*comm, priorityName == "idle" ? CommEngine::Priority::Idle
+                           : priorityName == "sleep"
+                               ? CommEngine::Priority::Sleep
                                : CommEngine::Priority::Normal);
 
   // Setup on every rank; failures are agreed on before training.
   Failure failure;
   if (!backend)
     failure.set(backendError);
-  if (priorityName != "idle" && priorityName != "normal")
+  if (priorityName != "idle" && priorityName != "normal" &&
+      priorityName != "sleep")
     failure.set("--comm-priority=" + priorityName +
-                ": expected idle or normal");
+                ": expected idle, normal or sleep");
   if (commCpu.getNumOccurrences())
     if (std::string why = engine.pinToCpu(commCpu); !why.empty())
       failure.set("--comm-cpu=" + std::to_string(commCpu) + ": " + why);

@@ -87,6 +87,10 @@ public:
   /// allreduceAverage still to be issued are enqueued on the device; calls
   /// pair with allreduceAverage calls in order.
   virtual void markComputeReady() {}
+  /// Blocking gradient allreduces wait by sleeping between tests of a
+  /// non-blocking call instead of inside the library, which spins
+  /// (CommEngine::Priority::Sleep). Communicators that do not spin ignore it.
+  virtual void setSleepingWait(bool) {}
 };
 
 /// The one-process communicator: averaging is the identity.
@@ -139,6 +143,13 @@ public:
     /// nothing left to do) the thread runs at normal priority, where the
     /// process may raise it (see `raisesWhileWaited`).
     Idle,
+    /// An ordinary thread that sleeps while an allreduce waits on the
+    /// network (tests of a non-blocking call, backing off to 50 us) instead
+    /// of spinning in the MPI library: between tests it is not runnable, so
+    /// it takes no CPU from compute, and the scheduler runs it promptly when
+    /// it wakes. For links slower than the CPU; `oasr-bench comm` measures
+    /// it against the others.
+    Sleep,
   };
 
   explicit CommEngine(Communicator &comm, Priority priority = Priority::Normal);

@@ -190,8 +190,9 @@ llvm::Expected<CommModel> parseCalibration(llvm::StringRef jsonText,
 /// Reads and parses a calibration file.
 llvm::Expected<CommModel> readCalibration(llvm::StringRef path);
 /// The communication thread's priority a calibration file recommends: its
-/// optional 'comm_priority' ("idle" or "normal"), which `oasr-bench comm`
-/// records from the overlap measured at both; empty when the file has none.
+/// optional 'comm_priority' ("idle", "normal" or "sleep"), which
+/// `oasr-bench comm` records from the overlap measured at each; empty when
+/// the file has none.
 llvm::Expected<std::string> readCalibrationPriority(llvm::StringRef path);
 /// Least-squares fit of `seconds = alpha + beta * bytes` to (bytes, seconds)
 /// points, weighted by 1/seconds^2 (relative error, so a sweep from bytes to
