@@ -6,12 +6,18 @@
 # REPS rounds interleaved (each round runs every strategy once, so a slow
 # spell of the shared host does not land on one strategy). Records the load
 # average before each run and flags runs started above LOAD_FLAG.
+# PyTorch DDP (bench/ddp_step.py: the same torchvision model, batch, one
+# compute thread per rank, plain SGD; gloo over the cluster's links) runs in
+# the same rounds twice: with DDP's default 25 MB buckets and with the bucket
+# size oasr-plan predicts fastest on the same profile and calibration.
 #
 #   bench/run_cluster.sh [BUILD_DIR] [STEPS] [BATCH] [MODEL] [RATE]
 #
 # MODEL: a scripts/export_models.py model (default resnet18); RATE a tc rate
-# (default 1gbit). Environment: NODES (2), REPS (3), PRIORITY (normal),
-# STRATEGIES, LOAD_FLAG (2 x cores). Writes
+# (default 1gbit). Environment: NODES (2), REPS (3), PRIORITY (auto: the
+# calibration measures both and the runs use what it records), STRATEGIES,
+# DDP (1: the PyTorch rows; 0: none), TORCH_PY (/root/venv-torch/bin/python,
+# PyPI's torch with MKL and oneDNN), LOAD_FLAG (2 x cores). Writes
 # bench/results/cluster-MODEL-NODESxRATE.{json,md}. Needs root (namespaces).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,8 +28,10 @@ NAME=${4:-resnet18}
 RATE=${5:-1gbit}
 NODES=${NODES:-2}
 REPS=${REPS:-3}
-PRIORITY=${PRIORITY:-normal}
+PRIORITY=${PRIORITY:-auto}
 STRATEGIES=${STRATEGIES:-wfbp single ddp horovod mgwfbp optimal oasr}
+DDP=${DDP:-1}
+TORCH_PY=${TORCH_PY:-/root/venv-torch/bin/python}
 LOAD_FLAG=${LOAD_FLAG:-$(( 2 * $(nproc) ))}
 PY=/usr/bin/python3
 CLUSTER="$ROOT/scripts/cluster.sh --name=bench"
@@ -38,7 +46,11 @@ trap '$CLUSTER down >/dev/null' EXIT
 $CLUSTER up "$NODES" --rate="$RATE"
 COMM=$WORK/comm-$NODES-$RATE.json
 PROFILE=$WORK/profile-$NAME-$NODES-$RATE.json
-BASE="$BUILD/bin/oasr-run $MODEL --batch=$BATCH --threads=1 --quiet --comm-priority=$PRIORITY"
+# The runs take the priority the calibration records (--comm=FILE).
+# The plan as the strategy makes it from the calibration and profile
+# (--replan=off: the table compares the strategies and their predictions).
+BASE="$BUILD/bin/oasr-run $MODEL --batch=$BATCH --threads=1 --quiet --replan=off"
+MASTER=$($CLUSTER status | awk '$1 ~ /-n0$/ {print $2}')
 
 # The calibration as training issues allreduces: on the communication thread
 # at the runs' priority, each after 20 ms of compute; the overlap rate beside
@@ -52,14 +64,38 @@ $CLUSTER run "$NODES" -- "$BUILD/bin/oasr-bench" comm --quiet \
   --min-bytes="$CALIB_MIN_BYTES" \
   --max-bytes=67108864 --seconds-per-size=0.2 --burst-us=20000 \
   --compute-threads=1 --comm-priority="$PRIORITY" --out="$COMM" >/dev/null
+PRIORITY=$($PY -c 'import json, sys; print(json.load(open(sys.argv[1]))["comm_priority"])' "$COMM")
 # The profile: a wfbp run of 2 x STEPS steps.
 $CLUSTER run "$NODES" -- $BASE --steps=$((2 * STEPS)) --strategy=wfbp \
   --comm="$COMM" --profile="$PROFILE" >/dev/null
+# The bucket size for DDP that oasr-plan predicts fastest (1-64 MiB; among
+# predictions within 0.5 % of the best, the largest bucket: fewest calls).
+buckets=$(for b in 1 2 4 8 16 32 64; do printf 'bucket:%d,' $((b << 20)); done)
+BEST_MB=$("$BUILD/bin/oasr-plan" "$PROFILE" --comm="$COMM" --strategy="${buckets%,}" \
+  --format=json | $PY -c 'import json, sys
+s = json.load(sys.stdin)["strategies"]
+best = min(x["iteration_us"] for x in s)
+ok = [int(x["name"].split(":")[1]) for x in s if x["iteration_us"] <= 1.005 * best]
+print(max(ok) >> 20)')
+DDP_RUNS=""
+[ "$DDP" = 1 ] && DDP_RUNS="torch-ddp:25 torch-ddp:$BEST_MB"
 
 runs=()
 for rep in $(seq "$REPS"); do
-  for S in $STRATEGIES; do
+  for S in $STRATEGIES $DDP_RUNS; do
     load=$(cut -d' ' -f1 /proc/loadavg)
+    if [[ "$S" == torch-ddp:* ]]; then
+      log=$($CLUSTER run "$NODES" -- "$TORCH_PY" "$ROOT/bench/ddp_step.py" "$NAME" \
+        --master="$MASTER" --batch="$BATCH" --steps="$STEPS" \
+        --bucket-cap-mb="${S#torch-ddp:}" 2>/dev/null)
+      torch=$(echo "$log" | sed -n 's/.*; torch \(.*\)$/\1/p')
+      groups=$(echo "$log" | sed -n 's/.*, \([0-9]*\) bucket(s),.*/\1/p')
+      measured=$(echo "$log" | awk '/mean iteration/ {print $3}')
+      exposed=$(echo "$log" | awk '/exposed comm/ {print $3}')
+      echo "round $rep $S: $measured ms (load $load)" >&2
+      runs+=("{\"round\": $rep, \"strategy\": \"$S\", \"groups\": $groups, \"measured_ms\": $measured, \"predicted_ms\": null, \"replayed_ms\": null, \"exposed_comm_ms\": $exposed, \"load\": $load, \"torch\": \"$torch\"}")
+      continue
+    fi
     log=$($CLUSTER run "$NODES" -- $BASE --steps="$STEPS" --strategy="$S" \
       --comm="$COMM" --plan-profile="$PROFILE")
     measured=$(echo "$log" | awk '/mean iteration/ {print $3}')
@@ -74,12 +110,12 @@ done
 
 machine="$(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r)"
 date=$(date -u +%Y-%m-%dT%H:%MZ)
-calib=$($PY -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps({k: d.get(k) for k in ("alpha_s", "beta_s_per_byte", "overlap_rate", "burst_us")} | {"comm_priority": d.get("overlap", {}).get("comm_priority")}))' "$COMM")
+calib=$($PY -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps({k: d.get(k) for k in ("alpha_s", "beta_s_per_byte", "overlap_rate", "burst_us", "comm_priority", "points")} | {"by_priority": d.get("overlap", {}).get("by_priority")}))' "$COMM")
 {
   echo "{\"benchmark\": \"cluster\", \"date\": \"$date\", \"machine\": \"$machine\","
   echo " \"nodes\": $NODES, \"rate\": \"$RATE\", \"model\": \"$NAME\", \"batch\": $BATCH, \"steps\": $STEPS,"
   echo " \"threads_per_rank\": 1, \"comm_priority\": \"$PRIORITY\", \"rounds\": $REPS, \"load_flag\": $LOAD_FLAG,"
-  echo " \"calibration\": $calib, \"calib_min_bytes\": $CALIB_MIN_BYTES,"
+  echo " \"calibration\": $calib, \"calib_min_bytes\": $CALIB_MIN_BYTES, \"ddp_plan_bucket_mb\": ${BEST_MB:-null},"
   echo " \"runs\": ["
   (IFS=$',\n'; echo "  ${runs[*]}")
   echo "]}"
@@ -102,6 +138,22 @@ print(f"{d['date']}, {d['machine']}; load average (1 min) before the runs "
       f"overlap rate {c['overlap_rate']:.2f} (sizes from {d['calib_min_bytes']} B). Predicted: the plan's timeline from "
       "that calibration and a profile measured on the cluster (a separate wfbp "
       "run); replayed: the same model on the run's own profile.\n")
+bp = c.get("by_priority") or {}
+if bp:
+    print("Communication thread priority, measured by the calibration (a "
+          "16 MiB allreduce beside one busy compute thread per rank): " +
+          "; ".join(f"{k}: overlap rate {v['overlap_rate']:.2f}, compute at "
+                    f"{100 * v['compute_rate']:.0f} %" for k, v in bp.items()) +
+          f"; the runs used {c.get('comm_priority')}.\n")
+torch = next((r["torch"] for r in d["runs"] if r.get("torch")), None)
+if torch:
+    print(f"PyTorch DDP rows: `bench/ddp_step.py`, PyPI torch {torch} (MKL, oneDNN), "
+          "gloo over the same links, the same torchvision model, batch, 1 compute "
+          "thread/rank and plain SGD; `torch-ddp:N` is bucket_cap_mb=N "
+          "(25: DDP's default; the other: the bucket size oasr-plan predicts "
+          f"fastest on this profile, {d.get('ddp_plan_bucket_mb')} MB); groups = "
+          "DDP's buckets after its rebuild; exposed comm = the step minus the "
+          "same step under no_sync().\n")
 print("| strategy | groups | measured (ms) | range (ms) | predicted (ms) | error | replayed (ms) | exposed comm (ms) | runs above load flag |")
 print("|---|---|---|---|---|---|---|---|---|")
 by = {}
@@ -119,12 +171,19 @@ for s, med, times, flagged in rows:
     mark = " **fastest**" if s == best[0] else (" (tied)" if lo <= max(best[2]) else "")
     p = med["predicted_ms"]
     err = f"{(med['measured_ms'] - p) / p * 100:+.1f} %" if p else "n/a"
+    preds = f"{p:.1f}" if p else "n/a"
     rep = med.get("replayed_ms")
     reps = f"{rep:.1f}" if rep else "n/a"
     print(f"| {s}{mark} | {med['groups']} | {med['measured_ms']:.1f} | {lo:.1f}-{hi:.1f} | "
-          f"{p:.1f} | {err} | {reps} | {med['exposed_comm_ms']:.1f} | {flagged}/{len(times)} |")
+          f"{preds} | {err} | {reps} | {med['exposed_comm_ms']:.1f} | {flagged}/{len(times)} |")
 print(f"\n*(tied)*: its fastest round is faster than the fastest strategy's slowest "
       f"round. Load flag: runs started with the 1-minute load average above "
       f"{d['load_flag']} (the host is shared).")
+meds = {s: med["measured_ms"] for s, med, _, _ in rows}
+for s in [k for k in meds if k.startswith("torch-ddp:")]:
+    if "oasr" in meds:
+        print(f"\noasr against {s}: {meds[s] / meds['oasr']:.2f}x "
+              f"({meds[s]:.1f} / {meds['oasr']:.1f} ms, medians).", end="")
+print()
 PYEOF
 cat "$OUT/$TAG.md"

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""PyTorch DDP, the peer of bench/run_cluster.sh on the emulated cluster.
+
+    scripts/cluster.sh run NP -- /root/venv-torch/bin/python bench/ddp_step.py \\
+        MODEL --master=10.77.0.1 [--batch 8] [--steps 6] [--bucket-cap-mb 25]
+
+Trains MODEL, built by the same torchvision code and seed that
+scripts/export_models.py exports to ONNX for oasr-run, with
+DistributedDataParallel over the gloo backend: one process per rank, rank
+and world size from Open MPI's environment (OMPI_COMM_WORLD_RANK/SIZE, or
+RANK/WORLD_SIZE), the rendezvous on --master (node 1's address inside the
+cluster), gloo's sockets on --ifname (eth0: the node's shaped link). Every
+rank runs 1 compute thread (as oasr-run --threads=1) on one fixed synthetic
+batch (as oasr-run --data=synthetic), with plain SGD (lr 0.01, no momentum,
+oasr-run's default optimizer for an .onnx input).
+
+--bucket-cap-mb is DDP's bucket size (default 25, DDP's own); the first
+bucket stays DDP's 1 MiB. Steps are timed on rank 0 from the start of the
+forward pass to the end of the update; as oasr-run's summary, the mean of
+steps 2..N (the first step builds the buckets and the caches). Then
+--compute-steps steps under no_sync() (no allreduce) give the compute time
+on the same ranks; the exposed communication is the difference.
+
+Rank 0 prints oasr-run's summary lines (mean iteration, compute, exposed
+comm) and one JSON line with the same numbers, the buckets DDP used and the
+torch build.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+
+
+def env_int(names):
+    for n in names:
+        if n in os.environ:
+            return int(os.environ[n])
+    return None
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("model", help="a scripts/export_models.py model (resnet18, resnet50, transformer, ...)")
+    p.add_argument("--master", default=os.environ.get("MASTER_ADDR"),
+                   help="rank 0's address (MASTER_ADDR)")
+    p.add_argument("--port", type=int, default=int(os.environ.get("MASTER_PORT", "29500")))
+    p.add_argument("--ifname", default=os.environ.get("GLOO_SOCKET_IFNAME", "eth0"),
+                   help="interface gloo's sockets use (GLOO_SOCKET_IFNAME)")
+    p.add_argument("--batch", type=int, default=8, help="per-rank batch")
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--compute-steps", type=int, default=3)
+    p.add_argument("--bucket-cap-mb", type=float, default=25.0)
+    p.add_argument("--lr", type=float, default=0.01)
+    a = p.parse_args()
+    rank = env_int(["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "RANK"])
+    world = env_int(["OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"])
+    if rank is None or world is None:
+        sys.exit("ddp_step.py: error: no rank/world size in the environment "
+                 "(launch it with mpirun or scripts/cluster.sh run, or set RANK and WORLD_SIZE)")
+    if not a.master:
+        sys.exit("ddp_step.py: error: --master (or MASTER_ADDR) is required: rank 0's address")
+    if a.steps < 2 or a.compute_steps < 2:
+        sys.exit("ddp_step.py: error: --steps and --compute-steps must be >= 2 (the first is not timed)")
+    if not a.bucket_cap_mb > 0:
+        sys.exit(f"ddp_step.py: error: --bucket-cap-mb={a.bucket_cap_mb}: must be > 0")
+
+    import export_models
+    if a.model not in export_models.MODELS:
+        sys.exit(f"ddp_step.py: error: unknown model '{a.model}' (expected one of "
+                 f"{', '.join(export_models.MODELS)})")
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+    os.environ["GLOO_SOCKET_IFNAME"] = a.ifname
+    dist.init_process_group("gloo", init_method=f"tcp://{a.master}:{a.port}",
+                            rank=rank, world_size=world)
+
+    torch.manual_seed(0)
+    model, example = export_models.build(a.model)
+    model.train()
+    g = torch.Generator().manual_seed(1 + rank)
+    if a.model == "transformer":
+        x = torch.randint(0, 1000, (a.batch, example.shape[1]), generator=g)
+        y = torch.randint(0, 10, (a.batch,), generator=g)
+    else:
+        x = torch.randn((a.batch,) + tuple(example.shape[1:]), generator=g)
+        y = torch.randint(0, 1000, (a.batch,), generator=g)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_cap_mb)
+    opt = torch.optim.SGD(ddp.parameters(), lr=a.lr)
+
+    def step():
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(ddp(x), y)
+        loss.backward()
+        opt.step()
+        return time.perf_counter() - t0
+
+    dist.barrier()
+    times = [step() for _ in range(a.steps)]
+    # Gradient buckets as DDP rebuilt them after the first step (ready order).
+    info = ddp._get_ddp_logging_data()
+    sizes = info.get("rebuilt_bucket_sizes") or info.get("bucket_sizes") or ""
+    buckets = len([s for s in str(sizes).split(",") if s.strip()])
+    dist.barrier()
+    compute = []
+    with ddp.no_sync():
+        compute = [step() for _ in range(a.compute_steps)]
+    dist.barrier()
+    dist.destroy_process_group()
+    if rank != 0:
+        return
+    mean = statistics.fmean(times[1:])
+    comp = statistics.fmean(compute[1:])
+    grad_bytes = sum(q.numel() * q.element_size() for q in model.parameters() if q.requires_grad)
+    print(f"ddp {a.model}: {world} rank(s), gloo over {a.ifname}, bucket_cap_mb {a.bucket_cap_mb:g}, "
+          f"{buckets} bucket(s), {grad_bytes} gradient bytes; torch {torch.__version__}")
+    print(f"  mean iteration   {mean * 1e3:9.3f} ms")
+    print(f"  compute          {comp * 1e3:9.3f} ms (no_sync, no allreduce)")
+    print(f"  exposed comm     {max(mean - comp, 0.0) * 1e3:9.3f} ms")
+    print(json.dumps({"model": a.model, "ranks": world, "batch": a.batch,
+                      "bucket_cap_mb": a.bucket_cap_mb, "buckets": buckets,
+                      "bucket_sizes": str(sizes), "step_ms": [t * 1e3 for t in times],
+                      "mean_ms": mean * 1e3, "compute_ms": comp * 1e3,
+                      "torch": torch.__version__,
+                      "blas": "mkl" if torch.backends.mkl.is_available() else "generic",
+                      "mkldnn": torch.backends.mkldnn.is_available()}))
+
+
+if __name__ == "__main__":
+    main()
