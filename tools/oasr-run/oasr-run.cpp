@@ -28,6 +28,7 @@
 #if OASR_HAVE_PASSES
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "oasr/Compile/Compile.h"
 #include "oasr/Passes/Passes.h"
 #endif
 
@@ -359,139 +360,43 @@ int defaultThreads() {
   return std::max(1, online / localRanks());
 }
 
-/// The allreduce model an .onnx plan uses when none is given: roughly Open
-/// MPI over shared memory on one host (measure yours with oasr-bench comm).
-constexpr double kDefaultAlpha = 2e-5, kDefaultBeta = 5e-10;
 bool usedDefaultComm = false;
 /// Where an .onnx plan's allreduce model came from, for the summary.
 std::string commSource;
 
-/// Parses or compiles the model into a training module.
+/// Parses or compiles the model into a training module
+/// (mlir::oasr::compileForTraining).
 mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
                                              Failure &failure) {
-  std::string diags;
-  mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic &d) {
-    llvm::raw_string_ostream os(diags);
-    if (!diags.empty())
-      os << "\n";
-    std::string loc;
-    llvm::raw_string_ostream(loc) << d.getLocation();
-    os << loc << ": " << d.str();
-    return mlir::success();
-  });
-  llvm::StringRef path(modelPath);
-  if (!llvm::sys::fs::exists(path)) {
-    failure.set(path + ": no such file");
+#if OASR_HAVE_PASSES
+  mlir::oasr::TrainingCompileOptions o;
+  o.batch = batch;
+  o.dims.assign(dims.begin(), dims.end());
+  o.ignoreIndex = ignoreIndex;
+  o.strategy = strategy;
+  o.alpha = alpha;
+  o.beta = beta;
+  o.commFile = commFile;
+  if (overlapRate.getNumOccurrences())
+    o.overlapRate = overlapRate.getValue();
+  o.profile = planProfile;
+  o.optimizer = optimizer;
+  o.momentum = momentum;
+  o.lr = lr;
+  auto compiled = mlir::oasr::compileForTraining(ctx, modelPath, o);
+  if (!compiled) {
+    failure.set(compiled.takeError());
     return nullptr;
   }
-#if OASR_HAVE_IMPORT
-  bool onnx = oasr::onnximport::ModelFile::isONNX(path);
+  commSource = compiled->commSource;
+  usedDefaultComm = compiled->usedDefaultComm;
+  return std::move(compiled->module);
 #else
-  bool onnx = llvm::sys::path::extension(path) == ".onnx";
-#endif
-  bool planning = !strategy.empty() || alpha >= 0 || beta >= 0 ||
-                  overlapRate.getNumOccurrences() || !commFile.empty() ||
-                  !planProfile.empty() || !optimizer.empty() || momentum >= 0 ||
-                  !dims.empty();
-  if (!onnx) {
-    if (planning) {
-      failure.set("--strategy/--alpha/--beta/--overlap-rate/--comm/"
-                  "--plan-profile/"
-                  "--optimizer/--momentum/--dim apply to .onnx inputs; "
-                  "a .mlir module carries its plan (recompile it with "
-                  "oasr-opt)");
-      return nullptr;
-    }
-    if (batch > 0) {
-      // Checked against the module after parsing.
-    }
-    auto module = mlir::parseSourceFile<mlir::ModuleOp>(path, &ctx);
-    if (!module)
-      failure.set(diags.empty() ? (path + ": cannot parse").str() : diags);
-    return module;
-  }
-#if OASR_HAVE_IMPORT && OASR_HAVE_PASSES
-  oasr::onnximport::ImportOptions io;
-  io.batch = batch;
-  for (const std::string &d : dims) {
-    std::string error;
-    if (!oasr::onnximport::parseDimOption(d, io, error)) {
-      failure.set("--dim=" + d + ": " + error);
-      return nullptr;
-    }
-  }
-  auto module = oasr::onnximport::importONNX(ctx, path, io);
-  if (!module) {
-    failure.set(diags.empty() ? (path + ": cannot import").str() : diags);
-    return nullptr;
-  }
-  mlir::oasr::TrainPipelineOptions po;
-  po.ignoreIndex = ignoreIndex.getValue();
-  if (!strategy.empty())
-    po.strategy = strategy.getValue();
-  if (alpha >= 0)
-    po.alpha = alpha.getValue();
-  if (beta >= 0)
-    po.beta = beta.getValue();
-  if (!commFile.empty())
-    po.comm = commFile.getValue();
-  if (overlapRate.getNumOccurrences()) {
-    if (!(overlapRate >= 0 && overlapRate <= 1)) {
-      failure.set("--overlap-rate must be in [0, 1] (the rate communication "
-                  "progresses while backward computes)");
-      return nullptr;
-    }
-    po.overlapRate = overlapRate.getValue();
-  }
-  if (!planProfile.empty())
-    po.profile = planProfile.getValue();
-  // No communication model given: the --plan-profile's `comm`, else
-  // $OASR_COMM_CALIBRATION, else
-  // a default for one host (shared memory), announced so nobody mistakes it
-  // for a measurement. (A profile that cannot be read is reported by the
-  // pipeline, naming the file.)
-  bool profileHasComm = false;
-  if (!planProfile.empty()) {
-    llvm::Expected<oasr::schedule::Profile> p =
-        oasr::schedule::readProfile(planProfile);
-    if (p)
-      profileHasComm = p->comm.has_value();
-    else
-      llvm::consumeError(p.takeError());
-  }
-  commSource = alpha >= 0 || beta >= 0 ? "--alpha/--beta"
-               : !commFile.empty()     ? "calibration " + commFile
-               : profileHasComm        ? "the profile's allreduce model"
-                                       : "";
-  if (alpha < 0 && beta < 0 && commFile.empty() && !profileHasComm) {
-    if (const char *env = std::getenv("OASR_COMM_CALIBRATION")) {
-      po.comm = std::string(env);
-      commSource = "calibration " + std::string(env);
-    } else {
-      po.alpha = kDefaultAlpha;
-      po.beta = kDefaultBeta;
-      usedDefaultComm = true;
-      commSource = "the default allreduce model";
-    }
-  }
-  if (!optimizer.empty())
-    po.algo = optimizer.getValue();
-  if (momentum >= 0)
-    po.momentum = momentum.getValue();
-  if (lr >= 0)
-    po.lr = lr.getValue();
-  mlir::PassManager pm(&ctx);
-  mlir::oasr::populateTrainPipeline(pm, po);
-  if (mlir::failed(pm.run(*module))) {
-    failure.set(diags.empty() ? (path + ": compilation failed").str() : diags);
-    return nullptr;
-  }
+  auto module = mlir::parseSourceFile<mlir::ModuleOp>(modelPath, &ctx);
+  if (!module)
+    failure.set(modelPath + ": cannot parse (this oasr-run was built without "
+                            "the passes; .onnx inputs need oasr-opt first)");
   return module;
-#else
-  failure.set(path + ": this oasr-run was built without the importer and "
-                     "passes; compile the model with `oasr-opt "
-                     "--oasr-train-pipeline` and pass the .mlir");
-  return nullptr;
 #endif
 }
 
@@ -1108,7 +1013,8 @@ int main(int argc, char **argv) {
     std::printf("oasr-run: planned with the default allreduce model alpha=%g s "
                 "beta=%g s/B (give --comm=FILE from `oasr-bench comm`, or "
                 "--alpha/--beta)\n",
-                kDefaultAlpha, kDefaultBeta);
+                mlir::oasr::kDefaultAllreduceAlpha,
+                mlir::oasr::kDefaultAllreduceBeta);
   if (rank == 0 && !quiet) {
     const MemoryStats &m = exec->memory();
     int bound = boundCpus(), online = int(std::thread::hardware_concurrency());

@@ -1,0 +1,145 @@
+//===- Compile.cpp - A model file to a training module, in process --------===//
+
+#include "oasr/Compile/Compile.h"
+
+#include "oasr/Passes/Passes.h"
+#include "oasr/Schedule/Schedule.h"
+
+#if OASR_HAVE_IMPORT
+#include "oasr/Import/ONNXImporter.h"
+#include "oasr/Import/ONNXModel.h"
+#endif
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
+
+using namespace mlir;
+using namespace mlir::oasr;
+
+bool TrainingCompileOptions::anyCompileOption() const {
+  return !strategy.empty() || alpha >= 0 || beta >= 0 ||
+         overlapRate.has_value() || !commFile.empty() || !profile.empty() ||
+         !optimizer.empty() || momentum >= 0 || !dims.empty();
+}
+
+static llvm::Error fail(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
+llvm::Expected<CompiledTraining>
+mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
+                               const TrainingCompileOptions &o) {
+  std::string diags;
+  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &d) {
+    llvm::raw_string_ostream os(diags);
+    if (!diags.empty())
+      os << "\n";
+    std::string loc;
+    llvm::raw_string_ostream(loc) << d.getLocation();
+    os << loc << ": " << d.str();
+    return success();
+  });
+  auto failWithDiags = [&](const llvm::Twine &otherwise) {
+    return fail(diags.empty() ? otherwise.str() : diags);
+  };
+  if (!llvm::sys::fs::exists(path))
+    return fail(path + ": no such file");
+  CompiledTraining out;
+#if OASR_HAVE_IMPORT
+  bool onnx = ::oasr::onnximport::ModelFile::isONNX(path);
+#else
+  bool onnx = llvm::sys::path::extension(path) == ".onnx";
+#endif
+  if (!onnx) {
+    if (o.anyCompileOption())
+      return fail("--strategy/--alpha/--beta/--overlap-rate/--comm/"
+                  "--plan-profile/--optimizer/--momentum/--dim apply to .onnx "
+                  "inputs; a .mlir module carries its plan (recompile it with "
+                  "oasr-opt)");
+    // --batch is checked against the module after parsing.
+    out.module = parseSourceFile<ModuleOp>(path, &ctx);
+    if (!out.module)
+      return failWithDiags(path + ": cannot parse");
+    return std::move(out);
+  }
+#if OASR_HAVE_IMPORT
+  ::oasr::onnximport::ImportOptions io;
+  io.batch = o.batch;
+  for (const std::string &d : o.dims) {
+    std::string error;
+    if (!::oasr::onnximport::parseDimOption(d, io, error))
+      return fail("--dim=" + d + ": " + error);
+  }
+  if (o.overlapRate && !(*o.overlapRate >= 0 && *o.overlapRate <= 1))
+    return fail("--overlap-rate must be in [0, 1] (the rate communication "
+                "progresses while backward computes)");
+  out.module = ::oasr::onnximport::importONNX(ctx, path, io);
+  if (!out.module)
+    return failWithDiags(path + ": cannot import");
+
+  TrainPipelineOptions po;
+  po.ignoreIndex = o.ignoreIndex;
+  if (!o.strategy.empty())
+    po.strategy = o.strategy;
+  if (o.alpha >= 0)
+    po.alpha = o.alpha;
+  if (o.beta >= 0)
+    po.beta = o.beta;
+  if (!o.commFile.empty())
+    po.comm = o.commFile;
+  if (o.overlapRate)
+    po.overlapRate = *o.overlapRate;
+  if (!o.profile.empty())
+    po.profile = o.profile;
+  // No allreduce model given: the profile's, else the calibration
+  // $OASR_COMM_CALIBRATION names, else the default for one host, announced
+  // so nobody mistakes it for a measurement. (A profile that cannot be read
+  // is reported by the pipeline, naming the file.)
+  bool profileHasComm = false;
+  if (!o.profile.empty()) {
+    llvm::Expected<::oasr::schedule::Profile> p =
+        ::oasr::schedule::readProfile(o.profile);
+    if (p)
+      profileHasComm = p->comm.has_value();
+    else
+      llvm::consumeError(p.takeError());
+  }
+  out.commSource = o.alpha >= 0 || o.beta >= 0 ? "--alpha/--beta"
+                   : !o.commFile.empty()       ? "calibration " + o.commFile
+                   : profileHasComm            ? "the profile's allreduce model"
+                                               : "";
+  if (o.alpha < 0 && o.beta < 0 && o.commFile.empty() && !profileHasComm) {
+    if (const char *env = std::getenv("OASR_COMM_CALIBRATION")) {
+      po.comm = std::string(env);
+      out.commSource = "calibration " + std::string(env);
+    } else {
+      po.alpha = kDefaultAllreduceAlpha;
+      po.beta = kDefaultAllreduceBeta;
+      out.usedDefaultComm = true;
+      out.commSource = "the default allreduce model";
+    }
+  }
+  if (!o.optimizer.empty())
+    po.algo = o.optimizer;
+  if (o.momentum >= 0)
+    po.momentum = o.momentum;
+  if (o.lr >= 0)
+    po.lr = o.lr;
+  PassManager pm(&ctx);
+  populateTrainPipeline(pm, po);
+  if (failed(pm.run(*out.module)))
+    return failWithDiags(path + ": compilation failed");
+  return std::move(out);
+#else
+  return fail(path + ": this build has no ONNX importer; compile the model "
+                     "with `oasr-opt --oasr-train-pipeline` and pass the "
+                     ".mlir");
+#endif
+}
