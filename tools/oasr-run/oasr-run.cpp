@@ -231,7 +231,7 @@ static cl::opt<std::string> replan(
     "replan",
     cl::desc("Re-plan the fused allreduces from this run's measurements: "
              "off | once (after 1 + 3 steps; the default for sync-sgd on "
-             "several ranks with a strategy that plans with a model: "
+             "several CPU ranks with a strategy that plans with a model: "
              "mgwfbp, optimal, oasr) | every:N (every N steps)"),
     cl::init(""), cl::cat(runCat));
 static cl::opt<std::string> replanProfile(
@@ -914,7 +914,10 @@ int main(int argc, char **argv) {
                     "applies to mgwfbp, optimal and oasr");
     }
   } else if (algoName == "sync-sgd" && size > 1 && exec &&
+             device.getValue() == "cpu" &&
              oasr::schedule::strategyNeedsCommModel(exec->planStrategy())) {
+    // Not by default on a GPU: per-op times there measure kernel launches,
+    // not the kernels (docs/runtime.md).
     replanOptions.mode = ReplanOptions::Mode::Once;
   }
   if (!replanProfile.empty() && !failure.failed &&
