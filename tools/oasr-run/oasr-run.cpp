@@ -15,6 +15,7 @@
 #include "oasr/Runtime/Communicator.h"
 #include "oasr/Runtime/Cuda.h"
 #include "oasr/Runtime/DataLoader.h"
+#include "oasr/Runtime/DeviceSetup.h"
 #include "oasr/Runtime/Executor.h"
 #include "oasr/Runtime/GradientDump.h"
 #include "oasr/Runtime/Report.h"
@@ -332,13 +333,6 @@ void memoryPoint(const char *phase) {
                << "\n";
 }
 
-int localRanks() {
-  for (const char *v : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
-    if (const char *s = std::getenv(v))
-      return std::max(1, std::atoi(s));
-  return 1;
-}
-
 /// CPUs this process may run on (its affinity mask: mpirun's --bind-to,
 /// taskset, a batch scheduler's cgroup), 0 if unknown.
 int boundCpus() {
@@ -357,7 +351,7 @@ int defaultThreads() {
   int bound = boundCpus();
   if (bound > 0 && bound < online)
     return bound;
-  return std::max(1, online / localRanks());
+  return std::max(1, online / localRankCount());
 }
 
 bool usedDefaultComm = false;
@@ -400,108 +394,6 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
 #endif
 }
 
-/// `--list-devices`: the kernel backends this binary can run on here.
-int listDevices() {
-  std::printf("cpu: oneDNN\n");
-#if OASR_ENABLE_CUDA
-  std::string why;
-  int count = cudaDeviceCount(why);
-  for (int d = 0; d < count; ++d)
-    std::printf("cuda:%d: %s\n", d, cudaDeviceDescription(d).c_str());
-  if (count == 0)
-    std::printf("cuda: no device visible (%s)\n", why.c_str());
-#else
-  std::printf("cuda: not built (this oasr-run was built without CUDA)\n");
-#endif
-  return 0;
-}
-
-#if OASR_ENABLE_CUDA
-/// This process' rank among the ranks on its host.
-int localRank() {
-  for (const char *v :
-       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
-    if (const char *s = std::getenv(v))
-      return std::max(0, std::atoi(s));
-  return 0;
-}
-#endif
-
-/// The --device backend of this rank; with --comm-backend=nccl, `comm`
-/// becomes the NCCL communicator wrapping it. Called before the CommEngine
-/// starts, on every rank alike. Returns null with `error` set (naming the
-/// rank where it is the rank's own problem) on failure.
-std::unique_ptr<KernelBackend>
-createBackend(std::unique_ptr<Communicator> &comm, int threads,
-              std::string &error) {
-  const std::string dev = device;
-  const std::string cb = !commBackend.empty() ? std::string(commBackend)
-                         : dev == "cuda" && comm->size() > 1 ? "nccl"
-                                                             : "mpi";
-  if (dev != "cpu" && dev != "cuda")
-    error = "--device=" + dev + ": expected cpu or cuda";
-  else if (cb != "mpi" && cb != "nccl")
-    error = "--comm-backend=" + cb + ": expected mpi or nccl";
-  else if (!OASR_ENABLE_CUDA && (dev == "cuda" || cb == "nccl"))
-    error = "--" +
-            std::string(dev == "cuda" ? "device=cuda" : "comm-backend=nccl") +
-            ": this oasr-run was built without CUDA (configure with the CUDA "
-            "toolkit in /usr/local/cuda and -DOASR_ENABLE_CUDA=ON)";
-  else if (cb == "nccl" && dev != "cuda")
-    error = "--comm-backend=nccl averages GPU memory; it needs --device=cuda";
-  else if (dev == "cuda" && algoName != "sync-sgd")
-    error = "--algo=" + algoName +
-            " updates the parameters on the host; it needs --device=cpu";
-  else if (dev == "cuda" && cb == "mpi" && comm->size() > 1)
-    error = "--device=cuda --comm-backend=mpi: MPI averages host memory; use "
-            "--comm-backend=nccl on several ranks";
-  if (!error.empty())
-    return nullptr;
-  if (dev == "cpu") {
-    std::unique_ptr<KernelBackend> backend = createCpuBackend();
-    backend->setNumThreads(threads);
-    return backend;
-  }
-#if OASR_ENABLE_CUDA
-  std::string where =
-      "rank " + std::to_string(comm->rank()) + " (host " + comm->host() + ")";
-  std::string why;
-  std::unique_ptr<KernelBackend> backend;
-  int count = cudaDeviceCount(why);
-  int local = localRank(), ranksHere = std::max(localRanks(), local + 1);
-  if (count == 0)
-    error = "--device=cuda: no CUDA device visible on " + where + ": " + why;
-  else if (ranksHere > count)
-    error = llvm::formatv("--device=cuda: {0} ranks on host {1} but {2} CUDA "
-                          "device(s) visible; oasr runs one rank per GPU",
-                          ranksHere, comm->host(), count)
-                .str();
-  else if (!selectCudaDevice(local, why) || !(backend = createCudaBackend(why)))
-    error = "--device=cuda: " + where + ": " + why;
-  if (cb == "nccl") {
-    // NCCL's set-up is collective: start it only if every rank has a GPU.
-    double failed = error.empty() ? 0 : 1;
-    comm->allreduceMax(&failed, 1);
-    if (failed == 0) {
-      std::unique_ptr<Communicator> nccl =
-          createNcclCommunicator(comm, *backend, why);
-      if (nccl)
-        comm = std::move(nccl);
-      else
-        error = "--comm-backend=nccl: " + where + ": " + why;
-    }
-  }
-  if (!error.empty())
-    return nullptr;
-  if (comm->rank() == 0 && !quiet)
-    std::printf("oasr-run: device cuda:%d %s, gradients averaged with %s\n",
-                local, cudaDeviceDescription(local).c_str(), comm->name());
-  return backend;
-#else
-  return nullptr;
-#endif
-}
-
 /// The f32 elements of `t`, in host memory whatever the backend.
 /// The parameter-server algorithms (createParameterServer).
 bool isServerAlgo(llvm::StringRef name) {
@@ -523,6 +415,7 @@ std::vector<float> hostFloats(Executor &exec, const TensorRef &t) {
                            int code) {
   silenceFailureReport();
   comm.abort(message, code);
+  std::_Exit(code); // not reached: abort ends the job
 }
 
 /// `v` as the command line would spell it (-1, 0.5, nan, inf).
@@ -596,7 +489,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < argc; ++i) {
     llvm::StringRef a(argv[i]);
     if (i > 0 && (a == "--list-devices" || a == "-list-devices"))
-      return listDevices();
+      return printDevices(stdout), 0;
     if (i > 0 && (a.starts_with("--threads=") || a.starts_with("-threads="))) {
       if (a.split('=').second.getAsInteger(10, threads) || threads < 1) {
         llvm::errs() << "oasr-run: error: " << a
@@ -671,8 +564,14 @@ int main(int argc, char **argv) {
   }
   // Kernel backend (and NCCL) before the communication engine takes `comm`.
   std::string backendError;
+  DeviceOptions deviceOptions;
+  deviceOptions.device = device;
+  deviceOptions.commBackend = commBackend;
+  deviceOptions.algorithm = algoName;
+  deviceOptions.threads = nthreads;
+  deviceOptions.quiet = quiet;
   std::unique_ptr<KernelBackend> backend =
-      createBackend(comm, nthreads, backendError);
+      setUpDevice(comm, deviceOptions, backendError);
 
   const int rank = comm->rank(), size = comm->size();
   // Idle by default with the CPU backend, where allreduces are CPU work --
@@ -988,13 +887,13 @@ int main(int argc, char **argv) {
   // which the timeline model does not describe.
   if (int online = int(std::thread::hardware_concurrency());
       rank == 0 && device.getValue() == "cpu" && online > 0 &&
-      localRanks() * nthreads > online)
+      localRankCount() * nthreads > online)
     llvm::errs() << llvm::formatv(
         "oasr-run: warning: {0} rank(s) x {1} compute thread(s) on this "
         "host's {2} CPU(s): the ranks oversubscribe the host, take turns on "
         "its CPUs and cannot overlap communication with backward; expect the "
         "measured iteration to exceed the prediction (docs/runtime.md)\n",
-        localRanks(), nthreads, online);
+        localRankCount(), nthreads, online);
   if (rank == 0 && !quiet && !calibratedPriority.empty())
     std::printf("oasr-run: communication thread at %s priority (%s's "
                 "comm_priority, measured by oasr-bench comm)\n",
