@@ -496,6 +496,90 @@ createParameterServer(Executor &exec, CommEngine &engine,
 }
 
 //===----------------------------------------------------------------------===//
+// Choosing an algorithm by name
+//===----------------------------------------------------------------------===//
+
+static const char *const kServerAlgorithms[] = {
+    "async-sgd",    "async-msgd",    "hogwild-sgd",     "async-easgd",
+    "async-measgd", "hogwild-easgd", "roundrobin-easgd"};
+
+std::vector<std::string> trainingAlgorithmNames() {
+  std::vector<std::string> names = {"sync-sgd", "sync-easgd"};
+  names.insert(names.end(), std::begin(kServerAlgorithms),
+               std::end(kServerAlgorithms));
+  return names;
+}
+
+bool usesParameterServer(llvm::StringRef name) {
+  return llvm::is_contained(kServerAlgorithms, name);
+}
+
+llvm::Error checkTrainingAlgorithm(llvm::StringRef name,
+                                   const AlgorithmOptions &o,
+                                   Communicator &comm, Executor *exec) {
+  auto fail = [](const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+  };
+  const bool server = usesParameterServer(name);
+  std::vector<std::string> names = trainingAlgorithmNames();
+  if (!llvm::is_contained(names, name)) {
+    std::string list;
+    for (size_t k = 0; k < names.size(); ++k)
+      list += (k == 0 ? "" : k + 1 == names.size() ? " or " : ", ") + names[k];
+    return fail("--algo=" + name + ": expected " + list);
+  }
+  if (server)
+    if (std::string why = comm.pointToPointUnavailable(); !why.empty())
+      return fail("--algo=" + name + " exchanges with a parameter server: " +
+                  why + " (run under mpirun, or with --np)");
+  if (o.server != "shared" && o.server != "dedicated")
+    return fail("--ps-server=" + o.server + ": expected shared or dedicated");
+  if (o.server == "dedicated" && !server)
+    return fail("--ps-server=dedicated: --algo=" + name +
+                " has no parameter server (the async-* and hogwild-* "
+                "algorithms do)");
+  if (o.server == "dedicated" && comm.size() < 2)
+    return fail("--ps-server=dedicated needs at least 2 ranks: the last one "
+                "only serves");
+  if ((name == "async-msgd" || name == "async-measgd") && exec &&
+      llvm::none_of(exec->persistent(), [](const PersistentTensor &t) {
+        return t.kind == PersistentTensor::OptState;
+      }))
+    return fail("--algo=" + name +
+                ": the module's optimizer keeps no momentum (compile it with "
+                "the momentum optimizer, or use --algo=" +
+                (name == "async-msgd" ? "async-sgd" : "async-easgd") + ")");
+  if (o.easgdTau < 1)
+    return fail("--easgd-tau=" + llvm::Twine(o.easgdTau) + ": must be >= 1");
+  return llvm::Error::success();
+}
+
+std::unique_ptr<TrainingAlgorithm>
+createTrainingAlgorithm(llvm::StringRef name, Executor &exec,
+                        CommEngine &engine, const AlgorithmOptions &o) {
+  const int size = engine.communicator().size();
+  if (usesParameterServer(name)) {
+    ParameterServerOptions po;
+    po.elastic = name.ends_with("easgd");
+    po.hogwild = name.starts_with("hogwild");
+    po.roundRobin = name == "roundrobin-easgd";
+    po.dedicated = o.server == "dedicated";
+    po.tau = o.easgdTau;
+    // The elastic moving rate: beta = p * alpha = 0.9 over the p ranks that
+    // train, as for sync-easgd.
+    po.alpha = o.easgdAlpha > 0 ? o.easgdAlpha
+                                : 0.9 / double(po.dedicated ? size - 1 : size);
+    return createParameterServer(exec, engine, po, name.str());
+  }
+  if (name == "sync-easgd")
+    // Default moving rate: beta = p * alpha = 0.9 (the paper's choice).
+    return createSyncEASGD(exec, engine, o.easgdTau,
+                           o.easgdAlpha > 0 ? o.easgdAlpha
+                                            : 0.9 / double(size));
+  return createSyncSGD(exec, engine);
+}
+
+//===----------------------------------------------------------------------===//
 // Evaluation
 //===----------------------------------------------------------------------===//
 
@@ -586,8 +670,8 @@ static llvm::Error writeTrace(const std::string &path, CommEngine &engine,
                               const std::vector<ReplanEvent> &replans) {
   std::vector<Rec> comm;
   for (const CommEvent &e : engine.events())
-    comm.push_back(Rec{1, double(e.job), e.startUs, e.endUs, e.cpuWaitUs,
-                       e.dispatchUs});
+    comm.push_back(
+        Rec{1, double(e.job), e.startUs, e.endUs, e.cpuWaitUs, e.dispatchUs});
   std::vector<Rec> all = local;
   all.insert(all.end(), comm.begin(), comm.end());
   std::vector<char> bytes;
@@ -913,8 +997,8 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
     }
     if (!options.tracePath.empty() && step - first < options.traceSteps)
       for (size_t k = 0; k < planSteps; ++k)
-        trace.push_back(Rec{0, double(history.base + k), times[k].startUs,
-                            times[k].endUs});
+        trace.push_back(
+            Rec{0, double(history.base + k), times[k].startUs, times[k].endUs});
 
     double loss = exec.loss();
     if (!std::isfinite(loss) && !options.allowNonFinite) {
@@ -998,8 +1082,7 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
         sumUs.assign(exec.steps().size(), 0.0);
       }
       // The summary describes the last plan's steps.
-      beforeUs.insert(beforeUs.end(), iterationsUs.begin(),
-                      iterationsUs.end());
+      beforeUs.insert(beforeUs.end(), iterationsUs.begin(), iterationsUs.end());
       iterationsUs.clear();
       measuredIterUs = measuredComputeUs = measuredBlockedUs = 0;
       measured = 0;
@@ -1042,10 +1125,10 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
         upd += sumUs[k];
     }
     summary.forwardUs = fwd;
-    schedule::Profile profile = measuredProfile(
-        exec, sumUs, fwd, upd,
-        "oasr-run measured, " + std::to_string(comm.size()) +
-            " rank(s), rank 0");
+    schedule::Profile profile =
+        measuredProfile(exec, sumUs, fwd, upd,
+                        "oasr-run measured, " + std::to_string(comm.size()) +
+                            " rank(s), rank 0");
     summary.replayedUs = replay(exec, profile);
     if (!options.profilePath.empty() && rank == 0)
       if (auto err = writeJson(options.profilePath, schedule::toJSON(profile)))

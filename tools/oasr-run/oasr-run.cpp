@@ -395,14 +395,6 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
 }
 
 /// The f32 elements of `t`, in host memory whatever the backend.
-/// The parameter-server algorithms (createParameterServer).
-bool isServerAlgo(llvm::StringRef name) {
-  return llvm::is_contained({"async-sgd", "async-msgd", "hogwild-sgd",
-                             "async-easgd", "async-measgd", "hogwild-easgd",
-                             "roundrobin-easgd"},
-                            name);
-}
-
 std::vector<float> hostFloats(Executor &exec, const TensorRef &t) {
   std::vector<float> v(size_t(t.numel()));
   exec.backend().copyToHost(v.data(), t.data, v.size() * sizeof(float));
@@ -755,36 +747,13 @@ int main(int argc, char **argv) {
     else
       data = std::move(*loader);
   }
-  const bool serverAlgo = isServerAlgo(algoName);
-  if (algoName != "sync-sgd" && algoName != "sync-easgd" && !serverAlgo)
-    failure.set("--algo=" + algoName +
-                ": expected sync-sgd, sync-easgd, async-sgd, async-msgd, "
-                "hogwild-sgd, async-easgd, async-measgd, hogwild-easgd or "
-                "roundrobin-easgd");
-  if (serverAlgo)
-    if (std::string why = comm->pointToPointUnavailable(); !why.empty())
-      failure.set("--algo=" + algoName + " exchanges with a parameter " +
-                  "server: " + why + " (run under mpirun, or with --np)");
-  if (psServer != "shared" && psServer != "dedicated")
-    failure.set("--ps-server=" + psServer.getValue() +
-                ": expected shared or dedicated");
-  else if (psServer == "dedicated" && !serverAlgo)
-    failure.set("--ps-server=dedicated: --algo=" + algoName +
-                " has no parameter server (the async-* and hogwild-* "
-                "algorithms do)");
-  else if (psServer == "dedicated" && size < 2)
-    failure.set("--ps-server=dedicated needs at least 2 ranks: the last "
-                "one only serves");
-  if ((algoName == "async-msgd" || algoName == "async-measgd") && exec &&
-      llvm::none_of(exec->persistent(), [](const PersistentTensor &t) {
-        return t.kind == PersistentTensor::OptState;
-      }))
-    failure.set("--algo=" + algoName +
-                ": the module's optimizer keeps no momentum (compile it with "
-                "the momentum optimizer, or use --algo=" +
-                (algoName == "async-msgd" ? "async-sgd" : "async-easgd") + ")");
-  if (easgdTau < 1)
-    failure.set("--easgd-tau=" + std::to_string(easgdTau) + ": must be >= 1");
+  AlgorithmOptions algoOptions;
+  algoOptions.server = psServer;
+  algoOptions.easgdTau = easgdTau;
+  algoOptions.easgdAlpha = easgdAlpha;
+  if (llvm::Error err =
+          checkTrainingAlgorithm(algoName, algoOptions, *comm, exec.get()))
+    failure.set(std::move(err));
   if (easgdAlpha.getNumOccurrences() && !(easgdAlpha > 0 && easgdAlpha <= 1))
     failure.set("--easgd-alpha=" + std::to_string(double(easgdAlpha)) +
                 ": must be in (0, 1]");
@@ -804,8 +773,8 @@ int main(int argc, char **argv) {
       if (algoName != "sync-sgd")
         failure.set("--replan=" + replan + ": --algo=" + algoName +
                     " does not run the planned allreduces (sync-sgd does)");
-      else if (exec && !oasr::schedule::strategyNeedsCommModel(
-                           exec->planStrategy()))
+      else if (exec &&
+               !oasr::schedule::strategyNeedsCommModel(exec->planStrategy()))
         failure.set("--replan=" + replan + ": the plan's strategy '" +
                     (exec->planStrategy().empty() ? std::string("?")
                                                   : exec->planStrategy()) +
@@ -967,26 +936,8 @@ int main(int argc, char **argv) {
   }
   installFailureReport(engine);
 
-  std::unique_ptr<TrainingAlgorithm> algo;
-  if (serverAlgo) {
-    ParameterServerOptions po;
-    po.elastic = llvm::StringRef(algoName).ends_with("easgd");
-    po.hogwild = llvm::StringRef(algoName).starts_with("hogwild");
-    po.roundRobin = algoName == "roundrobin-easgd";
-    po.dedicated = psServer == "dedicated";
-    po.tau = easgdTau;
-    // The elastic moving rate: beta = p * alpha = 0.9 over the p ranks that
-    // train, as for sync-easgd.
-    po.alpha = easgdAlpha > 0 ? double(easgdAlpha)
-                              : 0.9 / double(po.dedicated ? size - 1 : size);
-    algo = createParameterServer(*exec, engine, po, algoName);
-  } else if (algoName == "sync-easgd")
-    // Default moving rate: beta = p * alpha = 0.9 (the paper's choice).
-    algo = createSyncEASGD(*exec, engine, easgdTau,
-                           easgdAlpha > 0 ? double(easgdAlpha)
-                                          : 0.9 / double(size));
-  else
-    algo = createSyncSGD(*exec, engine);
+  std::unique_ptr<TrainingAlgorithm> algo =
+      createTrainingAlgorithm(algoName, *exec, engine, algoOptions);
   if (!resumeDir.empty())
     if (llvm::Error err = algo->restoreAlgorithmState(resumedAlgorithmState))
       abortRun(*comm,
@@ -1026,8 +977,7 @@ int main(int argc, char **argv) {
     std::string costs = exec->costSource().empty()
                             ? std::string("the module's plan")
                             : exec->costSource() + " costs";
-    sc.predictedFrom =
-        commSource.empty() ? costs : costs + ", " + commSource;
+    sc.predictedFrom = commSource.empty() ? costs : costs + ", " + commSource;
     printSummary(stdout, summary, sc);
 
     if (!dumpGrads.empty())

@@ -157,6 +157,31 @@ std::unique_ptr<TrainingAlgorithm>
 createParameterServer(Executor &exec, CommEngine &engine,
                       const ParameterServerOptions &options, std::string name);
 
+/// How oasr-run's --algo, --ps-server, --easgd-tau and --easgd-alpha
+/// choose and configure a training algorithm.
+struct AlgorithmOptions {
+  std::string server = "shared"; ///< shared | dedicated (parameter servers)
+  int64_t easgdTau = 1;          ///< steps between elastic exchanges
+  double easgdAlpha = 0; ///< > 0: the elastic rate; else 0.9 / training ranks
+};
+
+/// Every algorithm name, in the order the help lists them: sync-sgd,
+/// sync-easgd, then the parameter-server family.
+std::vector<std::string> trainingAlgorithmNames();
+/// Whether `name` exchanges with a parameter server (point-to-point
+/// messages; --ps-server applies).
+bool usesParameterServer(llvm::StringRef name);
+/// Checks an algorithm and its options against this run before anything
+/// trains; the error names the option at fault. `exec` may be null (the
+/// module failed to load), which skips the checks that need it.
+llvm::Error checkTrainingAlgorithm(llvm::StringRef name,
+                                   const AlgorithmOptions &options,
+                                   Communicator &comm, Executor *exec);
+/// Builds the algorithm `name` (checked by checkTrainingAlgorithm).
+std::unique_ptr<TrainingAlgorithm>
+createTrainingAlgorithm(llvm::StringRef name, Executor &exec,
+                        CommEngine &engine, const AlgorithmOptions &options);
+
 /// Options of the training loop.
 struct TrainOptions {
   int64_t steps = 10;
