@@ -76,6 +76,44 @@ bool checkAllF32(const OpSpec &spec, const std::vector<size_t> &inputs,
   return true;
 }
 
+bool normAxis(const OpSpec &spec, int64_t rank, int64_t dflt, int64_t &axis,
+              std::string &error) {
+  axis = spec.attrs.getInt("axis", dflt);
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank) {
+    error = nodeError(
+        spec, "axis " + std::to_string(spec.attrs.getInt("axis", dflt)) +
+                  " out of range for rank " + std::to_string(rank));
+    return false;
+  }
+  return true;
+}
+
+bool checkSpec(const OpSpec &spec, size_t minIn, size_t maxIn, size_t minOut,
+               size_t maxOut, const std::vector<size_t> &f32In,
+               const std::vector<size_t> &f32Out, std::string &error) {
+  return checkArity(spec, minIn, maxIn, minOut, maxOut, error) &&
+         checkAllF32(spec, f32In, f32Out, error);
+}
+
+bool checkSameShapes(const OpSpec &spec, size_t count, std::string &error) {
+  for (size_t i = 0; i < count && i < spec.inputs.size(); ++i)
+    if (spec.inputs[i].shape != spec.outputs[0].shape) {
+      error = nodeError(spec, "operands and result must have one shape");
+      return false;
+    }
+  return true;
+}
+
+bool checkSameShapeF32(const OpSpec &spec, size_t arity, std::string &error) {
+  std::vector<size_t> all(arity);
+  for (size_t i = 0; i < arity; ++i)
+    all[i] = i;
+  return checkSpec(spec, arity, arity, 1, 1, all, {0}, error) &&
+         checkSameShapes(spec, arity, error);
+}
+
 //===----------------------------------------------------------------------===//
 // Shapes and broadcasting
 //===----------------------------------------------------------------------===//

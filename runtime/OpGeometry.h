@@ -48,6 +48,22 @@ bool checkDType(const OpSpec &spec, bool isInput, size_t idx, DType t,
 /// Checks that every operand and result listed is f32.
 bool checkAllF32(const OpSpec &spec, const std::vector<size_t> &inputs,
                  const std::vector<size_t> &outputs, std::string &error);
+/// The `axis` attribute (default `dflt`) of a node on a rank-`rank` tensor,
+/// negative values counted from the end; out of range is an error.
+bool normAxis(const OpSpec &spec, int64_t rank, int64_t dflt, int64_t &axis,
+              std::string &error);
+/// The usual prologue of a kernel factory: checkArity, then checkAllF32 on
+/// the operands `f32In` and results `f32Out` (indices past the counts are
+/// skipped).
+bool checkSpec(const OpSpec &spec, size_t minIn, size_t maxIn, size_t minOut,
+               size_t maxOut, const std::vector<size_t> &f32In,
+               const std::vector<size_t> &f32Out, std::string &error);
+/// Checks that the first `count` operands have result 0's shape ("operands
+/// and result must have one shape").
+bool checkSameShapes(const OpSpec &spec, size_t count, std::string &error);
+/// An elementwise op's prologue: exactly `arity` operands and one result,
+/// all f32 and of one shape.
+bool checkSameShapeF32(const OpSpec &spec, size_t arity, std::string &error);
 /// True if result `idx` is read later (or the executor did not say).
 inline bool outputUsed(const OpSpec &spec, size_t idx) {
   return idx >= spec.outputUsed.size() || spec.outputUsed[idx];

@@ -149,7 +149,10 @@ namespace {
 /// Every family's kernels: the one list the backend and cpuKernelOps() use.
 void registerCpuKernels(KernelRegistry &registry) {
   registerDnnlKernels(registry);
-  registerElementwiseKernels(registry);
+  registerArithmeticKernels(registry);
+  registerShapeKernels(registry);
+  registerPoolingLossKernels(registry);
+  registerTransformerKernels(registry);
   registerPointwiseKernels(registry);
   registerRecurrentKernels(registry);
 }

@@ -32,9 +32,18 @@ using KernelRegistry = std::map<std::string, KernelFactory>;
 /// Adds the oneDNN-backed kernels (conv, batchnorm, pools, gemm, matmul,
 /// eltwise, softmax, transpose).
 void registerDnnlKernels(KernelRegistry &registry);
-/// Adds the hand-written kernels (broadcast arithmetic, reductions, copies,
-/// dropout, pad, max pooling, losses, concat/split, constants).
-void registerElementwiseKernels(KernelRegistry &registry);
+/// Adds the broadcast arithmetic, Sum, Neg, ReduceSumTo, ReduceMean/Sum,
+/// Clip and Cast (ArithmeticKernels.cpp).
+void registerArithmeticKernels(KernelRegistry &registry);
+/// Adds the copies and views, Concat/Split, Pad, Constant, Shape, Expand and
+/// Slice (ShapeKernels.cpp).
+void registerShapeKernels(KernelRegistry &registry);
+/// Adds Dropout, MaxPool, GlobalAveragePool and SoftmaxCrossEntropyLoss,
+/// with their gradients (PoolingLossKernels.cpp).
+void registerPoolingLossKernels(KernelRegistry &registry);
+/// Adds Gather, LayerNormalization and Gelu/Erf, with their gradients
+/// (TransformerKernels.cpp).
+void registerTransformerKernels(KernelRegistry &registry);
 /// Adds the activations, comparisons, logic, Where and mask builders
 /// (PointwiseKernels.cpp).
 void registerPointwiseKernels(KernelRegistry &registry);
@@ -135,6 +144,20 @@ BroadcastPlan makePlan(const std::vector<std::vector<int64_t>> &ins,
 /// Reads an optional scalar operand from host memory (null data or no
 /// elements: absent, returns false).
 bool scalarOperand(const std::vector<TensorRef> &in, size_t i, double &v);
+
+/// Element `i` of an i64 or i32 tensor (labels, indices) in host memory.
+inline int64_t labelAt(const TensorRef &t, int64_t i) {
+  return t.desc.dtype == DType::I64 ? t.as<int64_t>()[i]
+                                    : int64_t(t.as<int32_t>()[i]);
+}
+
+/// memcpy split across threads for large buffers.
+void parallelCopy(void *dst, const void *src, size_t bytes);
+
+/// Ends the process with "oasr: fatal: node 'NODE' (OP): MSG": a kernel
+/// met input it cannot run on (an index out of range, a missing operand).
+[[noreturn]] void fatal(const std::string &node, const std::string &op,
+                        const std::string &msg);
 
 /// Wraps a primitive-creation body: converts dnnl::error into `error`.
 template <typename F>

@@ -285,8 +285,7 @@ private:
 
 static std::unique_ptr<Kernel> createConv(const OpSpec &spec,
                                           std::string &error) {
-  if (!checkArity(spec, 2, 3, 1, 1, error) ||
-      !checkAllF32(spec, {0, 1, 2}, {0}, error))
+  if (!checkSpec(spec, 2, 3, 1, 1, {0, 1, 2}, {0}, error))
     return nullptr;
   ConvGeom g;
   if (!convGeom(spec, spec.inputs[0], spec.inputs[1], spec.outputs[0],
@@ -402,8 +401,7 @@ private:
 
 static std::unique_ptr<Kernel> createConvGrad(const OpSpec &spec,
                                               std::string &error) {
-  if (!checkArity(spec, 3, 3, 2, 3, error) ||
-      !checkAllF32(spec, {0, 1, 2}, {0, 1, 2}, error))
+  if (!checkSpec(spec, 3, 3, 2, 3, {0, 1, 2}, {0, 1, 2}, error))
     return nullptr;
   const auto &dy = spec.inputs[0], &x = spec.inputs[1], &w = spec.inputs[2];
   if (spec.outputs[0].shape != x.shape || spec.outputs[1].shape != w.shape ||
@@ -492,8 +490,7 @@ private:
 
 static std::unique_ptr<Kernel> createConvTranspose(const OpSpec &spec,
                                                    std::string &error) {
-  if (!checkArity(spec, 2, 3, 1, 1, error) ||
-      !checkAllF32(spec, {0, 1, 2}, {0}, error))
+  if (!checkSpec(spec, 2, 3, 1, 1, {0, 1, 2}, {0}, error))
     return nullptr;
   ConvGeom g;
   if (!convTransposeGeom(spec, spec.inputs[0], spec.inputs[1], spec.outputs[0],
@@ -557,8 +554,7 @@ private:
 
 static std::unique_ptr<Kernel> createConvTransposeGrad(const OpSpec &spec,
                                                        std::string &error) {
-  if (!checkArity(spec, 3, 3, 2, 3, error) ||
-      !checkAllF32(spec, {0, 1, 2}, {0, 1, 2}, error))
+  if (!checkSpec(spec, 3, 3, 2, 3, {0, 1, 2}, {0, 1, 2}, error))
     return nullptr;
   const auto &dy = spec.inputs[0], &x = spec.inputs[1], &w = spec.inputs[2];
   if (spec.outputs[0].shape != x.shape || spec.outputs[1].shape != w.shape ||
@@ -700,8 +696,7 @@ private:
 
 static std::unique_ptr<Kernel> createBatchNorm(const OpSpec &spec,
                                                std::string &error) {
-  if (!checkArity(spec, 5, 5, 1, 5, error) ||
-      !checkAllF32(spec, {0, 1, 2, 3, 4}, {0, 1, 2, 3, 4}, error))
+  if (!checkSpec(spec, 5, 5, 1, 5, {0, 1, 2, 3, 4}, {0, 1, 2, 3, 4}, error))
     return nullptr;
   bool training = spec.attrs.has("training_mode")
                       ? spec.attrs.getInt("training_mode") != 0
@@ -792,8 +787,7 @@ private:
 
 static std::unique_ptr<Kernel> createBatchNormGrad(const OpSpec &spec,
                                                    std::string &error) {
-  if (!checkArity(spec, 5, 5, 1, 3, error) ||
-      !checkAllF32(spec, {0, 1, 2, 3, 4}, {0, 1, 2}, error) ||
+  if (!checkSpec(spec, 5, 5, 1, 3, {0, 1, 2, 3, 4}, {0, 1, 2}, error) ||
       !checkBnShapes(spec, spec.inputs[1], {2, 3, 4}, {1, 2}, error))
     return nullptr;
   if (spec.inputs[0].shape != spec.inputs[1].shape ||
@@ -864,8 +858,7 @@ static PlainPrimitive avgPoolGrad(const OpSpec &spec, const Window &w,
 
 static std::unique_ptr<Kernel> createAvgPool(const OpSpec &spec,
                                              std::string &error) {
-  if (!checkArity(spec, 1, 1, 1, 1, error) ||
-      !checkAllF32(spec, {0}, {0}, error))
+  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
     return nullptr;
   Window w;
   dnnl::algorithm alg;
@@ -878,8 +871,7 @@ static std::unique_ptr<Kernel> createAvgPool(const OpSpec &spec,
 
 static std::unique_ptr<Kernel> createAvgPoolGrad(const OpSpec &spec,
                                                  std::string &error) {
-  if (!checkArity(spec, 1, 1, 1, 1, error) ||
-      !checkAllF32(spec, {0}, {0}, error))
+  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
     return nullptr;
   Window w;
   dnnl::algorithm alg;
@@ -992,8 +984,7 @@ private:
 
 static std::unique_ptr<Kernel> createGemm(const OpSpec &spec,
                                           std::string &error) {
-  if (!checkArity(spec, 2, 3, 1, 1, error) ||
-      !checkAllF32(spec, {0, 1, 2}, {0}, error))
+  if (!checkSpec(spec, 2, 3, 1, 1, {0, 1, 2}, {0}, error))
     return nullptr;
   GemmShape g;
   BiasKind kind = BiasKind::None;
@@ -1090,8 +1081,7 @@ private:
 
 static std::unique_ptr<Kernel> createGemmGrad(const OpSpec &spec,
                                               std::string &error) {
-  if (!checkArity(spec, 3, 3, 2, 3, error) ||
-      !checkAllF32(spec, {0, 1, 2}, {0, 1, 2}, error))
+  if (!checkSpec(spec, 3, 3, 2, 3, {0, 1, 2}, {0, 1, 2}, error))
     return nullptr;
   GemmShape g;
   if (!gemmGradShape(spec, g, error))
@@ -1121,8 +1111,7 @@ static PlainPrimitive matMul(const dims &ad, const dims &bd, const dims &yd) {
 
 static std::unique_ptr<Kernel> createMatMul(const OpSpec &spec,
                                             std::string &error) {
-  if (!checkArity(spec, 2, 2, 1, 1, error) ||
-      !checkAllF32(spec, {0, 1}, {0}, error))
+  if (!checkSpec(spec, 2, 2, 1, 1, {0, 1}, {0}, error))
     return nullptr;
   dims ad, bd, yd;
   if (!matMulShapes(spec, ad, bd, yd, error))
@@ -1141,48 +1130,49 @@ static std::unique_ptr<Kernel> createMatMul(const OpSpec &spec,
 // Eltwise activations and their gradients
 //===----------------------------------------------------------------------===//
 
+/// One eltwise activation: its oneDNN algorithm, the use-dst-for-bwd flavour
+/// its <Op>Grad runs (undef: the op has no gradient kernel) and the
+/// attribute that gives alpha, with its ONNX default (none: alpha 0).
+struct EltwiseOp {
+  const char *op;
+  dnnl::algorithm fwd, bwd;
+  const char *alphaAttr;
+  double alphaDefault;
+};
+
+using EltA = dnnl::algorithm;
+static const EltwiseOp kEltwiseOps[] = {
+    {"Relu", EltA::eltwise_relu, EltA::eltwise_relu_use_dst_for_bwd, nullptr,
+     0},
+    {"LeakyRelu", EltA::eltwise_relu, EltA::eltwise_relu_use_dst_for_bwd,
+     "alpha", 0.01},
+    {"Sigmoid", EltA::eltwise_logistic, EltA::eltwise_logistic_use_dst_for_bwd,
+     nullptr, 0},
+    {"Tanh", EltA::eltwise_tanh, EltA::eltwise_tanh_use_dst_for_bwd, nullptr,
+     0},
+    {"Elu", EltA::eltwise_elu, EltA::eltwise_elu_use_dst_for_bwd, "alpha", 1.0},
+    {"Exp", EltA::eltwise_exp, EltA::undef, nullptr, 0},
+    {"Sqrt", EltA::eltwise_sqrt, EltA::undef, nullptr, 0},
+    {"Log", EltA::eltwise_log, EltA::undef, nullptr, 0},
+    {"Abs", EltA::eltwise_abs, EltA::undef, nullptr, 0},
+};
+
+/// The algorithms and alpha/beta of eltwise op `op` on node `spec`.
 struct EltwiseInfo {
-  dnnl::algorithm fwd, bwd; // bwd: the use-dst-for-bwd flavour (or undef)
+  dnnl::algorithm fwd, bwd;
   float alpha, beta;
 };
 
-static bool eltwiseInfo(const OpSpec &spec, const std::string &op,
-                        EltwiseInfo &info) {
-  using A = dnnl::algorithm;
-  float alpha = 0, beta = 0;
-  A fwd, bwd = A::undef;
-  if (op == "Relu") {
-    fwd = A::eltwise_relu;
-    bwd = A::eltwise_relu_use_dst_for_bwd;
-  } else if (op == "LeakyRelu") {
-    fwd = A::eltwise_relu;
-    bwd = A::eltwise_relu_use_dst_for_bwd;
-    alpha = float(spec.attrs.getFloat("alpha", 0.01));
-  } else if (op == "Sigmoid") {
-    fwd = A::eltwise_logistic;
-    bwd = A::eltwise_logistic_use_dst_for_bwd;
-  } else if (op == "Tanh") {
-    fwd = A::eltwise_tanh;
-    bwd = A::eltwise_tanh_use_dst_for_bwd;
-  } else if (op == "Elu") {
-    fwd = A::eltwise_elu;
-    bwd = A::eltwise_elu_use_dst_for_bwd;
-    alpha = float(spec.attrs.getFloat("alpha", 1.0));
-  } else if (op == "Exp") {
-    fwd = A::eltwise_exp;
-    bwd = A::eltwise_exp_use_dst_for_bwd;
-  } else if (op == "Sqrt") {
-    fwd = A::eltwise_sqrt;
-    bwd = A::eltwise_sqrt_use_dst_for_bwd;
-  } else if (op == "Log") {
-    fwd = A::eltwise_log;
-  } else if (op == "Abs") {
-    fwd = A::eltwise_abs;
-  } else {
-    return false;
-  }
-  info = {fwd, bwd, alpha, beta};
-  return true;
+static EltwiseInfo eltwiseInfo(const OpSpec &spec, const std::string &op) {
+  for (const EltwiseOp &e : kEltwiseOps)
+    if (op == e.op)
+      return {e.fwd, e.bwd,
+              e.alphaAttr
+                  ? float(spec.attrs.getFloat(e.alphaAttr, e.alphaDefault))
+                  : 0.0f,
+              0.0f};
+  // Only registered op types reach the factories.
+  std::abort();
 }
 
 /// A forward activation X -> Y with both in layout `md`.
@@ -1234,10 +1224,8 @@ static std::unique_ptr<Kernel> eltwiseGradKernel(const OpSpec &spec,
 
 static std::unique_ptr<Kernel> createEltwise(const OpSpec &spec,
                                              std::string &error) {
-  EltwiseInfo info;
-  eltwiseInfo(spec, spec.opType, info);
-  if (!checkArity(spec, 1, 1, 1, 1, error) ||
-      !checkAllF32(spec, {0}, {0}, error))
+  EltwiseInfo info = eltwiseInfo(spec, spec.opType);
+  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
     return nullptr;
   if (spec.inputs[0].numel() != spec.outputs[0].numel()) {
     error = nodeError(spec, "X and Y must have the same size");
@@ -1249,10 +1237,8 @@ static std::unique_ptr<Kernel> createEltwise(const OpSpec &spec,
 static std::unique_ptr<Kernel> createEltwiseGrad(const OpSpec &spec,
                                                  std::string &error) {
   std::string fwdOp = spec.opType.substr(0, spec.opType.size() - 4);
-  EltwiseInfo info;
-  eltwiseInfo(spec, fwdOp, info);
-  if (!checkArity(spec, 2, 2, 1, 1, error) ||
-      !checkAllF32(spec, {0, 1}, {0}, error))
+  EltwiseInfo info = eltwiseInfo(spec, fwdOp);
+  if (!checkSpec(spec, 2, 2, 1, 1, {0, 1}, {0}, error))
     return nullptr;
   if (info.bwd == dnnl::algorithm::eltwise_relu_use_dst_for_bwd &&
       info.alpha < 0) {
@@ -1339,14 +1325,8 @@ static std::unique_ptr<Kernel> createSoftmax(const OpSpec &spec,
   bool grad = spec.opType.find("Grad") != std::string::npos;
   bool log = spec.opType.rfind("Log", 0) == 0;
   size_t nIn = grad ? 2 : 1;
-  if (!checkArity(spec, nIn, nIn, 1, 1, error) ||
-      !checkAllF32(spec, {0, 1}, {0}, error))
+  if (!checkSameShapeF32(spec, nIn, error))
     return nullptr;
-  for (const auto &d : spec.inputs)
-    if (d.shape != spec.outputs[0].shape) {
-      error = nodeError(spec, "operands and result must have one shape");
-      return nullptr;
-    }
   int axis;
   if (!softmaxAxis(spec, spec.outputs[0], axis, error))
     return nullptr;
@@ -1453,12 +1433,11 @@ void registerDnnlKernels(KernelRegistry &r) {
   r["Gemm"] = createGemm;
   r["GemmGrad"] = createGemmGrad;
   r["MatMul"] = createMatMul;
-  for (const char *op : {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Exp",
-                         "Sqrt", "Log", "Abs"})
-    r[op] = createEltwise;
-  for (const char *op :
-       {"ReluGrad", "LeakyReluGrad", "SigmoidGrad", "TanhGrad", "EluGrad"})
-    r[op] = createEltwiseGrad;
+  for (const EltwiseOp &e : kEltwiseOps) {
+    r[e.op] = createEltwise;
+    if (e.bwd != dnnl::algorithm::undef)
+      r[std::string(e.op) + "Grad"] = createEltwiseGrad;
+  }
   for (const char *op :
        {"Softmax", "LogSoftmax", "SoftmaxGrad", "LogSoftmaxGrad",
         "SoftmaxGrad_13", "LogSoftmaxGrad_13"})

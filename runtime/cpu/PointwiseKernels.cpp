@@ -121,16 +121,8 @@ std::unique_ptr<Kernel> createActivation(const OpSpec &spec,
   bool grad = spec.opType.size() > 4 &&
               spec.opType.compare(spec.opType.size() - 4, 4, "Grad") == 0;
   size_t arity = grad ? 2 : 1;
-  if (!checkArity(spec, arity, arity, 1, 1, error) ||
-      !checkAllF32(spec,
-                   grad ? std::vector<size_t>{0, 1} : std::vector<size_t>{0},
-                   {0}, error))
+  if (!checkSameShapeF32(spec, arity, error))
     return nullptr;
-  for (size_t i = 0; i < arity; ++i)
-    if (spec.inputs[i].shape != spec.outputs[0].shape) {
-      error = nodeError(spec, "operands and result must have one shape");
-      return nullptr;
-    }
   return std::make_unique<ActivationKernel>(spec, act);
 }
 
@@ -672,8 +664,7 @@ private:
 
 std::unique_ptr<Kernel> createResize(const OpSpec &spec, std::string &error) {
   bool grad = spec.opType == "ResizeGrad";
-  if (!checkArity(spec, 1, 4, 1, 1, error) ||
-      !checkAllF32(spec, {0}, {0}, error))
+  if (!checkSpec(spec, 1, 4, 1, 1, {0}, {0}, error))
     return nullptr;
   // The small (input) and large (result) side of the resampling.
   const auto &x = grad ? spec.outputs[0].shape : spec.inputs[0].shape;

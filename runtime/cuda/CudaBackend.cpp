@@ -46,15 +46,6 @@ void checkDnn(cudnnStatus_t status, const char *what) {
   std::abort();
 }
 
-/// Operand and result counts within [minIn, maxIn] / [minOut, maxOut], and
-/// the listed operands/results f32.
-bool checkSpec(const OpSpec &spec, size_t minIn, size_t maxIn, size_t minOut,
-               size_t maxOut, const std::vector<size_t> &f32In,
-               const std::vector<size_t> &f32Out, std::string &error) {
-  return checkArity(spec, minIn, maxIn, minOut, maxOut, error) &&
-         checkAllF32(spec, f32In, f32Out, error);
-}
-
 //===----------------------------------------------------------------------===//
 // The backend and the kernel base class
 //===----------------------------------------------------------------------===//
@@ -1132,18 +1123,6 @@ std::unique_ptr<Kernel> createBatchNormGrad(CudaBackend &be, const OpSpec &spec,
 // The pointwise family (device code in CudaPointwise.cu)
 //===----------------------------------------------------------------------===//
 
-/// Operands and result of one shape, f32.
-bool sameShapeF32(const OpSpec &spec, size_t arity, std::string &error) {
-  if (!checkSpec(spec, arity, arity, 1, 1, {0, 1}, {0}, error))
-    return false;
-  for (const TensorDesc &d : spec.inputs)
-    if (d.shape != spec.outputs[0].shape) {
-      error = nodeError(spec, "operands and result must have one shape");
-      return false;
-    }
-  return true;
-}
-
 std::unique_ptr<Kernel> createUnary(CudaBackend &be, const OpSpec &spec,
                                     std::string &error) {
   static const std::map<std::string, UnaryOp> ops = {
@@ -1171,7 +1150,7 @@ std::unique_ptr<Kernel> createUnary(CudaBackend &be, const OpSpec &spec,
     if (approx == "tanh")
       op = UnaryOp::GeluTanh;
   }
-  if (!sameShapeF32(spec, 1, error))
+  if (!checkSameShapeF32(spec, 1, error))
     return nullptr;
   float dfltA = op == UnaryOp::LeakyRelu     ? 0.01f
                 : op == UnaryOp::HardSigmoid ? 0.2f
@@ -1203,7 +1182,7 @@ std::unique_ptr<Kernel> createGradOp(CudaBackend &be, const OpSpec &spec,
   if (op == GradOp::GeluErf &&
       spec.attrs.getString("approximate", "none") == "tanh")
     op = GradOp::GeluTanh;
-  if (!sameShapeF32(spec, 2, error))
+  if (!checkSameShapeF32(spec, 2, error))
     return nullptr;
   float a, b;
   if (op == GradOp::Clip) {
@@ -1496,7 +1475,7 @@ std::unique_ptr<Kernel> createSoftmax(CudaBackend &be, const OpSpec &spec,
                                       std::string &error) {
   bool grad = spec.opType.find("Grad") != std::string::npos;
   bool logForm = spec.opType.rfind("Log", 0) == 0;
-  if (!sameShapeF32(spec, grad ? 2 : 1, error))
+  if (!checkSameShapeF32(spec, grad ? 2 : 1, error))
     return nullptr;
   int64_t axis = spec.attrs.getInt("axis", -1);
   int64_t rank = int64_t(spec.outputs[0].rank());

@@ -1,0 +1,647 @@
+//===- ArithmeticKernels.cpp - Broadcast arithmetic and reductions --------===//
+//
+// The hand-written numeric kernels (plain OpenMP loops): numpy-broadcast
+// Add/Sub/Mul/Div/Pow, Sum and Neg, the reduction of a broadcast gradient
+// (ReduceSumTo), ReduceMean/ReduceSum, Clip and Cast; and the helpers the
+// other CPU kernel files share (broadcast plans, scalar operands, copies).
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace oasr::rt::cpu {
+
+BroadcastPlan makePlan(const std::vector<std::vector<int64_t>> &ins,
+                       const std::vector<int64_t> &out) {
+  size_t r = out.size(), k = ins.size();
+  // Aligned shapes and broadcast flags; size-1 output dims are dropped.
+  std::vector<int64_t> dims;
+  std::vector<std::vector<bool>> bc(k);
+  for (size_t d = 0; d < r; ++d) {
+    if (out[d] == 1)
+      continue;
+    dims.push_back(out[d]);
+    for (size_t j = 0; j < k; ++j) {
+      size_t off = r - ins[j].size();
+      bool b = d < off || ins[j][d - off] == 1;
+      bc[j].push_back(b);
+    }
+  }
+  BroadcastPlan p;
+  if (dims.empty()) {
+    p.dims = {1};
+    p.strides.assign(k, {0});
+    return p;
+  }
+  // Merge runs of dims whose broadcast pattern is identical for all operands.
+  std::vector<int64_t> mdims;
+  std::vector<std::vector<bool>> mbc(k);
+  for (size_t d = 0; d < dims.size(); ++d) {
+    bool merge = d > 0;
+    for (size_t j = 0; merge && j < k; ++j)
+      merge = bc[j][d] == mbc[j].back();
+    if (merge) {
+      mdims.back() *= dims[d];
+      continue;
+    }
+    mdims.push_back(dims[d]);
+    for (size_t j = 0; j < k; ++j)
+      mbc[j].push_back(bc[j][d]);
+  }
+  p.dims = mdims;
+  p.strides.assign(k, std::vector<int64_t>(mdims.size(), 0));
+  for (size_t j = 0; j < k; ++j) {
+    int64_t acc = 1;
+    for (size_t d = mdims.size(); d-- > 0;) {
+      if (!mbc[j][d]) {
+        p.strides[j][d] = acc;
+        acc *= mdims[d];
+      }
+    }
+  }
+  return p;
+}
+
+bool scalarOperand(const std::vector<TensorRef> &in, size_t i, double &v) {
+  if (i >= in.size() || !in[i].data || in[i].numel() == 0)
+    return false;
+  switch (in[i].desc.dtype) {
+  case DType::F32:
+    v = *in[i].as<float>();
+    return true;
+  case DType::I64:
+    v = double(*in[i].as<int64_t>());
+    return true;
+  case DType::I32:
+    v = double(*in[i].as<int32_t>());
+    return true;
+  case DType::Bool:
+    v = *in[i].as<uint8_t>() ? 1.0 : 0.0;
+    return true;
+  default:
+    return false;
+  }
+}
+
+void fatal(const std::string &node, const std::string &op,
+           const std::string &msg) {
+  std::fprintf(stderr, "oasr: fatal: node '%s' (%s): %s\n", node.c_str(),
+               op.c_str(), msg.c_str());
+  std::abort();
+}
+
+/// memcpy split across threads for large buffers.
+void parallelCopy(void *dst, const void *src, size_t bytes) {
+  if (dst == src || bytes == 0)
+    return;
+  constexpr size_t kChunk = size_t(1) << 20;
+  if (bytes < 2 * kChunk) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  int64_t chunks = int64_t((bytes + kChunk - 1) / kChunk);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    size_t off = size_t(c) * kChunk;
+    std::memcpy(static_cast<char *>(dst) + off,
+                static_cast<const char *>(src) + off,
+                std::min(kChunk, bytes - off));
+  }
+}
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Numpy broadcasting
+//===----------------------------------------------------------------------===//
+
+enum class BinOp { Add, Sub, Mul, Div, Pow };
+
+template <typename T, BinOp Op> inline T apply(T a, T b) {
+  if constexpr (Op == BinOp::Add)
+    return a + b;
+  else if constexpr (Op == BinOp::Sub)
+    return a - b;
+  else if constexpr (Op == BinOp::Mul)
+    return a * b;
+  else if constexpr (Op == BinOp::Div)
+    return a / b;
+  else if constexpr (std::is_floating_point_v<T>)
+    return b == T(2) ? a * a : T(std::pow(a, b));
+  else
+    return T(std::pow(double(a), double(b)));
+}
+
+template <typename T, BinOp Op>
+void binaryLoop(const BroadcastPlan &p, const T *a, const T *b, T *y) {
+  const int64_t rows = p.rows(), inner = p.inner();
+  const int64_t sa = p.strides[0].back(), sb = p.strides[1].back();
+#pragma omp parallel for schedule(static) if (rows * inner > 16384)
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t offs[2];
+    p.rowOffsets(row, offs);
+    const T *pa = a + offs[0], *pb = b + offs[1];
+    T *py = y + row * inner;
+    if (sa == 1 && sb == 1) {
+      for (int64_t i = 0; i < inner; ++i)
+        py[i] = apply<T, Op>(pa[i], pb[i]);
+    } else if (sa == 1) {
+      const T bv = pb[0];
+      for (int64_t i = 0; i < inner; ++i)
+        py[i] = apply<T, Op>(pa[i], bv);
+    } else if (sb == 1) {
+      const T av = pa[0];
+      for (int64_t i = 0; i < inner; ++i)
+        py[i] = apply<T, Op>(av, pb[i]);
+    } else {
+      const T v = apply<T, Op>(pa[0], pb[0]);
+      for (int64_t i = 0; i < inner; ++i)
+        py[i] = v;
+    }
+  }
+}
+
+template <typename T>
+void binaryDispatch(BinOp op, const BroadcastPlan &p, const void *a,
+                    const void *b, void *y) {
+  auto *ta = static_cast<const T *>(a), *tb = static_cast<const T *>(b);
+  auto *ty = static_cast<T *>(y);
+  switch (op) {
+  case BinOp::Add:
+    return binaryLoop<T, BinOp::Add>(p, ta, tb, ty);
+  case BinOp::Sub:
+    return binaryLoop<T, BinOp::Sub>(p, ta, tb, ty);
+  case BinOp::Mul:
+    return binaryLoop<T, BinOp::Mul>(p, ta, tb, ty);
+  case BinOp::Div:
+    return binaryLoop<T, BinOp::Div>(p, ta, tb, ty);
+  case BinOp::Pow:
+    return binaryLoop<T, BinOp::Pow>(p, ta, tb, ty);
+  }
+}
+
+void binary(DType t, BinOp op, const BroadcastPlan &p, const void *a,
+            const void *b, void *y) {
+  switch (t) {
+  case DType::F32:
+    return binaryDispatch<float>(op, p, a, b, y);
+  case DType::I64:
+    return binaryDispatch<int64_t>(op, p, a, b, y);
+  case DType::I32:
+    return binaryDispatch<int32_t>(op, p, a, b, y);
+  default:
+    return;
+  }
+}
+
+/// Add/Sub/Mul/Div with numpy broadcasting.
+class BinaryKernel final : public CpuKernel {
+public:
+  BinaryKernel(const OpSpec &spec, BinOp op)
+      : CpuKernel(spec), op(op), type(spec.outputs[0].dtype),
+        plan(makePlan({spec.inputs[0].shape, spec.inputs[1].shape},
+                      spec.outputs[0].shape)) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    binary(type, op, plan, in[0].data, in[1].data, out[0].data);
+  }
+
+private:
+  BinOp op;
+  DType type;
+  BroadcastPlan plan;
+};
+
+std::unique_ptr<Kernel> createBinary(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 2, 2, 1, 1, error) ||
+      !checkBroadcastOperands(spec, error))
+    return nullptr;
+  BinOp op = spec.opType == "Add"   ? BinOp::Add
+             : spec.opType == "Sub" ? BinOp::Sub
+             : spec.opType == "Mul" ? BinOp::Mul
+             : spec.opType == "Div" ? BinOp::Div
+                                    : BinOp::Pow;
+  return std::make_unique<BinaryKernel>(spec, op);
+}
+
+/// Sum: variadic, broadcasting. Equal shapes are summed in one pass (safe
+/// when the result aliases an operand).
+class SumKernel final : public CpuKernel {
+public:
+  explicit SumKernel(const OpSpec &spec)
+      : CpuKernel(spec), type(spec.outputs[0].dtype) {
+    const auto &ys = spec.outputs[0].shape;
+    for (const auto &d : spec.inputs)
+      sameShape = sameShape && d.shape == ys;
+    if (!sameShape) {
+      pair = makePlan({spec.inputs[0].shape, spec.inputs[1].shape}, ys);
+      for (size_t i = 2; i < spec.inputs.size(); ++i)
+        rest.push_back(makePlan({ys, spec.inputs[i].shape}, ys));
+    }
+    numel = spec.outputs[0].numel();
+  }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    if (sameShape && type == DType::F32)
+      return sumSame<float>(in, out[0]);
+    if (sameShape && type == DType::I64)
+      return sumSame<int64_t>(in, out[0]);
+    if (sameShape && type == DType::I32)
+      return sumSame<int32_t>(in, out[0]);
+    // Broadcasting: y = x0 + x1, then y += xi.
+    binary(type, BinOp::Add, pair, in[0].data, in[1].data, out[0].data);
+    for (size_t i = 2; i < in.size(); ++i)
+      binary(type, BinOp::Add, rest[i - 2], out[0].data, in[i].data,
+             out[0].data);
+  }
+
+private:
+  template <typename T>
+  void sumSame(const std::vector<TensorRef> &in, const TensorRef &out) {
+    T *y = out.as<T>();
+    size_t k = in.size();
+    std::vector<const T *> xs(k);
+    for (size_t j = 0; j < k; ++j)
+      xs[j] = in[j].as<T>();
+    const int64_t n = numel;
+#pragma omp parallel for schedule(static) if (n > 16384)
+    for (int64_t i = 0; i < n; ++i) {
+      T acc = xs[0][i];
+      for (size_t j = 1; j < k; ++j)
+        acc += xs[j][i];
+      y[i] = acc;
+    }
+  }
+  DType type;
+  bool sameShape = true;
+  int64_t numel;
+  BroadcastPlan pair;
+  std::vector<BroadcastPlan> rest;
+};
+
+std::unique_ptr<Kernel> createSum(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 1024, 1, 1, error) ||
+      !checkBroadcastOperands(spec, error))
+    return nullptr;
+  if (spec.inputs.size() == 1 &&
+      spec.inputs[0].shape != spec.outputs[0].shape) {
+    error = nodeError(spec, "a single operand must have the result's shape");
+    return nullptr;
+  }
+  return std::make_unique<SumKernel>(spec);
+}
+
+/// Neg on f32 / i64 / i32.
+class NegKernel final : public CpuKernel {
+public:
+  explicit NegKernel(const OpSpec &spec)
+      : CpuKernel(spec), type(spec.outputs[0].dtype),
+        n(spec.outputs[0].numel()) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    switch (type) {
+    case DType::F32:
+      return neg(in[0].as<float>(), out[0].as<float>());
+    case DType::I64:
+      return neg(in[0].as<int64_t>(), out[0].as<int64_t>());
+    case DType::I32:
+      return neg(in[0].as<int32_t>(), out[0].as<int32_t>());
+    default:
+      return;
+    }
+  }
+
+private:
+  template <typename T> void neg(const T *x, T *y) {
+    const int64_t count = n;
+#pragma omp parallel for schedule(static) if (count > 16384)
+    for (int64_t i = 0; i < count; ++i)
+      y[i] = -x[i];
+  }
+  DType type;
+  int64_t n;
+};
+
+std::unique_ptr<Kernel> createNeg(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 1, 1, 1, error) ||
+      !checkDType(spec, true, 0, spec.outputs[0].dtype, error))
+    return nullptr;
+  if (!isFloatOrInt(spec.outputs[0].dtype) ||
+      spec.inputs[0].shape != spec.outputs[0].shape) {
+    error = nodeError(spec, "expects X and Y of one shape, f32/i64/i32");
+    return nullptr;
+  }
+  return std::make_unique<NegKernel>(spec);
+}
+
+//===----------------------------------------------------------------------===//
+// ReduceSumTo
+//===----------------------------------------------------------------------===//
+
+/// ReduceSumTo: dY -> dX, summing dY over the axes along which dX's shape
+/// broadcasts to dY's, times `scale` (ReduceSum/ReduceMean reuse it with
+/// the reduced axes kept as 1).
+class ReduceSumToKernel final : public CpuKernel {
+public:
+  ReduceSumToKernel(const OpSpec &spec, const std::vector<int64_t> &ys,
+                    std::vector<int64_t> xs, float scale = 1.0f)
+      : CpuKernel(spec), scale(scale) {
+    xs.insert(xs.begin(), ys.size() - xs.size(), 1);
+    // Merge runs of (reduced | kept) dims, dropping size-1 dims of dY.
+    std::vector<int64_t> dims;
+    std::vector<bool> red;
+    for (size_t d = 0; d < ys.size(); ++d) {
+      if (ys[d] == 1)
+        continue;
+      bool r = xs[d] == 1;
+      if (!dims.empty() && red.back() == r) {
+        dims.back() *= ys[d];
+        continue;
+      }
+      dims.push_back(ys[d]);
+      red.push_back(r);
+    }
+    copyOnly = std::find(red.begin(), red.end(), true) == red.end();
+    total = spec.inputs[0].numel();
+    if (copyOnly)
+      return;
+    std::vector<int64_t> inStr = rowMajorStrides(dims);
+    lastReduced = red.back();
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (red[d])
+        redDims.push_back({dims[d], inStr[d]});
+      else
+        keptDims.push_back({dims[d], inStr[d]});
+    }
+    // The inner dimension is handled separately.
+    auto &innerList = lastReduced ? redDims : keptDims;
+    inner = innerList.back().first;
+    innerList.pop_back();
+    redCount = 1;
+    for (auto &r : redDims)
+      redCount *= r.first;
+    outerKept = 1;
+    for (auto &k : keptDims)
+      outerKept *= k.first;
+  }
+
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const float *dy = in[0].as<float>();
+    float *dx = out[0].as<float>();
+    if (copyOnly && scale == 1.0f)
+      return parallelCopy(dx, dy, size_t(total) * sizeof(float));
+    if (copyOnly) {
+      const int64_t n = total;
+      const float sc = scale;
+#pragma omp parallel for schedule(static) if (n > 16384)
+      for (int64_t i = 0; i < n; ++i)
+        dx[i] = dy[i] * sc;
+      return;
+    }
+    if (lastReduced)
+      reduceInner(dy, dx);
+    else
+      reduceOuter(dy, dx);
+  }
+
+private:
+  static int64_t offsetOf(int64_t idx,
+                          const std::vector<std::pair<int64_t, int64_t>> &ds) {
+    int64_t off = 0;
+    for (size_t d = ds.size(); d-- > 0;) {
+      off += (idx % ds[d].first) * ds[d].second;
+      idx /= ds[d].first;
+    }
+    return off;
+  }
+
+  // Each result element sums `redCount` contiguous runs of `inner` values.
+  void reduceInner(const float *dy, float *dx) {
+    const int64_t outs = outerKept;
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < outs; ++o) {
+      int64_t base = offsetOf(o, keptDims);
+      double acc = 0;
+      for (int64_t r = 0; r < redCount; ++r) {
+        const float *p = dy + base + offsetOf(r, redDims);
+        float part = 0;
+        for (int64_t i = 0; i < inner; ++i)
+          part += p[i];
+        acc += part;
+      }
+      dx[o] = float(acc * scale);
+    }
+  }
+
+  // The result keeps dY's inner dimension: accumulate rows, column blocks
+  // spread over threads.
+  void reduceOuter(const float *dy, float *dx) {
+    constexpr int64_t kBlock = 256;
+    const int64_t blocks = (inner + kBlock - 1) / kBlock;
+    const int64_t units = outerKept * blocks;
+#pragma omp parallel for schedule(static)
+    for (int64_t u = 0; u < units; ++u) {
+      int64_t o = u / blocks, c0 = (u % blocks) * kBlock;
+      int64_t c1 = std::min(inner, c0 + kBlock);
+      float acc[kBlock] = {0};
+      int64_t base = offsetOf(o, keptDims) + c0;
+      for (int64_t r = 0; r < redCount; ++r) {
+        const float *p = dy + base + offsetOf(r, redDims);
+        for (int64_t c = 0; c < c1 - c0; ++c)
+          acc[c] += p[c];
+      }
+      for (int64_t c = c0; c < c1; ++c)
+        dx[o * inner + c] = acc[c - c0] * scale;
+    }
+  }
+
+  float scale;
+  bool copyOnly = false, lastReduced = false;
+  int64_t total = 0, inner = 1, redCount = 1, outerKept = 1;
+  std::vector<std::pair<int64_t, int64_t>> keptDims, redDims; // (size, stride)
+};
+
+std::unique_ptr<Kernel> createReduceSumTo(const OpSpec &spec,
+                                          std::string &error) {
+  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
+    return nullptr;
+  if (!broadcastsTo(spec.outputs[0].shape, spec.inputs[0].shape)) {
+    error = nodeError(spec, "result shape " + shapeStr(spec.outputs[0].shape) +
+                                " does not broadcast to the operand's " +
+                                shapeStr(spec.inputs[0].shape));
+    return nullptr;
+  }
+  return std::make_unique<ReduceSumToKernel>(spec, spec.inputs[0].shape,
+                                             spec.outputs[0].shape);
+}
+
+//===----------------------------------------------------------------------===//
+// Clip / ClipGrad
+//===----------------------------------------------------------------------===//
+
+/// Clip: X[, min[, max]] -> Y; ClipGrad: dY, X -> dX (dY where min <= X <=
+/// max, PyTorch's convention at the bounds). Bounds come from the operands
+/// when given, else from the f32 attributes min/max.
+class ClipKernel final : public CpuKernel {
+public:
+  ClipKernel(const OpSpec &spec, bool grad)
+      : CpuKernel(spec), grad(grad), n(spec.outputs[0].numel()),
+        attrMin(spec.attrs.getFloat("min",
+                                    -std::numeric_limits<double>::infinity())),
+        attrMax(spec.attrs.getFloat("max",
+                                    std::numeric_limits<double>::infinity())) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    double lo = attrMin, hi = attrMax;
+    size_t first = grad ? 2 : 1;
+    scalarOperand(in, first, lo);
+    scalarOperand(in, first + 1, hi);
+    const float flo = float(lo), fhi = float(hi);
+    float *y = out[0].as<float>();
+    const int64_t count = n;
+    if (grad) {
+      const float *dy = in[0].as<float>(), *x = in[1].as<float>();
+#pragma omp parallel for schedule(static) if (count > 16384)
+      for (int64_t i = 0; i < count; ++i)
+        y[i] = (x[i] >= flo && x[i] <= fhi) ? dy[i] : 0.0f;
+      return;
+    }
+    const float *x = in[0].as<float>();
+#pragma omp parallel for schedule(static) if (count > 16384)
+    for (int64_t i = 0; i < count; ++i)
+      y[i] = std::min(std::max(x[i], flo), fhi);
+  }
+
+private:
+  bool grad;
+  int64_t n;
+  double attrMin, attrMax;
+};
+
+std::unique_ptr<Kernel> createClip(const OpSpec &spec, std::string &error) {
+  bool grad = spec.opType == "ClipGrad";
+  if (!checkSpec(spec, grad ? 2 : 1, grad ? 4 : 3, 1, 1, {0, 1, 2, 3}, {0},
+                 error) ||
+      !checkSameShapes(spec, grad ? 2 : 1, error))
+    return nullptr;
+  return std::make_unique<ClipKernel>(spec, grad);
+}
+
+//===----------------------------------------------------------------------===//
+// ReduceMean / ReduceSum
+//===----------------------------------------------------------------------===//
+
+/// ReduceMean / ReduceSum {axes, keepdims}: axes from the attribute, else
+/// (keepdims = 1) from where the result has 1s, else all axes.
+std::unique_ptr<Kernel> createReduce(const OpSpec &spec, std::string &error) {
+  std::vector<int64_t> kept;
+  float scale = 1.0f;
+  if (!checkSpec(spec, 1, 2, 1, 1, {0}, {0}, error) ||
+      !reduceGeom(spec, kept, scale, error))
+    return nullptr;
+  return std::make_unique<ReduceSumToKernel>(spec, spec.inputs[0].shape, kept,
+                                             scale);
+}
+
+//===----------------------------------------------------------------------===//
+// Cast
+//===----------------------------------------------------------------------===//
+
+template <typename From, typename To>
+void castLoop(const void *src, void *dst, int64_t n) {
+  const From *s = static_cast<const From *>(src);
+  To *d = static_cast<To *>(dst);
+#pragma omp parallel for schedule(static) if (n > 16384)
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (std::is_same_v<To, uint8_t>)
+      d[i] = s[i] != From(0);
+    else
+      d[i] = To(s[i]);
+  }
+}
+
+template <typename From>
+void castFrom(DType to, const void *src, void *dst, int64_t n) {
+  switch (to) {
+  case DType::F32:
+    return castLoop<From, float>(src, dst, n);
+  case DType::I64:
+    return castLoop<From, int64_t>(src, dst, n);
+  case DType::I32:
+    return castLoop<From, int32_t>(src, dst, n);
+  case DType::Bool:
+    return castLoop<From, uint8_t>(src, dst, n);
+  default:
+    return;
+  }
+}
+
+/// Cast {to}: between f32, i64, i32 and bool (the result's type says which).
+class CastKernel final : public CpuKernel {
+public:
+  explicit CastKernel(const OpSpec &spec)
+      : CpuKernel(spec), from(spec.inputs[0].dtype), to(spec.outputs[0].dtype),
+        n(spec.outputs[0].numel()) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    if (from == to)
+      return parallelCopy(out[0].data, in[0].data, out[0].bytes());
+    switch (from) {
+    case DType::F32:
+      return castFrom<float>(to, in[0].data, out[0].data, n);
+    case DType::I64:
+      return castFrom<int64_t>(to, in[0].data, out[0].data, n);
+    case DType::I32:
+      return castFrom<int32_t>(to, in[0].data, out[0].data, n);
+    case DType::Bool:
+      return castFrom<uint8_t>(to, in[0].data, out[0].data, n);
+    default:
+      return;
+    }
+  }
+
+private:
+  DType from, to;
+  int64_t n;
+};
+
+std::unique_ptr<Kernel> createCast(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 1, 1, 1, error))
+    return nullptr;
+  for (DType t : {spec.inputs[0].dtype, spec.outputs[0].dtype})
+    if (t == DType::F16) {
+      error = nodeError(spec, "f16 casts are not supported");
+      return nullptr;
+    }
+  if (spec.inputs[0].shape != spec.outputs[0].shape) {
+    error = nodeError(spec, "operand and result must have one shape");
+    return nullptr;
+  }
+  return std::make_unique<CastKernel>(spec);
+}
+
+} // namespace
+
+void registerArithmeticKernels(KernelRegistry &r) {
+  for (const char *op : {"Add", "Sub", "Mul", "Div", "Pow"})
+    r[op] = createBinary;
+  r["Sum"] = createSum;
+  r["Neg"] = createNeg;
+  r["ReduceSumTo"] = createReduceSumTo;
+  r["Clip"] = createClip;
+  r["ClipGrad"] = createClip;
+  r["ReduceMean"] = createReduce;
+  r["ReduceSum"] = createReduce;
+  r["Cast"] = createCast;
+}
+
+} // namespace oasr::rt::cpu

@@ -1,0 +1,611 @@
+//===- ShapeKernels.cpp - Copies, views and shape ops ---------------------===//
+//
+// The kernels that move bytes without arithmetic: copies and views
+// (Reshape, Flatten, Squeeze, Unsqueeze, Identity), Concat/Split, Pad and
+// PadGrad, Constant, Shape, Expand, and Slice/SliceGrad.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace oasr::rt::cpu {
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Copies and views
+//===----------------------------------------------------------------------===//
+
+/// Reshape/Flatten/Squeeze/Unsqueeze/Identity: the result has the operand's
+/// bytes; copies unless the executor aliased the two buffers.
+class CopyKernel final : public CpuKernel {
+public:
+  explicit CopyKernel(const OpSpec &spec)
+      : CpuKernel(spec), bytes(spec.outputs[0].bytes()) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    parallelCopy(out[0].data, in[0].data, bytes);
+  }
+
+private:
+  size_t bytes;
+};
+
+std::unique_ptr<Kernel> createCopy(const OpSpec &spec, std::string &error) {
+  size_t maxIn = spec.opType == "Flatten" || spec.opType == "Identity" ? 1 : 2;
+  if (!checkArity(spec, 1, maxIn, 1, 1, error) || !checkCopyShapes(spec, error))
+    return nullptr;
+  return std::make_unique<CopyKernel>(spec);
+}
+
+//===----------------------------------------------------------------------===//
+// Concat / Split
+//===----------------------------------------------------------------------===//
+
+/// The parts of a Concat (the operands) or a Split (the results): each part
+/// contributes `partBytes[i]` per outer index; the whole row is `rowBytes`.
+struct Parts {
+  int64_t outer = 1;
+  std::vector<size_t> partBytes, partOffset;
+  size_t rowBytes = 0;
+};
+
+bool makeParts(const OpSpec &spec, const TensorDesc &whole,
+               const std::vector<TensorDesc> &parts, Parts &p,
+               std::string &error) {
+  int64_t axis;
+  if (!normAxis(spec, int64_t(whole.rank()), 0, axis, error))
+    return false;
+  int64_t sum = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const TensorDesc &d = parts[i];
+    bool ok = d.rank() == whole.rank() && d.dtype == whole.dtype;
+    for (size_t k = 0; ok && k < d.rank(); ++k)
+      ok = int64_t(k) == axis || d.shape[k] == whole.shape[k];
+    if (!ok) {
+      error = nodeError(spec, "part " + std::to_string(i) + " " +
+                                  shapeStr(d.shape) + " does not fit " +
+                                  shapeStr(whole.shape) + " along axis " +
+                                  std::to_string(axis));
+      return false;
+    }
+    sum += d.shape[axis];
+  }
+  if (sum != whole.shape[axis]) {
+    error =
+        nodeError(spec, "parts sum to " + std::to_string(sum) + " along axis " +
+                            std::to_string(axis) + ", expected " +
+                            std::to_string(whole.shape[axis]));
+    return false;
+  }
+  for (int64_t k = 0; k < axis; ++k)
+    p.outer *= whole.shape[k];
+  size_t esz = dtypeSize(whole.dtype);
+  for (const TensorDesc &d : parts) {
+    size_t b = esz;
+    for (size_t k = axis; k < d.rank(); ++k)
+      b *= size_t(d.shape[k]);
+    p.partOffset.push_back(p.rowBytes);
+    p.partBytes.push_back(b);
+    p.rowBytes += b;
+  }
+  return true;
+}
+
+class ConcatSplitKernel final : public CpuKernel {
+public:
+  ConcatSplitKernel(const OpSpec &spec, Parts p, bool split)
+      : CpuKernel(spec), p(std::move(p)), split(split) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const int64_t nParts = int64_t(p.partBytes.size());
+    const int64_t units = p.outer * nParts;
+    char *whole = static_cast<char *>(split ? in[0].data : out[0].data);
+#pragma omp parallel for schedule(                                             \
+    static) if (units > 1 && p.rowBytes * p.outer > (1 << 16))
+    for (int64_t u = 0; u < units; ++u) {
+      int64_t o = u / nParts, i = u % nParts;
+      char *w = whole + size_t(o) * p.rowBytes + p.partOffset[i];
+      char *part = static_cast<char *>(split ? out[i].data : in[i].data) +
+                   size_t(o) * p.partBytes[i];
+      if (split)
+        std::memcpy(part, w, p.partBytes[i]);
+      else
+        std::memcpy(w, part, p.partBytes[i]);
+    }
+  }
+
+private:
+  Parts p;
+  bool split;
+};
+
+std::unique_ptr<Kernel> createConcat(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 1 << 16, 1, 1, error))
+    return nullptr;
+  Parts p;
+  if (!makeParts(spec, spec.outputs[0], spec.inputs, p, error))
+    return nullptr;
+  return std::make_unique<ConcatSplitKernel>(spec, std::move(p), false);
+}
+
+std::unique_ptr<Kernel> createSplit(const OpSpec &spec, std::string &error) {
+  // The optional `split` operand (opset 13) is not read: the results' shapes
+  // already say how the operand is cut.
+  if (!checkArity(spec, 1, 2, 1, 1 << 16, error))
+    return nullptr;
+  Parts p;
+  if (!makeParts(spec, spec.inputs[0], spec.outputs, p, error))
+    return nullptr;
+  return std::make_unique<ConcatSplitKernel>(spec, std::move(p), true);
+}
+
+//===----------------------------------------------------------------------===//
+// Pad / PadGrad
+//===----------------------------------------------------------------------===//
+
+/// out[o] = in[o - begin] where inside `in`, else `value` (f32). Negative
+/// begins crop.
+void padCopy(const float *in, const std::vector<int64_t> &inShape, float *out,
+             const std::vector<int64_t> &outShape,
+             const std::vector<int64_t> &begin, float value) {
+  size_t r = outShape.size();
+  if (r == 0) {
+    out[0] = in[0];
+    return;
+  }
+  std::vector<int64_t> inStr = rowMajorStrides(inShape);
+  int64_t inner = outShape[r - 1], rows = 1;
+  for (size_t d = 0; d + 1 < r; ++d)
+    rows *= outShape[d];
+  const int64_t lastIn = inShape[r - 1], lastBegin = begin[r - 1];
+  // Columns [c0, c1) of an output row come from the input row.
+  const int64_t c0 = std::clamp<int64_t>(lastBegin, 0, inner);
+  const int64_t c1 = std::clamp<int64_t>(lastBegin + lastIn, c0, inner);
+#pragma omp parallel for schedule(static) if (rows * inner > 16384)
+  for (int64_t row = 0; row < rows; ++row) {
+    float *o = out + row * inner;
+    int64_t rem = row, inOff = 0;
+    bool inside = true;
+    for (size_t d = r - 1; d-- > 0;) {
+      int64_t idx = rem % outShape[d] - begin[d];
+      rem /= outShape[d];
+      if (idx < 0 || idx >= inShape[d]) {
+        inside = false;
+        break;
+      }
+      inOff += idx * inStr[d];
+    }
+    if (!inside) {
+      std::fill(o, o + inner, value);
+      continue;
+    }
+    std::fill(o, o + c0, value);
+    if (c1 > c0)
+      std::memcpy(o + c0, in + inOff + (c0 - lastBegin),
+                  size_t(c1 - c0) * sizeof(float));
+    std::fill(o + c1, o + inner, value);
+  }
+}
+
+/// Pad {mode = constant}: data[, pads[, constant_value[, axes]]] -> Y.
+/// The pads operand is read at run time (host memory).
+class PadKernel final : public CpuKernel {
+public:
+  explicit PadKernel(const OpSpec &spec)
+      : CpuKernel(spec), inShape(spec.inputs[0].shape),
+        outShape(spec.outputs[0].shape), attrPads(spec.attrs.getInts("pads")),
+        attrValue(float(spec.attrs.getFloat("value", 0.0))),
+        hasAttrPads(spec.attrs.has("pads")) {}
+
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    size_t r = inShape.size();
+    std::vector<int64_t> pads = attrPads;
+    if (!hasAttrPads) {
+      if (in.size() < 2 || !in[1].data)
+        fatal(nodeName, op, "no pads attribute or operand");
+      const int64_t *p = in[1].as<int64_t>();
+      pads.assign(p, p + in[1].numel());
+    }
+    std::vector<int64_t> axes(r);
+    for (size_t i = 0; i < r; ++i)
+      axes[i] = int64_t(i);
+    if (in.size() > 3 && in[3].data) {
+      const int64_t *a = in[3].as<int64_t>();
+      axes.assign(a, a + in[3].numel());
+      for (int64_t &ax : axes)
+        if (ax < 0)
+          ax += int64_t(r);
+    }
+    if (pads.size() != 2 * axes.size())
+      fatal(nodeName, op,
+            "pads has " + std::to_string(pads.size()) + " values for " +
+                std::to_string(axes.size()) + " axes");
+    std::vector<int64_t> begin(r, 0), end(r, 0);
+    for (size_t i = 0; i < axes.size(); ++i) {
+      if (axes[i] < 0 || axes[i] >= int64_t(r))
+        fatal(nodeName, op, "axis out of range");
+      begin[axes[i]] = pads[i];
+      end[axes[i]] = pads[i + axes.size()];
+    }
+    for (size_t d = 0; d < r; ++d)
+      if (inShape[d] + begin[d] + end[d] != outShape[d])
+        fatal(nodeName, op,
+              "pads do not produce the result shape " + shapeStr(outShape));
+    double v = attrValue;
+    scalarOperand(in, 2, v);
+    padCopy(in[0].as<float>(), inShape, out[0].as<float>(), outShape, begin,
+            float(v));
+  }
+
+private:
+  std::vector<int64_t> inShape, outShape, attrPads;
+  float attrValue;
+  bool hasAttrPads;
+};
+
+std::unique_ptr<Kernel> createPad(const OpSpec &spec, std::string &error) {
+  if (!checkSpec(spec, 1, 4, 1, 1, {0, 2}, {0}, error))
+    return nullptr;
+  std::string mode = spec.attrs.getString("mode", "constant");
+  if (mode != "constant") {
+    error = nodeError(spec, "mode '" + mode +
+                                "' is not supported (only "
+                                "'constant')");
+    return nullptr;
+  }
+  if (spec.inputs[0].rank() != spec.outputs[0].rank()) {
+    error = nodeError(spec, "operand and result ranks differ");
+    return nullptr;
+  }
+  if (!spec.attrs.has("pads") &&
+      (spec.inputs.size() < 2 || spec.inputs[1].dtype != DType::I64)) {
+    error = nodeError(spec, "needs a pads attribute or an i64 pads operand");
+    return nullptr;
+  }
+  return std::make_unique<PadKernel>(spec);
+}
+
+/// PadGrad {pads}: dY -> dX, the slice of dY the padded input came from.
+class PadGradKernel final : public CpuKernel {
+public:
+  PadGradKernel(const OpSpec &spec, std::vector<int64_t> begin)
+      : CpuKernel(spec), inShape(spec.inputs[0].shape),
+        outShape(spec.outputs[0].shape), begin(std::move(begin)) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    padCopy(in[0].as<float>(), inShape, out[0].as<float>(), outShape, begin,
+            0.0f);
+  }
+
+private:
+  std::vector<int64_t> inShape, outShape, begin;
+};
+
+std::unique_ptr<Kernel> createPadGrad(const OpSpec &spec, std::string &error) {
+  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
+    return nullptr;
+  std::vector<int64_t> begin;
+  if (!padGradBegin(spec, SIZE_MAX, begin, error))
+    return nullptr;
+  return std::make_unique<PadGradKernel>(spec, begin);
+}
+
+//===----------------------------------------------------------------------===//
+// Constant
+//===----------------------------------------------------------------------===//
+
+/// Constant: fills its result from a flat attribute (see Kernel.h).
+class ConstantKernel final : public CpuKernel {
+public:
+  ConstantKernel(const OpSpec &spec, std::vector<char> bytes)
+      : CpuKernel(spec), bytes(std::move(bytes)) {}
+  void compute(const std::vector<TensorRef> &,
+               const std::vector<TensorRef> &out) override {
+    std::memcpy(out[0].data, bytes.data(), bytes.size());
+  }
+
+private:
+  std::vector<char> bytes;
+};
+
+std::unique_ptr<Kernel> createConstant(const OpSpec &spec, std::string &error) {
+  std::vector<char> bytes;
+  if (!checkArity(spec, 0, 0, 1, 1, error) ||
+      !constantBytes(spec, bytes, error))
+    return nullptr;
+  return std::make_unique<ConstantKernel>(spec, std::move(bytes));
+}
+
+//===----------------------------------------------------------------------===//
+// Shape / Expand
+//===----------------------------------------------------------------------===//
+
+/// Shape {start, end}: the operand's static shape.
+std::unique_ptr<Kernel> createShape(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 1, 1, 1, error) ||
+      !checkDType(spec, false, 0, DType::I64, error))
+    return nullptr;
+  const auto &xs = spec.inputs[0].shape;
+  int64_t r = int64_t(xs.size());
+  int64_t b = spec.attrs.getInt("start", 0), e = spec.attrs.getInt("end", r);
+  b = std::clamp<int64_t>(b < 0 ? b + r : b, 0, r);
+  e = std::clamp<int64_t>(e < 0 ? e + r : e, b, r);
+  if (spec.outputs[0].numel() != e - b) {
+    error = nodeError(spec, "result must have " + std::to_string(e - b) +
+                                " elements");
+    return nullptr;
+  }
+  std::vector<double> dims(xs.begin() + b, xs.begin() + e);
+  OpSpec c = spec;
+  c.inputs.clear();
+  c.attrs = AttrMap();
+  c.attrs.set("value", dims);
+  return createConstant(c, error);
+}
+
+/// Expand: the operand broadcast to the result's shape (the shape operand is
+/// not read).
+class ExpandKernel final : public CpuKernel {
+public:
+  explicit ExpandKernel(const OpSpec &spec)
+      : CpuKernel(spec), esize(dtypeSize(spec.outputs[0].dtype)),
+        plan(makePlan({spec.inputs[0].shape}, spec.outputs[0].shape)) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const char *x = static_cast<const char *>(in[0].data);
+    char *y = static_cast<char *>(out[0].data);
+    const int64_t rows = plan.rows(), inner = plan.inner();
+    const bool contiguous = plan.strides[0].back() == 1;
+    const size_t es = esize;
+#pragma omp parallel for schedule(static) if (rows * inner > 16384)
+    for (int64_t row = 0; row < rows; ++row) {
+      int64_t off;
+      plan.rowOffsets(row, &off);
+      char *dst = y + size_t(row * inner) * es;
+      const char *src = x + size_t(off) * es;
+      if (contiguous) {
+        std::memcpy(dst, src, size_t(inner) * es);
+        continue;
+      }
+      for (int64_t i = 0; i < inner; ++i)
+        std::memcpy(dst + size_t(i) * es, src, es);
+    }
+  }
+
+private:
+  size_t esize;
+  BroadcastPlan plan;
+};
+
+std::unique_ptr<Kernel> createExpand(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 2, 1, 1, error) ||
+      !checkDType(spec, false, 0, spec.inputs[0].dtype, error))
+    return nullptr;
+  if (!broadcastsTo(spec.inputs[0].shape, spec.outputs[0].shape)) {
+    error = nodeError(spec, "operand " + shapeStr(spec.inputs[0].shape) +
+                                " does not broadcast to " +
+                                shapeStr(spec.outputs[0].shape));
+    return nullptr;
+  }
+  return std::make_unique<ExpandKernel>(spec);
+}
+
+//===----------------------------------------------------------------------===//
+// Slice / SliceGrad
+//===----------------------------------------------------------------------===//
+
+/// out[i] = in[start + i * step] per dimension (row-major, any element size);
+/// `scatter` runs the other way (dX[start + i * step] = dY[i], dX zeroed).
+void stridedCopy(const char *in, const std::vector<int64_t> &inShape, char *out,
+                 const std::vector<int64_t> &outShape,
+                 const std::vector<int64_t> &start,
+                 const std::vector<int64_t> &step, size_t es, bool scatter) {
+  size_t r = outShape.size();
+  std::vector<int64_t> inStr = rowMajorStrides(inShape);
+  int64_t inner = r ? outShape[r - 1] : 1, rows = 1;
+  for (size_t d = 0; d + 1 < r; ++d)
+    rows *= outShape[d];
+  const int64_t lastStart = r ? start[r - 1] : 0,
+                lastStep = r ? step[r - 1] : 1;
+#pragma omp parallel for schedule(static) if (rows * inner > 16384)
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t rem = row, off = lastStart;
+    for (size_t d = r - 1; d-- > 0;) {
+      off += (start[d] + (rem % outShape[d]) * step[d]) * inStr[d];
+      rem /= outShape[d];
+    }
+    char *o = out + size_t(row * inner) * es;
+    if (lastStep == 1) {
+      if (scatter)
+        std::memcpy(const_cast<char *>(in) + size_t(off) * es, o,
+                    size_t(inner) * es);
+      else
+        std::memcpy(o, in + size_t(off) * es, size_t(inner) * es);
+      continue;
+    }
+    for (int64_t i = 0; i < inner; ++i) {
+      char *p = const_cast<char *>(in) + size_t(off + i * lastStep) * es;
+      if (scatter)
+        std::memcpy(p, o + size_t(i) * es, es);
+      else
+        std::memcpy(o + size_t(i) * es, p, es);
+    }
+  }
+}
+
+/// Per-dimension start/step of a slice, from ONNX starts/ends/axes/steps
+/// (clamped as ONNX says); checks they give `outShape`.
+bool resolveSlice(const std::vector<int64_t> &inShape,
+                  const std::vector<int64_t> &outShape,
+                  const std::vector<int64_t> &starts,
+                  const std::vector<int64_t> &ends, std::vector<int64_t> axes,
+                  std::vector<int64_t> steps, std::vector<int64_t> &start,
+                  std::vector<int64_t> &step, std::string &why) {
+  size_t r = inShape.size();
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(int64_t(i));
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size()) {
+    why = "starts, ends, axes and steps differ in length";
+    return false;
+  }
+  start.assign(r, 0);
+  step.assign(r, 1);
+  std::vector<int64_t> size = inShape;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t a = axes[i] < 0 ? axes[i] + int64_t(r) : axes[i];
+    if (a < 0 || a >= int64_t(r) || steps[i] == 0) {
+      why = "bad axis or zero step";
+      return false;
+    }
+    int64_t dim = inShape[a], s = starts[i], e = ends[i], st = steps[i];
+    if (s < 0)
+      s += dim;
+    if (e < 0)
+      e += dim;
+    if (st > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      size[a] = e > s ? (e - s + st - 1) / st : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      size[a] = s > e ? (s - e - st - 1) / -st : 0;
+    }
+    start[a] = s;
+    step[a] = st;
+  }
+  if (size != outShape) {
+    why = "the slice " + shapeStr(size) + " is not the result " +
+          shapeStr(outShape);
+    return false;
+  }
+  return true;
+}
+
+std::vector<int64_t> intsOperand(const std::vector<TensorRef> &in, size_t i) {
+  std::vector<int64_t> v;
+  if (i >= in.size() || !in[i].data)
+    return v;
+  for (int64_t k = 0; k < in[i].numel(); ++k)
+    v.push_back(labelAt(in[i], k));
+  return v;
+}
+
+/// Slice: data, starts, ends[, axes[, steps]] (read at run time) or the
+/// opset-1 attributes -> Y.
+class SliceKernel final : public CpuKernel {
+public:
+  explicit SliceKernel(const OpSpec &spec)
+      : CpuKernel(spec), inShape(spec.inputs[0].shape),
+        outShape(spec.outputs[0].shape), esize(dtypeSize(spec.inputs[0].dtype)),
+        attrs(spec.attrs) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    std::vector<int64_t> starts, ends, axes, steps;
+    if (in.size() >= 3) {
+      starts = intsOperand(in, 1);
+      ends = intsOperand(in, 2);
+      axes = intsOperand(in, 3);
+      steps = intsOperand(in, 4);
+    } else {
+      starts = attrs.getInts("starts");
+      ends = attrs.getInts("ends");
+      axes = attrs.getInts("axes");
+    }
+    std::vector<int64_t> start, step;
+    std::string why;
+    if (!resolveSlice(inShape, outShape, starts, ends, axes, steps, start, step,
+                      why))
+      fatal(nodeName, op, why);
+    stridedCopy(static_cast<const char *>(in[0].data), inShape,
+                static_cast<char *>(out[0].data), outShape, start, step, esize,
+                false);
+  }
+
+private:
+  std::vector<int64_t> inShape, outShape;
+  size_t esize;
+  AttrMap attrs;
+};
+
+std::unique_ptr<Kernel> createSlice(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 5, 1, 1, error) ||
+      !checkDType(spec, false, 0, spec.inputs[0].dtype, error))
+    return nullptr;
+  if (spec.inputs.size() == 2 ||
+      spec.inputs[0].rank() != spec.outputs[0].rank()) {
+    error = nodeError(spec, "expects data, starts, ends[, axes[, steps]] "
+                            "and a result of the data's rank");
+    return nullptr;
+  }
+  return std::make_unique<SliceKernel>(spec);
+}
+
+/// SliceGrad {starts, ends, axes, steps}: dY -> dX (zero outside the slice).
+class SliceGradKernel final : public CpuKernel {
+public:
+  SliceGradKernel(const OpSpec &spec, std::vector<int64_t> start,
+                  std::vector<int64_t> step)
+      : CpuKernel(spec), dxShape(spec.outputs[0].shape),
+        dyShape(spec.inputs[0].shape), start(std::move(start)),
+        step(std::move(step)) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    std::memset(out[0].data, 0, out[0].bytes());
+    stridedCopy(static_cast<const char *>(out[0].data), dxShape,
+                static_cast<char *>(in[0].data), dyShape, start, step,
+                sizeof(float), true);
+  }
+
+private:
+  std::vector<int64_t> dxShape, dyShape, start, step;
+};
+
+std::unique_ptr<Kernel> createSliceGrad(const OpSpec &spec,
+                                        std::string &error) {
+  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
+    return nullptr;
+  std::vector<int64_t> start, step;
+  std::string why;
+  if (!resolveSlice(spec.outputs[0].shape, spec.inputs[0].shape,
+                    spec.attrs.getInts("starts"), spec.attrs.getInts("ends"),
+                    spec.attrs.getInts("axes"), spec.attrs.getInts("steps"),
+                    start, step, why)) {
+    error = nodeError(spec, why);
+    return nullptr;
+  }
+  return std::make_unique<SliceGradKernel>(spec, start, step);
+}
+
+} // namespace
+
+void registerShapeKernels(KernelRegistry &r) {
+  for (const char *op :
+       {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+    r[op] = createCopy;
+  r["Concat"] = createConcat;
+  r["Split"] = createSplit;
+  r["Pad"] = createPad;
+  r["PadGrad"] = createPadGrad;
+  r["Constant"] = createConstant;
+  r["Shape"] = createShape;
+  r["Expand"] = createExpand;
+  r["Slice"] = createSlice;
+  r["SliceGrad"] = createSliceGrad;
+}
+
+} // namespace oasr::rt::cpu

@@ -1,0 +1,379 @@
+//===- TransformerKernels.cpp - Embedding, layer norm and GELU ------------===//
+//
+// The transformer ops' kernels: Gather/GatherGrad (embedding lookups and
+// their scatter-add), LayerNormalization(Grad), and Gelu/GeluGrad/Erf.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace oasr::rt::cpu {
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Gather / GatherGrad
+//===----------------------------------------------------------------------===//
+
+/// data [outer, axisDim, inner] gathered along the middle dimension.
+struct GatherGeom {
+  int64_t outer = 1, axisDim = 1, inner = 1, numIdx = 1;
+};
+
+bool gatherGeom(const OpSpec &spec, const TensorDesc &data,
+                const TensorDesc &idx, const TensorDesc &y, GatherGeom &g,
+                std::string &error) {
+  int64_t axis;
+  if (!normAxis(spec, int64_t(data.rank()), 0, axis, error))
+    return false;
+  if (idx.dtype != DType::I64 && idx.dtype != DType::I32) {
+    error = nodeError(spec, "indices must be i64 or i32");
+    return false;
+  }
+  std::vector<int64_t> want(data.shape.begin(), data.shape.begin() + axis);
+  want.insert(want.end(), idx.shape.begin(), idx.shape.end());
+  want.insert(want.end(), data.shape.begin() + axis + 1, data.shape.end());
+  if (y.shape != want || y.dtype != data.dtype) {
+    error = nodeError(spec, "gathered shape " + shapeStr(y.shape) +
+                                " should be " + shapeStr(want));
+    return false;
+  }
+  for (int64_t k = 0; k < axis; ++k)
+    g.outer *= data.shape[k];
+  g.axisDim = data.shape[axis];
+  for (size_t k = axis + 1; k < data.rank(); ++k)
+    g.inner *= data.shape[k];
+  g.numIdx = idx.numel();
+  return true;
+}
+
+/// Gather {axis}: data, indices -> Y (negative indices count from the end).
+class GatherKernel final : public CpuKernel {
+public:
+  GatherKernel(const OpSpec &spec, const GatherGeom &g, bool grad)
+      : CpuKernel(spec), g(g), grad(grad),
+        esize(dtypeSize(grad ? spec.outputs[0].dtype : spec.inputs[0].dtype)) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const TensorRef &idx = in[1];
+    const GatherGeom p = g;
+    // Resolve indices once.
+    std::vector<int64_t> ix(size_t(p.numIdx));
+    for (int64_t i = 0; i < p.numIdx; ++i) {
+      int64_t v = labelAt(idx, i);
+      if (v < 0)
+        v += p.axisDim;
+      if (v < 0 || v >= p.axisDim)
+        fatal(nodeName, op,
+              "index " + std::to_string(labelAt(idx, i)) + " is outside [0, " +
+                  std::to_string(p.axisDim) + ")");
+      ix[size_t(i)] = v;
+    }
+    if (!grad) {
+      const char *x = static_cast<const char *>(in[0].data);
+      char *y = static_cast<char *>(out[0].data);
+      const size_t rowBytes = size_t(p.inner) * esize;
+      const int64_t units = p.outer * p.numIdx;
+#pragma omp parallel for schedule(static) if (units * p.inner > 16384)
+      for (int64_t u = 0; u < units; ++u) {
+        int64_t o = u / p.numIdx, i = u % p.numIdx;
+        std::memcpy(y + size_t(u) * rowBytes,
+                    x + size_t(o * p.axisDim + ix[size_t(i)]) * rowBytes,
+                    rowBytes);
+      }
+      return;
+    }
+    // GatherGrad: shape, indices, dY -> dX (zero, then scatter-add); each
+    // thread owns whole (outer, column block) slices so no two write alike.
+    const float *dy = in[2].as<float>();
+    float *dx = out[0].as<float>();
+    std::memset(dx, 0, out[0].bytes());
+    constexpr int64_t kBlock = 256;
+    const int64_t blocks = (p.inner + kBlock - 1) / kBlock;
+    const int64_t units = p.outer * blocks;
+#pragma omp parallel for schedule(static) if (units > 1)
+    for (int64_t u = 0; u < units; ++u) {
+      int64_t o = u / blocks, c0 = (u % blocks) * kBlock;
+      int64_t c1 = std::min(p.inner, c0 + kBlock);
+      for (int64_t i = 0; i < p.numIdx; ++i) {
+        const float *src = dy + (o * p.numIdx + i) * p.inner;
+        float *dst = dx + (o * p.axisDim + ix[size_t(i)]) * p.inner;
+        for (int64_t c = c0; c < c1; ++c)
+          dst[c] += src[c];
+      }
+    }
+  }
+
+private:
+  GatherGeom g;
+  bool grad;
+  size_t esize;
+};
+
+std::unique_ptr<Kernel> createGather(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 2, 2, 1, 1, error))
+    return nullptr;
+  GatherGeom g;
+  if (!gatherGeom(spec, spec.inputs[0], spec.inputs[1], spec.outputs[0], g,
+                  error))
+    return nullptr;
+  return std::make_unique<GatherKernel>(spec, g, false);
+}
+
+std::unique_ptr<Kernel> createGatherGrad(const OpSpec &spec,
+                                         std::string &error) {
+  if (!checkSpec(spec, 3, 3, 1, 1, {2}, {0}, error))
+    return nullptr;
+  GatherGeom g;
+  if (!gatherGeom(spec, spec.outputs[0], spec.inputs[1], spec.inputs[2], g,
+                  error))
+    return nullptr;
+  return std::make_unique<GatherKernel>(spec, g, true);
+}
+
+//===----------------------------------------------------------------------===//
+// LayerNormalization / LayerNormalizationGrad
+//===----------------------------------------------------------------------===//
+
+/// X viewed as [rows, cols]: normalized over the dims from `axis` on.
+struct LnGeom {
+  int64_t rows = 1, cols = 1;
+  float eps;
+};
+
+bool lnGeom(const OpSpec &spec, const TensorDesc &x, const TensorDesc &scale,
+            LnGeom &g, std::string &error) {
+  int64_t axis;
+  if (!normAxis(spec, int64_t(x.rank()), -1, axis, error))
+    return false;
+  for (int64_t k = 0; k < axis; ++k)
+    g.rows *= x.shape[k];
+  for (size_t k = axis; k < x.rank(); ++k)
+    g.cols *= x.shape[k];
+  g.eps = float(spec.attrs.getFloat("epsilon", 1e-5));
+  if (scale.numel() != g.cols) {
+    error =
+        nodeError(spec, "Scale has " + std::to_string(scale.numel()) +
+                            " elements, expected " + std::to_string(g.cols));
+    return false;
+  }
+  return true;
+}
+
+/// LayerNormalization: X, Scale[, B] -> Y[, Mean[, InvStdDev]].
+class LayerNormKernel final : public CpuKernel {
+public:
+  LayerNormKernel(const OpSpec &spec, const LnGeom &g)
+      : CpuKernel(spec), g(g) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const float *x = in[0].as<float>(), *sc = in[1].as<float>();
+    const float *b = in.size() > 2 && in[2].data ? in[2].as<float>() : nullptr;
+    float *y = out[0].as<float>();
+    float *meanOut = out.size() > 1 ? out[1].as<float>() : nullptr;
+    float *invOut = out.size() > 2 ? out[2].as<float>() : nullptr;
+    const LnGeom p = g;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < p.rows; ++r) {
+      const float *xr = x + r * p.cols;
+      float *yr = y + r * p.cols;
+      double s = 0;
+      for (int64_t c = 0; c < p.cols; ++c)
+        s += xr[c];
+      const float mean = float(s / double(p.cols));
+      double v = 0;
+      for (int64_t c = 0; c < p.cols; ++c) {
+        double d = double(xr[c]) - mean;
+        v += d * d;
+      }
+      const float inv = float(1.0 / std::sqrt(v / double(p.cols) + p.eps));
+      for (int64_t c = 0; c < p.cols; ++c)
+        yr[c] = (xr[c] - mean) * inv * sc[c] + (b ? b[c] : 0.0f);
+      if (meanOut)
+        meanOut[r] = mean;
+      if (invOut)
+        invOut[r] = inv;
+    }
+  }
+
+private:
+  LnGeom g;
+};
+
+std::unique_ptr<Kernel> createLayerNorm(const OpSpec &spec,
+                                        std::string &error) {
+  if (!checkSpec(spec, 2, 3, 1, 3, {0, 1, 2}, {0, 1, 2}, error))
+    return nullptr;
+  LnGeom g;
+  if (!lnGeom(spec, spec.inputs[0], spec.inputs[1], g, error))
+    return nullptr;
+  if ((spec.inputs.size() > 2 && spec.inputs[2].numel() != g.cols) ||
+      spec.outputs[0].shape != spec.inputs[0].shape ||
+      (spec.outputs.size() > 1 && spec.outputs[1].numel() != g.rows) ||
+      (spec.outputs.size() > 2 && spec.outputs[2].numel() != g.rows)) {
+    error = nodeError(spec, "B, Y, Mean or InvStdDev has the wrong size");
+    return nullptr;
+  }
+  return std::make_unique<LayerNormKernel>(spec, g);
+}
+
+/// LayerNormalizationGrad: dY, X, Scale, Mean, InvStdDev -> dX, dScale[, dB].
+class LayerNormGradKernel final : public CpuKernel {
+public:
+  LayerNormGradKernel(const OpSpec &spec, const LnGeom &g)
+      : CpuKernel(spec), g(g) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const float *dy = in[0].as<float>(), *x = in[1].as<float>();
+    const float *sc = in[2].as<float>(), *mean = in[3].as<float>();
+    const float *inv = in[4].as<float>();
+    float *dx = out[0].as<float>();
+    float *ds = out.size() > 1 ? out[1].as<float>() : nullptr;
+    float *db = out.size() > 2 ? out[2].as<float>() : nullptr;
+    const LnGeom p = g;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < p.rows; ++r) {
+      const float *xr = x + r * p.cols, *gr = dy + r * p.cols;
+      float *dr = dx + r * p.cols;
+      const float m = mean[r], iv = inv[r];
+      double sg = 0, sgx = 0;
+      for (int64_t c = 0; c < p.cols; ++c) {
+        float gs = gr[c] * sc[c];
+        sg += gs;
+        sgx += double(gs) * (xr[c] - m) * iv;
+      }
+      const float mg = float(sg / double(p.cols));
+      const float mgx = float(sgx / double(p.cols));
+      for (int64_t c = 0; c < p.cols; ++c)
+        dr[c] = iv * (gr[c] * sc[c] - mg - (xr[c] - m) * iv * mgx);
+    }
+    if (!ds && !db)
+      return;
+    constexpr int64_t kBlock = 256;
+    const int64_t blocks = (p.cols + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+    for (int64_t bk = 0; bk < blocks; ++bk) {
+      int64_t c0 = bk * kBlock, c1 = std::min(p.cols, c0 + kBlock);
+      double accS[kBlock] = {0}, accB[kBlock] = {0};
+      for (int64_t r = 0; r < p.rows; ++r) {
+        const float *xr = x + r * p.cols, *gr = dy + r * p.cols;
+        const float m = mean[r], iv = inv[r];
+        for (int64_t c = c0; c < c1; ++c) {
+          accS[c - c0] += double(gr[c]) * ((xr[c] - m) * iv);
+          accB[c - c0] += gr[c];
+        }
+      }
+      for (int64_t c = c0; c < c1; ++c) {
+        if (ds)
+          ds[c] = float(accS[c - c0]);
+        if (db)
+          db[c] = float(accB[c - c0]);
+      }
+    }
+  }
+
+private:
+  LnGeom g;
+};
+
+std::unique_ptr<Kernel> createLayerNormGrad(const OpSpec &spec,
+                                            std::string &error) {
+  if (!checkSpec(spec, 5, 5, 1, 3, {0, 1, 2, 3, 4}, {0, 1, 2}, error))
+    return nullptr;
+  LnGeom g;
+  if (!lnGeom(spec, spec.inputs[1], spec.inputs[2], g, error))
+    return nullptr;
+  if (spec.inputs[0].shape != spec.inputs[1].shape ||
+      spec.outputs[0].shape != spec.inputs[1].shape ||
+      spec.inputs[3].numel() != g.rows || spec.inputs[4].numel() != g.rows) {
+    error = nodeError(spec, "dY, X, dX, Mean or InvStdDev has the wrong size");
+    return nullptr;
+  }
+  return std::make_unique<LayerNormGradKernel>(spec, g);
+}
+
+//===----------------------------------------------------------------------===//
+// Gelu / GeluGrad / Erf
+//===----------------------------------------------------------------------===//
+
+/// Gelu {approximate = none | tanh}, GeluGrad (dY, X -> dX), Erf.
+class GeluKernel final : public CpuKernel {
+public:
+  GeluKernel(const OpSpec &spec, int mode, bool grad)
+      : CpuKernel(spec), mode(mode), grad(grad), n(spec.outputs[0].numel()) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const float *x = in[grad ? 1 : 0].as<float>();
+    const float *dy = grad ? in[0].as<float>() : nullptr;
+    float *y = out[0].as<float>();
+    const int64_t count = n;
+    const int md = mode;
+    const bool gr = grad;
+    constexpr float kInvSqrt2 = 0.70710678118654752f;
+    constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+    constexpr float kSqrt2OverPi = 0.79788456080286536f;
+#pragma omp parallel for schedule(static) if (count > 16384)
+    for (int64_t i = 0; i < count; ++i) {
+      float v = x[i];
+      if (md == 2) { // Erf
+        y[i] = std::erf(v);
+        continue;
+      }
+      if (md == 0) {
+        float cdf = 0.5f * (1.0f + std::erf(v * kInvSqrt2));
+        y[i] = gr ? dy[i] * (cdf + v * kInvSqrt2Pi * std::exp(-0.5f * v * v))
+                  : v * cdf;
+      } else {
+        float u = kSqrt2OverPi * (v + 0.044715f * v * v * v);
+        float t = std::tanh(u);
+        y[i] = gr ? dy[i] * (0.5f * (1.0f + t) +
+                             0.5f * v * (1.0f - t * t) * kSqrt2OverPi *
+                                 (1.0f + 3.0f * 0.044715f * v * v))
+                  : 0.5f * v * (1.0f + t);
+      }
+    }
+  }
+
+private:
+  int mode; // 0: erf Gelu, 1: tanh Gelu, 2: Erf
+  bool grad;
+  int64_t n;
+};
+
+std::unique_ptr<Kernel> createGelu(const OpSpec &spec, std::string &error) {
+  bool grad = spec.opType == "GeluGrad";
+  size_t nIn = grad ? 2 : 1;
+  if (!checkSameShapeF32(spec, nIn, error))
+    return nullptr;
+  int mode = 2;
+  if (spec.opType != "Erf") {
+    std::string approx = spec.attrs.getString("approximate", "none");
+    if (approx != "none" && approx != "tanh") {
+      error = nodeError(spec, "approximate '" + approx + "' is not supported");
+      return nullptr;
+    }
+    mode = approx == "tanh" ? 1 : 0;
+  }
+  return std::make_unique<GeluKernel>(spec, mode, grad);
+}
+
+} // namespace
+
+void registerTransformerKernels(KernelRegistry &r) {
+  r["Gather"] = createGather;
+  r["GatherGrad"] = createGatherGrad;
+  r["LayerNormalization"] = createLayerNorm;
+  r["LayerNormalizationGrad"] = createLayerNormGrad;
+  for (const char *op : {"Gelu", "GeluGrad", "Erf"})
+    r[op] = createGelu;
+}
+
+} // namespace oasr::rt::cpu
