@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "oasr/Runtime/Executor.h"
+#include "oasr/Runtime/ArenaPlan.h"
 #include "oasr/Dialect/OASRDialect.h"
 #include "oasr/Ops/OpRegistry.h"
 
@@ -1103,75 +1104,26 @@ Executor::create(ModuleOp module, KernelBackend &backend,
     instr.workspaceBytes = instr.kernel->workspaceBytes();
   }
 
-  // Arena planning: first fit over free intervals, freeing at last use.
+  // Arena planning (planArena, ArenaPlan.h): every arena value and kernel
+  // workspace in step order, freed after its last use.
   {
-    std::map<size_t, size_t> freeList; // offset -> size
-    size_t top = 0, unshared = 0;
-    auto allocate = [&](size_t n) -> size_t {
-      n = alignUp(std::max<size_t>(n, 1));
-      if (options.reuseBuffers) {
-        auto best = freeList.end();
-        for (auto it = freeList.begin(); it != freeList.end(); ++it)
-          if (it->second >= n &&
-              (best == freeList.end() || it->second < best->second))
-            best = it;
-        if (best != freeList.end()) {
-          size_t off = best->first, sz = best->second;
-          freeList.erase(best);
-          if (sz > n)
-            freeList[off + n] = sz - n;
-          return off;
-        }
-        // Grow from the last free block if it touches the top.
-        if (!freeList.empty()) {
-          auto last = std::prev(freeList.end());
-          if (last->first + last->second == top) {
-            size_t off = last->first;
-            freeList.erase(last);
-            top = off + n;
-            return off;
-          }
-        }
-      }
-      size_t off = top;
-      top += n;
-      return off;
-    };
-    auto release = [&](size_t off, size_t n) {
-      n = alignUp(std::max<size_t>(n, 1));
-      auto it = freeList.emplace(off, n).first;
-      auto next = std::next(it);
-      if (next != freeList.end() && it->first + it->second == next->first) {
-        it->second += next->second;
-        freeList.erase(next);
-      }
-      if (it != freeList.begin()) {
-        auto prev = std::prev(it);
-        if (prev->first + prev->second == it->first) {
-          prev->second += it->second;
-          freeList.erase(it);
-        }
-      }
-    };
-    std::vector<std::vector<int>> dying(I.instrs.size() + 1);
-    for (size_t v = 0; v < I.values.size(); ++v) {
-      ValueInfo &vi = I.values[v];
-      if (vi.where != Where::Arena || vi.def < 0)
-        continue;
-      int last = vi.lastUse < 0 ? vi.def : vi.lastUse;
-      if (last < end)
-        dying[size_t(last)].push_back(int(v));
-    }
+    std::vector<ArenaBuffer> buffers;
+    std::vector<int> bufferOf(I.values.size(), -1);
+    // Which value or instruction each buffer places.
+    std::vector<std::pair<bool, int>> placed; // (workspace?, value or instr)
     std::vector<char> donated(I.values.size(), 0);
     for (size_t k = 0; k < I.instrs.size(); ++k) {
       for (int v : I.instrs[k].outs) {
         ValueInfo &vi = I.values[v];
         if (vi.where != Where::Arena || vi.def != int(k))
           continue;
-        unshared += alignUp(vi.desc.bytes());
+        ArenaBuffer buf;
+        buf.def = int(k);
+        int last = vi.lastUse < 0 ? vi.def : vi.lastUse;
+        buf.lastUse = last < end ? last : ArenaBuffer::kLive;
+        buf.bytes = vi.desc.bytes();
         // In place: an elementwise op writes over an operand of its shape
         // that dies here (e.g. Relu over the BatchNormalization output).
-        int donor = -1;
         if (options.inPlace && options.reuseBuffers &&
             I.instrs[k].elementwise && I.instrs[k].outs.size() == 1)
           for (int in : I.instrs[k].ins) {
@@ -1182,32 +1134,35 @@ Executor::create(ModuleOp module, KernelBackend &backend,
                 I.values[size_t(in)].desc.shape == vi.desc.shape &&
                 ri.desc.dtype == vi.desc.dtype &&
                 ri.desc.bytes() == vi.desc.bytes()) {
-              donor = r;
+              donated[size_t(r)] = 1;
+              buf.donor = bufferOf[size_t(r)];
               break;
             }
           }
-        if (donor >= 0) {
-          donated[size_t(donor)] = 1;
-          vi.offset = I.values[size_t(donor)].offset;
-        } else {
-          vi.offset = allocate(vi.desc.bytes());
-        }
+        bufferOf[size_t(v)] = int(buffers.size());
+        buffers.push_back(buf);
+        placed.push_back({false, v});
       }
-      // Scratch alive during this op only: after its outputs, before its
-      // inputs are released.
-      Instr &instr = I.instrs[k];
-      if (instr.workspaceBytes) {
-        instr.workspaceOffset = allocate(instr.workspaceBytes);
-        unshared += alignUp(instr.workspaceBytes);
-        release(instr.workspaceOffset, instr.workspaceBytes);
+      if (I.instrs[k].workspaceBytes) {
+        ArenaBuffer scratch;
+        scratch.def = scratch.lastUse = int(k);
+        scratch.bytes = I.instrs[k].workspaceBytes;
+        scratch.scratch = true;
+        buffers.push_back(scratch);
+        placed.push_back({true, int(k)});
       }
-      for (int v : dying[k])
-        if (!donated[size_t(v)])
-          release(I.values[v].offset, I.values[v].desc.bytes());
     }
-    I.arenaBytes = top;
-    exec->memStats.arenaBytes = top;
-    exec->memStats.unsharedBytes = unshared;
+    ArenaPlan arena = planArena(buffers, kAlign, options.reuseBuffers);
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      auto [workspace, index] = placed[b];
+      if (workspace)
+        I.instrs[size_t(index)].workspaceOffset = arena.offsets[b];
+      else
+        I.values[size_t(index)].offset = arena.offsets[b];
+    }
+    I.arenaBytes = arena.bytes;
+    exec->memStats.arenaBytes = arena.bytes;
+    exec->memStats.unsharedBytes = arena.unsharedBytes;
   }
 
   // Memory. The arena is as large as the plan says, however much of it the

@@ -1,3 +1,3 @@
 #===- test/unit/Runtime.cmake - executor, data loaders, comm engine -------===#
-oasr_add_unittest(OASRRuntimeTests Runtime/RuntimeTests.cpp
+oasr_add_unittest(OASRRuntimeTests Runtime/RuntimeTests.cpp Runtime/ArenaPlanTest.cpp
   LIBS OASRRuntime OASRDialect MLIR)
