@@ -26,6 +26,11 @@ def run(binary):
     if p.returncode != 0:
         sys.exit(f"{binary} failed: {p.stderr}")
     return dt, p.stdout
+def peak_rss_mb(binary):
+    # One more run, alone, to read its peak resident set (kernel accounting).
+    p = subprocess.Popen([binary, profile], stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(p.pid, 0)
+    return usage.ru_maxrss / 1024.0
 times = {"before": [], "after": []}
 outputs = {}
 load = [os.getloadavg()[0]]
@@ -40,9 +45,11 @@ if outputs["before"] != outputs["after"]:
 cpu = subprocess.run("lscpu | grep 'Model name' | sed 's/.*: *//'", shell=True,
                      capture_output=True, text=True).stdout.strip()
 size = os.path.getsize(profile)
+rss = {"before": peak_rss_mb(before), "after": peak_rss_mb(after)}
 def row(name):
     t = times[name]
-    return (f"| {name} | {statistics.median(t):.3f} | {min(t):.3f}-{max(t):.3f} |")
+    return (f"| {name} | {statistics.median(t):.3f} | {min(t):.3f}-{max(t):.3f} "
+            f"| {rss[name]:.0f} |")
 with open(out, "w") as f:
     f.write("# oasr-plan end to end on a 10^5-tensor profile\n\n")
     f.write(f"Machine: {cpu}, {os.cpu_count()} cores shared with other builds; "
@@ -55,7 +62,8 @@ with open(out, "w") as f:
     f.write("Produced by `bench/run_plan_json.sh BEFORE AFTER`.\n\n")
     f.write(f"- before: {os.environ.get('BEFORE_LABEL', before)}\n")
     f.write(f"- after: {os.environ.get('AFTER_LABEL', after)}\n\n")
-    f.write("| oasr-plan | median (s) | range (s) |\n|---|---|---|\n")
+    f.write("| oasr-plan | median (s) | range (s) | peak RSS (MB) |\n"
+            "|---|---|---|---|\n")
     f.write(row("before") + "\n" + row("after") + "\n")
 print(open(out).read())
 PY
