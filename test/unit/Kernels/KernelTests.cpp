@@ -740,4 +740,48 @@ TEST(KernelInterface, ConstantAndAliasedViews) {
   EXPECT_EQ(buf[5], 6.0f);
 }
 
+/// The shared factory prologues (OpGeometry: checkSpec, checkSameShapes,
+/// checkSameShapeF32, normAxis) seen through kernels of each CPU family:
+/// the first failing check names the node and says what is wrong.
+TEST(KernelInterface, PrologueErrors) {
+  auto backend = createCpuBackend();
+  auto errorOf = [&](const std::string &op, std::vector<TensorDesc> ins,
+                     std::vector<TensorDesc> outs, AttrMap attrs = {}) {
+    OpSpec s;
+    s.opType = op;
+    s.name = "/n";
+    s.inputs = std::move(ins);
+    s.outputs = std::move(outs);
+    s.attrs = std::move(attrs);
+    std::string err;
+    return backend->create(s, err) ? std::string("<created>") : err;
+  };
+  const TensorDesc f23{DType::F32, {2, 3}}, f32x{DType::F32, {3, 2}},
+      i23{DType::I64, {2, 3}};
+  // checkSameShapeF32: GeluGrad (transformer), SigmoidGrad (pointwise),
+  // Softmax (oneDNN) -- arity, element type, shape.
+  EXPECT_EQ(errorOf("GeluGrad", {f23}, {f23}),
+            "node '/n' (GeluGrad): expects 2 operands, got 1");
+  EXPECT_EQ(errorOf("GeluGrad", {f23, i23}, {f23}),
+            "node '/n' (GeluGrad): operand 1 has element type i64, expected "
+            "f32");
+  EXPECT_EQ(errorOf("GeluGrad", {f23, f32x}, {f23}),
+            "node '/n' (GeluGrad): operands and result must have one shape");
+  EXPECT_EQ(errorOf("Softmax", {f32x}, {f23}),
+            "node '/n' (Softmax): operands and result must have one shape");
+  EXPECT_EQ(errorOf("Gelu", {f23}, {f23}), "<created>");
+  // checkSameShapes on the first operands only: Clip's min/max are scalars.
+  EXPECT_EQ(errorOf("ClipGrad", {f23, f32x}, {f23}),
+            "node '/n' (ClipGrad): operands and result must have one shape");
+  EXPECT_EQ(errorOf("Clip", {f23, {DType::F32, {}}}, {f23}), "<created>");
+  // normAxis: Concat (shape family), negative and out of range.
+  AttrMap axis;
+  axis.set("axis", int64_t(-3));
+  EXPECT_EQ(errorOf("Concat", {f23, f23}, {{DType::F32, {4, 3}}}, axis),
+            "node '/n' (Concat): axis -3 out of range for rank 2");
+  axis.set("axis", int64_t(-2));
+  EXPECT_EQ(errorOf("Concat", {f23, f23}, {{DType::F32, {4, 3}}}, axis),
+            "<created>");
+}
+
 } // namespace
