@@ -208,6 +208,7 @@ public:
   TensorRef gradient(const std::string &name) const;
 
   struct Impl;
+  friend class ExecutorBuilder;
 
 private:
   Executor();

@@ -143,8 +143,9 @@ TEST(ArenaPlan, RandomProgramsNeverOverlapLiveBuffers) {
       for (size_t a = 0; a < bufs.size(); ++a) {
         EXPECT_EQ(p.offsets[a] % 64, 0u);
         EXPECT_LE(p.offsets[a] + slot(bufs[a].bytes), p.bytes);
-        if (bufs[a].donor >= 0 && reuse)
+        if (bufs[a].donor >= 0 && reuse) {
           EXPECT_EQ(p.offsets[a], p.offsets[size_t(bufs[a].donor)]);
+        }
         for (size_t b = a + 1; b < bufs.size(); ++b) {
           if (reuse && bufs[b].donor == int(a))
             continue; // the same memory, handed over at b's step
@@ -161,13 +162,15 @@ TEST(ArenaPlan, RandomProgramsNeverOverlapLiveBuffers) {
               << "trial " << trial << " buffers " << a << " and " << b;
         }
       }
-      if (!reuse)
+      if (!reuse) {
         EXPECT_EQ(p.bytes, p.unsharedBytes);
+      }
       EXPECT_LE(p.bytes, p.unsharedBytes);
       if (!reuse || llvm::none_of(bufs, [](const ArenaBuffer &b) {
             return b.donor >= 0;
-          }))
+          })) {
         EXPECT_GE(p.bytes, peak);
+      }
     }
   }
 }
