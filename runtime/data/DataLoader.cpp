@@ -206,39 +206,26 @@ std::vector<int64_t> epochShard(int64_t count, int rank, int size,
   return mine;
 }
 
-/// Shared logic: per-epoch shuffled order over the whole train split,
-/// sample i of the order goes to rank i % size.
-class ShardedLoader : public DataLoader {
+/// This rank's walk through `count` samples, epoch after epoch: each epoch
+/// a new shuffled shard (epochShard); its position is the loader's state.
+class EpochWalk {
 public:
-  ShardedLoader(std::string what, Dataset train, Dataset test, int rank,
-                int size, uint64_t seed)
-      : what(std::move(what)), train(std::move(train)), test(std::move(test)),
-        rank(rank), size(size), seed(seed) {
-    for (int64_t i = rank; i < this->test.count; i += size)
-      shard.push_back(i);
+  EpochWalk(int64_t count, int rank, int size, uint64_t seed)
+      : count(count), rank(rank), size(size), seed(seed) {
     newEpoch();
   }
-  std::string describe() const override { return what; }
-  int64_t trainSize() const override {
-    return (train.count - rank + size - 1) / size;
-  }
-  void nextBatch(float *images, int64_t *labels, int64_t n) override {
-    for (int64_t k = 0; k < n; ++k) {
-      if (pos >= mine.size()) {
-        ++epoch;
-        newEpoch();
-      }
-      int64_t i = mine[pos++];
-      train.sample(i, images + k * train.features);
-      labels[k] = train.labels[size_t(i)];
+  /// The next sample index, starting a new epoch when this one is done.
+  int64_t next() {
+    if (pos >= mine.size()) {
+      ++epoch;
+      newEpoch();
     }
+    return mine[pos++];
   }
-  const Dataset *testSet() const override {
-    return test.count ? &test : nullptr;
-  }
-  const std::vector<int64_t> &testShard() const override { return shard; }
-  std::string saveState() const override { return shardState(epoch, pos); }
-  llvm::Error restoreState(llvm::StringRef state) override {
+  /// Samples per epoch on this rank.
+  int64_t perRank() const { return (count - rank + size - 1) / size; }
+  std::string save() const { return shardState(epoch, pos); }
+  llvm::Error restore(llvm::StringRef what, llvm::StringRef state) {
     return restoreShard(what, state, epoch, pos, [&] {
       newEpoch();
       return mine.size();
@@ -247,16 +234,51 @@ public:
 
 private:
   void newEpoch() {
-    mine = epochShard(train.count, rank, size, seed, epoch);
+    mine = epochShard(count, rank, size, seed, epoch);
     pos = 0;
   }
 
-  std::string what;
-  Dataset train, test;
+  int64_t count;
   int rank, size;
   uint64_t seed, epoch = 0;
-  std::vector<int64_t> mine, shard;
+  std::vector<int64_t> mine;
   size_t pos = 0;
+};
+
+/// Shared logic: per-epoch shuffled order over the whole train split,
+/// sample i of the order goes to rank i % size.
+class ShardedLoader : public DataLoader {
+public:
+  ShardedLoader(std::string what, Dataset train, Dataset test, int rank,
+                int size, uint64_t seed)
+      : what(std::move(what)), train(std::move(train)), test(std::move(test)),
+        walk(this->train.count, rank, size, seed) {
+    for (int64_t i = rank; i < this->test.count; i += size)
+      shard.push_back(i);
+  }
+  std::string describe() const override { return what; }
+  int64_t trainSize() const override { return walk.perRank(); }
+  void nextBatch(float *images, int64_t *labels, int64_t n) override {
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t i = walk.next();
+      train.sample(i, images + k * train.features);
+      labels[k] = train.labels[size_t(i)];
+    }
+  }
+  const Dataset *testSet() const override {
+    return test.count ? &test : nullptr;
+  }
+  const std::vector<int64_t> &testShard() const override { return shard; }
+  std::string saveState() const override { return walk.save(); }
+  llvm::Error restoreState(llvm::StringRef state) override {
+    return walk.restore(what, state);
+  }
+
+private:
+  std::string what;
+  Dataset train, test;
+  EpochWalk walk;
+  std::vector<int64_t> shard;
 };
 
 /// splitmix64: a counter-based hash, so a value depends only on its index.
@@ -473,27 +495,17 @@ public:
                   std::vector<int64_t> classes, const SampleShape &shape,
                   int rank, int size, uint64_t seed)
       : what(std::move(what)), tokens(std::move(tokens)),
-        classes(std::move(classes)), shape(shape), rank(rank), size(size),
-        seed(seed) {
-    windows = this->classes.empty()
-                  ? (int64_t(this->tokens.size()) - 1) / shape.features
-                  : int64_t(this->classes.size());
-    newEpoch();
-  }
+        classes(std::move(classes)), shape(shape),
+        walk(windowCount(this->tokens, this->classes, shape), rank, size,
+             seed) {}
   std::string describe() const override { return what; }
-  int64_t trainSize() const override {
-    return (windows - rank + size - 1) / size;
-  }
+  int64_t trainSize() const override { return walk.perRank(); }
   void nextBatch(float *, int64_t *, int64_t) override {}
   bool givesTokens() const override { return true; }
   void nextTokens(int64_t *ids, int64_t *labels, int64_t n) override {
     const int64_t t = shape.features;
     for (int64_t k = 0; k < n; ++k) {
-      if (pos >= mine.size()) {
-        ++epoch;
-        newEpoch();
-      }
-      int64_t window = mine[pos++];
+      int64_t window = walk.next();
       const uint32_t *w = tokens.data() + window * t;
       for (int64_t i = 0; i < t; ++i)
         ids[k * t + i] = w[i];
@@ -505,29 +517,26 @@ public:
     }
   }
 
-  std::string saveState() const override { return shardState(epoch, pos); }
+  std::string saveState() const override { return walk.save(); }
   llvm::Error restoreState(llvm::StringRef state) override {
-    return restoreShard(what, state, epoch, pos, [&] {
-      newEpoch();
-      return mine.size();
-    });
+    return walk.restore(what, state);
   }
 
 private:
-  void newEpoch() {
-    mine = epochShard(windows, rank, size, seed, epoch);
-    pos = 0;
+  /// T + 1 tokens at stride T with next-token labels, or one window per
+  /// class label.
+  static int64_t windowCount(const std::vector<uint32_t> &tokens,
+                             const std::vector<int64_t> &classes,
+                             const SampleShape &shape) {
+    return classes.empty() ? (int64_t(tokens.size()) - 1) / shape.features
+                           : int64_t(classes.size());
   }
 
   std::string what;
   std::vector<uint32_t> tokens;
   std::vector<int64_t> classes;
   SampleShape shape;
-  int rank, size;
-  uint64_t seed, epoch = 0;
-  int64_t windows = 0;
-  std::vector<int64_t> mine;
-  size_t pos = 0;
+  EpochWalk walk;
 };
 
 llvm::Expected<std::unique_ptr<DataLoader>> loadTokens(llvm::StringRef arg,
