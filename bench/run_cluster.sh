@@ -113,7 +113,7 @@ date=$(date -u +%Y-%m-%dT%H:%MZ)
 calib=$($PY -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps({k: d.get(k) for k in ("alpha_s", "beta_s_per_byte", "overlap_rate", "burst_us", "comm_priority", "points")} | {"by_priority": d.get("overlap", {}).get("by_priority")}))' "$COMM")
 {
   echo "{\"benchmark\": \"cluster\", \"date\": \"$date\", \"machine\": \"$machine\","
-  echo " \"nodes\": $NODES, \"rate\": \"$RATE\", \"model\": \"$NAME\", \"batch\": $BATCH, \"steps\": $STEPS,"
+  echo " \"nodes\": $NODES, \"cores\": $(nproc), \"rate\": \"$RATE\", \"model\": \"$NAME\", \"batch\": $BATCH, \"steps\": $STEPS,"
   echo " \"threads_per_rank\": 1, \"comm_priority\": \"$PRIORITY\", \"rounds\": $REPS, \"load_flag\": $LOAD_FLAG,"
   echo " \"calibration\": $calib, \"calib_min_bytes\": $CALIB_MIN_BYTES, \"ddp_plan_bucket_mb\": ${BEST_MB:-null},"
   echo " \"runs\": ["
@@ -129,7 +129,7 @@ print(f"# Emulated cluster: {d['nodes']} nodes at {d['rate']}, {d['model']}\n")
 print(f"{d['date']}, {d['machine']}; load average (1 min) before the runs "
       f"{min(loads):.2f}-{max(loads):.2f}, median {statistics.median(loads):.2f}. "
       f"`scripts/cluster.sh up {d['nodes']} --rate={d['rate']}` (one rank per node, "
-      f"pinned one per core), batch {d['batch']}/rank, 1 compute thread/rank, "
+      f"rank r pinned to CPU r mod {d.get('cores', 2)}), batch {d['batch']}/rank, 1 compute thread/rank, "
       f"communication thread at {d['comm_priority']} priority; mean of steps "
       f"2..{d['steps']}; {d['rounds']} rounds, each running every strategy once "
       "(interleaved): the median round and the range. Calibration on the shaped "
