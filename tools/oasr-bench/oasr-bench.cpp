@@ -317,18 +317,21 @@ int commBench(Communicator &comm) {
   };
 
   // The communication thread's priority: the one given, or of idle (where
-  // the process may raise it while waited on), normal and sleep the one
+  // the process may raise it while waited on), sleep and normal the one
   // whose overlap keeps more work going; an earlier one stays unless a later
-  // one beats it by more than 0.05.
+  // one beats it by more than 0.05. Sleep comes before normal: on a shaped
+  // link training ran far faster with the sleeping thread than with the
+  // spinning one where this measurement nearly tied them, and over shared
+  // memory they trained alike (docs/cluster.md, docs/runtime.md).
   using Priority = CommEngine::Priority;
   std::vector<Priority> candidates;
   if (commPriority == PriorityOpt::Idle ||
       (commPriority == PriorityOpt::Auto && CommEngine::idleIsRaisable()))
     candidates.push_back(Priority::Idle);
-  if (commPriority == PriorityOpt::Normal || commPriority == PriorityOpt::Auto)
-    candidates.push_back(Priority::Normal);
   if (commPriority == PriorityOpt::Sleep || commPriority == PriorityOpt::Auto)
     candidates.push_back(Priority::Sleep);
+  if (commPriority == PriorityOpt::Normal || commPriority == PriorityOpt::Auto)
+    candidates.push_back(Priority::Normal);
   const uint64_t ovBytes = std::min<uint64_t>(overlapBytes, maxBytes);
   std::vector<std::pair<Priority, Overlap>> overlaps;
   if (overlapBytes > 0)
@@ -339,12 +342,15 @@ int commBench(Communicator &comm) {
       overlaps.push_back({p, measureOverlap(comm, t, ovBytes)});
     }
   // Under a millisecond the work beside the allreduce is a few blocks, too
-  // coarse to compare by: the first candidate stays.
+  // coarse to compare by; then (and with nothing measured) oasr-run's
+  // default stays: idle where it may be raised, else normal.
   const bool comparable =
       !overlaps.empty() && llvm::all_of(overlaps, [](const auto &po) {
         return po.second.aloneS >= 1e-3;
       });
   size_t best = 0;
+  if (!comparable && candidates.front() != Priority::Idle)
+    best = candidates.size() - 1;
   for (size_t i = 1; comparable && i < overlaps.size(); ++i)
     if (overlaps[i].second.score() > overlaps[best].second.score() + 0.05)
       best = i;

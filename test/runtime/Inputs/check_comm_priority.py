@@ -1,17 +1,17 @@
 """Checks the communication priority an `oasr-bench comm` calibration
 records: every candidate it measured is under overlap.by_priority, and
 comm_priority is the one that kept more work going (overlap rate + compute
-rate), in the order idle, normal, sleep, a later one replacing an earlier
-one only when it beats it by more than 0.05 -- or the first candidate when
-the allreduce took under 1 ms alone (too short to compare).
+rate), in the order idle, sleep, normal, a later one replacing an earlier
+one only when it beats it by more than 0.05 -- or, when the allreduce took
+under 1 ms alone (too short to compare), idle if measured, else normal.
 
-    check_comm_priority.py CALIBRATION.json [--expect idle|normal|sleep]
+    check_comm_priority.py CALIBRATION.json [--expect idle|sleep|normal]
 Prints "recorded: PRIORITY (measured: ...)" or exits 1 naming the mismatch.
 """
 import json
 import sys
 
-order = ["idle", "normal", "sleep"]
+order = ["idle", "sleep", "normal"]
 d = json.load(open(sys.argv[1]))
 rec = d.get("comm_priority")
 by = d.get("overlap", {}).get("by_priority", {})
@@ -26,8 +26,10 @@ if d["overlap_rate"] != by[rec]["overlap_rate"]:
 score = {k: v["overlap_rate"] + v["compute_rate"] for k, v in by.items()}
 best = None
 comparable = all(v["alone_s"] >= 1e-3 for v in by.values())
+if not comparable:
+    best = "idle" if "idle" in by else "normal" if "normal" in by else rec
 for k in order:
-    if k in score and (best is None or (comparable and score[k] > score[best] + 0.05)):
+    if comparable and k in score and (best is None or score[k] > score[best] + 0.05):
         best = k
 if len(sys.argv) > 3 and sys.argv[2] == "--expect":
     best = sys.argv[3]
