@@ -11,7 +11,12 @@
 #   bench/run_replan.sh [BUILD_DIR] [STEPS] [BATCH] [MODEL]
 #
 # MODEL: mlp-wide (default; 784-4x2048-10) or a scripts/export_models.py
-# model (e.g. resnet18). Writes bench/results/replan[-MODEL].{json,md}.
+# model (e.g. resnet18). Writes bench/results/replan[-MODEL][TAG].{json,md}.
+# On the emulated cluster (docs/cluster.md), with a cluster of 2 nodes up:
+#   LAUNCH="scripts/cluster.sh run 2 --" TAG=-cluster-200mbit \
+#     EXTRA=--comm-priority=sleep bench/run_replan.sh build 10 8 resnet18
+# (LAUNCH replaces `mpirun --oversubscribe -np 2`; EXTRA is passed to every
+# oasr-run and oasr-bench; TAG names the results).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build}
@@ -33,9 +38,12 @@ if [ ! -f "$MODEL" ]; then
     $PY "$ROOT/scripts/export_models.py" "$WORK" --models "$NAME" >/dev/null 2>&1
   fi
 fi
-RUN="mpirun --oversubscribe -np 2 $BUILD/bin/oasr-run $MODEL --batch=$BATCH --threads=1 --log-every=100000 --strategy=oasr"
+LAUNCH=${LAUNCH:-mpirun --oversubscribe -np 2}
+EXTRA=${EXTRA:-}
+SUFFIX=$SUFFIX${TAG:-}
+RUN="$LAUNCH $BUILD/bin/oasr-run $MODEL --batch=$BATCH --threads=1 --log-every=100000 --strategy=oasr $EXTRA"
 # The calibrated plan's inputs, measured as bench/run_runtime_ranks.sh does.
-mpirun --oversubscribe -np 2 "$BUILD/bin/oasr-bench" comm --quiet \
+$LAUNCH "$BUILD/bin/oasr-bench" comm --quiet $EXTRA \
   --max-bytes=67108864 --seconds-per-size=0.3 --burst-us=20000 \
   --compute-threads=1 --out="$WORK/comm.json" >/dev/null
 $RUN --steps=$STEPS --replan=off --comm="$WORK/comm.json" \
