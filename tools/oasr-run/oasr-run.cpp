@@ -22,10 +22,7 @@
 #include "oasr/Runtime/Training.h"
 #include "oasr/Schedule/Schedule.h"
 
-#if OASR_HAVE_IMPORT
-#include "oasr/Import/ONNXImporter.h"
-#include "oasr/Import/ONNXModel.h"
-#endif
+#include "oasr/Compile/SourceModel.h"
 #if OASR_HAVE_PASSES
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -394,13 +391,6 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
 #endif
 }
 
-/// The f32 elements of `t`, in host memory whatever the backend.
-std::vector<float> hostFloats(Executor &exec, const TensorRef &t) {
-  std::vector<float> v(size_t(t.numel()));
-  exec.backend().copyToHost(v.data(), t.data, v.size() * sizeof(float));
-  return v;
-}
-
 /// Ends the job with this rank's own error message (the failure report of
 /// the other ranks says the rest).
 [[noreturn]] void abortRun(Communicator &comm, const std::string &message,
@@ -655,56 +645,15 @@ int main(int argc, char **argv) {
                               batch.getValue(), modelPath.getValue(),
                               exec->batch())
                     .str());
-#if OASR_HAVE_IMPORT
-  std::unique_ptr<oasr::onnximport::ModelFile> onnxModel;
-#else
-  std::unique_ptr<int> onnxModel; // never set
-#endif
+  // The ONNX source: the initial weights, and what --save writes back.
+  std::unique_ptr<oasr::SourceModel> onnxModel;
   if (exec && !failure.failed) {
     InitializerLoader loader;
-#if OASR_HAVE_IMPORT
-    if (!exec->sourcePath().empty() &&
-        llvm::sys::fs::exists(exec->sourcePath())) {
-      auto mf = oasr::onnximport::ModelFile::load(exec->sourcePath());
-      if (!mf)
-        failure.set(mf.takeError());
-      else
-        onnxModel = std::move(*mf);
-    }
-    if (onnxModel)
-      loader = [&](const std::string &name, const TensorRef &dst,
-                   std::string &error) -> bool {
-        if (!onnxModel->findInitializer(name))
-          return false;
-        auto data = onnxModel->readInitializer(name);
-        if (!data) {
-          // The caller names the model and the initializer already.
-          error = llvm::toString(data.takeError());
-          std::string named =
-              (onnxModel->path() + ": initializer '" + name + "'").str();
-          llvm::StringRef rest(error);
-          if (rest.consume_front(named)) {
-            rest.consume_front(": ");
-            rest.consume_front(" ");
-            error = rest.str();
-          }
-          return false;
-        }
-        size_t want = dst.bytes();
-        if (data->bytes.size() != want ||
-            data->dataType != int32_t(oasr::onnximport::DataType::Float)) {
-          error = llvm::formatv(
-                      "has {0} bytes of type {1}, the module "
-                      "expects {2} bytes of f32",
-                      data->bytes.size(),
-                      oasr::onnximport::getDataTypeName(data->dataType), want)
-                      .str();
-          return false;
-        }
-        std::memcpy(dst.data, data->bytes.data(), want);
-        return true;
-      };
-#endif
+    auto source = oasr::SourceModel::open(*exec);
+    if (!source)
+      failure.set(source.takeError());
+    else if ((onnxModel = std::move(*source)))
+      loader = onnxModel->loader();
     if (!failure.failed) {
       auto loaded = initializeWeights(*exec, loader, seed);
       if (!loaded)
@@ -984,32 +933,15 @@ int main(int argc, char **argv) {
       if (auto err = writeGradientDump(dumpGrads, *exec))
         abortRun(*comm, "oasr-run: error: " + llvm::toString(std::move(err)),
                  1);
-#if OASR_HAVE_IMPORT
     if (!savePath.empty()) {
-      std::map<std::string, std::vector<float>> values;
-      for (const PersistentTensor &t : exec->persistent())
-        if (t.kind != PersistentTensor::OptState &&
-            t.ref.desc.dtype == DType::F32 &&
-            onnxModel->findInitializer(t.name))
-          values[t.name] = hostFloats(*exec, t.ref);
-      // A temporary file next to the target, renamed over it: a save that
-      // is killed midway leaves the previous file intact.
-      if (auto err = writeFileAtomically(
-              savePath, [&](llvm::StringRef tmp) -> llvm::Error {
-                // The update count T advances with the updates made.
-                std::map<std::string, int64_t> counts;
-                if (!exec->updateCountName().empty() &&
-                    onnxModel->findInitializer(exec->updateCountName()))
-                  counts[exec->updateCountName()] = exec->updateCount();
-                return onnxModel->saveWithInitializers(tmp, values, counts);
-              }))
-        abortRun(*comm,
-                 "oasr-run: error: --save: " + llvm::toString(std::move(err)),
-                 1);
+      auto saved = onnxModel->save(*exec, savePath);
+      if (!saved)
+        abortRun(
+            *comm,
+            "oasr-run: error: --save: " + llvm::toString(saved.takeError()), 1);
       std::printf("saved %s (%zu initializers updated)\n", savePath.c_str(),
-                  values.size());
+                  *saved);
     }
-#endif
   }
   engine.run([](Communicator &c) { c.barrier(); });
   engine.drain();
