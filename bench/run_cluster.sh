@@ -39,8 +39,8 @@ WORK=$BUILD/bench-cluster
 OUT=$ROOT/bench/results
 TAG=cluster-$NAME-${NODES}x$RATE
 mkdir -p "$WORK" "$OUT"
-MODEL=$WORK/$NAME.onnx
-[ -f "$MODEL" ] || $PY "$ROOT/scripts/export_models.py" "$WORK" --models "$NAME" >/dev/null 2>&1
+. "$ROOT/bench/lib.sh"
+MODEL=$(bench_model "$WORK" "$NAME")
 
 trap '$CLUSTER down >/dev/null' EXIT
 $CLUSTER up "$NODES" --rate="$RATE"

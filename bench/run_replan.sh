@@ -29,15 +29,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 WORK=$BUILD/bench-replan
 OUT=$ROOT/bench/results
 mkdir -p "$WORK" "$OUT"
-MODEL=$WORK/$NAME.onnx
+. "$ROOT/bench/lib.sh"
+MODEL=$(bench_model "$WORK" "$NAME")
 SUFFIX=$([ "$NAME" = mlp-wide ] && echo "" || echo "-$NAME")
-if [ ! -f "$MODEL" ]; then
-  if [ "$NAME" = mlp-wide ]; then
-    $PY "$ROOT/bench/runtime.py" mlp-wide --export "$MODEL" >/dev/null 2>&1
-  else
-    $PY "$ROOT/scripts/export_models.py" "$WORK" --models "$NAME" >/dev/null 2>&1
-  fi
-fi
 LAUNCH=${LAUNCH:-mpirun --oversubscribe -np 2}
 EXTRA=${EXTRA:-}
 SUFFIX=$SUFFIX${TAG:-}
