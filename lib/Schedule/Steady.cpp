@@ -234,10 +234,10 @@ public:
     double t = 0;
     size_t next = 0;
     bool computing = false;
-    double computeEnd = 0, computeBusy = 0;
+    double computeEnd = 0;
     bool channelBusy = false;
     size_t active = 0;
-    double remaining = 0, channelWork = 0;
+    double remaining = 0;
     std::vector<double> starts(K, -1);
 
     for (;;) {
@@ -252,7 +252,6 @@ public:
           unsigned it = taskIter[next];
           if (next == iterFirstTask[it])
             starts[it] = t;
-          computeBusy += tasks[next].us;
           if (tasks[next].us > 0) {
             computing = true;
             computeEnd = t + tasks[next].us;
@@ -267,7 +266,6 @@ public:
           active = std::get<3>(queue.top());
           queue.pop();
           units[active].startUs = t;
-          channelWork += units[active].workUs;
           if (units[active].workUs > 0) {
             channelBusy = true;
             remaining = units[active].workUs;
@@ -302,7 +300,6 @@ public:
     unsigned q = std::max(1u, K / 4);
     unsigned last = K - 1;
     tl.periodUs = (starts[last] - starts[last - q]) / double(q);
-    tl.computeUs = computeBusy / double(K);
     // Per iteration in the steady state: the lane's own work is fixed
     // (the first iteration applies no update).
     double work = 0;
@@ -319,7 +316,6 @@ public:
             {u.group, u.piece, u.gather, u.bytes, u.readyUs - starts[shown],
              u.startUs - starts[shown], u.endUs - starts[shown]});
       }
-    (void)channelWork;
     return tl;
   }
 
@@ -466,9 +462,9 @@ double oasr::schedule::steadyLowerBoundUs(const Profile &profile,
   //    - rho * S_l.
   double lb = F + B;
   if (M) {
-    double startUp = std::min(cost(ar, 1) - ar.betaUsPerByte(),
-                              cost(rs, 1) - rs.betaUsPerByte() + cost(ag, 1) -
-                                  ag.betaUsPerByte());
+    double startUp = std::min(ar.alphaUs() + ar.groupOverheadUs,
+                              rs.alphaUs() + rs.groupOverheadUs + ag.alphaUs() +
+                                  ag.groupOverheadUs);
     double work = startUp + (1 - rho) * (F + B);
     for (size_t l = 0; l < L.size(); ++l)
       work += std::min(
@@ -598,7 +594,6 @@ public:
       : profile(profile), comm(comm) {}
 
   double score(const SteadyPlan &p) {
-    ++evaluations;
     work += uint64_t(kSearchIterations) *
             (2 * profile.layers.size() + p.numUnits() + 1);
     return simulateSteady(profile, comm, p, kSearchIterations).periodUs;
@@ -683,7 +678,6 @@ public:
     return best;
   }
 
-  unsigned evaluations = 0;
   static constexpr unsigned kSearchIterations = 10;
   /// Simulated events (tasks and units) the search may spend: about a
   /// tenth of a second on the development host, the same on every run.
@@ -697,17 +691,13 @@ private:
       b += g.bytes;
     return b;
   }
-  /// Drops groups left without gradients by a split (layers without
-  /// gradients need no group) and re-joins their layers to a neighbour.
+  /// Drops groups a split left without gradients (layers without
+  /// gradients need no group).
   void trimEmpty(SteadyPlan &p) const {
     for (size_t k = 0; k < p.groups.size();) {
-      uint64_t b = 0;
       bool any = false;
-      for (unsigned l = p.groups[k].firstLayer; l <= p.groups[k].lastLayer;
-           ++l) {
-        b += layerBytes(l);
+      for (unsigned l = p.groups[k].firstLayer; l <= p.groups[k].lastLayer; ++l)
         any |= !profile.layers[l].grads.empty();
-      }
       if (!any)
         p.groups.erase(p.groups.begin() + long(k));
       else
