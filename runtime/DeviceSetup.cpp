@@ -37,8 +37,7 @@ void printDevices(std::FILE *out) {
   if (count == 0)
     std::fprintf(out, "cuda: no device visible (%s)\n", why.c_str());
 #else
-  std::fprintf(out,
-               "cuda: not built (this oasr-run was built without CUDA)\n");
+  std::fprintf(out, "cuda: not built (this oasr-run was built without CUDA)\n");
 #endif
 }
 

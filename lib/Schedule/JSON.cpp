@@ -218,25 +218,24 @@ private:
   }
 
   bool object(unsigned depth) {
-    return container(
-        depth, Kind::Object, '}', "an object member",
-        [&](uint32_t, std::optional<PathStep> &step) {
-          if (p == end || *p != '"')
-            return fail(p, "expected a string key in an object");
-          uint32_t keyNode = push(Kind::String);
-          StringRef key;
-          if (!string(key))
-            return false;
-          tape.nodes[keyNode].str = key.data();
-          tape.nodes[keyNode].size = key.size();
-          step = PathStep{key, 0, false};
-          skipSpace();
-          if (p == end || *p != ':')
-            return fail(p, "expected ':' after an object key");
-          ++p;
-          skipSpace();
-          return value(depth);
-        });
+    return container(depth, Kind::Object, '}', "an object member",
+                     [&](uint32_t, std::optional<PathStep> &step) {
+                       if (p == end || *p != '"')
+                         return fail(p, "expected a string key in an object");
+                       uint32_t keyNode = push(Kind::String);
+                       StringRef key;
+                       if (!string(key))
+                         return false;
+                       tape.nodes[keyNode].str = key.data();
+                       tape.nodes[keyNode].size = key.size();
+                       step = PathStep{key, 0, false};
+                       skipSpace();
+                       if (p == end || *p != ':')
+                         return fail(p, "expected ':' after an object key");
+                       ++p;
+                       skipSpace();
+                       return value(depth);
+                     });
   }
 
   /// An array or object from its opening bracket to `close`. `item` reads
@@ -269,8 +268,8 @@ private:
             skipSpace();
             continue;
           }
-          fail(p, Twine("expected ',' or '") + Twine(close) + "' after " +
-                      what);
+          fail(p,
+               Twine("expected ',' or '") + Twine(close) + "' after " + what);
         }
         if (step)
           path.push_back(*step);
@@ -605,8 +604,7 @@ iterator_range<JSONValue::ElementIterator> JSONValue::elements() const {
   return {ElementIterator(doc, first), ElementIterator(doc, last)};
 }
 
-std::pair<StringRef, JSONValue>
-JSONValue::MemberIterator::operator*() const {
+std::pair<StringRef, JSONValue> JSONValue::MemberIterator::operator*() const {
   const Node &key = doc->at(index);
   return {StringRef(key.str, key.size), JSONValue(doc, index + 1)};
 }

@@ -6,11 +6,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "oasr/Schedule/Schedule.h"
 #include "oasr/Schedule/JSON.h"
+#include "oasr/Schedule/Schedule.h"
 
-#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -222,8 +222,7 @@ public:
   /// double, such as 1e400, reads as infinity.)
   Error number(JSONValue obj, StringRef key, const Where &where, double &out,
                bool required) const {
-    return field(obj, key, where, required, "a number",
-                 &JSONValue::getAsNumber,
+    return field(obj, key, where, required, "a number", &JSONValue::getAsNumber,
                  [&](JSONValue v, double d) -> Error {
                    if (!std::isfinite(d))
                      return error(v, where,
@@ -255,16 +254,15 @@ public:
   /// A non-negative integer field.
   Error integer(JSONValue obj, StringRef key, const Where &where, int64_t &out,
                 bool required) const {
-    return field(obj, key, where, required, "an integer",
-                 &JSONValue::getAsInteger,
-                 [&](JSONValue v, int64_t i) -> Error {
-                   if (i < 0)
-                     return error(v, where,
-                                  "'" + key + "' must be >= 0, got " +
-                                      Twine(i));
-                   out = i;
-                   return Error::success();
-                 });
+    return field(
+        obj, key, where, required, "an integer", &JSONValue::getAsInteger,
+        [&](JSONValue v, int64_t i) -> Error {
+          if (i < 0)
+            return error(v, where,
+                         "'" + key + "' must be >= 0, got " + Twine(i));
+          out = i;
+          return Error::success();
+        });
   }
 
   /// The optional 'ranks' field: an integer in [0, INT_MAX] (a larger one
@@ -282,8 +280,8 @@ public:
 
   Error string(JSONValue obj, StringRef key, const Where &where,
                std::string &out, bool required) const {
-    return field(obj, key, where, required, "a string",
-                 &JSONValue::getAsString, [&](JSONValue, StringRef s) -> Error {
+    return field(obj, key, where, required, "a string", &JSONValue::getAsString,
+                 [&](JSONValue, StringRef s) -> Error {
                    out = s.str();
                    return Error::success();
                  });

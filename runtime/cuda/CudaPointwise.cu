@@ -508,8 +508,8 @@ void launchTrilu(const void *x, void *y, size_t elem, int64_t rows,
                  int64_t cols, int64_t n, const int64_t *k, bool upper,
                  cudaStream_t s) {
   triluKernel<<<blocksFor(n), kThreads, 0, s>>>(static_cast<const char *>(x),
-                                             static_cast<char *>(y), elem, rows,
-                                             cols, n, k, upper);
+                                                static_cast<char *>(y), elem,
+                                                rows, cols, n, k, upper);
   launched("Trilu");
 }
 
@@ -545,7 +545,8 @@ void launchGatherGrad(const GatherParams &p, const float *dy,
                       int64_t n, cudaStream_t s) {
   check(cudaMemsetAsync(dx, 0, size_t(dxNumel) * sizeof(float), s),
         "GatherGrad zero");
-  gatherGradKernel<<<blocksFor(n), kThreads, 0, s>>>(p, dy, indices, i64, dx, n);
+  gatherGradKernel<<<blocksFor(n), kThreads, 0, s>>>(p, dy, indices, i64, dx,
+                                                     n);
   launched("GatherGrad");
 }
 
@@ -560,15 +561,15 @@ void launchSoftmaxGrad(const RowParams &p, const float *dy, const float *y,
                        float *dx, bool logForm, cudaStream_t s) {
   int64_t rows = p.outer * p.inner;
   softmaxGradKernel<<<blocksFor(rows), kThreads, 0, s>>>(p, dy, y, dx, logForm,
-                                                      rows);
+                                                         rows);
   launched("SoftmaxGrad");
 }
 
 void launchLayerNorm(int64_t rows, int64_t cols, float eps, const float *x,
                      const float *scale, const float *bias, float *y,
                      float *mean, float *invStd, cudaStream_t s) {
-  layerNormKernel<<<blocksFor(rows), kThreads, 0, s>>>(rows, cols, eps, x, scale,
-                                                    bias, y, mean, invStd);
+  layerNormKernel<<<blocksFor(rows), kThreads, 0, s>>>(
+      rows, cols, eps, x, scale, bias, y, mean, invStd);
   launched("LayerNormalization");
 }
 

@@ -470,8 +470,10 @@ int main(int argc, char **argv) {
   std::vector<char *> args;
   for (int i = 0; i < argc; ++i) {
     llvm::StringRef a(argv[i]);
-    if (i > 0 && (a == "--list-devices" || a == "-list-devices"))
-      return printDevices(stdout), 0;
+    if (i > 0 && (a == "--list-devices" || a == "-list-devices")) {
+      printDevices(stdout);
+      return 0;
+    }
     if (i > 0 && (a.starts_with("--threads=") || a.starts_with("-threads="))) {
       if (a.split('=').second.getAsInteger(10, threads) || threads < 1) {
         llvm::errs() << "oasr-run: error: " << a

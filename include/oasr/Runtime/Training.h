@@ -150,8 +150,8 @@ struct ParameterServerOptions {
   /// come, first served, so a rank waits for its turn. The run is then
   /// deterministic on any number of ranks.
   bool roundRobin = false;
-  int64_t tau = 1;        ///< steps between exchanges (elastic)
-  double alpha = 0.5;     ///< elastic moving rate
+  int64_t tau = 1;    ///< steps between exchanges (elastic)
+  double alpha = 0.5; ///< elastic moving rate
 };
 std::unique_ptr<TrainingAlgorithm>
 createParameterServer(Executor &exec, CommEngine &engine,

@@ -94,9 +94,9 @@ private:
 };
 
 class JSONValue::ElementIterator
-    : public llvm::iterator_facade_base<ElementIterator,
-                                        std::forward_iterator_tag, JSONValue,
-                                        std::ptrdiff_t, JSONValue *, JSONValue> {
+    : public llvm::iterator_facade_base<
+          ElementIterator, std::forward_iterator_tag, JSONValue, std::ptrdiff_t,
+          JSONValue *, JSONValue> {
 public:
   ElementIterator(const detail::JSONTape *doc, uint32_t index)
       : doc(doc), index(index) {}
@@ -136,9 +136,9 @@ public:
   /// objects nested at most `maxDepth` deep. Errors start with
   /// "FILE: invalid JSON: " and end with the byte, line and column and the
   /// key path to the value at fault.
-  static llvm::Expected<JSONDocument>
-  parse(llvm::StringRef text, llvm::StringRef fileNameForErrors,
-        unsigned maxDepth = kMaxJSONDepth);
+  static llvm::Expected<JSONDocument> parse(llvm::StringRef text,
+                                            llvm::StringRef fileNameForErrors,
+                                            unsigned maxDepth = kMaxJSONDepth);
 
   JSONDocument(JSONDocument &&);
   JSONDocument &operator=(JSONDocument &&);

@@ -28,8 +28,8 @@ void expectSameAsLLVM(const std::string &text) {
   llvm::Expected<llvm::json::Value> want = llvm::json::parse(text);
   llvm::Expected<JSONDocument> got = JSONDocument::parse(text, "f.json");
   ASSERT_EQ(bool(want), bool(got))
-      << "input: " << text << "\nllvm::json: "
-      << (want ? "ok" : llvm::toString(want.takeError()))
+      << "input: " << text
+      << "\nllvm::json: " << (want ? "ok" : llvm::toString(want.takeError()))
       << "\nJSONDocument: " << (got ? "ok" : llvm::toString(got.takeError()));
   if (!want) {
     llvm::consumeError(want.takeError());
@@ -40,26 +40,24 @@ void expectSameAsLLVM(const std::string &text) {
 }
 
 TEST(JSON, AgreesWithLLVMOnHandWrittenDocuments) {
-  for (const char *text : {
-           "{}", "[]", " [ ] ", "null", "true", "false", "0", "-0", "12",
-           "-7", "1.5", "-2.25e-3", "1E5", "1e+2", "9223372036854775807",
-           "-9223372036854775808", "9223372036854775808",
-           "18446744073709551615", "18446744073709551616", "1e400",
-           "1e-400", R"("")", R"("a\"b\\c\/d\b\f\n\r\t")",
-           R"("\u00e9\u4e2d\ud83d\ude00")", R"("\ud83d")", R"("\ude00x")",
-           "\"caf\xc3\xa9\"", R"({"a": 1, "a": 2})",
-           R"({"a": [1, {"b": null}], "c": {"d": [true, false]}})",
-           "[1,2,3]", "\t\r\n[\n1\n]\n",
-           // Refused by both.
-           "", " ", "[", "]", "{", "[1,]", "{\"a\":1,}", "{\"a\" 1}",
-           "{1: 2}", "[1 2]", "tru", "nul", "[true false]", "\"abc",
-           "\"a\x01\"", R"("\x")", R"("\u12")", R"("\u12G4")", "1 2",
-           "[] x", "-", "--1", "1e", "1e+", "\"\xff\"",
-           "\"\xc3\"", "[\"a\"]]", "{\"a\":}",
-           // Invalid UTF-8 before and after an escape (found by the
-           // profile fuzzer: the bytes before the first escape went
-           // unchecked).
-           "\"\xe5rh\\\\x\"", "\"x\\\\\xe5rh\""}) {
+  for (const char *text :
+       {"{}", "[]", " [ ] ", "null", "true", "false", "0", "-0", "12", "-7",
+        "1.5", "-2.25e-3", "1E5", "1e+2", "9223372036854775807",
+        "-9223372036854775808", "9223372036854775808", "18446744073709551615",
+        "18446744073709551616", "1e400", "1e-400", R"("")",
+        R"("a\"b\\c\/d\b\f\n\r\t")", R"("\u00e9\u4e2d\ud83d\ude00")",
+        R"("\ud83d")", R"("\ude00x")", "\"caf\xc3\xa9\"", R"({"a": 1, "a": 2})",
+        R"({"a": [1, {"b": null}], "c": {"d": [true, false]}})", "[1,2,3]",
+        "\t\r\n[\n1\n]\n",
+        // Refused by both.
+        "", " ", "[", "]", "{", "[1,]", "{\"a\":1,}", "{\"a\" 1}", "{1: 2}",
+        "[1 2]", "tru", "nul", "[true false]", "\"abc", "\"a\x01\"", R"("\x")",
+        R"("\u12")", R"("\u12G4")", "1 2", "[] x", "-", "--1", "1e", "1e+",
+        "\"\xff\"", "\"\xc3\"", "[\"a\"]]", "{\"a\":}",
+        // Invalid UTF-8 before and after an escape (found by the
+        // profile fuzzer: the bytes before the first escape went
+        // unchecked).
+        "\"\xe5rh\\\\x\"", "\"x\\\\\xe5rh\""}) {
     SCOPED_TRACE(text);
     expectSameAsLLVM(text);
   }
@@ -107,9 +105,9 @@ TEST(JSON, AgreesWithLLVMOnRandomDocuments) {
 }
 
 TEST(JSON, NumbersReadLikeLLVM) {
-  for (const char *text : {"4", "4.0", "1e3", "-3", "4.5", "1e30",
-                           "9223372036854775807", "9223372036854775808",
-                           "-9223372036854775809", "1e400"}) {
+  for (const char *text :
+       {"4", "4.0", "1e3", "-3", "4.5", "1e30", "9223372036854775807",
+        "9223372036854775808", "-9223372036854775809", "1e400"}) {
     SCOPED_TRACE(text);
     llvm::Expected<llvm::json::Value> want = llvm::json::parse(text);
     llvm::Expected<JSONDocument> got = JSONDocument::parse(text, "f.json");
@@ -124,8 +122,7 @@ TEST(JSON, StrictWhereLLVMIsLenient) {
   // does not.
   EXPECT_NE(errorOf("01").find("leading zeros are not allowed"),
             std::string::npos);
-  EXPECT_NE(errorOf("[1.]").find("a digit must follow '.'"),
-            std::string::npos);
+  EXPECT_NE(errorOf("[1.]").find("a digit must follow '.'"), std::string::npos);
   EXPECT_NE(errorOf("+1").find("expected a value"), std::string::npos);
   EXPECT_NE(errorOf(".5").find("expected a value"), std::string::npos);
 }
