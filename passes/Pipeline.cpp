@@ -34,6 +34,7 @@ void mlir::oasr::populateTrainPipeline(OpPassManager &pm,
   plan.ranks = opts.ranks;
   plan.groupOverheadUs = opts.groupOverheadUs;
   plan.overlapRate = opts.overlapRate;
+  plan.gradDtype = opts.gradDtype;
   pm.addPass(createPlanAllreduce(plan));
 
   LayoutGradientsOptions layout;

@@ -138,6 +138,19 @@ void PlanAllreducePass::runOnOperation() {
     optionError(module) << llvm::toString(std::move(e));
     return signalPassFailure();
   }
+  llvm::Expected<sched::WireDType> wire = sched::parseWireDType(gradDtype);
+  if (!wire) {
+    llvm::consumeError(wire.takeError());
+    optionError(module) << "'grad-dtype' must be f32, bf16 or f16 (the "
+                           "element type gradients travel in), got '"
+                        << gradDtype << "'";
+    return signalPassFailure();
+  }
+  Type wireType;
+  if (*wire == sched::WireDType::BF16)
+    wireType = BFloat16Type::get(module.getContext());
+  else if (*wire == sched::WireDType::F16)
+    wireType = Float16Type::get(module.getContext());
   FailureOr<StepAnalysis> step = StepAnalysis::build(fn);
   if (failed(step))
     return signalPassFailure();
@@ -152,6 +165,15 @@ void PlanAllreducePass::runOnOperation() {
   // one; the plan records no model and no predicted time.
   const bool hasModel = cm->has_value();
   sched::CommModel model = hasModel ? **cm : sched::CommModel();
+  model.wire = *wire;
+  if (wireType)
+    for (const StepGrad &g : step->grads)
+      if (!cast<ShapedType>(g.value.getType()).getElementType().isF32()) {
+        optionError(module) << "'grad-dtype=" << gradDtype
+                            << "' converts f32 gradients; gradient '"
+                            << g.param << "' is " << g.value.getType();
+        return signalPassFailure();
+      }
 
   double updateUs = 0;
   if (auto costModel = module->getAttrOfType<DictionaryAttr>(kCostModelAttr))
@@ -181,7 +203,8 @@ void PlanAllreducePass::runOnOperation() {
     b.setInsertionPointAfter(after ? after : readyOp);
     auto start = b.create<AllreduceStartOp>(
         readyOp->getLoc(), TokenType::get(module.getContext()), grads,
-        b.getI64IntegerAttr(k), DenseI64ArrayAttr(), IntegerAttr());
+        b.getI64IntegerAttr(k), DenseI64ArrayAttr(), IntegerAttr(),
+        wireType ? TypeAttr::get(wireType) : TypeAttr());
     lastInsertedAfter[readyOp] = start;
     starts.push_back(start);
   }
@@ -203,6 +226,9 @@ void PlanAllreducePass::runOnOperation() {
       b.getNamedAttr("strategy", b.getStringAttr(plan->strategy)),
       b.getNamedAttr("groups", b.getI64IntegerAttr(plan->numGroups())),
       b.getNamedAttr("update_us", b.getF64FloatAttr(updateUs))};
+  if (wireType)
+    planAttrs.push_back(b.getNamedAttr(
+        "grad_dtype", b.getStringAttr(sched::wireDTypeName(*wire))));
   if (hasModel) {
     sched::Timeline timeline = sched::simulate(profile, model, *plan);
     planAttrs.append(

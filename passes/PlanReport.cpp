@@ -66,6 +66,15 @@ void PlanReportPass::runOnOperation() {
   cm.groupOverheadUs = getF64(planAttr, "group_overhead_us");
   if (planAttr.get("overlap_rate"))
     cm.overlapRate = getF64(planAttr, "overlap_rate");
+  if (auto d = planAttr.getAs<StringAttr>("grad_dtype")) {
+    llvm::Expected<sched::WireDType> wire = sched::parseWireDType(d.getValue());
+    if (!wire) {
+      mlir::emitError(module.getLoc(), "oasr.plan: ")
+          << llvm::toString(wire.takeError());
+      return signalPassFailure();
+    }
+    cm.wire = *wire;
+  }
 
   // The plan as the IR has it.
   SmallVector<unsigned> order = step->readyOrder();
@@ -131,6 +140,7 @@ void PlanReportPass::runOnOperation() {
         {"num_grads", int64_t(order.size())},
         {"total_bytes", int64_t(profile.totalBytes())},
         {"comm", std::move(commObj)},
+        {"grad_dtype", sched::wireDTypeName(cm.wire)},
         {"iteration_us", timed(t.iterationUs)},
         {"backward_end_us", t.backwardEndUs},
         {"comm_end_us", timed(t.commEndUs)},
@@ -147,6 +157,9 @@ void PlanReportPass::runOnOperation() {
                       "gradients, {4} bytes\n",
                       profile.model, plan.strategy, plan.numGroups(),
                       order.size(), profile.totalBytes());
+  if (cm.wire != sched::WireDType::F32)
+    os << "gradients travel as " << sched::wireDTypeName(cm.wire)
+       << " (half the bytes on the wire)\n";
   if (!hasModel) {
     os << "comm: none (planned without a communication model; "
           "`oasr-bench comm` measures one)\n";

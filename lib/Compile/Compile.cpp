@@ -26,7 +26,8 @@ using namespace mlir::oasr;
 bool TrainingCompileOptions::anyCompileOption() const {
   return !strategy.empty() || alpha >= 0 || beta >= 0 ||
          overlapRate.has_value() || !commFile.empty() || !profile.empty() ||
-         !optimizer.empty() || momentum >= 0 || !dims.empty();
+         !optimizer.empty() || momentum >= 0 || !dims.empty() ||
+         !gradDtype.empty();
 }
 
 static llvm::Error fail(const llvm::Twine &msg) {
@@ -60,7 +61,8 @@ mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
   if (!onnx) {
     if (o.anyCompileOption())
       return fail("--strategy/--alpha/--beta/--overlap-rate/--comm/"
-                  "--plan-profile/--optimizer/--momentum/--dim apply to .onnx "
+                  "--plan-profile/--grad-dtype/--optimizer/--momentum/--dim "
+                  "apply to .onnx "
                   "inputs; a .mlir module carries its plan (recompile it with "
                   "oasr-opt)");
     // --batch is checked against the module after parsing.
@@ -80,6 +82,15 @@ mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
   if (o.overlapRate && !(*o.overlapRate >= 0 && *o.overlapRate <= 1))
     return fail("--overlap-rate must be in [0, 1] (the rate communication "
                 "progresses while backward computes)");
+  if (!o.gradDtype.empty())
+    if (llvm::Expected<::oasr::schedule::WireDType> w =
+            ::oasr::schedule::parseWireDType(o.gradDtype);
+        !w) {
+      llvm::consumeError(w.takeError());
+      return fail("--grad-dtype=" + o.gradDtype +
+                  ": expected f32, bf16 or f16 (the element type gradients "
+                  "travel in)");
+    }
   out.module = ::oasr::onnximport::importONNX(ctx, path, io);
   if (!out.module)
     return failWithDiags(path + ": cannot import");
@@ -96,6 +107,8 @@ mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
     po.comm = o.commFile;
   if (o.overlapRate)
     po.overlapRate = *o.overlapRate;
+  if (!o.gradDtype.empty())
+    po.gradDtype = o.gradDtype;
   if (!o.profile.empty())
     po.profile = o.profile;
   // No allreduce model given: the profile's, else the calibration

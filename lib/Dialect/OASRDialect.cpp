@@ -199,6 +199,16 @@ LogicalResult AllreduceStartOp::verify() {
       return emitOpError("gradients end at byte ")
              << end << " past buffer_bytes = " << *getBufferBytes();
   }
+  if (std::optional<Type> wire = getWireType()) {
+    if (!wire->isF32() && !wire->isBF16() && !wire->isF16())
+      return emitOpError("wire_type must be f32, bf16 or f16, got ") << *wire;
+    if (!wire->isF32())
+      for (auto [i, grad] : llvm::enumerate(getGrads()))
+        if (!cast<RankedTensorType>(grad.getType()).getElementType().isF32())
+          return emitOpError("gradient #")
+                 << i << " is not f32: only f32 gradients travel as "
+                 << *wire;
+  }
   return success();
 }
 

@@ -24,6 +24,32 @@ using namespace oasr::schedule;
 // CommModel
 //===----------------------------------------------------------------------===//
 
+StringRef oasr::schedule::wireDTypeName(WireDType dtype) {
+  switch (dtype) {
+  case WireDType::F32:
+    return "f32";
+  case WireDType::BF16:
+    return "bf16";
+  case WireDType::F16:
+    return "f16";
+  }
+  return "f32";
+}
+
+Expected<WireDType> oasr::schedule::parseWireDType(StringRef name) {
+  for (WireDType d : {WireDType::F32, WireDType::BF16, WireDType::F16})
+    if (name == wireDTypeName(d))
+      return d;
+  return createStringError(inconvertibleErrorCode(),
+                           "unknown gradient wire type '%s': expected f32, "
+                           "bf16 or f16",
+                           name.str().c_str());
+}
+
+double oasr::schedule::wireFactor(WireDType dtype) {
+  return dtype == WireDType::F32 ? 1.0 : 0.5;
+}
+
 double CommModel::timeUs(uint64_t bytes) const {
   if (bytes == 0)
     return 0;
@@ -79,6 +105,10 @@ std::string CommModel::describe() const {
     s += formatv(" pack={0:e3} us/B", packUsPerByte).str();
   if (overlapRate != 1)
     s += formatv(" overlap_rate={0:f3}", overlapRate).str();
+  if (wire != WireDType::F32)
+    s += formatv(" grad_dtype={0} (beta x {1} per gradient byte)",
+                 wireDTypeName(wire), wireFactor(wire))
+             .str();
   return s;
 }
 

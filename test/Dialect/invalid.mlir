@@ -44,6 +44,24 @@ func.func @negative_group(%g: tensor<2xf32>) {
 
 // -----
 
+func.func @wire_type_not_a_float16(%g: tensor<2xf32>) {
+  // expected-error @+1 {{'oasr.allreduce_start' op wire_type must be f32, bf16 or f16, got 'i8'}}
+  %t = oasr.allreduce_start %g {group = 0 : i64, wire_type = i8} : tensor<2xf32>
+  %r = oasr.allreduce_wait %t : tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @wire_type_on_f16_gradients(%g: tensor<2xf32>, %h: tensor<2xf16>) {
+  // expected-error @+1 {{'oasr.allreduce_start' op gradient #1 is not f32: only f32 gradients travel as 'bf16'}}
+  %t = oasr.allreduce_start %g, %h {group = 0 : i64, wire_type = bf16} : tensor<2xf32>, tensor<2xf16>
+  %r:2 = oasr.allreduce_wait %t : tensor<2xf32>, tensor<2xf16>
+  return
+}
+
+// -----
+
 func.func @wait_types_mismatch(%g: tensor<2xf32>) {
   %t = oasr.allreduce_start %g {group = 3 : i64} : tensor<2xf32>
   // expected-error @+1 {{'oasr.allreduce_wait' op result types must match the gradients of group 3}}

@@ -50,6 +50,19 @@ func.func @fused_allreduce(%w: tensor<4x3xf32> {oasr.param = "fc.weight"},
   return %nw, %nb, %nv : tensor<4x3xf32>, tensor<4xf32>, tensor<4x3xf32>
 }
 
+// The element type a fused allreduce puts on the wire.
+// CHECK-LABEL: func.func @wire_types
+func.func @wire_types(%g: tensor<8xf32>, %h: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  // CHECK: %[[T0:.*]] = oasr.allreduce_start %{{.*}} {group = 0 : i64, wire_type = bf16} : tensor<8xf32>
+  %t0 = oasr.allreduce_start %g {group = 0 : i64, wire_type = bf16} : tensor<8xf32>
+  // CHECK-NEXT: %[[T1:.*]] = oasr.allreduce_start %{{.*}} {group = 1 : i64, wire_type = f16} : tensor<8xf32>
+  %t1 = oasr.allreduce_start %h {group = 1 : i64, wire_type = f16} : tensor<8xf32>
+  // CHECK-NEXT: oasr.allreduce_wait %[[T0]] : tensor<8xf32>
+  %r0 = oasr.allreduce_wait %t0 : tensor<8xf32>
+  %r1 = oasr.allreduce_wait %t1 : tensor<8xf32>
+  return %r0, %r1 : tensor<8xf32>, tensor<8xf32>
+}
+
 // CHECK-LABEL: func.func @cost_defaults
 // CHECK: #oasr.cost<backward_us = 8.125000e+02>
 // CHECK-NOT: forward_us

@@ -12,6 +12,8 @@
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce=comm=%S/Inputs/missing.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=COMMFILE
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=-2e-4 beta=1e-9" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEGALPHA
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-train-pipeline="alpha=1e-4 beta=-3" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEGBETA
+// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 grad-dtype=f8" -o /dev/null 2>&1 | FileCheck %s --check-prefix=GRADDTYPE
+// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-train-pipeline="alpha=1e-4 beta=1e-9 grad-dtype=fp16" -o /dev/null 2>&1 | FileCheck %s --check-prefix=GRADDTYPE2
 
 // STRATEGY: error: unknown strategy 'fastest' (expected one of wfbp, single, ddp, horovod, mgwfbp, optimal, oasr, bucket:<bytes>)
 // BUCKET: error: strategy 'bucket:0': the bucket size must be a positive number of bytes, optionally with a KB/MB/GB or KiB/MiB/GiB suffix
@@ -26,6 +28,8 @@
 // OVERHEAD: error: 'group-overhead-us' must be >= 0
 // OVERLAP: error: 'overlap-rate' must be in [0, 1] (the rate communication progresses while backward computes), got 2
 // COMMFILE: error: cannot read the communication model: {{.*}}missing.json
+// GRADDTYPE: error: 'grad-dtype' must be f32, bf16 or f16 (the element type gradients travel in), got 'f8'
+// GRADDTYPE2: error: 'grad-dtype' must be f32, bf16 or f16 (the element type gradients travel in), got 'fp16'
 
 // Errors on the step.
 // RUN: oasr-opt %s --oasr-plan-allreduce="alpha=1e-4 beta=1e-9" -split-input-file -verify-diagnostics

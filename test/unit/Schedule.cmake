@@ -7,5 +7,6 @@ oasr_add_unittest(OASRScheduleTests
   Schedule/PropertyTest.cpp
   Schedule/RenderTest.cpp
   Schedule/SteadyTest.cpp
+  Schedule/WireDTypeTest.cpp
   LIBS OASRSchedule
 )

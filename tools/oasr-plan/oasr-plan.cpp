@@ -77,6 +77,12 @@ cl::opt<double> overlapOpt(
     cl::desc("Rate in [0, 1] at which communication progresses while "
              "backward computes (1: its own channel; 0: only after backward)"),
     cl::value_desc("F"), cl::cat(planCat));
+cl::opt<std::string> gradDtypeOpt(
+    "grad-dtype",
+    cl::desc("Element type gradients travel in: f32 (default), or bf16 / f16 "
+             "(half the bytes on the wire: beta counts half per gradient "
+             "byte; alpha stays)"),
+    cl::value_desc("f32|bf16|f16"), cl::init("f32"), cl::cat(planCat));
 cl::opt<double> computeScale("compute-scale",
                              cl::desc("Multiply every compute time by F "
                                       "(0.05 asks: what on a 20x faster GPU)"),
@@ -158,6 +164,11 @@ Expected<CommModel> chooseComm(const Profile &profile) {
       return err("--pack-us-per-byte must be >= 0");
     m.packUsPerByte = packOpt;
   }
+  Expected<WireDType> wire = parseWireDType(gradDtypeOpt);
+  if (!wire)
+    return err("--grad-dtype=" + gradDtypeOpt + ": " +
+               toString(wire.takeError()));
+  m.wire = *wire;
   if (overlapOpt.getNumOccurrences()) {
     if (!(overlapOpt >= 0 && overlapOpt <= 1))
       return err("--overlap-rate must be in [0, 1]");
@@ -342,7 +353,8 @@ int main(int argc, char **argv) {
                               {"beta_s_per_byte", comm->betaSPerByte},
                               {"group_overhead_us", comm->groupOverheadUs},
                               {"pack_us_per_byte", comm->packUsPerByte},
-                              {"overlap_rate", comm->overlapRate}}},
+                              {"overlap_rate", comm->overlapRate},
+                              {"grad_dtype", wireDTypeName(comm->wire)}}},
         {"lower_bound_us", bound},
         {"strategies", std::move(list)}};
     if (!steady.empty()) {

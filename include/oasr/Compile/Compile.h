@@ -42,6 +42,8 @@ struct TrainingCompileOptions {
   std::string commFile;              ///< oasr-bench comm calibration
   std::optional<double> overlapRate; ///< in [0, 1]
   std::string profile;               ///< oasr-profile-v1 to plan from
+  /// Element type gradients travel in: "f32", "bf16" or "f16" (empty: f32).
+  std::string gradDtype;
   // The optimizer.
   std::string optimizer;
   double momentum = -1, lr = -1;

@@ -62,16 +62,27 @@ def OASR_AllreduceStartOp : OASR_Op<"allreduce_start"> {
     `offsets` gives each gradient's byte offset in one contiguous buffer of
     `buffer_bytes` bytes, so the collective needs no packing copy.
 
+    `wire_type`, when present, is the element type the gradients travel in:
+    `bf16` or `f16` (`--oasr-plan-allreduce{grad-dtype=...}`). The f32
+    gradients are rounded to it (to nearest, ties to even) before the
+    collective, summed over the ranks in it (each partial sum computed in
+    f32 and rounded back), and converted back to f32 and divided by the
+    number of ranks after it. Absent (or `f32`): the gradients travel as
+    they are.
+
     The returned token must be awaited exactly once by `oasr.allreduce_wait`.
 
     ```mlir
     %t = oasr.allreduce_start %gw, %gb {group = 0 : i64}
         : tensor<64x3x7x7xf32>, tensor<64xf32>
+    %u = oasr.allreduce_start %g {group = 1 : i64, wire_type = bf16}
+        : tensor<10xf32>
     ```
   }];
   let arguments = (ins Variadic<AnyRankedTensor>:$grads, I64Attr:$group,
                        OptionalAttr<DenseI64ArrayAttr>:$offsets,
-                       OptionalAttr<I64Attr>:$buffer_bytes);
+                       OptionalAttr<I64Attr>:$buffer_bytes,
+                       OptionalAttr<TypeAttr>:$wire_type);
   let results = (outs OASR_TokenType:$token);
   let assemblyFormat = "$grads attr-dict `:` type($grads)";
   let hasVerifier = 1;

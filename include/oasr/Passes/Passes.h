@@ -66,6 +66,10 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::desc("Communication progress rate during backward, in [0, 1] "
                      "(default: the calibration's or profile's, else 1)"),
       llvm::cl::init(-1.0)};
+  Option<std::string> gradDtype{
+      *this, "grad-dtype",
+      llvm::cl::desc("Element type gradients travel in: f32, bf16 or f16"),
+      llvm::cl::init("f32")};
   // --oasr-layout-gradients
   Option<int64_t> alignment{*this, "alignment",
                             llvm::cl::desc("Gradient alignment (bytes)"),

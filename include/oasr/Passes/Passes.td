@@ -143,6 +143,13 @@ def PlanAllreduce : Pass<"oasr-plan-allreduce", "::mlir::ModuleOp"> {
     `oasr-plan` predicts for the same profile. wfbp, single, bucket:N, ddp
     and horovod need no model: without one they are planned all the same
     and `oasr.plan` has no model and no predicted time.
+
+    `grad-dtype=bf16|f16` sends the gradients in half the bytes: every
+    `oasr.allreduce_start` gets `wire_type = bf16` (or `f16`), `oasr.plan`
+    records `grad_dtype`, and the planner charges `beta` on half the
+    gradient bytes (alpha, the per-group overhead and the overlap rate stay
+    as given), so the plan and its predicted time are those of the narrower
+    wire. The default `f32` leaves the IR as it was.
   }];
   let dependentDialects = ["::mlir::oasr::OASRDialect"];
   let options = [
@@ -160,7 +167,10 @@ def PlanAllreduce : Pass<"oasr-plan-allreduce", "::mlir::ModuleOp"> {
            "Extra fixed cost per communicated group (microseconds)">,
     Option<"overlapRate", "overlap-rate", "double", "-1.0",
            "Rate in [0, 1] at which communication progresses while backward "
-           "computes (default: the calibration's or profile's, else 1)">
+           "computes (default: the calibration's or profile's, else 1)">,
+    Option<"gradDtype", "grad-dtype", "std::string", "\"f32\"",
+           "Element type gradients travel in: f32, bf16 or f16 (half the "
+           "bytes on the wire)">
   ];
   let statistics = [
     Statistic<"numGroups", "groups", "Fused allreduce groups">,

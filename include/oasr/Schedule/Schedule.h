@@ -54,6 +54,19 @@ struct Layer {
   std::vector<GradTensor> grads;
 };
 
+/// The element type gradients travel in. Gradients are f32 in memory; a
+/// narrower wire type (`--grad-dtype=bf16|f16`) converts each fused buffer
+/// before its allreduce and back after it, so each gradient byte puts
+/// `wireFactor` bytes on the wire.
+enum class WireDType { F32, BF16, F16 };
+
+/// "f32", "bf16", "f16".
+llvm::StringRef wireDTypeName(WireDType dtype);
+/// Parses "f32", "bf16" or "f16"; the error lists the accepted names.
+llvm::Expected<WireDType> parseWireDType(llvm::StringRef name);
+/// Bytes on the wire per f32 gradient byte: 1 for f32, 1/2 for bf16 and f16.
+double wireFactor(WireDType dtype);
+
 /// The communication cost model. Times are in seconds as users write them;
 /// `timeUs` returns microseconds like every other time in this library.
 ///
@@ -84,6 +97,13 @@ struct Layer {
 /// ends at C^-1(C(s) + w). Since C(max(a, b)) = max(C(a), C(b)), simulating
 /// and planning in capacity coordinates is the basic model with ready times
 /// C(r): the optimal dynamic program stays exact and O(n).
+///
+/// Wire type: bytes `M` are always the gradients' f32 bytes. With a narrower
+/// `wire`, `M * wireFactor(wire)` bytes travel, so the per-byte term becomes
+/// `beta * wireFactor * M` while alpha, the per-group overhead and the
+/// packing copy (which touch the f32 buffer) stay as calibrated:
+/// `betaUsPerByte()` is that effective slope, `betaSPerByte` the calibrated
+/// one (seconds per byte on the wire).
 struct CommModel {
   enum class Kind { AlphaBeta, Ring };
   Kind kind = Kind::AlphaBeta;
@@ -102,6 +122,8 @@ struct CommModel {
   double packUsPerByte = 0;
   /// Communication progress rate while backward computes, in [0, 1].
   double overlapRate = 1;
+  /// The element type gradients travel in (see "Wire type" above).
+  WireDType wire = WireDType::F32;
 
   /// Time of one allreduce of `bytes` bytes in the basic model
   /// (microseconds); `timeUs(0) == 0`.
@@ -112,8 +134,11 @@ struct CommModel {
   double groupTimeUs(uint64_t bytes, unsigned numTensors) const;
   /// alpha in microseconds.
   double alphaUs() const { return alphaS * 1e6; }
-  /// beta in microseconds per byte.
-  double betaUsPerByte() const { return betaSPerByte * 1e6; }
+  /// beta in microseconds per gradient (f32) byte: the calibrated beta
+  /// times the wire type's bytes per f32 byte.
+  double betaUsPerByte() const {
+    return betaSPerByte * 1e6 * wireFactor(wire);
+  }
   /// True if any extra real-system cost is non-zero.
   bool hasExtras() const {
     return groupOverheadUs != 0 || packUsPerByte != 0 || overlapRate != 1;
