@@ -16,7 +16,8 @@
 #   LAUNCH="scripts/cluster.sh run 2 --" TAG=-cluster-200mbit \
 #     EXTRA=--comm-priority=sleep bench/run_replan.sh build 10 8 resnet18
 # (LAUNCH replaces `mpirun --oversubscribe -np 2`; EXTRA is passed to every
-# oasr-run and oasr-bench; TAG names the results).
+# oasr-run and oasr-bench; TAG names the results). Every run's output is
+# kept in BUILD_DIR/bench-replan/logs.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build}
@@ -28,7 +29,7 @@ PY=/usr/bin/python3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 WORK=$BUILD/bench-replan
 OUT=$ROOT/bench/results
-mkdir -p "$WORK" "$OUT"
+mkdir -p "$WORK/logs" "$OUT"
 . "$ROOT/bench/lib.sh"
 MODEL=$(bench_model "$WORK" "$NAME")
 SUFFIX=$([ "$NAME" = mlp-wide ] && echo "" || echo "-$NAME")
@@ -53,6 +54,7 @@ for rep in $(seq $REPS); do
     esac
     load=$(cut -d' ' -f1 /proc/loadavg)
     log=$($RUN --steps=$STEPS $args 2>/dev/null)
+    echo "$log" > "$WORK/logs/$NAME${TAG:-}-$rep-$C.log"
     median=$(echo "$log" | awk '/mean iteration/ {gsub(/[(]/, ""); print $6}')
     predicted=$(echo "$log" | awk '/^  predicted/ {print $2}')
     groups=$(echo "$log" | awk '/^summary:/ {print $9}')

@@ -14,6 +14,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -584,16 +585,20 @@ Expected<CommModel> oasr::schedule::parseCalibration(StringRef jsonText,
 
 Expected<CommModel>
 oasr::schedule::fitAlphaBeta(ArrayRef<std::pair<double, double>> points,
-                             int ranks) {
+                             int ranks, FitError error) {
   bool oneSize =
       all_of(points, [&](auto pt) { return pt.first == points.front().first; });
   if (points.size() < 2 || oneSize)
     return createStringError(inconvertibleErrorCode(),
                              "need at least two distinct sizes to fit");
   // Weight 1/t^2: the relative error counts, so the start-up comes from the
-  // small messages and the bandwidth from the large ones. The sums are
-  // centered on the weighted means for accuracy.
-  auto weight = [](double t) { return 1.0 / std::max(t * t, 1e-300); };
+  // small messages and the bandwidth from the large ones. Weight 1: the
+  // residuals sum to zero, so the fitted times add up to the measured ones.
+  // The sums are centered on the weighted means for accuracy.
+  auto weight = [error](double t) {
+    return error == FitError::Absolute ? 1.0
+                                       : 1.0 / std::max(t * t, 1e-300);
+  };
   double sw = 0, mx = 0, my = 0;
   for (auto [x, y] : points) {
     sw += weight(y);
@@ -622,11 +627,61 @@ oasr::schedule::fitAlphaBeta(ArrayRef<std::pair<double, double>> points,
     beta = 0;
     alpha = my;
   } else if (alpha < 0) {
-    // Refit the line through the origin.
+    // Refit the line through the origin: by least squares (relative), or
+    // (absolute) so that it still adds up to the measured total.
     alpha = 0;
-    beta = s0xy / s0xx;
+    beta = error == FitError::Absolute ? my / mx : s0xy / s0xx;
   }
   return CommModel::alphaBeta(alpha, beta, ranks);
+}
+
+Expected<CommModel>
+oasr::schedule::fitRunAllreduces(ArrayRef<MeasuredAllreduce> samples,
+                                 int ranks, double fallbackRate,
+                                 bool &rateFitted) {
+  rateFitted = false;
+  double rate = std::clamp(fallbackRate, 0.05, 1.0);
+  bool beside = any_of(samples, [](auto &m) { return m.besideS > 0; });
+  bool alone = any_of(samples, [](auto &m) { return m.aloneS > 0; });
+  if (beside && alone) {
+    // aloneS = alpha + beta * bytes - r * besideS: least squares in three
+    // unknowns, on columns centered and scaled for conditioning.
+    const size_t n = samples.size();
+    double mean[3] = {0, 0, 0}, scale[3] = {0, 0, 0};
+    for (const MeasuredAllreduce &m : samples) {
+      mean[0] += m.bytes / n, mean[1] += m.besideS / n, mean[2] += m.aloneS / n;
+    }
+    for (const MeasuredAllreduce &m : samples) {
+      scale[0] += (m.bytes - mean[0]) * (m.bytes - mean[0]);
+      scale[1] += (m.besideS - mean[1]) * (m.besideS - mean[1]);
+    }
+    scale[0] = std::sqrt(scale[0]), scale[1] = std::sqrt(scale[1]);
+    if (scale[0] > 0 && scale[1] > 0) {
+      double a = 0, b = 0, c = 0, u = 0, v = 0;
+      for (const MeasuredAllreduce &m : samples) {
+        double x = (m.bytes - mean[0]) / scale[0];
+        double z = (m.besideS - mean[1]) / scale[1];
+        double y = m.aloneS - mean[2];
+        a += x * x, b += x * z, c += z * z, u += x * y, v += z * y;
+      }
+      double det = a * c - b * b;
+      if (det > 1e-9 * a * c) {
+        // The coefficient of besideS is -r.
+        double r = -(a * v - b * u) / det / scale[1];
+        if (std::isfinite(r)) {
+          rate = std::clamp(r, 0.05, 1.0);
+          rateFitted = true;
+        }
+      }
+    }
+  }
+  std::vector<std::pair<double, double>> work;
+  for (const MeasuredAllreduce &m : samples)
+    work.push_back({m.bytes, rate * m.besideS + m.aloneS});
+  Expected<CommModel> model = fitAlphaBeta(work, ranks, FitError::Absolute);
+  if (model)
+    model->overlapRate = rate;
+  return model;
 }
 
 Expected<CommModel> oasr::schedule::readCalibration(StringRef path) {

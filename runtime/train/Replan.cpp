@@ -7,10 +7,11 @@
 //  - communication: every fused allreduce on the communication thread, the
 //    call proper (not the time it sat queued), minus the time the thread was
 //    runnable but had no CPU (the kernel's run-queue delay of the thread).
-// Ranks agree on the slowest rank's time per layer, and per allreduce on the
-// rank that spent the least time in it (the last to arrive, which did not
-// wait for the others); alpha and beta are fitted to those, the overlap
-// rate to how far each allreduce got while backward still ran.
+// Ranks agree on the slowest rank's time per layer, and per allreduce on
+// the time from the last rank's call to the last rank's return, on one
+// clock (offsets from barriers); alpha and beta are fitted to those by
+// least squares on the time, the overlap rate to how far each allreduce got
+// while backward still ran.
 //
 //===----------------------------------------------------------------------===//
 
@@ -90,6 +91,78 @@ static double nowUs() {
          1e-3;
 }
 
+/// Every rank's clock offset from rank 0's, in microseconds (a rank's time
+/// minus the offset is rank 0's): the ranks leave `rounds` barriers at
+/// nearly the same moment and read their clocks; per rank the median
+/// difference from rank 0. `spreadUs`: half the widest range of those
+/// differences, the offsets' uncertainty (a barrier's exit skew). Works
+/// across hosts; on one host the offsets are the ranks' engine epochs.
+static std::vector<double> clockOffsets(CommEngine &engine, double &spreadUs) {
+  const int rounds = 7;
+  std::vector<double> stamps;
+  int size = 1, rank = 0;
+  engine.run([&](Communicator &c) {
+    size = c.size(), rank = c.rank();
+    stamps.assign(size_t(rounds) * size, -1e300);
+    for (int k = 0; k < rounds; ++k) {
+      c.barrier();
+      stamps[size_t(k) * size + rank] = engine.nowUs();
+    }
+    c.allreduceMax(stamps.data(), stamps.size());
+  });
+  std::vector<double> offsets(size, 0.0);
+  spreadUs = 0;
+  for (int r = 1; r < size; ++r) {
+    std::vector<double> d;
+    for (int k = 0; k < rounds; ++k)
+      d.push_back(stamps[size_t(k) * size + r] - stamps[size_t(k) * size]);
+    std::sort(d.begin(), d.end());
+    offsets[r] = d[d.size() / 2];
+    spreadUs = std::max(spreadUs, 0.5 * (d.back() - d.front()));
+  }
+  return offsets;
+}
+
+/// Per allreduce, the time from the last rank's call to the last rank's
+/// return, on rank 0's clock, split at the end of backward (the last
+/// rank's): the model's allreduce starts when every rank has the group
+/// ready and ends when every rank has the sum. A rank's own time in the
+/// call is not that: the first to arrive waits for the others, and over TCP
+/// the last often returns once the others' bytes, sent while it computed,
+/// are in, so it missed the wire.
+///
+/// The time the thread sat runnable without a CPU is not subtracted: a
+/// thread that polls between sleeps is runnable most of the time the
+/// compute thread holds the core, while the socket keeps the wire busy
+/// (measured on a 200 Mbit/s link: 366 ms of a 404 ms, 9.4 MB allreduce
+/// "without a CPU", and the whole at the link's rate). What compute beside
+/// it costs is the overlap rate, fitted from the time before backward ended
+/// against the time after.
+std::vector<schedule::MeasuredAllreduce>
+Replanner::onOneClock(CommEngine &engine, llvm::ArrayRef<Job> jobs,
+                      double &clockSpreadUs) {
+  std::vector<double> offsets = clockOffsets(engine, clockSpreadUs);
+  const int rank = engine.communicator().rank();
+  const double mine = offsets[size_t(rank)];
+  const size_t n = jobs.size();
+  std::vector<double> last(3 * n);
+  for (size_t k = 0; k < n; ++k) {
+    last[k] = jobs[k].callStartUs - mine;
+    last[n + k] = jobs[k].endUs - mine;
+    last[2 * n + k] = jobs[k].backwardEndUs - mine;
+  }
+  engine.run([&](Communicator &c) { c.allreduceMax(last.data(), last.size()); });
+  std::vector<schedule::MeasuredAllreduce> out(n);
+  for (size_t k = 0; k < n; ++k) {
+    double start = last[k], end = std::max(start, last[n + k]),
+           backwardEnd = last[2 * n + k];
+    out[k].bytes = jobs[k].bytes;
+    out[k].besideS = std::max(0.0, std::min(end, backwardEnd) - start) * 1e-6;
+    out[k].aloneS = std::max(0.0, end - std::max(start, backwardEnd)) * 1e-6;
+  }
+  return out;
+}
+
 Replanner::Replanner(Executor &exec, CommEngine &engine, ReplanOptions options)
     : exec(exec), engine(engine), options(options) {}
 
@@ -113,22 +186,12 @@ void Replanner::recordStep(const OpTiming *times, bool warmup) {
   std::map<unsigned, const GradGroup *> byId;
   for (const GradGroup &g : exec.groups())
     byId[g.id] = &g;
-  double previousEnd = 0;
   for (const CommEvent &e : events) {
     auto it = byId.find(e.job);
     if (it == byId.end())
       continue;
-    Job j;
-    j.bytes = double(it->second->buffer.bytes());
-    j.wallUs = e.endUs - e.startUs;
-    j.netUs = std::max(0.0, j.wallUs - e.cpuWaitUs);
-    j.callStartUs = e.startUs;
-    // The model's start: ready (queued) or after the previous allreduce.
-    j.readyUs = std::max(e.enqueuedUs, previousEnd);
-    j.endUs = e.endUs;
-    j.backwardEndUs = backwardEnd;
-    previousEnd = e.endUs;
-    jobs.push_back(j);
+    jobs.push_back(Job{double(it->second->buffer.bytes()), e.startUs,
+                       e.endUs, backwardEnd});
   }
   ++measuredSteps;
 }
@@ -159,12 +222,9 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
   std::vector<double> mean(sumUs.size());
   for (size_t k = 0; k < sumUs.size(); ++k)
     mean[k] = sumUs[k] / double(std::max<int64_t>(measuredSteps, 1));
-  // Per allreduce, the least time any rank spent in it: max of negatives.
   std::vector<double> agreed(mean);
   size_t nJobs = jobs.size();
   agreed.push_back(double(nJobs));
-  for (const Job &j : jobs)
-    agreed.push_back(-j.netUs);
   engine.run(
       [&](Communicator &c) { c.allreduceMax(agreed.data(), agreed.size()); });
   double fwd = 0, upd = 0;
@@ -177,82 +237,49 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
       upd += mean[k];
   }
   const bool sameJobs = size_t(agreed[steps.size()]) == nJobs;
-  std::vector<double> net;
-  for (size_t k = 0; k < nJobs; ++k)
-    net.push_back(-agreed[steps.size() + 1 + k]);
+  std::vector<schedule::MeasuredAllreduce> measured =
+      sameJobs ? onOneClock(engine, jobs, ev.clockSkewUs)
+               : std::vector<schedule::MeasuredAllreduce>();
 
   schedule::Profile profile =
       measuredProfile(exec, mean, fwd, upd,
                       "oasr-run measured, " + std::to_string(size) +
                           " rank(s), slowest rank per layer");
 
-  // alpha, beta: the median time per size, fitted (relative error).
-  std::map<double, std::vector<double>> bySize;
-  for (size_t k = 0; k < nJobs; ++k)
-    bySize[jobs[k].bytes].push_back(net[k]);
-  std::vector<std::pair<double, double>> points;
-  for (auto &[bytes, ts] : bySize) {
-    std::sort(ts.begin(), ts.end());
-    points.push_back({bytes, ts[ts.size() / 2] * 1e-6});
-  }
+  // alpha, beta and the overlap rate, by least squares on the time of
+  // every allreduce (schedule::fitRunAllreduces).
+  std::map<double, unsigned> sizes;
+  for (const schedule::MeasuredAllreduce &m : measured)
+    ++sizes[m.bytes];
   ev.jobs = unsigned(nJobs);
-  ev.sizes = unsigned(points.size());
+  ev.sizes = unsigned(sizes.size());
   schedule::CommModel model;
-  if (!sameJobs || points.empty()) {
+  bool rateFitted = false;
+  if (!sameJobs || measured.empty()) {
     ev.note = sameJobs ? "no allreduce was measured"
                        : "the ranks measured different allreduces";
-  } else if (auto fit = schedule::fitAlphaBeta(points, size)) {
+  } else if (auto fit = schedule::fitRunAllreduces(
+                 measured, size, exec.planOverlapRate(), rateFitted)) {
     model = *fit;
   } else {
-    // One size: alpha from the plan's model, beta from the times.
+    // One size: alpha from the plan's model, beta from the times (the work
+    // at the plan's overlap rate).
     llvm::consumeError(fit.takeError());
     double alpha = std::max(0.0, exec.planAlphaS());
+    double rate = std::clamp(exec.planOverlapRate(), 0.05, 1.0);
     std::vector<double> betas;
-    for (auto [bytes, s] : points)
-      if (bytes > 0)
-        betas.push_back(std::max(0.0, s - alpha) / bytes);
+    for (const schedule::MeasuredAllreduce &m : measured)
+      if (m.bytes > 0)
+        betas.push_back(
+            std::max(0.0, rate * m.besideS + m.aloneS - alpha) / m.bytes);
     std::sort(betas.begin(), betas.end());
     model = schedule::CommModel::alphaBeta(
         alpha, betas.empty() ? 0.0 : betas[betas.size() / 2], size);
+    model.overlapRate = rate;
     ev.alphaFromPlan = true;
   }
   model.groupOverheadUs = exec.planGroupOverheadUs();
-  ev.communicating = model;
-
-  // After backward the model gives communication the CPU; what share of
-  // their time the calls that ran then actually had one, over all ranks.
-  double post[2] = {0, 0};
-  for (const Job &j : jobs)
-    if (j.callStartUs >= j.backwardEndUs)
-      post[0] += j.netUs, post[1] += j.wallUs;
-  engine.run([&](Communicator &c) { c.allreduceSum(post, 2); });
-  if (post[0] > 0 && post[1] > 0) {
-    ev.cpuShare = std::clamp(post[0] / post[1], 0.05, 1.0);
-    model.alphaS /= ev.cpuShare;
-    model.betaSPerByte /= ev.cpuShare;
-  }
-
-  // The overlap rate: how much of each allreduce's work (its fitted time)
-  // was done before backward ended, per unit of time it had there.
-  double rate[2] = {0, 0};
-  for (const Job &j : jobs) {
-    double work = model.groupTimeUs(uint64_t(j.bytes), 1);
-    double before =
-        std::max(0.0, std::min(j.endUs, j.backwardEndUs) - j.readyUs);
-    double after =
-        std::max(0.0, j.endUs - std::max(j.readyUs, j.backwardEndUs));
-    if (before <= 0)
-      continue;
-    rate[0] += std::clamp(work - after, 0.0, before);
-    rate[1] += before;
-  }
-  engine.run([&](Communicator &c) { c.allreduceSum(rate, 2); });
-  if (rate[1] > 0)
-    model.overlapRate = std::clamp(rate[0] / rate[1], 0.0, 1.0);
-  else {
-    model.overlapRate = exec.planOverlapRate();
-    ev.overlapFromPlan = true;
-  }
+  ev.overlapFromPlan = !rateFitted;
   ev.comm = model;
   agreedProfile = profile;
   agreedProfile.comm = model;

@@ -24,14 +24,13 @@ std::string formatReplan(const ReplanEvent &ev,
   double stepUs = sorted.empty() ? 0 : sorted[sorted.size() / 2];
   double costUs = ev.planUs + ev.switchUs;
   std::string fitted = llvm::formatv(
-      "communicating alpha {0:e2} s{1}, beta {2:e2} s/B from {3} "
-      "allreduce(s) of {4} size(s); a CPU {5:f0}% of the time after "
-      "backward, planned with alpha {6:e2} s, beta {7:e2} s/B, overlap "
-      "rate {8:f2}{9}",
-      ev.communicating.alphaS, ev.alphaFromPlan ? " (the plan's)" : "",
-      ev.communicating.betaSPerByte, ev.jobs, ev.sizes, 100 * ev.cpuShare,
-      ev.comm.alphaS, ev.comm.betaSPerByte, ev.comm.overlapRate,
-      ev.overlapFromPlan ? " (the plan's)" : "");
+      "alpha {0:e2} s{1}, beta {2:e2} s/B, overlap rate {3:f2}{4}, fitted "
+      "to {5} allreduce(s) of {6} size(s), each from the last rank's call "
+      "to the last rank's return, clocks aligned within {7:f0} us",
+      ev.comm.alphaS, ev.alphaFromPlan ? " (the plan's)" : "",
+      ev.comm.betaSPerByte, ev.comm.overlapRate,
+      ev.overlapFromPlan ? " (the plan's)" : "", ev.jobs, ev.sizes,
+      ev.clockSkewUs);
   std::string cost =
       llvm::formatv("planning {0:f2} ms + switch {1:f2} ms = {2:f2}% of a step",
                     ev.planUs * 1e-3, ev.switchUs * 1e-3,
@@ -85,14 +84,26 @@ void printSummary(std::FILE *out, const TrainSummary &s,
                  c.algorithm.c_str());
   } else {
     // Hidden: the share of the time spent communicating that compute did
-    // not wait for. Time without a CPU is not communication.
-    double communicating = s.commRunningUs;
+    // not wait for. After a re-plan "communicating" is the run's fitted
+    // time of each allreduce: the thread's run-queue delay is not all lost
+    // where the socket keeps the wire busy meanwhile (docs/runtime.md).
+    const bool fitted = s.commFittedUs >= 0;
+    double communicating = fitted ? s.commFittedUs : s.commRunningUs;
     double hidden =
         communicating > 0
             ? 100.0 *
                   std::clamp(1.0 - s.exposedCommUs / communicating, 0.0, 1.0)
             : 100.0;
-    if (s.cpuWaitMeasured)
+    if (fitted)
+      std::fprintf(out,
+                   "  exposed comm     %9.3f ms (allreduce busy %.3f ms: "
+                   "communicating %.3f ms by this run's fit, the rest waiting "
+                   "for the other ranks or a CPU, of it %.3f ms runnable "
+                   "without one; queued %.3f ms more before the calls; %.0f%% "
+                   "of communicating hidden)\n",
+                   s.exposedCommUs * ms, s.commBusyUs * ms, communicating * ms,
+                   s.commCpuWaitUs * ms, s.commDispatchUs * ms, hidden);
+    else if (s.cpuWaitMeasured)
       std::fprintf(out,
                    "  exposed comm     %9.3f ms (allreduce busy %.3f ms: "
                    "communicating %.3f ms, without a CPU %.3f ms; queued "

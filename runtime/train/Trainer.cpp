@@ -1096,11 +1096,26 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
     const CommEvent &e = engine.events()[k];
     commBusyUs += e.endUs - e.startUs;
     summary.commCpuWaitUs += e.cpuWaitUs;
+  // The fitted model's time for the allreduces since the last re-plan
+  // (their groups are the current ones).
+  const ReplanEvent *fit = nullptr;
+  for (const ReplanEvent &ev : summary.replans)
+    if (ev.note.empty())
+      fit = &ev;
+  std::map<unsigned, uint64_t> groupBytes;
+  for (const GradGroup &g : exec.groups())
+    groupBytes[g.id] = g.buffer.bytes();
+  double fittedUs = 0;
     summary.commDispatchUs += e.dispatchUs;
   }
   summary.cpuWaitMeasured = engine.measuresCpuWait();
 
   summary.steps = options.steps;
+    auto g = groupBytes.find(e.job);
+    if (fit && g != groupBytes.end())
+      fittedUs += std::min(e.endUs - e.startUs,
+                           1e6 * (fit->comm.alphaS +
+                                  fit->comm.betaSPerByte * double(g->second)));
   if (measured) {
     double m = double(measured);
     summary.meanIterationUs = measuredIterUs / m;
@@ -1114,6 +1129,8 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
     summary.minIterationUs =
         *std::min_element(iterationsUs.begin(), iterationsUs.end());
     summary.maxIterationUs =
+    if (fit)
+      summary.commFittedUs = fittedUs / m;
         *std::max_element(iterationsUs.begin(), iterationsUs.end());
     double fwd = 0, upd = 0;
     for (size_t k = 0; k < planSteps; ++k) {

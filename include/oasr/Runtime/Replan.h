@@ -55,16 +55,13 @@ struct ReplanEvent {
   /// Measuring ranks agreeing on the profile and model, fitting, planning
   /// (planUs), and switching to the new layout (switchUs).
   double planUs = 0, switchUs = 0;
-  /// The allreduce model fitted to the time the communication thread ran
-  /// (communicated), and what it was fitted from.
-  schedule::CommModel communicating;
-  /// The share of its time in allreduces after backward that the thread
-  /// had a CPU (1 when none ran after backward): the model the plan uses,
-  /// `comm`, is `communicating` with alpha and beta divided by it, so the
-  /// prediction charges the CPU the host actually gave communication.
-  double cpuShare = 1;
+  /// The allreduce model fitted to the run's allreduces (alpha, beta and
+  /// the overlap rate, schedule::fitRunAllreduces), which the plan uses.
   schedule::CommModel comm;
   unsigned jobs = 0, sizes = 0; ///< allreduces and distinct sizes fitted
+  /// The uncertainty of the ranks' clock offsets the allreduce times were
+  /// taken with (microseconds; 0 on one rank).
+  double clockSkewUs = 0;
   bool alphaFromPlan = false;   ///< one size only: alpha kept from the plan
   bool overlapFromPlan = false; ///< nothing overlapped backward: rate kept
   std::string note;             ///< why nothing was re-planned, if so
@@ -101,9 +98,14 @@ public:
   const schedule::Profile &lastProfile() const { return agreedProfile; }
 
 private:
+  /// One allreduce on this rank's clock: its call and the step's end of
+  /// backward.
   struct Job {
-    double bytes, netUs, wallUs, callStartUs, readyUs, endUs, backwardEndUs;
+    double bytes, callStartUs, endUs, backwardEndUs;
   };
+  static std::vector<schedule::MeasuredAllreduce>
+  onOneClock(CommEngine &engine, llvm::ArrayRef<Job> jobs,
+             double &clockSpreadUs);
   Executor &exec;
   CommEngine &engine;
   ReplanOptions options;

@@ -220,6 +220,10 @@ struct TrainSummary {
   /// the time jobs waited for the idle thread to wake and get a CPU.
   double commRunningUs = 0, commCpuWaitUs = 0, commDispatchUs = 0;
   bool cpuWaitMeasured = false; ///< the kernel reports run-queue delays
+  /// After a re-plan that fitted a model: the steps' allreduces at that
+  /// model's time each, alpha + beta * bytes (what communicating with the
+  /// CPU took, by this run's fit); -1 when nothing was fitted.
+  double commFittedUs = -1;
   double medianIterationUs = 0, minIterationUs = 0, maxIterationUs = 0;
   /// The steps before the last re-plan (the plan compiled in, or the
   /// previous re-plan's), measured the same way; 0 steps when none.

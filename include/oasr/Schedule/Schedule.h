@@ -219,14 +219,42 @@ llvm::Expected<CommModel> readCalibration(llvm::StringRef path);
 /// `oasr-bench comm` records from the overlap measured at each; empty when
 /// the file has none.
 llvm::Expected<std::string> readCalibrationPriority(llvm::StringRef path);
+/// What a fit of alpha and beta makes small: the relative error of each
+/// point (a calibration's sweep from bytes to megabytes, one point per size,
+/// fits both terms), or the error in seconds (the allreduces of a run, one
+/// point each: the fitted times then add up to the measured total).
+enum class FitError { Relative, Absolute };
+
 /// Least-squares fit of `seconds = alpha + beta * bytes` to (bytes, seconds)
-/// points, weighted by 1/seconds^2 (relative error, so a sweep from bytes to
-/// megabytes fits both terms). Neither coefficient is negative: a falling
-/// slope gives beta = 0 and alpha = the weighted mean time, a negative
-/// intercept refits through the origin. Fails (message "need at least two
-/// distinct sizes to fit") when the sizes do not determine beta.
+/// points, weighted by 1/seconds^2 (FitError::Relative) or evenly
+/// (FitError::Absolute). Neither coefficient is negative: a falling slope
+/// gives beta = 0 and alpha = the weighted mean time, a negative intercept
+/// refits through the origin (FitError::Absolute: beta = total time / total
+/// bytes, so the total still matches). Fails (message "need at least two distinct
+/// sizes to fit") when the sizes do not determine beta.
 llvm::Expected<CommModel>
-fitAlphaBeta(llvm::ArrayRef<std::pair<double, double>> points, int ranks = 0);
+fitAlphaBeta(llvm::ArrayRef<std::pair<double, double>> points, int ranks = 0,
+             FitError error = FitError::Relative);
+
+/// One allreduce as a training run measured it, from the moment every rank
+/// had called it to the moment every rank had the sum: the part of that
+/// time backward still computed beside it, and the part after.
+struct MeasuredAllreduce {
+  double bytes = 0;
+  double besideS = 0; ///< seconds while backward still ran
+  double aloneS = 0;  ///< seconds after backward ended
+};
+
+/// The allreduce model of a run's own allreduces: alpha, beta and the
+/// overlap rate r such that each did `r * besideS + aloneS = alpha + beta *
+/// bytes` of work, by least squares on `aloneS` (evenly weighted, so the
+/// fitted work adds up to the measured). r is clamped to [0.05, 1]; where
+/// the samples do not determine it (nothing ran beside backward, or nothing
+/// after it) it is `fallbackRate` and `rateFitted` is false. Fails like
+/// fitAlphaBeta when the sizes do not determine beta.
+llvm::Expected<CommModel>
+fitRunAllreduces(llvm::ArrayRef<MeasuredAllreduce> samples, int ranks,
+                 double fallbackRate, bool &rateFitted);
 
 //===----------------------------------------------------------------------===//
 // Ready order, plans and the simulator

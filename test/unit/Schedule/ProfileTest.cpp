@@ -233,6 +233,72 @@ TEST(Calibration, FitIsRelativeAndNeverNegative) {
             "need at least two distinct sizes to fit");
 }
 
+TEST(Calibration, AbsoluteFitAddsUpToTheMeasuredTime) {
+  using Points = std::vector<std::pair<double, double>>;
+  // A run's allreduces on a token-bucket link: groups up to the bucket go
+  // at the line rate (1 ns/B), larger ones at the shaped rate (40 ns/B).
+  Points jobs;
+  for (double bytes : {256.0, 1024.0, 4096.0, 16384.0, 65536.0})
+    for (int k = 0; k < 4; ++k)
+      jobs.push_back({bytes, 100e-6 + 1e-9 * bytes});
+  for (double bytes : {2e6, 4e6, 9e6})
+    jobs.push_back({bytes, 100e-6 + 40e-9 * bytes});
+  double measured = 0;
+  for (auto [b, t] : jobs)
+    measured += t;
+  auto total = [&](const CommModel &m) {
+    double s = 0;
+    for (auto [b, t] : jobs)
+      s += m.alphaS + m.betaSPerByte * b;
+    return s;
+  };
+  // In seconds: the fitted times add up to the measured total, and beta is
+  // the large groups' rate, which sets the step.
+  llvm::Expected<CommModel> a = fitAlphaBeta(jobs, 2, FitError::Absolute);
+  ASSERT_TRUE(bool(a)) << llvm::toString(a.takeError());
+  EXPECT_NEAR(total(*a), measured, 1e-9 * measured);
+  EXPECT_NEAR(a->betaSPerByte, 40e-9, 1e-9);
+  // Relative: the twenty small groups set the line, and the total (the
+  // large groups' time) comes out far too short.
+  llvm::Expected<CommModel> r = fitAlphaBeta(jobs, 2, FitError::Relative);
+  ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+  EXPECT_LT(total(*r), 0.6 * measured);
+}
+
+TEST(Calibration, RunFitSeparatesTheOverlapRate) {
+  // Allreduces of alpha = 2 ms, beta = 40 ns/B; beside backward they run at
+  // r = 0.6. Some end before backward does, some start after it, some span
+  // its end.
+  const double alpha = 2e-3, beta = 40e-9, r = 0.6;
+  std::vector<MeasuredAllreduce> run;
+  for (double bytes : {1e5, 5e5, 2e6, 9e6}) {
+    double work = alpha + beta * bytes;
+    run.push_back({bytes, work / r, 0});                // beside only
+    run.push_back({bytes, 0, work});                    // after only
+    run.push_back({bytes, 0.25 * work / r, 0.75 * work}); // across the end
+  }
+  bool fitted = false;
+  llvm::Expected<CommModel> m = fitRunAllreduces(run, 2, 1.0, fitted);
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  EXPECT_TRUE(fitted);
+  EXPECT_NEAR(m->overlapRate, r, 1e-9);
+  EXPECT_NEAR(m->alphaS, alpha, 1e-9);
+  EXPECT_NEAR(m->betaSPerByte, beta, 1e-15);
+  // Nothing after backward: the rate cannot be told from the work; the
+  // fallback is used and said.
+  std::vector<MeasuredAllreduce> hidden = {{1e6, 0.1, 0}, {4e6, 0.3, 0}};
+  m = fitRunAllreduces(hidden, 2, 0.5, fitted);
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  EXPECT_FALSE(fitted);
+  EXPECT_EQ(m->overlapRate, 0.5);
+  EXPECT_NEAR(m->betaSPerByte, 0.5 * 0.2 / 3e6, 1e-15);
+  // One size does not determine beta.
+  std::vector<MeasuredAllreduce> one = {{1e6, 0, 0.1}, {1e6, 0, 0.2}};
+  m = fitRunAllreduces(one, 2, 0.5, fitted);
+  ASSERT_FALSE(bool(m));
+  llvm::consumeError(m.takeError());
+}
+
 TEST(Profile, ScaleCompute) {
   Profile p;
   p.forwardUs = 10;
