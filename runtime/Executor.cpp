@@ -129,6 +129,11 @@ struct Executor::Impl {
   /// faults in the next step).
   void *gradSlab = nullptr;
   size_t gradSlabBytes = 0;
+  /// The 16-bit copy of a group on its way over the wire (bf16/f16), as
+  /// large as the largest group; groups take turns on the one
+  /// communication thread, so one copy serves them all.
+  void *wireSlab = nullptr;
+  size_t wireSlabBytes = 0;
   std::vector<GradSlot> gradSlots; ///< every grouped gradient, in order
   void *arena = nullptr;
   size_t arenaBytes = 0;
@@ -170,6 +175,31 @@ struct Executor::Impl {
         backend->deallocate(p.ptr);
     if (gradSlab)
       backend->deallocate(gradSlab);
+    if (wireSlab)
+      backend->deallocate(wireSlab);
+  }
+  /// Makes the wire copy hold at least `bytes`; false when it cannot.
+  bool reserveWire(size_t bytes) {
+    if (bytes <= wireSlabBytes)
+      return true;
+    void *p = backend->allocate(bytes);
+    if (!p)
+      return false;
+    if (wireSlab)
+      backend->deallocate(wireSlab);
+    wireSlab = p;
+    wireSlabBytes = bytes;
+    return true;
+  }
+  /// Bytes of the wire copy the groups need: 2 per f32 element of the
+  /// largest group buffer (0 when gradients travel as f32).
+  static size_t wireBytesFor(GradWire wire,
+                             const std::vector<GroupBuf> &bufs) {
+    size_t most = 0;
+    if (wire != GradWire::F32)
+      for (const GroupBuf &b : bufs)
+        most = std::max(most, b.bytes / sizeof(float) * sizeof(uint16_t));
+    return most;
   }
   /// Zeroes `bytes` at `p` (group buffer padding) in backend memory.
   void zero(void *p, size_t bytes) {
@@ -768,6 +798,22 @@ private:
       if (auto start = dyn_cast<mlir::oasr::AllreduceStartOp>(op)) {
         PendingGroup g;
         g.index = unsigned(groups.size());
+        // The wire type (f32 gradients only, as the verifier checks); one
+        // for the whole step, so that a regroup keeps it.
+        GradWire wire = GradWire::F32;
+        if (std::optional<Type> t = start.getWireType())
+          wire = t->isBF16()  ? GradWire::BF16
+                 : t->isF16() ? GradWire::F16
+                              : GradWire::F32;
+        if (groups.empty())
+          exec->wire = wire;
+        else if (wire != exec->wire)
+          return opError(op, llvm::formatv("sends its gradients as {0} but "
+                                           "the first group as {1}; a step's "
+                                           "groups travel in one type",
+                                           gradWireName(wire),
+                                           gradWireName(exec->wire))
+                                 .str());
         std::optional<ArrayRef<int64_t>> offs = start.getOffsets();
         size_t end = 0;
         for (auto [k, v] : llvm::enumerate(ins)) {
@@ -1252,6 +1298,14 @@ private:
       exec->memStats.gradBytes += b.bytes;
       I.groupBufs.push_back(b);
     }
+    if (size_t w = Impl::wireBytesFor(exec->wire, I.groupBufs)) {
+      if (!I.reserveWire(w))
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            "cannot allocate %zu bytes for gradients sent as %s", w,
+            gradWireName(exec->wire));
+      exec->memStats.wireBytes = w;
+    }
     for (size_t v = 0; v < I.values.size(); ++v) {
       ValueInfo &vi = I.values[v];
       switch (vi.where) {
@@ -1348,10 +1402,16 @@ private:
       gg.id = g.index;
       gg.bytes = g.bytes;
       gg.layer = g.layer;
+      gg.wire = exec->wire;
+      gg.wireScratch = exec->wire == GradWire::F32 ? nullptr : I.wireSlab;
       exec->gradGroups.push_back(std::move(gg));
       I.gradSlots.insert(I.gradSlots.end(), g.slots.begin(), g.slots.end());
     }
     exec->nextGroupId = unsigned(groups.size());
+    // The plan's beta is per byte on the wire; per gradient byte a 16-bit
+    // wire carries half (what the planner charged).
+    if (exec->wire != GradWire::F32)
+      exec->betaS *= 0.5;
     for (auto &[name, v] : I.gradOfParam)
       if (I.values[v].where == Where::Group)
         exec->gradGroups[size_t(I.values[v].group)].params.push_back(name);
@@ -1594,6 +1654,13 @@ llvm::Error Executor::regroup(llvm::ArrayRef<unsigned> groupEnds) {
     bufs.push_back(b);
     dataBytes.push_back(data);
   }
+  // Room for the largest new group on a 16-bit wire, before anything
+  // changes (a failure leaves the old groups as they were).
+  const size_t wireBytes = Impl::wireBytesFor(wire, bufs);
+  if (!I.reserveWire(wireBytes))
+    return fail(llvm::formatv("cannot allocate {0} bytes for gradients sent "
+                              "as {1}",
+                              wireBytes, gradWireName(wire)));
   // The same memory when it fits (the usual case: the same gradients with
   // different padding); its padding, which held gradients, is zeroed.
   const bool reuse = slabBytes <= I.gradSlabBytes;
@@ -1726,6 +1793,11 @@ llvm::Error Executor::regroup(llvm::ArrayRef<unsigned> groupEnds) {
   memStats.gradBytes = 0;
   for (const GroupBuf &b : I.groupBufs)
     memStats.gradBytes += b.bytes;
+  for (GradGroup &g : newGroups) {
+    g.wire = wire;
+    g.wireScratch = wire == GradWire::F32 ? nullptr : I.wireSlab;
+  }
+  memStats.wireBytes = wireBytes;
   gradGroups = std::move(newGroups);
   return llvm::Error::success();
 }

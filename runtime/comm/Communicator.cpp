@@ -33,6 +33,16 @@ size_t Communicator::receive(void *, size_t, int, int) {
   abort("oasr-run: error: " + pointToPointUnavailable(), 1);
 }
 
+void Communicator::allreduceAverageWire(float *data, size_t count,
+                                        GradWire wire, void *) {
+  if (wire == GradWire::F32)
+    return allreduceAverage(data, count, DType::F32);
+  abort(std::string("oasr-run: rank ") + std::to_string(rank()) +
+            ": error: the " + name() + " communicator cannot send gradients "
+            "as " + gradWireName(wire),
+        1);
+}
+
 std::string Communicator::host() const {
   char buf[256] = {0};
   if (gethostname(buf, sizeof(buf) - 1) != 0)
@@ -59,6 +69,8 @@ public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
   void allreduceAverage(void *, size_t, DType) override {}
+  // One rank: nothing travels, so nothing is rounded.
+  void allreduceAverageWire(float *, size_t, GradWire, void *) override {}
   void allreduceSum(double *, size_t) override {}
   void allreduceMax(double *, size_t) override {}
   void broadcast(void *, size_t, int) override {}
@@ -128,6 +140,31 @@ public:
                 ": error: allreduce of " + dtypeName(dtype) +
                 " gradients is not supported by the MPI communicator",
             1);
+    }
+  }
+  void allreduceAverageWire(float *data, size_t count, GradWire wire,
+                            void *scratch) override {
+    if (wire == GradWire::F32)
+      return allreduceAverage(data, count, DType::F32);
+    if (mySize == 1 || count == 0)
+      return;
+    // MPI has no bf16/f16: the 16-bit elements travel as MPI_UINT16_T and
+    // a commutative user operation sums them (wireSum: f32 addition,
+    // rounded back). f32 addition of two values is commutative bit for bit,
+    // so every rank computes the same sums whichever side an algorithm puts
+    // each operand on. Pieces of chunkBytes on the wire, each converted
+    // while it is in cache; 1/P is applied in f32 after converting back, as
+    // for f32 gradients.
+    uint16_t *w = static_cast<uint16_t *>(scratch);
+    const float scale = 1.0f / float(mySize);
+    const size_t piece = std::max<size_t>(1, chunkBytes / sizeof(uint16_t));
+    MPI_Op op = wireSumOp(wire);
+    for (size_t done = 0; done < count;) {
+      size_t n = std::min(piece, count - done);
+      toWire(wire, data + done, w + done, n);
+      allreduceChunks(w + done, n, MPI_UINT16_T, op);
+      fromWire(wire, w + done, data + done, n, scale);
+      done += n;
     }
   }
   void allreduceSum(double *data, size_t count) override {
@@ -205,8 +242,12 @@ public:
   void finalize() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized)
-      MPI_Finalize();
+    if (finalized)
+      return;
+    for (MPI_Op &op : wireOps)
+      if (op != MPI_OP_NULL)
+        MPI_Op_free(&op);
+    MPI_Finalize();
   }
 
   void setSleepingWait(bool on) override { sleepingWait = on; }
@@ -225,8 +266,27 @@ private:
     }
   }
 
+  /// The MPI_Op summing 16-bit `wire` elements (created on first use, on
+  /// the communication thread; freed before MPI_Finalize).
+  MPI_Op wireSumOp(GradWire wire) {
+    MPI_Op &op = wireOps[wire == GradWire::BF16 ? 0 : 1];
+    if (op == MPI_OP_NULL)
+      MPI_Op_create(wire == GradWire::BF16 ? &sumBF16 : &sumF16,
+                    /*commute=*/1, &op);
+    return op;
+  }
+  static void sumBF16(void *in, void *inout, int *len, MPI_Datatype *) {
+    wireSum(GradWire::BF16, static_cast<const uint16_t *>(in),
+            static_cast<uint16_t *>(inout), size_t(*len));
+  }
+  static void sumF16(void *in, void *inout, int *len, MPI_Datatype *) {
+    wireSum(GradWire::F16, static_cast<const uint16_t *>(in),
+            static_cast<uint16_t *>(inout), size_t(*len));
+  }
+
   /// MPI counts are ints: split very large buffers.
-  void allreduceChunks(void *data, size_t count, MPI_Datatype t) {
+  void allreduceChunks(void *data, size_t count, MPI_Datatype t,
+                       MPI_Op op = MPI_SUM) {
     int elemSize = 0;
     MPI_Type_size(t, &elemSize);
     char *p = static_cast<char *>(data);
@@ -237,11 +297,11 @@ private:
         // 50 us is 12.5 KB at 2 Gbit/s: far less than the socket buffers
         // a TCP transfer keeps busy between tests.
         MPI_Request request;
-        MPI_Iallreduce(MPI_IN_PLACE, p, int(n), t, MPI_SUM, MPI_COMM_WORLD,
+        MPI_Iallreduce(MPI_IN_PLACE, p, int(n), t, op, MPI_COMM_WORLD,
                        &request);
         testUntilDone(request, MPI_STATUS_IGNORE, 50);
       } else {
-        MPI_Allreduce(MPI_IN_PLACE, p, int(n), t, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, p, int(n), t, op, MPI_COMM_WORLD);
       }
       p += n * size_t(elemSize);
       count -= n;
@@ -251,6 +311,7 @@ private:
   int myRank = 0, mySize = 1;
   size_t chunkBytes;
   bool sleepingWait = false;
+  MPI_Op wireOps[2] = {MPI_OP_NULL, MPI_OP_NULL}; ///< bf16, f16 sums
 };
 } // namespace
 

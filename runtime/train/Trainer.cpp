@@ -88,12 +88,16 @@ public:
     void *data = g.buffer.data;
     size_t count = size_t(g.buffer.numel());
     DType dtype = g.buffer.desc.dtype;
+    GradWire wire = g.wire;
+    void *scratch = g.wireScratch;
     // Re-planning may change the groups between steps.
     if (jobs.size() < exec.groups().size())
       jobs.resize(exec.groups().size(), 0);
     jobs[group] = engine.enqueue(
-        [=](Communicator &c) { c.allreduceAverage(data, count, dtype); }, g.id,
-        /*record=*/true);
+        [=](Communicator &c) {
+          c.allreduceGradients(data, count, dtype, wire, scratch);
+        },
+        g.id, /*record=*/true);
   }
   void gradientsNeeded(unsigned group) override {
     int64_t t0 = steadyNs();

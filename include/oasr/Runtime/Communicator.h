@@ -12,6 +12,7 @@
 #ifndef OASR_RUNTIME_COMMUNICATOR_H
 #define OASR_RUNTIME_COMMUNICATOR_H
 
+#include "oasr/Runtime/GradWire.h"
 #include "oasr/Runtime/Kernel.h"
 
 #include <atomic>
@@ -47,6 +48,23 @@ public:
   /// same sums as long as the library's reduction order per element is the
   /// same (see docs/runtime.md).
   virtual void allreduceAverage(void *data, size_t count, DType dtype) = 0;
+  /// allreduceAverage of `count` f32 elements sent as `wire` (BF16 or F16,
+  /// GradWire.h): `data` is rounded into `scratch` (`count` 16-bit elements
+  /// in the same memory as `data`, which the executor provides), summed over
+  /// the ranks in that type (each partial sum in f32, rounded back), and the
+  /// sum times 1/size() written back to `data` in f32. The default refuses
+  /// (aborts naming the communicator).
+  virtual void allreduceAverageWire(float *data, size_t count, GradWire wire,
+                                    void *scratch);
+  /// The gradient allreduce of a fused group: allreduceAverage, or
+  /// allreduceAverageWire when `wire` is narrower than f32.
+  void allreduceGradients(void *data, size_t count, DType dtype, GradWire wire,
+                          void *scratch) {
+    if (wire == GradWire::F32 || dtype != DType::F32)
+      allreduceAverage(data, count, dtype);
+    else
+      allreduceAverageWire(static_cast<float *>(data), count, wire, scratch);
+  }
   /// In-place elementwise sum / max over ranks of doubles (metrics, flags).
   virtual void allreduceSum(double *data, size_t count) = 0;
   virtual void allreduceMax(double *data, size_t count) = 0;

@@ -12,6 +12,7 @@
 #ifndef OASR_RUNTIME_EXECUTOR_H
 #define OASR_RUNTIME_EXECUTOR_H
 
+#include "oasr/Runtime/GradWire.h"
 #include "oasr/Runtime/Kernel.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -63,6 +64,12 @@ struct GradGroup {
   size_t bytes = 0;                ///< gradient bytes (without padding)
   std::vector<std::string> params; ///< parameters whose gradients it holds
   std::string layer;               ///< layer whose backward closes the group
+  /// The element type the group travels in (`wire_type` of its start) and,
+  /// when narrower than f32, room for `buffer.numel()` 16-bit elements in
+  /// the backend's memory for the converted copy. Every group shares the
+  /// same room: the communication thread runs one allreduce at a time.
+  GradWire wire = GradWire::F32;
+  void *wireScratch = nullptr;
 };
 
 /// Kind of a planned step, for traces and profiles.
@@ -91,6 +98,7 @@ struct MemoryStats {
   size_t unsharedBytes = 0;   ///< what the activations need without reuse
   size_t persistentBytes = 0; ///< params, state, optimizer state, constants
   size_t gradBytes = 0;       ///< fused group buffers
+  size_t wireBytes = 0;       ///< 16-bit copy of the largest group (bf16/f16)
 };
 
 /// Timing of one executed plan step (microseconds since an epoch).
@@ -144,12 +152,17 @@ public:
   const std::string &planStrategy() const { return strategy; }
   double predictedIterationUs() const { return predictedUs; }
   /// The plan's allreduce model (`alpha_s`, `beta_s_per_byte`,
-  /// `group_overhead_us` of `oasr.plan`); alpha is -1 when absent.
+  /// `group_overhead_us` of `oasr.plan`); alpha is -1 when absent. Beta is
+  /// per gradient (f32) byte: with `grad_dtype` bf16/f16 it is half the
+  /// calibrated beta, so a replay of the plan charges what travels.
   double planAlphaS() const { return alphaS; }
   double planBetaSPerByte() const { return betaS; }
   double planGroupOverheadUs() const { return groupOverheadUs; }
   /// The plan's communication rate during backward (1 when not planned).
   double planOverlapRate() const { return overlapRate; }
+  /// The element type the gradient groups travel in (f32 unless compiled
+  /// with `grad-dtype`).
+  GradWire gradWire() const { return wire; }
   /// Where the compiler's per-op costs came from (`oasr.cost_model`'s
   /// source and file: "roofline", "profile p.json"); empty when unknown.
   const std::string &costSource() const { return costs; }
@@ -223,6 +236,7 @@ private:
   unsigned nextGroupId = 0;
   double predictedUs = -1;
   double alphaS = -1, betaS = 0, groupOverheadUs = 0, overlapRate = 1;
+  GradWire wire = GradWire::F32;
 };
 
 /// Fills parameters and state: from the ONNX initializers of the same name

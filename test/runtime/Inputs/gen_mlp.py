@@ -4,6 +4,7 @@
     gen_mlp.py --batch 16 --in 64 --hidden 32 --classes 10 \
         --groups wfbp|single|reversed [--optimizer sgd|momentum] [--lr 0.1]
         [--no-layout] [--forward-only] [--source model.onnx]
+        [--grad-dtype f32|bf16|f16]
 
 `wfbp`: one fused group per layer, started as soon as the layer's gradients
 are ready; `single`: one group after backward; `reversed`: the fc1 group
@@ -24,6 +25,7 @@ p.add_argument("--no-layout", action="store_true")
 p.add_argument("--forward-only", action="store_true")
 p.add_argument("--source", default="")
 p.add_argument("--predicted-us", type=float, default=0.0)
+p.add_argument("--grad-dtype", default="f32", choices=["f32", "bf16", "f16"])
 a = p.parse_args()
 
 N, I, H, C = a.batch, a.inp, a.hidden, a.classes
@@ -72,7 +74,8 @@ def start(tok, grads, types, group):
         end += sizes[g]
     lay = "" if a.no_layout else f", offsets = array<i64: {', '.join(map(str, offs))}>, buffer_bytes = {end} : i64"
     gl = ", ".join("%" + g for g in grads)
-    return f"    %{tok} = oasr.allreduce_start {gl} {{group = {group} : i64{lay}}} : {', '.join(types)}"
+    wire = "" if a.grad_dtype == "f32" else f", wire_type = {a.grad_dtype}"
+    return f"    %{tok} = oasr.allreduce_start {gl} {{group = {group} : i64{lay}{wire}}} : {', '.join(types)}"
 
 
 def update(p, g, t):

@@ -1,0 +1,46 @@
+//===- GradWire.h - The element type gradients travel in --------*- C++ -*-===//
+//
+// Gradients are f32 in memory. A plan compiled with `grad-dtype=bf16|f16`
+// (`wire_type` on each oasr.allreduce_start) sends them in a 16-bit type:
+// the fused buffer is rounded to it (to nearest, ties to even) before the
+// allreduce, the ranks sum it in that type (each partial sum computed in f32
+// and rounded back), and the sum is converted back to f32 and divided by the
+// number of ranks after it. These are the host conversions; the CUDA
+// backend has the same ones on the device (runtime/cuda/GradWire.cu).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OASR_RUNTIME_GRADWIRE_H
+#define OASR_RUNTIME_GRADWIRE_H
+
+#include <cstddef>
+#include <cstdint>
+
+namespace oasr::rt {
+
+/// The element type of a gradient allreduce on the wire.
+enum class GradWire : uint8_t { F32, BF16, F16 };
+
+/// "f32", "bf16", "f16".
+const char *gradWireName(GradWire wire);
+
+/// Round to nearest, ties to even; NaN stays a (quiet) NaN, values beyond
+/// the type's range become infinities (f16: |x| >= 65520).
+uint16_t floatToBF16(float x);
+uint16_t floatToF16(float x);
+/// Exact.
+float bf16ToFloat(uint16_t h);
+float f16ToFloat(uint16_t h);
+
+/// dst[i] = round(src[i]) in `wire` (BF16 or F16).
+void toWire(GradWire wire, const float *src, uint16_t *dst, size_t n);
+/// dst[i] = float(src[i]) * scale.
+void fromWire(GradWire wire, const uint16_t *src, float *dst, size_t n,
+              float scale);
+/// inout[i] = round(float(in[i]) + float(inout[i])): one step of the sum over
+/// ranks (commutative bit for bit, so every rank gets the same sum).
+void wireSum(GradWire wire, const uint16_t *in, uint16_t *inout, size_t n);
+
+} // namespace oasr::rt
+
+#endif // OASR_RUNTIME_GRADWIRE_H
