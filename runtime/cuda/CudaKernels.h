@@ -31,6 +31,13 @@ void check(cudaError_t status, const char *what);
 /// The stream every kernel of `backend` (a CUDA backend) runs on.
 cudaStream_t computeStream(KernelBackend &backend);
 
+/// Gradients on the wire (GradWire.cu): y = x rounded to bf16 (`bf16`) or
+/// f16, to nearest even; and back, y = float(x) * scale.
+void launchToWire(bool bf16, const float *x, void *y, int64_t n,
+                  cudaStream_t stream);
+void launchFromWire(bool bf16, const void *x, float *y, int64_t n, float scale,
+                    cudaStream_t stream);
+
 /// Limits of the by-value parameter blocks below.
 constexpr int kMaxRank = 8;
 constexpr int kMaxOperands = 8;

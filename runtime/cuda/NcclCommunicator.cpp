@@ -92,6 +92,28 @@ public:
     done(ncclAllReduce(data, data, count, type, ncclAvg, comm, commStream),
          "ncclAllReduce");
   }
+  void allreduceAverageWire(float *data, size_t count, GradWire wire,
+                            void *scratch) override {
+    if (wire == GradWire::F32)
+      return allreduceAverage(data, count, DType::F32);
+    // On the NCCL stream, after the group's kernels: round into the
+    // executor's 16-bit copy, sum it natively in NCCL's bf16/f16 (each step
+    // adds in f32 and rounds back, as the MPI communicator's operation),
+    // then back to f32 times 1/P. The sum, not the average, travels, so the
+    // f32 scaling matches the f32 path and small gradients do not lose f16
+    // range to a division first.
+    const bool bf16 = wire == GradWire::BF16;
+    afterMarkedCompute();
+    cuda::launchToWire(bf16, data, scratch, int64_t(count), commStream);
+    ncclResult_t r =
+        ncclAllReduce(scratch, scratch, count, bf16 ? ncclBfloat16 : ncclFloat16,
+                      ncclSum, comm, commStream);
+    if (r != ncclSuccess)
+      fail("ncclAllReduce", r);
+    cuda::launchFromWire(bf16, scratch, data, int64_t(count),
+                         1.0f / float(size()), commStream);
+    done(ncclSuccess, "ncclAllReduce");
+  }
   void broadcast(void *data, size_t bytes, int root) override {
     afterCompute();
     done(ncclBroadcast(data, data, bytes, ncclUint8, root, comm, commStream),
