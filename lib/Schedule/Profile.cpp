@@ -675,6 +675,29 @@ oasr::schedule::fitRunAllreduces(ArrayRef<MeasuredAllreduce> samples,
       }
     }
   }
+  if (beside && !rateFitted) {
+    // Not determined jointly (the sizes that overlap backward are always
+    // the same ones, say): alpha and beta from the allreduces that ran
+    // wholly after backward, if they have two sizes, and the rate from
+    // how much of the others' work got done beside it.
+    std::vector<std::pair<double, double>> after;
+    for (const MeasuredAllreduce &m : samples)
+      if (m.besideS == 0)
+        after.push_back({m.bytes, m.aloneS});
+    if (Expected<CommModel> m = fitAlphaBeta(after, ranks, FitError::Absolute)) {
+      double done = 0, time = 0;
+      for (const MeasuredAllreduce &s : samples)
+        if (s.besideS > 0) {
+          double work = m->alphaS + m->betaSPerByte * s.bytes;
+          done += std::clamp(work - s.aloneS, 0.0, s.besideS);
+          time += s.besideS;
+        }
+      rate = std::clamp(done / time, 0.05, 1.0);
+      rateFitted = true;
+    } else {
+      consumeError(m.takeError());
+    }
+  }
   std::vector<std::pair<double, double>> work;
   for (const MeasuredAllreduce &m : samples)
     work.push_back({m.bytes, rate * m.besideS + m.aloneS});

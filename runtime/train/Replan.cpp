@@ -8,7 +8,7 @@
 //    call proper (not the time it sat queued), minus the time the thread was
 //    runnable but had no CPU (the kernel's run-queue delay of the thread).
 // Ranks agree on the slowest rank's time per layer, and per allreduce on
-// the time from the last rank's call to the last rank's return, on one
+// the time from the last rank's start to the last rank's return, on one
 // clock (offsets from barriers); alpha and beta are fitted to those by
 // least squares on the time, the overlap rate to how far each allreduce got
 // while backward still ran.
@@ -123,11 +123,11 @@ static std::vector<double> clockOffsets(CommEngine &engine, double &spreadUs) {
   return offsets;
 }
 
-/// Per allreduce, the time from the last rank's call to the last rank's
-/// return, on rank 0's clock, split at the end of backward (the last
-/// rank's): the model's allreduce starts when every rank has the group
-/// ready and ends when every rank has the sum. A rank's own time in the
-/// call is not that: the first to arrive waits for the others, and over TCP
+/// Per allreduce, the time from the last rank's start (the group ready and
+/// the previous allreduce done) to the last rank's return, on rank 0's
+/// clock, split at the end of backward (the last rank's): the model's
+/// allreduce starts when every rank has the group ready and ends when every
+/// rank has the sum. A rank's own time in the call is not that: the first to arrive waits for the others, and over TCP
 /// the last often returns once the others' bytes, sent while it computed,
 /// are in, so it missed the wire.
 ///
@@ -147,7 +147,7 @@ Replanner::onOneClock(CommEngine &engine, llvm::ArrayRef<Job> jobs,
   const size_t n = jobs.size();
   std::vector<double> last(3 * n);
   for (size_t k = 0; k < n; ++k) {
-    last[k] = jobs[k].callStartUs - mine;
+    last[k] = jobs[k].readyUs - mine;
     last[n + k] = jobs[k].endUs - mine;
     last[2 * n + k] = jobs[k].backwardEndUs - mine;
   }
@@ -186,12 +186,18 @@ void Replanner::recordStep(const OpTiming *times, bool warmup) {
   std::map<unsigned, const GradGroup *> byId;
   for (const GradGroup &g : exec.groups())
     byId[g.id] = &g;
+  // The model's start: the group ready (queued) and the previous
+  // allreduce done; a thread slow to wake beside compute is the overlap
+  // rate's to charge.
+  double previousEnd = 0;
   for (const CommEvent &e : events) {
     auto it = byId.find(e.job);
     if (it == byId.end())
       continue;
-    jobs.push_back(Job{double(it->second->buffer.bytes()), e.startUs,
-                       e.endUs, backwardEnd});
+    jobs.push_back(Job{double(it->second->buffer.bytes()),
+                       std::max(e.enqueuedUs, previousEnd), e.endUs,
+                       backwardEnd});
+    previousEnd = e.endUs;
   }
   ++measuredSteps;
 }

@@ -25,7 +25,7 @@ std::string formatReplan(const ReplanEvent &ev,
   double costUs = ev.planUs + ev.switchUs;
   std::string fitted = llvm::formatv(
       "alpha {0:e2} s{1}, beta {2:e2} s/B, overlap rate {3:f2}{4}, fitted "
-      "to {5} allreduce(s) of {6} size(s), each from the last rank's call "
+      "to {5} allreduce(s) of {6} size(s), each from the last rank's start "
       "to the last rank's return, clocks aligned within {7:f0} us",
       ev.comm.alphaS, ev.alphaFromPlan ? " (the plan's)" : "",
       ev.comm.betaSPerByte, ev.comm.overlapRate,

@@ -98,10 +98,11 @@ public:
   const schedule::Profile &lastProfile() const { return agreedProfile; }
 
 private:
-  /// One allreduce on this rank's clock: its call and the step's end of
-  /// backward.
+  /// One allreduce on this rank's clock: the model's start (the group
+  /// queued and the previous allreduce done), the call's return, and the
+  /// step's end of backward.
   struct Job {
-    double bytes, callStartUs, endUs, backwardEndUs;
+    double bytes, readyUs, endUs, backwardEndUs;
   };
   static std::vector<schedule::MeasuredAllreduce>
   onOneClock(CommEngine &engine, llvm::ArrayRef<Job> jobs,

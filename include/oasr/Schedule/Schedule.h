@@ -247,11 +247,14 @@ struct MeasuredAllreduce {
 
 /// The allreduce model of a run's own allreduces: alpha, beta and the
 /// overlap rate r such that each did `r * besideS + aloneS = alpha + beta *
-/// bytes` of work, by least squares on `aloneS` (evenly weighted, so the
-/// fitted work adds up to the measured). r is clamped to [0.05, 1]; where
-/// the samples do not determine it (nothing ran beside backward, or nothing
-/// after it) it is `fallbackRate` and `rateFitted` is false. Fails like
-/// fitAlphaBeta when the sizes do not determine beta.
+/// bytes` of work, by least squares on `aloneS` in the three unknowns; then
+/// alpha and beta again on the work with r fixed (evenly weighted, so the
+/// fitted work adds up to the measured). Where the three are not determined
+/// jointly, alpha and beta come from the allreduces wholly after backward
+/// (two sizes or more) and r from the work the others got done beside it.
+/// r is clamped to [0.05, 1]; where neither determines it (say, nothing ran
+/// beside backward) it is `fallbackRate` and `rateFitted` is false. Fails
+/// like fitAlphaBeta when the sizes do not determine beta.
 llvm::Expected<CommModel>
 fitRunAllreduces(llvm::ArrayRef<MeasuredAllreduce> samples, int ranks,
                  double fallbackRate, bool &rateFitted);

@@ -284,6 +284,20 @@ TEST(Calibration, RunFitSeparatesTheOverlapRate) {
   EXPECT_NEAR(m->overlapRate, r, 1e-9);
   EXPECT_NEAR(m->alphaS, alpha, 1e-9);
   EXPECT_NEAR(m->betaSPerByte, beta, 1e-15);
+  // The overlapping allreduces are always the same size as each other and
+  // the rest run after backward: the three are not determined jointly, but
+  // alpha and beta are by the allreduces after it, and then the rate.
+  std::vector<MeasuredAllreduce> split;
+  for (int k = 0; k < 3; ++k) {
+    split.push_back({4e6, (alpha + beta * 4e6) / r, 0});
+    split.push_back({1e6, 0, alpha + beta * 1e6});
+    split.push_back({2e6, 0, alpha + beta * 2e6});
+  }
+  m = fitRunAllreduces(split, 2, 1.0, fitted);
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  EXPECT_TRUE(fitted);
+  EXPECT_NEAR(m->overlapRate, r, 1e-9);
+  EXPECT_NEAR(m->betaSPerByte, beta, 1e-15);
   // Nothing after backward: the rate cannot be told from the work; the
   // fallback is used and said.
   std::vector<MeasuredAllreduce> hidden = {{1e6, 0.1, 0}, {4e6, 0.3, 0}};
