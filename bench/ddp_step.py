@@ -15,7 +15,11 @@ batch (as oasr-run --data=synthetic), with plain SGD (lr 0.01, no momentum,
 oasr-run's default optimizer for an .onnx input).
 
 --bucket-cap-mb is DDP's bucket size (default 25, DDP's own); the first
-bucket stays DDP's 1 MiB. Steps are timed on rank 0 from the start of the
+bucket stays DDP's 1 MiB. --grad-dtype=bf16|f16 registers DDP's own
+compression hook (torch.distributed.algorithms.ddp_comm_hooks.default_hooks
+bf16_compress_hook / fp16_compress_hook: each bucket cast down, allreduced,
+divided by the world size and cast back), the peer of oasr-run
+--grad-dtype. Steps are timed on rank 0 from the start of the
 forward pass to the end of the update; as oasr-run's summary, the mean of
 steps 2..N (the first step builds the buckets and the caches). Then
 --compute-steps steps under no_sync() (no allreduce) give the compute time
@@ -55,6 +59,8 @@ def main():
     p.add_argument("--compute-steps", type=int, default=3)
     p.add_argument("--bucket-cap-mb", type=float, default=25.0)
     p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--grad-dtype", default="f32", choices=["f32", "bf16", "f16"],
+                   help="gradients on the wire (DDP's compression hooks)")
     a = p.parse_args()
     rank = env_int(["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "RANK"])
     world = env_int(["OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"])
@@ -93,6 +99,10 @@ def main():
         x = torch.randn((a.batch,) + tuple(example.shape[1:]), generator=g)
         y = torch.randint(0, 1000, (a.batch,), generator=g)
     ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_cap_mb)
+    if a.grad_dtype != "f32":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        ddp.register_comm_hook(None, default_hooks.bf16_compress_hook if a.grad_dtype == "bf16"
+                               else default_hooks.fp16_compress_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=a.lr)
 
     def step():
@@ -121,12 +131,14 @@ def main():
     comp = statistics.fmean(compute[1:])
     grad_bytes = sum(q.numel() * q.element_size() for q in model.parameters() if q.requires_grad)
     print(f"ddp {a.model}: {world} rank(s), gloo over {a.ifname}, bucket_cap_mb {a.bucket_cap_mb:g}, "
+          f"gradients in {a.grad_dtype} on the wire, "
           f"{buckets} bucket(s), {grad_bytes} gradient bytes; torch {torch.__version__}")
     print(f"  mean iteration   {mean * 1e3:9.3f} ms")
     print(f"  compute          {comp * 1e3:9.3f} ms (no_sync, no allreduce)")
     print(f"  exposed comm     {max(mean - comp, 0.0) * 1e3:9.3f} ms")
     print(json.dumps({"model": a.model, "ranks": world, "batch": a.batch,
                       "bucket_cap_mb": a.bucket_cap_mb, "buckets": buckets,
+                      "grad_dtype": a.grad_dtype,
                       "bucket_sizes": str(sizes), "step_ms": [t * 1e3 for t in times],
                       "mean_ms": mean * 1e3, "compute_ms": comp * 1e3,
                       "torch": torch.__version__,

@@ -17,8 +17,11 @@
 # (default 1gbit). Environment: NODES (2), REPS (3), PRIORITY (auto: the
 # calibration measures both and the runs use what it records), STRATEGIES,
 # DDP (1: the PyTorch rows; 0: none), TORCH_PY (/root/venv-torch/bin/python,
-# PyPI's torch with MKL and oneDNN), LOAD_FLAG (2 x cores). Writes
-# bench/results/cluster-MODEL-NODESxRATE.{json,md}. Needs root (namespaces).
+# PyPI's torch with MKL and oneDNN), LOAD_FLAG (2 x cores), GRAD_DTYPE (f32;
+# bf16 or f16: gradients on the wire in that type, oasr-run --grad-dtype
+# and DDP's bf16/fp16 compression hook). Writes
+# bench/results/cluster-MODEL-NODESxRATE[-GRAD_DTYPE].{json,md}. Needs root
+# (namespaces).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build}
@@ -37,7 +40,8 @@ PY=/usr/bin/python3
 CLUSTER="$ROOT/scripts/cluster.sh --name=bench"
 WORK=$BUILD/bench-cluster
 OUT=$ROOT/bench/results
-TAG=cluster-$NAME-${NODES}x$RATE
+GRAD_DTYPE=${GRAD_DTYPE:-f32}
+TAG=cluster-$NAME-${NODES}x$RATE$([ "$GRAD_DTYPE" = f32 ] || echo "-$GRAD_DTYPE")
 mkdir -p "$WORK" "$OUT"
 . "$ROOT/bench/lib.sh"
 MODEL=$(bench_model "$WORK" "$NAME")
@@ -50,6 +54,7 @@ PROFILE=$WORK/profile-$NAME-$NODES-$RATE.json
 # The plan as the strategy makes it from the calibration and profile
 # (--replan=off: the table compares the strategies and their predictions).
 BASE="$BUILD/bin/oasr-run $MODEL --batch=$BATCH --threads=1 --quiet --replan=off"
+[ "$GRAD_DTYPE" = f32 ] || BASE="$BASE --grad-dtype=$GRAD_DTYPE"
 MASTER=$($CLUSTER status | awk '$1 ~ /-n0$/ {print $2}')
 
 # The calibration as training issues allreduces: on the communication thread
@@ -72,6 +77,7 @@ $CLUSTER run "$NODES" -- $BASE --steps=$((2 * STEPS)) --strategy=wfbp \
 # predictions within 0.5 % of the best, the largest bucket: fewest calls).
 buckets=$(for b in 1 2 4 8 16 32 64; do printf 'bucket:%d,' $((b << 20)); done)
 BEST_MB=$("$BUILD/bin/oasr-plan" "$PROFILE" --comm="$COMM" --strategy="${buckets%,}" \
+  --grad-dtype="$GRAD_DTYPE" \
   --format=json | $PY -c 'import json, sys
 s = json.load(sys.stdin)["strategies"]
 best = min(x["iteration_us"] for x in s)
@@ -87,7 +93,7 @@ for rep in $(seq "$REPS"); do
     if [[ "$S" == torch-ddp:* ]]; then
       log=$($CLUSTER run "$NODES" -- "$TORCH_PY" "$ROOT/bench/ddp_step.py" "$NAME" \
         --master="$MASTER" --batch="$BATCH" --steps="$STEPS" \
-        --bucket-cap-mb="${S#torch-ddp:}" 2>/dev/null)
+        --bucket-cap-mb="${S#torch-ddp:}" --grad-dtype="$GRAD_DTYPE" 2>/dev/null)
       torch=$(echo "$log" | sed -n 's/.*; torch \(.*\)$/\1/p')
       groups=$(echo "$log" | sed -n 's/.*, \([0-9]*\) bucket(s),.*/\1/p')
       measured=$(echo "$log" | awk '/mean iteration/ {print $3}')
@@ -114,7 +120,7 @@ calib=$($PY -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dump
 {
   echo "{\"benchmark\": \"cluster\", \"date\": \"$date\", \"machine\": \"$machine\","
   echo " \"nodes\": $NODES, \"cores\": $(nproc), \"rate\": \"$RATE\", \"model\": \"$NAME\", \"batch\": $BATCH, \"steps\": $STEPS,"
-  echo " \"threads_per_rank\": 1, \"comm_priority\": \"$PRIORITY\", \"rounds\": $REPS, \"load_flag\": $LOAD_FLAG,"
+  echo " \"threads_per_rank\": 1, \"grad_dtype\": \"$GRAD_DTYPE\", \"comm_priority\": \"$PRIORITY\", \"rounds\": $REPS, \"load_flag\": $LOAD_FLAG,"
   echo " \"calibration\": $calib, \"calib_min_bytes\": $CALIB_MIN_BYTES, \"ddp_plan_bucket_mb\": ${BEST_MB:-null},"
   echo " \"runs\": ["
   (IFS=$',\n'; echo "  ${runs[*]}")
@@ -125,7 +131,9 @@ import json, statistics, sys
 d = json.load(open(sys.argv[1]))
 c = d["calibration"]
 loads = [r["load"] for r in d["runs"]]
-print(f"# Emulated cluster: {d['nodes']} nodes at {d['rate']}, {d['model']}\n")
+wire = d.get("grad_dtype", "f32")
+print(f"# Emulated cluster: {d['nodes']} nodes at {d['rate']}, {d['model']}"
+      + ("" if wire == "f32" else f", gradients in {wire} on the wire") + "\n")
 print(f"{d['date']}, {d['machine']}; load average (1 min) before the runs "
       f"{min(loads):.2f}-{max(loads):.2f}, median {statistics.median(loads):.2f}. "
       f"`scripts/cluster.sh up {d['nodes']} --rate={d['rate']}` (one rank per node, "
