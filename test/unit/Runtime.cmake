@@ -1,4 +1,4 @@
 #===- test/unit/Runtime.cmake - executor, data loaders, comm engine -------===#
 oasr_add_unittest(OASRRuntimeTests Runtime/RuntimeTests.cpp Runtime/ArenaPlanTest.cpp
-  Runtime/SetupTests.cpp Runtime/GradWireTest.cpp
+  Runtime/SetupTests.cpp Runtime/GradWireTest.cpp Runtime/RunTests.cpp
   LIBS OASRRuntime OASRDialect MLIR)

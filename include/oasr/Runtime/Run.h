@@ -1,0 +1,204 @@
+//===- Run.h - A training run from its options to its exit code -*- C++ -*-===//
+//
+// What `oasr-run` does once its command line is parsed: check the options,
+// pick the communicator and the communication thread's priority, set up the
+// device, load the module and the weights, agree on every rank's set-up
+// failures, resume from a checkpoint, train, and report. The decisions are
+// separate functions so they are tested without MPI; runTraining strings
+// them together. The compiler side (compiling an .onnx, the ONNX source of
+// the weights) comes in through RunModelHooks: the runtime does not link
+// lib/Compile, which sits above it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OASR_RUNTIME_RUN_H
+#define OASR_RUNTIME_RUN_H
+
+#include "oasr/Runtime/Checkpoint.h"
+#include "oasr/Runtime/Communicator.h"
+#include "oasr/Runtime/Executor.h"
+#include "oasr/Runtime/Replan.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace oasr::rt {
+
+/// oasr-run's options as plain data, named after their flags. An empty
+/// optional is a flag not given (a given value is checked even where it
+/// equals the default's sentinel: `--lr=-1` is an error).
+struct RunOptions {
+  std::string modelPath;
+  // Compiling an .onnx input (the model hook reads these).
+  std::string strategy;
+  std::optional<double> alpha, beta, overlapRate;
+  std::string commFile; ///< --comm: oasr-bench comm calibration
+  std::vector<std::string> dims;
+  std::string planProfile;
+  std::string optimizer;
+  std::optional<double> momentum;
+  int64_t ignoreIndex = -1;
+  // Training.
+  std::optional<int64_t> batch; ///< per rank; must match the module
+  std::string dataSpec = "synthetic";
+  std::optional<int64_t> vocab;
+  int64_t steps = 10;
+  std::optional<double> lr;
+  uint64_t seed = 1;
+  int threads = 0; ///< compute threads per rank; 0: defaultThreads()
+  int64_t logEvery = 1;
+  bool quiet = false;
+  bool allowNonFinite = false;
+  // Outputs (rank 0 writes them).
+  std::string tracePath, profilePath, savePath, dumpGrads, emitMlir;
+  // Device and communication.
+  std::string communicator; ///< mpi | self; empty: mpi under mpirun
+  std::string device = "cpu";
+  std::string commBackend;
+  std::string commPriority; ///< idle | normal | sleep; empty: chosen
+  std::optional<int> commCpu;
+  // The training algorithm.
+  std::string algorithm = "sync-sgd";
+  std::string psServer = "shared";
+  int64_t easgdTau = 4;
+  std::optional<double> easgdAlpha;
+  // Checkpoints.
+  std::string checkpointDir;
+  std::optional<int64_t> checkpointEvery;
+  std::optional<int64_t> keepCheckpoints; ///< default 2
+  std::string resumeDir;
+  // Re-planning.
+  std::string replan; ///< off | once | every:N; empty: replanFor's default
+  std::string replanProfile;
+  // Testing and debugging.
+  bool debugMemory = false; ///< print the RSS after each set-up phase
+  int64_t failAtStep = -1;
+  int failRank = -1;
+  int failSignal = 0;
+};
+
+/// The first option given out of its range, or given without the option it
+/// needs, as an error naming it ("--steps=0: expected a positive number of
+/// steps"); "" when every one is valid.
+std::string checkRunOptions(const RunOptions &options);
+
+/// CPUs this process may run on (its affinity mask: mpirun's --bind-to,
+/// taskset, a batch scheduler's cgroup), 0 if unknown.
+int boundCpus();
+/// Compute threads per rank when --threads is not given: the CPUs the rank
+/// is bound to when a launcher bound it to fewer than the host's, else the
+/// host's `onlineCpus` shared by its `localRanks` (at least 1).
+int defaultThreads(int onlineCpus, int boundCpus, int localRanks);
+/// The same for this process.
+int defaultThreads();
+
+/// The communicator --communicator asks for: mpi or self, by default mpi
+/// when `underMpirun`, else self.
+llvm::Expected<std::string> communicatorKind(const RunOptions &options,
+                                             bool underMpirun);
+
+/// The priority the calibration file measured to overlap better
+/// (`oasr-bench comm` records it), when it decides: --comm=FILE on the CPU
+/// and no --comm-priority; "" otherwise. Errors name --comm.
+llvm::Expected<std::string> calibratedCommPriority(const RunOptions &options);
+
+/// The communication thread's priority and why.
+struct CommPriorityChoice {
+  std::string name; ///< idle | normal | sleep, or what --comm-priority said
+  CommEngine::Priority priority = CommEngine::Priority::Normal;
+  bool calibrated = false; ///< the calibration's comm_priority
+  /// The CPU default (idle) fell back to normal: this process may not raise
+  /// an idle thread while compute waits.
+  bool idleFellBack = false;
+  /// The error naming --comm-priority when `name` is none of the three.
+  std::string error() const;
+};
+/// --comm-priority, else the calibration's (`calibrated`, may be empty),
+/// else idle on the CPU, where allreduces are CPU work (normal when the
+/// process could not raise an idle thread: `idleRaisable`), else normal.
+CommPriorityChoice chooseCommPriority(const RunOptions &options,
+                                      llvm::StringRef calibrated,
+                                      bool idleRaisable);
+
+/// Whether and when the run re-plans: --replan, checked against the
+/// algorithm and the plan's strategy, else once for sync-sgd on several CPU
+/// ranks with a strategy that plans with a model (mgwfbp, optimal, oasr).
+/// Errors name --replan or --replan-profile.
+llvm::Expected<ReplanOptions> replanFor(const RunOptions &options, int ranks,
+                                        llvm::StringRef planStrategy);
+
+/// The checkpoint schedule (--checkpoint-every, else once after the last
+/// step) and what a resumed run must match.
+CheckpointOptions checkpointOptionsFor(const RunOptions &options);
+
+/// The data shard of `rank` among `ranks`: a dedicated parameter server
+/// trains on nothing, the other ranks split the data (the server gets a
+/// valid, unused shard).
+struct DataShard {
+  int index = 0, count = 1;
+};
+DataShard dataShardFor(const RunOptions &options, int rank, int ranks);
+
+/// Why `path` cannot be written ("" when it can), checked without
+/// truncating an existing file: outputs are only written after training.
+std::string unwritable(llvm::StringRef path);
+/// The first output file option (--trace, --profile, --replan-profile,
+/// --dump-grads, --save, --emit-mlir) that cannot be written, as an error
+/// naming it; "" when all can.
+std::string checkOutputPaths(const RunOptions &options);
+
+/// A compiled training module and where its allreduce model came from.
+struct RunModule {
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  /// For the summary's "predicted from" (empty for a .mlir module).
+  std::string commSource;
+  /// The plan used the default allreduce model, these alpha (s) and beta
+  /// (s/B): the user should calibrate.
+  bool usedDefaultComm = false;
+  double defaultAlphaS = 0, defaultBetaSPerByte = 0;
+};
+
+/// The ONNX model the weights start from and --save writes back.
+class RunSourceModel {
+public:
+  virtual ~RunSourceModel();
+  virtual InitializerLoader loader() const = 0;
+  /// Returns the number of initializers updated.
+  virtual llvm::Expected<size_t> save(Executor &exec,
+                                      llvm::StringRef path) const = 0;
+};
+
+/// What a run needs from the compiler side (lib/Compile).
+struct RunModelHooks {
+  /// Parses or compiles `options.modelPath` into a training module.
+  std::function<llvm::Expected<RunModule>(mlir::MLIRContext &,
+                                          const RunOptions &)>
+      load;
+  /// The executor's ONNX source, or null when it has none.
+  std::function<llvm::Expected<std::unique_ptr<RunSourceModel>>(
+      const Executor &)>
+      openSource;
+};
+
+/// Runs the training `options` describe on this process' rank and returns
+/// the exit code. Collective: every rank calls it with the same options.
+/// `argc`/`argv` go to MPI_Init. Errors are printed ("oasr-run: error:
+/// ..."): set-up failures by the lowest failing rank after every rank
+/// agrees, failures while training by the rank that has them, which ends
+/// the job.
+int runTraining(const RunOptions &options, const RunModelHooks &hooks,
+                int *argc, char ***argv);
+
+} // namespace oasr::rt
+
+#endif // OASR_RUNTIME_RUN_H

@@ -1,0 +1,743 @@
+//===- Run.cpp - A training run from its options to its exit code ---------===//
+
+#include "oasr/Runtime/Run.h"
+#include "oasr/Dialect/OASRDialect.h"
+#include "oasr/Runtime/DataLoader.h"
+#include "oasr/Runtime/DeviceSetup.h"
+#include "oasr/Runtime/GradientDump.h"
+#include "oasr/Runtime/Report.h"
+#include "oasr/Runtime/Training.h"
+#include "oasr/Schedule/Schedule.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sched.h>
+#include <thread>
+#include <unistd.h>
+
+namespace oasr::rt {
+
+RunSourceModel::~RunSourceModel() = default;
+
+//===----------------------------------------------------------------------===//
+// The decisions
+//===----------------------------------------------------------------------===//
+
+/// `v` as the command line would spell it (-1, 0.5, nan, inf).
+static std::string numberText(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+std::string checkRunOptions(const RunOptions &o) {
+  auto finiteAtLeast = [](const std::optional<double> &v, double low) {
+    return !v || (std::isfinite(*v) && *v >= low);
+  };
+  auto name = [](const char *flag, const std::string &value) {
+    return std::string("--") + flag + "=" + value + ": ";
+  };
+  if (o.batch && *o.batch <= 0)
+    return name("batch", std::to_string(*o.batch)) +
+           "expected a positive per-rank batch";
+  if (o.steps < 1)
+    return name("steps", std::to_string(o.steps)) +
+           "expected a positive number of steps";
+  if (!finiteAtLeast(o.lr, 0))
+    return name("lr", numberText(*o.lr)) +
+           "expected a finite learning rate >= 0";
+  if (!finiteAtLeast(o.momentum, 0) || (o.momentum && *o.momentum > 1))
+    return name("momentum", numberText(*o.momentum)) +
+           "expected a finite momentum in [0, 1]";
+  if (!finiteAtLeast(o.alpha, 0))
+    return name("alpha", numberText(*o.alpha)) +
+           "expected a finite start-up latency >= 0 (seconds)";
+  if (!finiteAtLeast(o.beta, 0))
+    return name("beta", numberText(*o.beta)) +
+           "expected a finite per-byte time >= 0 (seconds/byte)";
+  if (!finiteAtLeast(o.overlapRate, 0) || (o.overlapRate && *o.overlapRate > 1))
+    return name("overlap-rate", numberText(*o.overlapRate)) +
+           "must be in [0, 1] (the rate communication progresses while "
+           "backward computes)";
+  if (o.vocab && *o.vocab < 1)
+    return name("vocab", std::to_string(*o.vocab)) +
+           "expected a positive vocabulary size";
+  if (o.logEvery < 1)
+    return name("log-every", std::to_string(o.logEvery)) +
+           "expected a positive number of steps";
+  if (o.commCpu && *o.commCpu < 0)
+    return name("comm-cpu", std::to_string(*o.commCpu)) +
+           "expected a CPU number >= 0";
+  if (o.checkpointEvery && *o.checkpointEvery < 1)
+    return name("checkpoint-every", std::to_string(*o.checkpointEvery)) +
+           "expected a positive number of steps";
+  if (o.keepCheckpoints && *o.keepCheckpoints < 0)
+    return name("keep-checkpoints", std::to_string(*o.keepCheckpoints)) +
+           "expected a number of checkpoints >= 0 (0 keeps all)";
+  if (!o.replanProfile.empty() && o.replan == "off")
+    return "--replan-profile needs re-planning (not --replan=off)";
+  if ((o.checkpointEvery || o.keepCheckpoints) && o.checkpointDir.empty())
+    return "--checkpoint-every/--keep-checkpoints need --checkpoint=DIR";
+  return "";
+}
+
+int boundCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0)
+    return 0;
+  return CPU_COUNT(&set);
+}
+
+int defaultThreads(int onlineCpus, int boundCpus, int localRanks) {
+  if (boundCpus > 0 && boundCpus < onlineCpus)
+    return boundCpus;
+  return std::max(1, onlineCpus / std::max(1, localRanks));
+}
+
+int defaultThreads() {
+  return defaultThreads(int(std::thread::hardware_concurrency()), boundCpus(),
+                        localRankCount());
+}
+
+llvm::Expected<std::string> communicatorKind(const RunOptions &o,
+                                             bool underMpirun) {
+  if (o.communicator.empty())
+    return underMpirun ? "mpi" : "self";
+  if (o.communicator == "mpi" || o.communicator == "self")
+    return o.communicator;
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "--communicator=" + o.communicator +
+                                     ": expected mpi or self");
+}
+
+llvm::Expected<std::string> calibratedCommPriority(const RunOptions &o) {
+  if (!o.commPriority.empty() || o.commFile.empty() || o.device != "cpu")
+    return "";
+  llvm::Expected<std::string> p =
+      oasr::schedule::readCalibrationPriority(o.commFile);
+  if (!p)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "--comm: " + llvm::toString(p.takeError()));
+  return *p;
+}
+
+std::string CommPriorityChoice::error() const {
+  if (name == "idle" || name == "normal" || name == "sleep")
+    return "";
+  return "--comm-priority=" + name + ": expected idle, normal or sleep";
+}
+
+CommPriorityChoice chooseCommPriority(const RunOptions &o,
+                                      llvm::StringRef calibrated,
+                                      bool idleRaisable) {
+  CommPriorityChoice c;
+  // Idle by default with the CPU backend, where allreduces are CPU work --
+  // unless this process could not raise the thread while compute waits:
+  // then other load on the host would starve it (docs/runtime.md).
+  const bool cpu = o.device == "cpu";
+  c.name = !o.commPriority.empty() ? o.commPriority
+           : !calibrated.empty()   ? calibrated.str()
+           : cpu                   ? (idleRaisable ? "idle" : "normal")
+                                   : "normal";
+  c.calibrated = o.commPriority.empty() && !calibrated.empty();
+  c.idleFellBack =
+      o.commPriority.empty() && calibrated.empty() && cpu && !idleRaisable;
+  c.priority = c.name == "idle"    ? CommEngine::Priority::Idle
+               : c.name == "sleep" ? CommEngine::Priority::Sleep
+                                   : CommEngine::Priority::Normal;
+  return c;
+}
+
+static llvm::Error runError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+llvm::Expected<ReplanOptions> replanFor(const RunOptions &o, int ranks,
+                                        llvm::StringRef planStrategy) {
+  ReplanOptions r;
+  const bool modelStrategy =
+      oasr::schedule::strategyNeedsCommModel(planStrategy);
+  if (!o.replan.empty()) {
+    auto parsed = parseReplanOption(o.replan);
+    if (!parsed)
+      return runError("--replan=" + o.replan + ": " +
+                      llvm::toString(parsed.takeError()));
+    r = *parsed;
+    if (r.mode != ReplanOptions::Mode::Off && o.algorithm != "sync-sgd")
+      return runError("--replan=" + o.replan + ": --algo=" + o.algorithm +
+                      " does not run the planned allreduces (sync-sgd does)");
+    if (r.mode != ReplanOptions::Mode::Off && !modelStrategy)
+      return runError(
+          "--replan=" + o.replan + ": the plan's strategy '" +
+          (planStrategy.empty() ? llvm::StringRef("?") : planStrategy) +
+          "' groups without an allreduce model; re-planning "
+          "applies to mgwfbp, optimal and oasr");
+  } else if (o.algorithm == "sync-sgd" && ranks > 1 && o.device == "cpu" &&
+             modelStrategy) {
+    // Not by default on a GPU: per-op times there measure kernel launches,
+    // not the kernels (docs/runtime.md).
+    r.mode = ReplanOptions::Mode::Once;
+  }
+  if (!o.replanProfile.empty() && r.mode == ReplanOptions::Mode::Off)
+    return runError("--replan-profile=" + o.replanProfile +
+                    ": nothing is re-planned in this run (sync-sgd on "
+                    "several ranks with mgwfbp, optimal or oasr re-plans)");
+  return r;
+}
+
+CheckpointOptions checkpointOptionsFor(const RunOptions &o) {
+  CheckpointOptions c;
+  c.dir = o.checkpointDir;
+  c.every = o.checkpointDir.empty()                       ? 0
+            : o.checkpointEvery && *o.checkpointEvery > 0 ? *o.checkpointEvery
+                                                          : o.steps;
+  c.keep = o.keepCheckpoints.value_or(2);
+  // Where the center variable lives is part of what must match.
+  c.algorithm = o.psServer == "dedicated"
+                    ? o.algorithm + " --ps-server=dedicated"
+                    : o.algorithm;
+  c.dataSource = o.dataSpec;
+  c.seed = o.seed;
+  return c;
+}
+
+DataShard dataShardFor(const RunOptions &o, int rank, int ranks) {
+  const bool dedicated = o.psServer == "dedicated" && ranks > 1;
+  DataShard s;
+  s.count = dedicated ? ranks - 1 : ranks;
+  s.index = rank < s.count ? rank : 0;
+  return s;
+}
+
+std::string unwritable(llvm::StringRef path) {
+  if (llvm::sys::fs::is_directory(path))
+    return "is a directory";
+  if (llvm::sys::fs::exists(path)) {
+    std::error_code ec =
+        llvm::sys::fs::access(path, llvm::sys::fs::AccessMode::Write);
+    return ec ? ec.message() : "";
+  }
+  int fd = -1;
+  if (std::error_code ec = llvm::sys::fs::openFileForWrite(
+          path, fd, llvm::sys::fs::CD_CreateNew))
+    return ec.message();
+  ::close(fd);
+  llvm::sys::fs::remove(path);
+  return "";
+}
+
+std::string checkOutputPaths(const RunOptions &o) {
+  for (auto [name, path] :
+       {std::pair<const char *, const std::string *>{"--trace", &o.tracePath},
+        {"--profile", &o.profilePath},
+        {"--replan-profile", &o.replanProfile},
+        {"--dump-grads", &o.dumpGrads},
+        {"--save", &o.savePath},
+        {"--emit-mlir", &o.emitMlir}})
+    if (!path->empty())
+      if (std::string why = unwritable(*path); !why.empty())
+        return std::string(name) + "=" + *path + ": cannot write: " + why;
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// The run
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The failure of one rank's setup, agreed on collectively.
+struct Failure {
+  bool failed = false;
+  std::string message;
+  void set(const llvm::Twine &m) {
+    if (!failed) {
+      failed = true;
+      message = m.str();
+    }
+  }
+  void set(llvm::Error err) { set(llvm::toString(std::move(err))); }
+};
+
+/// Prints this process' current and peak RSS (--debug-memory).
+void memoryPoint(const RunOptions &o, const char *phase) {
+  if (!o.debugMemory)
+    return;
+  std::ifstream status("/proc/self/status");
+  std::string line, rss, hwm;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0)
+      rss = line.substr(6);
+    if (line.rfind("VmHWM:", 0) == 0)
+      hwm = line.substr(6);
+  }
+  llvm::errs() << "memory after " << phase << ": rss" << rss << ", peak" << hwm
+               << "\n";
+}
+
+/// Ends the job with this rank's own error message (the failure report of
+/// the other ranks says the rest).
+[[noreturn]] void abortRun(Communicator &comm, const std::string &message,
+                           int code = 1) {
+  silenceFailureReport();
+  comm.abort(message, code);
+  std::_Exit(code); // not reached: abort ends the job
+}
+
+/// One rank's training run: the set-up, agreed on by every rank, then the
+/// steps and the report.
+class Run {
+public:
+  Run(const RunOptions &options, const RunModelHooks &hooks)
+      : o(options), hooks(hooks) {}
+  int run(int *argc, char ***argv);
+
+private:
+  /// Every rank's set-up; failures go to `failure`.
+  void loadModel();
+  void loadWeights();
+  void openData();
+  void checkTraining();
+  /// Agrees on the set-up: false (after the lowest failing rank printed its
+  /// error) when any rank failed.
+  bool agree();
+  /// Rank 0's warnings and notes before training, and the run's line.
+  void describe();
+  /// Continues from the checkpoint read by rank 0; the start step.
+  int64_t resume(std::vector<float> &algorithmState);
+  void report(const TrainSummary &summary, const TrainingAlgorithm &algo);
+
+  const RunOptions &o;
+  const RunModelHooks &hooks;
+  // Destroyed in reverse: the module before its context, the engine before
+  // the backend and the communicator.
+  std::unique_ptr<Communicator> comm;
+  std::unique_ptr<KernelBackend> backend;
+  std::unique_ptr<CommEngine> engine;
+  std::unique_ptr<mlir::MLIRContext> ctx;
+  int rank = 0, size = 1, nthreads = 1;
+  std::string calibratedPriority;
+  CommPriorityChoice priority;
+  Failure failure;
+  RunModule module;
+  std::unique_ptr<Executor> exec;
+  std::unique_ptr<RunSourceModel> source;
+  std::unique_ptr<DataLoader> data;
+  AlgorithmOptions algoOptions;
+  ReplanOptions replanOptions;
+  CheckpointOptions checkpointOptions;
+  CheckpointBytes resumeBytes;
+};
+
+void Run::loadModel() {
+  if (!failure.failed) {
+    auto loaded = hooks.load(*ctx, o);
+    if (!loaded)
+      failure.set(loaded.takeError());
+    else
+      module = std::move(*loaded);
+  }
+  memoryPoint(o, "module");
+
+  // Rank 0 writes every output file: refuse paths it cannot write before
+  // training instead of after it.
+  if (rank == 0 && !failure.failed)
+    if (std::string why = checkOutputPaths(o); !why.empty())
+      failure.set(why);
+
+  if (module.module && backend && !failure.failed) {
+    if (rank == 0 && !o.emitMlir.empty()) {
+      std::error_code ec;
+      llvm::raw_fd_ostream os(o.emitMlir, ec);
+      if (ec)
+        failure.set("--emit-mlir=" + o.emitMlir +
+                    ": cannot write: " + ec.message());
+      else
+        module.module->print(os);
+    }
+    ExecutorOptions eo;
+    eo.seed = o.seed;
+    eo.lrOverride = o.lr.value_or(-1);
+    auto created = Executor::create(*module.module, *backend, eo);
+    if (!created)
+      failure.set(llvm::Twine(o.modelPath) + ": " +
+                  llvm::toString(created.takeError()));
+    else
+      exec = std::move(*created);
+  }
+  memoryPoint(o, "plan");
+  if (exec && o.batch && *o.batch > 0 && exec->batch() != *o.batch)
+    failure.set(llvm::formatv("--batch={0} does not match the model: {1} was "
+                              "compiled for a per-rank batch of {2}",
+                              *o.batch, o.modelPath, exec->batch())
+                    .str());
+}
+
+void Run::loadWeights() {
+  // The ONNX source: the initial weights, and what --save writes back.
+  if (exec && !failure.failed) {
+    InitializerLoader loader;
+    auto opened =
+        hooks.openSource
+            ? hooks.openSource(*exec)
+            : llvm::Expected<std::unique_ptr<RunSourceModel>>(nullptr);
+    if (!opened)
+      failure.set(opened.takeError());
+    else if ((source = std::move(*opened)))
+      loader = source->loader();
+    if (!failure.failed) {
+      auto loaded = initializeWeights(*exec, loader, o.seed);
+      if (!loaded)
+        // Only the ONNX source's initializers can fail to load: name it.
+        failure.set(exec->sourcePath() + ": " +
+                    llvm::toString(loaded.takeError()));
+      else if (rank == 0 && !o.quiet) {
+        size_t weights = 0;
+        for (const PersistentTensor &t : exec->persistent())
+          weights += t.kind != PersistentTensor::OptState;
+        std::printf("oasr-run: %s: %zu parameter/state tensors, %u loaded "
+                    "from %s%s\n",
+                    o.modelPath.c_str(), weights, *loaded,
+                    source ? exec->sourcePath().c_str() : "(no ONNX source)",
+                    *loaded < weights ? ", the rest seeded random" : "");
+      }
+    }
+  }
+  memoryPoint(o, "weights");
+}
+
+void Run::openData() {
+  if (!exec || failure.failed)
+    return;
+  SampleShape shape;
+  shape.features = exec->input().numel() / std::max<int64_t>(exec->batch(), 1);
+  shape.classes = exec->numClasses();
+  DType inType = exec->input().desc.dtype;
+  shape.tokens = inType == DType::I64 || inType == DType::I32;
+  shape.vocab = o.vocab && *o.vocab > 0 ? *o.vocab : exec->inputVocab();
+  if (exec->label().data)
+    shape.labelsPerSample =
+        exec->label().numel() / std::max<int64_t>(exec->batch(), 1);
+  DataShard shard = dataShardFor(o, rank, size);
+  auto loader =
+      createDataLoader(o.dataSpec, shape, shard.index, shard.count, o.seed);
+  if (!loader)
+    failure.set(loader.takeError());
+  else
+    data = std::move(*loader);
+}
+
+void Run::checkTraining() {
+  algoOptions.server = o.psServer;
+  algoOptions.easgdTau = o.easgdTau;
+  algoOptions.easgdAlpha = o.easgdAlpha.value_or(-1);
+  if (llvm::Error err =
+          checkTrainingAlgorithm(o.algorithm, algoOptions, *comm, exec.get()))
+    failure.set(std::move(err));
+  if (o.easgdAlpha && !(*o.easgdAlpha > 0 && *o.easgdAlpha <= 1))
+    failure.set("--easgd-alpha=" + std::to_string(*o.easgdAlpha) +
+                ": must be in (0, 1]");
+  if (!o.savePath.empty() && !failure.failed && !source)
+    failure.set("--save needs the model's ONNX source (module attribute "
+                "oasr.source naming an existing .onnx file)");
+
+  // Re-planning: by default once for sync SGD on several ranks when the
+  // strategy plans with a model (the others group by layer or size).
+  if (exec && !failure.failed) {
+    if (auto r = replanFor(o, size, exec->planStrategy()))
+      replanOptions = *r;
+    else
+      failure.set(r.takeError());
+  }
+
+  // Checkpoints: what must match on resume; rank 0 reads and checks the
+  // newest one now, every rank restores it after the agreement.
+  checkpointOptions = checkpointOptionsFor(o);
+  if (!o.resumeDir.empty() && exec && data && !failure.failed && rank == 0) {
+    auto latest = findLatestCheckpoint(o.resumeDir);
+    if (!latest)
+      failure.set(latest.takeError());
+    else if (auto read =
+                 readCheckpoint(*latest, *exec, size, checkpointOptions))
+      resumeBytes = std::move(*read);
+    else
+      failure.set(read.takeError());
+  }
+  if (data && !failure.failed && rank == 0 && data->trainSize() > 0 && exec &&
+      data->trainSize() < exec->batch())
+    llvm::errs() << llvm::formatv(
+        "oasr-run: warning: --data={0}: rank 0's shard holds {1} training "
+        "sample(s), fewer than one batch of {2}: every batch repeats "
+        "samples\n",
+        o.dataSpec, data->trainSize(), exec->batch());
+}
+
+bool Run::agree() {
+  // The lowest failing rank reports, everyone exits non-zero.
+  double lowestFailing = failure.failed ? -double(rank) : -1e9;
+  engine->run([&](Communicator &c) { c.allreduceMax(&lowestFailing, 1); });
+  if (lowestFailing <= -1e9)
+    return true;
+  int who = int(-lowestFailing);
+  if (rank == who) {
+    std::string prefix = size > 1 && rank != 0
+                             ? "oasr-run: " + rankName(*comm) + ": error: "
+                             : "oasr-run: error: ";
+    std::fprintf(stderr, "%s%s\n", prefix.c_str(), failure.message.c_str());
+    std::fflush(stderr);
+  }
+  return false;
+}
+
+void Run::describe() {
+  if (int bound = boundCpus(); rank == 0 && bound > 0 && nthreads > bound)
+    llvm::errs() << llvm::formatv(
+        "oasr-run: warning: {0} compute threads per rank, but rank 0 may run "
+        "on {1} CPU(s) only (its affinity mask, e.g. mpirun's default "
+        "--bind-to core); the threads will share them. Launch with `mpirun "
+        "--bind-to none` or `--map-by slot:PE={0}`, or use --threads={1}\n",
+        nthreads, bound);
+  // Ranks whose compute threads fill the host leave communication no CPU
+  // of its own: the plan should know (oasr-bench comm measures the overlap
+  // rate), and with more threads than CPUs the ranks take turns on them,
+  // which the timeline model does not describe.
+  if (int online = int(std::thread::hardware_concurrency());
+      rank == 0 && o.device == "cpu" && online > 0 &&
+      localRankCount() * nthreads > online)
+    llvm::errs() << llvm::formatv(
+        "oasr-run: warning: {0} rank(s) x {1} compute thread(s) on this "
+        "host's {2} CPU(s): the ranks oversubscribe the host, take turns on "
+        "its CPUs and cannot overlap communication with backward; expect the "
+        "measured iteration to exceed the prediction (docs/runtime.md)\n",
+        localRankCount(), nthreads, online);
+  if (rank != 0 || o.quiet)
+    return;
+  if (priority.calibrated)
+    std::printf("oasr-run: communication thread at %s priority (%s's "
+                "comm_priority, measured by oasr-bench comm)\n",
+                priority.name.c_str(), o.commFile.c_str());
+  if (priority.idleFellBack)
+    llvm::errs() << "oasr-run: note: the communication thread runs at normal "
+                    "priority: this process may not raise an idle-priority "
+                    "one while compute waits (needs CAP_SYS_NICE or `ulimit "
+                    "-e 20`), and other load on the host would starve it; "
+                    "--comm-priority=idle forces idle priority\n";
+  if (priority.name == "idle" && !engine->raisesWhileWaited())
+    llvm::errs() << "oasr-run: note: the communication thread runs at idle "
+                    "priority and this process may not raise it while compute "
+                    "waits (needs CAP_SYS_NICE or `ulimit -e 20`): other load "
+                    "on the host will starve communication; there, pass "
+                    "--comm-priority=normal\n";
+  if (module.usedDefaultComm)
+    std::printf("oasr-run: planned with the default allreduce model alpha=%g s "
+                "beta=%g s/B (give --comm=FILE from `oasr-bench comm`, or "
+                "--alpha/--beta)\n",
+                module.defaultAlphaS, module.defaultBetaSPerByte);
+  const MemoryStats &m = exec->memory();
+  int bound = boundCpus(), online = int(std::thread::hardware_concurrency());
+  std::string binding =
+      bound > 0 && bound < online
+          ? llvm::formatv(" (rank 0 bound to {0} of {1} CPUs)", bound, online)
+                .str()
+          : "";
+  std::printf(
+      "oasr-run: %d rank(s) [%s], %d thread(s)/rank%s, batch %lld/rank, "
+      "data %s, plan %s with %zu fused group(s); memory: "
+      "activations %.1f MiB (%.1f MiB without reuse), weights+state "
+      "%.1f MiB, gradients %.1f MiB\n",
+      size, comm->name(), nthreads, binding.c_str(), (long long)exec->batch(),
+      data->describe().c_str(),
+      exec->planStrategy().empty() ? "?" : exec->planStrategy().c_str(),
+      exec->groups().size(), m.arenaBytes / 1048576.0,
+      m.unsharedBytes / 1048576.0, m.persistentBytes / 1048576.0,
+      m.gradBytes / 1048576.0);
+  std::fflush(stdout);
+}
+
+int64_t Run::resume(std::vector<float> &algorithmState) {
+  broadcastCheckpoint(resumeBytes, *engine);
+  auto resumed = restoreCheckpoint(resumeBytes, *exec, *data, rank);
+  if (!resumed)
+    abortRun(*comm, "oasr-run: " + rankName(*comm) + ": error: --resume: " +
+                        llvm::toString(resumed.takeError()));
+  int64_t startStep = resumed->step;
+  algorithmState = std::move(resumed->algorithmState);
+  noteProgress(startStep);
+  noteCheckpoint(resumed->path);
+  if (rank == 0 && !o.quiet)
+    std::printf("oasr-run: resumed from %s: step %lld of %lld\n",
+                resumed->path.c_str(), (long long)startStep,
+                (long long)o.steps);
+  // Nothing left to train: the run still evaluates and writes --save and
+  // --dump-grads from the checkpoint's weights (a checkpoint to ONNX).
+  if (rank == 0 && startStep >= o.steps)
+    llvm::errs() << llvm::formatv(
+        "oasr-run: note: {0} holds step {1}, --steps={2}: no step left to "
+        "train (--steps is the total, not the steps to add)\n",
+        resumed->path, startStep, o.steps);
+  return startStep;
+}
+
+void Run::report(const TrainSummary &summary, const TrainingAlgorithm &algo) {
+  SummaryContext sc;
+  sc.ranks = size;
+  sc.strategy = exec->planStrategy();
+  sc.groups = exec->groups().size();
+  sc.algorithm = algo.name();
+  sc.algorithmReport = algo.report();
+  sc.planned = o.algorithm == "sync-sgd";
+  std::string costs = exec->costSource().empty()
+                          ? std::string("the module's plan")
+                          : exec->costSource() + " costs";
+  sc.predictedFrom =
+      module.commSource.empty() ? costs : costs + ", " + module.commSource;
+  printSummary(stdout, summary, sc);
+
+  if (!o.dumpGrads.empty())
+    if (auto err = writeGradientDump(o.dumpGrads, *exec))
+      abortRun(*comm, "oasr-run: error: " + llvm::toString(std::move(err)));
+  if (!o.savePath.empty()) {
+    auto saved = source->save(*exec, o.savePath);
+    if (!saved)
+      abortRun(*comm,
+               "oasr-run: error: --save: " + llvm::toString(saved.takeError()));
+    std::printf("saved %s (%zu initializers updated)\n", o.savePath.c_str(),
+                *saved);
+  }
+}
+
+int Run::run(int *argc, char ***argv) {
+  // The communication thread's priority on the CPU: --comm-priority, else
+  // the one the calibration measured to overlap better, else the default.
+  if (auto p = calibratedCommPriority(o)) {
+    calibratedPriority = *p;
+  } else {
+    llvm::errs() << "oasr-run: error: " << llvm::toString(p.takeError())
+                 << "\n";
+    return 1;
+  }
+  // While MPI waits on the wire the communication thread yields its CPU
+  // (Open MPI otherwise spins, and at normal priority that takes half a
+  // shared core from compute), as in oasr-bench comm's calibration. A value
+  // the user set stays.
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+
+  auto kind = communicatorKind(o, launchedByMpi());
+  nthreads = o.threads > 0 ? o.threads : defaultThreads();
+  if (!kind) {
+    llvm::errs() << "oasr-run: error: " << llvm::toString(kind.takeError())
+                 << "\n";
+    return 1;
+  }
+  if (*kind == "mpi") {
+    std::string error;
+    comm = createMpiCommunicator(argc, argv, error);
+    if (!comm) {
+      llvm::errs() << "oasr-run: error: " << error << "\n";
+      return 1;
+    }
+  } else {
+    comm = createSelfCommunicator();
+  }
+  // Kernel backend (and NCCL) before the communication engine takes `comm`.
+  std::string backendError;
+  DeviceOptions deviceOptions;
+  deviceOptions.device = o.device;
+  deviceOptions.commBackend = o.commBackend;
+  deviceOptions.algorithm = o.algorithm;
+  deviceOptions.threads = nthreads;
+  deviceOptions.quiet = o.quiet;
+  backend = setUpDevice(comm, deviceOptions, backendError);
+
+  rank = comm->rank();
+  size = comm->size();
+  priority =
+      chooseCommPriority(o, calibratedPriority, CommEngine::idleIsRaisable());
+  engine = std::make_unique<CommEngine>(*comm, priority.priority);
+
+  // Setup on every rank; failures are agreed on before training.
+  if (!backend)
+    failure.set(backendError);
+  if (std::string bad = priority.error(); !bad.empty())
+    failure.set(bad);
+  if (o.commCpu)
+    if (std::string why = engine->pinToCpu(*o.commCpu); !why.empty())
+      failure.set("--comm-cpu=" + std::to_string(*o.commCpu) + ": " + why);
+  mlir::DialectRegistry registry;
+  registry.insert<mlir::func::FuncDialect, mlir::oasr::OASRDialect>();
+  ctx = std::make_unique<mlir::MLIRContext>(registry);
+  ctx->loadAllAvailableDialects();
+  if (std::string bad = checkRunOptions(o); !bad.empty())
+    failure.set(bad);
+  if (!o.checkpointDir.empty() && rank == 0 && !failure.failed)
+    if (std::error_code ec = llvm::sys::fs::create_directories(o.checkpointDir))
+      failure.set("--checkpoint=" + o.checkpointDir +
+                  ": cannot create: " + ec.message());
+  loadModel();
+  loadWeights();
+  openData();
+  checkTraining();
+
+  if (!agree()) {
+    engine->drain();
+    comm->finalize();
+    return 1;
+  }
+  describe();
+
+  int64_t startStep = 0;
+  std::vector<float> resumedAlgorithmState;
+  if (!o.resumeDir.empty())
+    startStep = resume(resumedAlgorithmState);
+  installFailureReport(*engine);
+
+  std::unique_ptr<TrainingAlgorithm> algo =
+      createTrainingAlgorithm(o.algorithm, *exec, *engine, algoOptions);
+  if (!o.resumeDir.empty())
+    if (llvm::Error err = algo->restoreAlgorithmState(resumedAlgorithmState))
+      abortRun(*comm, "oasr-run: " + rankName(*comm) + ": error: --resume: " +
+                          llvm::toString(std::move(err)));
+  TrainOptions to;
+  to.steps = o.steps;
+  to.logEvery = o.logEvery;
+  to.quiet = o.quiet;
+  to.tracePath = o.tracePath;
+  to.profilePath = o.profilePath;
+  to.failAtStep = o.failAtStep;
+  to.failRank = o.failRank;
+  to.failSignal = o.failSignal;
+  to.startStep = startStep;
+  to.checkpoint = checkpointOptions;
+  to.allowNonFinite = o.allowNonFinite;
+  to.replan = replanOptions;
+  to.replanProfilePath = o.replanProfile;
+  TrainSummary summary;
+  if (auto err = train(*exec, *data, *algo, *engine, to, summary))
+    abortRun(*comm, "oasr-run: " + rankName(*comm) +
+                        ": error: " + llvm::toString(std::move(err)));
+
+  memoryPoint(o, "training");
+  if (rank == 0)
+    report(summary, *algo);
+  engine->run([](Communicator &c) { c.barrier(); });
+  engine->drain();
+  comm->finalize();
+  return 0;
+}
+
+} // namespace
+
+int runTraining(const RunOptions &options, const RunModelHooks &hooks,
+                int *argc, char ***argv) {
+  return Run(options, hooks).run(argc, argv);
+}
+
+} // namespace oasr::rt

@@ -1,0 +1,352 @@
+//===- RunTests.cpp - A training run's decisions, outside oasr-run --------===//
+//
+// What runTraining decides before it trains, each without MPI: which
+// options are out of range, the compute threads, the communicator, the
+// communication thread's priority, re-planning, the checkpoint schedule,
+// the data shards and the output files.
+//
+//===----------------------------------------------------------------------===//
+
+#include "oasr/Runtime/Run.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+
+using namespace oasr::rt;
+
+namespace {
+
+std::string errorOf(llvm::Error err) {
+  return err ? llvm::toString(std::move(err)) : "";
+}
+
+TEST(RunOptions, DefaultsAreValid) { EXPECT_EQ(checkRunOptions({}), ""); }
+
+TEST(RunOptions, RangeErrorsNameTheOptionAndValue) {
+  auto check = [](auto set) {
+    RunOptions o;
+    set(o);
+    return checkRunOptions(o);
+  };
+  EXPECT_EQ(check([](RunOptions &o) { o.batch = 0; }),
+            "--batch=0: expected a positive per-rank batch");
+  EXPECT_EQ(check([](RunOptions &o) { o.steps = -1; }),
+            "--steps=-1: expected a positive number of steps");
+  // Given, the sentinel of "not given" is an error too.
+  EXPECT_EQ(check([](RunOptions &o) { o.lr = -1; }),
+            "--lr=-1: expected a finite learning rate >= 0");
+  EXPECT_EQ(check([](RunOptions &o) { o.lr = INFINITY; }),
+            "--lr=inf: expected a finite learning rate >= 0");
+  EXPECT_EQ(check([](RunOptions &o) { o.momentum = NAN; }),
+            "--momentum=nan: expected a finite momentum in [0, 1]");
+  EXPECT_EQ(check([](RunOptions &o) { o.momentum = 2; }),
+            "--momentum=2: expected a finite momentum in [0, 1]");
+  EXPECT_EQ(check([](RunOptions &o) { o.alpha = -1e-6; }),
+            "--alpha=-1e-06: expected a finite start-up latency >= 0 "
+            "(seconds)");
+  EXPECT_EQ(check([](RunOptions &o) { o.beta = NAN; }),
+            "--beta=nan: expected a finite per-byte time >= 0 (seconds/byte)");
+  EXPECT_EQ(check([](RunOptions &o) { o.overlapRate = 3; }),
+            "--overlap-rate=3: must be in [0, 1] (the rate communication "
+            "progresses while backward computes)");
+  EXPECT_EQ(check([](RunOptions &o) { o.vocab = -3; }),
+            "--vocab=-3: expected a positive vocabulary size");
+  EXPECT_EQ(check([](RunOptions &o) { o.logEvery = 0; }),
+            "--log-every=0: expected a positive number of steps");
+  EXPECT_EQ(check([](RunOptions &o) { o.commCpu = -2; }),
+            "--comm-cpu=-2: expected a CPU number >= 0");
+  EXPECT_EQ(check([](RunOptions &o) {
+              o.checkpointDir = "ckpt";
+              o.checkpointEvery = 0;
+            }),
+            "--checkpoint-every=0: expected a positive number of steps");
+  EXPECT_EQ(check([](RunOptions &o) {
+              o.checkpointDir = "ckpt";
+              o.keepCheckpoints = -1;
+            }),
+            "--keep-checkpoints=-1: expected a number of checkpoints >= 0 "
+            "(0 keeps all)");
+  // In range at the edges.
+  EXPECT_EQ(check([](RunOptions &o) {
+              o.lr = 0;
+              o.momentum = 1;
+              o.overlapRate = 0;
+              o.commCpu = 0;
+            }),
+            "");
+}
+
+TEST(RunOptions, OptionsThatNeedAnother) {
+  RunOptions o;
+  o.replan = "off";
+  o.replanProfile = "r.json";
+  EXPECT_EQ(checkRunOptions(o),
+            "--replan-profile needs re-planning (not --replan=off)");
+  o = RunOptions();
+  o.keepCheckpoints = 3;
+  EXPECT_EQ(checkRunOptions(o),
+            "--checkpoint-every/--keep-checkpoints need --checkpoint=DIR");
+  o.checkpointDir = "ckpt";
+  EXPECT_EQ(checkRunOptions(o), "");
+}
+
+TEST(RunOptions, TheFirstBadOptionIsReported) {
+  RunOptions o;
+  o.steps = 0;
+  o.vocab = 0;
+  EXPECT_EQ(checkRunOptions(o),
+            "--steps=0: expected a positive number of steps");
+}
+
+TEST(RunThreads, BoundRanksUseTheirCpusElseShareTheHost) {
+  // A launcher bound the rank to 2 of 16 CPUs.
+  EXPECT_EQ(defaultThreads(16, 2, 4), 2);
+  // Unbound (the mask holds every CPU): the host's CPUs over its ranks.
+  EXPECT_EQ(defaultThreads(16, 16, 4), 4);
+  EXPECT_EQ(defaultThreads(16, 0, 3), 5);
+  // More ranks than CPUs: still one thread.
+  EXPECT_EQ(defaultThreads(2, 2, 8), 1);
+  EXPECT_EQ(defaultThreads(0, 0, 1), 1);
+  EXPECT_GE(defaultThreads(), 1);
+  EXPECT_GE(boundCpus(), 1);
+}
+
+TEST(RunCommunicator, MpiUnderMpirunElseSelf) {
+  RunOptions o;
+  EXPECT_EQ(*communicatorKind(o, true), "mpi");
+  EXPECT_EQ(*communicatorKind(o, false), "self");
+  o.communicator = "self";
+  EXPECT_EQ(*communicatorKind(o, true), "self");
+  o.communicator = "mpi";
+  EXPECT_EQ(*communicatorKind(o, false), "mpi");
+  o.communicator = "gloo";
+  auto kind = communicatorKind(o, true);
+  ASSERT_FALSE(kind);
+  EXPECT_EQ(errorOf(kind.takeError()),
+            "--communicator=gloo: expected mpi or self");
+}
+
+TEST(RunPriority, TheOptionThenTheCalibrationThenTheDevice) {
+  RunOptions o;
+  CommPriorityChoice c = chooseCommPriority(o, "", true);
+  EXPECT_EQ(c.name, "idle");
+  EXPECT_EQ(c.priority, CommEngine::Priority::Idle);
+  EXPECT_FALSE(c.calibrated);
+  EXPECT_FALSE(c.idleFellBack);
+  // A process that could not raise an idle thread falls back to normal.
+  c = chooseCommPriority(o, "", false);
+  EXPECT_EQ(c.name, "normal");
+  EXPECT_TRUE(c.idleFellBack);
+  // The calibration's measured priority.
+  c = chooseCommPriority(o, "sleep", false);
+  EXPECT_EQ(c.name, "sleep");
+  EXPECT_EQ(c.priority, CommEngine::Priority::Sleep);
+  EXPECT_TRUE(c.calibrated);
+  EXPECT_FALSE(c.idleFellBack);
+  // The option wins.
+  o.commPriority = "normal";
+  c = chooseCommPriority(o, "sleep", true);
+  EXPECT_EQ(c.name, "normal");
+  EXPECT_EQ(c.priority, CommEngine::Priority::Normal);
+  EXPECT_FALSE(c.calibrated);
+  EXPECT_EQ(c.error(), "");
+  // A GPU's allreduces are not CPU work.
+  o = RunOptions();
+  o.device = "cuda";
+  c = chooseCommPriority(o, "", true);
+  EXPECT_EQ(c.name, "normal");
+  EXPECT_FALSE(c.idleFellBack);
+  o.commPriority = "fast";
+  c = chooseCommPriority(o, "", true);
+  EXPECT_EQ(c.error(), "--comm-priority=fast: expected idle, normal or sleep");
+  EXPECT_EQ(c.priority, CommEngine::Priority::Normal);
+}
+
+/// A file in a fresh temporary directory, removed with it.
+class TempDir {
+public:
+  TempDir() {
+    EXPECT_FALSE(llvm::sys::fs::createUniqueDirectory("oasr-run-test", dir));
+  }
+  ~TempDir() { llvm::sys::fs::remove_directories(dir); }
+  std::string path(llvm::StringRef name) const {
+    llvm::SmallString<128> p(dir);
+    llvm::sys::path::append(p, name);
+    return std::string(p);
+  }
+  std::string write(llvm::StringRef name, llvm::StringRef text) const {
+    std::string p = path(name);
+    std::error_code ec;
+    llvm::raw_fd_ostream os(p, ec);
+    EXPECT_FALSE(ec);
+    os << text;
+    return p;
+  }
+
+private:
+  llvm::SmallString<128> dir;
+};
+
+TEST(RunPriority, ReadFromTheCalibrationOnTheCpuOnly) {
+  TempDir tmp;
+  RunOptions o;
+  o.commFile = tmp.write("sleep.json", R"({"comm_priority": "sleep"})");
+  EXPECT_EQ(*calibratedCommPriority(o), "sleep");
+  // Not read when the option decides, or on a GPU.
+  o.commPriority = "idle";
+  EXPECT_EQ(*calibratedCommPriority(o), "");
+  o.commPriority = "";
+  o.device = "cuda";
+  EXPECT_EQ(*calibratedCommPriority(o), "");
+  // A calibration that measured none.
+  o = RunOptions();
+  o.commFile = tmp.write("none.json", "{}");
+  EXPECT_EQ(*calibratedCommPriority(o), "");
+  o.commFile = tmp.write("bad.json", R"({"comm_priority": "high"})");
+  auto p = calibratedCommPriority(o);
+  ASSERT_FALSE(p);
+  std::string error = errorOf(p.takeError());
+  EXPECT_EQ(
+      error.rfind("--comm: " + o.commFile + ": 'comm_priority' must be", 0), 0u)
+      << error;
+  o.commFile = tmp.path("missing.json");
+  p = calibratedCommPriority(o);
+  ASSERT_FALSE(p);
+  EXPECT_EQ(errorOf(p.takeError()).rfind("--comm: ", 0), 0u);
+}
+
+TEST(RunReplan, OnceByDefaultForSyncSgdOnSeveralCpuRanksWithAModel) {
+  RunOptions o;
+  auto mode = [&](int ranks, llvm::StringRef strategy) {
+    auto r = replanFor(o, ranks, strategy);
+    EXPECT_TRUE(bool(r));
+    return r ? r->mode : ReplanOptions::Mode::Off;
+  };
+  EXPECT_EQ(mode(2, "oasr"), ReplanOptions::Mode::Once);
+  EXPECT_EQ(mode(2, "mgwfbp"), ReplanOptions::Mode::Once);
+  EXPECT_EQ(mode(2, "optimal"), ReplanOptions::Mode::Once);
+  // One rank, a strategy that groups by layer or size, or no strategy.
+  EXPECT_EQ(mode(1, "oasr"), ReplanOptions::Mode::Off);
+  EXPECT_EQ(mode(2, "wfbp"), ReplanOptions::Mode::Off);
+  EXPECT_EQ(mode(2, ""), ReplanOptions::Mode::Off);
+  // Not on a GPU, not for another algorithm.
+  o.device = "cuda";
+  EXPECT_EQ(mode(2, "oasr"), ReplanOptions::Mode::Off);
+  o = RunOptions();
+  o.algorithm = "sync-easgd";
+  EXPECT_EQ(mode(2, "oasr"), ReplanOptions::Mode::Off);
+  // Asked for.
+  o = RunOptions();
+  o.replan = "every:5";
+  auto r = replanFor(o, 1, "optimal");
+  ASSERT_TRUE(bool(r));
+  EXPECT_EQ(r->mode, ReplanOptions::Mode::Every);
+  EXPECT_EQ(r->every, 5);
+  o.replan = "off";
+  EXPECT_EQ(mode(2, "oasr"), ReplanOptions::Mode::Off);
+}
+
+TEST(RunReplan, ErrorsNameTheOption) {
+  RunOptions o;
+  auto error = [&](int ranks, llvm::StringRef strategy) {
+    auto r = replanFor(o, ranks, strategy);
+    return r ? std::string() : errorOf(r.takeError());
+  };
+  o.replan = "twice";
+  EXPECT_EQ(error(2, "oasr").rfind("--replan=twice: ", 0), 0u);
+  o.replan = "once";
+  o.algorithm = "sync-easgd";
+  EXPECT_EQ(error(2, "oasr"), "--replan=once: --algo=sync-easgd does not run "
+                              "the planned allreduces (sync-sgd does)");
+  o = RunOptions();
+  o.replan = "every:4";
+  EXPECT_EQ(error(2, "wfbp"),
+            "--replan=every:4: the plan's strategy 'wfbp' groups without an "
+            "allreduce model; re-planning applies to mgwfbp, optimal and "
+            "oasr");
+  EXPECT_EQ(error(2, ""), "--replan=every:4: the plan's strategy '?' groups "
+                          "without an allreduce model; re-planning applies to "
+                          "mgwfbp, optimal and oasr");
+  o = RunOptions();
+  o.replanProfile = "r.json";
+  EXPECT_EQ(error(1, "oasr"),
+            "--replan-profile=r.json: nothing is re-planned in this run "
+            "(sync-sgd on several ranks with mgwfbp, optimal or oasr "
+            "re-plans)");
+  EXPECT_EQ(error(2, "oasr"), "");
+}
+
+TEST(RunCheckpoints, AfterTheLastStepUnlessEveryIsGiven) {
+  RunOptions o;
+  o.steps = 12;
+  CheckpointOptions c = checkpointOptionsFor(o);
+  EXPECT_EQ(c.every, 0); // no --checkpoint
+  o.checkpointDir = "ckpt";
+  c = checkpointOptionsFor(o);
+  EXPECT_EQ(c.dir, "ckpt");
+  EXPECT_EQ(c.every, 12);
+  EXPECT_EQ(c.keep, 2);
+  EXPECT_EQ(c.algorithm, "sync-sgd");
+  EXPECT_EQ(c.dataSource, "synthetic");
+  EXPECT_EQ(c.seed, 1u);
+  o.checkpointEvery = 5;
+  o.keepCheckpoints = 0;
+  o.algorithm = "async-easgd";
+  o.psServer = "dedicated";
+  o.seed = 7;
+  c = checkpointOptionsFor(o);
+  EXPECT_EQ(c.every, 5);
+  EXPECT_EQ(c.keep, 0);
+  // Where the center variable lives must match on resume.
+  EXPECT_EQ(c.algorithm, "async-easgd --ps-server=dedicated");
+  EXPECT_EQ(c.seed, 7u);
+}
+
+TEST(RunData, ADedicatedServerLeavesTheDataToTheOthers) {
+  RunOptions o;
+  DataShard s = dataShardFor(o, 2, 4);
+  EXPECT_EQ(s.index, 2);
+  EXPECT_EQ(s.count, 4);
+  o.psServer = "dedicated";
+  s = dataShardFor(o, 2, 4);
+  EXPECT_EQ(s.index, 2);
+  EXPECT_EQ(s.count, 3);
+  s = dataShardFor(o, 3, 4); // the server: a valid, unused shard
+  EXPECT_EQ(s.index, 0);
+  EXPECT_EQ(s.count, 3);
+  s = dataShardFor(o, 0, 1); // one rank cannot be dedicated
+  EXPECT_EQ(s.index, 0);
+  EXPECT_EQ(s.count, 1);
+}
+
+TEST(RunOutputs, RefusedBeforeTrainingWithoutTouchingThem) {
+  TempDir tmp;
+  EXPECT_EQ(unwritable(tmp.path("")), "is a directory");
+  std::string fresh = tmp.path("fresh.json");
+  EXPECT_EQ(unwritable(fresh), "");
+  EXPECT_FALSE(llvm::sys::fs::exists(fresh)); // probed, then removed
+  std::string existing = tmp.write("old.json", "keep");
+  EXPECT_EQ(unwritable(existing), "");
+  uint64_t size = 0;
+  EXPECT_FALSE(llvm::sys::fs::file_size(existing, size));
+  EXPECT_EQ(size, 4u); // not truncated
+  EXPECT_NE(unwritable(tmp.path("nowhere/t.json")), "");
+
+  RunOptions o;
+  EXPECT_EQ(checkOutputPaths(o), "");
+  o.tracePath = fresh;
+  o.savePath = tmp.path("nowhere/model.onnx");
+  std::string error = checkOutputPaths(o);
+  EXPECT_EQ(error.rfind("--save=" + o.savePath + ": cannot write: ", 0), 0u)
+      << error;
+  o.profilePath = tmp.path("");
+  EXPECT_EQ(checkOutputPaths(o),
+            "--profile=" + o.profilePath + ": cannot write: is a directory");
+}
+
+} // namespace
