@@ -7,50 +7,34 @@
 // weights, and trains with the planned fused allreduces overlapping
 // backward. Rank 0 prints progress and a summary.
 //
+// This file is the command line: the options, the --threads and
+// --list-devices pre-scan, the --np relaunch. The run itself is
+// oasr::rt::runTraining (runtime/train/Run.cpp); compiling an .onnx and
+// its weights' source come from lib/Compile through RunModelHooks.
+//
 //===----------------------------------------------------------------------===//
 
-#include "oasr/Config.h"
-#include "oasr/Dialect/OASRDialect.h"
-#include "oasr/Runtime/Checkpoint.h"
-#include "oasr/Runtime/Communicator.h"
-#include "oasr/Runtime/Cuda.h"
-#include "oasr/Runtime/DataLoader.h"
-#include "oasr/Runtime/DeviceSetup.h"
-#include "oasr/Runtime/Executor.h"
-#include "oasr/Runtime/GradientDump.h"
-#include "oasr/Runtime/Report.h"
-#include "oasr/Runtime/Training.h"
-#include "oasr/Schedule/Schedule.h"
-
 #include "oasr/Compile/SourceModel.h"
+#include "oasr/Config.h"
+#include "oasr/Runtime/Communicator.h"
+#include "oasr/Runtime/DeviceSetup.h"
+#include "oasr/Runtime/Run.h"
 #if OASR_HAVE_PASSES
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Pass/PassRegistry.h"
 #include "oasr/Compile/Compile.h"
 #include "oasr/Passes/Passes.h"
+#else
+#include "mlir/Parser/Parser.h"
 #endif
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
-#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/JSON.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <cmath>
-#include <cstdio>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sched.h>
-#include <thread>
+#include <optional>
 #include <unistd.h>
 
 using namespace oasr::rt;
@@ -251,19 +235,6 @@ static cl::opt<int> failRank("fail-rank", cl::Hidden, cl::init(-1));
 static cl::opt<int> failSignal("fail-signal", cl::Hidden, cl::init(0));
 
 namespace {
-/// The failure of one rank's setup, agreed on collectively.
-struct Failure {
-  bool failed = false;
-  std::string message;
-  void set(const llvm::Twine &m) {
-    if (!failed) {
-      failed = true;
-      message = m.str();
-    }
-  }
-  void set(llvm::Error err) { set(llvm::toString(std::move(err))); }
-};
-
 /// Re-executes under mpirun: `mpirun -np P --oversubscribe --bind-to none
 /// <self> args...`.
 int relaunch(int argc, char **argv) {
@@ -300,181 +271,10 @@ int relaunch(int argc, char **argv) {
   return 1;
 }
 
-/// Why `path` cannot be written ("" when it can), checked without
-/// truncating an existing file: outputs are only written after training.
-std::string unwritable(llvm::StringRef path) {
-  if (llvm::sys::fs::is_directory(path))
-    return "is a directory";
-  if (llvm::sys::fs::exists(path)) {
-    std::error_code ec =
-        llvm::sys::fs::access(path, llvm::sys::fs::AccessMode::Write);
-    return ec ? ec.message() : "";
-  }
-  int fd = -1;
-  if (std::error_code ec = llvm::sys::fs::openFileForWrite(
-          path, fd, llvm::sys::fs::CD_CreateNew))
-    return ec.message();
-  ::close(fd);
-  llvm::sys::fs::remove(path);
-  return "";
-}
-
-/// Prints this process' current and peak RSS (--debug-memory).
-void memoryPoint(const char *phase) {
-  if (!debugMemory)
-    return;
-  std::ifstream status("/proc/self/status");
-  std::string line, rss, hwm;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0)
-      rss = line.substr(6);
-    if (line.rfind("VmHWM:", 0) == 0)
-      hwm = line.substr(6);
-  }
-  llvm::errs() << "memory after " << phase << ": rss" << rss << ", peak" << hwm
-               << "\n";
-}
-
-/// CPUs this process may run on (its affinity mask: mpirun's --bind-to,
-/// taskset, a batch scheduler's cgroup), 0 if unknown.
-int boundCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0)
-    return 0;
-  return CPU_COUNT(&set);
-}
-
-/// Compute threads per rank when --threads is not given: the CPUs the rank
-/// is bound to when a launcher bound it, else this host's CPUs shared by its
-/// ranks.
-int defaultThreads() {
-  int online = int(std::thread::hardware_concurrency());
-  int bound = boundCpus();
-  if (bound > 0 && bound < online)
-    return bound;
-  return std::max(1, online / localRankCount());
-}
-
-bool usedDefaultComm = false;
-/// Where an .onnx plan's allreduce model came from, for the summary.
-std::string commSource;
-
-/// Parses or compiles the model into a training module
-/// (mlir::oasr::compileForTraining).
-mlir::OwningOpRef<mlir::ModuleOp> loadModule(mlir::MLIRContext &ctx,
-                                             Failure &failure) {
-#if OASR_HAVE_PASSES
-  mlir::oasr::TrainingCompileOptions o;
-  o.batch = batch;
-  o.dims.assign(dims.begin(), dims.end());
-  o.ignoreIndex = ignoreIndex;
-  o.strategy = strategy;
-  o.alpha = alpha;
-  o.beta = beta;
-  o.commFile = commFile;
-  if (overlapRate.getNumOccurrences())
-    o.overlapRate = overlapRate.getValue();
-  o.profile = planProfile;
-  if (gradDtype.getNumOccurrences())
-    o.gradDtype = gradDtype;
-  o.optimizer = optimizer;
-  o.momentum = momentum;
-  o.lr = lr;
-  auto compiled = mlir::oasr::compileForTraining(ctx, modelPath, o);
-  if (!compiled) {
-    failure.set(compiled.takeError());
-    return nullptr;
-  }
-  commSource = compiled->commSource;
-  usedDefaultComm = compiled->usedDefaultComm;
-  return std::move(compiled->module);
-#else
-  auto module = mlir::parseSourceFile<mlir::ModuleOp>(modelPath, &ctx);
-  if (!module)
-    failure.set(modelPath + ": cannot parse (this oasr-run was built without "
-                            "the passes; .onnx inputs need oasr-opt first)");
-  return module;
-#endif
-}
-
-/// Ends the job with this rank's own error message (the failure report of
-/// the other ranks says the rest).
-[[noreturn]] void abortRun(Communicator &comm, const std::string &message,
-                           int code) {
-  silenceFailureReport();
-  comm.abort(message, code);
-  std::_Exit(code); // not reached: abort ends the job
-}
-
-/// `v` as the command line would spell it (-1, 0.5, nan, inf).
-std::string numberText(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
-/// The first numeric option given out of its range, as an error naming it
-/// ("" when every one is valid).
-std::string checkNumericOptions() {
-  auto given = [](const cl::Option &o) { return o.getNumOccurrences() > 0; };
-  auto finiteAtLeast = [&](const cl::opt<double> &o, double low) {
-    return !given(o) || (std::isfinite(double(o)) && double(o) >= low);
-  };
-  auto name = [](const cl::Option &o, const std::string &value) {
-    return "--" + o.ArgStr.str() + "=" + value + ": ";
-  };
-  if (given(batch) && batch <= 0)
-    return name(batch, std::to_string(batch)) +
-           "expected a positive per-rank batch";
-  if (given(steps) && steps < 1)
-    return name(steps, std::to_string(steps)) +
-           "expected a positive number of steps";
-  if (!finiteAtLeast(lr, 0))
-    return name(lr, numberText(lr)) + "expected a finite learning rate >= 0";
-  if (!finiteAtLeast(momentum, 0) || (given(momentum) && momentum > 1))
-    return name(momentum, numberText(momentum)) +
-           "expected a finite momentum in [0, 1]";
-  if (!finiteAtLeast(alpha, 0))
-    return name(alpha, numberText(alpha)) +
-           "expected a finite start-up latency >= 0 (seconds)";
-  if (!finiteAtLeast(beta, 0))
-    return name(beta, numberText(beta)) +
-           "expected a finite per-byte time >= 0 (seconds/byte)";
-  if (!finiteAtLeast(overlapRate, 0) || (given(overlapRate) && overlapRate > 1))
-    return name(overlapRate, numberText(overlapRate)) +
-           "must be in [0, 1] (the rate communication progresses while "
-           "backward computes)";
-  if (given(vocab) && vocab < 1)
-    return name(vocab, std::to_string(vocab)) +
-           "expected a positive vocabulary size";
-  if (given(logEvery) && logEvery < 1)
-    return name(logEvery, std::to_string(logEvery)) +
-           "expected a positive number of steps";
-  if (given(commCpu) && commCpu < 0)
-    return name(commCpu, std::to_string(commCpu)) +
-           "expected a CPU number >= 0";
-  if (given(checkpointEvery) && checkpointEvery < 1)
-    return name(checkpointEvery, std::to_string(checkpointEvery)) +
-           "expected a positive number of steps";
-  if (given(keepCheckpoints) && keepCheckpoints < 0)
-    return name(keepCheckpoints, std::to_string(keepCheckpoints)) +
-           "expected a number of checkpoints >= 0 (0 keeps all)";
-  if (given(replanProfile) && replan == "off")
-    return "--replan-profile needs re-planning (not --replan=off)";
-  if ((given(checkpointEvery) || given(keepCheckpoints)) &&
-      checkpointDir.empty())
-    return "--checkpoint-every/--keep-checkpoints need --checkpoint=DIR";
-  return "";
-}
-
-} // namespace
-
-int main(int argc, char **argv) {
-  cl::HideUnrelatedOptions(runCat);
-  cl::SetVersionPrinter(
-      [](llvm::raw_ostream &os) { os << "oasr-run " << OASR_VERSION << "\n"; });
-  std::vector<char *> args;
+/// Scans argv before llvm::cl: --list-devices prints and ends the run, and
+/// --threads=N is taken out (libLLVM registers an option of that name).
+/// Returns the exit code when the process should end now.
+std::optional<int> preScan(int argc, char **argv, std::vector<char *> &args) {
   for (int i = 0; i < argc; ++i) {
     llvm::StringRef a(argv[i]);
     if (i > 0 && (a == "--list-devices" || a == "-list-devices")) {
@@ -501,6 +301,140 @@ int main(int argc, char **argv) {
     }
     args.push_back(argv[i]);
   }
+  return std::nullopt;
+}
+
+/// The value of an option the user gave, else none.
+template <typename T> std::optional<T> given(const cl::opt<T> &o) {
+  if (!o.getNumOccurrences())
+    return std::nullopt;
+  return o.getValue();
+}
+
+RunOptions runOptions() {
+  RunOptions o;
+  o.modelPath = modelPath;
+  o.strategy = strategy;
+  o.alpha = given(alpha);
+  o.beta = given(beta);
+  o.overlapRate = given(overlapRate);
+  o.commFile = commFile;
+  o.dims.assign(dims.begin(), dims.end());
+  o.planProfile = planProfile;
+  o.optimizer = optimizer;
+  o.momentum = given(momentum);
+  o.ignoreIndex = ignoreIndex;
+  o.batch = given(batch);
+  o.dataSpec = dataSpec;
+  o.vocab = given(vocab);
+  o.steps = steps;
+  o.lr = given(lr);
+  o.seed = seed;
+  o.threads = threads;
+  o.logEvery = logEvery;
+  o.quiet = quiet;
+  o.allowNonFinite = allowNonFinite;
+  o.tracePath = tracePath;
+  o.profilePath = profilePath;
+  o.savePath = savePath;
+  o.dumpGrads = dumpGrads;
+  o.emitMlir = emitMlir;
+  o.communicator = commKind;
+  o.device = device;
+  o.commBackend = commBackend;
+  o.commPriority = commPriority;
+  o.commCpu = given(commCpu);
+  o.algorithm = algoName;
+  o.psServer = psServer;
+  o.easgdTau = easgdTau;
+  o.easgdAlpha = given(easgdAlpha);
+  o.checkpointDir = checkpointDir;
+  o.checkpointEvery = given(checkpointEvery);
+  o.keepCheckpoints = given(keepCheckpoints);
+  o.resumeDir = resumeDir;
+  o.replan = replan;
+  o.replanProfile = replanProfile;
+  o.debugMemory = debugMemory;
+  o.failAtStep = failAtStep;
+  o.failRank = failRank;
+  o.failSignal = failSignal;
+  return o;
+}
+
+/// Parses or compiles the model into a training module
+/// (mlir::oasr::compileForTraining).
+llvm::Expected<RunModule> loadModule(mlir::MLIRContext &ctx,
+                                     const RunOptions &ro) {
+  RunModule m;
+#if OASR_HAVE_PASSES
+  mlir::oasr::TrainingCompileOptions o;
+  o.batch = ro.batch.value_or(0);
+  o.dims = ro.dims;
+  o.ignoreIndex = ro.ignoreIndex;
+  o.strategy = ro.strategy;
+  o.alpha = ro.alpha.value_or(-1);
+  o.beta = ro.beta.value_or(-1);
+  o.commFile = ro.commFile;
+  o.overlapRate = ro.overlapRate;
+  o.profile = ro.planProfile;
+  if (gradDtype.getNumOccurrences())
+    o.gradDtype = gradDtype;
+  o.optimizer = ro.optimizer;
+  o.momentum = ro.momentum.value_or(-1);
+  o.lr = ro.lr.value_or(-1);
+  auto compiled = mlir::oasr::compileForTraining(ctx, ro.modelPath, o);
+  if (!compiled)
+    return compiled.takeError();
+  m.module = std::move(compiled->module);
+  m.commSource = compiled->commSource;
+  m.usedDefaultComm = compiled->usedDefaultComm;
+  m.defaultAlphaS = mlir::oasr::kDefaultAllreduceAlpha;
+  m.defaultBetaSPerByte = mlir::oasr::kDefaultAllreduceBeta;
+#else
+  m.module = mlir::parseSourceFile<mlir::ModuleOp>(ro.modelPath, &ctx);
+  if (!m.module)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        ro.modelPath + ": cannot parse (this oasr-run was built without the "
+                       "passes; .onnx inputs need oasr-opt first)");
+#endif
+  return m;
+}
+
+/// The ONNX source through oasr::SourceModel.
+class OnnxSource : public RunSourceModel {
+public:
+  explicit OnnxSource(std::unique_ptr<oasr::SourceModel> model)
+      : model(std::move(model)) {}
+  InitializerLoader loader() const override { return model->loader(); }
+  llvm::Expected<size_t> save(Executor &exec,
+                              llvm::StringRef path) const override {
+    return model->save(exec, path);
+  }
+
+private:
+  std::unique_ptr<oasr::SourceModel> model;
+};
+
+llvm::Expected<std::unique_ptr<RunSourceModel>>
+openSource(const Executor &exec) {
+  auto source = oasr::SourceModel::open(exec);
+  if (!source)
+    return source.takeError();
+  if (!*source)
+    return nullptr;
+  return std::make_unique<OnnxSource>(std::move(*source));
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  cl::HideUnrelatedOptions(runCat);
+  cl::SetVersionPrinter(
+      [](llvm::raw_ostream &os) { os << "oasr-run " << OASR_VERSION << "\n"; });
+  std::vector<char *> args;
+  if (std::optional<int> exitCode = preScan(argc, argv, args))
+    return *exitCode;
   cl::ParseCommandLineOptions(
       int(args.size()), args.data(),
       "oasr-run: train a compiled model on MPI ranks\n\n"
@@ -513,447 +447,8 @@ int main(int argc, char **argv) {
   }
   if (np > 0 && !launchedByMpi())
     return relaunch(argc, argv);
-
-  // The communication thread's priority on the CPU: --comm-priority, else
-  // the one the calibration measured to overlap better (`oasr-bench comm`
-  // records it), else the default below.
-  std::string calibratedPriority;
-  if (commPriority.empty() && !commFile.empty() && device == "cpu") {
-    llvm::Expected<std::string> p =
-        oasr::schedule::readCalibrationPriority(commFile);
-    if (!p) {
-      llvm::errs() << "oasr-run: error: --comm: "
-                   << llvm::toString(p.takeError()) << "\n";
-      return 1;
-    }
-    calibratedPriority = *p;
-  }
-  // While MPI waits on the wire the communication thread yields its CPU
-  // (Open MPI otherwise spins, and at normal priority that takes half a
-  // shared core from compute), as in oasr-bench comm's calibration. A value
-  // the user set stays.
-  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
-
-  // Communicator.
-  std::unique_ptr<Communicator> comm;
-  std::string kind = commKind.empty() ? (launchedByMpi() ? "mpi" : "self")
-                                      : std::string(commKind);
-  int nthreads = threads > 0 ? int(threads) : defaultThreads();
-  if (kind == "mpi") {
-    std::string error;
-    comm = createMpiCommunicator(&argc, &argv, error);
-    if (!comm) {
-      llvm::errs() << "oasr-run: error: " << error << "\n";
-      return 1;
-    }
-  } else if (kind == "self") {
-    comm = createSelfCommunicator();
-  } else {
-    llvm::errs() << "oasr-run: error: --communicator=" << kind
-                 << ": expected mpi or self\n";
-    return 1;
-  }
-  // Kernel backend (and NCCL) before the communication engine takes `comm`.
-  std::string backendError;
-  DeviceOptions deviceOptions;
-  deviceOptions.device = device;
-  deviceOptions.commBackend = commBackend;
-  deviceOptions.algorithm = algoName;
-  deviceOptions.threads = nthreads;
-  deviceOptions.quiet = quiet;
-  std::unique_ptr<KernelBackend> backend =
-      setUpDevice(comm, deviceOptions, backendError);
-
-  const int rank = comm->rank(), size = comm->size();
-  // Idle by default with the CPU backend, where allreduces are CPU work --
-  // unless this process could not raise the thread while compute waits:
-  // then other load on the host would starve it (docs/runtime.md).
-  const bool idleRaisable = CommEngine::idleIsRaisable();
-  std::string priorityName = !commPriority.empty() ? std::string(commPriority)
-                             : !calibratedPriority.empty() ? calibratedPriority
-                             : device == "cpu"
-                                 ? (idleRaisable ? "idle" : "normal")
-                                 : "normal";
-  const bool idleFellBack = commPriority.empty() &&
-                            calibratedPriority.empty() && device == "cpu" &&
-                            !idleRaisable;
-  CommEngine engine(*comm, priorityName == "idle" ? CommEngine::Priority::Idle
-                           : priorityName == "sleep"
-                               ? CommEngine::Priority::Sleep
-                               : CommEngine::Priority::Normal);
-
-  // Setup on every rank; failures are agreed on before training.
-  Failure failure;
-  if (!backend)
-    failure.set(backendError);
-  if (priorityName != "idle" && priorityName != "normal" &&
-      priorityName != "sleep")
-    failure.set("--comm-priority=" + priorityName +
-                ": expected idle, normal or sleep");
-  if (commCpu.getNumOccurrences())
-    if (std::string why = engine.pinToCpu(commCpu); !why.empty())
-      failure.set("--comm-cpu=" + std::to_string(commCpu) + ": " + why);
-  mlir::DialectRegistry registry;
-  registry.insert<mlir::func::FuncDialect, mlir::oasr::OASRDialect>();
 #if OASR_HAVE_PASSES
   mlir::oasr::registerAllPasses();
 #endif
-  mlir::MLIRContext ctx(registry);
-  ctx.loadAllAvailableDialects();
-  if (std::string bad = checkNumericOptions(); !bad.empty())
-    failure.set(bad);
-  if (!checkpointDir.empty() && rank == 0 && !failure.failed)
-    if (std::error_code ec = llvm::sys::fs::create_directories(checkpointDir))
-      failure.set("--checkpoint=" + checkpointDir +
-                  ": cannot create: " + ec.message());
-  mlir::OwningOpRef<mlir::ModuleOp> module;
-  if (!failure.failed)
-    module = loadModule(ctx, failure);
-  memoryPoint("module");
-
-  // Rank 0 writes every output file: refuse paths it cannot write before
-  // training instead of after it.
-  if (rank == 0 && !failure.failed)
-    for (auto [name, path] :
-         {std::pair<const char *, std::string>{"--trace", tracePath},
-          {"--profile", profilePath},
-          {"--replan-profile", replanProfile},
-          {"--dump-grads", dumpGrads},
-          {"--save", savePath},
-          {"--emit-mlir", emitMlir}})
-      if (!path.empty())
-        if (std::string why = unwritable(path); !why.empty())
-          failure.set(llvm::Twine(name) + "=" + path +
-                      ": cannot write: " + why);
-
-  std::unique_ptr<Executor> exec;
-  if (module && backend && !failure.failed) {
-    if (rank == 0 && !emitMlir.empty()) {
-      std::error_code ec;
-      llvm::raw_fd_ostream os(emitMlir, ec);
-      if (ec)
-        failure.set("--emit-mlir=" + emitMlir +
-                    ": cannot write: " + ec.message());
-      else
-        module->print(os);
-    }
-    ExecutorOptions eo;
-    eo.seed = seed;
-    eo.lrOverride = lr;
-    auto created = Executor::create(*module, *backend, eo);
-    if (!created)
-      failure.set(llvm::Twine(modelPath) + ": " +
-                  llvm::toString(created.takeError()));
-    else
-      exec = std::move(*created);
-  }
-  memoryPoint("plan");
-  if (exec && batch > 0 && exec->batch() != batch)
-    failure.set(llvm::formatv("--batch={0} does not match the model: {1} was "
-                              "compiled for a per-rank batch of {2}",
-                              batch.getValue(), modelPath.getValue(),
-                              exec->batch())
-                    .str());
-  // The ONNX source: the initial weights, and what --save writes back.
-  std::unique_ptr<oasr::SourceModel> onnxModel;
-  if (exec && !failure.failed) {
-    InitializerLoader loader;
-    auto source = oasr::SourceModel::open(*exec);
-    if (!source)
-      failure.set(source.takeError());
-    else if ((onnxModel = std::move(*source)))
-      loader = onnxModel->loader();
-    if (!failure.failed) {
-      auto loaded = initializeWeights(*exec, loader, seed);
-      if (!loaded)
-        // Only the ONNX source's initializers can fail to load: name it.
-        failure.set(exec->sourcePath() + ": " +
-                    llvm::toString(loaded.takeError()));
-      else if (rank == 0 && !quiet) {
-        size_t weights = 0;
-        for (const PersistentTensor &t : exec->persistent())
-          weights += t.kind != PersistentTensor::OptState;
-        std::printf("oasr-run: %s: %zu parameter/state tensors, %u loaded "
-                    "from %s%s\n",
-                    modelPath.c_str(), weights, *loaded,
-                    onnxModel ? exec->sourcePath().c_str() : "(no ONNX source)",
-                    *loaded < weights ? ", the rest seeded random" : "");
-      }
-    }
-  }
-  memoryPoint("weights");
-  std::unique_ptr<DataLoader> data;
-  if (exec && !failure.failed) {
-    SampleShape shape;
-    shape.features =
-        exec->input().numel() / std::max<int64_t>(exec->batch(), 1);
-    shape.classes = exec->numClasses();
-    DType inType = exec->input().desc.dtype;
-    shape.tokens = inType == DType::I64 || inType == DType::I32;
-    shape.vocab = vocab > 0 ? vocab.getValue() : exec->inputVocab();
-    if (exec->label().data)
-      shape.labelsPerSample =
-          exec->label().numel() / std::max<int64_t>(exec->batch(), 1);
-    // A dedicated parameter server trains on nothing: the other ranks split
-    // the data (the server's loader is a valid, unused shard).
-    const bool dedicated = psServer == "dedicated" && size > 1;
-    const int workers = dedicated ? size - 1 : size;
-    auto loader = createDataLoader(dataSpec, shape, rank < workers ? rank : 0,
-                                   workers, seed);
-    if (!loader)
-      failure.set(loader.takeError());
-    else
-      data = std::move(*loader);
-  }
-  AlgorithmOptions algoOptions;
-  algoOptions.server = psServer;
-  algoOptions.easgdTau = easgdTau;
-  algoOptions.easgdAlpha = easgdAlpha;
-  if (llvm::Error err =
-          checkTrainingAlgorithm(algoName, algoOptions, *comm, exec.get()))
-    failure.set(std::move(err));
-  if (easgdAlpha.getNumOccurrences() && !(easgdAlpha > 0 && easgdAlpha <= 1))
-    failure.set("--easgd-alpha=" + std::to_string(double(easgdAlpha)) +
-                ": must be in (0, 1]");
-  if (!savePath.empty() && !failure.failed && !onnxModel)
-    failure.set("--save needs the model's ONNX source (module attribute "
-                "oasr.source naming an existing .onnx file)");
-
-  // Re-planning: by default once for sync SGD on several ranks when the
-  // strategy plans with a model (the others group by layer or size).
-  ReplanOptions replanOptions;
-  if (!replan.empty()) {
-    if (auto r = parseReplanOption(replan))
-      replanOptions = *r;
-    else
-      failure.set("--replan=" + replan + ": " + llvm::toString(r.takeError()));
-    if (replanOptions.mode != ReplanOptions::Mode::Off && !failure.failed) {
-      if (algoName != "sync-sgd")
-        failure.set("--replan=" + replan + ": --algo=" + algoName +
-                    " does not run the planned allreduces (sync-sgd does)");
-      else if (exec &&
-               !oasr::schedule::strategyNeedsCommModel(exec->planStrategy()))
-        failure.set("--replan=" + replan + ": the plan's strategy '" +
-                    (exec->planStrategy().empty() ? std::string("?")
-                                                  : exec->planStrategy()) +
-                    "' groups without an allreduce model; re-planning "
-                    "applies to mgwfbp, optimal and oasr");
-    }
-  } else if (algoName == "sync-sgd" && size > 1 && exec &&
-             device.getValue() == "cpu" &&
-             oasr::schedule::strategyNeedsCommModel(exec->planStrategy())) {
-    // Not by default on a GPU: per-op times there measure kernel launches,
-    // not the kernels (docs/runtime.md).
-    replanOptions.mode = ReplanOptions::Mode::Once;
-  }
-  if (!replanProfile.empty() && !failure.failed &&
-      replanOptions.mode == ReplanOptions::Mode::Off)
-    failure.set("--replan-profile=" + replanProfile +
-                ": nothing is re-planned in this run (sync-sgd on several "
-                "ranks with mgwfbp, optimal or oasr re-plans)");
-
-  // Checkpoints: what must match on resume; rank 0 reads and checks the
-  // newest one now, every rank restores it after the agreement.
-  CheckpointOptions checkpointOptions;
-  checkpointOptions.dir = checkpointDir;
-  checkpointOptions.every = checkpointDir.empty() ? 0
-                            : checkpointEvery > 0 ? int64_t(checkpointEvery)
-                                                  : int64_t(steps);
-  checkpointOptions.keep = keepCheckpoints;
-  // Where the center variable lives is part of what must match.
-  checkpointOptions.algorithm =
-      psServer == "dedicated" ? algoName + " --ps-server=dedicated" : algoName;
-  checkpointOptions.dataSource = dataSpec;
-  checkpointOptions.seed = seed;
-  CheckpointBytes resumeBytes;
-  if (!resumeDir.empty() && exec && data && !failure.failed && rank == 0) {
-    auto latest = findLatestCheckpoint(resumeDir);
-    if (!latest)
-      failure.set(latest.takeError());
-    else if (auto read =
-                 readCheckpoint(*latest, *exec, size, checkpointOptions))
-      resumeBytes = std::move(*read);
-    else
-      failure.set(read.takeError());
-  }
-  if (data && !failure.failed && rank == 0 && data->trainSize() > 0 && exec &&
-      data->trainSize() < exec->batch())
-    llvm::errs() << llvm::formatv(
-        "oasr-run: warning: --data={0}: rank 0's shard holds {1} training "
-        "sample(s), fewer than one batch of {2}: every batch repeats "
-        "samples\n",
-        dataSpec.getValue(), data->trainSize(), exec->batch());
-
-  // Agree: the lowest failing rank reports, everyone exits non-zero.
-  double lowestFailing = failure.failed ? -double(rank) : -1e9;
-  engine.run([&](Communicator &c) { c.allreduceMax(&lowestFailing, 1); });
-  if (lowestFailing > -1e9) {
-    int who = int(-lowestFailing);
-    if (rank == who) {
-      std::string prefix = size > 1 && rank != 0
-                               ? "oasr-run: " + rankName(*comm) + ": error: "
-                               : "oasr-run: error: ";
-      std::fprintf(stderr, "%s%s\n", prefix.c_str(), failure.message.c_str());
-      std::fflush(stderr);
-    }
-    engine.drain();
-    comm->finalize();
-    return 1;
-  }
-
-  if (int bound = boundCpus(); rank == 0 && bound > 0 && nthreads > bound)
-    llvm::errs() << llvm::formatv(
-        "oasr-run: warning: {0} compute threads per rank, but rank 0 may run "
-        "on {1} CPU(s) only (its affinity mask, e.g. mpirun's default "
-        "--bind-to core); the threads will share them. Launch with `mpirun "
-        "--bind-to none` or `--map-by slot:PE={0}`, or use --threads={1}\n",
-        nthreads, bound);
-  // Ranks whose compute threads fill the host leave communication no CPU
-  // of its own: the plan should know (oasr-bench comm measures the overlap
-  // rate), and with more threads than CPUs the ranks take turns on them,
-  // which the timeline model does not describe.
-  if (int online = int(std::thread::hardware_concurrency());
-      rank == 0 && device.getValue() == "cpu" && online > 0 &&
-      localRankCount() * nthreads > online)
-    llvm::errs() << llvm::formatv(
-        "oasr-run: warning: {0} rank(s) x {1} compute thread(s) on this "
-        "host's {2} CPU(s): the ranks oversubscribe the host, take turns on "
-        "its CPUs and cannot overlap communication with backward; expect the "
-        "measured iteration to exceed the prediction (docs/runtime.md)\n",
-        localRankCount(), nthreads, online);
-  if (rank == 0 && !quiet && !calibratedPriority.empty())
-    std::printf("oasr-run: communication thread at %s priority (%s's "
-                "comm_priority, measured by oasr-bench comm)\n",
-                priorityName.c_str(), commFile.c_str());
-  if (rank == 0 && !quiet && idleFellBack)
-    llvm::errs() << "oasr-run: note: the communication thread runs at normal "
-                    "priority: this process may not raise an idle-priority "
-                    "one while compute waits (needs CAP_SYS_NICE or `ulimit "
-                    "-e 20`), and other load on the host would starve it; "
-                    "--comm-priority=idle forces idle priority\n";
-  if (rank == 0 && !quiet && priorityName == "idle" &&
-      !engine.raisesWhileWaited())
-    llvm::errs() << "oasr-run: note: the communication thread runs at idle "
-                    "priority and this process may not raise it while compute "
-                    "waits (needs CAP_SYS_NICE or `ulimit -e 20`): other load "
-                    "on the host will starve communication; there, pass "
-                    "--comm-priority=normal\n";
-  if (rank == 0 && !quiet && usedDefaultComm)
-    std::printf("oasr-run: planned with the default allreduce model alpha=%g s "
-                "beta=%g s/B (give --comm=FILE from `oasr-bench comm`, or "
-                "--alpha/--beta)\n",
-                mlir::oasr::kDefaultAllreduceAlpha,
-                mlir::oasr::kDefaultAllreduceBeta);
-  if (rank == 0 && !quiet) {
-    const MemoryStats &m = exec->memory();
-    int bound = boundCpus(), online = int(std::thread::hardware_concurrency());
-    std::string binding =
-        bound > 0 && bound < online
-            ? llvm::formatv(" (rank 0 bound to {0} of {1} CPUs)", bound, online)
-                  .str()
-            : "";
-    std::printf(
-        "oasr-run: %d rank(s) [%s], %d thread(s)/rank%s, batch %lld/rank, "
-        "data %s, plan %s with %zu fused group(s); memory: "
-        "activations %.1f MiB (%.1f MiB without reuse), weights+state "
-        "%.1f MiB, gradients %.1f MiB\n",
-        size, comm->name(), nthreads, binding.c_str(), (long long)exec->batch(),
-        data->describe().c_str(),
-        exec->planStrategy().empty() ? "?" : exec->planStrategy().c_str(),
-        exec->groups().size(), m.arenaBytes / 1048576.0,
-        m.unsharedBytes / 1048576.0, m.persistentBytes / 1048576.0,
-        m.gradBytes / 1048576.0);
-    std::fflush(stdout);
-  }
-
-  int64_t startStep = 0;
-  std::vector<float> resumedAlgorithmState;
-  if (!resumeDir.empty()) {
-    broadcastCheckpoint(resumeBytes, engine);
-    auto resumed = restoreCheckpoint(resumeBytes, *exec, *data, rank);
-    if (!resumed)
-      abortRun(*comm,
-               "oasr-run: " + rankName(*comm) +
-                   ": error: --resume: " + llvm::toString(resumed.takeError()),
-               1);
-    startStep = resumed->step;
-    resumedAlgorithmState = std::move(resumed->algorithmState);
-    noteProgress(startStep);
-    noteCheckpoint(resumed->path);
-    if (rank == 0 && !quiet)
-      std::printf("oasr-run: resumed from %s: step %lld of %lld\n",
-                  resumed->path.c_str(), (long long)startStep,
-                  (long long)steps.getValue());
-    // Nothing left to train: the run still evaluates and writes --save and
-    // --dump-grads from the checkpoint's weights (a checkpoint to ONNX).
-    if (rank == 0 && startStep >= steps)
-      llvm::errs() << llvm::formatv(
-          "oasr-run: note: {0} holds step {1}, --steps={2}: no step left to "
-          "train (--steps is the total, not the steps to add)\n",
-          resumed->path, startStep, steps.getValue());
-  }
-  installFailureReport(engine);
-
-  std::unique_ptr<TrainingAlgorithm> algo =
-      createTrainingAlgorithm(algoName, *exec, engine, algoOptions);
-  if (!resumeDir.empty())
-    if (llvm::Error err = algo->restoreAlgorithmState(resumedAlgorithmState))
-      abortRun(*comm,
-               "oasr-run: " + rankName(*comm) +
-                   ": error: --resume: " + llvm::toString(std::move(err)),
-               1);
-  TrainOptions to;
-  to.steps = steps;
-  to.logEvery = logEvery;
-  to.quiet = quiet;
-  to.tracePath = tracePath;
-  to.profilePath = profilePath;
-  to.failAtStep = failAtStep;
-  to.failRank = failRank;
-  to.failSignal = failSignal;
-  to.startStep = startStep;
-  to.checkpoint = checkpointOptions;
-  to.allowNonFinite = allowNonFinite;
-  to.replan = replanOptions;
-  to.replanProfilePath = replanProfile;
-  TrainSummary summary;
-  if (auto err = train(*exec, *data, *algo, engine, to, summary))
-    abortRun(*comm,
-             "oasr-run: " + rankName(*comm) +
-                 ": error: " + llvm::toString(std::move(err)),
-             1);
-
-  memoryPoint("training");
-  if (rank == 0) {
-    SummaryContext sc;
-    sc.ranks = size;
-    sc.strategy = exec->planStrategy();
-    sc.groups = exec->groups().size();
-    sc.algorithm = algo->name();
-    sc.algorithmReport = algo->report();
-    sc.planned = algoName == "sync-sgd";
-    std::string costs = exec->costSource().empty()
-                            ? std::string("the module's plan")
-                            : exec->costSource() + " costs";
-    sc.predictedFrom = commSource.empty() ? costs : costs + ", " + commSource;
-    printSummary(stdout, summary, sc);
-
-    if (!dumpGrads.empty())
-      if (auto err = writeGradientDump(dumpGrads, *exec))
-        abortRun(*comm, "oasr-run: error: " + llvm::toString(std::move(err)),
-                 1);
-    if (!savePath.empty()) {
-      auto saved = onnxModel->save(*exec, savePath);
-      if (!saved)
-        abortRun(
-            *comm,
-            "oasr-run: error: --save: " + llvm::toString(saved.takeError()), 1);
-      std::printf("saved %s (%zu initializers updated)\n", savePath.c_str(),
-                  *saved);
-    }
-  }
-  engine.run([](Communicator &c) { c.barrier(); });
-  engine.drain();
-  comm->finalize();
-  return 0;
+  return runTraining(runOptions(), {loadModule, openSource}, &argc, &argv);
 }
