@@ -248,6 +248,31 @@ std::string checkOutputPaths(const RunOptions &o) {
   return "";
 }
 
+std::vector<std::string> cpuWarnings(const RunOptions &o, int threads,
+                                     int boundCpus, int onlineCpus,
+                                     int localRanks) {
+  std::vector<std::string> warnings;
+  if (boundCpus > 0 && threads > boundCpus)
+    warnings.push_back(llvm::formatv(
+        "oasr-run: warning: {0} compute threads per rank, but rank 0 may run "
+        "on {1} CPU(s) only (its affinity mask, e.g. mpirun's default "
+        "--bind-to core); the threads will share them. Launch with `mpirun "
+        "--bind-to none` or `--map-by slot:PE={0}`, or use --threads={1}",
+        threads, boundCpus));
+  // Ranks whose compute threads fill the host leave communication no CPU
+  // of its own: the plan should know (oasr-bench comm measures the overlap
+  // rate), and with more threads than CPUs the ranks take turns on them,
+  // which the timeline model does not describe.
+  if (o.device == "cpu" && onlineCpus > 0 && localRanks * threads > onlineCpus)
+    warnings.push_back(llvm::formatv(
+        "oasr-run: warning: {0} rank(s) x {1} compute thread(s) on this "
+        "host's {2} CPU(s): the ranks oversubscribe the host, take turns on "
+        "its CPUs and cannot overlap communication with backward; expect the "
+        "measured iteration to exceed the prediction (docs/runtime.md)",
+        localRanks, threads, onlineCpus));
+  return warnings;
+}
+
 //===----------------------------------------------------------------------===//
 // The run
 //===----------------------------------------------------------------------===//
@@ -498,26 +523,11 @@ bool Run::agree() {
 }
 
 void Run::describe() {
-  if (int bound = boundCpus(); rank == 0 && bound > 0 && nthreads > bound)
-    llvm::errs() << llvm::formatv(
-        "oasr-run: warning: {0} compute threads per rank, but rank 0 may run "
-        "on {1} CPU(s) only (its affinity mask, e.g. mpirun's default "
-        "--bind-to core); the threads will share them. Launch with `mpirun "
-        "--bind-to none` or `--map-by slot:PE={0}`, or use --threads={1}\n",
-        nthreads, bound);
-  // Ranks whose compute threads fill the host leave communication no CPU
-  // of its own: the plan should know (oasr-bench comm measures the overlap
-  // rate), and with more threads than CPUs the ranks take turns on them,
-  // which the timeline model does not describe.
-  if (int online = int(std::thread::hardware_concurrency());
-      rank == 0 && o.device == "cpu" && online > 0 &&
-      localRankCount() * nthreads > online)
-    llvm::errs() << llvm::formatv(
-        "oasr-run: warning: {0} rank(s) x {1} compute thread(s) on this "
-        "host's {2} CPU(s): the ranks oversubscribe the host, take turns on "
-        "its CPUs and cannot overlap communication with backward; expect the "
-        "measured iteration to exceed the prediction (docs/runtime.md)\n",
-        localRankCount(), nthreads, online);
+  if (rank == 0)
+    for (const std::string &w : cpuWarnings(
+             o, nthreads, boundCpus(), int(std::thread::hardware_concurrency()),
+             localRankCount()))
+      llvm::errs() << w << "\n";
   if (rank != 0 || o.quiet)
     return;
   if (priority.calibrated)

@@ -102,6 +102,14 @@ int defaultThreads(int onlineCpus, int boundCpus, int localRanks);
 /// The same for this process.
 int defaultThreads();
 
+/// Rank 0's warnings about its compute threads and the CPUs, one line
+/// each: more `threads` than the `boundCpus` of its affinity mask (0:
+/// unknown), and on the CPU device the host's `localRanks` ranks with more
+/// compute threads in all than its `onlineCpus`.
+std::vector<std::string> cpuWarnings(const RunOptions &options, int threads,
+                                     int boundCpus, int onlineCpus,
+                                     int localRanks);
+
 /// The communicator --communicator asks for: mpi or self, by default mpi
 /// when `underMpirun`, else self.
 llvm::Expected<std::string> communicatorKind(const RunOptions &options,

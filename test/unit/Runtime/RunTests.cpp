@@ -116,6 +116,31 @@ TEST(RunThreads, BoundRanksUseTheirCpusElseShareTheHost) {
   EXPECT_GE(boundCpus(), 1);
 }
 
+TEST(RunThreads, WarnsWhenThreadsShareCpus) {
+  RunOptions o;
+  EXPECT_TRUE(cpuWarnings(o, 2, 16, 16, 4).empty());
+  EXPECT_TRUE(cpuWarnings(o, 2, 0, 0, 4).empty()); // nothing known
+  std::vector<std::string> w = cpuWarnings(o, 2, 1, 16, 1);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0],
+            "oasr-run: warning: 2 compute threads per rank, but rank 0 may "
+            "run on 1 CPU(s) only (its affinity mask, e.g. mpirun's default "
+            "--bind-to core); the threads will share them. Launch with "
+            "`mpirun --bind-to none` or `--map-by slot:PE=2`, or use "
+            "--threads=1");
+  w = cpuWarnings(o, 2, 2, 2, 2);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0], "oasr-run: warning: 2 rank(s) x 2 compute thread(s) on "
+                  "this host's 2 CPU(s): the ranks oversubscribe the host, "
+                  "take turns on its CPUs and cannot overlap communication "
+                  "with backward; expect the measured iteration to exceed "
+                  "the prediction (docs/runtime.md)");
+  EXPECT_EQ(cpuWarnings(o, 4, 2, 2, 2).size(), 2u);
+  // A GPU rank's compute does not run on the host's CPUs.
+  o.device = "cuda";
+  EXPECT_TRUE(cpuWarnings(o, 2, 2, 2, 2).empty());
+}
+
 TEST(RunCommunicator, MpiUnderMpirunElseSelf) {
   RunOptions o;
   EXPECT_EQ(*communicatorKind(o, true), "mpi");
