@@ -405,8 +405,12 @@ int commBench(Communicator &comm) {
   }
   double a = fitted->alphaS, b = fitted->betaSPerByte;
   double worst = 0;
-  for (const Point &p : pts)
-    worst = std::max(worst, std::fabs(a + b * p.bytes - p.seconds) / p.seconds);
+  const Point *worstAt = nullptr;
+  for (const Point &p : pts) {
+    double e = std::fabs(a + b * p.bytes - p.seconds) / p.seconds;
+    if (e > worst)
+      worst = e, worstAt = &p;
+  }
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   llvm::json::Array points;
@@ -456,6 +460,18 @@ int commBench(Communicator &comm) {
   std::printf("fit: alpha = %.4g s, beta = %.4g s/B (%.2f GB/s), worst "
               "relative error %.0f%%\n",
               a, b, b > 0 ? 1e-9 / b : 0.0, 100 * worst);
+  // A line through a bursty or token-bucket link's small and large sizes
+  // fits neither; say so, and what to do.
+  if (worst > 0.3 && worstAt)
+    std::fprintf(stderr,
+                 "oasr-bench: note: the line alpha + beta * bytes misses the "
+                 "measured times by up to %.0f%% (%llu B: %.4g s measured, "
+                 "%.4g s on the line); where the link serves small messages "
+                 "faster than its rate, calibrate from the sizes your groups "
+                 "have (--min-bytes), or let oasr-run re-plan from the run's "
+                 "own allreduces (--replan)\n",
+                 100 * worst, (unsigned long long)worstAt->bytes,
+                 worstAt->seconds, a + b * worstAt->bytes);
   for (auto &[p, o] : overlaps)
     std::printf("overlap rate %.2f: a %llu-byte allreduce took %.3f ms alone, "
                 "%.3f ms beside %u busy compute thread(s) per rank for "
