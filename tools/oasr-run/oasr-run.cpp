@@ -321,6 +321,7 @@ RunOptions runOptions() {
   o.commFile = commFile;
   o.dims.assign(dims.begin(), dims.end());
   o.planProfile = planProfile;
+  o.gradDtype = given(gradDtype).value_or("");
   o.optimizer = optimizer;
   o.momentum = given(momentum);
   o.ignoreIndex = ignoreIndex;
@@ -377,8 +378,7 @@ llvm::Expected<RunModule> loadModule(mlir::MLIRContext &ctx,
   o.commFile = ro.commFile;
   o.overlapRate = ro.overlapRate;
   o.profile = ro.planProfile;
-  if (gradDtype.getNumOccurrences())
-    o.gradDtype = gradDtype;
+  o.gradDtype = ro.gradDtype;
   o.optimizer = ro.optimizer;
   o.momentum = ro.momentum.value_or(-1);
   o.lr = ro.lr.value_or(-1);

@@ -45,6 +45,7 @@ struct RunOptions {
   std::string commFile; ///< --comm: oasr-bench comm calibration
   std::vector<std::string> dims;
   std::string planProfile;
+  std::string gradDtype; ///< f32 | bf16 | f16; empty: not given (f32)
   std::string optimizer;
   std::optional<double> momentum;
   int64_t ignoreIndex = -1;
