@@ -2,7 +2,8 @@
 # Every strategy on the emulated cluster (scripts/cluster.sh, docs/cluster.md):
 # NODES nodes (one rank each) over RATE-shaped links. Calibrates the allreduce
 # on the shaped link (oasr-bench comm, at the communication priority the runs
-# use), profiles the model there (a wfbp run), then trains with each strategy,
+# use), profiles the model there (a single-group run), then trains with each
+# strategy,
 # REPS rounds interleaved (each round runs every strategy once, so a slow
 # spell of the shared host does not land on one strategy). Records the load
 # average before each run and flags runs started above LOAD_FLAG.
@@ -70,8 +71,11 @@ $CLUSTER run "$NODES" -- "$BUILD/bin/oasr-bench" comm --quiet \
   --max-bytes=67108864 --seconds-per-size=0.2 --burst-us=20000 \
   --compute-threads=1 --comm-priority="$PRIORITY" --out="$COMM" >/dev/null
 PRIORITY=$($PY -c 'import json, sys; print(json.load(open(sys.argv[1]))["comm_priority"])' "$COMM")
-# The profile: a wfbp run of 2 x STEPS steps.
-$CLUSTER run "$NODES" -- $BASE --steps=$((2 * STEPS)) --strategy=wfbp \
+# The profile: compute alone, from a single-group run of 2 x STEPS steps
+# (its allreduce runs after backward, so nothing slows backward); the
+# calibration's compute rate charges the slowdown beside communication to
+# each plan (docs/planner.md, "The compute rate").
+$CLUSTER run "$NODES" -- $BASE --steps=$((2 * STEPS)) --strategy=single \
   --comm="$COMM" --profile="$PROFILE" >/dev/null
 # The bucket size for DDP that oasr-plan predicts fastest (1-64 MiB; among
 # predictions within 0.5 % of the best, the largest bucket: fewest calls).
@@ -116,7 +120,7 @@ done
 
 machine="$(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r)"
 date=$(date -u +%Y-%m-%dT%H:%MZ)
-calib=$($PY -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps({k: d.get(k) for k in ("alpha_s", "beta_s_per_byte", "overlap_rate", "burst_us", "comm_priority", "points")} | {"by_priority": d.get("overlap", {}).get("by_priority")}))' "$COMM")
+calib=$($PY -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps({k: d.get(k) for k in ("alpha_s", "beta_s_per_byte", "overlap_rate", "compute_rate", "burst_us", "comm_priority", "points")} | {"by_priority": d.get("overlap", {}).get("by_priority")}))' "$COMM")
 {
   echo "{\"benchmark\": \"cluster\", \"date\": \"$date\", \"machine\": \"$machine\","
   echo " \"nodes\": $NODES, \"cores\": $(nproc), \"rate\": \"$RATE\", \"model\": \"$NAME\", \"batch\": $BATCH, \"steps\": $STEPS,"
@@ -143,9 +147,13 @@ print(f"{d['date']}, {d['machine']}; load average (1 min) before the runs "
       "(interleaved): the median round and the range. Calibration on the shaped "
       f"link (`oasr-bench comm --burst-us=20000`): alpha = {c['alpha_s']:.3g} s, "
       f"beta = {c['beta_s_per_byte']:.3g} s/B ({1e-6 / c['beta_s_per_byte']:.1f} MB/s), "
-      f"overlap rate {c['overlap_rate']:.2f} (sizes from {d['calib_min_bytes']} B). Predicted: the plan's timeline from "
-      "that calibration and a profile measured on the cluster (a separate wfbp "
-      "run); replayed: the same model on the run's own profile.\n")
+      f"overlap rate {c['overlap_rate']:.2f}"
+      + (f", compute rate {c['compute_rate']:.2f}" if c.get("compute_rate") else "")
+      + f" (sizes from {d['calib_min_bytes']} B). Predicted: the plan's timeline from "
+      "that calibration and a profile measured on the cluster (a separate "
+      + ("single-group run: compute alone" if c.get("compute_rate") else "wfbp run")
+      + "); replayed: the same model on the run's own profile (compute rate 1: "
+      "its layer times already ran beside its communication).\n")
 bp = c.get("by_priority") or {}
 if bp:
     print("Communication thread priority, measured by the calibration (a "

@@ -116,6 +116,8 @@ PlanAllreducePass::commModel(ModuleOp module) {
                                     r);
     if (auto o = model.getAs<FloatAttr>("overlap_rate"))
       m.overlapRate = o.getValueAsDouble();
+    if (auto c = model.getAs<FloatAttr>("compute_rate"))
+      m.computeRate = c.getValueAsDouble();
   }
   m.groupOverheadUs = groupOverheadUs;
   if (overlapRate != -1.0)
@@ -242,6 +244,9 @@ void PlanAllreducePass::runOnOperation() {
          b.getNamedAttr("group_overhead_us",
                         b.getF64FloatAttr(model.groupOverheadUs)),
          b.getNamedAttr("overlap_rate", b.getF64FloatAttr(model.overlapRate))});
+    if (model.computeRate != 1)
+      planAttrs.push_back(b.getNamedAttr(
+          "compute_rate", b.getF64FloatAttr(model.computeRate)));
     predictedUs = uint64_t(std::llround(timeline.iterationUs));
   }
   module->setAttr(kPlanAttr, b.getDictionaryAttr(planAttrs));

@@ -66,6 +66,8 @@ void PlanReportPass::runOnOperation() {
   cm.groupOverheadUs = getF64(planAttr, "group_overhead_us");
   if (planAttr.get("overlap_rate"))
     cm.overlapRate = getF64(planAttr, "overlap_rate");
+  if (planAttr.get("compute_rate"))
+    cm.computeRate = getF64(planAttr, "compute_rate");
   if (auto d = planAttr.getAs<StringAttr>("grad_dtype")) {
     llvm::Expected<sched::WireDType> wire = sched::parseWireDType(d.getValue());
     if (!wire) {
@@ -132,7 +134,8 @@ void PlanReportPass::runOnOperation() {
                        {"alpha_s", cm.alphaS},
                        {"beta_s_per_byte", cm.betaSPerByte},
                        {"group_overhead_us", cm.groupOverheadUs},
-                       {"overlap_rate", cm.overlapRate}})
+                       {"overlap_rate", cm.overlapRate},
+                       {"compute_rate", cm.computeRate}})
                  : llvm::json::Value(nullptr);
     llvm::json::Object doc{
         {"model", profile.model},

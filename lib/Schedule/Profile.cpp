@@ -71,6 +71,7 @@ CommModel CommModel::basic() const {
   m.groupOverheadUs = 0;
   m.packUsPerByte = 0;
   m.overlapRate = 1;
+  m.computeRate = 1;
   return m;
 }
 
@@ -106,6 +107,8 @@ std::string CommModel::describe() const {
     s += formatv(" pack={0:e3} us/B", packUsPerByte).str();
   if (overlapRate != 1)
     s += formatv(" overlap_rate={0:f3}", overlapRate).str();
+  if (computeRate != 1)
+    s += formatv(" compute_rate={0:f3}", computeRate).str();
   if (wire != WireDType::F32)
     s += formatv(" grad_dtype={0} (beta x {1} per gradient byte)",
                  wireDTypeName(wire), wireFactor(wire))
@@ -268,7 +271,8 @@ public:
                  });
   }
 
-  /// The optional 'overlap_rate' field of a communication model, in [0, 1].
+  /// The optional 'overlap_rate' field of a communication model, in [0, 1],
+  /// and 'compute_rate', in (0, 1].
   Error overlapRate(JSONValue obj, const Where &where, CommModel &m) const {
     double rate = m.overlapRate;
     if (Error e = number(obj, "overlap_rate", where, rate, false))
@@ -279,6 +283,15 @@ public:
                    "communication progresses during backward), got " +
                        formatv("{0}", rate).str());
     m.overlapRate = rate;
+    double compute = m.computeRate;
+    if (Error e = number(obj, "compute_rate", where, compute, false))
+      return e;
+    if (!(compute > 0 && compute <= 1))
+      return error(*obj.get("compute_rate"), where,
+                   "'compute_rate' must be in (0, 1] (the rate compute "
+                   "progresses beside an allreduce), got " +
+                       formatv("{0}", compute).str());
+    m.computeRate = compute;
     return Error::success();
   }
 
@@ -514,6 +527,8 @@ json::Value oasr::schedule::toJSON(const Profile &p) {
       c["pack_us_per_byte"] = m.packUsPerByte;
     if (m.overlapRate != 1)
       c["overlap_rate"] = m.overlapRate;
+    if (m.computeRate != 1)
+      c["compute_rate"] = m.computeRate;
     root["comm"] = std::move(c);
   }
   return root;

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 
 using namespace llvm;
 using namespace oasr::schedule;
@@ -70,16 +71,127 @@ Plan oasr::schedule::planFromSizes(StringRef strategy,
   return p;
 }
 
+static void simulateCapacity(const Profile &profile, const CommModel &comm,
+                             const Plan &plan,
+                             const std::vector<ReadyGrad> &ready,
+                             Timeline &tl);
+
+/// The timeline when compute beside an allreduce runs at
+/// `comm.computeRate` < 1: the two lanes slow each other, so it is stepped
+/// from event to event (a layer or a group ends, a group becomes ready).
+/// Backward layers progress at computeRate while a group is in flight, else
+/// at 1; a group progresses at the overlap rate while backward runs, else at
+/// 1. With computeRate 1 this is the capacity form in `simulate`.
+static void simulateCoupled(const Profile &profile, const CommModel &comm,
+                            const Plan &plan,
+                            const std::vector<ReadyGrad> &ready,
+                            Timeline &tl) {
+  const unsigned numLayers = profile.layers.size();
+  const unsigned numGroups = plan.numGroups();
+  // Group k is ready when the backward step of its last gradient's layer
+  // ends (steps count layers in backward order).
+  std::vector<unsigned> readyStep(numGroups);
+  std::vector<double> work(numGroups);
+  tl.groups.assign(numGroups, GroupTiming());
+  for (unsigned k = 0; k < numGroups; ++k) {
+    GroupTiming &g = tl.groups[k];
+    g.begin = plan.groupBegin(k);
+    g.end = plan.groupEnds[k];
+    for (unsigned i = g.begin; i < g.end; ++i)
+      g.bytes += ready[i].bytes;
+    readyStep[k] = numLayers - 1 - ready[g.end - 1].layer;
+    work[k] = comm.groupTimeUs(g.bytes, g.end - g.begin);
+    tl.commBusyUs += work[k];
+  }
+  double t = profile.forwardUs;
+  unsigned step = 0; // backward steps done
+  double stepLeft = numLayers ? profile.layers[numLayers - 1].backwardUs : 0;
+  double stepStart = t;
+  unsigned k = 0;         // the group in flight or next
+  bool inFlight = false;
+  double groupLeft = 0;
+  const double rho = std::clamp(comm.overlapRate, 0.0, 1.0);
+  const double kappa = comm.computeRate;
+  tl.backward.reserve(numLayers);
+  auto startReadyGroups = [&] {
+    // Zero-time groups end where they start; the next one may start.
+    while (!inFlight && k < numGroups && readyStep[k] < step) {
+      tl.groups[k].startUs = t;
+      if (work[k] > 0) {
+        inFlight = true;
+        groupLeft = work[k];
+      } else {
+        tl.groups[k].endUs = t;
+        ++k;
+      }
+    }
+  };
+  while (step < numLayers || k < numGroups) {
+    // Backward steps of zero time end at once.
+    while (step < numLayers && stepLeft <= 0) {
+      tl.backward.push_back({numLayers - 1 - step, stepStart, t});
+      for (unsigned j = k; j < numGroups; ++j)
+        if (readyStep[j] == step)
+          tl.groups[j].readyUs = t;
+      ++step;
+      stepStart = t;
+      if (step < numLayers)
+        stepLeft = profile.layers[numLayers - 1 - step].backwardUs;
+    }
+    startReadyGroups();
+    const bool computing = step < numLayers;
+    if (!computing && !inFlight)
+      break; // every remaining group waits on nothing: none is left
+    double computeSpeed = inFlight ? kappa : 1.0;
+    double commSpeed = computing ? rho : 1.0;
+    double dtCompute = computing ? stepLeft / computeSpeed : INFINITY;
+    double dtComm =
+        inFlight ? (commSpeed > 0 ? groupLeft / commSpeed : INFINITY) : INFINITY;
+    double dt = std::min(dtCompute, dtComm);
+    t += dt;
+    if (computing)
+      stepLeft = dt == dtCompute ? 0 : stepLeft - dt * computeSpeed;
+    if (inFlight) {
+      groupLeft = dt == dtComm ? 0 : groupLeft - dt * commSpeed;
+      if (groupLeft <= 0) {
+        tl.groups[k].endUs = t;
+        inFlight = false;
+        ++k;
+      }
+    }
+  }
+  tl.backwardEndUs = t;
+  if (!tl.backward.empty())
+    tl.backwardEndUs = tl.backward.back().endUs;
+  tl.commEndUs = numGroups ? tl.groups.back().endUs : 0;
+}
+
 Timeline oasr::schedule::simulate(const Profile &profile, const CommModel &comm,
                                   const Plan &plan) {
   std::vector<ReadyGrad> ready = readyOrder(profile);
   assert(!verifyPlan(plan, ready.size()) && "invalid plan for this profile");
-
   Timeline tl;
   tl.strategy = plan.strategy;
   tl.forwardUs = profile.forwardUs;
   tl.updateUs = profile.updateUs;
+  if (comm.computeRate < 1)
+    simulateCoupled(profile, comm, plan, ready, tl);
+  else
+    simulateCapacity(profile, comm, plan, ready, tl);
+  tl.iterationUs = std::max(tl.backwardEndUs, tl.commEndUs) + tl.updateUs;
+  tl.nonOverlappedCommUs = std::max(0.0, tl.commEndUs - tl.backwardEndUs);
+  if (tl.commBusyUs > 0)
+    tl.overlapRatio =
+        std::clamp(1.0 - tl.nonOverlappedCommUs / tl.commBusyUs, 0.0, 1.0);
+  return tl;
+}
 
+/// The timeline when communication does not slow compute: backward is
+/// fixed, and groups run in channel-capacity coordinates.
+static void simulateCapacity(const Profile &profile, const CommModel &comm,
+                             const Plan &plan,
+                             const std::vector<ReadyGrad> &ready,
+                             Timeline &tl) {
   double t = profile.forwardUs;
   tl.backward.reserve(profile.layers.size());
   for (unsigned l = profile.layers.size(); l-- > 0;) {
@@ -115,12 +227,6 @@ Timeline oasr::schedule::simulate(const Profile &profile, const CommModel &comm,
     tl.groups.push_back(g);
   }
   tl.commEndUs = prevEnd;
-  tl.iterationUs = std::max(tl.backwardEndUs, tl.commEndUs) + tl.updateUs;
-  tl.nonOverlappedCommUs = std::max(0.0, tl.commEndUs - tl.backwardEndUs);
-  if (tl.commBusyUs > 0)
-    tl.overlapRatio =
-        std::clamp(1.0 - tl.nonOverlappedCommUs / tl.commBusyUs, 0.0, 1.0);
-  return tl;
 }
 
 double oasr::schedule::lowerBoundUs(const Profile &profile,

@@ -810,6 +810,8 @@ static double replay(Executor &exec, const schedule::Profile &profile) {
       exec.planAlphaS(), exec.planBetaSPerByte());
   comm.groupOverheadUs = exec.planGroupOverheadUs();
   comm.overlapRate = exec.planOverlapRate();
+  // The compute rate stays 1: the layer times measured in this run already
+  // ran beside whatever communication the plan put beside them.
   return schedule::simulate(profile, comm, plan).iterationUs;
 }
 

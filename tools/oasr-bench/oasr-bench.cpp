@@ -438,6 +438,7 @@ int commBench(Communicator &comm) {
   if (!overlaps.empty()) {
     const Overlap &o = overlaps[best].second;
     doc["overlap_rate"] = o.rate;
+    doc["compute_rate"] = std::clamp(o.computeRate, 0.01, 1.0);
     llvm::json::Object byPriority;
     for (auto &[p, m] : overlaps)
       byPriority[priorityName(p)] = overlapJSON(m);

@@ -354,6 +354,7 @@ int main(int argc, char **argv) {
                               {"group_overhead_us", comm->groupOverheadUs},
                               {"pack_us_per_byte", comm->packUsPerByte},
                               {"overlap_rate", comm->overlapRate},
+                              {"compute_rate", comm->computeRate},
                               {"grad_dtype", wireDTypeName(comm->wire)}}},
         {"lower_bound_us", bound},
         {"strategies", std::move(list)}};

@@ -122,6 +122,11 @@ struct CommModel {
   double packUsPerByte = 0;
   /// Communication progress rate while backward computes, in [0, 1].
   double overlapRate = 1;
+  /// Compute progress rate while an allreduce is in flight, in (0, 1]
+  /// (`oasr-bench comm` measures it beside its overlap rate): backward
+  /// layers beside communication take 1/computeRate times as long. Only
+  /// the simulator charges it (predictions); the planners plan for 1.
+  double computeRate = 1;
   /// The element type gradients travel in (see "Wire type" above).
   WireDType wire = WireDType::F32;
 
@@ -141,7 +146,8 @@ struct CommModel {
   }
   /// True if any extra real-system cost is non-zero.
   bool hasExtras() const {
-    return groupOverheadUs != 0 || packUsPerByte != 0 || overlapRate != 1;
+    return groupOverheadUs != 0 || packUsPerByte != 0 || overlapRate != 1 ||
+           computeRate != 1;
   }
   /// Channel capacity C(t) by time `t` when backward ends at `backwardEndUs`.
   double capacityAt(double t, double backwardEndUs) const;

@@ -165,6 +165,74 @@ TEST(Simulator, OverlapRateMatchesDirectReasoning) {
   }
 }
 
+TEST(Simulator, ComputeRateByHand) {
+  // Backward [10, 10] (layer 1 then layer 0), one 6-byte gradient each;
+  // alpha = 4, beta = 1: each group needs 10. Compute beside an allreduce
+  // runs at 0.5, communication beside backward at full speed.
+  Profile p = makeProfile({10, 10}, {6, 6});
+  CommModel m = unitModel(4, 1);
+  m.computeRate = 0.5;
+  Timeline t = simulate(p, m, planFromSizes("wfbp", {1, 1}));
+  // Layer 1 alone: [0, 10]; group 1 [10, 20] beside layer 0, which does 5
+  // of its 10 by then and the rest alone: [10, 25]; group 0 [25, 35].
+  ASSERT_EQ(t.groups.size(), 2u);
+  EXPECT_NEAR(t.groups[0].readyUs, 10, 1e-9);
+  EXPECT_NEAR(t.groups[0].endUs, 20, 1e-9);
+  ASSERT_EQ(t.backward.size(), 2u);
+  EXPECT_EQ(t.backward[1].layer, 0u);
+  EXPECT_NEAR(t.backward[1].endUs, 25, 1e-9);
+  EXPECT_NEAR(t.backwardEndUs, 25, 1e-9);
+  EXPECT_NEAR(t.groups[1].readyUs, 25, 1e-9);
+  EXPECT_NEAR(t.groups[1].startUs, 25, 1e-9);
+  EXPECT_NEAR(t.iterationUs, 35, 1e-9);
+  EXPECT_NEAR(t.commBusyUs, 20, 1e-9);
+  // One group after backward: nothing beside compute, nothing slowed.
+  t = simulate(p, m, planFromSizes("single", {2}));
+  EXPECT_NEAR(t.backwardEndUs, 20, 1e-9);
+  EXPECT_NEAR(t.iterationUs, 20 + 16, 1e-9);
+  // With the overlap rate as well: group 1 beside layer 0 at 0.5 each way.
+  m.overlapRate = 0.5;
+  t = simulate(p, m, planFromSizes("wfbp", {1, 1}));
+  // [10, 30] both at half speed: layer 0 and group 1 end at 30; group 0
+  // [30, 40].
+  EXPECT_NEAR(t.backwardEndUs, 30, 1e-9);
+  EXPECT_NEAR(t.groups[0].endUs, 30, 1e-9);
+  EXPECT_NEAR(t.iterationUs, 40, 1e-9);
+}
+
+TEST(Simulator, ComputeRateNearOneIsTheCapacityForm) {
+  // The stepped timeline at compute rate 1 - 1e-9 agrees with the capacity
+  // form the planners use, on random instances, plans and overlap rates.
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> rate(0.0, 1.0);
+  for (int trial = 0; trial < 200; ++trial) {
+    RandomInstance in = randomInstance(rng, 12);
+    in.comm.overlapRate = trial % 3 ? rate(rng) : 1.0;
+    unsigned n = in.profile.numGrads();
+    if (n == 0)
+      continue;
+    std::vector<unsigned> sizes;
+    for (unsigned left = n; left > 0;) {
+      unsigned s = 1 + unsigned(rng() % left);
+      sizes.push_back(s);
+      left -= s;
+    }
+    Plan plan = planFromSizes("random", sizes);
+    CommModel coupled = in.comm;
+    coupled.computeRate = 1 - 1e-9;
+    Timeline a = simulate(in.profile, in.comm, plan);
+    Timeline b = simulate(in.profile, coupled, plan);
+    EXPECT_NEAR(b.iterationUs, a.iterationUs, 1e-5 * (1 + a.iterationUs))
+        << "trial " << trial;
+    EXPECT_NEAR(b.backwardEndUs, a.backwardEndUs,
+                1e-5 * (1 + a.backwardEndUs));
+    for (size_t k = 0; k < a.groups.size(); ++k)
+      EXPECT_NEAR(b.groups[k].endUs, a.groups[k].endUs,
+                  1e-5 * (1 + a.groups[k].endUs))
+          << "trial " << trial << " group " << k;
+  }
+}
+
 TEST(Simulator, NoGradients) {
   Profile p;
   p.forwardUs = 3;
