@@ -72,6 +72,9 @@ std::string checkRunOptions(const RunOptions &o) {
   if (o.logEvery < 1)
     return name("log-every", std::to_string(o.logEvery)) +
            "expected a positive number of steps";
+  if (o.evalEvery && *o.evalEvery < 1)
+    return name("eval-every", std::to_string(*o.evalEvery)) +
+           "expected a positive number of steps";
   if (o.commCpu && *o.commCpu < 0)
     return name("comm-cpu", std::to_string(*o.commCpu)) +
            "expected a CPU number >= 0";
@@ -718,6 +721,7 @@ int Run::run(int *argc, char ***argv) {
   TrainOptions to;
   to.steps = o.steps;
   to.logEvery = o.logEvery;
+  to.evalEvery = o.evalEvery.value_or(0);
   to.quiet = o.quiet;
   to.tracePath = o.tracePath;
   to.profilePath = o.profilePath;

@@ -388,6 +388,18 @@ public:
     totalServed = int64_t(counts[1]);
   }
   bool lockstep() const override { return false; }
+  // Every rank meets the others and evaluates the center variable, as
+  // after the last step (saveAlgorithmState: a barrier, then the server's
+  // center to every rank).
+  void beginEvaluation(Executor &, CommEngine &) override {
+    ownWeights.resize(count);
+    pack(ownWeights.data());
+    std::vector<float> c = saveAlgorithmState();
+    unpack(c.data());
+  }
+  void endEvaluation(Executor &, CommEngine &) override {
+    unpack(ownWeights.data());
+  }
   std::string report() const override {
     return llvm::formatv("{0} exchanges with the center variable on rank {5}"
                          "{6} ({1} served, {2}), every {3} step(s){4}; final "
@@ -483,6 +495,7 @@ private:
   size_t count = 0;
   int server = 0; ///< the rank whose threads hold the center variable
   std::vector<float> out, in, base;
+  std::vector<float> ownWeights; ///< a rank's own during an evaluation
   std::unique_ptr<std::atomic<float>[]> center; ///< on the server rank
   std::vector<float> restoredCenter;            ///< from --resume, until setup
   std::mutex mu;
@@ -936,16 +949,57 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
     return llvm::Error::success();
   };
 
+  // --eval-every: the test accuracy after every N-th step, evaluated as
+  // after the last step (all ranks' shards summed; the weights
+  // beginEvaluation puts in place). Collective. BN statistics that the
+  // evaluation's forward passes update are put back, so training goes on
+  // as without it. The time printed is the run's wall time since the first
+  // step began, less the evaluations' own.
+  int64_t evalNs = 0;
+  auto evalDue = [&](int64_t completed) {
+    return options.evalEvery > 0 && completed % options.evalEvery == 0 &&
+           options.evaluate && data.testSet() && lab.data;
+  };
+  auto evaluateNow = [&](int64_t completed) {
+    int64_t e0 = steadyNs();
+    std::vector<std::vector<char>> bnState;
+    for (const PersistentTensor &t : exec.persistent())
+      if (t.kind == PersistentTensor::State)
+        bnState.emplace_back(t.ref.as<char>(), t.ref.as<char>() + t.ref.bytes());
+    algo.beginEvaluation(exec, engine);
+    auto [ok, total] = evaluate(exec, data, engine, algo.trainsOn(rank));
+    algo.endEvaluation(exec, engine);
+    size_t k = 0;
+    for (const PersistentTensor &t : exec.persistent())
+      if (t.kind == PersistentTensor::State) {
+        std::copy(bnState[k].begin(), bnState[k].end(), t.ref.as<char>());
+        ++k;
+      }
+    if (rank == 0 && total) {
+      std::printf("eval step %lld  time %.3f s  test accuracy %.2f%% "
+                  "(%lld/%lld)\n",
+                  (long long)completed, double(e0 - runStartNs - evalNs) * 1e-9,
+                  100.0 * double(ok) / double(total), (long long)ok,
+                  (long long)total);
+      std::fflush(stdout);
+    }
+    evalNs += steadyNs() - e0;
+  };
+
   // A rank that does not train (a dedicated server) skips the steps; the
   // loop has no other collectives for such algorithms (they are not
-  // lockstep), but every checkpoint is one: that rank joins each in turn.
+  // lockstep), but every checkpoint and evaluation is one: that rank joins
+  // each in turn.
   const int64_t mySteps = algo.trainsOn(rank) ? options.steps : 0;
   const int64_t first = std::max<int64_t>(options.startStep, 0);
   if (!algo.trainsOn(rank))
-    for (int64_t done = first + 1; done <= options.steps; ++done)
+    for (int64_t done = first + 1; done <= options.steps; ++done) {
       if (checkpointDue(done))
         if (llvm::Error err = writeCheckpoint(done))
           return err;
+      if (evalDue(done))
+        evaluateNow(done);
+    }
   for (int64_t step = first; step < mySteps; ++step) {
     if (step == options.failAtStep && rank == options.failRank &&
         options.failSignal > 0)
@@ -1022,6 +1076,8 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
     if (checkpointDue(step + 1))
       if (llvm::Error err = writeCheckpoint(step + 1))
         return err;
+    if (evalDue(step + 1))
+      evaluateNow(step + 1);
     intervalLoss += loss;
     intervalCorrect += double(exec.correct());
     intervalSamples += double(n);

@@ -131,6 +131,12 @@ static cl::opt<std::string>
 static cl::opt<int64_t> logEvery("log-every",
                                  cl::desc("Progress line every N steps"),
                                  cl::init(1), cl::cat(runCat));
+static cl::opt<int64_t> evalEvery(
+    "eval-every",
+    cl::desc("Test accuracy after every N-th step (rank 0 prints 'eval step "
+             "S  time T s  test accuracy A%': T is the wall time of training "
+             "so far, without the evaluations)"),
+    cl::init(0), cl::cat(runCat));
 static cl::opt<std::string>
     commKind("communicator",
              cl::desc("mpi | self (default: mpi under mpirun, else self)"),
@@ -333,6 +339,7 @@ RunOptions runOptions() {
   o.seed = seed;
   o.threads = threads;
   o.logEvery = logEvery;
+  o.evalEvery = given(evalEvery);
   o.quiet = quiet;
   o.allowNonFinite = allowNonFinite;
   o.tracePath = tracePath;

@@ -58,6 +58,8 @@ struct RunOptions {
   uint64_t seed = 1;
   int threads = 0; ///< compute threads per rank; 0: defaultThreads()
   int64_t logEvery = 1;
+  /// --eval-every: the test accuracy after every N-th step.
+  std::optional<int64_t> evalEvery;
   bool quiet = false;
   bool allowNonFinite = false;
   // Outputs (rank 0 writes them).

@@ -67,6 +67,17 @@ public:
   virtual bool lockstep() const { return true; }
   /// A line for the run's summary (what the algorithm did), or empty.
   virtual std::string report() const { return ""; }
+  /// An evaluation during training (--eval-every) sees the weights the
+  /// end-of-run evaluation sees: `beginEvaluation` puts them in place and
+  /// `endEvaluation` gives the rank its own back. Collective. Default: the
+  /// rank's own weights, nothing to do (the parameter-server family: the
+  /// center variable).
+  virtual void beginEvaluation(Executor &exec, CommEngine &engine) {
+    (void)exec, (void)engine;
+  }
+  virtual void endEvaluation(Executor &exec, CommEngine &engine) {
+    (void)exec, (void)engine;
+  }
 
   /// What a checkpoint must hold: nothing (the algorithm cannot be
   /// checkpointed), one copy of the executor's tensors (they are the same on
@@ -194,6 +205,9 @@ struct TrainOptions {
   int failRank = -1;
   int failSignal = 0;   ///< testing: die by this signal instead of aborting
   bool evaluate = true; ///< test accuracy at the end when data has a test split
+  /// > 0: after every N-th step, the test accuracy as the end-of-run
+  /// evaluation measures it, one line from rank 0 (also when quiet).
+  int64_t evalEvery = 0;
   /// Steps already completed (a resumed run continues at this step; `steps`
   /// stays the total).
   int64_t startStep = 0;
