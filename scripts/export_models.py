@@ -20,7 +20,7 @@ import sys
 import time
 
 MODELS = ["resnet18", "resnet50", "vgg16", "alexnet", "googlenet",
-          "inception_v3", "densenet121", "mobilenet_v2", "transformer"]
+          "inception_v3", "densenet121", "mobilenet_v2", "transformer", "cifar_cnn"]
 
 
 def build(name):
@@ -42,6 +42,15 @@ def build(name):
                 return self.head(h.mean(dim=1))
 
         return Encoder(), torch.randint(0, 1000, (2, 16))
+    if name == "cifar_cnn":
+        # bench/run_algorithms.py --model cnn: 3x32x32 in, 10 classes, no BN;
+        # two small convolutions and a wide fully connected layer, so the
+        # 0.55 M parameters (2.2 MB of gradients) cost little compute.
+        return torch.nn.Sequential(
+            torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Flatten(), torch.nn.Linear(64 * 8 * 8, 128), torch.nn.ReLU(),
+            torch.nn.Linear(128, 10)), torch.randn(1, 3, 32, 32)
     kwargs = {"weights": None}
     if name in ("googlenet", "inception_v3"):
         kwargs["aux_logits"] = False
