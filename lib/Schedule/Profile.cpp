@@ -538,6 +538,55 @@ json::Value oasr::schedule::toJSON(const Profile &p) {
 // Calibration
 //===----------------------------------------------------------------------===//
 
+/// Alpha and beta of one collective in a calibration: `obj`'s 'alpha_s' and
+/// 'beta_s_per_byte', or a fit of its 'points' (relative error).
+static Expected<std::pair<double, double>>
+calibrationAlphaBeta(Reader &r, JSONValue obj, const Where &where,
+                     int64_t ranks) {
+  std::vector<std::pair<double, double>> points;
+  std::optional<JSONValue> pv = obj.get("points");
+  // Top-level points are named "points", a collective's "all_gather points".
+  const Where *parent = where.label == "top level" ? nullptr : &where;
+  Where pointsWhere{"points", -1, nullptr, parent};
+  if (pv) {
+    if (!pv->isArray())
+      return r.error(*pv, pointsWhere, "must be an array");
+    int64_t i = 0;
+    for (JSONValue po : pv->elements()) {
+      Where at{"points", i++, nullptr, parent};
+      if (!po.isObject())
+        return r.error(po, at, "expected an object");
+      double bytes = 0, seconds = 0;
+      if (Error err = r.number(po, "bytes", at, bytes, true))
+        return std::move(err);
+      if (Error err = r.number(po, "seconds", at, seconds, true))
+        return std::move(err);
+      points.push_back({bytes, seconds});
+    }
+  }
+  bool hasAlpha = bool(obj.get("alpha_s")),
+       hasBeta = bool(obj.get("beta_s_per_byte"));
+  if (hasAlpha != hasBeta)
+    return r.error(obj, where,
+                   "'alpha_s' and 'beta_s_per_byte' must be given together");
+  double alpha = 0, beta = 0;
+  if (hasAlpha) {
+    if (Error e = r.number(obj, "alpha_s", where, alpha, true))
+      return std::move(e);
+    if (Error e = r.number(obj, "beta_s_per_byte", where, beta, true))
+      return std::move(e);
+    return std::pair{alpha, beta};
+  }
+  if (points.size() < 2)
+    return r.error(obj, where,
+                   "needs 'alpha_s'/'beta_s_per_byte' or at least two "
+                   "'points' to fit them");
+  Expected<CommModel> fitted = fitAlphaBeta(points, int(ranks));
+  if (!fitted)
+    return r.error(*pv, pointsWhere, toString(fitted.takeError()));
+  return std::pair{fitted->alphaS, fitted->betaSPerByte};
+}
+
 Expected<CommModel> oasr::schedule::parseCalibration(StringRef jsonText,
                                                      StringRef file) {
   Reader r(file);
@@ -549,53 +598,49 @@ Expected<CommModel> oasr::schedule::parseCalibration(StringRef jsonText,
   int64_t ranks = 0;
   if (Error e = r.rankCount(root, top, ranks))
     return std::move(e);
-
-  // Measured points, used when alpha/beta are absent.
-  std::vector<std::pair<double, double>> points;
-  std::optional<JSONValue> pv = root.get("points");
-  if (pv) {
-    if (!pv->isArray())
-      return r.error(*pv, Where{"points"}, "must be an array");
-    int64_t i = 0;
-    for (JSONValue po : pv->elements()) {
-      Where where{"points", i++};
-      if (!po.isObject())
-        return r.error(po, where, "expected an object");
-      double bytes = 0, seconds = 0;
-      if (Error err = r.number(po, "bytes", where, bytes, true))
-        return std::move(err);
-      if (Error err = r.number(po, "seconds", where, seconds, true))
-        return std::move(err);
-      points.push_back({bytes, seconds});
-    }
-  }
-
-  bool hasAlpha = bool(root.get("alpha_s")),
-       hasBeta = bool(root.get("beta_s_per_byte"));
-  if (hasAlpha != hasBeta)
-    return r.error(root, top,
-                   "'alpha_s' and 'beta_s_per_byte' must be given together");
-  double alpha = 0, beta = 0;
-  if (hasAlpha) {
-    if (Error e = r.number(root, "alpha_s", top, alpha, true))
-      return std::move(e);
-    if (Error e = r.number(root, "beta_s_per_byte", top, beta, true))
-      return std::move(e);
-  } else {
-    if (points.size() < 2)
-      return r.error(root, top,
-                     "needs 'alpha_s'/'beta_s_per_byte' or at least two "
-                     "'points' to fit them");
-    Expected<CommModel> fitted = fitAlphaBeta(points, ranks);
-    if (!fitted)
-      return r.error(*pv, Where{"points"}, toString(fitted.takeError()));
-    alpha = fitted->alphaS;
-    beta = fitted->betaSPerByte;
-  }
-  CommModel m = CommModel::alphaBeta(alpha, beta, ranks);
+  Expected<std::pair<double, double>> ab =
+      calibrationAlphaBeta(r, root, top, ranks);
+  if (!ab)
+    return ab.takeError();
+  CommModel m = CommModel::alphaBeta(ab->first, ab->second, ranks);
   if (Error e = r.overlapRate(root, top, m))
     return std::move(e);
   return m;
+}
+
+Expected<CollectiveModels>
+oasr::schedule::parseCollectiveModels(StringRef jsonText, StringRef file) {
+  Expected<CommModel> allreduce = parseCalibration(jsonText, file);
+  if (!allreduce)
+    return allreduce.takeError();
+  Reader r(file);
+  Expected<JSONDocument> doc = r.document(jsonText, "oasr-comm-v1");
+  if (!doc)
+    return doc.takeError();
+  JSONValue root = doc->root();
+  CollectiveModels out;
+  out.allreduce = *allreduce;
+  for (auto [key, model] :
+       {std::pair{"reduce_scatter", &out.reduceScatter},
+        std::pair{"all_gather", &out.allGather}}) {
+    std::optional<JSONValue> v = root.get(key);
+    if (!v)
+      continue;
+    Where where{key};
+    if (!v->isObject())
+      return r.error(*v, where, "must be an object");
+    Expected<std::pair<double, double>> ab =
+        calibrationAlphaBeta(r, *v, where, allreduce->ranks);
+    if (!ab)
+      return ab.takeError();
+    *model = CommModel::alphaBeta(ab->first, ab->second, allreduce->ranks);
+  }
+  return out;
+}
+
+Expected<CollectiveModels>
+oasr::schedule::readCollectiveModels(StringRef path) {
+  return readAndParse<CollectiveModels>(path, parseCollectiveModels);
 }
 
 Expected<CommModel>

@@ -112,6 +112,23 @@ SteadyComm SteadyComm::fromAllreduce(const CommModel &allreduce) {
   return c;
 }
 
+SteadyComm SteadyComm::fromCalibration(const CommModel &allreduce,
+                                       const CollectiveModels &calibration,
+                                       bool measured[2]) {
+  SteadyComm c = fromAllreduce(allreduce);
+  const std::optional<CommModel> *halves[2] = {&calibration.reduceScatter,
+                                              &calibration.allGather};
+  CommModel *into[2] = {&c.reduceScatter, &c.allGather};
+  for (int i = 0; i < 2; ++i) {
+    measured[i] = halves[i]->has_value();
+    if (measured[i]) {
+      into[i]->alphaS = (*halves[i])->alphaS;
+      into[i]->betaSPerByte = (*halves[i])->betaSPerByte;
+    }
+  }
+  return c;
+}
+
 std::vector<double> oasr::schedule::layerForwardUs(const Profile &profile) {
   std::vector<double> out;
   double own = 0, bwd = profile.backwardUs();

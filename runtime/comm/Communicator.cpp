@@ -43,6 +43,18 @@ void Communicator::allreduceAverageWire(float *data, size_t count,
         1);
 }
 
+void Communicator::reduceScatterAverage(const float *, float *, size_t) {
+  abort(std::string("oasr: error: the ") + name() +
+            " communicator has no reduce-scatter",
+        1);
+}
+
+void Communicator::allGather(const float *, float *, size_t) {
+  abort(std::string("oasr: error: the ") + name() +
+            " communicator has no all-gather",
+        1);
+}
+
 std::string Communicator::host() const {
   char buf[256] = {0};
   if (gethostname(buf, sizeof(buf) - 1) != 0)
@@ -71,6 +83,13 @@ public:
   void allreduceAverage(void *, size_t, DType) override {}
   // One rank: nothing travels, so nothing is rounded.
   void allreduceAverageWire(float *, size_t, GradWire, void *) override {}
+  void reduceScatterAverage(const float *send, float *recv,
+                            size_t n) override {
+    std::copy(send, send + n, recv);
+  }
+  void allGather(const float *send, float *recv, size_t n) override {
+    std::copy(send, send + n, recv);
+  }
   void allreduceSum(double *, size_t) override {}
   void allreduceMax(double *, size_t) override {}
   void broadcast(void *, size_t, int) override {}
@@ -166,6 +185,24 @@ public:
       fromWire(wire, w + done, data + done, n, scale);
       done += n;
     }
+  }
+  void reduceScatterAverage(const float *send, float *recv,
+                            size_t n) override {
+    checkCount(n * size_t(mySize), "reduce-scatter");
+    MPI_Request request;
+    MPI_Ireduce_scatter_block(send, recv, int(n), MPI_FLOAT, MPI_SUM,
+                              MPI_COMM_WORLD, &request);
+    wait(request);
+    const float scale = 1.0f / float(mySize);
+    for (size_t i = 0; i < n; ++i)
+      recv[i] *= scale;
+  }
+  void allGather(const float *send, float *recv, size_t n) override {
+    checkCount(n * size_t(mySize), "all-gather");
+    MPI_Request request;
+    MPI_Iallgather(send, int(n), MPI_FLOAT, recv, int(n), MPI_FLOAT,
+                   MPI_COMM_WORLD, &request);
+    wait(request);
   }
   void allreduceSum(double *data, size_t count) override {
     MPI_Allreduce(MPI_IN_PLACE, data, int(count), MPI_DOUBLE, MPI_SUM,
@@ -282,6 +319,23 @@ private:
   static void sumF16(void *in, void *inout, int *len, MPI_Datatype *) {
     wireSum(GradWire::F16, static_cast<const uint16_t *>(in),
             static_cast<uint16_t *>(inout), size_t(*len));
+  }
+
+  /// MPI counts are ints; a reduce-scatter or all-gather is not split.
+  void checkCount(size_t total, const char *what) {
+    if (total >= (size_t(1) << 31))
+      abort("oasr: rank " + std::to_string(myRank) + ": error: a " + what +
+                " of " + std::to_string(total) +
+                " elements exceeds MPI's int counts",
+            1);
+  }
+  /// Waits for a non-blocking collective: sleeping between tests when the
+  /// thread is to leave its CPU (setSleepingWait), else inside MPI.
+  void wait(MPI_Request &request) {
+    if (sleepingWait)
+      testUntilDone(request, MPI_STATUS_IGNORE, 50);
+    else
+      MPI_Wait(&request, MPI_STATUS_IGNORE);
   }
 
   /// MPI counts are ints: split very large buffers.

@@ -114,6 +114,20 @@ public:
                          1.0f / float(size()), commStream);
     done(ncclSuccess, "ncclAllReduce");
   }
+  void reduceScatterAverage(const float *send, float *recv,
+                            size_t n) override {
+    // After all compute so far: no executor issues these yet, so no
+    // markComputeReady pairs with them.
+    afterCompute();
+    done(ncclReduceScatter(send, recv, n, ncclFloat32, ncclAvg, comm,
+                           commStream),
+         "ncclReduceScatter");
+  }
+  void allGather(const float *send, float *recv, size_t n) override {
+    afterCompute();
+    done(ncclAllGather(send, recv, n, ncclFloat32, comm, commStream),
+         "ncclAllGather");
+  }
   void broadcast(void *data, size_t bytes, int root) override {
     afterCompute();
     done(ncclBroadcast(data, data, bytes, ncclUint8, root, comm, commStream),

@@ -5,12 +5,18 @@
 //                                [--compute-threads=N]
 //                                [--comm-priority=auto|idle|normal|sleep]
 //                                [--overlap-bytes=B] [--out=calibration.json]
+//                                [--collectives=allreduce,reduce-scatter,...]
 //
 // `comm` times the runtime's allreduce (sum and average over ranks, in place,
 // through the same Communicator oasr-run uses) for message sizes from
 // --min-bytes to --max-bytes in powers of two, fits T(M) = alpha + beta * M
 // by least squares on relative error, and writes the `oasr-comm-v1`
-// calibration JSON that oasr-plan, the passes and oasr-run accept.
+// calibration JSON that oasr-plan, the passes and oasr-run accept. The two
+// halves of an allreduce, reduce-scatter and all-gather (--collectives;
+// all three by default), are swept the same way at the same sizes (bytes:
+// the whole buffer) and recorded as 'reduce_scatter' and 'all_gather'
+// objects with their own alpha, beta and points, which the steady-state
+// planner's DeAR forms use (oasr-plan --steady).
 //
 // It then measures the overlap rate (Schedule.h): how fast an allreduce of
 // --overlap-bytes progresses on oasr-run's communication thread (same
@@ -109,6 +115,12 @@ static cl::opt<uint64_t> workingSetBytes(
     cl::init(uint64_t(64) << 20), cl::cat(benchCat));
 static cl::opt<bool> quiet("quiet", cl::desc("No table"), cl::init(false),
                            cl::cat(benchCat));
+static cl::list<std::string> collectives(
+    "collectives", cl::CommaSeparated,
+    cl::desc("Collectives to calibrate: allreduce (always), reduce-scatter, "
+             "all-gather (default: all three; the steady-state planner's "
+             "DeAR forms use the last two)"),
+    cl::cat(benchCat));
 
 static double now() {
   return std::chrono::duration<double>(
@@ -219,14 +231,35 @@ public:
                      times.end());
     return times[times.size() / 2];
   }
+  /// Which collective `allreduce` issues; `count` floats is the whole
+  /// buffer in each (rounded down to a multiple of the ranks for the
+  /// halves), so the three compare at equal sizes.
+  enum class Collective { AllReduce, ReduceScatter, AllGather };
+  Collective collective = Collective::AllReduce;
   void allreduce(Communicator &c, size_t count) {
-    c.allreduceAverage(buf.data(), count, DType::F32);
+    const size_t block = count / size_t(c.size());
+    switch (collective) {
+    case Collective::AllReduce:
+      c.allreduceAverage(buf.data(), count, DType::F32);
+      return;
+    case Collective::ReduceScatter:
+      if (out.size() < block)
+        out.resize(block);
+      c.reduceScatterAverage(buf.data(), out.data(), block);
+      return;
+    case Collective::AllGather:
+      if (out.size() < block * size_t(c.size()))
+        out.resize(block * size_t(c.size()));
+      c.allGather(buf.data(), out.data(), block);
+      return;
+    }
   }
   CommEngine engine;
   std::string pinError; ///< why --comm-cpu failed, empty if it did not
 
 private:
   std::vector<float> &buf;
+  std::vector<float> out; ///< the halves' other buffer
 };
 
 struct Overlap {
@@ -298,6 +331,53 @@ Overlap measureOverlap(Communicator &comm, AllreduceTimer &timer,
   return o;
 }
 
+/// Checks one call of `collective` against the values every rank can
+/// compute: rank r's element i is r + i / 8 (exact in f32). Returns the
+/// first wrong element, or an empty string; every rank gets the verdict.
+std::string verifyCollective(Communicator &comm,
+                             AllreduceTimer::Collective collective) {
+  using Collective = AllreduceTimer::Collective;
+  const size_t p = size_t(comm.size()), block = 64, n = block * p;
+  const double r = comm.rank();
+  std::vector<float> in(n), out(n, -1.0f);
+  for (size_t i = 0; i < n; ++i)
+    in[i] = float(r + double(i) / 8);
+  // The average over ranks of q + i / 8 is (p - 1) / 2 + i / 8.
+  auto average = [&](size_t i) { return float((p - 1) / 2.0 + double(i) / 8); };
+  std::string wrong;
+  auto expect = [&](const char *what, size_t i, float got, float want) {
+    if (wrong.empty() && got != want)
+      wrong = llvm::formatv("rank {0}: {1} gave {2} at element {3}, expected "
+                            "{4}",
+                            comm.rank(), what, got, i, want)
+                  .str();
+  };
+  switch (collective) {
+  case Collective::AllReduce:
+    comm.allreduceAverage(in.data(), n, DType::F32);
+    for (size_t i = 0; i < n; ++i)
+      expect("allreduce", i, in[i], average(i));
+    break;
+  case Collective::ReduceScatter:
+    comm.reduceScatterAverage(in.data(), out.data(), block);
+    for (size_t i = 0; i < block; ++i)
+      expect("reduce-scatter", i, out[i], average(size_t(r) * block + i));
+    break;
+  case Collective::AllGather:
+    comm.allGather(in.data(), out.data(), block);
+    for (size_t q = 0; q < p; ++q)
+      for (size_t i = 0; i < block; ++i)
+        expect("all-gather", q * block + i, out[q * block + i],
+               float(double(q) + double(i) / 8));
+    break;
+  }
+  double failed = wrong.empty() ? 0 : 1;
+  comm.allreduceMax(&failed, 1);
+  if (failed && wrong.empty())
+    wrong = "another rank's result was wrong";
+  return wrong;
+}
+
 int commBench(Communicator &comm) {
   const int rank = comm.rank(), size = comm.size();
   if (rank == 0 && !quiet)
@@ -360,9 +440,15 @@ int commBench(Communicator &comm) {
   if (pinFailed(timer))
     return 1;
   const double burst = burstUs * 1e-6;
+  using Collective = AllreduceTimer::Collective;
+  // One sweep of sizes for the timer's collective, into `pts`.
+  auto sweep = [&](std::vector<Point> &pts) {
+  const bool half = timer.collective != Collective::AllReduce;
   for (uint64_t bytes = std::max<uint64_t>(minBytes, 4); bytes <= maxBytes;
        bytes *= 2) {
     size_t count = size_t(bytes / 4);
+    if (half && count < size_t(size))
+      continue; // less than one element per rank
     // Warm up and estimate the per-call time; every rank uses rank 0's
     // iteration count so the collectives match.
     timer.timed(count, 1); // page faults
@@ -381,12 +467,46 @@ int commBench(Communicator &comm) {
     }
     pts.push_back(Point{double(bytes), best});
     if (rank == 0 && !quiet) {
-      double busBw = size > 1 ? 2.0 * (size - 1) / size * bytes / best * 1e-9
+      // Bus bandwidth: each rank sends 2(P-1)/P of the buffer in an
+      // allreduce, (P-1)/P in either half.
+      double busBw = size > 1 ? (half ? 1.0 : 2.0) * (size - 1) / size *
+                                    bytes / best * 1e-9
                               : bytes / best * 1e-9;
       std::printf("%12llu %8d %14.9f %14.3f\n", (unsigned long long)bytes,
                   int(iters), best, busBw);
       std::fflush(stdout);
     }
+  }
+  };
+  sweep(pts);
+  // The halves of an allreduce, at the same sizes and priority.
+  struct Half {
+    const char *name, *key;
+    Collective collective;
+    std::vector<Point> pts;
+  };
+  std::vector<Half> halves;
+  for (const std::string &c : collectives)
+    if (c == "reduce-scatter" || c == "all-gather")
+      halves.push_back(Half{c == "reduce-scatter" ? "reduce-scatter"
+                                                  : "all-gather",
+                            c == "reduce-scatter" ? "reduce_scatter"
+                                                  : "all_gather",
+                            c == "reduce-scatter" ? Collective::ReduceScatter
+                                                  : Collective::AllGather,
+                            {}});
+  for (Half &h : halves) {
+    std::string wrong = verifyCollective(comm, h.collective);
+    if (!wrong.empty()) {
+      std::fprintf(stderr, "oasr-bench: error: %s\n", wrong.c_str());
+      return 1;
+    }
+    if (rank == 0 && !quiet)
+      std::printf("%s of f32 (bytes: the whole buffer; checked against "
+                  "known values first)\n",
+                  h.name);
+    timer.collective = h.collective;
+    sweep(h.pts);
   }
   if (rank != 0)
     return 0;
@@ -435,6 +555,31 @@ int commBench(Communicator &comm) {
                               {"under_load_s", o.loadedS},
                               {"load_s", o.loadS}};
   };
+  std::vector<std::string> halfFits;
+  for (const Half &h : halves) {
+    std::vector<std::pair<double, double>> hxy;
+    llvm::json::Array hpoints;
+    for (const Point &p : h.pts) {
+      hxy.push_back({p.bytes, p.seconds});
+      hpoints.push_back(llvm::json::Object{{"bytes", int64_t(p.bytes)},
+                                           {"seconds", p.seconds}});
+    }
+    llvm::json::Object o{{"points", std::move(hpoints)}};
+    if (llvm::Expected<oasr::schedule::CommModel> f =
+            oasr::schedule::fitAlphaBeta(hxy, size)) {
+      o["alpha_s"] = f->alphaS;
+      o["beta_s_per_byte"] = f->betaSPerByte;
+      halfFits.push_back(llvm::formatv("{0} fit: alpha = {1:e3} s, beta = "
+                                       "{2:e3} s/B",
+                                       h.name, f->alphaS, f->betaSPerByte)
+                             .str());
+    } else {
+      llvm::consumeError(f.takeError());
+      halfFits.push_back(std::string(h.name) +
+                         ": too few sizes to fit (points recorded)");
+    }
+    doc[h.key] = std::move(o);
+  }
   if (!overlaps.empty()) {
     const Overlap &o = overlaps[best].second;
     doc["overlap_rate"] = o.rate;
@@ -461,9 +606,11 @@ int commBench(Communicator &comm) {
   std::printf("fit: alpha = %.4g s, beta = %.4g s/B (%.2f GB/s), worst "
               "relative error %.0f%%\n",
               a, b, b > 0 ? 1e-9 / b : 0.0, 100 * worst);
+  for (const std::string &line : halfFits)
+    std::printf("%s\n", line.c_str());
   // A line through a bursty or token-bucket link's small and large sizes
   // fits neither; say so, and what to do.
-  if (worst > 0.3 && worstAt)
+  if (worst > 0.5 && worstAt)
     std::fprintf(stderr,
                  "oasr-bench: note: the line alpha + beta * bytes misses the "
                  "measured times by up to %.0f%% (%llu B: %.4g s measured, "
@@ -524,6 +671,15 @@ int main(int argc, char **argv) {
                     "--max-bytes\n";
     return 1;
   }
+  if (collectives.empty())
+    for (const char *c : {"allreduce", "reduce-scatter", "all-gather"})
+      collectives.push_back(c);
+  for (const std::string &c : collectives)
+    if (c != "allreduce" && c != "reduce-scatter" && c != "all-gather") {
+      llvm::errs() << "oasr-bench: error: --collectives=" << c
+                   << ": expected allreduce, reduce-scatter or all-gather\n";
+      return 1;
+    }
   std::unique_ptr<Communicator> comm;
   if (launchedByMpi()) {
     std::string error;

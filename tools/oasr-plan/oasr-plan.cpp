@@ -236,16 +236,36 @@ struct SteadyScored {
   double planMs = 0;
 };
 
+/// The steady-state model's collectives: the reduce-scatter and all-gather
+/// of the --comm calibration where `oasr-bench comm` measured them (and no
+/// --alpha/--beta replaced its allreduce), else halves of the allreduce.
+/// `how` says which, for the report.
+Expected<SteadyComm> steadyComm(const CommModel &comm, std::string &how) {
+  how = "reduce-scatter and all-gather: halves of the allreduce";
+  if (commOpt.empty() || alphaOpt.getNumOccurrences())
+    return SteadyComm::fromAllreduce(comm);
+  Expected<CollectiveModels> c = readCollectiveModels(commOpt);
+  if (!c)
+    return c.takeError();
+  bool measured[2] = {false, false};
+  SteadyComm sc = SteadyComm::fromCalibration(comm, *c, measured);
+  if (measured[0] || measured[1])
+    how = formatv("reduce-scatter {0}, all-gather {1} ({2})",
+                  measured[0] ? "measured" : "half the allreduce",
+                  measured[1] ? "measured" : "half the allreduce", commOpt)
+              .str();
+  return sc;
+}
+
 /// Plans and scores the --steady strategies.
 Expected<std::vector<SteadyScored>> scoreSteady(const Profile &profile,
-                                                const CommModel &comm) {
+                                                const SteadyComm &sc) {
   std::vector<std::string> names;
   if (steadyOpt.empty() || steadyOpt == "all")
     names = steadyStrategyNames();
   else
     for (StringRef s : split(StringRef(steadyOpt), ','))
       names.push_back(s.trim().str());
-  SteadyComm sc = SteadyComm::fromAllreduce(comm);
   std::vector<SteadyScored> out;
   for (const std::string &name : names) {
     auto t0 = std::chrono::steady_clock::now();
@@ -299,13 +319,17 @@ int main(int argc, char **argv) {
     scored.push_back({std::move(*plan), std::move(t)});
   }
   std::vector<SteadyScored> steady;
+  std::string steadyCollectives;
   double steadyBound = 0, oasrUs = 0;
   if (steadyOpt.getNumOccurrences()) {
-    auto scoredSteady = scoreSteady(profile, *comm);
+    Expected<SteadyComm> sc = steadyComm(*comm, steadyCollectives);
+    if (!sc)
+      return fail(toString(sc.takeError()));
+    auto scoredSteady = scoreSteady(profile, *sc);
     if (!scoredSteady)
       return fail(toString(scoredSteady.takeError()));
     steady = std::move(*scoredSteady);
-    steadyBound = steadyLowerBoundUs(profile, SteadyComm::fromAllreduce(*comm));
+    steadyBound = steadyLowerBoundUs(profile, *sc);
     oasrUs =
         simulate(profile, *comm, *makePlan("oasr", profile, *comm)).iterationUs;
   }
@@ -389,6 +413,7 @@ int main(int argc, char **argv) {
       }
       doc["steady"] = json::Object{{"oasr_iteration_us", oasrUs},
                                    {"lower_bound_us", steadyBound},
+                                   {"collectives", steadyCollectives},
                                    {"strategies", std::move(plans)}};
     }
     os << formatv("{0:2}", json::Value(std::move(doc))) << "\n";
@@ -415,8 +440,8 @@ int main(int argc, char **argv) {
     }
     if (!steady.empty()) {
       os << formatv("\nsteady state (the next forward waits per layer): "
-                    "lower bound {0:f1} us\n\n",
-                    steadyBound);
+                    "lower bound {0:f1} us; {1}\n\n",
+                    steadyBound, steadyCollectives);
       os << formatv("{0,-22} {1,7} {2,7} {3,13} {4,8} {5,8} {6,9}  {7}\n",
                     "strategy", "groups", "units", "period_us", "vs_oasr",
                     "gap", "plan_ms", "plan");

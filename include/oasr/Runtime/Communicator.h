@@ -65,6 +65,16 @@ public:
     else
       allreduceAverageWire(static_cast<float *>(data), count, wire, scratch);
   }
+  /// The two halves of an allreduce (DeAR, docs/planner.md "The
+  /// steady-state step"): rank r receives in `recv` block r of the average
+  /// over ranks of `send` (`countPerRank * size()` f32 elements, blocks in
+  /// rank order); and every rank receives in `recv` the concatenation of
+  /// every rank's `send` block of `countPerRank` elements. Device memory on
+  /// a device communicator. The defaults refuse (abort naming the
+  /// communicator).
+  virtual void reduceScatterAverage(const float *send, float *recv,
+                                    size_t countPerRank);
+  virtual void allGather(const float *send, float *recv, size_t countPerRank);
   /// In-place elementwise sum / max over ranks of doubles (metrics, flags).
   virtual void allreduceSum(double *data, size_t count) = 0;
   virtual void allreduceMax(double *data, size_t count) = 0;

@@ -220,6 +220,18 @@ llvm::Expected<CommModel> parseCalibration(llvm::StringRef jsonText,
                                            llvm::StringRef fileNameForErrors);
 /// Reads and parses a calibration file.
 llvm::Expected<CommModel> readCalibration(llvm::StringRef path);
+
+/// A calibration's allreduce and, where `oasr-bench comm` measured them,
+/// the halves of an allreduce: optional 'reduce_scatter' and 'all_gather'
+/// objects, each with 'alpha_s'/'beta_s_per_byte' or 'points' to fit (bytes:
+/// the whole buffer, as for the allreduce).
+struct CollectiveModels {
+  CommModel allreduce;
+  std::optional<CommModel> reduceScatter, allGather;
+};
+llvm::Expected<CollectiveModels>
+parseCollectiveModels(llvm::StringRef jsonText, llvm::StringRef file);
+llvm::Expected<CollectiveModels> readCollectiveModels(llvm::StringRef path);
 /// The communication thread's priority a calibration file recommends: its
 /// optional 'comm_priority' ("idle", "normal" or "sleep"), which
 /// `oasr-bench comm` records from the overlap measured at each; empty when

@@ -93,6 +93,13 @@ struct SteadyComm {
   int ranks = 2;
 
   static SteadyComm fromAllreduce(const CommModel &allreduce);
+  /// `allreduce` (as the command line or calibration made it), with the
+  /// calibration's measured reduce-scatter and all-gather where it has
+  /// them (their alpha and beta; the rest of `allreduce`'s terms), else
+  /// halves as fromAllreduce. `measured` says which were measured.
+  static SteadyComm fromCalibration(const CommModel &allreduce,
+                                    const CollectiveModels &calibration,
+                                    bool measured[2]);
 };
 
 /// One unit's timing in the measured iteration.
