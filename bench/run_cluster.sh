@@ -66,7 +66,7 @@ MASTER=$($CLUSTER status | awk '$1 ~ /-n0$/ {print $2}')
 # and the rate-bound large ones fits neither (a first 1 Gbit/s run from 4 B
 # fitted 538 MB/s, where 16-64 MiB took 14-17 ns/B, 60-75 MB/s).
 CALIB_MIN_BYTES=${CALIB_MIN_BYTES:-1048576}
-$CLUSTER run "$NODES" -- "$BUILD/bin/oasr-bench" comm --quiet \
+$CLUSTER run "$NODES" -- "$BUILD/bin/oasr-bench" comm --quiet --collectives=allreduce \
   --min-bytes="$CALIB_MIN_BYTES" \
   --max-bytes=67108864 --seconds-per-size=0.2 --burst-us=20000 \
   --compute-threads=1 --comm-priority="$PRIORITY" --out="$COMM" >/dev/null

@@ -38,7 +38,7 @@ EXTRA=${EXTRA:-}
 SUFFIX=$SUFFIX${TAG:-}
 RUN="$LAUNCH $BUILD/bin/oasr-run $MODEL --batch=$BATCH --threads=1 --log-every=100000 --strategy=oasr $EXTRA"
 # The calibrated plan's inputs, measured as bench/run_runtime_ranks.sh does.
-$LAUNCH "$BUILD/bin/oasr-bench" comm --quiet $EXTRA \
+$LAUNCH "$BUILD/bin/oasr-bench" comm --quiet --collectives=allreduce $EXTRA \
   --max-bytes=67108864 --seconds-per-size=0.3 --burst-us=20000 \
   --compute-threads=1 --out="$WORK/comm.json" >/dev/null
 $RUN --steps=$STEPS --replan=off --comm="$WORK/comm.json" \

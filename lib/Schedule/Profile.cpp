@@ -322,6 +322,15 @@ public:
     return Error::success();
   }
 
+  Error boolean(JSONValue obj, StringRef key, const Where &where, bool &out,
+                bool required) const {
+    return field(obj, key, where, required, "true or false",
+                 &JSONValue::getAsBoolean, [&](JSONValue, bool b) -> Error {
+                   out = b;
+                   return Error::success();
+                 });
+  }
+
   Error string(JSONValue obj, StringRef key, const Where &where,
                std::string &out, bool required) const {
     return field(obj, key, where, required, "a string", &JSONValue::getAsString,
@@ -402,6 +411,9 @@ Expected<Profile> oasr::schedule::parseProfile(StringRef jsonText,
   if (Error e = r.string(root, "model", top, p.model, false))
     return std::move(e);
   if (Error e = r.string(root, "source", top, p.source, false))
+    return std::move(e);
+  if (Error e = r.boolean(root, "compute_beside_comm", top,
+                          p.computeBesideComm, false))
     return std::move(e);
   if (Error e = r.integer(root, "batch", top, p.batch, false))
     return std::move(e);
@@ -508,6 +520,8 @@ json::Value oasr::schedule::toJSON(const Profile &p) {
                     {"update_us", p.updateUs}};
   if (!p.source.empty())
     root["source"] = p.source;
+  if (p.computeBesideComm)
+    root["compute_beside_comm"] = true;
   root["layers"] = std::move(layers);
   if (p.comm) {
     const CommModel &m = *p.comm;

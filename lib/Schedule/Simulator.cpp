@@ -174,7 +174,7 @@ Timeline oasr::schedule::simulate(const Profile &profile, const CommModel &comm,
   tl.strategy = plan.strategy;
   tl.forwardUs = profile.forwardUs;
   tl.updateUs = profile.updateUs;
-  if (comm.computeRate < 1)
+  if (comm.computeRate < 1 && !profile.computeBesideComm)
     simulateCoupled(profile, comm, plan, ready, tl);
   else
     simulateCapacity(profile, comm, plan, ready, tl);

@@ -84,6 +84,10 @@ schedule::Profile measuredProfile(const Executor &exec,
   return p;
 }
 
+bool besideCommunication(const Executor &exec, int ranks) {
+  return ranks > 1 && exec.groups().size() > 1;
+}
+
 static double nowUs() {
   return double(std::chrono::duration_cast<std::chrono::nanoseconds>(
                     std::chrono::steady_clock::now().time_since_epoch())
@@ -251,6 +255,7 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
       measuredProfile(exec, mean, fwd, upd,
                       "oasr-run measured, " + std::to_string(size) +
                           " rank(s), slowest rank per layer");
+  profile.computeBesideComm = besideCommunication(exec, size);
 
   // alpha, beta and the overlap rate, by least squares on the time of
   // every allreduce (schedule::fitRunAllreduces).

@@ -1154,10 +1154,6 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
   }
   algo.finish(exec, engine);
   engine.drain();
-  for (size_t k = commEventsBefore; k < engine.events().size(); ++k) {
-    const CommEvent &e = engine.events()[k];
-    commBusyUs += e.endUs - e.startUs;
-    summary.commCpuWaitUs += e.cpuWaitUs;
   // The fitted model's time for the allreduces since the last re-plan
   // (their groups are the current ones).
   const ReplanEvent *fit = nullptr;
@@ -1168,16 +1164,20 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
   for (const GradGroup &g : exec.groups())
     groupBytes[g.id] = g.buffer.bytes();
   double fittedUs = 0;
+  for (size_t k = commEventsBefore; k < engine.events().size(); ++k) {
+    const CommEvent &e = engine.events()[k];
+    commBusyUs += e.endUs - e.startUs;
+    summary.commCpuWaitUs += e.cpuWaitUs;
     summary.commDispatchUs += e.dispatchUs;
-  }
-  summary.cpuWaitMeasured = engine.measuresCpuWait();
-
-  summary.steps = options.steps;
     auto g = groupBytes.find(e.job);
     if (fit && g != groupBytes.end())
       fittedUs += std::min(e.endUs - e.startUs,
                            1e6 * (fit->comm.alphaS +
                                   fit->comm.betaSPerByte * double(g->second)));
+  }
+  summary.cpuWaitMeasured = engine.measuresCpuWait();
+
+  summary.steps = options.steps;
   if (measured) {
     double m = double(measured);
     summary.meanIterationUs = measuredIterUs / m;
@@ -1187,12 +1187,12 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
     summary.commCpuWaitUs /= m;
     summary.commDispatchUs /= m;
     summary.commRunningUs = summary.commBusyUs - summary.commCpuWaitUs;
+    if (fit)
+      summary.commFittedUs = fittedUs / m;
     summary.medianIterationUs = median(iterationsUs);
     summary.minIterationUs =
         *std::min_element(iterationsUs.begin(), iterationsUs.end());
     summary.maxIterationUs =
-    if (fit)
-      summary.commFittedUs = fittedUs / m;
         *std::max_element(iterationsUs.begin(), iterationsUs.end());
     double fwd = 0, upd = 0;
     for (size_t k = 0; k < planSteps; ++k) {
@@ -1208,6 +1208,7 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
         measuredProfile(exec, sumUs, fwd, upd,
                         "oasr-run measured, " + std::to_string(comm.size()) +
                             " rank(s), rank 0");
+    profile.computeBesideComm = besideCommunication(exec, comm.size());
     summary.replayedUs = replay(exec, profile);
     if (!options.profilePath.empty() && rank == 0)
       if (auto err = writeJson(options.profilePath, schedule::toJSON(profile)))

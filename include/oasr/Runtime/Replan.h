@@ -75,6 +75,11 @@ schedule::Profile measuredProfile(const Executor &exec,
                                   double forwardUs, double updateUs,
                                   llvm::StringRef source);
 
+/// Whether a run's measured layer times ran beside its communication: with
+/// more than one rank and more than one group, the allreduces of all but
+/// the last group overlap backward by design (Profile::computeBesideComm).
+bool besideCommunication(const Executor &exec, int ranks);
+
 /// Measures sync SGD's steps and re-plans (collective: every rank calls
 /// `recordStep` after the same steps and `replan` at the same step).
 class Replanner {

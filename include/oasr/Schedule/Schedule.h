@@ -177,6 +177,11 @@ struct Profile {
   /// Optimizer update after the last allreduce (microseconds).
   double updateUs = 0;
   std::vector<Layer> layers;
+  /// The layer times were measured in a run whose allreduces overlapped
+  /// backward (JSON `compute_beside_comm`, written by oasr-run --profile),
+  /// so they already carry compute's slowdown beside communication: the
+  /// simulator then does not charge CommModel::computeRate again.
+  bool computeBesideComm = false;
   /// Communication model stored with the profile; command-line values
   /// override it.
   std::optional<CommModel> comm;

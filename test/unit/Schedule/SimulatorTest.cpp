@@ -190,6 +190,12 @@ TEST(Simulator, ComputeRateByHand) {
   t = simulate(p, m, planFromSizes("single", {2}));
   EXPECT_NEAR(t.backwardEndUs, 20, 1e-9);
   EXPECT_NEAR(t.iterationUs, 20 + 16, 1e-9);
+  // Layer times measured beside communication already carry the slowdown:
+  // the rate is not charged again (the plain timeline, 30).
+  p.computeBesideComm = true;
+  EXPECT_NEAR(simulate(p, m, planFromSizes("wfbp", {1, 1})).iterationUs, 30,
+              1e-9);
+  p.computeBesideComm = false;
   // With the overlap rate as well: group 1 beside layer 0 at 0.5 each way.
   m.overlapRate = 0.5;
   t = simulate(p, m, planFromSizes("wfbp", {1, 1}));
