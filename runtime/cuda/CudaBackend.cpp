@@ -1123,6 +1123,29 @@ std::unique_ptr<Kernel> createBatchNormGrad(CudaBackend &be, const OpSpec &spec,
 // The pointwise family (device code in CudaPointwise.cu)
 //===----------------------------------------------------------------------===//
 
+/// Gelu's 'approximate' ("none" or "tanh"), for the op and its gradient;
+/// false with `error` set for anything else.
+static bool geluIsTanh(const OpSpec &spec, bool &tanh, std::string &error) {
+  std::string approx = spec.attrs.getString("approximate", "none");
+  if (approx != "none" && approx != "tanh") {
+    error = nodeError(spec, "approximate '" + approx + "' is not supported");
+    return false;
+  }
+  tanh = approx == "tanh";
+  return true;
+}
+
+/// The activations' two parameters as the kernels take them: 'alpha'
+/// (LeakyRelu's slope, 0.01 by default; HardSigmoid's, 0.2; Elu's, 1) and
+/// 'beta' (HardSigmoid's offset, 0.5); the other ops ignore them.
+static std::pair<float, float> activationParams(const OpSpec &spec,
+                                                bool leakyRelu,
+                                                bool hardSigmoid) {
+  float dfltA = leakyRelu ? 0.01f : hardSigmoid ? 0.2f : 1.0f;
+  return {float(spec.attrs.getFloat("alpha", dfltA)),
+          float(spec.attrs.getFloat("beta", 0.5))};
+}
+
 std::unique_ptr<Kernel> createUnary(CudaBackend &be, const OpSpec &spec,
                                     std::string &error) {
   static const std::map<std::string, UnaryOp> ops = {
@@ -1141,22 +1164,16 @@ std::unique_ptr<Kernel> createUnary(CudaBackend &be, const OpSpec &spec,
       {"Reciprocal", UnaryOp::Reciprocal},
       {"Gelu", UnaryOp::GeluErf}};
   UnaryOp op = ops.at(spec.opType);
-  if (op == UnaryOp::GeluErf) {
-    std::string approx = spec.attrs.getString("approximate", "none");
-    if (approx != "none" && approx != "tanh") {
-      error = nodeError(spec, "approximate '" + approx + "' is not supported");
-      return nullptr;
-    }
-    if (approx == "tanh")
-      op = UnaryOp::GeluTanh;
-  }
+  bool tanh = false;
+  if (op == UnaryOp::GeluErf && !geluIsTanh(spec, tanh, error))
+    return nullptr;
+  if (tanh)
+    op = UnaryOp::GeluTanh;
   if (!checkSameShapeF32(spec, 1, error))
     return nullptr;
-  float dfltA = op == UnaryOp::LeakyRelu     ? 0.01f
-                : op == UnaryOp::HardSigmoid ? 0.2f
-                                             : 1.0f;
-  float a = float(spec.attrs.getFloat("alpha", dfltA));
-  float b = float(spec.attrs.getFloat("beta", 0.5));
+  std::pair<float, float> ab = activationParams(
+      spec, op == UnaryOp::LeakyRelu, op == UnaryOp::HardSigmoid);
+  float a = ab.first, b = ab.second;
   int64_t n = spec.outputs[0].numel();
   return lambda(be, spec,
                 [op, a, b, n](cudaStream_t s, const auto &in, const auto &out) {
@@ -1179,22 +1196,20 @@ std::unique_ptr<Kernel> createGradOp(CudaBackend &be, const OpSpec &spec,
       {"GeluGrad", GradOp::GeluErf},
       {"ClipGrad", GradOp::Clip}};
   GradOp op = ops.at(spec.opType);
-  if (op == GradOp::GeluErf &&
-      spec.attrs.getString("approximate", "none") == "tanh")
+  bool tanh = false;
+  if (op == GradOp::GeluErf && !geluIsTanh(spec, tanh, error))
+    return nullptr;
+  if (tanh)
     op = GradOp::GeluTanh;
   if (!checkSameShapeF32(spec, 2, error))
     return nullptr;
-  float a, b;
-  if (op == GradOp::Clip) {
-    a = float(spec.attrs.getFloat("min", -INFINITY));
-    b = float(spec.attrs.getFloat("max", INFINITY));
-  } else {
-    float dfltA = op == GradOp::LeakyRelu     ? 0.01f
-                  : op == GradOp::HardSigmoid ? 0.2f
-                                              : 1.0f;
-    a = float(spec.attrs.getFloat("alpha", dfltA));
-    b = float(spec.attrs.getFloat("beta", 0.5));
-  }
+  std::pair<float, float> ab =
+      op == GradOp::Clip
+          ? std::pair{float(spec.attrs.getFloat("min", -INFINITY)),
+                      float(spec.attrs.getFloat("max", INFINITY))}
+          : activationParams(spec, op == GradOp::LeakyRelu,
+                             op == GradOp::HardSigmoid);
+  float a = ab.first, b = ab.second;
   int64_t n = spec.outputs[0].numel();
   return lambda(
       be, spec, [op, a, b, n](cudaStream_t s, const auto &in, const auto &out) {

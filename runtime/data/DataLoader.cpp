@@ -79,21 +79,40 @@ static llvm::Expected<size_t> idxHeader(llvm::StringRef path,
   return off;
 }
 
-llvm::Error readIdxImages(llvm::StringRef path, Dataset &out) {
+/// An IDX file read and its header parsed: the element type, the dims and
+/// the elements' bytes.
+struct IdxFile {
+  std::unique_ptr<llvm::MemoryBuffer> buffer;
+  uint8_t type = 0;
+  std::vector<int64_t> dims;
+  llvm::StringRef elements;
+};
+
+static llvm::Expected<IdxFile> readIdx(llvm::StringRef path) {
+  IdxFile f;
   auto buf = readFile(path);
   if (!buf)
     return buf.takeError();
-  llvm::StringRef data = (*buf)->getBuffer();
-  uint8_t type;
-  std::vector<int64_t> dims;
-  auto off = idxHeader(path, data, type, dims);
+  f.buffer = std::move(*buf);
+  llvm::StringRef data = f.buffer->getBuffer();
+  auto off = idxHeader(path, data, f.type, f.dims);
   if (!off)
     return off.takeError();
+  f.elements = data.drop_front(*off);
+  return std::move(f);
+}
+
+llvm::Error readIdxImages(llvm::StringRef path, Dataset &out) {
+  llvm::Expected<IdxFile> f = readIdx(path);
+  if (!f)
+    return f.takeError();
+  const uint8_t type = f->type;
+  const std::vector<int64_t> &dims = f->dims;
   out.count = dims[0];
   out.features = 1;
   for (size_t k = 1; k < dims.size(); ++k)
     out.features *= dims[k];
-  const char *p = data.data() + *off;
+  const char *p = f->elements.data();
   if (type == 0x08) {
     out.bytes.assign(p, p + size_t(out.count * out.features));
     out.floats.clear();
@@ -110,18 +129,12 @@ llvm::Error readIdxImages(llvm::StringRef path, Dataset &out) {
 }
 
 llvm::Error readIdxLabels(llvm::StringRef path, std::vector<int64_t> &labels) {
-  auto buf = readFile(path);
-  if (!buf)
-    return buf.takeError();
-  llvm::StringRef data = (*buf)->getBuffer();
-  uint8_t type;
-  std::vector<int64_t> dims;
-  auto off = idxHeader(path, data, type, dims);
-  if (!off)
-    return off.takeError();
-  if (dims.size() != 1 || type != 0x08)
+  llvm::Expected<IdxFile> f = readIdx(path);
+  if (!f)
+    return f.takeError();
+  if (f->dims.size() != 1 || f->type != 0x08)
     return fail(path + ": a label file is a 1-D unsigned-byte IDX file");
-  labels.assign(data.begin() + *off, data.end());
+  labels.assign(f->elements.begin(), f->elements.end());
   for (int64_t &l : labels)
     l = int64_t(uint8_t(l));
   return llvm::Error::success();
