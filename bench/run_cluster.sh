@@ -64,10 +64,13 @@ MASTER=$($CLUSTER status | awk '$1 ~ /-n0$/ {print $2}')
 # bucket (2 ms at the rate) refills during the compute stretch and lets
 # smaller allreduces through at veth speed, and a line through those points
 # and the rate-bound large ones fits neither (a first 1 Gbit/s run from 4 B
-# fitted 538 MB/s, where 16-64 MiB took 14-17 ns/B, 60-75 MB/s).
+# fitted 538 MB/s, where 16-64 MiB took 14-17 ns/B, 60-75 MB/s). A line
+# from 1 MiB up extrapolates alpha = 0, which lets oasr split into dozens
+# of groups that each pay the real per-call time: alpha is measured on one
+# 4 KiB allreduce instead (--latency-bytes) and beta fitted above it.
 CALIB_MIN_BYTES=${CALIB_MIN_BYTES:-1048576}
 $CLUSTER run "$NODES" -- "$BUILD/bin/oasr-bench" comm --quiet --collectives=allreduce \
-  --min-bytes="$CALIB_MIN_BYTES" \
+  --min-bytes="$CALIB_MIN_BYTES" --latency-bytes=4096 \
   --max-bytes=67108864 --seconds-per-size=0.2 --burst-us=20000 \
   --compute-threads=1 --comm-priority="$PRIORITY" --out="$COMM" >/dev/null
 PRIORITY=$($PY -c 'import json, sys; print(json.load(open(sys.argv[1]))["comm_priority"])' "$COMM")

@@ -115,6 +115,14 @@ static cl::opt<uint64_t> workingSetBytes(
     cl::init(uint64_t(64) << 20), cl::cat(benchCat));
 static cl::opt<bool> quiet("quiet", cl::desc("No table"), cl::init(false),
                            cl::cat(benchCat));
+static cl::opt<uint64_t> latencyBytes(
+    "latency-bytes",
+    cl::desc("Also time an allreduce of this many bytes and take its time as "
+             "alpha, fitting beta with alpha fixed (0: fit both): for links "
+             "whose small messages no line through the large ones fits, such "
+             "as a token bucket, where the fit from large sizes alone gives "
+             "alpha = 0"),
+    cl::init(0), cl::cat(benchCat));
 static cl::list<std::string> collectives(
     "collectives", cl::CommaSeparated,
     cl::desc("Collectives to calibrate: allreduce (always), reduce-scatter, "
@@ -442,9 +450,9 @@ int commBench(Communicator &comm) {
   const double burst = burstUs * 1e-6;
   using Collective = AllreduceTimer::Collective;
   // One sweep of sizes for the timer's collective, into `pts`.
-  auto sweep = [&](std::vector<Point> &pts) {
+  auto sweep = [&](std::vector<Point> &pts, uint64_t lo, uint64_t hi) {
   const bool half = timer.collective != Collective::AllReduce;
-  for (uint64_t bytes = std::max<uint64_t>(minBytes, 4); bytes <= maxBytes;
+  for (uint64_t bytes = std::max<uint64_t>(lo, 4); bytes <= hi;
        bytes *= 2) {
     size_t count = size_t(bytes / 4);
     if (half && count < size_t(size))
@@ -478,7 +486,11 @@ int commBench(Communicator &comm) {
     }
   }
   };
-  sweep(pts);
+  sweep(pts, minBytes, maxBytes);
+  // The start-up measured on one small message (--latency-bytes).
+  std::vector<Point> latency;
+  if (latencyBytes > 0)
+    sweep(latency, latencyBytes, latencyBytes);
   // The halves of an allreduce, at the same sizes and priority.
   struct Half {
     const char *name, *key;
@@ -506,7 +518,7 @@ int commBench(Communicator &comm) {
                   "known values first)\n",
                   h.name);
     timer.collective = h.collective;
-    sweep(h.pts);
+    sweep(h.pts, minBytes, maxBytes);
   }
   if (rank != 0)
     return 0;
@@ -524,6 +536,18 @@ int commBench(Communicator &comm) {
     return 1;
   }
   double a = fitted->alphaS, b = fitted->betaSPerByte;
+  if (!latency.empty()) {
+    // alpha is the small message's time; beta the relative-error slope of
+    // what the sweep's times leave above it (never negative).
+    a = latency.front().seconds;
+    double num = 0, den = 0;
+    for (const Point &p : pts) {
+      double w = 1.0 / (p.seconds * p.seconds);
+      num += w * p.bytes * (p.seconds - a);
+      den += w * p.bytes * p.bytes;
+    }
+    b = den > 0 ? std::max(0.0, num / den) : 0.0;
+  }
   double worst = 0;
   const Point *worstAt = nullptr;
   for (const Point &p : pts) {
@@ -548,6 +572,10 @@ int commBench(Communicator &comm) {
                                OASR_VERSION, size, comm.name(), host)
                      .str()},
       {"points", std::move(points)}};
+  if (!latency.empty())
+    doc["alpha_from"] = llvm::json::Object{
+        {"bytes", int64_t(latency.front().bytes)},
+        {"seconds", latency.front().seconds}};
   auto overlapJSON = [](const Overlap &o) {
     return llvm::json::Object{{"overlap_rate", o.rate},
                               {"compute_rate", o.computeRate},
@@ -603,9 +631,16 @@ int commBench(Communicator &comm) {
     return 1;
   }
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(doc))) << "\n";
-  std::printf("fit: alpha = %.4g s, beta = %.4g s/B (%.2f GB/s), worst "
+  std::printf("fit: alpha = %.4g s%s, beta = %.4g s/B (%.2f GB/s), worst "
               "relative error %.0f%%\n",
-              a, b, b > 0 ? 1e-9 / b : 0.0, 100 * worst);
+              a,
+              latency.empty()
+                  ? ""
+                  : llvm::formatv(" (the {0}-byte allreduce's time)",
+                                  uint64_t(latency.front().bytes))
+                        .str()
+                        .c_str(),
+              b, b > 0 ? 1e-9 / b : 0.0, 100 * worst);
   for (const std::string &line : halfFits)
     std::printf("%s\n", line.c_str());
   // A line through a bursty or token-bucket link's small and large sizes
@@ -669,6 +704,11 @@ int main(int argc, char **argv) {
   if (minBytes > maxBytes || maxBytes < 4) {
     llvm::errs() << "oasr-bench: error: need 4 <= --min-bytes <= "
                     "--max-bytes\n";
+    return 1;
+  }
+  if (latencyBytes > 0 && latencyBytes < 4) {
+    llvm::errs() << "oasr-bench: error: --latency-bytes=" << latencyBytes
+                 << ": at least 4 (one f32), or 0 to fit alpha\n";
     return 1;
   }
   if (collectives.empty())
