@@ -187,8 +187,8 @@ AnnotateCostPass::applyProfile(ModuleOp module, StepAnalysis &step,
     attrs.push_back(
         b.getNamedAttr("overlap_rate", b.getF64FloatAttr(p.comm->overlapRate)));
     if (p.comm->computeRate != 1)
-      attrs.push_back(b.getNamedAttr(
-          "compute_rate", b.getF64FloatAttr(p.comm->computeRate)));
+      attrs.push_back(b.getNamedAttr("compute_rate",
+                                     b.getF64FloatAttr(p.comm->computeRate)));
   }
   module->setAttr(kCostModelAttr, b.getDictionaryAttr(attrs));
   return success();

@@ -172,8 +172,8 @@ void PlanAllreducePass::runOnOperation() {
     for (const StepGrad &g : step->grads)
       if (!cast<ShapedType>(g.value.getType()).getElementType().isF32()) {
         optionError(module) << "'grad-dtype=" << gradDtype
-                            << "' converts f32 gradients; gradient '"
-                            << g.param << "' is " << g.value.getType();
+                            << "' converts f32 gradients; gradient '" << g.param
+                            << "' is " << g.value.getType();
         return signalPassFailure();
       }
 
@@ -245,8 +245,8 @@ void PlanAllreducePass::runOnOperation() {
                         b.getF64FloatAttr(model.groupOverheadUs)),
          b.getNamedAttr("overlap_rate", b.getF64FloatAttr(model.overlapRate))});
     if (model.computeRate != 1)
-      planAttrs.push_back(b.getNamedAttr(
-          "compute_rate", b.getF64FloatAttr(model.computeRate)));
+      planAttrs.push_back(
+          b.getNamedAttr("compute_rate", b.getF64FloatAttr(model.computeRate)));
     predictedUs = uint64_t(std::llround(timeline.iterationUs));
   }
   module->setAttr(kPlanAttr, b.getDictionaryAttr(planAttrs));

@@ -412,8 +412,8 @@ Expected<Profile> oasr::schedule::parseProfile(StringRef jsonText,
     return std::move(e);
   if (Error e = r.string(root, "source", top, p.source, false))
     return std::move(e);
-  if (Error e = r.boolean(root, "compute_beside_comm", top,
-                          p.computeBesideComm, false))
+  if (Error e = r.boolean(root, "compute_beside_comm", top, p.computeBesideComm,
+                          false))
     return std::move(e);
   if (Error e = r.integer(root, "batch", top, p.batch, false))
     return std::move(e);
@@ -634,9 +634,8 @@ oasr::schedule::parseCollectiveModels(StringRef jsonText, StringRef file) {
   JSONValue root = doc->root();
   CollectiveModels out;
   out.allreduce = *allreduce;
-  for (auto [key, model] :
-       {std::pair{"reduce_scatter", &out.reduceScatter},
-        std::pair{"all_gather", &out.allGather}}) {
+  for (auto [key, model] : {std::pair{"reduce_scatter", &out.reduceScatter},
+                            std::pair{"all_gather", &out.allGather}}) {
     std::optional<JSONValue> v = root.get(key);
     if (!v)
       continue;
@@ -670,8 +669,7 @@ oasr::schedule::fitAlphaBeta(ArrayRef<std::pair<double, double>> points,
   // residuals sum to zero, so the fitted times add up to the measured ones.
   // The sums are centered on the weighted means for accuracy.
   auto weight = [error](double t) {
-    return error == FitError::Absolute ? 1.0
-                                       : 1.0 / std::max(t * t, 1e-300);
+    return error == FitError::Absolute ? 1.0 : 1.0 / std::max(t * t, 1e-300);
   };
   double sw = 0, mx = 0, my = 0;
   for (auto [x, y] : points) {
@@ -710,9 +708,8 @@ oasr::schedule::fitAlphaBeta(ArrayRef<std::pair<double, double>> points,
 }
 
 Expected<CommModel>
-oasr::schedule::fitRunAllreduces(ArrayRef<MeasuredAllreduce> samples,
-                                 int ranks, double fallbackRate,
-                                 bool &rateFitted) {
+oasr::schedule::fitRunAllreduces(ArrayRef<MeasuredAllreduce> samples, int ranks,
+                                 double fallbackRate, bool &rateFitted) {
   rateFitted = false;
   double rate = std::clamp(fallbackRate, 0.05, 1.0);
   bool beside = any_of(samples, [](auto &m) { return m.besideS > 0; });
@@ -758,7 +755,8 @@ oasr::schedule::fitRunAllreduces(ArrayRef<MeasuredAllreduce> samples,
     for (const MeasuredAllreduce &m : samples)
       if (m.besideS == 0)
         after.push_back({m.bytes, m.aloneS});
-    if (Expected<CommModel> m = fitAlphaBeta(after, ranks, FitError::Absolute)) {
+    if (Expected<CommModel> m =
+            fitAlphaBeta(after, ranks, FitError::Absolute)) {
       double done = 0, time = 0;
       for (const MeasuredAllreduce &s : samples)
         if (s.besideS > 0) {

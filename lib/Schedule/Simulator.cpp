@@ -73,8 +73,7 @@ Plan oasr::schedule::planFromSizes(StringRef strategy,
 
 static void simulateCapacity(const Profile &profile, const CommModel &comm,
                              const Plan &plan,
-                             const std::vector<ReadyGrad> &ready,
-                             Timeline &tl);
+                             const std::vector<ReadyGrad> &ready, Timeline &tl);
 
 /// The timeline when compute beside an allreduce runs at
 /// `comm.computeRate` < 1: the two lanes slow each other, so it is stepped
@@ -84,8 +83,7 @@ static void simulateCapacity(const Profile &profile, const CommModel &comm,
 /// 1. With computeRate 1 this is the capacity form in `simulate`.
 static void simulateCoupled(const Profile &profile, const CommModel &comm,
                             const Plan &plan,
-                            const std::vector<ReadyGrad> &ready,
-                            Timeline &tl) {
+                            const std::vector<ReadyGrad> &ready, Timeline &tl) {
   const unsigned numLayers = profile.layers.size();
   const unsigned numGroups = plan.numGroups();
   // Group k is ready when the backward step of its last gradient's layer
@@ -107,7 +105,7 @@ static void simulateCoupled(const Profile &profile, const CommModel &comm,
   unsigned step = 0; // backward steps done
   double stepLeft = numLayers ? profile.layers[numLayers - 1].backwardUs : 0;
   double stepStart = t;
-  unsigned k = 0;         // the group in flight or next
+  unsigned k = 0; // the group in flight or next
   bool inFlight = false;
   double groupLeft = 0;
   const double rho = std::clamp(comm.overlapRate, 0.0, 1.0);
@@ -145,8 +143,9 @@ static void simulateCoupled(const Profile &profile, const CommModel &comm,
     double computeSpeed = inFlight ? kappa : 1.0;
     double commSpeed = computing ? rho : 1.0;
     double dtCompute = computing ? stepLeft / computeSpeed : INFINITY;
-    double dtComm =
-        inFlight ? (commSpeed > 0 ? groupLeft / commSpeed : INFINITY) : INFINITY;
+    double dtComm = inFlight
+                        ? (commSpeed > 0 ? groupLeft / commSpeed : INFINITY)
+                        : INFINITY;
     double dt = std::min(dtCompute, dtComm);
     t += dt;
     if (computing)

@@ -117,7 +117,7 @@ SteadyComm SteadyComm::fromCalibration(const CommModel &allreduce,
                                        bool measured[2]) {
   SteadyComm c = fromAllreduce(allreduce);
   const std::optional<CommModel> *halves[2] = {&calibration.reduceScatter,
-                                              &calibration.allGather};
+                                               &calibration.allGather};
   CommModel *into[2] = {&c.reduceScatter, &c.allGather};
   for (int i = 0; i < 2; ++i) {
     measured[i] = halves[i]->has_value();

@@ -38,8 +38,10 @@ void Communicator::allreduceAverageWire(float *data, size_t count,
   if (wire == GradWire::F32)
     return allreduceAverage(data, count, DType::F32);
   abort(std::string("oasr-run: rank ") + std::to_string(rank()) +
-            ": error: the " + name() + " communicator cannot send gradients "
-            "as " + gradWireName(wire),
+            ": error: the " + name() +
+            " communicator cannot send gradients "
+            "as " +
+            gradWireName(wire),
         1);
 }
 
@@ -83,8 +85,7 @@ public:
   void allreduceAverage(void *, size_t, DType) override {}
   // One rank: nothing travels, so nothing is rounded.
   void allreduceAverageWire(float *, size_t, GradWire, void *) override {}
-  void reduceScatterAverage(const float *send, float *recv,
-                            size_t n) override {
+  void reduceScatterAverage(const float *send, float *recv, size_t n) override {
     std::copy(send, send + n, recv);
   }
   void allGather(const float *send, float *recv, size_t n) override {
@@ -186,8 +187,7 @@ public:
       done += n;
     }
   }
-  void reduceScatterAverage(const float *send, float *recv,
-                            size_t n) override {
+  void reduceScatterAverage(const float *send, float *recv, size_t n) override {
     checkCount(n * size_t(mySize), "reduce-scatter");
     MPI_Request request;
     MPI_Ireduce_scatter_block(send, recv, int(n), MPI_FLOAT, MPI_SUM,

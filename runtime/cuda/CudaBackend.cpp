@@ -1138,9 +1138,8 @@ static bool geluIsTanh(const OpSpec &spec, bool &tanh, std::string &error) {
 /// The activations' two parameters as the kernels take them: 'alpha'
 /// (LeakyRelu's slope, 0.01 by default; HardSigmoid's, 0.2; Elu's, 1) and
 /// 'beta' (HardSigmoid's offset, 0.5); the other ops ignore them.
-static std::pair<float, float> activationParams(const OpSpec &spec,
-                                                bool leakyRelu,
-                                                bool hardSigmoid) {
+static std::pair<float, float>
+activationParams(const OpSpec &spec, bool leakyRelu, bool hardSigmoid) {
   float dfltA = leakyRelu ? 0.01f : hardSigmoid ? 0.2f : 1.0f;
   return {float(spec.attrs.getFloat("alpha", dfltA)),
           float(spec.attrs.getFloat("beta", 0.5))};
@@ -1171,8 +1170,8 @@ std::unique_ptr<Kernel> createUnary(CudaBackend &be, const OpSpec &spec,
     op = UnaryOp::GeluTanh;
   if (!checkSameShapeF32(spec, 1, error))
     return nullptr;
-  std::pair<float, float> ab = activationParams(
-      spec, op == UnaryOp::LeakyRelu, op == UnaryOp::HardSigmoid);
+  std::pair<float, float> ab = activationParams(spec, op == UnaryOp::LeakyRelu,
+                                                op == UnaryOp::HardSigmoid);
   float a = ab.first, b = ab.second;
   int64_t n = spec.outputs[0].numel();
   return lambda(be, spec,

@@ -105,17 +105,16 @@ public:
     const bool bf16 = wire == GradWire::BF16;
     afterMarkedCompute();
     cuda::launchToWire(bf16, data, scratch, int64_t(count), commStream);
-    ncclResult_t r =
-        ncclAllReduce(scratch, scratch, count, bf16 ? ncclBfloat16 : ncclFloat16,
-                      ncclSum, comm, commStream);
+    ncclResult_t r = ncclAllReduce(scratch, scratch, count,
+                                   bf16 ? ncclBfloat16 : ncclFloat16, ncclSum,
+                                   comm, commStream);
     if (r != ncclSuccess)
       fail("ncclAllReduce", r);
     cuda::launchFromWire(bf16, scratch, data, int64_t(count),
                          1.0f / float(size()), commStream);
     done(ncclSuccess, "ncclAllReduce");
   }
-  void reduceScatterAverage(const float *send, float *recv,
-                            size_t n) override {
+  void reduceScatterAverage(const float *send, float *recv, size_t n) override {
     // After all compute so far: no executor issues these yet, so no
     // markComputeReady pairs with them.
     afterCompute();

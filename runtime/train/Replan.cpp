@@ -1,17 +1,16 @@
-//===- Replan.cpp - Re-planning the allreduces from the run's measurements
-//-===//
+//===- Replan.cpp - Re-planning the allreduces from the run -*- C++ -*-===//
 //
 // What is measured (docs/runtime.md, "Re-planning from the run"):
 //  - compute: every instruction of the step on the compute thread, summed
 //    per layer (forward, backward) as `--profile` writes them;
-//  - communication: every fused allreduce on the communication thread, the
-//    call proper (not the time it sat queued), minus the time the thread was
-//    runnable but had no CPU (the kernel's run-queue delay of the thread).
+//  - communication: every fused allreduce on the communication thread,
+//    from when it could start (queued, the previous one done) to its
+//    return, and the step's end of backward.
 // Ranks agree on the slowest rank's time per layer, and per allreduce on
 // the time from the last rank's start to the last rank's return, on one
-// clock (offsets from barriers); alpha and beta are fitted to those by
-// least squares on the time, the overlap rate to how far each allreduce got
-// while backward still ran.
+// clock (offsets from barriers); alpha, beta and the overlap rate are
+// fitted to those by least squares on the time
+// (schedule::fitRunAllreduces).
 //
 //===----------------------------------------------------------------------===//
 
@@ -131,9 +130,9 @@ static std::vector<double> clockOffsets(CommEngine &engine, double &spreadUs) {
 /// the previous allreduce done) to the last rank's return, on rank 0's
 /// clock, split at the end of backward (the last rank's): the model's
 /// allreduce starts when every rank has the group ready and ends when every
-/// rank has the sum. A rank's own time in the call is not that: the first to arrive waits for the others, and over TCP
-/// the last often returns once the others' bytes, sent while it computed,
-/// are in, so it missed the wire.
+/// rank has the sum. A rank's own time in the call is not that: the first to
+/// arrive waits for the others, and over TCP the last often returns once the
+/// others' bytes, sent while it computed, are in, so it missed the wire.
 ///
 /// The time the thread sat runnable without a CPU is not subtracted: a
 /// thread that polls between sleeps is runnable most of the time the
@@ -155,7 +154,8 @@ Replanner::onOneClock(CommEngine &engine, llvm::ArrayRef<Job> jobs,
     last[n + k] = jobs[k].endUs - mine;
     last[2 * n + k] = jobs[k].backwardEndUs - mine;
   }
-  engine.run([&](Communicator &c) { c.allreduceMax(last.data(), last.size()); });
+  engine.run(
+      [&](Communicator &c) { c.allreduceMax(last.data(), last.size()); });
   std::vector<schedule::MeasuredAllreduce> out(n);
   for (size_t k = 0; k < n; ++k) {
     double start = last[k], end = std::max(start, last[n + k]),
@@ -281,8 +281,8 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
     std::vector<double> betas;
     for (const schedule::MeasuredAllreduce &m : measured)
       if (m.bytes > 0)
-        betas.push_back(
-            std::max(0.0, rate * m.besideS + m.aloneS - alpha) / m.bytes);
+        betas.push_back(std::max(0.0, rate * m.besideS + m.aloneS - alpha) /
+                        m.bytes);
     std::sort(betas.begin(), betas.end());
     model = schedule::CommModel::alphaBeta(
         alpha, betas.empty() ? 0.0 : betas[betas.size() / 2], size);

@@ -965,7 +965,8 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
     std::vector<std::vector<char>> bnState;
     for (const PersistentTensor &t : exec.persistent())
       if (t.kind == PersistentTensor::State)
-        bnState.emplace_back(t.ref.as<char>(), t.ref.as<char>() + t.ref.bytes());
+        bnState.emplace_back(t.ref.as<char>(),
+                             t.ref.as<char>() + t.ref.bytes());
     algo.beginEvaluation(exec, engine);
     auto [ok, total] = evaluate(exec, data, engine, algo.trainsOn(rank));
     algo.endEvaluation(exec, engine);

@@ -451,40 +451,39 @@ int commBench(Communicator &comm) {
   using Collective = AllreduceTimer::Collective;
   // One sweep of sizes for the timer's collective, into `pts`.
   auto sweep = [&](std::vector<Point> &pts, uint64_t lo, uint64_t hi) {
-  const bool half = timer.collective != Collective::AllReduce;
-  for (uint64_t bytes = std::max<uint64_t>(lo, 4); bytes <= hi;
-       bytes *= 2) {
-    size_t count = size_t(bytes / 4);
-    if (half && count < size_t(size))
-      continue; // less than one element per rank
-    // Warm up and estimate the per-call time; every rank uses rank 0's
-    // iteration count so the collectives match.
-    timer.timed(count, 1); // page faults
-    comm.barrier();
-    double est = timer.timed(count, 3) + burst;
-    comm.allreduceMax(&est, 1);
-    double iters =
-        std::clamp(std::floor(budget / std::max(est, 1e-7)), 2.0, 2000.0);
-    comm.broadcast(&iters, sizeof iters, 0);
-    double best = 1e30;
-    for (int rep = 0; rep < 3; ++rep) {
+    const bool half = timer.collective != Collective::AllReduce;
+    for (uint64_t bytes = std::max<uint64_t>(lo, 4); bytes <= hi; bytes *= 2) {
+      size_t count = size_t(bytes / 4);
+      if (half && count < size_t(size))
+        continue; // less than one element per rank
+      // Warm up and estimate the per-call time; every rank uses rank 0's
+      // iteration count so the collectives match.
+      timer.timed(count, 1); // page faults
       comm.barrier();
-      double t = timer.timed(count, int(iters));
-      comm.allreduceMax(&t, 1);
-      best = std::min(best, t);
+      double est = timer.timed(count, 3) + burst;
+      comm.allreduceMax(&est, 1);
+      double iters =
+          std::clamp(std::floor(budget / std::max(est, 1e-7)), 2.0, 2000.0);
+      comm.broadcast(&iters, sizeof iters, 0);
+      double best = 1e30;
+      for (int rep = 0; rep < 3; ++rep) {
+        comm.barrier();
+        double t = timer.timed(count, int(iters));
+        comm.allreduceMax(&t, 1);
+        best = std::min(best, t);
+      }
+      pts.push_back(Point{double(bytes), best});
+      if (rank == 0 && !quiet) {
+        // Bus bandwidth: each rank sends 2(P-1)/P of the buffer in an
+        // allreduce, (P-1)/P in either half.
+        double busBw = size > 1 ? (half ? 1.0 : 2.0) * (size - 1) / size *
+                                      bytes / best * 1e-9
+                                : bytes / best * 1e-9;
+        std::printf("%12llu %8d %14.9f %14.3f\n", (unsigned long long)bytes,
+                    int(iters), best, busBw);
+        std::fflush(stdout);
+      }
     }
-    pts.push_back(Point{double(bytes), best});
-    if (rank == 0 && !quiet) {
-      // Bus bandwidth: each rank sends 2(P-1)/P of the buffer in an
-      // allreduce, (P-1)/P in either half.
-      double busBw = size > 1 ? (half ? 1.0 : 2.0) * (size - 1) / size *
-                                    bytes / best * 1e-9
-                              : bytes / best * 1e-9;
-      std::printf("%12llu %8d %14.9f %14.3f\n", (unsigned long long)bytes,
-                  int(iters), best, busBw);
-      std::fflush(stdout);
-    }
-  }
   };
   sweep(pts, minBytes, maxBytes);
   // The start-up measured on one small message (--latency-bytes).
@@ -500,13 +499,12 @@ int commBench(Communicator &comm) {
   std::vector<Half> halves;
   for (const std::string &c : collectives)
     if (c == "reduce-scatter" || c == "all-gather")
-      halves.push_back(Half{c == "reduce-scatter" ? "reduce-scatter"
-                                                  : "all-gather",
-                            c == "reduce-scatter" ? "reduce_scatter"
-                                                  : "all_gather",
-                            c == "reduce-scatter" ? Collective::ReduceScatter
-                                                  : Collective::AllGather,
-                            {}});
+      halves.push_back(
+          Half{c == "reduce-scatter" ? "reduce-scatter" : "all-gather",
+               c == "reduce-scatter" ? "reduce_scatter" : "all_gather",
+               c == "reduce-scatter" ? Collective::ReduceScatter
+                                     : Collective::AllGather,
+               {}});
   for (Half &h : halves) {
     std::string wrong = verifyCollective(comm, h.collective);
     if (!wrong.empty()) {
@@ -573,9 +571,9 @@ int commBench(Communicator &comm) {
                      .str()},
       {"points", std::move(points)}};
   if (!latency.empty())
-    doc["alpha_from"] = llvm::json::Object{
-        {"bytes", int64_t(latency.front().bytes)},
-        {"seconds", latency.front().seconds}};
+    doc["alpha_from"] =
+        llvm::json::Object{{"bytes", int64_t(latency.front().bytes)},
+                           {"seconds", latency.front().seconds}};
   auto overlapJSON = [](const Overlap &o) {
     return llvm::json::Object{{"overlap_rate", o.rate},
                               {"compute_rate", o.computeRate},

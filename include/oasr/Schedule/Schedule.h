@@ -141,9 +141,7 @@ struct CommModel {
   double alphaUs() const { return alphaS * 1e6; }
   /// beta in microseconds per gradient (f32) byte: the calibrated beta
   /// times the wire type's bytes per f32 byte.
-  double betaUsPerByte() const {
-    return betaSPerByte * 1e6 * wireFactor(wire);
-  }
+  double betaUsPerByte() const { return betaSPerByte * 1e6 * wireFactor(wire); }
   /// True if any extra real-system cost is non-zero.
   bool hasExtras() const {
     return groupOverheadUs != 0 || packUsPerByte != 0 || overlapRate != 1 ||
@@ -234,8 +232,8 @@ struct CollectiveModels {
   CommModel allreduce;
   std::optional<CommModel> reduceScatter, allGather;
 };
-llvm::Expected<CollectiveModels>
-parseCollectiveModels(llvm::StringRef jsonText, llvm::StringRef file);
+llvm::Expected<CollectiveModels> parseCollectiveModels(llvm::StringRef jsonText,
+                                                       llvm::StringRef file);
 llvm::Expected<CollectiveModels> readCollectiveModels(llvm::StringRef path);
 /// The communication thread's priority a calibration file recommends: its
 /// optional 'comm_priority' ("idle", "normal" or "sleep"), which
@@ -253,8 +251,8 @@ enum class FitError { Relative, Absolute };
 /// (FitError::Absolute). Neither coefficient is negative: a falling slope
 /// gives beta = 0 and alpha = the weighted mean time, a negative intercept
 /// refits through the origin (FitError::Absolute: beta = total time / total
-/// bytes, so the total still matches). Fails (message "need at least two distinct
-/// sizes to fit") when the sizes do not determine beta.
+/// bytes, so the total still matches). Fails (message "need at least two
+/// distinct sizes to fit") when the sizes do not determine beta.
 llvm::Expected<CommModel>
 fitAlphaBeta(llvm::ArrayRef<std::pair<double, double>> points, int ranks = 0,
              FitError error = FitError::Relative);

@@ -273,8 +273,8 @@ TEST(Calibration, RunFitSeparatesTheOverlapRate) {
   std::vector<MeasuredAllreduce> run;
   for (double bytes : {1e5, 5e5, 2e6, 9e6}) {
     double work = alpha + beta * bytes;
-    run.push_back({bytes, work / r, 0});                // beside only
-    run.push_back({bytes, 0, work});                    // after only
+    run.push_back({bytes, work / r, 0});                  // beside only
+    run.push_back({bytes, 0, work});                      // after only
     run.push_back({bytes, 0.25 * work / r, 0.75 * work}); // across the end
   }
   bool fitted = false;

@@ -230,8 +230,7 @@ TEST(Simulator, ComputeRateNearOneIsTheCapacityForm) {
     Timeline b = simulate(in.profile, coupled, plan);
     EXPECT_NEAR(b.iterationUs, a.iterationUs, 1e-5 * (1 + a.iterationUs))
         << "trial " << trial;
-    EXPECT_NEAR(b.backwardEndUs, a.backwardEndUs,
-                1e-5 * (1 + a.backwardEndUs));
+    EXPECT_NEAR(b.backwardEndUs, a.backwardEndUs, 1e-5 * (1 + a.backwardEndUs));
     for (size_t k = 0; k < a.groups.size(); ++k)
       EXPECT_NEAR(b.groups[k].endUs, a.groups[k].endUs,
                   1e-5 * (1 + a.groups[k].endUs))
