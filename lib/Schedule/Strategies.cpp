@@ -298,7 +298,45 @@ Plan oasr::schedule::optimalPlanQuadratic(const Profile &profile,
 }
 
 Plan oasr::schedule::oasrPlan(const Profile &profile, const CommModel &comm) {
-  return solvePruned("oasr", makeDPInput(profile, comm), comm);
+  Plan exact = solvePruned("oasr", makeDPInput(profile, comm), comm);
+  return refineForComputeRate(profile, comm, std::move(exact));
+}
+
+Plan oasr::schedule::refineForComputeRate(const Profile &profile,
+                                          const CommModel &comm, Plan plan) {
+  // Only where the simulator charges the rate (Simulator.cpp).
+  if (comm.computeRate >= 1 || profile.computeBesideComm ||
+      plan.numGroups() < 2)
+    return plan;
+  // Each round simulates every one-boundary-fewer plan: O(G) timelines of
+  // O(L + G) events. Bounded so a 10^5-gradient profile stays interactive;
+  // past the budget the plan found so far is kept (still no worse).
+  const double eventsPerTimeline =
+      double(profile.layers.size()) + double(plan.numGroups()) + 1;
+  double budget = 2e7;
+  double best = simulate(profile, comm, plan).iterationUs;
+  while (plan.numGroups() > 1) {
+    double bestHere = std::numeric_limits<double>::infinity();
+    size_t bestDrop = 0;
+    Plan trial = plan;
+    for (size_t b = 0; b + 1 < plan.groupEnds.size(); ++b) {
+      if ((budget -= eventsPerTimeline) < 0)
+        return plan;
+      trial.groupEnds = plan.groupEnds;
+      trial.groupEnds.erase(trial.groupEnds.begin() + long(b));
+      double t = simulate(profile, comm, trial).iterationUs;
+      if (t < bestHere) {
+        bestHere = t;
+        bestDrop = b;
+      }
+    }
+    // A tie goes to fewer groups (fewer start-ups than the model sees).
+    if (bestHere > best)
+      break;
+    plan.groupEnds.erase(plan.groupEnds.begin() + long(bestDrop));
+    best = bestHere;
+  }
+  return plan;
 }
 
 //===----------------------------------------------------------------------===//

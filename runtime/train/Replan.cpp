@@ -87,6 +87,32 @@ bool besideCommunication(const Executor &exec, int ranks) {
   return ranks > 1 && exec.groups().size() > 1;
 }
 
+ComputeRateSums computeRateSums(llvm::ArrayRef<StepKind> kinds,
+                                llvm::ArrayRef<double> meanUs,
+                                llvm::ArrayRef<double> besideUs,
+                                llvm::ArrayRef<double> aloneUs) {
+  ComputeRateSums s;
+  for (size_t k = 0; k < kinds.size() && k < meanUs.size(); ++k) {
+    if (kinds[k] == StepKind::Backward)
+      s.backwardUs += meanUs[k];
+    if (besideUs[k] <= 0)
+      continue;
+    s.workBesideUs += aloneUs[k] - (meanUs[k] - besideUs[k]);
+    s.timeBesideUs += besideUs[k];
+  }
+  return s;
+}
+
+llvm::Expected<double> computeRateFrom(const ComputeRateSums &sums) {
+  if (!(sums.timeBesideUs >= 0.02 * sums.backwardUs) || sums.timeBesideUs <= 0)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "too little compute beside communication: %.0f us of %.0f us of "
+        "backward",
+        sums.timeBesideUs, sums.backwardUs);
+  return std::clamp(sums.workBesideUs / sums.timeBesideUs, 0.05, 1.0);
+}
+
 static double nowUs() {
   return double(std::chrono::duration_cast<std::chrono::nanoseconds>(
                     std::chrono::steady_clock::now().time_since_epoch())
@@ -172,19 +198,55 @@ Replanner::Replanner(Executor &exec, CommEngine &engine, ReplanOptions options)
 
 void Replanner::beginStep() { eventsAt = engine.events().size(); }
 
-void Replanner::recordStep(const OpTiming *times, bool warmup) {
+bool Replanner::measuresAlone() const {
+  return besideCommunication(exec, engine.communicator().size()) &&
+         (options.mode != ReplanOptions::Mode::Every || options.every >= 3);
+}
+
+int64_t Replanner::planSteps() const {
+  return options.measured() -
+         (options.mode == ReplanOptions::Mode::Every && measuresAlone() ? 1
+                                                                        : 0);
+}
+
+bool Replanner::wantsAloneStep() const {
+  return options.mode != ReplanOptions::Mode::Off && !done && measuresAlone() &&
+         !aloneMeasured && measuredSteps >= planSteps();
+}
+
+void Replanner::recordStep(const OpTiming *times, bool warmup, bool alone) {
   const auto &steps = exec.steps();
-  if (sumUs.size() != steps.size())
-    sumUs.assign(steps.size(), 0.0);
+  if (besideUs.size() != steps.size()) {
+    stepUs.clear();
+    besideUs.assign(steps.size(), 0.0);
+    aloneUs.assign(steps.size(), 0.0);
+  }
   std::vector<CommEvent> events = engine.eventsSince(eventsAt);
   eventsAt += events.size();
   if (warmup)
     return;
   double backwardEnd = 0;
-  for (size_t k = 0; k < steps.size(); ++k) {
-    sumUs[k] += times[k].endUs - times[k].startUs;
+  for (size_t k = 0; k < steps.size(); ++k)
     if (steps[k].kind == StepKind::Backward)
       backwardEnd = std::max(backwardEnd, times[k].endUs);
+  if (alone) {
+    for (size_t k = 0; k < steps.size(); ++k)
+      aloneUs[k] = times[k].endUs - times[k].startUs;
+    aloneMeasured = true;
+    aloneStartUs = steps.empty() ? 0 : times[0].startUs;
+    aloneEndUs = steps.empty() ? 0 : times[steps.size() - 1].endUs;
+  } else {
+    // Per instruction, the time one of this rank's allreduces was in
+    // flight beside it (the calls run one at a time).
+    stepUs.emplace_back(steps.size());
+    for (size_t k = 0; k < steps.size(); ++k) {
+      stepUs.back()[k] = times[k].endUs - times[k].startUs;
+      if (steps[k].kind == StepKind::Comm)
+        continue;
+      for (const CommEvent &e : events)
+        besideUs[k] += std::max(0.0, std::min(times[k].endUs, e.endUs) -
+                                         std::max(times[k].startUs, e.startUs));
+    }
   }
   // This grouping's allreduces (group ids are unique over regroupings).
   std::map<unsigned, const GradGroup *> byId;
@@ -203,13 +265,14 @@ void Replanner::recordStep(const OpTiming *times, bool warmup) {
                        backwardEnd});
     previousEnd = e.endUs;
   }
-  ++measuredSteps;
+  if (!alone)
+    ++measuredSteps;
 }
 
 bool Replanner::due() const {
   if (options.mode == ReplanOptions::Mode::Off || done)
     return false;
-  return measuredSteps >= options.measured();
+  return measuredSteps >= planSteps() && (aloneMeasured || !measuresAlone());
 }
 
 llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
@@ -223,30 +286,91 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
     done = true;
   // The next re-plan measures the groups then in place from scratch.
   auto restart = [&] {
-    sumUs.assign(exec.steps().size(), 0.0);
+    stepUs.clear();
+    besideUs.assign(exec.steps().size(), 0.0);
+    aloneUs.assign(exec.steps().size(), 0.0);
     jobs.clear();
     measuredSteps = 0;
+    aloneMeasured = false;
   };
 
-  // One profile: every rank's mean per instruction, the slowest rank's.
-  std::vector<double> mean(sumUs.size());
-  for (size_t k = 0; k < sumUs.size(); ++k)
-    mean[k] = sumUs[k] / double(std::max<int64_t>(measuredSteps, 1));
-  std::vector<double> agreed(mean);
-  size_t nJobs = jobs.size();
-  agreed.push_back(double(nJobs));
-  engine.run(
-      [&](Communicator &c) { c.allreduceMax(agreed.data(), agreed.size()); });
-  double fwd = 0, upd = 0;
+  // The compute rate beside communication: per instruction that ran beside
+  // an allreduce, its time alone is its time there less the time beside,
+  // plus the work done beside at rate kappa; kappa is the ratio of the
+  // sums over every such instruction of every rank (few instructions are
+  // long enough to give it alone, and one alone step is noisy).
+  // Per instruction its median over the measured steps: the summary and
+  // the benchmarks compare with the median step, and a step slowed by
+  // another process (this host is shared) moves a mean by a third.
+  const size_t nInstr = exec.steps().size();
+  const double steps1 = double(std::max<int64_t>(measuredSteps, 1));
+  std::vector<double> mean(nInstr, 0.0), beside(nInstr, 0.0);
+  std::vector<double> column;
+  for (size_t k = 0; k < nInstr; ++k) {
+    column.clear();
+    for (const std::vector<double> &t : stepUs)
+      column.push_back(t[k]);
+    std::sort(column.begin(), column.end());
+    size_t m = column.size();
+    if (m)
+      mean[k] =
+          m % 2 ? column[m / 2] : 0.5 * (column[m / 2 - 1] + column[m / 2]);
+    beside[k] = besideUs[k] / steps1;
+  }
+  ev.aloneStep = aloneMeasured ? stepsDone : 0;
+  ev.aloneStartUs = aloneStartUs;
+  ev.aloneEndUs = aloneEndUs;
+  if (!aloneMeasured) {
+    ev.computeRateNote = measuresAlone() ? "no step measured alone"
+                                         : "nothing overlapped backward";
+  } else {
+    std::vector<StepKind> kinds;
+    for (const PlanStepInfo &s : exec.steps())
+      kinds.push_back(s.kind);
+    ComputeRateSums sums = computeRateSums(kinds, mean, beside, aloneUs);
+    double rate[3] = {sums.workBesideUs, sums.timeBesideUs, sums.backwardUs};
+    engine.run([&](Communicator &c) { c.allreduceSum(rate, 3); });
+    sums = {rate[0], rate[1], rate[2]};
+    if (auto kappa = computeRateFrom(sums)) {
+      ev.computeRate = *kappa;
+      ev.computeRateMeasured = true;
+    } else {
+      ev.computeRateNote = llvm::toString(kappa.takeError());
+    }
+  }
+  if (ev.computeRateMeasured) {
+    // Each instruction's time alone: its work beside at the rate.
+    for (size_t k = 0; k < mean.size(); ++k)
+      mean[k] -= (1 - ev.computeRate) * beside[k];
+  }
+
+  // One profile: the slowest rank's (the largest compute per step), whose
+  // compute paces a synchronous step. Its layers, not each layer's
+  // slowest: a sum of per-layer maxima over noisy ranks exceeds every
+  // rank's step (+3 to +7 % measured).
   const auto &steps = exec.steps();
+  const int rank = comm.rank();
+  std::vector<double> totals(size_t(size) + 1, 0.0);
+  for (size_t k = 0; k < nInstr; ++k)
+    if (steps[k].kind != StepKind::Comm)
+      totals[size_t(rank)] += mean[k];
+  size_t nJobs = jobs.size();
+  totals[size_t(size)] = double(nJobs);
+  engine.run(
+      [&](Communicator &c) { c.allreduceMax(totals.data(), totals.size()); });
+  const int slowest = int(
+      std::max_element(totals.begin(), totals.begin() + size) - totals.begin());
+  engine.run([&](Communicator &c) {
+    c.broadcast(mean.data(), mean.size() * sizeof(double), slowest);
+  });
+  double fwd = 0, upd = 0;
   for (size_t k = 0; k < steps.size(); ++k) {
-    mean[k] = agreed[k];
     if (steps[k].kind == StepKind::Forward)
       fwd += mean[k];
     if (steps[k].kind == StepKind::Update || steps[k].kind == StepKind::Copy)
       upd += mean[k];
   }
-  const bool sameJobs = size_t(agreed[steps.size()]) == nJobs;
+  const bool sameJobs = size_t(totals[size_t(size)]) == nJobs;
   std::vector<schedule::MeasuredAllreduce> measured =
       sameJobs ? onOneClock(engine, jobs, ev.clockSkewUs)
                : std::vector<schedule::MeasuredAllreduce>();
@@ -254,8 +378,10 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
   schedule::Profile profile =
       measuredProfile(exec, mean, fwd, upd,
                       "oasr-run measured, " + std::to_string(size) +
-                          " rank(s), slowest rank per layer");
-  profile.computeBesideComm = besideCommunication(exec, size);
+                          " rank(s), the slowest rank's median step per layer");
+  // Compute alone when the rate was measured; else as it ran.
+  profile.computeBesideComm =
+      !ev.computeRateMeasured && besideCommunication(exec, size);
 
   // alpha, beta and the overlap rate, by least squares on the time of
   // every allreduce (schedule::fitRunAllreduces).
@@ -290,6 +416,7 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
     ev.alphaFromPlan = true;
   }
   model.groupOverheadUs = exec.planGroupOverheadUs();
+  model.computeRate = ev.computeRate;
   ev.overlapFromPlan = !rateFitted;
   ev.comm = model;
   agreedProfile = profile;

@@ -31,6 +31,14 @@ std::string formatReplan(const ReplanEvent &ev,
       ev.comm.betaSPerByte, ev.comm.overlapRate,
       ev.overlapFromPlan ? " (the plan's)" : "", ev.jobs, ev.sizes,
       ev.clockSkewUs);
+  if (ev.computeRateMeasured)
+    fitted += llvm::formatv("; compute beside an allreduce at {0:f2} of its "
+                            "speed in step {1}, whose allreduces waited for "
+                            "the end of backward",
+                            ev.computeRate, ev.aloneStep)
+                  .str();
+  else if (!ev.computeRateNote.empty())
+    fitted += "; compute rate not measured (" + ev.computeRateNote + ")";
   std::string cost =
       llvm::formatv("planning {0:f2} ms + switch {1:f2} ms = {2:f2}% of a step",
                     ev.planUs * 1e-3, ev.switchUs * 1e-3,

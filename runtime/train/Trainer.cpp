@@ -80,10 +80,36 @@ public:
   bool ordersAfterDevice() const override {
     return engine.communicator().ordersAfterCompute();
   }
+  bool holdCommunication(bool on) override {
+    hold = on;
+    return true;
+  }
   void gradientsReady(unsigned group) override {
+    if (hold) {
+      held.push_back(group);
+      return;
+    }
     // On the compute thread: mark where the group's gradients end on the
     // device before the job reaches the communication thread.
     engine.communicator().markComputeReady();
+    enqueue(group);
+  }
+  void gradientsNeeded(unsigned group) override {
+    if (!held.empty()) {
+      // Held until now (holdCommunication): every group ready so far, in
+      // the order they became ready.
+      engine.communicator().markComputeReady();
+      for (unsigned g : held)
+        enqueue(g);
+      held.clear();
+    }
+    int64_t t0 = steadyNs();
+    engine.wait(jobs[group]);
+    blockedNs += steadyNs() - t0;
+  }
+
+private:
+  void enqueue(unsigned group) {
     const GradGroup &g = exec.groups()[group];
     void *data = g.buffer.data;
     size_t count = size_t(g.buffer.numel());
@@ -99,16 +125,11 @@ public:
         },
         g.id, /*record=*/true);
   }
-  void gradientsNeeded(unsigned group) override {
-    int64_t t0 = steadyNs();
-    engine.wait(jobs[group]);
-    blockedNs += steadyNs() - t0;
-  }
-
-private:
   Executor &exec;
   CommEngine &engine;
   std::vector<CommEngine::JobId> jobs;
+  bool hold = false;
+  std::vector<unsigned> held;
 };
 } // namespace
 
@@ -779,8 +800,24 @@ static llvm::Error writeTrace(const std::string &path, CommEngine &engine,
             (ev.oldPredictedUs - ev.newPredictedUs) * 1e-3;
       if (!ev.note.empty())
         args["note"] = ev.note;
+      if (ev.computeRateMeasured)
+        args["compute_rate"] = ev.computeRate;
       return args;
     };
+    if (ev.aloneStep > 0)
+      events.push_back(llvm::json::Object{
+          {"name", llvm::formatv("step {0}: allreduces held until backward "
+                                 "ended (compute measured alone)",
+                                 ev.aloneStep)
+                       .str()},
+          {"cat", "replan"},
+          {"ph", "X"},
+          {"pid", 0},
+          {"tid", 0},
+          {"ts", ev.aloneStartUs},
+          {"dur", ev.aloneEndUs - ev.aloneStartUs},
+          {"args", llvm::json::Object{{"step", ev.aloneStep},
+                                      {"compute_rate", ev.computeRate}}}});
     events.push_back(llvm::json::Object{{"name", "replan"},
                                         {"cat", "replan"},
                                         {"ph", "X"},
@@ -1029,6 +1066,11 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
         for (int64_t k = 0; k < labelCount; ++k)
           lab.as<int32_t>()[k] = int32_t(labels[size_t(k)]);
     }
+    // The step re-planning measures compute alone in (its allreduces held
+    // until backward ended); not one of the plan's steps in the summary.
+    const bool aloneStep = replanning && step + 1 < options.steps &&
+                           replanner.wantsAloneStep() &&
+                           algo.holdCommunication(true);
     replanner.beginStep();
     int64_t t0 = steadyNs();
     exec.runStep(algo, times.data(), epochNs);
@@ -1043,11 +1085,13 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
         compute += times[k].endUs - times[k].startUs;
     bool warmup = (step == first && options.steps > first + 1) ||
                   (step == warmupStep && options.steps > step + 1);
+    if (aloneStep)
+      algo.holdCommunication(false);
     if (replanning)
-      replanner.recordStep(times.data(), warmup);
+      replanner.recordStep(times.data(), warmup, aloneStep);
     if (warmup)
       commEventsBefore = engine.events().size();
-    if (!warmup) {
+    if (!warmup && !aloneStep) {
       measuredIterUs += double(t1 - t0) * 1e-3;
       measuredComputeUs += compute;
       measuredBlockedUs += blocked;

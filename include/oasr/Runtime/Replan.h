@@ -34,7 +34,9 @@ struct ReplanOptions {
   /// Every: steps between re-plans (the first after each switch warms up).
   int64_t every = 0;
   /// Steps measured before a re-plan (after one warm-up step): `once`
-  /// measures 3; `every:N` measures the N - 1 steps after the warm-up.
+  /// measures 3, and then one step with compute alone where allreduces
+  /// overlap backward (Replanner::wantsAloneStep); `every:N` measures the
+  /// N - 1 steps after the warm-up, the last of them alone if N >= 3.
   int64_t measured() const { return mode == Mode::Every ? every - 1 : 3; }
 };
 
@@ -62,6 +64,17 @@ struct ReplanEvent {
   /// The uncertainty of the ranks' clock offsets the allreduce times were
   /// taken with (microseconds; 0 on one rank).
   double clockSkewUs = 0;
+  /// The compute rate (schedule::CommModel::computeRate) measured in the
+  /// run: the speed of compute beside an allreduce in flight, relative to
+  /// the same instructions in the step whose allreduces were held until
+  /// backward ended (`aloneStep`, 1-based; 0 when none ran). The plan's
+  /// profile is then compute alone, and the prediction charges the rate.
+  double computeRate = 1;
+  bool computeRateMeasured = false;
+  int64_t aloneStep = 0;
+  double aloneStartUs = 0, aloneEndUs = 0; ///< that step (trace time)
+  /// Why the rate was not measured (e.g. nothing overlapped), or empty.
+  std::string computeRateNote;
   bool alphaFromPlan = false;   ///< one size only: alpha kept from the plan
   bool overlapFromPlan = false; ///< nothing overlapped backward: rate kept
   std::string note;             ///< why nothing was re-planned, if so
@@ -80,6 +93,27 @@ schedule::Profile measuredProfile(const Executor &exec,
 /// the last group overlap backward by design (Profile::computeBesideComm).
 bool besideCommunication(const Executor &exec, int ranks);
 
+/// The compute rate beside communication from one rank's measurements, per
+/// instruction (of kind `kinds`): `meanUs` its mean time in the measured steps,
+/// `besideUs` the mean time an allreduce was in flight beside it there,
+/// `aloneUs` its time in the step whose allreduces were held until backward
+/// ended. Instruction k did `meanUs - besideUs` of its work alone and the rest
+/// at rate kappa, so `aloneUs = meanUs - besideUs + kappa * besideUs`; the sums
+/// over instructions that ran beside an allreduce are what ranks add up.
+struct ComputeRateSums {
+  double workBesideUs = 0; ///< sum of aloneUs - (meanUs - besideUs)
+  double timeBesideUs = 0; ///< sum of besideUs
+  double backwardUs = 0;   ///< sum of meanUs over backward instructions
+};
+ComputeRateSums computeRateSums(llvm::ArrayRef<StepKind> kinds,
+                                llvm::ArrayRef<double> meanUs,
+                                llvm::ArrayRef<double> besideUs,
+                                llvm::ArrayRef<double> aloneUs);
+/// kappa = workBeside / timeBeside, clamped to [0.05, 1]; an error saying
+/// why not where compute beside communication was under 2 % of backward
+/// (the rate would be noise).
+llvm::Expected<double> computeRateFrom(const ComputeRateSums &sums);
+
 /// Measures sync SGD's steps and re-plans (collective: every rank calls
 /// `recordStep` after the same steps and `replan` at the same step).
 class Replanner {
@@ -88,14 +122,24 @@ public:
 
   /// Call before each step, then after it with the step's instruction
   /// timings (`exec.steps()` order, engine epoch). `warmup` steps are not
-  /// measured (the first step, and the first after a switch).
+  /// measured (the first step, and the first after a switch). `alone`: the
+  /// step ran with its allreduces held until backward ended (asked for by
+  /// `wantsAloneStep`).
   void beginStep();
-  void recordStep(const OpTiming *times, bool warmup);
+  void recordStep(const OpTiming *times, bool warmup, bool alone = false);
+  /// Whether the next step should hold its allreduces until backward has
+  /// ended (TrainingAlgorithm::holdCommunication), so its compute runs
+  /// alone: once the measured steps are in, where allreduces overlap
+  /// backward (more than one rank and group). Compared with the measured
+  /// steps, it gives the compute rate beside communication.
+  bool wantsAloneStep() const;
   /// Whether `replan` is due now (after a step), on every rank alike.
   bool due() const;
-  /// Agrees on a profile and a model (slowest rank per layer; per
-  /// allreduce, the rank that spent the least time in it), plans with the
-  /// executor's strategy, and switches every rank to the new groups.
+  /// Agrees on a profile and a model (the per-instruction medians of the
+  /// rank with the most compute per step, its layers alone where the
+  /// compute rate was measured; per allreduce, the last rank's start to
+  /// the last rank's return), plans with the executor's strategy, and
+  /// switches every rank to the new groups.
   /// Errors (a re-layout that cannot be allocated) end the run.
   llvm::Expected<ReplanEvent> replan(int64_t stepsDone);
   /// The agreed profile of the last re-plan, with the fitted model as its
@@ -115,7 +159,17 @@ private:
   Executor &exec;
   CommEngine &engine;
   ReplanOptions options;
-  std::vector<double> sumUs; ///< per instruction, over measured steps
+  /// Whether this grouping measures a step alone before re-planning.
+  bool measuresAlone() const;
+  /// Measured steps with the allreduces where the plan puts them.
+  int64_t planSteps() const;
+  /// Per measured step, each instruction's time.
+  std::vector<std::vector<double>> stepUs;
+  /// Per instruction, over measured steps: the time an allreduce of this
+  /// rank was in flight beside it; and its time in the alone step.
+  std::vector<double> besideUs, aloneUs;
+  bool aloneMeasured = false;
+  double aloneStartUs = 0, aloneEndUs = 0;
   int64_t measuredSteps = 0;
   bool done = false; ///< `once` ran
   size_t eventsAt = 0;

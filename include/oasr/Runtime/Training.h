@@ -65,6 +65,14 @@ public:
   /// Whether ranks step together. Progress lines of an asynchronous
   /// algorithm report rank 0 alone: summing over ranks would synchronize them.
   virtual bool lockstep() const { return true; }
+  /// For the next step: hold every allreduce until the first is needed
+  /// (after backward), so the step's compute runs with nothing beside it
+  /// (re-planning measures the compute rate so). False where the algorithm
+  /// has no such allreduces (it then ignores the request).
+  virtual bool holdCommunication(bool hold) {
+    (void)hold;
+    return false;
+  }
   /// A line for the run's summary (what the algorithm did), or empty.
   virtual std::string report() const { return ""; }
   /// An evaluation during training (--eval-every) sees the weights the

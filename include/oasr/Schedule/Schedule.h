@@ -393,9 +393,20 @@ Plan bucketPlan(const Profile &profile, uint64_t capBytes);
 Plan optimalPlan(const Profile &profile, const CommModel &comm);
 /// The same optimum by the plain O(n^2) recurrence (reference for tests).
 Plan optimalPlanQuadratic(const Profile &profile, const CommModel &comm);
-/// The exact minimum under `comm` including its extra costs (the `oasr`
-/// strategy); equals `optimalPlan` when `comm` has no extras.
+/// The `oasr` strategy: the exact minimum under `comm` including its extra
+/// costs (equals `optimalPlan` when `comm` has no extras). Where compute
+/// runs slower beside communication (`comm.computeRate` < 1 on a profile
+/// measured alone), that optimum is then refined by refineForComputeRate.
 Plan oasrPlan(const Profile &profile, const CommModel &comm);
+/// Under a compute rate below 1 (docs/planner.md) the DP's optimum, which
+/// assumes compute at full speed, may put too much communication beside
+/// backward. Removes group boundaries one at a time, each round the one
+/// whose removal shortens the simulated (coupled) iteration most, until
+/// none does. The result is never slower than `plan` under `simulate`;
+/// it is a local optimum, not a proven one. Returns `plan` unchanged where
+/// the simulator does not charge the rate.
+Plan refineForComputeRate(const Profile &profile, const CommModel &comm,
+                          Plan plan);
 /// MG-WFBP's greedy merge rule (Shi, Chu, Li), see docs/planner.md.
 Plan mgwfbpPlan(const Profile &profile, const CommModel &comm);
 

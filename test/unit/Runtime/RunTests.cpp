@@ -374,4 +374,34 @@ TEST(RunOutputs, RefusedBeforeTrainingWithoutTouchingThem) {
             "--profile=" + o.profilePath + ": cannot write: is a directory");
 }
 
+TEST(Replan, ComputeRateFromTheAloneStep) {
+  using K = StepKind;
+  // Forward 10, backward instructions 20, 30, 40, a comm instruction, an
+  // update. Allreduces ran beside 12 us of the 30-us instruction and all
+  // of the 40-us one; in the alone step those took 24 and 20.
+  std::vector<K> kinds = {K::Forward,  K::Backward, K::Backward,
+                          K::Backward, K::Comm,     K::Update};
+  std::vector<double> mean = {10, 20, 30, 40, 5, 3};
+  std::vector<double> beside = {0, 0, 12, 40, 5, 0};
+  std::vector<double> alone = {11, 21, 24, 20, 1, 3};
+  ComputeRateSums s = computeRateSums(kinds, mean, beside, alone);
+  // Work beside: (24 - 18) + (20 - 0) + the comm instruction's (1 - 0).
+  EXPECT_DOUBLE_EQ(s.backwardUs, 90);
+  EXPECT_DOUBLE_EQ(s.timeBesideUs, 57);
+  EXPECT_DOUBLE_EQ(s.workBesideUs, 27);
+  auto kappa = computeRateFrom(s);
+  ASSERT_TRUE(bool(kappa)) << llvm::toString(kappa.takeError());
+  EXPECT_DOUBLE_EQ(*kappa, 27.0 / 57);
+  // Clamped: noise can make "alone" slower than beside, or work negative.
+  EXPECT_DOUBLE_EQ(*computeRateFrom({80, 57, 90}), 1.0);
+  EXPECT_DOUBLE_EQ(*computeRateFrom({-3, 57, 90}), 0.05);
+  // Under 2 % of backward beside communication: not measured, and why.
+  auto none = computeRateFrom({1, 1.5, 100});
+  ASSERT_FALSE(bool(none));
+  EXPECT_EQ(llvm::toString(none.takeError()),
+            "too little compute beside communication: 2 us of 100 us of "
+            "backward");
+  EXPECT_FALSE(bool(computeRateFrom({0, 0, 0})));
+}
+
 } // namespace

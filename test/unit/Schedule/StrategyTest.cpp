@@ -139,6 +139,67 @@ TEST(Strategy, OasrSharesOverheadPerGroup) {
   EXPECT_NEAR(iteration("oasr", p, m), 51, 1e-9);
 }
 
+TEST(Strategy, OasrChargesComputeSlowedBesideCommunication) {
+  // Backward [10, 10], 6 bytes each, alpha 4, beta 1 (SimulatorTest's
+  // ComputeRateByHand). At full speed two groups end at 30, one at 36.
+  Profile p = makeProfile({10, 10}, {6, 6});
+  CommModel m = unitModel(4, 1);
+  EXPECT_EQ(ends("oasr", p, m), (std::vector<unsigned>{1, 2}));
+  // Compute at 0.5 beside an allreduce: two groups end at 35, still first.
+  m.computeRate = 0.5;
+  EXPECT_EQ(ends("oasr", p, m), (std::vector<unsigned>{1, 2}));
+  EXPECT_NEAR(iteration("oasr", p, m), 35, 1e-9);
+  // At 0.25 layer 0 does 2.5 of its 10 beside group 1 and ends at 27.5;
+  // group 0 ends at 37.5, so one group after backward (36) is better.
+  m.computeRate = 0.25;
+  EXPECT_EQ(ends("oasr", p, m), (std::vector<unsigned>{2}));
+  EXPECT_NEAR(iteration("oasr", p, m), 36, 1e-9);
+  // The exact DP (optimal) plans for full speed and keeps two groups.
+  EXPECT_EQ(ends("optimal", p, m), (std::vector<unsigned>{1, 2}));
+  // A profile measured beside communication is not charged again.
+  p.computeBesideComm = true;
+  EXPECT_EQ(ends("oasr", p, m), (std::vector<unsigned>{1, 2}));
+}
+
+TEST(Strategy, ComputeRateRefinementNeverLoses) {
+  // On random instances the refined plan is never slower than the DP's
+  // plan under the coupled simulator, and on small ones it is compared
+  // with the best of every plan (how often the local search is optimal).
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> rate(0.05, 1.0);
+  int optimal = 0, trials = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    RandomInstance in = randomInstance(rng, 7, 1);
+    in.comm.computeRate = rate(rng);
+    unsigned n = in.profile.numGrads();
+    if (n < 2)
+      continue;
+    Plan exact = optimalPlan(in.profile, in.comm);
+    Plan refined = refineForComputeRate(in.profile, in.comm, exact);
+    ASSERT_FALSE(verifyPlan(refined, n));
+    double a = simulate(in.profile, in.comm, exact).iterationUs;
+    double b = simulate(in.profile, in.comm, refined).iterationUs;
+    EXPECT_LE(b, a * (1 + 1e-12)) << "trial " << trial;
+    EXPECT_LE(refined.numGroups(), exact.numGroups());
+    double best = INFINITY;
+    for (unsigned mask = 0; mask < (1u << (n - 1)); ++mask) {
+      std::vector<unsigned> e;
+      for (unsigned i = 1; i < n; ++i)
+        if (mask & (1u << (i - 1)))
+          e.push_back(i);
+      e.push_back(n);
+      Plan all;
+      all.groupEnds = e;
+      best = std::min(best, simulate(in.profile, in.comm, all).iterationUs);
+    }
+    EXPECT_GE(b, best * (1 - 1e-12));
+    optimal += b <= best * (1 + 1e-9);
+    ++trials;
+  }
+  // Not a proof: the local search found the optimum on most instances.
+  EXPECT_GE(optimal, trials * 3 / 4) << optimal << " of " << trials;
+}
+
 TEST(Strategy, ZeroByteGradientsCostNothing) {
   Profile p = makeProfile({1, 1, 1}, {0, 0, 0});
   CommModel m = unitModel(4, 1);
