@@ -9,6 +9,7 @@
 
 #include "PassDetail.h"
 #include "oasr/Passes/Passes.h"
+#include "oasr/Schedule/Steady.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -97,7 +98,8 @@ PlanAllreducePass::commModel(ModuleOp module) {
     if (!a || !b) {
       // The simple strategies group by layer or size: they plan without a
       // model, and the plan then predicts no time.
-      if (!sched::strategyNeedsCommModel(strategy))
+      if (!sched::strategyNeedsCommModel(strategy) &&
+          !sched::isSteadyStrategy(strategy))
         return std::optional<sched::CommModel>();
       optionError(module)
           << "strategy '" << strategy
@@ -136,8 +138,12 @@ void PlanAllreducePass::runOnOperation() {
   }
   // Checked before any analysis so a typo fails fast; makePlan reports the
   // same errors.
-  if (llvm::Error e = sched::checkStrategy(strategy)) {
-    optionError(module) << llvm::toString(std::move(e));
+  const bool steady = sched::isSteadyStrategy(strategy);
+  if (llvm::Error e =
+          steady ? llvm::Error::success() : sched::checkStrategy(strategy)) {
+    optionError(module) << llvm::toString(std::move(e)) << ", or a "
+                        << "steady-state strategy (oasr-step, oasr-barrier, "
+                           "bytescheduler[:<bytes>])";
     return signalPassFailure();
   }
   llvm::Expected<sched::WireDType> wire = sched::parseWireDType(gradDtype);
@@ -182,7 +188,24 @@ void PlanAllreducePass::runOnOperation() {
     if (auto u = costModel.getAs<FloatAttr>("update_us"))
       updateUs = u.getValueAsDouble();
   sched::Profile profile = step->toProfile(updateUs);
-  llvm::Expected<sched::Plan> plan = sched::makePlan(strategy, profile, model);
+  // A steady-state strategy (docs/planner.md, "The steady-state step")
+  // plans the whole step; the runtime runs its allreduce plans.
+  std::optional<sched::LoweredSteadyPlan> lowered;
+  llvm::Expected<sched::Plan> plan = [&]() -> llvm::Expected<sched::Plan> {
+    if (!steady)
+      return sched::makePlan(strategy, profile, model);
+    sched::SteadyComm sc = sched::SteadyComm::fromAllreduce(model);
+    sc.allowReduceScatter = false;
+    auto sp = sched::makeSteadyPlan(strategy, profile, sc);
+    if (!sp)
+      return sp.takeError();
+    auto low = sched::lowerSteadyPlan(*sp, profile, sc);
+    if (!low)
+      return low.takeError();
+    lowered = std::move(*low);
+    lowered->plan.strategy = strategy;
+    return lowered->plan;
+  }();
   if (!plan) {
     optionError(module) << llvm::toString(plan.takeError());
     return signalPassFailure();
@@ -248,6 +271,24 @@ void PlanAllreducePass::runOnOperation() {
       planAttrs.push_back(
           b.getNamedAttr("compute_rate", b.getF64FloatAttr(model.computeRate)));
     predictedUs = uint64_t(std::llround(timeline.iterationUs));
+  }
+  if (lowered) {
+    // The steady step: the period is the predicted time per step.
+    SmallVector<int64_t> pieces(lowered->pieces.begin(), lowered->pieces.end());
+    SmallVector<int64_t> order;
+    for (auto [g, p] : lowered->order)
+      order.append({int64_t(g), int64_t(p)});
+    for (NamedAttribute &a : planAttrs)
+      if (a.getName() == "predicted_iteration_us")
+        a.setValue(b.getF64FloatAttr(lowered->periodUs));
+    planAttrs.push_back(b.getNamedAttr(
+        "steady",
+        b.getDictionaryAttr(
+            {b.getNamedAttr("forward_waits",
+                            b.getBoolAttr(lowered->forwardWaits)),
+             b.getNamedAttr("pieces", b.getDenseI64ArrayAttr(pieces)),
+             b.getNamedAttr("order", b.getDenseI64ArrayAttr(order))})));
+    predictedUs = uint64_t(std::llround(lowered->periodUs));
   }
   module->setAttr(kPlanAttr, b.getDictionaryAttr(planAttrs));
   numGroups = plan->numGroups();

@@ -26,8 +26,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <random>
+#include <set>
 
 #include <sys/sysinfo.h>
 
@@ -142,6 +144,22 @@ struct Executor::Impl {
   unsigned forwardEnd = 0; ///< instructions [0, forwardEnd) are the forward
   std::map<std::string, int> gradOfParam; ///< param name -> averaged value
   int64_t updatesDone = 0;                ///< optimizer steps so far (ONNX's T)
+  /// Steady plans with per-layer forward waits (SteadyExecution): each
+  /// step's waits and updates run in the next step. `updatesBefore[k]`:
+  /// the Update instructions to run right before instruction k (those of
+  /// the parameters it is the first to read); `updateGroup[u]` the group
+  /// whose wait an Update instruction needs, `waitInstr[g]` the Wait of
+  /// group g (for its timing).
+  bool deferUpdates = false;
+  bool updatesPending = false;
+  int64_t pendingT = 0; ///< the update count the pending updates use
+  std::vector<std::vector<unsigned>> updatesBefore;
+  std::vector<int> updateGroup, waitInstr;
+  std::vector<char> waited;
+  /// Waits for the group of Update instruction `u` (once per step) and
+  /// applies it with the pending update count.
+  void runDeferredUpdate(StepHooks &hooks, unsigned u, OpTiming *timings,
+                         const std::function<double()> *now);
   /// Device backends: the batch is written here (host memory) and uploaded
   /// at the start of each step.
   std::vector<char> hostInput, hostLabel;
@@ -193,8 +211,7 @@ struct Executor::Impl {
   }
   /// Bytes of the wire copy the groups need: 2 per f32 element of the
   /// largest group buffer (0 when gradients travel as f32).
-  static size_t wireBytesFor(GradWire wire,
-                             const std::vector<GroupBuf> &bufs) {
+  static size_t wireBytesFor(GradWire wire, const std::vector<GroupBuf> &bufs) {
     size_t most = 0;
     if (wire != GradWire::F32)
       for (const GroupBuf &b : bufs)
@@ -499,6 +516,9 @@ static uint64_t hashName(const std::string &s, uint64_t seed) {
 // Executor::create
 //===----------------------------------------------------------------------===//
 
+static llvm::Error planDeferredUpdates(Executor::Impl &I,
+                                       const std::vector<PlanStepInfo> &steps);
+
 /// Executor::create in phases; each reads what the earlier ones built.
 class ExecutorBuilder {
 public:
@@ -590,6 +610,24 @@ private:
       number("beta_s_per_byte", exec->betaS);
       number("group_overhead_us", exec->groupOverheadUs);
       number("overlap_rate", exec->overlapRate);
+      if (auto st = plan.getAs<DictionaryAttr>("steady")) {
+        SteadyExecution &se = exec->steadyExec;
+        if (auto w = st.getAs<BoolAttr>("forward_waits"))
+          se.forwardWaits = w.getValue();
+        if (auto p = st.getAs<DenseI64ArrayAttr>("pieces"))
+          for (int64_t v : p.asArrayRef())
+            se.pieces.push_back(unsigned(std::clamp<int64_t>(v, 0, 1 << 20)));
+        if (auto o = st.getAs<DenseI64ArrayAttr>("order")) {
+          llvm::ArrayRef<int64_t> v = o.asArrayRef();
+          if (v.size() % 2)
+            return llvm::createStringError(
+                llvm::inconvertibleErrorCode(),
+                "oasr.plan's steady 'order' must hold (group, piece) pairs");
+          for (size_t k = 0; k + 1 < v.size(); k += 2)
+            se.order.push_back({unsigned(std::max<int64_t>(v[k], 0)),
+                                unsigned(std::max<int64_t>(v[k + 1], 0))});
+        }
+      }
     }
     if (auto costs =
             module->getAttrOfType<DictionaryAttr>(mlir::oasr::kCostModelAttr)) {
@@ -1422,6 +1460,42 @@ private:
       exec->gradInfos.push_back(Executor::GradInfo{g.param, g.layer, g.bytes});
     if (I.forwardEnd == 0)
       I.forwardEnd = unsigned(I.instrs.size());
+    return checkSteady();
+  }
+
+  /// A steady plan's pieces and order must fit the groups; per-layer
+  /// forward waits need the updates at the end of the step.
+  llvm::Error checkSteady() {
+    SteadyExecution &se = exec->steadyExec;
+    const size_t G = exec->gradGroups.size();
+    auto bad = [](const llvm::Twine &why) {
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "oasr.plan's steady execution: " + why);
+    };
+    if (se.pieces.empty() && se.order.empty() && !se.forwardWaits)
+      return llvm::Error::success();
+    if (se.pieces.size() != G)
+      return bad(llvm::formatv("{0} piece count(s) for {1} group(s)",
+                               se.pieces.size(), G));
+    std::set<std::pair<unsigned, unsigned>> seen;
+    size_t units = 0;
+    for (unsigned p : se.pieces) {
+      if (p == 0)
+        return bad("a group is cut into 0 pieces");
+      units += p;
+    }
+    for (auto [g, p] : se.order)
+      if (g >= G || p >= se.pieces[g] || !seen.insert({g, p}).second)
+        return bad(llvm::formatv("the order names group {0} piece {1} "
+                                 "twice or out of range",
+                                 g, p));
+    if (seen.size() != units)
+      return bad(llvm::formatv("the order has {0} of the {1} pieces",
+                               seen.size(), units));
+    if (se.forwardWaits) {
+      I.deferUpdates = true;
+      return planDeferredUpdates(I, exec->stepInfos);
+    }
     return llvm::Error::success();
   }
 
@@ -1552,6 +1626,17 @@ static void hostUpdate(const Instr &u, int64_t t) {
   }
 }
 
+void Executor::completeUpdates(StepHooks &hooks) {
+  Impl &I = *impl;
+  if (!I.updatesPending)
+    return;
+  for (size_t u = 0; u < I.instrs.size(); ++u)
+    if (I.instrs[u].op == InstrOp::Update)
+      I.runDeferredUpdate(hooks, unsigned(u), nullptr, nullptr);
+  I.updatesPending = false;
+  I.backend->synchronize();
+}
+
 void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
   Impl &I = *impl;
   auto now = [&] {
@@ -1562,8 +1647,23 @@ void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
            1e-3;
   };
   I.uploadBatch();
+  const bool defer = I.deferUpdates;
+  if (defer && timings) {
+    // The first step has no updates left over: its waits and updates take
+    // no time.
+    double t = now();
+    for (size_t k = 0; k < I.instrs.size(); ++k)
+      if (I.instrs[k].op == InstrOp::Wait || I.instrs[k].op == InstrOp::Update)
+        timings[k] = {t, t};
+  }
+  std::function<double()> clock = now;
   for (size_t k = 0; k < I.instrs.size(); ++k) {
     Instr &instr = I.instrs[k];
+    if (defer && I.updatesPending)
+      for (unsigned u : I.updatesBefore[k])
+        I.runDeferredUpdate(hooks, u, timings, &clock);
+    if (defer && (instr.op == InstrOp::Wait || instr.op == InstrOp::Update))
+      continue; // the next step runs them
     double t0 = timings ? now() : 0;
     switch (instr.op) {
     case InstrOp::Kernel:
@@ -1596,8 +1696,124 @@ void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
       timings[k].endUs = now();
     }
   }
+  if (defer) {
+    I.updatesPending = true;
+    I.pendingT = I.updatesDone;
+    std::fill(I.waited.begin(), I.waited.end(), 0);
+  }
   ++I.updatesDone;
   I.backend->synchronize();
+}
+
+void Executor::Impl::runDeferredUpdate(StepHooks &hooks, unsigned u,
+                                       OpTiming *timings,
+                                       const std::function<double()> *now) {
+  const int g = updateGroup[u];
+  if (g >= 0 && !waited[size_t(g)]) {
+    double t0 = timings ? (*now)() : 0;
+    hooks.gradientsNeeded(unsigned(g));
+    waited[size_t(g)] = 1;
+    if (timings && waitInstr[size_t(g)] >= 0)
+      timings[waitInstr[size_t(g)]] = {t0, (*now)()};
+  }
+  double t0 = timings ? (*now)() : 0;
+  Instr &instr = instrs[u];
+  if (hostMemory)
+    hostUpdate(instr, pendingT);
+  else
+    backend->update(instr.rule, pendingT, instr.inRefs, instr.outRefs);
+  if (timings)
+    timings[u] = {t0, (*now)()};
+}
+
+/// Where each step's deferred updates run under per-layer forward waits:
+/// before the first instruction that reads the parameter or state they
+/// write (byte ranges: views and aliases count), else before the step's
+/// first instruction.
+static llvm::Error planDeferredUpdates(Executor::Impl &I,
+                                       const std::vector<PlanStepInfo> &steps) {
+  const size_t n = I.instrs.size();
+  I.updatesBefore.assign(n, {});
+  I.updateGroup.assign(n, -1);
+  I.waitInstr.assign(I.groupBufs.size(), -1);
+  I.waited.assign(I.groupBufs.size(), 0);
+  auto overlaps = [](const void *a, size_t an, const void *b, size_t bn) {
+    auto pa = reinterpret_cast<uintptr_t>(a),
+         pb = reinterpret_cast<uintptr_t>(b);
+    return an && bn && pa < pb + bn && pb < pa + an;
+  };
+  auto groupOf = [&](const TensorRef &r) {
+    for (size_t g = 0; g < I.groupBufs.size(); ++g)
+      if (overlaps(r.data, r.bytes(), I.groupBufs[g].ptr, I.groupBufs[g].bytes))
+        return int(g);
+    return -1;
+  };
+  // What each instruction reads, as byte ranges.
+  auto reads = [&](const Instr &instr, const void *p, size_t bytes) {
+    if (instr.op == InstrOp::Copy) {
+      for (auto [dst, src] : instr.copies)
+        if (overlaps(I.values[size_t(src)].ptr,
+                     I.values[size_t(src)].desc.bytes(), p, bytes))
+          return true;
+      return false;
+    }
+    for (const TensorRef &r : instr.inRefs)
+      if (overlaps(r.data, r.bytes(), p, bytes))
+        return true;
+    return false;
+  };
+  bool afterWait = false;
+  for (size_t k = 0; k < n; ++k) {
+    const Instr &instr = I.instrs[k];
+    if (instr.op == InstrOp::Wait) {
+      I.waitInstr[instr.group] = int(k);
+      afterWait = true;
+      continue;
+    }
+    // After the waits only updates read what the allreduces and updates
+    // wrote; anything else (the BN statistics' write-back) stays in place.
+    auto readsGradientsOrUpdated = [&] {
+      for (const GroupBuf &b : I.groupBufs)
+        if (reads(instr, b.ptr, b.bytes))
+          return true;
+      for (const Instr &u : I.instrs)
+        if (u.op == InstrOp::Update)
+          for (const TensorRef &w : u.outRefs)
+            if (reads(instr, w.data, w.bytes()))
+              return true;
+      return false;
+    };
+    if (afterWait && instr.op != InstrOp::Update && readsGradientsOrUpdated())
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "per-layer forward waits: '%s' (%s, after the step's first "
+          "allreduce_wait) is not an optimizer update, so the step cannot "
+          "leave its updates to the next step",
+          k < steps.size() ? steps[k].name.c_str() : "?",
+          k < steps.size() ? steps[k].opType.c_str() : "?");
+    if (instr.op != InstrOp::Update)
+      continue;
+    for (const TensorRef &r : instr.inRefs)
+      if (int g = groupOf(r); g >= 0) {
+        I.updateGroup[k] = g;
+        break;
+      }
+    size_t at = 0;
+    bool found = false;
+    for (size_t j = 0; j < n && !found; ++j) {
+      const Instr &reader = I.instrs[j];
+      if (reader.op != InstrOp::Kernel && reader.op != InstrOp::Copy)
+        continue;
+      for (const TensorRef &w : instr.outRefs)
+        if (reads(reader, w.data, w.bytes())) {
+          at = j;
+          found = true;
+          break;
+        }
+    }
+    I.updatesBefore[at].push_back(unsigned(k));
+  }
+  return llvm::Error::success();
 }
 
 void Executor::runForward() {

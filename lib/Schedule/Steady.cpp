@@ -595,12 +595,14 @@ static Expected<uint64_t> sizeArg(StringRef strategy, StringRef name,
   StringRef rest = strategy.drop_front(name.size());
   if (rest.empty())
     return byDefault;
-  uint64_t v = 0;
-  if (!rest.consume_front(":") || rest.getAsInteger(10, v) || v == 0)
-    return createStringError(inconvertibleErrorCode(),
-                             "strategy '" + strategy + "': expected " + name +
-                                 " or " + name + ":<bytes> with bytes > 0");
-  return v;
+  std::optional<uint64_t> v;
+  if (!rest.consume_front(":") || !(v = parseBytes(rest)))
+    return createStringError(
+        inconvertibleErrorCode(),
+        "strategy '" + strategy + "': expected " + name + " or " + name +
+            ":<bytes> with bytes > 0, optionally with a KB/MB/GB or "
+            "KiB/MiB/GiB suffix");
+  return *v;
 }
 
 namespace {
@@ -683,7 +685,8 @@ public:
           c.groups[k].pieces = pieces;
           tryPlan(std::move(c));
         }
-        if (!best.barrier && k < best.groups.size()) {
+        if (!best.barrier && comm.allowReduceScatter &&
+            k < best.groups.size()) {
           SteadyPlan c = best;
           c.groups[k].form = c.groups[k].form == Collective::AllReduce
                                  ? Collective::ReduceScatterAllGather
@@ -731,6 +734,57 @@ std::vector<std::string> oasr::schedule::steadyStrategyNames() {
   return {"oasr-barrier", "bytescheduler", "dear", "oasr-step"};
 }
 
+bool oasr::schedule::isSteadyStrategy(StringRef strategy) {
+  StringRef name = strategy.split(':').first;
+  return is_contained(steadyStrategyNames(), name) &&
+         (name == strategy || name == "bytescheduler" || name == "dear");
+}
+
+Expected<LoweredSteadyPlan>
+oasr::schedule::lowerSteadyPlan(const SteadyPlan &plan, const Profile &profile,
+                                const SteadyComm &comm) {
+  if (Error e = verifySteadyPlan(plan, profile))
+    return std::move(e);
+  const unsigned G = plan.groups.size();
+  for (unsigned k = 0; k < G; ++k)
+    if (plan.groups[k].form != Collective::AllReduce)
+      return createStringError(
+          inconvertibleErrorCode(),
+          formatv("{0}: group {1} (layers {2}-{3}) reduce-scatters and "
+                  "all-gathers; the runtime runs allreduce plans only",
+                  plan.strategy, k, plan.groups[k].firstLayer,
+                  plan.groups[k].lastLayer)
+              .str());
+  LoweredSteadyPlan out;
+  out.forwardWaits = !plan.barrier;
+  out.plan.strategy = plan.strategy;
+  // Ready order runs the layers backwards, so the steady groups reversed.
+  std::vector<ReadyGrad> ready = readyOrder(profile);
+  unsigned at = 0;
+  for (unsigned r = 0; r < G; ++r) {
+    const SteadyGroup &g = plan.groups[G - 1 - r];
+    while (at < ready.size() && ready[at].layer >= g.firstLayer &&
+           ready[at].layer <= g.lastLayer)
+      ++at;
+    out.plan.groupEnds.push_back(at);
+    out.pieces.push_back(g.pieces);
+  }
+  if (at != ready.size())
+    return createStringError(inconvertibleErrorCode(),
+                             plan.strategy +
+                                 ": the groups do not cover the gradients in "
+                                 "ready order");
+  SteadyTimeline tl = simulateSteady(profile, comm, plan);
+  out.periodUs = tl.periodUs;
+  std::vector<std::tuple<double, unsigned, unsigned>> starts;
+  for (const UnitTiming &u : tl.units)
+    starts.push_back({u.startUs, G - 1 - u.group, u.piece});
+  std::sort(starts.begin(), starts.end());
+  for (auto [t, g, p] : starts)
+    out.order.push_back({g, p});
+  return out;
+}
+
 Expected<SteadyPlan> oasr::schedule::makeSteadyPlan(StringRef strategy,
                                                     const Profile &profile,
                                                     const SteadyComm &comm) {
@@ -764,6 +818,12 @@ Expected<SteadyPlan> oasr::schedule::makeSteadyPlan(StringRef strategy,
     return byteschedulerPlan(profile, *part);
   }
   if (strategy.starts_with("dear")) {
+    if (!comm.allowReduceScatter)
+      return createStringError(
+          inconvertibleErrorCode(),
+          "strategy '" + strategy +
+              "' reduce-scatters and all-gathers; the runtime runs "
+              "allreduce plans only (oasr-plan --steady scores it)");
     auto cap = sizeArg(strategy, "dear", 25ull << 20);
     if (!cap)
       return cap.takeError();
@@ -789,6 +849,8 @@ Expected<SteadyPlan> oasr::schedule::makeSteadyPlan(StringRef strategy,
   for (Priority pr : {Priority::LayerIndex, Priority::ReadyOrder})
     for (Collective form :
          {Collective::AllReduce, Collective::ReduceScatterAllGather}) {
+      if (form != Collective::AllReduce && !comm.allowReduceScatter)
+        continue;
       SteadyPlan c = barrier;
       c.barrier = false;
       c.priority = pr;
@@ -799,7 +861,8 @@ Expected<SteadyPlan> oasr::schedule::makeSteadyPlan(StringRef strategy,
   SteadyPlan wfbp = byteschedulerPlan(profile, ~0ull);
   cands.push_back(wfbp);
   cands.push_back(byteschedulerPlan(profile, 4ull << 20));
-  cands.push_back(dearPlan(profile, 25ull << 20));
+  if (comm.allowReduceScatter)
+    cands.push_back(dearPlan(profile, 25ull << 20));
   std::vector<std::pair<double, size_t>> ranked;
   for (size_t k = 0; k < cands.size(); ++k)
     ranked.push_back({search.score(cands[k]), k});

@@ -349,7 +349,7 @@ std::vector<std::string> oasr::schedule::strategyNames() {
 
 /// Parses "<digits>[suffix]" with KB/MB/GB (powers of 1000) or KiB/MiB/GiB
 /// (powers of 1024) suffixes.
-static std::optional<uint64_t> parseBytes(StringRef text) {
+std::optional<uint64_t> oasr::schedule::parseBytes(StringRef text) {
   StringRef digits = text.take_while([](char c) { return isDigit(c); });
   StringRef suffix = text.drop_front(digits.size());
   uint64_t value;

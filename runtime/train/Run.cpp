@@ -8,6 +8,7 @@
 #include "oasr/Runtime/Report.h"
 #include "oasr/Runtime/Training.h"
 #include "oasr/Schedule/Schedule.h"
+#include "oasr/Schedule/Steady.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/FileSystem.h"
@@ -177,6 +178,12 @@ llvm::Expected<ReplanOptions> replanFor(const RunOptions &o, int ranks,
     if (r.mode != ReplanOptions::Mode::Off && o.algorithm != "sync-sgd")
       return runError("--replan=" + o.replan + ": --algo=" + o.algorithm +
                       " does not run the planned allreduces (sync-sgd does)");
+    if (r.mode != ReplanOptions::Mode::Off &&
+        oasr::schedule::isSteadyStrategy(planStrategy))
+      return runError("--replan=" + o.replan + ": the plan's strategy '" +
+                      planStrategy +
+                      "' plans the steady-state step, which is not "
+                      "re-planned from the run; give --replan=off");
     if (r.mode != ReplanOptions::Mode::Off && !modelStrategy)
       return runError(
           "--replan=" + o.replan + ": the plan's strategy '" +
@@ -572,6 +579,18 @@ void Run::describe() {
       exec->groups().size(), m.arenaBytes / 1048576.0,
       m.unsharedBytes / 1048576.0, m.persistentBytes / 1048576.0,
       m.gradBytes / 1048576.0);
+  const SteadyExecution &st = exec->steady();
+  if (!st.order.empty()) {
+    unsigned pieces = 0;
+    for (unsigned p : st.pieces)
+      pieces += p;
+    std::printf("oasr-run: steady-state step: %s, %u allreduce(s) per step "
+                "in the plan's order\n",
+                st.forwardWaits ? "the next forward waits per layer, each "
+                                  "group's update right before it"
+                                : "the next forward waits for every group",
+                pieces);
+  }
   std::fflush(stdout);
 }
 

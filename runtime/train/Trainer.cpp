@@ -92,7 +92,24 @@ public:
     // On the compute thread: mark where the group's gradients end on the
     // device before the job reaches the communication thread.
     engine.communicator().markComputeReady();
-    enqueue(group);
+    const auto &order = exec.steady().order;
+    if (order.empty()) {
+      enqueue(group, 0, 1);
+      return;
+    }
+    // A steady plan's fixed order (the same on every rank): the units up to
+    // the first whose group is not ready yet.
+    if (ready.size() != exec.groups().size())
+      ready.assign(exec.groups().size(), 0);
+    ready[group] = 1;
+    while (next < order.size() && ready[order[next].first]) {
+      auto [g, piece] = order[next++];
+      enqueue(g, piece, exec.steady().pieces[g]);
+    }
+    if (next == order.size()) {
+      next = 0;
+      std::fill(ready.begin(), ready.end(), 0);
+    }
   }
   void gradientsNeeded(unsigned group) override {
     if (!held.empty()) {
@@ -100,7 +117,7 @@ public:
       // the order they became ready.
       engine.communicator().markComputeReady();
       for (unsigned g : held)
-        enqueue(g);
+        enqueue(g, 0, 1);
       held.clear();
     }
     int64_t t0 = steadyNs();
@@ -109,11 +126,15 @@ public:
   }
 
 private:
-  void enqueue(unsigned group) {
+  /// Piece `piece` of `pieces` equal parts of the group (the last takes the
+  /// rest); the group's job is its last piece (jobs run in queue order).
+  void enqueue(unsigned group, unsigned piece, unsigned pieces) {
     const GradGroup &g = exec.groups()[group];
-    void *data = g.buffer.data;
-    size_t count = size_t(g.buffer.numel());
     DType dtype = g.buffer.desc.dtype;
+    size_t total = size_t(g.buffer.numel()), each = total / pieces;
+    size_t count = piece + 1 == pieces ? total - each * piece : each;
+    void *data =
+        static_cast<char *>(g.buffer.data) + each * piece * dtypeSize(dtype);
     GradWire wire = g.wire;
     void *scratch = g.wireScratch;
     // Re-planning may change the groups between steps.
@@ -130,6 +151,8 @@ private:
   std::vector<CommEngine::JobId> jobs;
   bool hold = false;
   std::vector<unsigned> held;
+  std::vector<char> ready; ///< steady order: groups ready this step
+  size_t next = 0;         ///< steady order: the next unit to enqueue
 };
 } // namespace
 
@@ -964,6 +987,7 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
            completed % options.checkpoint.every == 0;
   };
   auto writeCheckpoint = [&](int64_t completed) -> llvm::Error {
+    exec.completeUpdates(algo); // a steady plan's last updates
     int64_t c0 = steadyNs();
     CheckpointContent content;
     content.perRank =
@@ -998,6 +1022,7 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
            options.evaluate && data.testSet() && lab.data;
   };
   auto evaluateNow = [&](int64_t completed) {
+    exec.completeUpdates(algo);
     int64_t e0 = steadyNs();
     std::vector<std::vector<char>> bnState;
     for (const PersistentTensor &t : exec.persistent())
@@ -1107,6 +1132,7 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
 
     double loss = exec.loss();
     if (!std::isfinite(loss) && !options.allowNonFinite) {
+      exec.completeUpdates(algo); // "after the step's update"
       std::string what = exec.firstNonFinite();
       what = what.empty() ? "every parameter and forward result is finite"
                           : "the first non-finite tensor is " + what;
@@ -1197,6 +1223,7 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
       warmupStep = step + 1;
     }
   }
+  exec.completeUpdates(algo);
   algo.finish(exec, engine);
   engine.drain();
   // The fitted model's time for the allreduces since the last re-plan

@@ -101,6 +101,21 @@ struct MemoryStats {
   size_t wireBytes = 0;       ///< 16-bit copy of the largest group (bf16/f16)
 };
 
+/// How a steady-state plan runs (`oasr.plan`'s `steady`; docs/runtime.md,
+/// "Steady-state plans"). Empty for today's plans.
+struct SteadyExecution {
+  /// The next step's forward waits per layer: each step leaves its waits
+  /// and updates to the next, which waits for a group and applies its
+  /// updates right before the first instruction reading one of its
+  /// parameters.
+  bool forwardWaits = false;
+  /// Per group (groups() order): allreduces of equal parts it is cut into.
+  std::vector<unsigned> pieces;
+  /// The order the communication thread runs (group, piece) in, each step
+  /// the same on every rank.
+  std::vector<std::pair<unsigned, unsigned>> order;
+};
+
 /// Timing of one executed plan step (microseconds since an epoch).
 struct OpTiming {
   double startUs = 0, endUs = 0;
@@ -160,6 +175,13 @@ public:
   double planGroupOverheadUs() const { return groupOverheadUs; }
   /// The plan's communication rate during backward (1 when not planned).
   double planOverlapRate() const { return overlapRate; }
+  /// The steady-state plan's execution (empty for today's plans).
+  const SteadyExecution &steady() const { return steadyExec; }
+  /// Under `steady().forwardWaits` a step leaves its waits and updates to
+  /// the next step; this runs what is left (calls `hooks.gradientsNeeded`).
+  /// Call before reading the weights: evaluation, checkpoints, `--save`,
+  /// the end of training. A no-op otherwise.
+  void completeUpdates(StepHooks &hooks);
   /// The element type the gradient groups travel in (f32 unless compiled
   /// with `grad-dtype`).
   GradWire gradWire() const { return wire; }
@@ -237,6 +259,7 @@ private:
   double predictedUs = -1;
   double alphaS = -1, betaS = 0, groupOverheadUs = 0, overlapRate = 1;
   GradWire wire = GradWire::F32;
+  SteadyExecution steadyExec;
 };
 
 /// Fills parameters and state: from the ONNX initializers of the same name

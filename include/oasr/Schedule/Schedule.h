@@ -374,6 +374,9 @@ Timeline simulate(const Profile &profile, const CommModel &comm,
 /// "optimal", "oasr". Errors name the strategy string.
 llvm::Expected<Plan> makePlan(llvm::StringRef strategy, const Profile &profile,
                               const CommModel &comm);
+/// "<digits>[suffix]" with a KB/MB/GB (powers of 1000) or KiB/MiB/GiB
+/// (powers of 1024) suffix, > 0; nullopt otherwise.
+std::optional<uint64_t> parseBytes(llvm::StringRef text);
 /// The fixed strategy names, in display order ("bucket:<bytes>" excluded).
 std::vector<std::string> strategyNames();
 /// Checks a strategy string without planning (for option validation).

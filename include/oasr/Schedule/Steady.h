@@ -91,6 +91,10 @@ struct SteadyComm {
   /// Ranks sharing a shard update (the update of an RS/AG group costs
   /// 1/ranks of the group's update).
   int ranks = 2;
+  /// Whether plans may reduce-scatter and all-gather. The runtime runs
+  /// allreduce plans only (docs/runtime.md, "Steady-state plans"), so the
+  /// compiler plans with this off.
+  bool allowReduceScatter = true;
 
   static SteadyComm fromAllreduce(const CommModel &allreduce);
   /// `allreduce` (as the command line or calibration made it), with the
@@ -167,6 +171,27 @@ llvm::Expected<SteadyPlan> makeSteadyPlan(llvm::StringRef strategy,
                                           const SteadyComm &comm);
 /// The strategies above, in display order.
 std::vector<std::string> steadyStrategyNames();
+/// Whether `strategy` names one of them (with or without a size).
+bool isSteadyStrategy(llvm::StringRef strategy);
+
+/// A steady plan as the runtime runs it: the groups of Schedule.h's Plan
+/// (ready order: the steady groups reversed), and per group in that order
+/// its pieces; the order the channel serves the units in, as (group,
+/// piece) pairs, fixed per step -- the simulated start order (every rank
+/// must issue its collectives in the same order, so the runtime follows
+/// the plan's order instead of choosing among queued units at run time);
+/// whether the next forward waits per layer (not a barrier plan).
+struct LoweredSteadyPlan {
+  Plan plan;
+  bool forwardWaits = false;
+  std::vector<unsigned> pieces;
+  std::vector<std::pair<unsigned, unsigned>> order;
+  double periodUs = 0; ///< simulateSteady's period
+};
+/// Lowers an allreduce plan (errors name the group with another form).
+llvm::Expected<LoweredSteadyPlan> lowerSteadyPlan(const SteadyPlan &plan,
+                                                  const Profile &profile,
+                                                  const SteadyComm &comm);
 
 } // namespace schedule
 } // namespace oasr

@@ -129,7 +129,9 @@ TEST(Steady, StrategyErrorsNameTheString) {
   auto bad = makeSteadyPlan("dear:0", threeLayers(), comm);
   ASSERT_FALSE(bool(bad));
   EXPECT_EQ(llvm::toString(bad.takeError()),
-            "strategy 'dear:0': expected dear or dear:<bytes> with bytes > 0");
+            "strategy 'dear:0': expected dear or dear:<bytes> with bytes > 0, "
+            "optionally with a "
+            "KB/MB/GB or KiB/MiB/GiB suffix");
   auto unknown = makeSteadyPlan("fastest", threeLayers(), comm);
   ASSERT_FALSE(bool(unknown));
   EXPECT_NE(llvm::toString(unknown.takeError()).find("'fastest'"),
@@ -163,6 +165,54 @@ TEST(Steady, DearBucketsInReadyOrder) {
 /// Random instances: the barrier plan equals the backward-only simulator
 /// (with every extra cost and overlap rate), every strategy respects the
 /// lower bound, and oasr-step is never worse than today's oasr.
+TEST(Steady, LoweredForTheRuntime) {
+  // LayerIndexPriorityByHand's plan, layer 2 cut in 2 pieces of 2 bytes
+  // (3 each): the runtime's groups run in ready order (layer 2, 1, 0), and
+  // the channel's order is the simulated start order. Layer 2's first
+  // piece runs [5, 8]; then layer 1 (ready at 7, a lower layer than layer
+  // 2's second piece) [8, 13]; then layer 0 (ready at 9) before that piece.
+  SteadyComm comm = SteadyComm::fromAllreduce(unitModel(1, 1));
+  SteadyPlan plan = perLayer(Priority::LayerIndex);
+  plan.groups[2].pieces = 2;
+  auto low = lowerSteadyPlan(plan, threeLayers(), comm);
+  ASSERT_TRUE(bool(low)) << llvm::toString(low.takeError());
+  EXPECT_TRUE(low->forwardWaits);
+  EXPECT_EQ(low->plan.groupEnds, (std::vector<unsigned>{1, 2, 3}));
+  EXPECT_EQ(low->pieces, (std::vector<unsigned>{2, 1, 1}));
+  using U = std::pair<unsigned, unsigned>;
+  EXPECT_EQ(low->order, (std::vector<U>{{0, 0}, {1, 0}, {2, 0}, {0, 1}}));
+  EXPECT_NEAR(low->periodUs, simulateSteady(threeLayers(), comm, plan).periodUs,
+              1e-9);
+  // Ready order keeps the groups' order; a barrier plan waits for all.
+  auto fifo = lowerSteadyPlan(perLayer(Priority::ReadyOrder, true),
+                              threeLayers(), comm);
+  ASSERT_TRUE(bool(fifo));
+  EXPECT_FALSE(fifo->forwardWaits);
+  EXPECT_EQ(fifo->order, (std::vector<U>{{0, 0}, {1, 0}, {2, 0}}));
+  // Reduce-scatter groups are refused, naming the group.
+  plan.groups[1].form = Collective::ReduceScatterAllGather;
+  plan.strategy = "mixed";
+  auto rs = lowerSteadyPlan(plan, threeLayers(), comm);
+  ASSERT_FALSE(bool(rs));
+  EXPECT_EQ(llvm::toString(rs.takeError()),
+            "mixed: group 1 (layers 1-1) reduce-scatters and all-gathers; "
+            "the runtime runs allreduce plans only");
+  // Planning for the runtime keeps to allreduces.
+  comm.allowReduceScatter = false;
+  for (const char *s : {"oasr-step", "bytescheduler:2", "oasr-barrier"}) {
+    auto p = makeSteadyPlan(s, threeLayers(), comm);
+    ASSERT_TRUE(bool(p)) << s;
+    for (const SteadyGroup &g : p->groups)
+      EXPECT_EQ(g.form, Collective::AllReduce) << s;
+    EXPECT_TRUE(bool(lowerSteadyPlan(*p, threeLayers(), comm))) << s;
+  }
+  EXPECT_FALSE(bool(makeSteadyPlan("dear", threeLayers(), comm)));
+  EXPECT_TRUE(isSteadyStrategy("bytescheduler:4MiB"));
+  EXPECT_TRUE(isSteadyStrategy("oasr-step"));
+  EXPECT_FALSE(isSteadyStrategy("oasr-step:4"));
+  EXPECT_FALSE(isSteadyStrategy("oasr"));
+}
+
 TEST(Steady, RandomInstancesAgreeAndRespectTheBound) {
   std::mt19937_64 rng(2024);
   std::uniform_real_distribution<double> unit(0, 1);
