@@ -20,9 +20,9 @@
 # DDP (1: the PyTorch rows; 0: none), TORCH_PY (/root/venv-torch/bin/python,
 # PyPI's torch with MKL and oneDNN), LOAD_FLAG (2 x cores), GRAD_DTYPE (f32;
 # bf16 or f16: gradients on the wire in that type, oasr-run --grad-dtype
-# and DDP's bf16/fp16 compression hook). Writes
-# bench/results/cluster-MODEL-NODESxRATE[-GRAD_DTYPE].{json,md}. Needs root
-# (namespaces).
+# and DDP's bf16/fp16 compression hook), SUFFIX (appended to the results'
+# name). Writes bench/results/cluster-MODEL-NODESxRATE[-GRAD_DTYPE][SUFFIX]
+# .{json,md}. Needs root (namespaces).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build}
@@ -42,7 +42,7 @@ CLUSTER="$ROOT/scripts/cluster.sh --name=bench"
 WORK=$BUILD/bench-cluster
 OUT=$ROOT/bench/results
 GRAD_DTYPE=${GRAD_DTYPE:-f32}
-TAG=cluster-$NAME-${NODES}x$RATE$([ "$GRAD_DTYPE" = f32 ] || echo "-$GRAD_DTYPE")
+TAG=cluster-$NAME-${NODES}x$RATE$([ "$GRAD_DTYPE" = f32 ] || echo "-$GRAD_DTYPE")${SUFFIX:-}
 mkdir -p "$WORK" "$OUT"
 . "$ROOT/bench/lib.sh"
 MODEL=$(bench_model "$WORK" "$NAME")

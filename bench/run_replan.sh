@@ -16,8 +16,9 @@
 #   LAUNCH="scripts/cluster.sh run 2 --" TAG=-cluster-200mbit \
 #     EXTRA=--comm-priority=sleep bench/run_replan.sh build 10 8 resnet18
 # (LAUNCH replaces `mpirun --oversubscribe -np 2`; EXTRA is passed to every
-# oasr-run and oasr-bench; TAG names the results). Every run's output is
-# kept in BUILD_DIR/bench-replan/logs.
+# oasr-run and oasr-bench, BENCH_EXTRA to oasr-bench alone, e.g.
+# --latency-bytes=4096 on a shaped link; TAG names the results). Every
+# run's output is kept in BUILD_DIR/bench-replan/logs.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build}
@@ -38,7 +39,7 @@ EXTRA=${EXTRA:-}
 SUFFIX=$SUFFIX${TAG:-}
 RUN="$LAUNCH $BUILD/bin/oasr-run $MODEL --batch=$BATCH --threads=1 --log-every=100000 --strategy=oasr $EXTRA"
 # The calibrated plan's inputs, measured as bench/run_runtime_ranks.sh does.
-$LAUNCH "$BUILD/bin/oasr-bench" comm --quiet --collectives=allreduce $EXTRA \
+$LAUNCH "$BUILD/bin/oasr-bench" comm --quiet --collectives=allreduce $EXTRA ${BENCH_EXTRA:-} \
   --max-bytes=67108864 --seconds-per-size=0.3 --burst-us=20000 \
   --compute-threads=1 --out="$WORK/comm.json" >/dev/null
 $RUN --steps=$STEPS --replan=off --comm="$WORK/comm.json" \
