@@ -205,7 +205,10 @@ public:
   SteadySim(const Profile &profile, const SteadyComm &comm,
             const SteadyPlan &plan, unsigned iterations)
       : L(profile), comm(comm), plan(plan), K(std::max(iterations, 2u)),
-        rho(std::clamp(comm.allreduce.overlapRate, 0.0, 1.0)) {
+        rho(std::clamp(comm.allreduce.overlapRate, 0.0, 1.0)),
+        kappa(profile.computeBesideComm
+                  ? 1.0
+                  : std::clamp(comm.allreduce.computeRate, 0.01, 1.0)) {
     size_t n = L.size();
     groupOf.assign(n, -1);
     for (unsigned k = 0; k < plan.groups.size(); ++k) {
@@ -251,7 +254,7 @@ public:
     double t = 0;
     size_t next = 0;
     bool computing = false;
-    double computeEnd = 0;
+    double computeLeft = 0; // work left of the running task
     bool channelBusy = false;
     size_t active = 0;
     double remaining = 0;
@@ -271,7 +274,7 @@ public:
             starts[it] = t;
           if (tasks[next].us > 0) {
             computing = true;
-            computeEnd = t + tasks[next].us;
+            computeLeft = tasks[next].us;
           } else {
             finishTask(next, t);
             ++next;
@@ -293,14 +296,19 @@ public:
       }
       if (next == tasks.size() && !computing)
         break;
+      // Each lane slows the other: the channel at rho while the lane
+      // computes, the lane at kappa while the channel is busy.
       double rate = computing ? rho : 1.0;
-      double tc = computing ? computeEnd : kInf;
+      double speed = channelBusy ? kappa : 1.0;
+      double tc = computing ? t + computeLeft / speed : kInf;
       double tch = channelBusy && rate > 0 ? t + remaining / rate : kInf;
       double tn = std::min(tc, tch);
       if (tn == kInf)
         break; // nothing can progress (an invalid plan)
       if (channelBusy)
         remaining -= (tn - t) * rate;
+      if (computing)
+        computeLeft -= (tn - t) * speed;
       t = tn;
       if (channelBusy && tch <= tc) {
         channelBusy = false;
@@ -407,6 +415,9 @@ private:
   const SteadyPlan &plan;
   unsigned K;
   double rho;
+  /// The compute rate beside communication (docs/planner.md), unless the
+  /// profile's layer times were measured beside it already.
+  double kappa;
   std::vector<int> groupOf;
   std::vector<GroupInfo> info;
   std::vector<unsigned> pending, pendingIter;

@@ -21,7 +21,10 @@
 //    channel's thread updates its 1/P shard of the parameters, so the
 //    compute lane applies no update for such a group.
 //  - The channel progresses at `CommModel::overlapRate` while the compute
-//    lane runs a task and at full rate while the lane waits.
+//    lane runs a task and at full rate while the lane waits; the lane runs
+//    at `CommModel::computeRate` while the channel is busy (unless the
+//    profile's times were measured beside communication), as Schedule.h's
+//    simulator does for backward.
 //
 // The figure minimised is the period: the time between consecutive
 // iteration starts once the schedule repeats. A `barrier` plan is today's

@@ -213,6 +213,29 @@ TEST(Steady, LoweredForTheRuntime) {
   EXPECT_FALSE(isSteadyStrategy("oasr"));
 }
 
+TEST(Steady, ComputeRateSlowsForwardBesideCommunication) {
+  // LayerIndexPriorityByHand at compute rate 0.5: in the steady state the
+  // next forward runs beside the previous iteration's allreduces, so the
+  // period grows; one group per layer, barrier or not, never beats the
+  // same plan at full speed.
+  SteadyComm comm = SteadyComm::fromAllreduce(unitModel(1, 1));
+  double fast =
+      simulateSteady(threeLayers(), comm, perLayer(Priority::LayerIndex))
+          .periodUs;
+  comm.allreduce.computeRate = 0.5;
+  double slow =
+      simulateSteady(threeLayers(), comm, perLayer(Priority::LayerIndex))
+          .periodUs;
+  EXPECT_NEAR(fast, 19, 1e-9);
+  EXPECT_GT(slow, fast + 0.5);
+  // Not charged on layer times measured beside communication.
+  Profile beside = threeLayers();
+  beside.computeBesideComm = true;
+  EXPECT_NEAR(
+      simulateSteady(beside, comm, perLayer(Priority::LayerIndex)).periodUs,
+      fast, 1e-9);
+}
+
 TEST(Steady, RandomInstancesAgreeAndRespectTheBound) {
   std::mt19937_64 rng(2024);
   std::uniform_real_distribution<double> unit(0, 1);
@@ -226,6 +249,9 @@ TEST(Steady, RandomInstancesAgreeAndRespectTheBound) {
       ri.comm.groupOverheadUs = 2 * unit(rng);
       ri.comm.packUsPerByte = 1e-3 * unit(rng);
     }
+    // Compute slowed beside communication, in both simulators alike.
+    if (trial % 4 == 3)
+      ri.comm.computeRate = 0.2 + 0.8 * unit(rng);
     SteadyComm comm = SteadyComm::fromAllreduce(ri.comm);
     // One group per layer with gradients, as a plan of both models.
     SteadyPlan steady;

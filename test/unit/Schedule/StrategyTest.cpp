@@ -196,8 +196,8 @@ TEST(Strategy, ComputeRateRefinementNeverLoses) {
     optimal += b <= best * (1 + 1e-9);
     ++trials;
   }
-  // Not a proof: the local search found the optimum on most instances.
-  EXPECT_GE(optimal, trials * 3 / 4) << optimal << " of " << trials;
+  // Not a proof: the local search found the optimum on 166 of 182.
+  EXPECT_GE(optimal, trials * 4 / 5) << optimal << " of " << trials;
 }
 
 TEST(Strategy, ZeroByteGradientsCostNothing) {
