@@ -299,7 +299,20 @@ Plan oasr::schedule::optimalPlanQuadratic(const Profile &profile,
 
 Plan oasr::schedule::oasrPlan(const Profile &profile, const CommModel &comm) {
   Plan exact = solvePruned("oasr", makeDPInput(profile, comm), comm);
-  return refineForComputeRate(profile, comm, std::move(exact));
+  if (comm.computeRate >= 1 || profile.computeBesideComm)
+    return exact;
+  // Under a compute rate below 1 neither DP is exact: refine both the
+  // optimum with the extra costs and the one without (its groups can be
+  // the better start, e.g. one more boundary where compute beside
+  // communication is cheap) and keep the faster, so `oasr` is never
+  // predicted slower than `optimal`.
+  Plan a = refineForComputeRate(profile, comm, std::move(exact));
+  Plan b = refineForComputeRate(profile, comm, optimalPlan(profile, comm));
+  b.strategy = "oasr";
+  return simulate(profile, comm, b).iterationUs <
+                 simulate(profile, comm, a).iterationUs
+             ? b
+             : a;
 }
 
 Plan oasr::schedule::refineForComputeRate(const Profile &profile,

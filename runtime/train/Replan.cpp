@@ -473,6 +473,16 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
   ev.newPredictedUs = timeline.iterationUs;
   ev.newGroups = newPlan.numGroups();
   ev.changed = groupEnds != oldPlan.groupEnds;
+  // A switch must be predicted to gain: under a compute rate below 1 the
+  // strategy's plan is a local optimum and may lose to the groups in place
+  // (the same decision on every rank: agreed profile, model and plan).
+  if (ev.changed && ev.newPredictedUs >= ev.oldPredictedUs) {
+    ev.notFasterGroups = ev.newGroups;
+    ev.notFasterUs = ev.newPredictedUs;
+    ev.changed = false;
+    ev.newGroups = ev.oldGroups;
+    ev.newPredictedUs = ev.oldPredictedUs;
+  }
   const double t1 = nowUs();
   ev.planUs = t1 - t0;
   if (ev.changed)

@@ -43,12 +43,20 @@ std::string formatReplan(const ReplanEvent &ev,
       llvm::formatv("planning {0:f2} ms + switch {1:f2} ms = {2:f2}% of a step",
                     ev.planUs * 1e-3, ev.switchUs * 1e-3,
                     stepUs > 0 ? 100 * costUs / stepUs : 0.0);
-  if (!ev.changed)
-    return head + llvm::formatv(
-                      "kept {0} group(s), predicted {1} per step from "
-                      "this run's measurements ({2}); {3}",
-                      ev.newGroups, formatMs(ev.newPredictedUs), fitted, cost)
-                      .str();
+  if (!ev.changed) {
+    std::string why =
+        ev.notFasterGroups
+            ? llvm::formatv(" (the strategy's {0} group(s): {1}, not faster)",
+                            ev.notFasterGroups, formatMs(ev.notFasterUs))
+                  .str()
+            : "";
+    return head +
+           llvm::formatv("kept {0} group(s){1}, predicted {2} per step from "
+                         "this run's measurements ({3}); {4}",
+                         ev.newGroups, why, formatMs(ev.newPredictedUs), fitted,
+                         cost)
+               .str();
+  }
   return head +
          llvm::formatv("{0} -> {1} group(s), predicted {2} -> {3} per step "
                        "(gain {4}) from this run's measurements ({5}); {6}",

@@ -50,6 +50,10 @@ struct ReplanEvent {
   double endUs = 0; ///< when the new groups were in place
   unsigned oldGroups = 0, newGroups = 0;
   bool changed = false; ///< the plan's groups changed (else none switched)
+  /// The strategy planned other groups, not predicted faster than those in
+  /// place, so they were kept: their count and predicted time (else 0, -1).
+  unsigned notFasterGroups = 0;
+  double notFasterUs = -1;
   /// The old and the new groups under the agreed profile and the fitted
   /// model (microseconds per iteration); their difference is the predicted
   /// gain.

@@ -399,7 +399,8 @@ Plan optimalPlanQuadratic(const Profile &profile, const CommModel &comm);
 /// The `oasr` strategy: the exact minimum under `comm` including its extra
 /// costs (equals `optimalPlan` when `comm` has no extras). Where compute
 /// runs slower beside communication (`comm.computeRate` < 1 on a profile
-/// measured alone), that optimum is then refined by refineForComputeRate.
+/// measured alone), that optimum and `optimalPlan`'s are each refined by
+/// refineForComputeRate and the faster kept (never slower than either).
 Plan oasrPlan(const Profile &profile, const CommModel &comm);
 /// Under a compute rate below 1 (docs/planner.md) the DP's optimum, which
 /// assumes compute at full speed, may put too much communication beside

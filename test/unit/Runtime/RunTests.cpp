@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "oasr/Runtime/Report.h"
 #include "oasr/Runtime/Run.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -402,6 +403,36 @@ TEST(Replan, ComputeRateFromTheAloneStep) {
             "too little compute beside communication: 2 us of 100 us of "
             "backward");
   EXPECT_FALSE(bool(computeRateFrom({0, 0, 0})));
+}
+
+TEST(Replan, LineSaysWhyTheGroupsWereKept) {
+  // The emulated cluster's third round: the strategy's plan under the
+  // measured compute rate was predicted slower than the groups in place.
+  ReplanEvent ev;
+  ev.step = 5;
+  ev.oldGroups = ev.newGroups = 39;
+  ev.notFasterGroups = 3;
+  ev.notFasterUs = 2259431;
+  ev.oldPredictedUs = ev.newPredictedUs = 2254947;
+  ev.comm = oasr::schedule::CommModel::alphaBeta(2.98e-4, 4.35e-8);
+  ev.jobs = 156;
+  ev.sizes = 39;
+  ev.computeRateMeasured = true;
+  ev.computeRate = 0.67;
+  ev.aloneStep = 5;
+  ev.planUs = 1590;
+  std::string line = formatReplan(ev, {2250000.0});
+  EXPECT_NE(line.find("replan after step 5: kept 39 group(s) (the "
+                      "strategy's 3 group(s): 2259.431 ms, not faster), "
+                      "predicted 2254.947 ms per step"),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find("; compute beside an allreduce at 0.67 of its speed in "
+                      "step 5, whose allreduces waited for the end of "
+                      "backward); planning 1.59 ms + switch 0.00 ms = 0.07% "
+                      "of a step"),
+            std::string::npos)
+      << line;
 }
 
 } // namespace

@@ -176,6 +176,12 @@ TEST(Strategy, ComputeRateRefinementNeverLoses) {
       continue;
     Plan exact = optimalPlan(in.profile, in.comm);
     Plan refined = refineForComputeRate(in.profile, in.comm, exact);
+    // `oasr` is never predicted slower than `optimal` or its refinement.
+    double oasrUs = simulate(in.profile, in.comm, oasrPlan(in.profile, in.comm))
+                        .iterationUs;
+    EXPECT_LE(oasrUs,
+              simulate(in.profile, in.comm, refined).iterationUs * (1 + 1e-12))
+        << "trial " << trial;
     ASSERT_FALSE(verifyPlan(refined, n));
     double a = simulate(in.profile, in.comm, exact).iterationUs;
     double b = simulate(in.profile, in.comm, refined).iterationUs;
