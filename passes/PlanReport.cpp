@@ -101,6 +101,22 @@ void PlanReportPass::runOnOperation() {
   }
   sched::Timeline t = sched::simulate(profile, cm, plan);
   double bound = sched::lowerBoundUs(profile, cm);
+  // A steady-state plan (docs/runtime.md, "Steady-state plans"): its
+  // predicted time is the steady-state model's period; the timeline and
+  // bound below are the backward-only model's for the same groups.
+  auto steady = planAttr.getAs<DictionaryAttr>("steady");
+  double periodUs = -1;
+  bool forwardWaits = false;
+  int64_t pieces = 0;
+  if (steady) {
+    if (auto p = planAttr.getAs<FloatAttr>("predicted_iteration_us"))
+      periodUs = p.getValueAsDouble();
+    if (auto w = steady.getAs<BoolAttr>("forward_waits"))
+      forwardWaits = w.getValue();
+    if (auto p = steady.getAs<DenseI64ArrayAttr>("pieces"))
+      for (int64_t v : p.asArrayRef())
+        pieces += v;
+  }
 
   numGroups = plan.numGroups();
   numGrads = order.size();
@@ -152,6 +168,12 @@ void PlanReportPass::runOnOperation() {
         {"lower_bound_us", timed(bound)},
         {"num_groups", int64_t(plan.numGroups())},
         {"groups", std::move(groups)}};
+    if (steady)
+      doc["steady"] = llvm::json::Object{
+          {"period_us", periodUs >= 0 ? llvm::json::Value(periodUs)
+                                      : llvm::json::Value(nullptr)},
+          {"forward_waits", forwardWaits},
+          {"pieces", pieces}};
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(doc))) << "\n";
     file->keep();
     return;
@@ -181,6 +203,15 @@ void PlanReportPass::runOnOperation() {
         bound, bound > 0 ? 100.0 * (t.iterationUs - bound) / bound : 0.0,
         t.nonOverlappedCommUs, 100.0 * t.overlapRatio);
   }
+  if (steady)
+    os << llvm::formatv(
+        "steady-state step: period {0:f3} us ({1}, {2} allreduce(s) in the "
+        "plan's order); the timeline above is the same groups' backward-only "
+        "one\n",
+        periodUs,
+        forwardWaits ? "the next forward waits per layer"
+                     : "the next forward waits for every group",
+        pieces);
   os << llvm::formatv("{0,5} {1,6} {2,12} {3,12} {4,12} {5,12} {6,12}  {7}\n",
                       "group", "grads", "bytes", "buffer", "ready_us",
                       "start_us", "end_us", "after node -> gradients");

@@ -3,6 +3,7 @@
 #include "oasr/Runtime/Report.h"
 #include "oasr/Runtime/Training.h"
 #include "oasr/Schedule/Schedule.h"
+#include "oasr/Schedule/Steady.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -885,7 +886,38 @@ static double replay(Executor &exec, const schedule::Profile &profile) {
   comm.overlapRate = exec.planOverlapRate();
   // The compute rate stays 1: the layer times measured in this run already
   // ran beside whatever communication the plan put beside them.
-  return schedule::simulate(profile, comm, plan).iterationUs;
+  const SteadyExecution &st = exec.steady();
+  if (st.order.empty())
+    return schedule::simulate(profile, comm, plan).iterationUs;
+  // A steady-state plan: its own model (the groups back in forward order,
+  // as layer ranges; the order is layer-index priority unless it is the
+  // ready order).
+  std::vector<schedule::ReadyGrad> ready = schedule::readyOrder(profile);
+  schedule::SteadyPlan sp;
+  sp.strategy = "replay";
+  sp.barrier = !st.forwardWaits;
+  std::vector<std::pair<unsigned, unsigned>> readyOrder;
+  for (unsigned g = 0; g < plan.numGroups(); ++g) {
+    schedule::SteadyGroup sg;
+    sg.firstLayer = ~0u;
+    for (unsigned i = plan.groupBegin(g); i < plan.groupEnds[g]; ++i) {
+      sg.firstLayer = std::min(sg.firstLayer, ready[i].layer);
+      sg.lastLayer = std::max(sg.lastLayer, ready[i].layer);
+    }
+    sg.pieces = g < st.pieces.size() ? st.pieces[g] : 1;
+    sp.groups.insert(sp.groups.begin(), sg);
+    for (unsigned p = 0; p < sg.pieces; ++p)
+      readyOrder.push_back({g, p});
+  }
+  sp.priority = st.order == readyOrder ? schedule::Priority::ReadyOrder
+                                       : schedule::Priority::LayerIndex;
+  if (auto err = schedule::verifySteadyPlan(sp, profile)) {
+    llvm::consumeError(std::move(err));
+    return -1;
+  }
+  return schedule::simulateSteady(profile,
+                                  schedule::SteadyComm::fromAllreduce(comm), sp)
+      .periodUs;
 }
 
 //===----------------------------------------------------------------------===//

@@ -7,6 +7,8 @@
 // RUN: oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost=profile=%S/Inputs/mlp3.profile.json --oasr-plan-allreduce="strategy=bytescheduler:200000 alpha=1e-4 beta=1e-9" | FileCheck %s --check-prefix=BS
 // RUN: oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost=profile=%S/Inputs/mlp3.profile.json --oasr-plan-allreduce="strategy=oasr-barrier alpha=1e-4 beta=1e-9" | FileCheck %s --check-prefix=BARRIER
 // RUN: oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost=profile=%S/Inputs/mlp3.profile.json --oasr-plan-allreduce="strategy=oasr-step alpha=1e-4 beta=1e-9" | FileCheck %s --check-prefix=STEP
+// RUN: oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost=profile=%S/Inputs/mlp3.profile.json --oasr-plan-allreduce="strategy=bytescheduler:200000 alpha=1e-4 beta=1e-9" --oasr-plan-report -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost=profile=%S/Inputs/mlp3.profile.json --oasr-plan-allreduce="strategy=bytescheduler:200000 alpha=1e-4 beta=1e-9" --oasr-plan-report=format=json -o /dev/null | FileCheck %s --check-prefix=JSON
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost=profile=%S/Inputs/mlp3.profile.json --oasr-plan-allreduce="strategy=dear alpha=1e-4 beta=1e-9" 2>&1 | FileCheck %s --check-prefix=DEAR
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost=profile=%S/Inputs/mlp3.profile.json --oasr-plan-allreduce="strategy=fastest alpha=1e-4 beta=1e-9" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 
@@ -26,6 +28,14 @@
 // oasr-step: the best plan found, with allreduces only (what the runtime
 // runs); here fc2 in 2 pieces, layer-index order.
 // STEP: steady = {forward_waits = true, order = array<i64: 0, 0, 1, 0, 2, 0, 1, 1>, pieces = array<i64: 1, 2, 1>}, strategy = "oasr-step"
+
+// The report says the predicted time is the steady-state period.
+// REPORT: oasr plan: model 'mlp3', strategy bytescheduler:200000, 3 groups
+// REPORT: steady-state step: period 3422.61{{[0-9]*}} us (the next forward waits per layer, 10 allreduce(s) in the plan's order); the timeline above is the same groups' backward-only one
+// JSON: "steady": {
+// JSON-NEXT: "forward_waits": true,
+// JSON-NEXT: "period_us": 3422.61
+// JSON-NEXT: "pieces": 10
 
 // DEAR: error: strategy 'dear' reduce-scatters and all-gathers; the runtime runs allreduce plans only (oasr-plan --steady scores it)
 // UNKNOWN: error: unknown strategy 'fastest' (expected one of wfbp, single, ddp, horovod, mgwfbp, optimal, oasr, bucket:<bytes>), or a steady-state strategy (oasr-step, oasr-barrier, bytescheduler[:<bytes>])
