@@ -83,6 +83,14 @@ schedule::Profile measuredProfile(const Executor &exec,
   return p;
 }
 
+double median(std::vector<double> v) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
 bool besideCommunication(const Executor &exec, int ranks) {
   return ranks > 1 && exec.groups().size() > 1;
 }
@@ -310,11 +318,7 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
     column.clear();
     for (const std::vector<double> &t : stepUs)
       column.push_back(t[k]);
-    std::sort(column.begin(), column.end());
-    size_t m = column.size();
-    if (m)
-      mean[k] =
-          m % 2 ? column[m / 2] : 0.5 * (column[m / 2 - 1] + column[m / 2]);
+    mean[k] = median(column);
     beside[k] = besideUs[k] / steps1;
   }
   ev.aloneStep = aloneMeasured ? stepsDone : 0;

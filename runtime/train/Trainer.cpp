@@ -924,15 +924,6 @@ static double replay(Executor &exec, const schedule::Profile &profile) {
 // The loop
 //===----------------------------------------------------------------------===//
 
-/// The median of `v` (0 when empty).
-static double median(std::vector<double> v) {
-  if (v.empty())
-    return 0;
-  std::sort(v.begin(), v.end());
-  size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
-
 static std::string formatDuration(double s) {
   char buf[32];
   if (s < 60)

@@ -92,6 +92,10 @@ schedule::Profile measuredProfile(const Executor &exec,
                                   double forwardUs, double updateUs,
                                   llvm::StringRef source);
 
+/// The median of `v` (the mean of the middle two for an even count; 0 when
+/// empty).
+double median(std::vector<double> v);
+
 /// Whether a run's measured layer times ran beside its communication: with
 /// more than one rank and more than one group, the allreduces of all but
 /// the last group overlap backward by design (Profile::computeBesideComm).
