@@ -195,7 +195,10 @@ void PlanAllreducePass::runOnOperation() {
     if (!steady)
       return sched::makePlan(strategy, profile, model);
     sched::SteadyComm sc = sched::SteadyComm::fromAllreduce(model);
-    sc.allowReduceScatter = false;
+    // The runtime reduce-scatters f32 gradients only, and updates on the
+    // compute lane after the all-gather (DeAR's form).
+    sc.allowReduceScatter = !wireType;
+    sc.shardUpdate = false;
     auto sp = sched::makeSteadyPlan(strategy, profile, sc);
     if (!sp)
       return sp.takeError();
@@ -275,9 +278,11 @@ void PlanAllreducePass::runOnOperation() {
   if (lowered) {
     // The steady step: the period is the predicted time per step.
     SmallVector<int64_t> pieces(lowered->pieces.begin(), lowered->pieces.end());
+    SmallVector<int64_t> scatter(lowered->scatter.begin(),
+                                 lowered->scatter.end());
     SmallVector<int64_t> order;
-    for (auto [g, p] : lowered->order)
-      order.append({int64_t(g), int64_t(p)});
+    for (const sched::LoweredUnit &u : lowered->order)
+      order.append({int64_t(u.group), int64_t(u.piece), int64_t(u.gather)});
     for (NamedAttribute &a : planAttrs)
       if (a.getName() == "predicted_iteration_us")
         a.setValue(b.getF64FloatAttr(lowered->periodUs));
@@ -287,6 +292,7 @@ void PlanAllreducePass::runOnOperation() {
             {b.getNamedAttr("forward_waits",
                             b.getBoolAttr(lowered->forwardWaits)),
              b.getNamedAttr("pieces", b.getDenseI64ArrayAttr(pieces)),
+             b.getNamedAttr("scatter", b.getDenseI64ArrayAttr(scatter)),
              b.getNamedAttr("order", b.getDenseI64ArrayAttr(order))})));
     predictedUs = uint64_t(std::llround(lowered->periodUs));
   }

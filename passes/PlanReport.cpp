@@ -107,15 +107,18 @@ void PlanReportPass::runOnOperation() {
   auto steady = planAttr.getAs<DictionaryAttr>("steady");
   double periodUs = -1;
   bool forwardWaits = false;
-  int64_t pieces = 0;
+  int64_t pieces = 0, scattered = 0;
   if (steady) {
     if (auto p = planAttr.getAs<FloatAttr>("predicted_iteration_us"))
       periodUs = p.getValueAsDouble();
     if (auto w = steady.getAs<BoolAttr>("forward_waits"))
       forwardWaits = w.getValue();
+    auto sc = steady.getAs<DenseI64ArrayAttr>("scatter");
     if (auto p = steady.getAs<DenseI64ArrayAttr>("pieces"))
-      for (int64_t v : p.asArrayRef())
-        pieces += v;
+      for (auto [g, v] : llvm::enumerate(p.asArrayRef())) {
+        bool rs = sc && g < sc.asArrayRef().size() && sc.asArrayRef()[g];
+        (rs ? scattered : pieces) += v;
+      }
   }
 
   numGroups = plan.numGroups();
@@ -173,7 +176,8 @@ void PlanReportPass::runOnOperation() {
           {"period_us", periodUs >= 0 ? llvm::json::Value(periodUs)
                                       : llvm::json::Value(nullptr)},
           {"forward_waits", forwardWaits},
-          {"pieces", pieces}};
+          {"pieces", pieces + scattered},
+          {"reduce_scatters", scattered}};
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(doc))) << "\n";
     file->keep();
     return;
@@ -205,13 +209,18 @@ void PlanReportPass::runOnOperation() {
   }
   if (steady)
     os << llvm::formatv(
-        "steady-state step: period {0:f3} us ({1}, {2} allreduce(s) in the "
-        "plan's order); the timeline above is the same groups' backward-only "
-        "one\n",
+        "steady-state step: period {0:f3} us ({1}, {2} allreduce(s){3} in "
+        "the plan's order); the timeline above is the same groups' "
+        "backward-only one\n",
         periodUs,
         forwardWaits ? "the next forward waits per layer"
                      : "the next forward waits for every group",
-        pieces);
+        pieces,
+        scattered ? llvm::formatv(" and {0} reduce-scatter(s) with their "
+                                  "all-gather(s)",
+                                  scattered)
+                        .str()
+                  : std::string());
   os << llvm::formatv("{0,5} {1,6} {2,12} {3,12} {4,12} {5,12} {6,12}  {7}\n",
                       "group", "grads", "bytes", "buffer", "ready_us",
                       "start_us", "end_us", "after node -> gradients");

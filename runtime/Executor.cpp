@@ -106,6 +106,7 @@ struct GroupBuf {
   size_t bytes = 0;
   void *ptr = nullptr;
   DType dtype = DType::F32;
+  void *shard = nullptr; ///< a reduce-scatter group's block of this rank
 };
 
 /// Where one gradient (in communication order) lives in the fused groups:
@@ -130,6 +131,10 @@ struct Executor::Impl {
   /// lays the new groups out in the same memory (no allocation, no page
   /// faults in the next step).
   void *gradSlab = nullptr;
+  /// The reduce-scatter groups' shards, back to back; the ranks they are
+  /// scattered over.
+  void *shardSlab = nullptr;
+  int ranks = 1;
   size_t gradSlabBytes = 0;
   /// The 16-bit copy of a group on its way over the wire (bf16/f16), as
   /// large as the largest group; groups take turns on the one
@@ -193,6 +198,8 @@ struct Executor::Impl {
         backend->deallocate(p.ptr);
     if (gradSlab)
       backend->deallocate(gradSlab);
+    if (shardSlab)
+      backend->deallocate(shardSlab);
     if (wireSlab)
       backend->deallocate(wireSlab);
   }
@@ -528,6 +535,7 @@ public:
         exec(new Executor()), I(*exec->impl) {
     I.backend = &backend;
     I.hostMemory = std::string(backend.name()) == "cpu";
+    I.ranks = std::max(options.ranks, 1);
   }
 
   llvm::Expected<std::unique_ptr<Executor>> build() {
@@ -617,15 +625,20 @@ private:
         if (auto p = st.getAs<DenseI64ArrayAttr>("pieces"))
           for (int64_t v : p.asArrayRef())
             se.pieces.push_back(unsigned(std::clamp<int64_t>(v, 0, 1 << 20)));
+        if (auto p = st.getAs<DenseI64ArrayAttr>("scatter"))
+          for (int64_t v : p.asArrayRef())
+            se.scatter.push_back(v != 0);
         if (auto o = st.getAs<DenseI64ArrayAttr>("order")) {
           llvm::ArrayRef<int64_t> v = o.asArrayRef();
-          if (v.size() % 2)
+          if (v.size() % 3)
             return llvm::createStringError(
                 llvm::inconvertibleErrorCode(),
-                "oasr.plan's steady 'order' must hold (group, piece) pairs");
-          for (size_t k = 0; k + 1 < v.size(); k += 2)
+                "oasr.plan's steady 'order' must hold (group, piece, "
+                "all-gather) triples");
+          for (size_t k = 0; k + 2 < v.size(); k += 3)
             se.order.push_back({unsigned(std::max<int64_t>(v[k], 0)),
-                                unsigned(std::max<int64_t>(v[k + 1], 0))});
+                                unsigned(std::max<int64_t>(v[k + 1], 0)),
+                                v[k + 2] != 0});
         }
       }
     }
@@ -1320,7 +1333,7 @@ private:
       exec->memStats.persistentBytes += p.desc.bytes();
     }
     for (PendingGroup &g : groups)
-      I.gradSlabBytes += alignUp(std::max<size_t>(g.bytes, 4));
+      I.gradSlabBytes += groupBufferBytes(g.index, g.bytes);
     if (I.gradSlabBytes) {
       I.gradSlab = I.zeroedBuffer(I.gradSlabBytes);
       if (!I.gradSlab)
@@ -1330,11 +1343,31 @@ private:
     }
     for (PendingGroup &g : groups) {
       GroupBuf b;
-      b.bytes = alignUp(std::max<size_t>(g.bytes, 4));
+      b.bytes = groupBufferBytes(g.index, g.bytes);
       b.dtype = I.values[g.grads[0]].desc.dtype;
       b.ptr = static_cast<char *>(I.gradSlab) + exec->memStats.gradBytes;
       exec->memStats.gradBytes += b.bytes;
       I.groupBufs.push_back(b);
+    }
+    // Each reduce-scatter group's shard: 1/ranks of its buffer.
+    size_t shardBytes = 0;
+    for (size_t g = 0; g < I.groupBufs.size(); ++g)
+      if (scatters(unsigned(g)))
+        shardBytes += I.groupBufs[g].bytes / size_t(I.ranks);
+    if (shardBytes) {
+      I.shardSlab = I.zeroedBuffer(shardBytes);
+      if (!I.shardSlab)
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            "cannot allocate %zu bytes for the reduce-scatter shards",
+            shardBytes);
+      size_t at = 0;
+      for (size_t g = 0; g < I.groupBufs.size(); ++g)
+        if (scatters(unsigned(g))) {
+          I.groupBufs[g].shard = static_cast<char *>(I.shardSlab) + at;
+          at += I.groupBufs[g].bytes / size_t(I.ranks);
+        }
+      exec->memStats.gradBytes += shardBytes;
     }
     if (size_t w = Impl::wireBytesFor(exec->wire, I.groupBufs)) {
       if (!I.reserveWire(w))
@@ -1442,6 +1475,10 @@ private:
       gg.layer = g.layer;
       gg.wire = exec->wire;
       gg.wireScratch = exec->wire == GradWire::F32 ? nullptr : I.wireSlab;
+      if (scatters(g.index)) {
+        gg.scatterRanks = unsigned(I.ranks);
+        gg.shard = I.groupBufs[g.index].shard;
+      }
       exec->gradGroups.push_back(std::move(gg));
       I.gradSlots.insert(I.gradSlots.end(), g.slots.begin(), g.slots.end());
     }
@@ -1463,6 +1500,18 @@ private:
     return checkSteady();
   }
 
+  /// Whether group `g` reduce-scatters (the plan's steady `scatter`).
+  bool scatters(unsigned g) const {
+    const std::vector<uint8_t> &s = exec->steadyExec.scatter;
+    return g < s.size() && s[g];
+  }
+  /// A group buffer's bytes: 64-byte aligned; a reduce-scatter group's
+  /// padded to 16 x ranks f32 elements, so each rank's block is whole.
+  size_t groupBufferBytes(unsigned g, size_t bytes) const {
+    size_t unit = kAlign * (scatters(g) ? size_t(I.ranks) : 1);
+    return (std::max<size_t>(bytes, 4) + unit - 1) / unit * unit;
+  }
+
   /// A steady plan's pieces and order must fit the groups; per-layer
   /// forward waits need the updates at the end of the step.
   llvm::Error checkSteady() {
@@ -1472,11 +1521,26 @@ private:
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "oasr.plan's steady execution: " + why);
     };
-    if (se.pieces.empty() && se.order.empty() && !se.forwardWaits)
+    if (se.pieces.empty() && se.order.empty() && !se.forwardWaits &&
+        se.scatter.empty())
       return llvm::Error::success();
     if (se.pieces.size() != G)
       return bad(llvm::formatv("{0} piece count(s) for {1} group(s)",
                                se.pieces.size(), G));
+    if (se.scatter.empty())
+      se.scatter.assign(G, 0);
+    if (se.scatter.size() != G)
+      return bad(llvm::formatv("{0} collective form(s) for {1} group(s)",
+                               se.scatter.size(), G));
+    if (se.hasScatter() && exec->wire != GradWire::F32)
+      return bad(llvm::formatv("reduce-scatter groups travel in f32; the "
+                               "plan sends gradients as {0}",
+                               gradWireName(exec->wire)));
+    for (size_t g = 0; g < G; ++g)
+      if (se.scatter[g] && I.groupBufs[g].dtype != DType::F32)
+        return bad(llvm::formatv("group {0} reduce-scatters {1} gradients; "
+                                 "only f32 ones are",
+                                 g, dtypeName(I.groupBufs[g].dtype)));
     std::set<std::pair<unsigned, unsigned>> seen;
     size_t units = 0;
     for (unsigned p : se.pieces) {
@@ -1484,11 +1548,24 @@ private:
         return bad("a group is cut into 0 pieces");
       units += p;
     }
-    for (auto [g, p] : se.order)
-      if (g >= G || p >= se.pieces[g] || !seen.insert({g, p}).second)
-        return bad(llvm::formatv("the order names group {0} piece {1} "
-                                 "twice or out of range",
-                                 g, p));
+    std::set<std::pair<unsigned, unsigned>> gathered;
+    for (const SteadyExecution::Unit &u : se.order) {
+      if (u.group >= G || u.piece >= se.pieces[u.group] ||
+          (u.gather && !se.scatter[u.group]) ||
+          (u.gather && !seen.count({u.group, u.piece})) ||
+          !(u.gather ? gathered : seen).insert({u.group, u.piece}).second)
+        return bad(llvm::formatv("the order names group {0} piece {1}{2} "
+                                 "twice, out of range or before its "
+                                 "reduce-scatter",
+                                 u.group, u.piece,
+                                 u.gather ? " (all-gather)" : ""));
+    }
+    size_t gathers = 0;
+    for (size_t g = 0; g < G; ++g)
+      gathers += se.scatter[g] ? se.pieces[g] : 0;
+    if (gathered.size() != gathers)
+      return bad(llvm::formatv("the order has {0} of the {1} all-gathers",
+                               gathered.size(), gathers));
     if (seen.size() != units)
       return bad(llvm::formatv("the order has {0} of the {1} pieces",
                                seen.size(), units));
@@ -1624,6 +1701,16 @@ static void hostUpdate(const Instr &u, int64_t t) {
     nh[i] = hi;
     np[i] = keep * (p[i] - r * vi / (std::sqrt(hi) + eps));
   }
+}
+
+std::pair<size_t, size_t> pieceSpan(const GradGroup &g, unsigned piece,
+                                    unsigned pieces) {
+  size_t total = size_t(g.buffer.numel());
+  size_t unit = g.scatterRanks ? kAlign / sizeof(float) * g.scatterRanks : 1;
+  pieces = std::max(pieces, 1u);
+  size_t each = total / unit / pieces * unit;
+  size_t first = each * piece;
+  return {first, piece + 1 == pieces ? total - first : each};
 }
 
 void Executor::completeUpdates(StepHooks &hooks) {
@@ -1844,6 +1931,8 @@ llvm::Error Executor::regroup(llvm::ArrayRef<unsigned> groupEnds) {
                   "gradients");
   if (n && (groupEnds.empty() || groupEnds.back() != n))
     return fail("the groups must cover every gradient");
+  if (steadyExec.hasScatter())
+    return fail("the plan reduce-scatters; its groups are not regrouped");
 
   // Layout: each new group one buffer, gradients in order, 64-byte aligned,
   // the buffers back to back in the gradient slab.

@@ -232,7 +232,8 @@ public:
       for (unsigned l = 0; l < n; ++l) {
         bool updatesHere =
             !plan.barrier && groupOf[l] >= 0 &&
-            plan.groups[unsigned(groupOf[l])].form == Collective::AllReduce;
+            (plan.groups[unsigned(groupOf[l])].form == Collective::AllReduce ||
+             !comm.shardUpdate);
         tasks.push_back({Task::Forward, l,
                          L.fwd[l] + (updatesHere && i > 0 ? L.upd[l] : 0.0)});
         taskIter.push_back(i);
@@ -394,11 +395,14 @@ private:
     u.endUs = t;
     const SteadyGroup &g = plan.groups[u.group];
     if (g.form == Collective::ReduceScatterAllGather && !u.gather) {
-      // The shard update on the channel's thread, then the all-gather.
+      // The shard update on the channel's thread (unless the compute lane
+      // updates after the all-gather), then the all-gather.
       const GroupInfo &gi = info[u.group];
-      double shard =
-          gi.updateUs / double(std::max(comm.ranks, 1)) *
-          (gi.bytes ? double(u.bytes) / double(gi.bytes) : 1.0 / g.pieces);
+      double shard = !comm.shardUpdate
+                         ? 0.0
+                         : gi.updateUs / double(std::max(comm.ranks, 1)) *
+                               (gi.bytes ? double(u.bytes) / double(gi.bytes)
+                                         : 1.0 / g.pieces);
       Unit gather = u;
       gather.gather = true;
       gather.workUs =
@@ -476,7 +480,8 @@ double oasr::schedule::steadyLowerBoundUs(const Profile &profile,
     return lb;
   }
   // Plans that choose the form per group: a layer's update runs on the
-  // compute lane (allreduce) or as a 1/P shard on the channel (RS/AG).
+  // compute lane (allreduce) or as a 1/P shard on the channel (RS/AG; with
+  // `shardUpdate` off on the lane after the all-gather, as an allreduce's).
   // Each term below takes the cheaper choice per layer, so it holds for
   // every mix:
   //  - the lane runs forward and backward at least: F + B;
@@ -498,15 +503,16 @@ double oasr::schedule::steadyLowerBoundUs(const Profile &profile,
       work += std::min(
           ar.betaUsPerByte() * double(L.bytes[l]) + (1 - rho) * L.upd[l],
           (rs.betaUsPerByte() + ag.betaUsPerByte()) * double(L.bytes[l]) +
-              L.upd[l] / P);
+              (comm.shardUpdate ? L.upd[l] / P : (1 - rho) * L.upd[l]));
     lb = std::max(lb, work);
   }
   double slack = 0;
   for (size_t l = 0; l < L.size(); ++l) {
     if (L.bytes[l]) {
       double viaAllreduce = L.upd[l] + cost(ar, L.bytes[l]);
-      double viaShards =
-          cost(rs, L.bytes[l]) + L.upd[l] / P + cost(ag, L.bytes[l]);
+      double viaShards = cost(rs, L.bytes[l]) +
+                         (comm.shardUpdate ? L.upd[l] / P : L.upd[l]) +
+                         cost(ag, L.bytes[l]);
       lb = std::max(lb, F + B +
                             std::max(0.0, std::min(viaAllreduce, viaShards) -
                                               rho * slack));
@@ -758,11 +764,13 @@ oasr::schedule::lowerSteadyPlan(const SteadyPlan &plan, const Profile &profile,
     return std::move(e);
   const unsigned G = plan.groups.size();
   for (unsigned k = 0; k < G; ++k)
-    if (plan.groups[k].form != Collective::AllReduce)
+    if (plan.groups[k].form != Collective::AllReduce && comm.shardUpdate)
       return createStringError(
           inconvertibleErrorCode(),
-          formatv("{0}: group {1} (layers {2}-{3}) reduce-scatters and "
-                  "all-gathers; the runtime runs allreduce plans only",
+          formatv("{0}: group {1} (layers {2}-{3}) updates its shard between "
+                  "the reduce-scatter and the all-gather; the runtime "
+                  "all-gathers gradients and updates on the compute lane "
+                  "(plan with SteadyComm::shardUpdate off)",
                   plan.strategy, k, plan.groups[k].firstLayer,
                   plan.groups[k].lastLayer)
               .str());
@@ -779,6 +787,7 @@ oasr::schedule::lowerSteadyPlan(const SteadyPlan &plan, const Profile &profile,
       ++at;
     out.plan.groupEnds.push_back(at);
     out.pieces.push_back(g.pieces);
+    out.scatter.push_back(g.form == Collective::ReduceScatterAllGather);
   }
   if (at != ready.size())
     return createStringError(inconvertibleErrorCode(),
@@ -787,12 +796,13 @@ oasr::schedule::lowerSteadyPlan(const SteadyPlan &plan, const Profile &profile,
                                  "ready order");
   SteadyTimeline tl = simulateSteady(profile, comm, plan);
   out.periodUs = tl.periodUs;
-  std::vector<std::tuple<double, unsigned, unsigned>> starts;
+  // Start order; a unit's reduce-scatter starts before its all-gather.
+  std::vector<std::tuple<double, bool, unsigned, unsigned>> starts;
   for (const UnitTiming &u : tl.units)
-    starts.push_back({u.startUs, G - 1 - u.group, u.piece});
+    starts.push_back({u.startUs, u.gather, G - 1 - u.group, u.piece});
   std::sort(starts.begin(), starts.end());
-  for (auto [t, g, p] : starts)
-    out.order.push_back({g, p});
+  for (auto [t, gather, g, p] : starts)
+    out.order.push_back({g, p, gather});
   return out;
 }
 
@@ -833,8 +843,8 @@ Expected<SteadyPlan> oasr::schedule::makeSteadyPlan(StringRef strategy,
       return createStringError(
           inconvertibleErrorCode(),
           "strategy '" + strategy +
-              "' reduce-scatters and all-gathers; the runtime runs "
-              "allreduce plans only (oasr-plan --steady scores it)");
+              "' reduce-scatters and all-gathers, which this plan may not "
+              "(gradients sent as bf16/f16 are allreduced only)");
     auto cap = sizeArg(strategy, "dear", 25ull << 20);
     if (!cap)
       return cap.takeError();

@@ -115,15 +115,15 @@ public:
     done(ncclSuccess, "ncclAllReduce");
   }
   void reduceScatterAverage(const float *send, float *recv, size_t n) override {
-    // After all compute so far: no executor issues these yet, so no
-    // markComputeReady pairs with them.
-    afterCompute();
+    // A reduce-scatter of gradients pairs with a markComputeReady, as an
+    // allreduce does; the all-gather after it reads the shard on this
+    // stream and pairs with none.
+    afterMarkedCompute();
     done(ncclReduceScatter(send, recv, n, ncclFloat32, ncclAvg, comm,
                            commStream),
          "ncclReduceScatter");
   }
   void allGather(const float *send, float *recv, size_t n) override {
-    afterCompute();
     done(ncclAllGather(send, recv, n, ncclFloat32, comm, commStream),
          "ncclAllGather");
   }

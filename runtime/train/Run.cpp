@@ -400,6 +400,7 @@ void Run::loadModel() {
     }
     ExecutorOptions eo;
     eo.seed = o.seed;
+    eo.ranks = size;
     eo.lrOverride = o.lr.value_or(-1);
     auto created = Executor::create(*module.module, *backend, eo);
     if (!created)
@@ -581,15 +582,22 @@ void Run::describe() {
       m.gradBytes / 1048576.0);
   const SteadyExecution &st = exec->steady();
   if (!st.order.empty()) {
-    unsigned pieces = 0;
-    for (unsigned p : st.pieces)
-      pieces += p;
-    std::printf("oasr-run: steady-state step: %s, %u allreduce(s) per step "
-                "in the plan's order\n",
+    unsigned allreduces = 0, scatters = 0;
+    for (const SteadyExecution::Unit &u : st.order)
+      if (!u.gather)
+        (st.scatter[u.group] ? scatters : allreduces) += 1;
+    std::string units = llvm::formatv("{0} allreduce(s)", allreduces).str();
+    if (scatters)
+      units += llvm::formatv(" and {0} reduce-scatter(s) with their "
+                             "all-gather(s)",
+                             scatters)
+                   .str();
+    std::printf("oasr-run: steady-state step: %s, %s per step in the plan's "
+                "order\n",
                 st.forwardWaits ? "the next forward waits per layer, each "
                                   "group's update right before it"
                                 : "the next forward waits for every group",
-                pieces);
+                units.c_str());
   }
   std::fflush(stdout);
 }

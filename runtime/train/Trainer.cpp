@@ -41,6 +41,9 @@ static int64_t steadyNs() {
 /// parameter-server round trip) in the CommEngine's event log; allreduces of
 /// gradient groups use the group's index.
 static constexpr uint32_t kExchangeJob = 0xFFFFFFFFu;
+/// Set in the tag of a reduce-scatter group's all-gather (the group's id in
+/// the other bits), so traces tell the two halves apart.
+static constexpr uint32_t kGatherJobBit = 0x40000000u;
 
 /// All ranks start from rank 0's weights and state, whatever each loaded.
 static void broadcastPersistent(Executor &exec, CommEngine &engine) {
@@ -90,22 +93,20 @@ public:
       held.push_back(group);
       return;
     }
-    // On the compute thread: mark where the group's gradients end on the
-    // device before the job reaches the communication thread.
-    engine.communicator().markComputeReady();
     const auto &order = exec.steady().order;
     if (order.empty()) {
-      enqueue(group, 0, 1);
+      enqueue(group, 0, 1, false);
       return;
     }
     // A steady plan's fixed order (the same on every rank): the units up to
-    // the first whose group is not ready yet.
+    // the first whose group is not ready yet. A group's all-gather follows
+    // its reduce-scatter on the one communication thread.
     if (ready.size() != exec.groups().size())
       ready.assign(exec.groups().size(), 0);
     ready[group] = 1;
-    while (next < order.size() && ready[order[next].first]) {
-      auto [g, piece] = order[next++];
-      enqueue(g, piece, exec.steady().pieces[g]);
+    while (next < order.size() && ready[order[next].group]) {
+      const SteadyExecution::Unit &u = order[next++];
+      enqueue(u.group, u.piece, exec.steady().pieces[u.group], u.gather);
     }
     if (next == order.size()) {
       next = 0;
@@ -116,9 +117,8 @@ public:
     if (!held.empty()) {
       // Held until now (holdCommunication): every group ready so far, in
       // the order they became ready.
-      engine.communicator().markComputeReady();
       for (unsigned g : held)
-        enqueue(g, 0, 1);
+        enqueue(g, 0, 1, false);
       held.clear();
     }
     int64_t t0 = steadyNs();
@@ -127,25 +127,46 @@ public:
   }
 
 private:
-  /// Piece `piece` of `pieces` equal parts of the group (the last takes the
-  /// rest); the group's job is its last piece (jobs run in queue order).
-  void enqueue(unsigned group, unsigned piece, unsigned pieces) {
+  /// Piece `piece` of `pieces` parts of the group (pieceSpan): its
+  /// allreduce; for a reduce-scatter group, its reduce-scatter into the
+  /// shard or (`gather`) the all-gather of the averaged shards back into
+  /// the buffer. The group's job is its last unit (jobs run in queue
+  /// order).
+  void enqueue(unsigned group, unsigned piece, unsigned pieces, bool gather) {
     const GradGroup &g = exec.groups()[group];
     DType dtype = g.buffer.desc.dtype;
-    size_t total = size_t(g.buffer.numel()), each = total / pieces;
-    size_t count = piece + 1 == pieces ? total - each * piece : each;
-    void *data =
-        static_cast<char *>(g.buffer.data) + each * piece * dtypeSize(dtype);
+    auto [first, count] = pieceSpan(g, piece, pieces);
+    void *data = static_cast<char *>(g.buffer.data) + first * dtypeSize(dtype);
     GradWire wire = g.wire;
     void *scratch = g.wireScratch;
     // Re-planning may change the groups between steps.
     if (jobs.size() < exec.groups().size())
       jobs.resize(exec.groups().size(), 0);
-    jobs[group] = engine.enqueue(
-        [=](Communicator &c) {
-          c.allreduceGradients(data, count, dtype, wire, scratch);
-        },
-        g.id, /*record=*/true);
+    // On the compute thread: mark where the gradients end on the device
+    // before the job reaches the communication thread (one mark per job
+    // that reads them; an all-gather reads the shard its reduce-scatter
+    // wrote, on the same stream).
+    if (!gather)
+      engine.communicator().markComputeReady();
+    std::function<void(Communicator &)> job;
+    if (!g.scatterRanks) {
+      job = [=](Communicator &c) {
+        c.allreduceGradients(data, count, dtype, wire, scratch);
+      };
+    } else {
+      float *full = static_cast<float *>(data);
+      float *block = static_cast<float *>(g.shard) + first / g.scatterRanks;
+      size_t each = count / g.scatterRanks;
+      if (gather)
+        job = [=](Communicator &c) { c.allGather(block, full, each); };
+      else
+        job = [=](Communicator &c) {
+          c.reduceScatterAverage(full, block, each);
+        };
+    }
+    jobs[group] =
+        engine.enqueue(std::move(job), g.id | (gather ? kGatherJobBit : 0),
+                       /*record=*/true);
   }
   Executor &exec;
   CommEngine &engine;
@@ -782,12 +803,15 @@ static llvm::Error writeTrace(const std::string &path, CommEngine &engine,
         name = "exchange";
         cat = "exchange";
       } else {
-        auto found = history.groups.find(unsigned(e.name));
+        uint32_t tag = uint32_t(e.name);
+        auto found = history.groups.find(tag & ~kGatherJobBit);
         if (found == history.groups.end())
           continue;
         const GradGroup &gg = found->second;
-        name = "allreduce group " + std::to_string(gg.index);
-        cat = "allreduce";
+        cat = !gg.scatterRanks      ? "allreduce"
+              : tag & kGatherJobBit ? "all-gather"
+                                    : "reduce-scatter";
+        name = cat + " group " + std::to_string(gg.index);
         args["bytes"] = int64_t(gg.bytes);
         // The call's time without a CPU, and the wait for the thread to
         // wake before it (docs/runtime.md).
@@ -896,7 +920,7 @@ static double replay(Executor &exec, const schedule::Profile &profile) {
   schedule::SteadyPlan sp;
   sp.strategy = "replay";
   sp.barrier = !st.forwardWaits;
-  std::vector<std::pair<unsigned, unsigned>> readyOrder;
+  std::vector<SteadyExecution::Unit> readyOrder;
   for (unsigned g = 0; g < plan.numGroups(); ++g) {
     schedule::SteadyGroup sg;
     sg.firstLayer = ~0u;
@@ -905,9 +929,15 @@ static double replay(Executor &exec, const schedule::Profile &profile) {
       sg.lastLayer = std::max(sg.lastLayer, ready[i].layer);
     }
     sg.pieces = g < st.pieces.size() ? st.pieces[g] : 1;
+    bool rs = g < st.scatter.size() && st.scatter[g];
+    if (rs)
+      sg.form = schedule::Collective::ReduceScatterAllGather;
     sp.groups.insert(sp.groups.begin(), sg);
-    for (unsigned p = 0; p < sg.pieces; ++p)
-      readyOrder.push_back({g, p});
+    for (unsigned p = 0; p < sg.pieces; ++p) {
+      readyOrder.push_back({g, p, false});
+      if (rs)
+        readyOrder.push_back({g, p, true});
+    }
   }
   sp.priority = st.order == readyOrder ? schedule::Priority::ReadyOrder
                                        : schedule::Priority::LayerIndex;
@@ -915,9 +945,11 @@ static double replay(Executor &exec, const schedule::Profile &profile) {
     llvm::consumeError(std::move(err));
     return -1;
   }
-  return schedule::simulateSteady(profile,
-                                  schedule::SteadyComm::fromAllreduce(comm), sp)
-      .periodUs;
+  // DeAR's form: the runtime all-gathers gradients and updates on the
+  // compute thread.
+  schedule::SteadyComm sc = schedule::SteadyComm::fromAllreduce(comm);
+  sc.shardUpdate = false;
+  return schedule::simulateSteady(profile, sc, sp).periodUs;
 }
 
 //===----------------------------------------------------------------------===//

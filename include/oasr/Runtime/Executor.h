@@ -70,7 +70,20 @@ struct GradGroup {
   /// same room: the communication thread runs one allreduce at a time.
   GradWire wire = GradWire::F32;
   void *wireScratch = nullptr;
+  /// A steady plan's reduce-scatter group (`SteadyExecution::scatter`):
+  /// the ranks it is scattered over (0 for an allreduce group) and this
+  /// rank's shard, `buffer.numel() / scatterRanks` f32 elements (the
+  /// buffer is padded to a multiple of 16 x ranks elements, zeros).
+  unsigned scatterRanks = 0;
+  void *shard = nullptr;
 };
+
+/// Elements [first, first + second) of `g.buffer` that piece `piece` of
+/// `pieces` covers: equal parts, the last taking the rest; for a
+/// reduce-scatter group each a multiple of 16 x ranks elements, so every
+/// rank's block of every piece is whole and 64-byte aligned.
+std::pair<size_t, size_t> pieceSpan(const GradGroup &g, unsigned piece,
+                                    unsigned pieces);
 
 /// Kind of a planned step, for traces and profiles.
 enum class StepKind : uint8_t { Forward, Backward, Update, Comm, Copy };
@@ -90,6 +103,8 @@ struct ExecutorOptions {
   bool reuseBuffers = true; ///< liveness-based reuse of activation memory
   /// Elementwise ops (Relu, Add, ...) write over an operand that dies there.
   bool inPlace = true;
+  /// Data-parallel ranks the plan's reduce-scatter groups are split over.
+  int ranks = 1;
 };
 
 /// Statistics of the plan's memory.
@@ -97,7 +112,7 @@ struct MemoryStats {
   size_t arenaBytes = 0;      ///< activations after reuse
   size_t unsharedBytes = 0;   ///< what the activations need without reuse
   size_t persistentBytes = 0; ///< params, state, optimizer state, constants
-  size_t gradBytes = 0;       ///< fused group buffers
+  size_t gradBytes = 0;       ///< fused group buffers (and RS shards)
   size_t wireBytes = 0;       ///< 16-bit copy of the largest group (bf16/f16)
 };
 
@@ -111,9 +126,28 @@ struct SteadyExecution {
   bool forwardWaits = false;
   /// Per group (groups() order): allreduces of equal parts it is cut into.
   std::vector<unsigned> pieces;
-  /// The order the communication thread runs (group, piece) in, each step
-  /// the same on every rank.
-  std::vector<std::pair<unsigned, unsigned>> order;
+  /// Per group: 1 when it reduce-scatters during backward and all-gathers
+  /// the averaged gradients afterwards (DeAR's form) instead of one
+  /// allreduce; its update then runs as an allreduce group's.
+  std::vector<uint8_t> scatter;
+  /// A unit of communication: piece `piece` of group `group`, its
+  /// allreduce or reduce-scatter, or (`gather`) its all-gather.
+  struct Unit {
+    unsigned group = 0, piece = 0;
+    bool gather = false;
+    bool operator==(const Unit &o) const {
+      return group == o.group && piece == o.piece && gather == o.gather;
+    }
+  };
+  /// The order the communication thread runs the units in, each step the
+  /// same on every rank.
+  std::vector<Unit> order;
+  bool hasScatter() const {
+    for (uint8_t s : scatter)
+      if (s)
+        return true;
+    return false;
+  }
 };
 
 /// Timing of one executed plan step (microseconds since an epoch).

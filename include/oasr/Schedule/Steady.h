@@ -94,10 +94,16 @@ struct SteadyComm {
   /// Ranks sharing a shard update (the update of an RS/AG group costs
   /// 1/ranks of the group's update).
   int ranks = 2;
-  /// Whether plans may reduce-scatter and all-gather. The runtime runs
-  /// allreduce plans only (docs/runtime.md, "Steady-state plans"), so the
-  /// compiler plans with this off.
+  /// Whether plans may reduce-scatter and all-gather.
   bool allowReduceScatter = true;
+  /// Where an RS/AG group's update runs. True: the channel's thread updates
+  /// its 1/P shard of the parameters between the reduce-scatter and the
+  /// all-gather (ZeRO's form), and the all-gather carries the parameters.
+  /// False: the all-gather carries the averaged gradients, and the compute
+  /// lane applies the whole update before the group's first forward, as
+  /// for an allreduce (DeAR's form, and what the runtime runs:
+  /// docs/runtime.md, "Steady-state plans").
+  bool shardUpdate = true;
 
   static SteadyComm fromAllreduce(const CommModel &allreduce);
   /// `allreduce` (as the command line or calibration made it), with the
@@ -177,21 +183,34 @@ std::vector<std::string> steadyStrategyNames();
 /// Whether `strategy` names one of them (with or without a size).
 bool isSteadyStrategy(llvm::StringRef strategy);
 
+/// One unit of a lowered plan: piece `piece` of group `group` (ready
+/// order), its allreduce or reduce-scatter, or (`gather`) its all-gather.
+struct LoweredUnit {
+  unsigned group = 0, piece = 0;
+  bool gather = false;
+  bool operator==(const LoweredUnit &o) const {
+    return group == o.group && piece == o.piece && gather == o.gather;
+  }
+};
+
 /// A steady plan as the runtime runs it: the groups of Schedule.h's Plan
 /// (ready order: the steady groups reversed), and per group in that order
-/// its pieces; the order the channel serves the units in, as (group,
-/// piece) pairs, fixed per step -- the simulated start order (every rank
-/// must issue its collectives in the same order, so the runtime follows
-/// the plan's order instead of choosing among queued units at run time);
-/// whether the next forward waits per layer (not a barrier plan).
+/// its pieces and whether it reduce-scatters and all-gathers; the order
+/// the channel serves the units in, fixed per step -- the simulated start
+/// order (every rank must issue its collectives in the same order, so the
+/// runtime follows the plan's order instead of choosing among queued units
+/// at run time); whether the next forward waits per layer (not a barrier
+/// plan).
 struct LoweredSteadyPlan {
   Plan plan;
   bool forwardWaits = false;
   std::vector<unsigned> pieces;
-  std::vector<std::pair<unsigned, unsigned>> order;
+  std::vector<uint8_t> scatter; ///< per group: 1 = reduce-scatter/all-gather
+  std::vector<LoweredUnit> order;
   double periodUs = 0; ///< simulateSteady's period
 };
-/// Lowers an allreduce plan (errors name the group with another form).
+/// Lowers a plan. Reduce-scatter groups need `comm.shardUpdate` off (the
+/// runtime all-gathers gradients); errors name the group otherwise.
 llvm::Expected<LoweredSteadyPlan> lowerSteadyPlan(const SteadyPlan &plan,
                                                   const Profile &profile,
                                                   const SteadyComm &comm);

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Reads an `oasr-run --trace` file and prints, for rank 0's compute lane,
 how many allreduce_wait events sit between two forward instructions (with
-only updates between: per-layer forward waits), and how much of rank 0's
-forward time ran while one of its allreduces was in flight.
+only updates between: per-layer forward waits), how much of rank 0's
+forward time ran while one of its collectives was in flight, and how many
+collectives of each kind (allreduce, reduce-scatter, all-gather) its
+communication lane ran.
 
     forward_waits.py TRACE.json
 """
@@ -39,3 +41,7 @@ for f in lane:
         overlap += max(0.0, hi - lo)
 print(f"waits between forward instructions: {between}")
 print(f"forward beside an allreduce: {overlap:.0f} us")
+kinds = {}
+for c in comm:
+    kinds[c.get("cat")] = kinds.get(c.get("cat"), 0) + 1
+print("collectives: " + ", ".join(f"{k} {kinds[k]}" for k in sorted(kinds)))

@@ -116,6 +116,82 @@ TEST(ExecutorPlan, ReusesActivationsAndWritesGradientsIntoTheGroupBuffer) {
     EXPECT_FLOAT_EQ(w[i], before[size_t(i)] - 0.5f * g.as<float>()[i]);
 }
 
+/// kChain's module with `steady` in place of the plan's attribute.
+std::string withSteady(const std::string &steady) {
+  std::string text = kChain;
+  std::string from = "predicted_iteration_us = 5.0 : f64}";
+  text.replace(text.find(from), from.size(),
+               "predicted_iteration_us = 5.0 : f64, steady = {" + steady +
+                   "}}");
+  return text;
+}
+
+TEST(ExecutorPlan, ReduceScatterGroupsArePaddedForTheirRanks) {
+  // One group of 10240 bytes reduce-scattered over 3 ranks in 2 pieces:
+  // the buffer is padded to 16 x 3 elements (10368 bytes, 2592 floats),
+  // each rank's shard is a third of it, and each piece a multiple of 48
+  // elements.
+  Parsed p(withSteady("forward_waits = true, pieces = array<i64: 2>, "
+                      "scatter = array<i64: 1>, order = array<i64: 0, 0, 0, "
+                      "0, 1, 0, 0, 0, 1, 0, 1, 1>")
+               .c_str());
+  ASSERT_TRUE(p.module);
+  auto backend = createCpuBackend();
+  ExecutorOptions options;
+  options.ranks = 3;
+  auto exec = Executor::create(*p.module, *backend, options);
+  ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
+  const GradGroup &g = (*exec)->groups()[0];
+  EXPECT_EQ(g.buffer.numel(), 2592);
+  EXPECT_EQ(g.scatterRanks, 3u);
+  ASSERT_NE(g.shard, nullptr);
+  EXPECT_EQ((*exec)->memory().gradBytes, 10368u + 3456u);
+  EXPECT_EQ(pieceSpan(g, 0, 2), (std::pair<size_t, size_t>{0, 1296}));
+  EXPECT_EQ(pieceSpan(g, 1, 2), (std::pair<size_t, size_t>{1296, 1296}));
+  // 54 units of 48 in 5 pieces: 10 units each, the last 14.
+  EXPECT_EQ(pieceSpan(g, 4, 5), (std::pair<size_t, size_t>{1920, 672}));
+  const SteadyExecution &st = (*exec)->steady();
+  ASSERT_EQ(st.order.size(), 4u);
+  EXPECT_TRUE(st.order[2].gather);
+  // A step runs: the updates wait for the next step or completeUpdates.
+  CountingHooks hooks;
+  ASSERT_TRUE(bool(initializeWeights(**exec, nullptr, 1)));
+  (*exec)->runStep(hooks, nullptr, 0);
+  EXPECT_EQ(hooks.ready, 1);
+  EXPECT_EQ(hooks.needed, 0);
+  (*exec)->completeUpdates(hooks);
+  EXPECT_EQ(hooks.needed, 1);
+}
+
+TEST(ExecutorPlan, ReduceScatterOrderErrorsNameTheUnit) {
+  auto error = [](const std::string &steady) {
+    Parsed p(withSteady(steady).c_str());
+    auto backend = createCpuBackend();
+    auto exec = Executor::create(*p.module, *backend, ExecutorOptions{});
+    return exec ? std::string() : llvm::toString(exec.takeError());
+  };
+  EXPECT_EQ(error("forward_waits = true, pieces = array<i64: 1>, scatter = "
+                  "array<i64: 1>, order = array<i64: 0, 0, 1, 0, 0, 0>"),
+            "oasr.plan's steady execution: the order names group 0 piece 0 "
+            "(all-gather) twice, out of range or before its reduce-scatter");
+  EXPECT_EQ(error("forward_waits = true, pieces = array<i64: 1>, scatter = "
+                  "array<i64: 1>, order = array<i64: 0, 0, 0>"),
+            "oasr.plan's steady execution: the order has 0 of the 1 "
+            "all-gathers");
+  EXPECT_EQ(error("forward_waits = true, pieces = array<i64: 1>, scatter = "
+                  "array<i64: 0>, order = array<i64: 0, 0, 0, 0, 0, 1>"),
+            "oasr.plan's steady execution: the order names group 0 piece 0 "
+            "(all-gather) twice, out of range or before its reduce-scatter");
+  EXPECT_EQ(error("forward_waits = true, pieces = array<i64: 1>, scatter = "
+                  "array<i64: 1, 0>, order = array<i64: 0, 0, 0, 0, 0, 1>"),
+            "oasr.plan's steady execution: 2 collective form(s) for 1 "
+            "group(s)");
+  EXPECT_EQ(error("forward_waits = true, pieces = array<i64: 1>, order = "
+                  "array<i64: 0, 0>"),
+            "oasr.plan's steady 'order' must hold (group, piece, all-gather) "
+            "triples");
+}
+
 /// Wraps the CPU backend; every kernel asks for a workspace and scribbles
 /// over it before running, so a workspace overlapping a live tensor would
 /// change the results.

@@ -99,6 +99,27 @@ TEST(Steady, ReduceScatterAllGatherByHand) {
   EXPECT_GE(t.periodUs, steadyLowerBoundUs(threeLayers(), comm) - 1e-9);
 }
 
+TEST(Steady, WhereTheReduceScatterGroupUpdates) {
+  // Updates of 1 per layer (3 in all). With the shard update the channel
+  // updates layer 0's half shard (0.5 on P = 2 ranks) before its
+  // all-gather and the compute lane runs the other layers' updates: 2 a
+  // step. DeAR's form (the runtime's) all-gathers the gradients and the
+  // lane runs all three.
+  Profile p = threeLayers();
+  p.updateUs = 3;
+  SteadyComm comm = SteadyComm::fromAllreduce(unitModel(1, 1));
+  SteadyPlan plan = perLayer(Priority::LayerIndex);
+  plan.groups[0].form = Collective::ReduceScatterAllGather;
+  SteadyTimeline shard = simulateSteady(p, comm, plan);
+  EXPECT_NEAR(shard.computeUs, 9 + 2, 1e-9);
+  EXPECT_NEAR(shard.commBusyUs, 5 + 5 + 2.5 + 2.5 + 0.5, 1e-9);
+  comm.shardUpdate = false;
+  SteadyTimeline lane = simulateSteady(p, comm, plan);
+  EXPECT_NEAR(lane.computeUs, 9 + 3, 1e-9);
+  EXPECT_NEAR(lane.commBusyUs, 5 + 5 + 2.5 + 2.5, 1e-9);
+  EXPECT_GE(lane.periodUs, steadyLowerBoundUs(p, comm) - 1e-9);
+}
+
 TEST(Steady, PartitionsPayTheirStartUp) {
   // Two pieces of layer 0 cost 2 x (1 + 2) = 6 instead of 5.
   SteadyComm comm = SteadyComm::fromAllreduce(unitModel(1, 1));
@@ -179,8 +200,9 @@ TEST(Steady, LoweredForTheRuntime) {
   EXPECT_TRUE(low->forwardWaits);
   EXPECT_EQ(low->plan.groupEnds, (std::vector<unsigned>{1, 2, 3}));
   EXPECT_EQ(low->pieces, (std::vector<unsigned>{2, 1, 1}));
-  using U = std::pair<unsigned, unsigned>;
+  using U = LoweredUnit;
   EXPECT_EQ(low->order, (std::vector<U>{{0, 0}, {1, 0}, {2, 0}, {0, 1}}));
+  EXPECT_EQ(low->scatter, (std::vector<uint8_t>{0, 0, 0}));
   EXPECT_NEAR(low->periodUs, simulateSteady(threeLayers(), comm, plan).periodUs,
               1e-9);
   // Ready order keeps the groups' order; a barrier plan waits for all.
@@ -189,15 +211,32 @@ TEST(Steady, LoweredForTheRuntime) {
   ASSERT_TRUE(bool(fifo));
   EXPECT_FALSE(fifo->forwardWaits);
   EXPECT_EQ(fifo->order, (std::vector<U>{{0, 0}, {1, 0}, {2, 0}}));
-  // Reduce-scatter groups are refused, naming the group.
+  // A reduce-scatter group whose shard the channel would update is
+  // refused, naming the group: the runtime all-gathers gradients.
+  plan.groups[2].pieces = 1;
   plan.groups[1].form = Collective::ReduceScatterAllGather;
   plan.strategy = "mixed";
   auto rs = lowerSteadyPlan(plan, threeLayers(), comm);
   ASSERT_FALSE(bool(rs));
   EXPECT_EQ(llvm::toString(rs.takeError()),
-            "mixed: group 1 (layers 1-1) reduce-scatters and all-gathers; "
-            "the runtime runs allreduce plans only");
-  // Planning for the runtime keeps to allreduces.
+            "mixed: group 1 (layers 1-1) updates its shard between the "
+            "reduce-scatter and the all-gather; the runtime all-gathers "
+            "gradients and updates on the compute lane (plan with "
+            "SteadyComm::shardUpdate off)");
+  // DeAR's form lowers. In the steady iteration layer 2's allreduce runs
+  // first (ready first, 5); when it ends, layer 0's allreduce (the lower
+  // layer) goes before layer 1's reduce-scatter (ready earlier), then that
+  // reduce-scatter (2.5) and its all-gather (2.5). Runtime groups are in
+  // ready order: layer 2, 1, 0.
+  comm.shardUpdate = false;
+  auto dear = lowerSteadyPlan(plan, threeLayers(), comm);
+  ASSERT_TRUE(bool(dear)) << llvm::toString(dear.takeError());
+  EXPECT_EQ(dear->scatter, (std::vector<uint8_t>{0, 1, 0}));
+  EXPECT_EQ(dear->order,
+            (std::vector<U>{{0, 0}, {2, 0}, {1, 0}, {1, 0, true}}));
+  EXPECT_NEAR(dear->periodUs,
+              simulateSteady(threeLayers(), comm, plan).periodUs, 1e-9);
+  // Planning bf16/f16 gradients keeps to allreduces.
   comm.allowReduceScatter = false;
   for (const char *s : {"oasr-step", "bytescheduler:2", "oasr-barrier"}) {
     auto p = makeSteadyPlan(s, threeLayers(), comm);
@@ -253,6 +292,8 @@ TEST(Steady, RandomInstancesAgreeAndRespectTheBound) {
     if (trial % 4 == 3)
       ri.comm.computeRate = 0.2 + 0.8 * unit(rng);
     SteadyComm comm = SteadyComm::fromAllreduce(ri.comm);
+    // Half the trials in DeAR's form (the runtime's): updates on the lane.
+    comm.shardUpdate = trial % 2 == 0;
     // One group per layer with gradients, as a plan of both models.
     SteadyPlan steady;
     steady.strategy = "wfbp";
