@@ -101,6 +101,15 @@ cl::opt<std::string> steadyOpt(
              "comma-separated list of oasr-step, oasr-barrier, "
              "bytescheduler[:<bytes>], dear[:<bytes>]"),
     cl::value_desc("strategies"), cl::cat(planCat));
+cl::opt<std::string> steadyUpdateOpt(
+    "steady-update",
+    cl::desc("Where a reduce-scatter group's update runs in --steady: "
+             "'lane' (default; DeAR's form, what oasr-run runs: the "
+             "all-gather carries the averaged gradients and the compute "
+             "lane updates) or 'shard' (ZeRO's form: the communication "
+             "thread updates its 1/P shard between the halves and the "
+             "all-gather carries the parameters)"),
+    cl::init("lane"), cl::value_desc("lane|shard"), cl::cat(planCat));
 cl::opt<std::string> traceOpt("trace",
                               cl::desc("Write a Chrome trace (Perfetto) of "
                                        "the scored timelines"),
@@ -241,19 +250,29 @@ struct SteadyScored {
 /// --alpha/--beta replaced its allreduce), else halves of the allreduce.
 /// `how` says which, for the report.
 Expected<SteadyComm> steadyComm(const CommModel &comm, std::string &how) {
+  if (steadyUpdateOpt != "lane" && steadyUpdateOpt != "shard")
+    return createStringError(inconvertibleErrorCode(),
+                             "--steady-update=" + steadyUpdateOpt +
+                                 ": expected lane or shard");
   how = "reduce-scatter and all-gather: halves of the allreduce";
-  if (commOpt.empty() || alphaOpt.getNumOccurrences())
-    return SteadyComm::fromAllreduce(comm);
-  Expected<CollectiveModels> c = readCollectiveModels(commOpt);
-  if (!c)
-    return c.takeError();
-  bool measured[2] = {false, false};
-  SteadyComm sc = SteadyComm::fromCalibration(comm, *c, measured);
-  if (measured[0] || measured[1])
-    how = formatv("reduce-scatter {0}, all-gather {1} ({2})",
-                  measured[0] ? "measured" : "half the allreduce",
-                  measured[1] ? "measured" : "half the allreduce", commOpt)
-              .str();
+  SteadyComm sc = SteadyComm::fromAllreduce(comm);
+  if (!commOpt.empty() && !alphaOpt.getNumOccurrences()) {
+    Expected<CollectiveModels> c = readCollectiveModels(commOpt);
+    if (!c)
+      return c.takeError();
+    bool measured[2] = {false, false};
+    sc = SteadyComm::fromCalibration(comm, *c, measured);
+    if (measured[0] || measured[1])
+      how = formatv("reduce-scatter {0}, all-gather {1} ({2})",
+                    measured[0] ? "measured" : "half the allreduce",
+                    measured[1] ? "measured" : "half the allreduce", commOpt)
+                .str();
+  }
+  sc.shardUpdate = steadyUpdateOpt == "shard";
+  how += sc.shardUpdate ? "; reduce-scatter groups update their shard "
+                          "between the halves (--steady-update=shard)"
+                        : "; reduce-scatter groups update on the compute "
+                          "lane after the all-gather (as oasr-run runs them)";
   return sc;
 }
 

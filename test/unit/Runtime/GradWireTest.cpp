@@ -5,7 +5,10 @@
 // the per-step sum is commutative bit for bit, and, run under
 // `mpirun -np 2` (test/runtime/grad-wire-mpi.test), the MPI communicator's
 // 16-bit allreduce gives every rank the same averages, equal to the
-// reference computed here, in pieces and with the sleeping wait too.
+// reference computed here, in pieces and with the sleeping wait too; and
+// (test/runtime/collectives-mpi.test, 3 ranks) its ring reduce-scatter and
+// all-gather give each rank its block of the average, summed in ring order,
+// and every rank every block.
 //
 //===----------------------------------------------------------------------===//
 
@@ -165,6 +168,43 @@ TEST(GradWireMpi, EveryRankGetsTheSameAverage) {
               << gradWireName(w) << ", sleeping " << sleeping << ")";
       }
     }
+  comm->finalize();
+}
+
+TEST(CollectivesMpi, RingReduceScatterAndAllGather) {
+  if (!launchedByMpi())
+    GTEST_SKIP() << "run under mpirun (test/runtime/collectives-mpi.test)";
+  std::string error;
+  std::unique_ptr<Communicator> comm =
+      createMpiCommunicator(nullptr, nullptr, error);
+  ASSERT_TRUE(comm) << error;
+  const size_t p = size_t(comm->size()), rank = size_t(comm->rank());
+  const size_t n = 1001; // elements per rank's block
+  for (bool sleeping : {false, true}) {
+    comm->setSleepingWait(sleeping);
+    std::vector<float> send = gradients(int(rank), n * p), block(n);
+    comm->reduceScatterAverage(send.data(), block.data(), n);
+    // Block b is summed around the ring from rank b + 1 to rank b itself.
+    auto reference = [&](size_t b) {
+      std::vector<float> sum(n, 0.0f);
+      for (size_t k = 1; k <= p; ++k) {
+        std::vector<float> v = gradients(int((b + k) % p), n * p);
+        for (size_t i = 0; i < n; ++i)
+          sum[i] = k == 1 ? v[b * n + i] : sum[i] + v[b * n + i];
+      }
+      for (float &x : sum)
+        x *= 1.0f / float(p);
+      return sum;
+    };
+    EXPECT_EQ(block, reference(rank)) << "rank " << rank;
+    std::vector<float> all(n * p, -1.0f);
+    comm->allGather(block.data(), all.data(), n);
+    for (size_t b = 0; b < p; ++b) {
+      std::vector<float> want = reference(b);
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), all.begin() + b * n))
+          << "block " << b << " on rank " << rank;
+    }
+  }
   comm->finalize();
 }
 
