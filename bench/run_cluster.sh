@@ -69,7 +69,12 @@ MASTER=$($CLUSTER status | awk '$1 ~ /-n0$/ {print $2}')
 # of groups that each pay the real per-call time: alpha is measured on one
 # 4 KiB allreduce instead (--latency-bytes) and beta fitted above it.
 CALIB_MIN_BYTES=${CALIB_MIN_BYTES:-1048576}
-$CLUSTER run "$NODES" -- "$BUILD/bin/oasr-bench" comm --quiet --collectives=allreduce \
+# Plans that may reduce-scatter (dear, oasr-step) use the measured halves.
+COLLECTIVES=allreduce
+case " $STRATEGIES " in
+*" dear"* | *" oasr-step "*) COLLECTIVES=allreduce,reduce-scatter,all-gather ;;
+esac
+$CLUSTER run "$NODES" -- "$BUILD/bin/oasr-bench" comm --quiet --collectives=$COLLECTIVES \
   --min-bytes="$CALIB_MIN_BYTES" --latency-bytes=4096 \
   --max-bytes=67108864 --seconds-per-size=0.2 --burst-us=20000 \
   --compute-threads=1 --comm-priority="$PRIORITY" --out="$COMM" >/dev/null

@@ -195,6 +195,16 @@ void PlanAllreducePass::runOnOperation() {
     if (!steady)
       return sched::makePlan(strategy, profile, model);
     sched::SteadyComm sc = sched::SteadyComm::fromAllreduce(model);
+    // A calibration's measured reduce-scatter and all-gather (oasr-bench
+    // comm --collectives=...), else halves of the allreduce.
+    if (!comm.empty()) {
+      llvm::Expected<sched::CollectiveModels> halves =
+          sched::readCollectiveModels(comm);
+      if (!halves)
+        return halves.takeError();
+      bool measured[2] = {false, false};
+      sc = sched::SteadyComm::fromCalibration(model, *halves, measured);
+    }
     // The runtime reduce-scatters f32 gradients only, and updates on the
     // compute lane after the all-gather (DeAR's form).
     sc.allowReduceScatter = !wireType;

@@ -355,15 +355,36 @@ private:
             1);
   }
   static constexpr int kReduceScatterTag = 7201, kAllGatherTag = 7202;
-  /// One ring step: `n` floats to the next rank, `n` from the previous.
+  /// One ring step: `n` floats to the next rank, `n` from the previous, as
+  /// messages of at most the eager size, all posted at once. One large
+  /// message each way goes by rendezvous: the receiver's go-ahead can queue
+  /// behind the receiver's own outgoing data on the same connection, and the
+  /// two directions then run one after the other (measured on the emulated
+  /// cluster: reduce-scatters and all-gathers between 2 ranks took 2x the
+  /// calibration's time, allreduces of the same bytes did not). Eager
+  /// messages need no go-ahead, so both directions stream at once.
   void exchange(const float *out, float *in, size_t n, int tag) {
     int next = (myRank + 1) % mySize, prev = (myRank + mySize - 1) % mySize;
-    MPI_Request requests[2];
-    MPI_Irecv(in, int(n), MPI_FLOAT, prev, tag, MPI_COMM_WORLD, &requests[0]);
-    MPI_Isend(out, int(n), MPI_FLOAT, next, tag, MPI_COMM_WORLD, &requests[1]);
-    wait(requests[0]);
-    wait(requests[1]);
+    const size_t piece = kEagerBytes / sizeof(float);
+    const size_t messages = (n + piece - 1) / piece;
+    requests.resize(2 * messages);
+    for (size_t k = 0; k < messages; ++k) {
+      size_t first = k * piece, count = std::min(piece, n - first);
+      MPI_Irecv(in + first, int(count), MPI_FLOAT, prev, tag, MPI_COMM_WORLD,
+                &requests[k]);
+    }
+    for (size_t k = 0; k < messages; ++k) {
+      size_t first = k * piece, count = std::min(piece, n - first);
+      MPI_Isend(out + first, int(count), MPI_FLOAT, next, tag, MPI_COMM_WORLD,
+                &requests[messages + k]);
+    }
+    for (MPI_Request &r : requests)
+      wait(r);
   }
+  /// Payload of a message Open MPI's TCP transport sends eagerly (its
+  /// default eager limit is 64 KiB including the header).
+  static constexpr size_t kEagerBytes = 65536 - 256;
+  std::vector<MPI_Request> requests; ///< exchange's, reused
   /// Waits for a non-blocking collective: sleeping between tests when the
   /// thread is to leave its CPU (setSleepingWait), else inside MPI.
   void wait(MPI_Request &request) {

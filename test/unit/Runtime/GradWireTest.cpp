@@ -179,7 +179,7 @@ TEST(CollectivesMpi, RingReduceScatterAndAllGather) {
       createMpiCommunicator(nullptr, nullptr, error);
   ASSERT_TRUE(comm) << error;
   const size_t p = size_t(comm->size()), rank = size_t(comm->rank());
-  const size_t n = 1001; // elements per rank's block
+  const size_t n = 40001; // per rank's block: 3 messages of the eager size
   for (bool sleeping : {false, true}) {
     comm->setSleepingWait(sleeping);
     std::vector<float> send = gradients(int(rank), n * p), block(n);
