@@ -50,6 +50,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -513,7 +514,7 @@ int commBench(Communicator &comm) {
   struct Half {
     const char *name, *key;
     Collective collective;
-    std::vector<Point> pts;
+    std::vector<Point> pts, latency;
   };
   std::vector<Half> halves;
   for (const std::string &c : collectives)
@@ -536,35 +537,51 @@ int commBench(Communicator &comm) {
                   h.name);
     timer.collective = h.collective;
     sweep(h.pts, minBytes, maxBytes);
+    // Its own start-up, as the allreduce's: a fit from large sizes alone
+    // extrapolates alpha to about 0, which lets a plan cut reduce-scatter
+    // groups into dozens that each pay the real per-call time.
+    if (latencyBytes > 0)
+      sweep(h.latency, latencyBytes, latencyBytes);
   }
   if (rank != 0)
     return 0;
-  std::vector<std::pair<double, double>> xy;
-  for (const Point &p : pts)
-    xy.push_back({p.bytes, p.seconds});
-  llvm::Expected<oasr::schedule::CommModel> fitted =
-      oasr::schedule::fitAlphaBeta(xy, size);
+  // alpha and beta of a sweep: the least-squares fit, or with a latency
+  // point, alpha is the small message's time and beta the relative-error
+  // slope of what the sweep's times leave above it (never negative).
+  auto fit = [&](const std::vector<Point> &sizes,
+                 const std::vector<Point> &small)
+      -> std::optional<std::pair<double, double>> {
+    std::vector<std::pair<double, double>> xy;
+    for (const Point &p : sizes)
+      xy.push_back({p.bytes, p.seconds});
+    llvm::Expected<oasr::schedule::CommModel> fitted =
+        oasr::schedule::fitAlphaBeta(xy, size);
+    if (!fitted) {
+      llvm::consumeError(fitted.takeError());
+      return std::nullopt;
+    }
+    double a = fitted->alphaS, b = fitted->betaSPerByte;
+    if (!small.empty()) {
+      a = small.front().seconds;
+      double num = 0, den = 0;
+      for (const Point &p : sizes) {
+        double w = 1.0 / (p.seconds * p.seconds);
+        num += w * p.bytes * (p.seconds - a);
+        den += w * p.bytes * p.bytes;
+      }
+      b = den > 0 ? std::max(0.0, num / den) : 0.0;
+    }
+    return std::pair{a, b};
+  };
+  std::optional<std::pair<double, double>> fitted = fit(pts, latency);
   if (!fitted) {
-    llvm::consumeError(fitted.takeError());
     llvm::errs() << "oasr-bench: error: --min-bytes=" << minBytes
                  << " --max-bytes=" << maxBytes
                  << " measure one message size (sizes double from the "
                     "smallest); alpha and beta need two\n";
     return 1;
   }
-  double a = fitted->alphaS, b = fitted->betaSPerByte;
-  if (!latency.empty()) {
-    // alpha is the small message's time; beta the relative-error slope of
-    // what the sweep's times leave above it (never negative).
-    a = latency.front().seconds;
-    double num = 0, den = 0;
-    for (const Point &p : pts) {
-      double w = 1.0 / (p.seconds * p.seconds);
-      num += w * p.bytes * (p.seconds - a);
-      den += w * p.bytes * p.bytes;
-    }
-    b = den > 0 ? std::max(0.0, num / den) : 0.0;
-  }
+  auto [a, b] = *fitted;
   double worst = 0;
   const Point *worstAt = nullptr;
   for (const Point &p : pts) {
@@ -602,24 +619,27 @@ int commBench(Communicator &comm) {
   };
   std::vector<std::string> halfFits;
   for (const Half &h : halves) {
-    std::vector<std::pair<double, double>> hxy;
     llvm::json::Array hpoints;
     for (const Point &p : h.pts) {
-      hxy.push_back({p.bytes, p.seconds});
       hpoints.push_back(llvm::json::Object{{"bytes", int64_t(p.bytes)},
                                            {"seconds", p.seconds}});
     }
     llvm::json::Object o{{"points", std::move(hpoints)}};
-    if (llvm::Expected<oasr::schedule::CommModel> f =
-            oasr::schedule::fitAlphaBeta(hxy, size)) {
-      o["alpha_s"] = f->alphaS;
-      o["beta_s_per_byte"] = f->betaSPerByte;
-      halfFits.push_back(llvm::formatv("{0} fit: alpha = {1:e3} s, beta = "
-                                       "{2:e3} s/B",
-                                       h.name, f->alphaS, f->betaSPerByte)
-                             .str());
+    if (!h.latency.empty())
+      o["alpha_from"] =
+          llvm::json::Object{{"bytes", int64_t(h.latency.front().bytes)},
+                             {"seconds", h.latency.front().seconds}};
+    if (std::optional<std::pair<double, double>> f = fit(h.pts, h.latency)) {
+      o["alpha_s"] = f->first;
+      o["beta_s_per_byte"] = f->second;
+      halfFits.push_back(
+          llvm::formatv("{0} fit: alpha = {1:e3} s{2}, beta = "
+                        "{3:e3} s/B",
+                        h.name, f->first,
+                        h.latency.empty() ? "" : " (its small message's time)",
+                        f->second)
+              .str());
     } else {
-      llvm::consumeError(f.takeError());
       halfFits.push_back(std::string(h.name) +
                          ": too few sizes to fit (points recorded)");
     }
