@@ -21,7 +21,11 @@
 # PyPI's torch with MKL and oneDNN), LOAD_FLAG (2 x cores), GRAD_DTYPE (f32;
 # bf16 or f16: gradients on the wire in that type, oasr-run --grad-dtype
 # and DDP's bf16/fp16 compression hook), SUFFIX (appended to the results'
-# name). Writes bench/results/cluster-MODEL-NODESxRATE[-GRAD_DTYPE][SUFFIX]
+# name), MODEL_FROM (calibration: plans from the oasr-bench calibration and
+# a single-group profile; run: from what an oasr run measured in itself --
+# its re-plan's profile and fitted allreduce model with the compute rate
+# and overlap rate of that run, `--replan-profile`; docs/runtime.md,
+# "Re-planning from the run"). Writes bench/results/cluster-MODEL-NODESxRATE[-GRAD_DTYPE][SUFFIX]
 # .{json,md}. Needs root (namespaces).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,6 +46,7 @@ CLUSTER="$ROOT/scripts/cluster.sh --name=bench"
 WORK=$BUILD/bench-cluster
 OUT=$ROOT/bench/results
 GRAD_DTYPE=${GRAD_DTYPE:-f32}
+MODEL_FROM=${MODEL_FROM:-calibration}
 TAG=cluster-$NAME-${NODES}x$RATE$([ "$GRAD_DTYPE" = f32 ] || echo "-$GRAD_DTYPE")${SUFFIX:-}
 mkdir -p "$WORK" "$OUT"
 . "$ROOT/bench/lib.sh"
@@ -83,12 +88,23 @@ PRIORITY=$($PY -c 'import json, sys; print(json.load(open(sys.argv[1]))["comm_pr
 # (its allreduce runs after backward, so nothing slows backward); the
 # calibration's compute rate charges the slowdown beside communication to
 # each plan (docs/planner.md, "The compute rate").
-$CLUSTER run "$NODES" -- $BASE --steps=$((2 * STEPS)) --strategy=single \
-  --comm="$COMM" --profile="$PROFILE" >/dev/null
+if [ "$MODEL_FROM" = run ]; then
+  # An oasr run re-plans from its own steps (1 warm-up, 3 measured, 1 with
+  # compute alone) and writes that profile with its fitted model as `comm`;
+  # every plan below is made from it alone.
+  $CLUSTER run "$NODES" -- ${BASE/--replan=off/--replan=once} \
+    --steps=$((2 * STEPS)) --strategy=oasr --comm="$COMM" \
+    --replan-profile="$PROFILE" >/dev/null
+  PLAN_MODEL=(--plan-profile="$PROFILE")
+else
+  $CLUSTER run "$NODES" -- $BASE --steps=$((2 * STEPS)) --strategy=single \
+    --comm="$COMM" --profile="$PROFILE" >/dev/null
+  PLAN_MODEL=(--comm="$COMM" --plan-profile="$PROFILE")
+fi
 # The bucket size for DDP that oasr-plan predicts fastest (1-64 MiB; among
 # predictions within 0.5 % of the best, the largest bucket: fewest calls).
 buckets=$(for b in 1 2 4 8 16 32 64; do printf 'bucket:%d,' $((b << 20)); done)
-BEST_MB=$("$BUILD/bin/oasr-plan" "$PROFILE" --comm="$COMM" --strategy="${buckets%,}" \
+BEST_MB=$("$BUILD/bin/oasr-plan" "$PROFILE" $([ "$MODEL_FROM" = run ] || echo --comm="$COMM") --strategy="${buckets%,}" \
   --grad-dtype="$GRAD_DTYPE" \
   --format=json | $PY -c 'import json, sys
 s = json.load(sys.stdin)["strategies"]
@@ -115,7 +131,7 @@ for rep in $(seq "$REPS"); do
       continue
     fi
     log=$($CLUSTER run "$NODES" -- $BASE --steps="$STEPS" --strategy="$S" \
-      --comm="$COMM" --plan-profile="$PROFILE")
+      "${PLAN_MODEL[@]}")
     measured=$(echo "$log" | awk '/mean iteration/ {print $3}')
     predicted=$(echo "$log" | awk '/^  predicted/ {print $2}')
     replayed=$(echo "$log" | awk '/replayed/ {print $2}')
@@ -134,6 +150,7 @@ calib=$($PY -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dump
   echo " \"nodes\": $NODES, \"cores\": $(nproc), \"rate\": \"$RATE\", \"model\": \"$NAME\", \"batch\": $BATCH, \"steps\": $STEPS,"
   echo " \"threads_per_rank\": 1, \"grad_dtype\": \"$GRAD_DTYPE\", \"comm_priority\": \"$PRIORITY\", \"rounds\": $REPS, \"load_flag\": $LOAD_FLAG,"
   echo " \"calibration\": $calib, \"calib_min_bytes\": $CALIB_MIN_BYTES, \"ddp_plan_bucket_mb\": ${BEST_MB:-null},"
+  echo " \"model_from\": \"$MODEL_FROM\", \"run_model\": $([ "$MODEL_FROM" = run ] && $PY -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["comm"]))' "$PROFILE" || echo null),"
   echo " \"runs\": ["
   (IFS=$',\n'; echo "  ${runs[*]}")
   echo "]}"
@@ -157,10 +174,17 @@ print(f"{d['date']}, {d['machine']}; load average (1 min) before the runs "
       f"beta = {c['beta_s_per_byte']:.3g} s/B ({1e-6 / c['beta_s_per_byte']:.1f} MB/s), "
       f"overlap rate {c['overlap_rate']:.2f}"
       + (f", compute rate {c['compute_rate']:.2f}" if c.get("compute_rate") else "")
-      + f" (sizes from {d['calib_min_bytes']} B). Predicted: the plan's timeline from "
-      "that calibration and a profile measured on the cluster (a separate "
-      + ("single-group run: compute alone" if c.get("compute_rate") else "wfbp run")
-      + "); replayed: the same model on the run's own profile (compute rate 1: "
+      + f" (sizes from {d['calib_min_bytes']} B). "
+      + ("Predicted: the plan's timeline from "
+         "that calibration and a profile measured on the cluster (a separate "
+         + ("single-group run: compute alone" if c.get("compute_rate") else "wfbp run")
+         + ")" if d.get("model_from", "calibration") != "run" else
+         "Predicted: the plan's timeline from what one oasr run measured in "
+         "itself (`--replan=once --replan-profile`: its re-plan's profile and "
+         "fitted model, alpha = {alpha_s:.3g} s, beta = {beta_s_per_byte:.3g} s/B, "
+         "overlap rate {overlap_rate:.2f}, compute rate {compute_rate:.2f}); "
+         "the calibration above only chose the priority".format(**d["run_model"]))
+      + "; replayed: the same model on the run's own profile (compute rate 1: "
       "its layer times already ran beside its communication).\n")
 bp = c.get("by_priority") or {}
 if bp:
