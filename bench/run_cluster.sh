@@ -95,7 +95,8 @@ if [ "$MODEL_FROM" = run ]; then
   $CLUSTER run "$NODES" -- ${BASE/--replan=off/--replan=once} \
     --steps=$((2 * STEPS)) --strategy=oasr --comm="$COMM" \
     --replan-profile="$PROFILE" >/dev/null
-  PLAN_MODEL=(--plan-profile="$PROFILE")
+  # Without --comm the runs take the calibration's priority explicitly.
+  PLAN_MODEL=(--plan-profile="$PROFILE" --comm-priority="$PRIORITY")
 else
   $CLUSTER run "$NODES" -- $BASE --steps=$((2 * STEPS)) --strategy=single \
     --comm="$COMM" --profile="$PROFILE" >/dev/null
