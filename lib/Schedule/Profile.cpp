@@ -709,8 +709,11 @@ oasr::schedule::fitAlphaBeta(ArrayRef<std::pair<double, double>> points,
 
 Expected<CommModel>
 oasr::schedule::fitRunAllreduces(ArrayRef<MeasuredAllreduce> samples, int ranks,
-                                 double fallbackRate, bool &rateFitted) {
+                                 double fallbackRate, bool &rateFitted,
+                                 double alphaFloor, bool *alphaFloored) {
   rateFitted = false;
+  if (alphaFloored)
+    *alphaFloored = false;
   double rate = std::clamp(fallbackRate, 0.05, 1.0);
   bool beside = any_of(samples, [](auto &m) { return m.besideS > 0; });
   bool alone = any_of(samples, [](auto &m) { return m.aloneS > 0; });
@@ -774,6 +777,15 @@ oasr::schedule::fitRunAllreduces(ArrayRef<MeasuredAllreduce> samples, int ranks,
   for (const MeasuredAllreduce &m : samples)
     work.push_back({m.bytes, rate * m.besideS + m.aloneS});
   Expected<CommModel> model = fitAlphaBeta(work, ranks, FitError::Absolute);
+  if (model && model->alphaS <= 0 && alphaFloor > 0) {
+    double bytes = 0, rest = 0;
+    for (const auto &[x, y] : work)
+      bytes += x, rest += y - alphaFloor;
+    model->alphaS = alphaFloor;
+    model->betaSPerByte = bytes > 0 ? std::max(0.0, rest / bytes) : 0.0;
+    if (alphaFloored)
+      *alphaFloored = true;
+  }
   if (model)
     model->overlapRate = rate;
   return model;

@@ -275,10 +275,15 @@ struct MeasuredAllreduce {
 /// (two sizes or more) and r from the work the others got done beside it.
 /// r is clamped to [0.05, 1]; where neither determines it (say, nothing ran
 /// beside backward) it is `fallbackRate` and `rateFitted` is false. Fails
-/// like fitAlphaBeta when the sizes do not determine beta.
+/// like fitAlphaBeta when the sizes do not determine beta. Where the fit
+/// finds no start-up (alpha clamped to 0: a run's large allreduces do not
+/// resolve it), alpha is `alphaFloor` (the plan's, say a calibration's
+/// small-message time) and beta is refitted on the work so that it still
+/// adds up; `alphaFloored` (if given) says so.
 llvm::Expected<CommModel>
 fitRunAllreduces(llvm::ArrayRef<MeasuredAllreduce> samples, int ranks,
-                 double fallbackRate, bool &rateFitted);
+                 double fallbackRate, bool &rateFitted, double alphaFloor = 0,
+                 bool *alphaFloored = nullptr);
 
 //===----------------------------------------------------------------------===//
 // Ready order, plans and the simulator

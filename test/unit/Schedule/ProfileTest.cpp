@@ -306,6 +306,21 @@ TEST(Calibration, RunFitSeparatesTheOverlapRate) {
   EXPECT_FALSE(fitted);
   EXPECT_EQ(m->overlapRate, 0.5);
   EXPECT_NEAR(m->betaSPerByte, 0.5 * 0.2 / 3e6, 1e-15);
+  // Large sizes that fit alpha 0 (work 0.1 and 0.4 s for 1 and 4 MB): with
+  // the plan's 5 ms (a small message's time), alpha is that and
+  // beta is refitted so the work still adds up: (0.5 - 2 x 0.005) / 5e6.
+  std::vector<MeasuredAllreduce> large = {{1e6, 0, 0.1}, {4e6, 0, 0.4}};
+  bool floored = false;
+  m = fitRunAllreduces(large, 2, 1.0, fitted, 0.005, &floored);
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  EXPECT_TRUE(floored);
+  EXPECT_EQ(m->alphaS, 0.005);
+  EXPECT_NEAR(m->betaSPerByte, 0.49 / 5e6, 1e-15);
+  // A start-up the run resolves stays, whatever the floor.
+  m = fitRunAllreduces(run, 2, 1.0, fitted, 1.0, &floored);
+  ASSERT_TRUE(bool(m));
+  EXPECT_FALSE(floored);
+  EXPECT_NEAR(m->alphaS, alpha, 1e-9);
   // One size does not determine beta.
   std::vector<MeasuredAllreduce> one = {{1e6, 0, 0.1}, {1e6, 0, 0.2}};
   m = fitRunAllreduces(one, 2, 0.5, fitted);
