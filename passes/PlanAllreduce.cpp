@@ -198,12 +198,12 @@ void PlanAllreducePass::runOnOperation() {
     // A calibration's measured reduce-scatter and all-gather (oasr-bench
     // comm --collectives=...), else halves of the allreduce.
     if (!comm.empty()) {
-      llvm::Expected<sched::CollectiveModels> halves =
-          sched::readCollectiveModels(comm);
+      bool measured[2] = {false, false};
+      auto halves =
+          sched::SteadyComm::fromCalibrationFile(model, comm, measured);
       if (!halves)
         return halves.takeError();
-      bool measured[2] = {false, false};
-      sc = sched::SteadyComm::fromCalibration(model, *halves, measured);
+      sc = *halves;
     }
     // The runtime reduce-scatters f32 gradients only, and updates on the
     // compute lane after the all-gather (DeAR's form).

@@ -112,6 +112,15 @@ SteadyComm SteadyComm::fromAllreduce(const CommModel &allreduce) {
   return c;
 }
 
+Expected<SteadyComm> SteadyComm::fromCalibrationFile(const CommModel &allreduce,
+                                                     StringRef path,
+                                                     bool measured[2]) {
+  Expected<CollectiveModels> halves = readCollectiveModels(path);
+  if (!halves)
+    return halves.takeError();
+  return fromCalibration(allreduce, *halves, measured);
+}
+
 SteadyComm SteadyComm::fromCalibration(const CommModel &allreduce,
                                        const CollectiveModels &calibration,
                                        bool measured[2]) {

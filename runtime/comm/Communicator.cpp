@@ -206,9 +206,9 @@ public:
     // block (r - 2 - s) mod P, adding this rank's own; after P - 1 steps the
     // block received is r, summed over every rank (each block summed in
     // ring order on the rank that owns it, so every rank gets the same).
-    std::vector<float> out(send + ((r + P - 1) % P) * n,
-                           send + ((r + P - 1) % P) * n + n),
-        in(n);
+    std::vector<float> &out = ringOut, &in = ringIn;
+    out.assign(send + ((r + P - 1) % P) * n, send + ((r + P - 1) % P) * n + n);
+    in.resize(n);
     for (size_t s = 0; s + 1 < P; ++s) {
       exchange(out.data(), in.data(), n, kReduceScatterTag);
       const float *own = send + ((r + 2 * P - 2 - s) % P) * n;
@@ -385,6 +385,8 @@ private:
   /// default eager limit is 64 KiB including the header).
   static constexpr size_t kEagerBytes = 65536 - 256;
   std::vector<MPI_Request> requests; ///< exchange's, reused
+  /// reduceScatterAverage's partial sums and received block, reused.
+  std::vector<float> ringOut, ringIn;
   /// Waits for a non-blocking collective: sleeping between tests when the
   /// thread is to leave its CPU (setSleepingWait), else inside MPI.
   void wait(MPI_Request &request) {

@@ -405,7 +405,7 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
     // The plan's alpha (a calibration's small-message time) where the
     // run's sizes extrapolate a smaller one: ResNet-50's allreduces at
     // 1 Gbit/s fitted 0, and the plans made from it cut the model into
-    // 100-145 groups that each paid the real start-up.
+    // 59-145 groups that each paid the real start-up.
     model = *fit;
   } else {
     // One size: alpha from the plan's model, beta from the times (the work

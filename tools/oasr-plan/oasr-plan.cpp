@@ -257,11 +257,12 @@ Expected<SteadyComm> steadyComm(const CommModel &comm, std::string &how) {
   how = "reduce-scatter and all-gather: halves of the allreduce";
   SteadyComm sc = SteadyComm::fromAllreduce(comm);
   if (!commOpt.empty() && !alphaOpt.getNumOccurrences()) {
-    Expected<CollectiveModels> c = readCollectiveModels(commOpt);
+    bool measured[2] = {false, false};
+    Expected<SteadyComm> c =
+        SteadyComm::fromCalibrationFile(comm, commOpt, measured);
     if (!c)
       return c.takeError();
-    bool measured[2] = {false, false};
-    sc = SteadyComm::fromCalibration(comm, *c, measured);
+    sc = *c;
     if (measured[0] || measured[1])
       how = formatv("reduce-scatter {0}, all-gather {1} ({2})",
                     measured[0] ? "measured" : "half the allreduce",

@@ -14,6 +14,7 @@
 
 #include "oasr/Runtime/GradWire.h"
 #include "oasr/Runtime/Kernel.h"
+#include "oasr/Schedule/Steady.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
@@ -131,14 +132,9 @@ struct SteadyExecution {
   /// allreduce; its update then runs as an allreduce group's.
   std::vector<uint8_t> scatter;
   /// A unit of communication: piece `piece` of group `group`, its
-  /// allreduce or reduce-scatter, or (`gather`) its all-gather.
-  struct Unit {
-    unsigned group = 0, piece = 0;
-    bool gather = false;
-    bool operator==(const Unit &o) const {
-      return group == o.group && piece == o.piece && gather == o.gather;
-    }
-  };
+  /// allreduce or reduce-scatter, or (`gather`) its all-gather -- the
+  /// planner's lowered unit.
+  using Unit = schedule::LoweredUnit;
   /// The order the communication thread runs the units in, each step the
   /// same on every rank.
   std::vector<Unit> order;

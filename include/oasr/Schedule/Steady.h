@@ -113,6 +113,11 @@ struct SteadyComm {
   static SteadyComm fromCalibration(const CommModel &allreduce,
                                     const CollectiveModels &calibration,
                                     bool measured[2]);
+  /// fromCalibration with the halves read from the calibration file
+  /// `path` (errors name it).
+  static llvm::Expected<SteadyComm>
+  fromCalibrationFile(const CommModel &allreduce, llvm::StringRef path,
+                      bool measured[2]);
 };
 
 /// One unit's timing in the measured iteration.

@@ -12,8 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "oasr/Runtime/Communicator.h"
 #include "oasr/Runtime/GradWire.h"
+#include "oasr/Runtime/Communicator.h"
 
 #include "gtest/gtest.h"
 
