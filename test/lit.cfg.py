@@ -79,6 +79,19 @@ def can_make_netns():
 if can_make_netns():
     config.available_features.add("netns")
 
+# Whether this process may run a thread at SCHED_FIFO (oasr-run
+# --comm-priority=realtime): root, CAP_SYS_NICE or RLIMIT_RTPRIO >= 1.
+def can_sched_fifo():
+    import subprocess
+    if not shutil.which("chrt"):
+        return False
+    return subprocess.call(["chrt", "-f", "1", "true"],
+                           stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL) == 0
+
+if can_sched_fifo():
+    config.available_features.add("sched-fifo")
+
 def has_python_module(name):
     import subprocess
     return subprocess.call([config.oasr_python, "-c", "import " + name],

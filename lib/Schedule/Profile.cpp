@@ -810,11 +810,13 @@ Expected<std::string> oasr::schedule::readCalibrationPriority(StringRef path) {
   if (!v)
     return std::string();
   std::optional<StringRef> s = v->getAsString();
-  if (!s || (*s != "idle" && *s != "normal" && *s != "sleep"))
+  if (!s ||
+      (*s != "idle" && *s != "normal" && *s != "sleep" && *s != "realtime"))
     return createStringError(
         inconvertibleErrorCode(),
         path +
-            ": 'comm_priority' must be \"idle\", \"normal\" or \"sleep\" (the "
+            ": 'comm_priority' must be \"idle\", \"normal\", \"sleep\" or "
+            "\"realtime\" (the "
             "communication thread's priority oasr-bench comm measured "
             "to overlap better), got " +
             formatv("{0}", *v).str());

@@ -475,7 +475,8 @@ static int64_t steadyNs() {
 
 CommEngine::CommEngine(Communicator &comm, Priority priority)
     : comm(comm), priority(priority) {
-  comm.setSleepingWait(priority == Priority::Sleep);
+  comm.setSleepingWait(priority == Priority::Sleep ||
+                       priority == Priority::Realtime);
   epochNs = steadyNs();
   recorded.reserve(4096);
   thread = std::thread([this] { loop(); });
@@ -485,6 +486,24 @@ CommEngine::CommEngine(Communicator &comm, Priority priority)
     // so `wait` knows whether it can raise the thread.
     raisable = setIdle(true) && setIdle(false) && setIdle(true);
   }
+  if (priority == Priority::Realtime) {
+    // Callers check realtimeIsPermitted first; refused, the thread stays an
+    // ordinary one that sleeps between tests (Sleep).
+    sched_param param{};
+    param.sched_priority = sched_get_priority_min(SCHED_FIFO);
+    pthread_setschedparam(thread.native_handle(), SCHED_FIFO, &param);
+  }
+}
+
+bool CommEngine::realtimeIsPermitted() {
+  bool ok = false;
+  std::thread probe([&] {
+    sched_param param{};
+    param.sched_priority = sched_get_priority_min(SCHED_FIFO);
+    ok = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0;
+  });
+  probe.join();
+  return ok;
 }
 
 bool CommEngine::idleIsRaisable() {

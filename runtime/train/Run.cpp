@@ -134,14 +134,21 @@ llvm::Expected<std::string> calibratedCommPriority(const RunOptions &o) {
 }
 
 std::string CommPriorityChoice::error() const {
-  if (name == "idle" || name == "normal" || name == "sleep")
+  if (realtimeRefused)
+    return "--comm-priority=realtime: this process may not run a thread at "
+           "SCHED_FIFO (needs CAP_SYS_NICE or `ulimit -r 1`); "
+           "--comm-priority=sleep waits the same way at normal priority";
+  if (name == "idle" || name == "normal" || name == "sleep" ||
+      name == "realtime")
     return "";
-  return "--comm-priority=" + name + ": expected idle, normal or sleep";
+  return "--comm-priority=" + name +
+         ": expected idle, normal, sleep or realtime";
 }
 
 CommPriorityChoice chooseCommPriority(const RunOptions &o,
                                       llvm::StringRef calibrated,
-                                      bool idleRaisable) {
+                                      bool idleRaisable,
+                                      bool realtimePermitted) {
   CommPriorityChoice c;
   // Idle by default with the CPU backend, where allreduces are CPU work --
   // unless this process could not raise the thread while compute waits:
@@ -154,9 +161,16 @@ CommPriorityChoice chooseCommPriority(const RunOptions &o,
   c.calibrated = o.commPriority.empty() && !calibrated.empty();
   c.idleFellBack =
       o.commPriority.empty() && calibrated.empty() && cpu && !idleRaisable;
-  c.priority = c.name == "idle"    ? CommEngine::Priority::Idle
-               : c.name == "sleep" ? CommEngine::Priority::Sleep
-                                   : CommEngine::Priority::Normal;
+  if (c.name == "realtime" && !realtimePermitted) {
+    c.realtimeFellBack = c.calibrated;
+    c.realtimeRefused = !c.calibrated;
+    if (c.calibrated)
+      c.name = "sleep";
+  }
+  c.priority = c.name == "idle"       ? CommEngine::Priority::Idle
+               : c.name == "sleep"    ? CommEngine::Priority::Sleep
+               : c.name == "realtime" ? CommEngine::Priority::Realtime
+                                      : CommEngine::Priority::Normal;
   return c;
 }
 
@@ -545,6 +559,12 @@ void Run::describe() {
     std::printf("oasr-run: communication thread at %s priority (%s's "
                 "comm_priority, measured by oasr-bench comm)\n",
                 priority.name.c_str(), o.commFile.c_str());
+  if (priority.realtimeFellBack)
+    llvm::errs() << "oasr-run: note: the calibration measured the "
+                    "communication thread at realtime priority, but this "
+                    "process may not run a thread at SCHED_FIFO (needs "
+                    "CAP_SYS_NICE or `ulimit -r 1`); it sleeps between tests "
+                    "at normal priority (sleep) instead\n";
   if (priority.idleFellBack)
     llvm::errs() << "oasr-run: note: the communication thread runs at normal "
                     "priority: this process may not raise an idle-priority "
@@ -700,7 +720,8 @@ int Run::run(int *argc, char ***argv) {
   rank = comm->rank();
   size = comm->size();
   priority =
-      chooseCommPriority(o, calibratedPriority, CommEngine::idleIsRaisable());
+      chooseCommPriority(o, calibratedPriority, CommEngine::idleIsRaisable(),
+                         CommEngine::realtimeIsPermitted());
   engine = std::make_unique<CommEngine>(*comm, priority.priority);
 
   // Setup on every rank; failures are agreed on before training.

@@ -79,7 +79,7 @@ static cl::opt<unsigned>
                 cl::desc("Compute threads per rank while measuring the overlap "
                          "rate (use oasr-run's --threads)"),
                 cl::init(1), cl::cat(benchCat));
-enum class PriorityOpt { Auto, Idle, Normal, Sleep };
+enum class PriorityOpt { Auto, Idle, Normal, Sleep, Realtime };
 static cl::opt<PriorityOpt> commPriority(
     "comm-priority",
     cl::desc("Communication thread priority (as oasr-run's --comm-priority)"),
@@ -92,7 +92,10 @@ static cl::opt<PriorityOpt> commPriority(
                clEnumValN(PriorityOpt::Normal, "normal", "an ordinary thread"),
                clEnumValN(PriorityOpt::Sleep, "sleep",
                           "an ordinary thread that sleeps between MPI tests "
-                          "while an allreduce waits on the network")),
+                          "while an allreduce waits on the network"),
+               clEnumValN(PriorityOpt::Realtime, "realtime",
+                          "sleep's waiting at SCHED_FIFO priority (needs "
+                          "CAP_SYS_NICE or `ulimit -r 1`)")),
     cl::init(PriorityOpt::Auto), cl::cat(benchCat));
 static cl::opt<int>
     commCpu("comm-cpu",
@@ -203,9 +206,10 @@ uint64_t computeOnThreads(unsigned threads, double until,
 }
 
 const char *priorityName(CommEngine::Priority p) {
-  return p == CommEngine::Priority::Idle    ? "idle"
-         : p == CommEngine::Priority::Sleep ? "sleep"
-                                            : "normal";
+  return p == CommEngine::Priority::Idle       ? "idle"
+         : p == CommEngine::Priority::Sleep    ? "sleep"
+         : p == CommEngine::Priority::Realtime ? "realtime"
+                                               : "normal";
 }
 
 /// Times allreduces as oasr-run issues them: on a communication thread, and
@@ -440,6 +444,20 @@ int commBench(Communicator &comm) {
     candidates.push_back(Priority::Sleep);
   if (commPriority == PriorityOpt::Normal || commPriority == PriorityOpt::Auto)
     candidates.push_back(Priority::Normal);
+  // Realtime only when asked: on the emulated cluster at 1 Gbit/s it kept
+  // the overlap rate at 1.00 but compute at 67 % (sleep: 0.93 and 89 %),
+  // and ResNet-50 trained 12 % slower (docs/cluster.md).
+  if (commPriority == PriorityOpt::Realtime)
+    candidates.push_back(Priority::Realtime);
+  if (commPriority == PriorityOpt::Realtime &&
+      !CommEngine::realtimeIsPermitted()) {
+    if (comm.rank() == 0)
+      std::fprintf(stderr,
+                   "oasr-bench: error: --comm-priority=realtime: this process "
+                   "may not run a thread at SCHED_FIFO (needs CAP_SYS_NICE or "
+                   "`ulimit -r 1`)\n");
+    return 1;
+  }
   const uint64_t ovBytes = std::min<uint64_t>(overlapBytes, maxBytes);
   std::vector<std::pair<Priority, Overlap>> overlaps;
   if (overlapBytes > 0)

@@ -158,7 +158,10 @@ static cl::opt<std::string> commPriority(
              "whose allreduces are CPU work, where the process may raise it "
              "while compute waits) | normal (default with cuda) | sleep (an "
              "ordinary thread that sleeps between MPI tests while an "
-             "allreduce waits on the network); with --comm=FILE on the CPU, "
+             "allreduce waits on the network) | realtime (sleep's waiting at "
+             "SCHED_FIFO priority: takes the core at once when a test is due; "
+             "needs CAP_SYS_NICE or `ulimit -r 1`); with --comm=FILE on the "
+             "CPU, "
              "default: the calibration's measured comm_priority"),
     cl::init(""), cl::cat(runCat));
 static cl::opt<int> commCpu(

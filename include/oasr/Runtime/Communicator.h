@@ -178,6 +178,16 @@ public:
     /// it wakes. For links slower than the CPU; `oasr-bench comm` measures
     /// it against the others.
     Sleep,
+    /// Sleep's waiting, at SCHED_FIFO's lowest real-time priority: between
+    /// tests it leaves the CPU as Sleep does, and when a test is due or a
+    /// group starts it takes the core at once instead of queueing behind the
+    /// compute thread's time slice. On a shaped link beside compute that
+    /// queueing is paid at every step of every call (the thread waited for
+    /// the core 2.9 of its 4.1 busy seconds in a 86-group ResNet-50 plan at
+    /// 1 Gbit/s). Needs CAP_SYS_NICE or RLIMIT_RTPRIO >= 1
+    /// (`realtimeIsPermitted`); the kernel's real-time throttling (95 % of
+    /// each second by default) bounds what it can take.
+    Realtime,
   };
 
   explicit CommEngine(Communicator &comm, Priority priority = Priority::Normal);
@@ -195,6 +205,9 @@ public:
   /// short-lived thread): what `raisesWhileWaited` would say for an Idle
   /// engine, known before choosing the priority.
   static bool idleIsRaisable();
+  /// Whether this process may run a thread at SCHED_FIFO (probed on a
+  /// short-lived thread): a Realtime engine needs it.
+  static bool realtimeIsPermitted();
 
   /// Pins the communication thread to CPU `cpu` (a core left free for it,
   /// e.g. `taskset -c 0 oasr-run --comm-cpu=1`). Returns an empty string on

@@ -125,21 +125,32 @@ llvm::Expected<std::string> calibratedCommPriority(const RunOptions &options);
 
 /// The communication thread's priority and why.
 struct CommPriorityChoice {
-  std::string name; ///< idle | normal | sleep, or what --comm-priority said
+  /// idle | normal | sleep | realtime, or what --comm-priority said
+  std::string name;
   CommEngine::Priority priority = CommEngine::Priority::Normal;
   bool calibrated = false; ///< the calibration's comm_priority
   /// The CPU default (idle) fell back to normal: this process may not raise
   /// an idle thread while compute waits.
   bool idleFellBack = false;
-  /// The error naming --comm-priority when `name` is none of the three.
+  /// The calibration's realtime fell back to sleep: this process may not
+  /// run a thread at SCHED_FIFO (the calibration was made where it could).
+  bool realtimeFellBack = false;
+  /// --comm-priority=realtime where this process may not use SCHED_FIFO.
+  bool realtimeRefused = false;
+  /// The error naming --comm-priority when `name` is none of the four or
+  /// realtime is refused.
   std::string error() const;
 };
 /// --comm-priority, else the calibration's (`calibrated`, may be empty),
 /// else idle on the CPU, where allreduces are CPU work (normal when the
 /// process could not raise an idle thread: `idleRaisable`), else normal.
+/// Realtime needs `realtimePermitted` (CommEngine::realtimeIsPermitted):
+/// without it the calibration's falls back to sleep and the option's is an
+/// error.
 CommPriorityChoice chooseCommPriority(const RunOptions &options,
                                       llvm::StringRef calibrated,
-                                      bool idleRaisable);
+                                      bool idleRaisable,
+                                      bool realtimePermitted = true);
 
 /// Whether and when the run re-plans: --replan, checked against the
 /// algorithm and the plan's strategy, else once for sync-sgd on several CPU

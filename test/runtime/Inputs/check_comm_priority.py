@@ -1,17 +1,18 @@
 """Checks the communication priority an `oasr-bench comm` calibration
 records: every candidate it measured is under overlap.by_priority, and
 comm_priority is the one that kept more work going (overlap rate + compute
-rate), in the order idle, sleep, normal, a later one replacing an earlier
+rate), in the order idle, sleep, normal (and realtime, measured only when
+asked for), a later one replacing an earlier
 one only when it beats it by more than 0.05 -- or, when the allreduce took
 under 1 ms alone (too short to compare), idle if measured, else normal.
 
-    check_comm_priority.py CALIBRATION.json [--expect idle|sleep|normal]
+    check_comm_priority.py CALIBRATION.json [--expect idle|sleep|normal|realtime]
 Prints "recorded: PRIORITY (measured: ...)" or exits 1 naming the mismatch.
 """
 import json
 import sys
 
-order = ["idle", "sleep", "normal"]
+order = ["idle", "sleep", "normal", "realtime"]
 d = json.load(open(sys.argv[1]))
 rec = d.get("comm_priority")
 by = d.get("overlap", {}).get("by_priority", {})

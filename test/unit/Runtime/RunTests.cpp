@@ -189,8 +189,33 @@ TEST(RunPriority, TheOptionThenTheCalibrationThenTheDevice) {
   EXPECT_FALSE(c.idleFellBack);
   o.commPriority = "fast";
   c = chooseCommPriority(o, "", true);
-  EXPECT_EQ(c.error(), "--comm-priority=fast: expected idle, normal or sleep");
+  EXPECT_EQ(c.error(),
+            "--comm-priority=fast: expected idle, normal, sleep or realtime");
   EXPECT_EQ(c.priority, CommEngine::Priority::Normal);
+}
+
+TEST(RunPriority, RealtimeWhereThisProcessMayUseSchedFifo) {
+  RunOptions o;
+  CommPriorityChoice c = chooseCommPriority(o, "realtime", true, true);
+  EXPECT_EQ(c.name, "realtime");
+  EXPECT_EQ(c.priority, CommEngine::Priority::Realtime);
+  EXPECT_TRUE(c.calibrated);
+  EXPECT_EQ(c.error(), "");
+  // A calibration made where it was permitted falls back to sleep's wait.
+  c = chooseCommPriority(o, "realtime", true, false);
+  EXPECT_EQ(c.name, "sleep");
+  EXPECT_EQ(c.priority, CommEngine::Priority::Sleep);
+  EXPECT_TRUE(c.realtimeFellBack);
+  EXPECT_EQ(c.error(), "");
+  // Asked for by name, it is an error.
+  o.commPriority = "realtime";
+  c = chooseCommPriority(o, "", true, false);
+  EXPECT_TRUE(c.realtimeRefused);
+  EXPECT_FALSE(c.realtimeFellBack);
+  EXPECT_EQ(c.error(),
+            "--comm-priority=realtime: this process may not run a thread at "
+            "SCHED_FIFO (needs CAP_SYS_NICE or `ulimit -r 1`); "
+            "--comm-priority=sleep waits the same way at normal priority");
 }
 
 /// A file in a fresh temporary directory, removed with it.
