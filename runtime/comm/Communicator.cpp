@@ -11,7 +11,9 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -270,7 +272,7 @@ public:
     MPI_Irecv(data, int(std::min<size_t>(bytes, INT32_MAX)), MPI_BYTE, source,
               tag, MPI_COMM_WORLD, &request);
     MPI_Status status;
-    testUntilDone(request, &status, 100);
+    testUntilDone(request, &status, [] { return 100; });
     int got = 0;
     MPI_Get_count(&status, MPI_BYTE, &got);
     return size_t(got);
@@ -312,15 +314,20 @@ public:
     MPI_Finalize();
   }
 
-  void setSleepingWait(bool on) override { sleepingWait = on; }
+  void setSleepingWait(bool on, int maxSleepUs) override {
+    sleepingWait = on;
+    sleepCapUs.store(std::max(1, maxSleepUs), std::memory_order_relaxed);
+  }
 
 private:
   /// Tests `request` until it completes, sleeping between tests from 1 us
-  /// doubling to `maxSleepUs`.
+  /// doubling to `maxSleepUs()`, read before each sleep (the engine shortens
+  /// it while a thread waits on it).
+  template <class Cap>
   static void testUntilDone(MPI_Request &request, MPI_Status *status,
-                            int maxSleepUs) {
+                            Cap maxSleepUs) {
     int done = 0;
-    for (int sleepUs = 1;; sleepUs = std::min(2 * sleepUs, maxSleepUs)) {
+    for (int sleepUs = 1;; sleepUs = std::min(2 * sleepUs, maxSleepUs())) {
       MPI_Test(&request, &done, status);
       if (done)
         return;
@@ -391,7 +398,9 @@ private:
   /// thread is to leave its CPU (setSleepingWait), else inside MPI.
   void wait(MPI_Request &request) {
     if (sleepingWait)
-      testUntilDone(request, MPI_STATUS_IGNORE, 50);
+      testUntilDone(request, MPI_STATUS_IGNORE, [this] {
+        return sleepCapUs.load(std::memory_order_relaxed);
+      });
     else
       MPI_Wait(&request, MPI_STATUS_IGNORE);
   }
@@ -406,12 +415,14 @@ private:
     while (count) {
       size_t n = std::min(count, maxCount);
       if (sleepingWait) {
-        // 50 us is 12.5 KB at 2 Gbit/s: far less than the socket buffers
-        // a TCP transfer keeps busy between tests.
+        // 50 us (the default) is 12.5 KB at 2 Gbit/s: far less than the
+        // socket buffers a TCP transfer keeps busy between tests.
         MPI_Request request;
         MPI_Iallreduce(MPI_IN_PLACE, p, int(n), t, op, MPI_COMM_WORLD,
                        &request);
-        testUntilDone(request, MPI_STATUS_IGNORE, 50);
+        testUntilDone(request, MPI_STATUS_IGNORE, [this] {
+          return sleepCapUs.load(std::memory_order_relaxed);
+        });
       } else {
         MPI_Allreduce(MPI_IN_PLACE, p, int(n), t, op, MPI_COMM_WORLD);
       }
@@ -422,7 +433,8 @@ private:
 
   int myRank = 0, mySize = 1;
   size_t chunkBytes;
-  bool sleepingWait = false;
+  std::atomic<bool> sleepingWait{false};
+  std::atomic<int> sleepCapUs{kSleepingWaitUs};   ///< the sleeping wait's cap
   MPI_Op wireOps[2] = {MPI_OP_NULL, MPI_OP_NULL}; ///< bf16, f16 sums
 };
 } // namespace
@@ -475,8 +487,7 @@ static int64_t steadyNs() {
 
 CommEngine::CommEngine(Communicator &comm, Priority priority)
     : comm(comm), priority(priority) {
-  comm.setSleepingWait(priority == Priority::Sleep ||
-                       priority == Priority::Realtime);
+  setPollCapUs(pollCapUs(priority, 0));
   epochNs = steadyNs();
   recorded.reserve(4096);
   thread = std::thread([this] { loop(); });
@@ -493,6 +504,23 @@ CommEngine::CommEngine(Communicator &comm, Priority priority)
     param.sched_priority = sched_get_priority_min(SCHED_FIFO);
     pthread_setschedparam(thread.native_handle(), SCHED_FIFO, &param);
   }
+}
+
+int CommEngine::pollCapUs(Priority priority, double betaSPerByte) {
+  if (priority != Priority::Realtime)
+    return Communicator::kSleepingWaitUs;
+  if (!(betaSPerByte > 0) || !std::isfinite(betaSPerByte))
+    return 1000;
+  const double us = 131072.0 * betaSPerByte * 1e6;
+  return int(std::clamp(us, double(Communicator::kSleepingWaitUs), 5000.0));
+}
+
+void CommEngine::setPollCapUs(int us) {
+  std::lock_guard<std::mutex> lock(mu);
+  pollCap = us;
+  if (waiters == 0 || priority != Priority::Realtime)
+    comm.setSleepingWait(
+        priority == Priority::Sleep || priority == Priority::Realtime, us);
 }
 
 bool CommEngine::realtimeIsPermitted() {
@@ -553,11 +581,22 @@ void CommEngine::wait(JobId id) {
   // A thread that waits leaves its CPU to the job: an idle-priority
   // communication thread runs at normal priority until no one waits, or
   // other processes on a busy host would starve it (SCHED_IDLE yields to all).
-  if (raisable && waiters++ == 0)
-    setIdle(false);
+  // The CPU the waiter leaves lets a realtime thread test as often as a
+  // sleeping one, at no cost to compute.
+  const bool realtime = priority == Priority::Realtime;
+  if (waiters++ == 0) {
+    if (raisable)
+      setIdle(false);
+    if (realtime)
+      comm.setSleepingWait(true, Communicator::kSleepingWaitUs);
+  }
   finished.wait(lock, [&] { return doneUpTo >= id; });
-  if (raisable && --waiters == 0)
-    setIdle(true);
+  if (--waiters == 0) {
+    if (raisable)
+      setIdle(true);
+    if (realtime)
+      comm.setSleepingWait(true, pollCap);
+  }
 }
 
 void CommEngine::drain() {

@@ -422,6 +422,11 @@ void Run::loadModel() {
                   llvm::toString(created.takeError()));
     else
       exec = std::move(*created);
+    // A realtime thread's wake-ups preempt compute: it tests as rarely as
+    // the plan's link allows.
+    if (exec)
+      engine->setPollCapUs(
+          CommEngine::pollCapUs(priority.priority, exec->planBetaSPerByte()));
   }
   memoryPoint(o, "plan");
   if (exec && o.batch && *o.batch > 0 && exec->batch() != *o.batch)
@@ -559,6 +564,12 @@ void Run::describe() {
     std::printf("oasr-run: communication thread at %s priority (%s's "
                 "comm_priority, measured by oasr-bench comm)\n",
                 priority.name.c_str(), o.commFile.c_str());
+  if (exec && priority.priority == CommEngine::Priority::Realtime)
+    std::printf(
+        "oasr-run: communication thread at realtime priority "
+        "(SCHED_FIFO): a waiting allreduce is tested at least every "
+        "%d us (the plan's link moves 128 KiB in that time)\n",
+        CommEngine::pollCapUs(priority.priority, exec->planBetaSPerByte()));
   if (priority.realtimeFellBack)
     llvm::errs() << "oasr-run: note: the calibration measured the "
                     "communication thread at realtime priority, but this "

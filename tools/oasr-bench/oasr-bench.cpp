@@ -24,12 +24,12 @@
 // to its speed alone. 1 means communication has a channel of its own; 0
 // means it waits for compute to stop (ranks fill the cores and the thread
 // runs at idle priority). It does so for each way the thread can compete
-// for a CPU (idle, normal, sleep: CommEngine::Priority) and records the one
-// that keeps more work going -- the overlap rate plus the compute rate
-// meanwhile -- as `comm_priority`, which oasr-run --comm=FILE uses; the
+// for a CPU (idle, sleep, normal, realtime: CommEngine::Priority) and records
+// the one that keeps more work going -- the overlap rate plus the compute
+// rate meanwhile -- as `comm_priority`, which oasr-run --comm=FILE uses; the
 // allreduce sweep then runs at that priority. Idle is a candidate only where
 // the process may raise the thread while it is waited on (as oasr-run's
-// default).
+// default), realtime only where it may use SCHED_FIFO.
 //
 //===----------------------------------------------------------------------===//
 
@@ -219,7 +219,7 @@ class AllreduceTimer {
 public:
   AllreduceTimer(Communicator &comm, std::vector<float> &buf,
                  CommEngine::Priority priority)
-      : engine(comm, priority), buf(buf) {
+      : engine(comm, priority), priority(priority), buf(buf) {
     if (commCpu.getNumOccurrences())
       pinError = engine.pinToCpu(commCpu);
   }
@@ -268,6 +268,7 @@ public:
     }
   }
   CommEngine engine;
+  CommEngine::Priority priority;
   std::string pinError; ///< why --comm-cpu failed, empty if it did not
 
 private:
@@ -278,6 +279,9 @@ private:
 struct Overlap {
   double rate = 1, aloneS = 0, loadedS = 0, loadS = 0;
   double computeRate = 1; ///< compute speed while the allreduce runs
+  /// The sleeping wait's longest sleep (CommEngine::pollCapUs, from the
+  /// allreduce's time alone).
+  int pollCapUs = Communicator::kSleepingWaitUs;
   /// Work kept going beside an allreduce, in [0, 2]: 2 when both run at
   /// full speed, 1 when they take turns.
   double score() const { return rate + computeRate; }
@@ -307,6 +311,11 @@ Overlap measureOverlap(Communicator &comm, AllreduceTimer &timer,
   comm.barrier();
   o.aloneS = timer.timed(count, 5);
   comm.allreduceMax(&o.aloneS, 1);
+  // A realtime thread tests as rarely as this link allows (every rank
+  // computes the same cap from the agreed time).
+  o.pollCapUs =
+      CommEngine::pollCapUs(timer.priority, o.aloneS / double(count * 4));
+  engine.setPollCapUs(o.pollCapUs);
   o.loadS = std::max(2.0 * o.aloneS, 0.02);
 
   // Compute speed alone, for the compute rate.
@@ -429,9 +438,10 @@ int commBench(Communicator &comm) {
   };
 
   // The communication thread's priority: the one given, or of idle (where
-  // the process may raise it while waited on), sleep and normal the one
-  // whose overlap keeps more work going; an earlier one stays unless a later
-  // one beats it by more than 0.05. Sleep comes before normal: on a shaped
+  // the process may raise it while waited on), sleep, normal and realtime
+  // (where the process may use SCHED_FIFO) the one whose overlap keeps more
+  // work going; an earlier one stays unless a later one beats it by more
+  // than 0.05. Sleep comes before normal: on a shaped
   // link training ran far faster with the sleeping thread than with the
   // spinning one where this measurement nearly tied them, and over shared
   // memory they trained alike (docs/cluster.md, docs/runtime.md).
@@ -444,10 +454,10 @@ int commBench(Communicator &comm) {
     candidates.push_back(Priority::Sleep);
   if (commPriority == PriorityOpt::Normal || commPriority == PriorityOpt::Auto)
     candidates.push_back(Priority::Normal);
-  // Realtime only when asked: on the emulated cluster at 1 Gbit/s it kept
-  // the overlap rate at 1.00 but compute at 67 % (sleep: 0.93 and 89 %),
-  // and ResNet-50 trained 12 % slower (docs/cluster.md).
-  if (commPriority == PriorityOpt::Realtime)
+  // Realtime last, where this process may use SCHED_FIFO: it must beat
+  // sleep's overlap by more than 0.05 to be chosen.
+  if (commPriority == PriorityOpt::Realtime ||
+      (commPriority == PriorityOpt::Auto && CommEngine::realtimeIsPermitted()))
     candidates.push_back(Priority::Realtime);
   if (commPriority == PriorityOpt::Realtime &&
       !CommEngine::realtimeIsPermitted()) {
@@ -485,6 +495,8 @@ int commBench(Communicator &comm) {
   AllreduceTimer timer(comm, buf, chosen);
   if (pinFailed(timer))
     return 1;
+  if (!overlaps.empty())
+    timer.engine.setPollCapUs(overlaps[best].second.pollCapUs);
   const double burst = burstUs * 1e-6;
   using Collective = AllreduceTimer::Collective;
   // One sweep of sizes for the timer's collective, into `pts`.
@@ -629,11 +641,10 @@ int commBench(Communicator &comm) {
         llvm::json::Object{{"bytes", int64_t(latency.front().bytes)},
                            {"seconds", latency.front().seconds}};
   auto overlapJSON = [](const Overlap &o) {
-    return llvm::json::Object{{"overlap_rate", o.rate},
-                              {"compute_rate", o.computeRate},
-                              {"alone_s", o.aloneS},
-                              {"under_load_s", o.loadedS},
-                              {"load_s", o.loadS}};
+    return llvm::json::Object{
+        {"overlap_rate", o.rate}, {"compute_rate", o.computeRate},
+        {"alone_s", o.aloneS},    {"under_load_s", o.loadedS},
+        {"load_s", o.loadS},      {"poll_cap_us", o.pollCapUs}};
   };
   std::vector<std::string> halfFits;
   for (const Half &h : halves) {
@@ -711,12 +722,18 @@ int commBench(Communicator &comm) {
                  100 * worst, (unsigned long long)worstAt->bytes,
                  worstAt->seconds, a + b * worstAt->bytes);
   for (auto &[p, o] : overlaps)
-    std::printf("overlap rate %.2f: a %llu-byte allreduce took %.3f ms alone, "
-                "%.3f ms beside %u busy compute thread(s) per rank for "
-                "%.3f ms (%s priority); compute ran at %.0f%% meanwhile\n",
-                o.rate, (unsigned long long)ovBytes, o.aloneS * 1e3,
-                o.loadedS * 1e3, unsigned(loadThreads), o.loadS * 1e3,
-                priorityName(p), 100 * o.computeRate);
+    std::printf(
+        "overlap rate %.2f: a %llu-byte allreduce took %.3f ms alone, "
+        "%.3f ms beside %u busy compute thread(s) per rank for "
+        "%.3f ms (%s priority%s); compute ran at %.0f%% meanwhile\n",
+        o.rate, (unsigned long long)ovBytes, o.aloneS * 1e3, o.loadedS * 1e3,
+        unsigned(loadThreads), o.loadS * 1e3, priorityName(p),
+        p == Priority::Realtime
+            ? llvm::formatv(", tested at least every {0} us", o.pollCapUs)
+                  .str()
+                  .c_str()
+            : "",
+        100 * o.computeRate);
   const bool idleMeasured = candidates.front() == Priority::Idle;
   const char *why = commPriority != PriorityOpt::Auto ? "--comm-priority"
                     : overlaps.empty() ? "the default; no overlap measured"

@@ -117,8 +117,15 @@ public:
   virtual void markComputeReady() {}
   /// Blocking gradient allreduces wait by sleeping between tests of a
   /// non-blocking call instead of inside the library, which spins
-  /// (CommEngine::Priority::Sleep). Communicators that do not spin ignore it.
-  virtual void setSleepingWait(bool) {}
+  /// (CommEngine::Priority::Sleep), backing off from 1 us to `maxSleepUs`
+  /// between tests. Communicators that do not spin ignore it. Called on the
+  /// communication thread's owner before the calls it affects are queued,
+  /// or from the communication thread itself.
+  virtual void setSleepingWait(bool, int maxSleepUs = kSleepingWaitUs) {
+    (void)maxSleepUs;
+  }
+  /// The sleeping wait's default longest sleep between tests.
+  static constexpr int kSleepingWaitUs = 50;
 };
 
 /// The one-process communicator: averaging is the identity.
@@ -209,6 +216,22 @@ public:
   /// short-lived thread): a Realtime engine needs it.
   static bool realtimeIsPermitted();
 
+  /// The longest sleep between tests of the sleeping wait for `priority`
+  /// on a link of `betaSPerByte` (0: unknown). Sleep: 50 us -- its wake-ups
+  /// wait for the compute thread's time slice anyway. Realtime: each wake-up
+  /// preempts compute (at 50 us the compute thread kept 67 % of the core on
+  /// the emulated cluster at 1 Gbit/s), so it sleeps up to the time the
+  /// link takes to move 128 KiB (Open MPI's TCP fragment) -- tests any
+  /// rarer let the socket run dry (at 1 Gbit/s: 1 ms trained ResNet-50's
+  /// 86-group plan at 1400 ms a step, 2 ms at 1690 ms) -- clamped to
+  /// [50 us, 5 ms]; 1 ms where the link is unknown.
+  static int pollCapUs(Priority priority, double betaSPerByte);
+  /// Sets the sleeping wait's longest sleep (Sleep and Realtime engines);
+  /// call before queueing the jobs it should affect. While a thread waits on
+  /// a Realtime engine (compute has left the CPU) the thread tests every
+  /// 50 us at most, as Sleep does.
+  void setPollCapUs(int us);
+
   /// Pins the communication thread to CPU `cpu` (a core left free for it,
   /// e.g. `taskset -c 0 oasr-run --comm-cpu=1`). Returns an empty string on
   /// success, else why it failed.
@@ -263,6 +286,7 @@ private:
   bool stopping = false;
   bool raisable = false; ///< Idle and allowed to leave SCHED_IDLE
   int waiters = 0;       ///< threads in `wait`, guarded by `mu`
+  int pollCap = Communicator::kSleepingWaitUs; ///< setPollCapUs', by `mu`
   std::vector<CommEvent> recorded;
   int64_t epochNs = 0;
   double lastEndUs = 0; ///< end of the previous job (communication thread)

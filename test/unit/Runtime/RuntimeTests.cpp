@@ -660,6 +660,32 @@ TEST(CommEngine, SeveralWaitersRaiseOnceAndRestoreAfterTheLast) {
   EXPECT_EQ(policyUnwaited(idle), SCHED_IDLE);
 }
 
+TEST(CommEngine, RealtimePriorityIsSchedFifoWherePermitted) {
+  auto comm = createSelfCommunicator();
+  CommEngine rt(*comm, CommEngine::Priority::Realtime);
+  // Refused, the thread stays an ordinary one (Sleep's wait).
+  EXPECT_EQ(policyUnwaited(rt),
+            CommEngine::realtimeIsPermitted() ? SCHED_FIFO : SCHED_OTHER);
+  EXPECT_EQ(schedPolicy(), SCHED_OTHER);
+}
+
+TEST(CommEngine, ARealtimeThreadTestsAsRarelyAsTheLinkAllows) {
+  using P = CommEngine::Priority;
+  // 128 KiB at the link's beta: 1 Gbit/s (7.7 ns/B) is about 1 ms.
+  EXPECT_EQ(CommEngine::pollCapUs(P::Realtime, 7.7e-9), 1009);
+  // Clamped to [50 us, 5 ms]: shared memory, 10 Mbit/s.
+  EXPECT_EQ(CommEngine::pollCapUs(P::Realtime, 1e-10), 50);
+  EXPECT_EQ(CommEngine::pollCapUs(P::Realtime, 8e-7), 5000);
+  // Unknown link: 1 ms, measured best at 1 Gbit/s.
+  EXPECT_EQ(CommEngine::pollCapUs(P::Realtime, 0), 1000);
+  EXPECT_EQ(CommEngine::pollCapUs(P::Realtime, std::nan("")), 1000);
+  // The other priorities keep the sleeping wait's 50 us.
+  EXPECT_EQ(CommEngine::pollCapUs(P::Sleep, 7.7e-9),
+            Communicator::kSleepingWaitUs);
+  EXPECT_EQ(CommEngine::pollCapUs(P::Normal, 7.7e-9),
+            Communicator::kSleepingWaitUs);
+}
+
 /// CPU time of the calling thread (microseconds).
 static double threadCpuUs() {
   timespec ts{};
