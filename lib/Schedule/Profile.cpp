@@ -707,13 +707,37 @@ oasr::schedule::fitAlphaBeta(ArrayRef<std::pair<double, double>> points,
   return CommModel::alphaBeta(alpha, beta, ranks);
 }
 
+/// Whether `alpha`, fitted with `beta` to `points` by evenly weighted least
+/// squares, is within two standard errors of `other`: the points do not
+/// tell the two apart. With two points (no residual) they never do.
+static bool alphaWithinNoise(ArrayRef<std::pair<double, double>> points,
+                             double alpha, double beta, double other) {
+  const size_t n = points.size();
+  if (n < 3)
+    return true;
+  double mx = 0;
+  for (const auto &[x, y] : points)
+    mx += x / double(n);
+  double sxx = 0, ss = 0;
+  for (const auto &[x, y] : points) {
+    sxx += (x - mx) * (x - mx);
+    double r = y - alpha - beta * x;
+    ss += r * r;
+  }
+  if (!(sxx > 0))
+    return true;
+  const double se =
+      std::sqrt(ss / double(n - 2) * (1.0 / double(n) + mx * mx / sxx));
+  return std::abs(alpha - other) <= 2 * se;
+}
+
 Expected<CommModel>
 oasr::schedule::fitRunAllreduces(ArrayRef<MeasuredAllreduce> samples, int ranks,
                                  double fallbackRate, bool &rateFitted,
-                                 double alphaFloor, bool *alphaFloored) {
+                                 double planAlpha, bool *alphaFromPlan) {
   rateFitted = false;
-  if (alphaFloored)
-    *alphaFloored = false;
+  if (alphaFromPlan)
+    *alphaFromPlan = false;
   double rate = std::clamp(fallbackRate, 0.05, 1.0);
   bool beside = any_of(samples, [](auto &m) { return m.besideS > 0; });
   bool alone = any_of(samples, [](auto &m) { return m.aloneS > 0; });
@@ -777,14 +801,16 @@ oasr::schedule::fitRunAllreduces(ArrayRef<MeasuredAllreduce> samples, int ranks,
   for (const MeasuredAllreduce &m : samples)
     work.push_back({m.bytes, rate * m.besideS + m.aloneS});
   Expected<CommModel> model = fitAlphaBeta(work, ranks, FitError::Absolute);
-  if (model && model->alphaS <= 0 && alphaFloor > 0) {
+  if (model && planAlpha > 0 &&
+      (model->alphaS <= 0 ||
+       alphaWithinNoise(work, model->alphaS, model->betaSPerByte, planAlpha))) {
     double bytes = 0, rest = 0;
     for (const auto &[x, y] : work)
-      bytes += x, rest += y - alphaFloor;
-    model->alphaS = alphaFloor;
+      bytes += x, rest += y - planAlpha;
+    model->alphaS = planAlpha;
     model->betaSPerByte = bytes > 0 ? std::max(0.0, rest / bytes) : 0.0;
-    if (alphaFloored)
-      *alphaFloored = true;
+    if (alphaFromPlan)
+      *alphaFromPlan = true;
   }
   if (model)
     model->overlapRate = rate;

@@ -385,8 +385,7 @@ private:
       MPI_Isend(out + first, int(count), MPI_FLOAT, next, tag, MPI_COMM_WORLD,
                 &requests[messages + k]);
     }
-    for (MPI_Request &r : requests)
-      wait(r);
+    waitAll(requests);
   }
   /// Payload of a message Open MPI's TCP transport sends eagerly (its
   /// default eager limit is 64 KiB including the header).
@@ -394,13 +393,30 @@ private:
   std::vector<MPI_Request> requests; ///< exchange's, reused
   /// reduceScatterAverage's partial sums and received block, reused.
   std::vector<float> ringOut, ringIn;
+  /// Waits for every request of a ring step: sleeping between tests of them
+  /// all when the thread is to leave its CPU, one back-off for the step (a
+  /// back-off per message woke a realtime thread ten times per 64 KiB, and
+  /// compute beside a reduce-scatter of ResNet-50's gradients ran 16 %
+  /// slower), else inside MPI.
+  void waitAll(std::vector<MPI_Request> &rs) {
+    if (!sleepingWait) {
+      MPI_Waitall(int(rs.size()), rs.data(), MPI_STATUSES_IGNORE);
+      return;
+    }
+    int done = 0;
+    for (int sleepUs = 1;; sleepUs = std::min(2 * sleepUs, sleepCap())) {
+      MPI_Testall(int(rs.size()), rs.data(), &done, MPI_STATUSES_IGNORE);
+      if (done)
+        return;
+      std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
+    }
+  }
+  int sleepCap() const { return sleepCapUs.load(std::memory_order_relaxed); }
   /// Waits for a non-blocking collective: sleeping between tests when the
   /// thread is to leave its CPU (setSleepingWait), else inside MPI.
   void wait(MPI_Request &request) {
     if (sleepingWait)
-      testUntilDone(request, MPI_STATUS_IGNORE, [this] {
-        return sleepCapUs.load(std::memory_order_relaxed);
-      });
+      testUntilDone(request, MPI_STATUS_IGNORE, [this] { return sleepCap(); });
     else
       MPI_Wait(&request, MPI_STATUS_IGNORE);
   }
@@ -420,9 +436,8 @@ private:
         MPI_Request request;
         MPI_Iallreduce(MPI_IN_PLACE, p, int(n), t, op, MPI_COMM_WORLD,
                        &request);
-        testUntilDone(request, MPI_STATUS_IGNORE, [this] {
-          return sleepCapUs.load(std::memory_order_relaxed);
-        });
+        testUntilDone(request, MPI_STATUS_IGNORE,
+                      [this] { return sleepCap(); });
       } else {
         MPI_Allreduce(MPI_IN_PLACE, p, int(n), t, op, MPI_COMM_WORLD);
       }

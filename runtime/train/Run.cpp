@@ -134,6 +134,11 @@ llvm::Expected<std::string> calibratedCommPriority(const RunOptions &o) {
 }
 
 std::string CommPriorityChoice::error() const {
+  if (realtimeOnDevice)
+    return "--comm-priority=realtime: applies to the CPU's MPI "
+           "communicator, whose waits sleep between tests; with a GPU the "
+           "thread waits inside NCCL and CUDA, which may spin at real-time "
+           "priority (use normal)";
   if (realtimeRefused)
     return "--comm-priority=realtime: this process may not run a thread at "
            "SCHED_FIFO (needs CAP_SYS_NICE or `ulimit -r 1`); "
@@ -161,7 +166,8 @@ CommPriorityChoice chooseCommPriority(const RunOptions &o,
   c.calibrated = o.commPriority.empty() && !calibrated.empty();
   c.idleFellBack =
       o.commPriority.empty() && calibrated.empty() && cpu && !idleRaisable;
-  if (c.name == "realtime" && !realtimePermitted) {
+  c.realtimeOnDevice = c.name == "realtime" && !cpu;
+  if (c.name == "realtime" && !realtimePermitted && cpu) {
     c.realtimeFellBack = c.calibrated;
     c.realtimeRefused = !c.calibrated;
     if (c.calibrated)

@@ -137,6 +137,10 @@ struct CommPriorityChoice {
   bool realtimeFellBack = false;
   /// --comm-priority=realtime where this process may not use SCHED_FIFO.
   bool realtimeRefused = false;
+  /// --comm-priority=realtime with a GPU: its communicator waits inside
+  /// NCCL and CUDA, which may spin, and a spinning SCHED_FIFO thread would
+  /// hold the core the compute thread launches kernels from.
+  bool realtimeOnDevice = false;
   /// The error naming --comm-priority when `name` is none of the four or
   /// realtime is refused.
   std::string error() const;

@@ -216,6 +216,15 @@ TEST(RunPriority, RealtimeWhereThisProcessMayUseSchedFifo) {
             "--comm-priority=realtime: this process may not run a thread at "
             "SCHED_FIFO (needs CAP_SYS_NICE or `ulimit -r 1`); "
             "--comm-priority=sleep waits the same way at normal priority");
+  // A GPU's communicator waits inside NCCL and CUDA.
+  o.device = "cuda";
+  c = chooseCommPriority(o, "", true, true);
+  EXPECT_TRUE(c.realtimeOnDevice);
+  EXPECT_EQ(c.error(),
+            "--comm-priority=realtime: applies to the CPU's MPI communicator, "
+            "whose waits sleep between tests; with a GPU the thread waits "
+            "inside NCCL and CUDA, which may spin at real-time priority (use "
+            "normal)");
 }
 
 /// A file in a fresh temporary directory, removed with it.

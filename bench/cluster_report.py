@@ -1,0 +1,83 @@
+"""The Markdown table of a bench/run_cluster.sh results JSON (run_cluster.sh
+writes both; rerun this on a kept JSON to rewrite its .md):
+
+    /usr/bin/python3 bench/cluster_report.py bench/results/cluster-X.json > cluster-X.md
+"""
+import json, statistics, sys
+d = json.load(open(sys.argv[1]))
+c = d["calibration"]
+loads = [r["load"] for r in d["runs"]]
+wire = d.get("grad_dtype", "f32")
+print(f"# Emulated cluster: {d['nodes']} nodes at {d['rate']}, {d['model']}"
+      + ("" if wire == "f32" else f", gradients in {wire} on the wire") + "\n")
+print(f"{d['date']}, {d['machine']}; load average (1 min) before the runs "
+      f"{min(loads):.2f}-{max(loads):.2f}, median {statistics.median(loads):.2f}. "
+      f"`scripts/cluster.sh up {d['nodes']} --rate={d['rate']}` (one rank per node, "
+      f"rank r pinned to CPU r mod {d.get('cores', 2)}), batch {d['batch']}/rank, 1 compute thread/rank, "
+      f"communication thread at {d['comm_priority']} priority; mean of steps "
+      f"2..{d['steps']}; {d['rounds']} rounds, each running every strategy once "
+      "(interleaved): the median round and the range. Calibration on the shaped "
+      f"link (`oasr-bench comm --burst-us=20000`): alpha = {c['alpha_s']:.3g} s, "
+      f"beta = {c['beta_s_per_byte']:.3g} s/B ({1e-6 / c['beta_s_per_byte']:.1f} MB/s), "
+      f"overlap rate {c['overlap_rate']:.2f}"
+      + (f", compute rate {c['compute_rate']:.2f}" if c.get("compute_rate") else "")
+      + f" (sizes from {d['calib_min_bytes']} B). "
+      + ("Predicted: the plan's timeline from "
+         "that calibration and a profile measured on the cluster (a separate "
+         + ("single-group run: compute alone" if c.get("compute_rate") else "wfbp run")
+         + ")" if d.get("model_from", "calibration") != "run" else
+         "Predicted: the plan's timeline from what one oasr run measured in "
+         "itself (`--replan=once --replan-profile`: its re-plan's profile and "
+         "fitted model, alpha = {alpha_s:.3g} s, beta = {beta_s_per_byte:.3g} s/B, "
+         "overlap rate {overlap_rate:.2f}, compute rate {compute_rate:.2f}); "
+         "the calibration above only chose the priority".format(
+             **({"overlap_rate": 1.0, "compute_rate": 1.0} | d["run_model"])))
+      + "; replayed: the same model on the run's own profile (compute rate 1: "
+      "its layer times already ran beside its communication).\n")
+bp = c.get("by_priority") or {}
+if bp:
+    print("Communication thread priority, measured by the calibration (a "
+          "16 MiB allreduce beside one busy compute thread per rank): " +
+          "; ".join(f"{k}: overlap rate {v['overlap_rate']:.2f}, compute at "
+                    f"{100 * v['compute_rate']:.0f} %" for k, v in bp.items()) +
+          f"; the runs used {c.get('comm_priority')}.\n")
+torch = next((r["torch"] for r in d["runs"] if r.get("torch")), None)
+if torch:
+    print(f"PyTorch DDP rows: `bench/ddp_step.py`, PyPI torch {torch} (MKL, oneDNN), "
+          "gloo over the same links, the same torchvision model, batch, 1 compute "
+          "thread/rank and plain SGD; `torch-ddp:N` is bucket_cap_mb=N "
+          "(25: DDP's default; the other: the bucket size oasr-plan predicts "
+          f"fastest on this profile, {d.get('ddp_plan_bucket_mb')} MB); groups = "
+          "DDP's buckets after its rebuild; exposed comm = the step minus the "
+          "same step under no_sync().\n")
+print("| strategy | groups | measured (ms) | range (ms) | predicted (ms) | error | replayed (ms) | exposed comm (ms) | runs above load flag |")
+print("|---|---|---|---|---|---|---|---|---|")
+by = {}
+for r in d["runs"]:
+    by.setdefault(r["strategy"], []).append(r)
+rows = []
+for s, rs in by.items():
+    ms = sorted(rs, key=lambda r: r["measured_ms"])
+    med = ms[(len(ms) - 1) // 2]
+    rows.append((s, med, [r["measured_ms"] for r in rs],
+                 sum(1 for r in rs if r["load"] > d["load_flag"])))
+best = min(rows, key=lambda t: t[1]["measured_ms"])
+for s, med, times, flagged in rows:
+    lo, hi = min(times), max(times)
+    mark = " **fastest**" if s == best[0] else (" (tied)" if lo <= max(best[2]) else "")
+    p = med["predicted_ms"]
+    err = f"{(med['measured_ms'] - p) / p * 100:+.1f} %" if p else "n/a"
+    preds = f"{p:.1f}" if p else "n/a"
+    rep = med.get("replayed_ms")
+    reps = f"{rep:.1f}" if rep else "n/a"
+    print(f"| {s}{mark} | {med['groups']} | {med['measured_ms']:.1f} | {lo:.1f}-{hi:.1f} | "
+          f"{preds} | {err} | {reps} | {med['exposed_comm_ms']:.1f} | {flagged}/{len(times)} |")
+print(f"\n*(tied)*: its fastest round is faster than the fastest strategy's slowest "
+      f"round. Load flag: runs started with the 1-minute load average above "
+      f"{d['load_flag']} (the host is shared).")
+meds = {s: med["measured_ms"] for s, med, _, _ in rows}
+for s in [k for k in meds if k.startswith("torch-ddp:")]:
+    if "oasr" in meds:
+        print(f"\noasr against {s}: {meds[s] / meds['oasr']:.2f}x "
+              f"({meds[s]:.1f} / {meds['oasr']:.1f} ms, medians).", end="")
+print()
