@@ -39,7 +39,11 @@ if bp:
     print("Communication thread priority, measured by the calibration (a "
           "16 MiB allreduce beside one busy compute thread per rank): " +
           "; ".join(f"{k}: overlap rate {v['overlap_rate']:.2f}, compute at "
-                    f"{100 * v['compute_rate']:.0f} %" for k, v in bp.items()) +
+                    f"{100 * v['compute_rate']:.0f} %"
+                    + (f", a 4 KiB call {1e3 * v['call_beside_s']:.2f} ms beside "
+                       f"compute against {1e3 * v['call_alone_s']:.2f} alone"
+                       if "call_rate" in v else "")
+                    for k, v in bp.items()) +
           f"; the runs used {c.get('comm_priority')}.\n")
 torch = next((r["torch"] for r in d["runs"] if r.get("torch")), None)
 if torch:

@@ -1,10 +1,11 @@
 """Checks the communication priority an `oasr-bench comm` calibration
 records: every candidate it measured is under overlap.by_priority, and
-comm_priority is the one that kept more work going (overlap rate + compute
-rate), in the order idle, sleep, normal (and realtime, measured only when
-asked for), a later one replacing an earlier
-one only when it beats it by more than 0.05 -- or, when the allreduce took
-under 1 ms alone (too short to compare), idle if measured, else normal.
+comm_priority is the one that kept more work going (the mean of the overlap
+rate and the small call's rate, plus the compute rate), in the order idle,
+sleep, normal, realtime (each where the process may use it), a later one
+replacing an earlier one only when it beats it by more than 0.05 -- or,
+when the allreduce took under 1 ms alone (too short to compare), idle if
+measured, else normal.
 
     check_comm_priority.py CALIBRATION.json [--expect idle|sleep|normal|realtime]
 Prints "recorded: PRIORITY (measured: ...)" or exits 1 naming the mismatch.
@@ -24,7 +25,14 @@ if rec not in by:
     sys.exit(f"recorded {rec} was not measured ({sorted(by)})")
 if d["overlap_rate"] != by[rec]["overlap_rate"]:
     sys.exit("overlap_rate is not the recorded priority's")
-score = {k: v["overlap_rate"] + v["compute_rate"] for k, v in by.items()}
+# oasr-bench's score: the mean of the bytes' overlap rate and the small
+# call's rate (1 where --latency-bytes did not measure it), plus the compute
+# rate; recomputed here from the parts.
+score = {k: 0.5 * (v["overlap_rate"] + v.get("call_rate", 1.0)) + v["compute_rate"]
+         for k, v in by.items()}
+for k, v in by.items():
+    if "score" in v and abs(v["score"] - score[k]) > 1e-9:
+        sys.exit(f"{k}: score {v['score']} is not 0.5 (overlap + call rate) + compute rate = {score[k]}")
 best = None
 comparable = all(v["alone_s"] >= 1e-3 for v in by.values())
 if not comparable:
