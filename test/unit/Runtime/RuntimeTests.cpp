@@ -686,6 +686,17 @@ TEST(CommEngine, ARealtimeThreadTestsAsRarelyAsTheLinkAllows) {
             Communicator::kSleepingWaitUs);
 }
 
+TEST(CommEngine, ASmallCallTestsInProportionToItsSize) {
+  // A 1 ms cap from 1 MiB up; in proportion below, down to 50 us.
+  EXPECT_EQ(Communicator::callSleepCapUs(1000, 64 << 20), 1000);
+  EXPECT_EQ(Communicator::callSleepCapUs(1000, 1 << 20), 1000);
+  EXPECT_EQ(Communicator::callSleepCapUs(1000, 1 << 18), 250);
+  EXPECT_EQ(Communicator::callSleepCapUs(1000, 4096), 50);
+  EXPECT_EQ(Communicator::callSleepCapUs(1000, 0), 50);
+  // The 50 us cap (sleep, or a waiter on a realtime engine) stays.
+  EXPECT_EQ(Communicator::callSleepCapUs(50, 64 << 20), 50);
+}
+
 /// CPU time of the calling thread (microseconds).
 static double threadCpuUs() {
   timespec ts{};
