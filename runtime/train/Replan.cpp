@@ -343,9 +343,12 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
     }
   }
   if (ev.computeRateMeasured) {
-    // Each instruction's time alone: its work beside at the rate.
+    // Each instruction's time alone: its work beside at the rate. `mean`
+    // is a median over steps and `beside` a mean, so a short instruction
+    // whose one slow step ran beside communication can come out below 0
+    // (-0.09 us for a ReLU under load, which the profile reader refuses).
     for (size_t k = 0; k < mean.size(); ++k)
-      mean[k] -= (1 - ev.computeRate) * beside[k];
+      mean[k] = std::max(0.0, mean[k] - (1 - ev.computeRate) * beside[k]);
   }
 
   // One profile: the slowest rank's (the largest compute per step), whose
