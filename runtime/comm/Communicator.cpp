@@ -320,19 +320,26 @@ public:
   }
 
 private:
-  /// Tests `request` until it completes, sleeping between tests from 1 us
+  /// Calls `done()` until it says so, sleeping between calls from 1 us
   /// doubling to `maxSleepUs()`, read before each sleep (the engine shortens
   /// it while a thread waits on it).
+  template <class Done, class Cap>
+  static void sleepUntil(Done done, Cap maxSleepUs) {
+    for (int sleepUs = 1; !done();
+         sleepUs = std::min(2 * sleepUs, maxSleepUs()))
+      std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
+  }
+  /// Tests `request` until it completes, sleeping between tests.
   template <class Cap>
   static void testUntilDone(MPI_Request &request, MPI_Status *status,
                             Cap maxSleepUs) {
-    int done = 0;
-    for (int sleepUs = 1;; sleepUs = std::min(2 * sleepUs, maxSleepUs())) {
-      MPI_Test(&request, &done, status);
-      if (done)
-        return;
-      std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
-    }
+    sleepUntil(
+        [&] {
+          int done = 0;
+          MPI_Test(&request, &done, status);
+          return done != 0;
+        },
+        maxSleepUs);
   }
 
   /// The MPI_Op summing 16-bit `wire` elements (created on first use, on
@@ -403,26 +410,17 @@ private:
       MPI_Waitall(int(rs.size()), rs.data(), MPI_STATUSES_IGNORE);
       return;
     }
-    int done = 0;
-    for (int sleepUs = 1;;
-         sleepUs = std::min(2 * sleepUs, sleepCapFor(bytes))) {
-      MPI_Testall(int(rs.size()), rs.data(), &done, MPI_STATUSES_IGNORE);
-      if (done)
-        return;
-      std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
-    }
+    sleepUntil(
+        [&] {
+          int done = 0;
+          MPI_Testall(int(rs.size()), rs.data(), &done, MPI_STATUSES_IGNORE);
+          return done != 0;
+        },
+        [&] { return sleepCapFor(bytes); });
   }
   int sleepCap() const { return sleepCapUs.load(std::memory_order_relaxed); }
   int sleepCapFor(double bytes) const {
     return callSleepCapUs(sleepCap(), bytes);
-  }
-  /// Waits for a non-blocking collective: sleeping between tests when the
-  /// thread is to leave its CPU (setSleepingWait), else inside MPI.
-  void wait(MPI_Request &request) {
-    if (sleepingWait)
-      testUntilDone(request, MPI_STATUS_IGNORE, [this] { return sleepCap(); });
-    else
-      MPI_Wait(&request, MPI_STATUS_IGNORE);
   }
 
   /// MPI counts are ints: split very large buffers.

@@ -25,8 +25,9 @@
 // means it waits for compute to stop (ranks fill the cores and the thread
 // runs at idle priority). It does so for each way the thread can compete
 // for a CPU (idle, sleep, normal, realtime: CommEngine::Priority) and records
-// the one that keeps more work going -- the overlap rate plus the compute
-// rate meanwhile -- as `comm_priority`, which oasr-run --comm=FILE uses; the
+// the one that keeps more work going (Overlap::score: the overlap rate and,
+// with --latency-bytes, a small call's rate beside compute, plus the compute
+// rate meanwhile) as `comm_priority`, which oasr-run --comm=FILE uses; the
 // allreduce sweep then runs at that priority. Idle is a candidate only where
 // the process may raise the thread while it is waited on (as oasr-run's
 // default), realtime only where it may use SCHED_FIFO.
@@ -298,7 +299,39 @@ struct Overlap {
   double score() const { return 0.5 * (rate + callRate) + computeRate; }
 };
 
-void measureCallRate(Communicator &comm, AllreduceTimer &timer, Overlap &o);
+/// Overlap::callRate: five allreduces of --latency-bytes, each queued as
+/// every rank starts its compute threads for 20 ms, against the same alone;
+/// the medians, agreed as the slowest rank's.
+void measureCallRate(Communicator &comm, AllreduceTimer &timer, Overlap &o) {
+  const size_t count = std::max<size_t>(1, latencyBytes / 4);
+  CommEngine &engine = timer.engine;
+  timer.timed(count, 3);
+  comm.barrier();
+  o.callAloneS = timer.timed(count, 9);
+  std::vector<double> beside;
+  for (int rep = 0; rep < 5; ++rep) {
+    comm.barrier();
+    const double s = now();
+    double end = 0;
+    std::atomic<bool> finished{false};
+    CommEngine::JobId id = engine.enqueue([&](Communicator &c) {
+      timer.allreduce(c, count);
+      end = now();
+      finished.store(true, std::memory_order_relaxed);
+    });
+    computeOnThreads(loadThreads, s + 0.02, &finished);
+    engine.wait(id);
+    beside.push_back(end - s);
+  }
+  std::sort(beside.begin(), beside.end());
+  o.callBesideS = beside[beside.size() / 2];
+  double both[2] = {o.callAloneS, o.callBesideS};
+  comm.allreduceMax(both, 2);
+  o.callAloneS = both[0], o.callBesideS = both[1];
+  o.callRate = o.callBesideS > 0
+                   ? std::clamp(o.callAloneS / o.callBesideS, 0.0, 1.0)
+                   : 1.0;
+}
 
 /// The overlap rate of an allreduce of `bytes` (see the file comment). Each
 /// repetition: every rank starts its compute threads for `load` seconds and
@@ -387,40 +420,6 @@ Overlap measureOverlap(Communicator &comm, AllreduceTimer &timer,
   return o;
 }
 
-/// Overlap::callRate: five allreduces of --latency-bytes, each queued as
-/// every rank starts its compute threads for 20 ms, against the same alone;
-/// the medians, agreed as the slowest rank's.
-void measureCallRate(Communicator &comm, AllreduceTimer &timer, Overlap &o) {
-  const size_t count = std::max<size_t>(1, latencyBytes / 4);
-  CommEngine &engine = timer.engine;
-  timer.timed(count, 3);
-  comm.barrier();
-  o.callAloneS = timer.timed(count, 9);
-  std::vector<double> beside;
-  for (int rep = 0; rep < 5; ++rep) {
-    comm.barrier();
-    const double s = now();
-    double end = 0;
-    std::atomic<bool> finished{false};
-    CommEngine::JobId id = engine.enqueue([&](Communicator &c) {
-      timer.allreduce(c, count);
-      end = now();
-      finished.store(true, std::memory_order_relaxed);
-    });
-    computeOnThreads(loadThreads, s + 0.02, &finished);
-    engine.wait(id);
-    beside.push_back(end - s);
-  }
-  std::sort(beside.begin(), beside.end());
-  o.callBesideS = beside[beside.size() / 2];
-  double both[2] = {o.callAloneS, o.callBesideS};
-  comm.allreduceMax(both, 2);
-  o.callAloneS = both[0], o.callBesideS = both[1];
-  o.callRate = o.callBesideS > 0
-                   ? std::clamp(o.callAloneS / o.callBesideS, 0.0, 1.0)
-                   : 1.0;
-}
-
 /// Checks one call of `collective` against the values every rank can
 /// compute: rank r's element i is r + i / 8 (exact in f32). Returns the
 /// first wrong element, or an empty string; every rank gets the verdict.
@@ -488,12 +487,12 @@ int commBench(Communicator &comm) {
 
   // The communication thread's priority: the one given, or of idle (where
   // the process may raise it while waited on), sleep, normal and realtime
-  // (where the process may use SCHED_FIFO) the one whose overlap keeps more
-  // work going; an earlier one stays unless a later one beats it by more
-  // than 0.05. Sleep comes before normal: on a shaped
-  // link training ran far faster with the sleeping thread than with the
-  // spinning one where this measurement nearly tied them, and over shared
-  // memory they trained alike (docs/cluster.md, docs/runtime.md).
+  // (where the process may use SCHED_FIFO) the one that keeps more work
+  // going (Overlap::score); an earlier one stays unless a later one beats it by
+  // more than 0.05. Sleep comes before normal: on a shaped link training ran
+  // far faster with the sleeping thread than with the spinning one where this
+  // measurement nearly tied them, and over shared memory they trained alike
+  // (docs/cluster.md, docs/runtime.md).
   using Priority = CommEngine::Priority;
   std::vector<Priority> candidates;
   if (commPriority == PriorityOpt::Idle ||
@@ -503,13 +502,13 @@ int commBench(Communicator &comm) {
     candidates.push_back(Priority::Sleep);
   if (commPriority == PriorityOpt::Normal || commPriority == PriorityOpt::Auto)
     candidates.push_back(Priority::Normal);
-  // Realtime last, where this process may use SCHED_FIFO: it must beat
-  // sleep's overlap by more than 0.05 to be chosen.
+  // Realtime last, where this process may use SCHED_FIFO: it must beat the
+  // best before it by more than 0.05 to be chosen.
+  const bool realtimePermitted = CommEngine::realtimeIsPermitted();
   if (commPriority == PriorityOpt::Realtime ||
-      (commPriority == PriorityOpt::Auto && CommEngine::realtimeIsPermitted()))
+      (commPriority == PriorityOpt::Auto && realtimePermitted))
     candidates.push_back(Priority::Realtime);
-  if (commPriority == PriorityOpt::Realtime &&
-      !CommEngine::realtimeIsPermitted()) {
+  if (commPriority == PriorityOpt::Realtime && !realtimePermitted) {
     if (comm.rank() == 0)
       std::fprintf(stderr,
                    "oasr-bench: error: --comm-priority=realtime: this process "
@@ -776,27 +775,23 @@ int commBench(Communicator &comm) {
                  "own allreduces (--replan)\n",
                  100 * worst, (unsigned long long)worstAt->bytes,
                  worstAt->seconds, a + b * worstAt->bytes);
-  for (auto &[p, o] : overlaps)
-    std::printf(
-        "overlap rate %.2f: a %llu-byte allreduce took %.3f ms alone, "
-        "%.3f ms beside %u busy compute thread(s) per rank for "
-        "%.3f ms (%s priority%s); compute ran at %.0f%% meanwhile%s\n",
-        o.rate, (unsigned long long)ovBytes, o.aloneS * 1e3, o.loadedS * 1e3,
-        unsigned(loadThreads), o.loadS * 1e3, priorityName(p),
-        p == Priority::Realtime
-            ? llvm::formatv(", tested at least every {0} us", o.pollCapUs)
-                  .str()
-                  .c_str()
-            : "",
-        100 * o.computeRate,
-        latencyBytes > 0
-            ? llvm::formatv("; a {0}-byte allreduce {1:f3} ms alone, {2:f3} "
-                            "ms beside compute (call rate {3:f2})",
-                            uint64_t(latencyBytes), o.callAloneS * 1e3,
-                            o.callBesideS * 1e3, o.callRate)
-                  .str()
-                  .c_str()
-            : "");
+  for (auto &[p, o] : overlaps) {
+    std::string tested, call;
+    if (p == Priority::Realtime)
+      tested = llvm::formatv(", tested at least every {0} us", o.pollCapUs);
+    if (latencyBytes > 0)
+      call = llvm::formatv("; a {0}-byte allreduce {1:f3} ms alone, {2:f3} "
+                           "ms beside compute (call rate {3:f2})",
+                           uint64_t(latencyBytes), o.callAloneS * 1e3,
+                           o.callBesideS * 1e3, o.callRate);
+    std::printf("overlap rate %.2f: a %llu-byte allreduce took %.3f ms alone, "
+                "%.3f ms beside %u busy compute thread(s) per rank for "
+                "%.3f ms (%s priority%s); compute ran at %.0f%% meanwhile%s\n",
+                o.rate, (unsigned long long)ovBytes, o.aloneS * 1e3,
+                o.loadedS * 1e3, unsigned(loadThreads), o.loadS * 1e3,
+                priorityName(p), tested.c_str(), 100 * o.computeRate,
+                call.c_str());
+  }
   const bool idleMeasured = candidates.front() == Priority::Idle;
   const char *why = commPriority != PriorityOpt::Auto ? "--comm-priority"
                     : overlaps.empty() ? "the default; no overlap measured"

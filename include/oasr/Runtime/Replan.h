@@ -79,7 +79,8 @@ struct ReplanEvent {
   double aloneStartUs = 0, aloneEndUs = 0; ///< that step (trace time)
   /// Why the rate was not measured (e.g. nothing overlapped), or empty.
   std::string computeRateNote;
-  /// alpha kept from the plan: one size only, or the run's sizes fitted 0
+  /// alpha kept from the plan: one size only, or the run's sizes do not
+  /// resolve the start-up (schedule::fitRunAllreduces)
   bool alphaFromPlan = false;
   bool overlapFromPlan = false; ///< nothing overlapped backward: rate kept
   std::string note;             ///< why nothing was re-planned, if so
