@@ -34,15 +34,29 @@ print(f"{d['date']}, {d['machine']}; load average (1 min) before the runs "
              **({"overlap_rate": 1.0, "compute_rate": 1.0} | d["run_model"])))
       + "; replayed: the same model on the run's own profile (compute rate 1: "
       "its layer times already ran beside its communication).\n")
+def calls(v):
+    """(bytes, alone_s, beside_s) of each call a priority's probe timed (an
+    older calibration kept one, of 4 KiB)."""
+    if "calls" in v:
+        return [(x["bytes"], x["alone_s"], x["beside_s"]) for x in v["calls"]]
+    if "call_rate" in v:
+        return [(4096, v["call_alone_s"], v["call_beside_s"])]
+    return []
+
+
+def call_size(b):
+    return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB" if b >= 1024 else f"{b} B"
+
+
 bp = c.get("by_priority") or {}
 if bp:
     print("Communication thread priority, measured by the calibration (a "
           "16 MiB allreduce beside one busy compute thread per rank): " +
           "; ".join(f"{k}: overlap rate {v['overlap_rate']:.2f}, compute at "
                     f"{100 * v['compute_rate']:.0f} %"
-                    + (f", a 4 KiB call {1e3 * v['call_beside_s']:.2f} ms beside "
-                       f"compute against {1e3 * v['call_alone_s']:.2f} alone"
-                       if "call_rate" in v else "")
+                    + "".join(f", a {call_size(b)} call {1e3 * beside:.2f} ms "
+                              f"beside compute against {1e3 * alone:.2f} alone"
+                              for b, alone, beside in calls(v))
                     for k, v in bp.items()) +
           f"; the runs used {c.get('comm_priority')}.\n")
 torch = next((r["torch"] for r in d["runs"] if r.get("torch")), None)

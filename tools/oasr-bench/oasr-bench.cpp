@@ -283,33 +283,61 @@ struct Overlap {
   /// The sleeping wait's longest sleep (CommEngine::pollCapUs, from the
   /// allreduce's time alone).
   int pollCapUs = Communicator::kSleepingWaitUs;
-  /// A small allreduce (--latency-bytes) beside the same load: its time
-  /// alone over its time beside compute, the rate at which a call's
-  /// start-up progresses there (1 when it is not measured). A sleeping
-  /// thread at normal priority waits for the compute thread's time slice at
-  /// each step of a call: on the emulated cluster at 1 Gbit/s a 4 KiB
-  /// allreduce took 0.31 ms alone and 6.4 ms beside compute (0.05), at
-  /// realtime priority 0.11 and 0.17 ms (0.65), where the large allreduce's
-  /// overlap rates tied (0.96 and 0.98).
-  double callRate = 1, callAloneS = 0, callBesideS = 0;
+  /// Calls the size of a plan's groups beside the same load: their time
+  /// alone over their time beside compute, the rate at which a call
+  /// progresses there (1 when it is not measured). Two sizes: a small one
+  /// (--latency-bytes, a call's start-up) and kMidCallBytes (a few of a
+  /// transport's fragments, a transformer's group). The lower rate counts.
+  /// A sleeping thread at normal priority waits for the compute thread's
+  /// time slice at each step of a call: on the emulated cluster at 1 Gbit/s
+  /// a 4 KiB allreduce took 0.31 ms alone and 6.4 ms beside compute (0.05),
+  /// at realtime priority 0.11 and 0.17 ms (0.65), where the large
+  /// allreduce's overlap rates tied (0.96 and 0.98). A spinning thread at
+  /// normal priority finished a 4 KiB call inside the slice its wake-up
+  /// preempted (0.05 ms beside, 0.13 alone: rate 1) in one calibration and
+  /// not in the next (0.07); its 256 KiB call took 2.6 ms beside compute
+  /// against 0.4 alone (0.15), realtime's 0.64 against 0.49 (0.76), and a
+  /// transformer's 13-group plan trained 42.6 ms a step at normal, 35.4 at
+  /// realtime.
+  struct Call {
+    uint64_t bytes = 0;
+    double aloneS = 0, besideS = 0;
+    double rate() const {
+      return besideS > 0 ? std::clamp(aloneS / besideS, 0.0, 1.0) : 1.0;
+    }
+  };
+  std::vector<Call> calls;
+  double callRate() const {
+    double r = 1;
+    for (const Call &c : calls)
+      r = std::min(r, c.rate());
+    return r;
+  }
   /// Work kept going beside an allreduce, in [0, 2]: 2 when both run at
   /// full speed, 1 when they take turns. The communication side is the
-  /// mean of the bytes' overlap rate and the small call's rate: a plan's
-  /// groups pay both.
-  double score() const { return 0.5 * (rate + callRate) + computeRate; }
+  /// mean of the bytes' overlap rate and the calls' rate: a plan's groups
+  /// pay both.
+  double score() const { return 0.5 * (rate + callRate()) + computeRate; }
 };
 
-/// Overlap::callRate: five allreduces of --latency-bytes, each queued as
-/// every rank starts its compute threads for 20 ms, against the same alone;
-/// the medians, agreed as the slowest rank's.
-void measureCallRate(Communicator &comm, AllreduceTimer &timer, Overlap &o) {
-  const size_t count = std::max<size_t>(1, latencyBytes / 4);
+/// The middle size Overlap::calls times: two of Open MPI's 128 KiB TCP
+/// fragments, a call that needs its thread more than once.
+constexpr uint64_t kMidCallBytes = 256 << 10;
+
+/// One of Overlap::calls: seven allreduces of `bytes`, each queued as every
+/// rank starts its compute threads for 20 ms, against the same alone; the
+/// medians, agreed as the slowest rank's.
+Overlap::Call measureCall(Communicator &comm, AllreduceTimer &timer,
+                          uint64_t bytes) {
+  const size_t count = std::max<size_t>(1, bytes / 4);
   CommEngine &engine = timer.engine;
+  Overlap::Call call;
+  call.bytes = bytes;
   timer.timed(count, 3);
   comm.barrier();
-  o.callAloneS = timer.timed(count, 9);
+  call.aloneS = timer.timed(count, 9);
   std::vector<double> beside;
-  for (int rep = 0; rep < 5; ++rep) {
+  for (int rep = 0; rep < 7; ++rep) {
     comm.barrier();
     const double s = now();
     double end = 0;
@@ -324,13 +352,11 @@ void measureCallRate(Communicator &comm, AllreduceTimer &timer, Overlap &o) {
     beside.push_back(end - s);
   }
   std::sort(beside.begin(), beside.end());
-  o.callBesideS = beside[beside.size() / 2];
-  double both[2] = {o.callAloneS, o.callBesideS};
+  call.besideS = beside[beside.size() / 2];
+  double both[2] = {call.aloneS, call.besideS};
   comm.allreduceMax(both, 2);
-  o.callAloneS = both[0], o.callBesideS = both[1];
-  o.callRate = o.callBesideS > 0
-                   ? std::clamp(o.callAloneS / o.callBesideS, 0.0, 1.0)
-                   : 1.0;
+  call.aloneS = both[0], call.besideS = both[1];
+  return call;
 }
 
 /// The overlap rate of an allreduce of `bytes` (see the file comment). Each
@@ -415,8 +441,11 @@ Overlap measureOverlap(Communicator &comm, AllreduceTimer &timer,
   o.rate = sums[0] / comm.size();
   o.loadedS = sums[1] / comm.size();
   o.computeRate = sums[2] / comm.size();
-  if (latencyBytes > 0)
-    measureCallRate(comm, timer, o);
+  if (latencyBytes > 0) {
+    o.calls.push_back(measureCall(comm, timer, latencyBytes));
+    if (kMidCallBytes > latencyBytes && kMidCallBytes < bytes)
+      o.calls.push_back(measureCall(comm, timer, kMidCallBytes));
+  }
   return o;
 }
 
@@ -689,16 +718,18 @@ int commBench(Communicator &comm) {
         llvm::json::Object{{"bytes", int64_t(latency.front().bytes)},
                            {"seconds", latency.front().seconds}};
   auto overlapJSON = [](const Overlap &o) {
-    return llvm::json::Object{{"overlap_rate", o.rate},
-                              {"compute_rate", o.computeRate},
-                              {"alone_s", o.aloneS},
-                              {"under_load_s", o.loadedS},
-                              {"load_s", o.loadS},
-                              {"poll_cap_us", o.pollCapUs},
-                              {"call_rate", o.callRate},
-                              {"call_alone_s", o.callAloneS},
-                              {"call_beside_s", o.callBesideS},
-                              {"score", o.score()}};
+    llvm::json::Array calls;
+    for (const Overlap::Call &c : o.calls)
+      calls.push_back(llvm::json::Object{{"bytes", int64_t(c.bytes)},
+                                         {"alone_s", c.aloneS},
+                                         {"beside_s", c.besideS},
+                                         {"rate", c.rate()}});
+    return llvm::json::Object{
+        {"overlap_rate", o.rate},    {"compute_rate", o.computeRate},
+        {"alone_s", o.aloneS},       {"under_load_s", o.loadedS},
+        {"load_s", o.loadS},         {"poll_cap_us", o.pollCapUs},
+        {"call_rate", o.callRate()}, {"calls", std::move(calls)},
+        {"score", o.score()}};
   };
   std::vector<std::string> halfFits;
   for (const Half &h : halves) {
@@ -779,11 +810,10 @@ int commBench(Communicator &comm) {
     std::string tested, call;
     if (p == Priority::Realtime)
       tested = llvm::formatv(", tested at least every {0} us", o.pollCapUs);
-    if (latencyBytes > 0)
-      call = llvm::formatv("; a {0}-byte allreduce {1:f3} ms alone, {2:f3} "
-                           "ms beside compute (call rate {3:f2})",
-                           uint64_t(latencyBytes), o.callAloneS * 1e3,
-                           o.callBesideS * 1e3, o.callRate);
+    for (const Overlap::Call &c : o.calls)
+      call += llvm::formatv("; a {0}-byte allreduce {1:f3} ms alone, {2:f3} "
+                            "ms beside compute (call rate {3:f2})",
+                            c.bytes, c.aloneS * 1e3, c.besideS * 1e3, c.rate());
     std::printf("overlap rate %.2f: a %llu-byte allreduce took %.3f ms alone, "
                 "%.3f ms beside %u busy compute thread(s) per rank for "
                 "%.3f ms (%s priority%s); compute ran at %.0f%% meanwhile%s\n",

@@ -1,7 +1,7 @@
 """Checks the communication priority an `oasr-bench comm` calibration
 records: every candidate it measured is under overlap.by_priority, and
 comm_priority is the one that kept more work going (the mean of the overlap
-rate and the small call's rate, plus the compute rate), in the order idle,
+rate and the rate of its calls, plus the compute rate), in the order idle,
 sleep, normal, realtime (each where the process may use it), a later one
 replacing an earlier one only when it beats it by more than 0.05 -- or,
 when the allreduce took under 1 ms alone (too short to compare), idle if
@@ -25,10 +25,22 @@ if rec not in by:
     sys.exit(f"recorded {rec} was not measured ({sorted(by)})")
 if d["overlap_rate"] != by[rec]["overlap_rate"]:
     sys.exit("overlap_rate is not the recorded priority's")
-# oasr-bench's score: the mean of the bytes' overlap rate and the small
-# call's rate (1 where --latency-bytes did not measure it), plus the compute
-# rate; recomputed here from the parts.
-score = {k: 0.5 * (v["overlap_rate"] + v.get("call_rate", 1.0)) + v["compute_rate"]
+# oasr-bench's score: the mean of the bytes' overlap rate and the calls'
+# rate (the lowest of its timed calls' alone / beside, clamped to [0, 1]; 1
+# where --latency-bytes did not measure them), plus the compute rate;
+# recomputed here from the parts.
+def call_rate(k, v):
+    if "calls" not in v:
+        return v.get("call_rate", 1.0)
+    rates = [min(1.0, max(0.0, c["alone_s"] / c["beside_s"])) if c["beside_s"] > 0 else 1.0
+             for c in v["calls"]]
+    rate = min(rates, default=1.0)
+    if abs(rate - v["call_rate"]) > 1e-9:
+        sys.exit(f"{k}: call_rate {v['call_rate']} is not its calls' lowest rate {rate}")
+    return rate
+
+
+score = {k: 0.5 * (v["overlap_rate"] + call_rate(k, v)) + v["compute_rate"]
          for k, v in by.items()}
 for k, v in by.items():
     if "score" in v and abs(v["score"] - score[k]) > 1e-9:
