@@ -197,14 +197,17 @@ cmd_up() {
   trap 'teardown; exit 1' INT TERM
   fail() { echo "$prog: error: $*" >&2; teardown; exit 1; }
 
-  # tbf: the bucket holds 0.5 ms at the rate, at least 64 KiB (one TSO
-  # segment: a smaller bucket drops it), and the queue 20 ms. A real link
-  # never sends faster than its rate; tbf sends a full bucket at veth speed.
-  # With 2 ms (250 KB at 1 Gbit/s) a 256 KiB allreduce took 0.43 ms, 5x
-  # faster a byte than 16 MiB, and plans fitted to small groups were
-  # predicted 6-8 % fast for larger ones; with 64 KiB it took 1.99 ms,
-  # within 13 % of 16 MiB's rate (docs/cluster.md).
-  local burst=65536 bits
+  # tbf: the bucket holds 0.5 ms at the rate, at least 80 KiB, and the
+  # queue 20 ms. A real link never sends faster than its rate; tbf sends a
+  # full bucket at veth speed. With 2 ms (250 KB at 1 Gbit/s) a 256 KiB
+  # allreduce took 0.43 ms, 5x faster a byte than 16 MiB, and plans fitted
+  # to small groups were predicted 6-8 % fast for larger ones; with 80 KiB
+  # it took 2.0 ms, within 13 % of 16 MiB's rate. The bucket must hold a
+  # whole GSO packet (64 KiB and headers): tbf cuts a larger one into
+  # MTU-sized packets in software, and with a 64 KiB bucket ResNet-18's
+  # compute beside its allreduces took 838-884 ms a step against 546 ms
+  # (docs/cluster.md).
+  local burst=81920 bits
   if [ "$rate" != none ]; then
     bits=$(tc_rate_bits "$rate") || fail "up: --rate=$rate: not understood"
     (( bits / 8 / 2000 > burst )) && burst=$(( bits / 8 / 2000 ))
