@@ -6,6 +6,22 @@ writes both; rerun this on a kept JSON to rewrite its .md):
 import json, statistics, sys
 d = json.load(open(sys.argv[1]))
 c = d["calibration"]
+
+
+def model_spread(models):
+    """The range of each round's re-measured run model."""
+    def span(key, fmt, default=1.0):
+        v = [m.get(key, default) for m in models]
+        return f"{min(v):{fmt}}-{max(v):{fmt}}"
+    return ("; measured anew at the start of every round, its profile then "
+            "that round's plans and predictions: over the rounds alpha "
+            f"{span('alpha_s', '.3g', 0)} s, beta {span('beta_s_per_byte', '.3g', 0)} s/B, "
+            f"overlap rate {span('overlap_rate', '.2f')}, compute rate "
+            f"{span('compute_rate', '.2f')}; predicted: the median of the "
+            "rounds' predictions, and in brackets the range of each run's "
+            "error against its own round's prediction")
+
+
 loads = [r["load"] for r in d["runs"]]
 wire = d.get("grad_dtype", "f32")
 print(f"# Emulated cluster: {d['nodes']} nodes at {d['rate']}, {d['model']}"
@@ -29,9 +45,10 @@ print(f"{d['date']}, {d['machine']}; load average (1 min) before the runs "
          "Predicted: the plan's timeline from what one oasr run measured in "
          "itself (`--replan=once --replan-profile`: its re-plan's profile and "
          "fitted model, alpha = {alpha_s:.3g} s, beta = {beta_s_per_byte:.3g} s/B, "
-         "overlap rate {overlap_rate:.2f}, compute rate {compute_rate:.2f}); "
-         "the calibration above only chose the priority".format(
-             **({"overlap_rate": 1.0, "compute_rate": 1.0} | d["run_model"])))
+         "overlap rate {overlap_rate:.2f}, compute rate {compute_rate:.2f}"
+         .format(**({"overlap_rate": 1.0, "compute_rate": 1.0} | d["run_model"]))
+         + (model_spread(d["run_models"]) if d.get("profile_every_round") else "")
+         + "); the calibration above only chose the priority")
       + "; replayed: the same model on the run's own profile (compute rate 1: "
       "its layer times already ran beside its communication).\n")
 def calls(v):
@@ -81,15 +98,25 @@ for s, rs in by.items():
                  sum(1 for r in rs if r["load"] > d["load_flag"])))
 best = min(rows, key=lambda t: t[1]["measured_ms"])
 for s, med, times, flagged in rows:
+    rs = by[s]
     lo, hi = min(times), max(times)
     mark = " **fastest**" if s == best[0] else (" (tied)" if lo <= max(best[2]) else "")
-    p = med["predicted_ms"]
+    # Predicted: the median of the rounds' predictions (one profile: the
+    # same in every round); error: the measured median against it, and
+    # where each round had its own profile, the range of each run against
+    # its round's prediction.
+    preds = [r["predicted_ms"] for r in rs if r.get("predicted_ms")]
+    p = statistics.median(preds) if preds else None
     err = f"{(med['measured_ms'] - p) / p * 100:+.1f} %" if p else "n/a"
-    preds = f"{p:.1f}" if p else "n/a"
+    if p and d.get("profile_every_round"):
+        errs = [(r["measured_ms"] - r["predicted_ms"]) / r["predicted_ms"] * 100
+                for r in rs if r.get("predicted_ms")]
+        err += f" ({min(errs):+.1f}..{max(errs):+.1f})"
+    pred = f"{p:.1f}" if p else "n/a"
     rep = med.get("replayed_ms")
     reps = f"{rep:.1f}" if rep else "n/a"
     print(f"| {s}{mark} | {med['groups']} | {med['measured_ms']:.1f} | {lo:.1f}-{hi:.1f} | "
-          f"{preds} | {err} | {reps} | {med['exposed_comm_ms']:.1f} | {flagged}/{len(times)} |")
+          f"{pred} | {err} | {reps} | {med['exposed_comm_ms']:.1f} | {flagged}/{len(times)} |")
 print(f"\n*(tied)*: its fastest round is faster than the fastest strategy's slowest "
       f"round. Load flag: runs started with the 1-minute load average above "
       f"{d['load_flag']} (the host is shared).")
