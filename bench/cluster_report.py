@@ -121,8 +121,8 @@ print(f"\n*(tied)*: its fastest round is faster than the fastest strategy's slow
       f"round. Load flag: runs started with the 1-minute load average above "
       f"{d['load_flag']} (the host is shared).")
 meds = {s: med["measured_ms"] for s, med, _, _ in rows}
-for s in [k for k in meds if k.startswith("torch-ddp:")]:
-    if "oasr" in meds:
-        print(f"\noasr against {s}: {meds[s] / meds['oasr']:.2f}x "
-              f"({meds[s]:.1f} / {meds['oasr']:.1f} ms, medians).", end="")
+for o in [k for k in ("oasr", "oasr-step") if k in meds]:
+    for s in [k for k in meds if k.startswith("torch-ddp:")]:
+        print(f"\n{o} against {s}: {meds[s] / meds[o]:.2f}x "
+              f"({meds[s]:.1f} / {meds[o]:.1f} ms, medians).", end="")
 print()
