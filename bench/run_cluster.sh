@@ -99,15 +99,19 @@ PRIORITY=$($PY -c 'import json, sys; print(json.load(open(sys.argv[1]))["comm_pr
 # profile from the first minutes then predicted every later round 3-7 %
 # low, which is the host's drift, not the model's error.
 PROFILE_EVERY_ROUND=${PROFILE_EVERY_ROUND:-$([ "$MODEL_FROM" = run ] && echo 1 || echo 0)}
-profile_run() { # PROFILE_FILE
+profile_run() { # PROFILE_FILE: profile it and plan the round's runs from it
   $CLUSTER run "$NODES" -- ${BASE/--replan=off/--replan=once} \
     --steps=$((2 * STEPS)) --strategy=oasr --comm="$COMM" \
     --replan-profile="$1" >/dev/null
+  ROUND_PROFILE=$1
+  # Without --comm the runs take the calibration's priority explicitly.
+  PLAN_MODEL=(--plan-profile="$1" --comm-priority="$PRIORITY")
+}
+profile_comm() { # PROFILE_FILE: its fitted model as JSON
+  $PY -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["comm"]))' "$1"
 }
 if [ "$MODEL_FROM" = run ]; then
   profile_run "$PROFILE"
-  # Without --comm the runs take the calibration's priority explicitly.
-  PLAN_MODEL=(--plan-profile="$PROFILE" --comm-priority="$PRIORITY")
 else
   $CLUSTER run "$NODES" -- $BASE --steps=$((2 * STEPS)) --strategy=single \
     --comm="$COMM" --profile="$PROFILE" >/dev/null
@@ -129,14 +133,9 @@ DDP_RUNS=""
 runs=()
 run_models=()
 for rep in $(seq "$REPS"); do
-  if [ "$MODEL_FROM" = run ]; then
-    if [ "$PROFILE_EVERY_ROUND" = 1 ] && [ "$rep" -gt 1 ]; then
-      PROFILE_R=${PROFILE%.json}-r$rep.json
-      profile_run "$PROFILE_R"
-      PLAN_MODEL=(--plan-profile="$PROFILE_R" --comm-priority="$PRIORITY")
-    fi
-    run_models+=("$($PY -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["comm"]))' "${PLAN_MODEL[0]#--plan-profile=}")")
-  fi
+  [ "$MODEL_FROM" = run ] && [ "$PROFILE_EVERY_ROUND" = 1 ] && [ "$rep" -gt 1 ] &&
+    profile_run "${PROFILE%.json}-r$rep.json"
+  [ "$MODEL_FROM" = run ] && run_models+=("$(profile_comm "$ROUND_PROFILE")")
   for S in $STRATEGIES $DDP_RUNS; do
     load=$(cut -d' ' -f1 /proc/loadavg)
     if [[ "$S" == torch-ddp:* ]]; then
@@ -171,7 +170,7 @@ calib=$($PY -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dump
   echo " \"nodes\": $NODES, \"cores\": $(nproc), \"rate\": \"$RATE\", \"model\": \"$NAME\", \"batch\": $BATCH, \"steps\": $STEPS,"
   echo " \"threads_per_rank\": 1, \"grad_dtype\": \"$GRAD_DTYPE\", \"comm_priority\": \"$PRIORITY\", \"rounds\": $REPS, \"load_flag\": $LOAD_FLAG,"
   echo " \"calibration\": $calib, \"calib_min_bytes\": $CALIB_MIN_BYTES, \"ddp_plan_bucket_mb\": ${BEST_MB:-null},"
-  echo " \"model_from\": \"$MODEL_FROM\", \"run_model\": $([ "$MODEL_FROM" = run ] && $PY -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["comm"]))' "$PROFILE" || echo null),"
+  echo " \"model_from\": \"$MODEL_FROM\", \"run_model\": $([ "$MODEL_FROM" = run ] && profile_comm "$PROFILE" || echo null),"
   echo " \"profile_every_round\": $([ "$PROFILE_EVERY_ROUND" = 1 ] && echo true || echo false),"
   echo " \"run_models\": [$(IFS=,; echo "${run_models[*]-}")],"
   echo " \"runs\": ["

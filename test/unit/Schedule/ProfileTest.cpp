@@ -350,9 +350,9 @@ TEST(Calibration, RunFitSeparatesTheOverlapRate) {
   std::vector<MeasuredAllreduce> repeated;
   for (int step = 0; step < 8; ++step)
     for (int i = 0; i < 5; ++i)
-      repeated.push_back({sizes[i], 0,
-                          0.2e-3 + 8e-9 * sizes[i] + noise[i] +
-                              (step % 2 ? 2e-5 : -2e-5)});
+      repeated.push_back(
+          {sizes[i], 0,
+           0.2e-3 + 8e-9 * sizes[i] + noise[i] + (step % 2 ? 2e-5 : -2e-5)});
   unaided = fitRunAllreduces(repeated, 2, 1.0, fitted);
   ASSERT_TRUE(bool(unaided));
   EXPECT_NEAR(unaided->alphaS, 1.474e-3, 1e-6);
