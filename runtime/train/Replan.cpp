@@ -91,6 +91,51 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
+KindSums kindSums(llvm::ArrayRef<StepKind> kinds, llvm::ArrayRef<double> us) {
+  KindSums s{};
+  for (size_t k = 0; k < kinds.size() && k < us.size(); ++k)
+    s[size_t(kinds[k])] += us[k];
+  return s;
+}
+
+KindSums medianKindSums(llvm::ArrayRef<KindSums> steps) {
+  KindSums out{};
+  std::vector<double> column;
+  for (size_t kind = 0; kind < out.size(); ++kind) {
+    column.clear();
+    for (const KindSums &s : steps)
+      column.push_back(s[kind]);
+    out[kind] = median(column);
+  }
+  return out;
+}
+
+void scaleKindsTo(llvm::ArrayRef<StepKind> kinds,
+                  llvm::MutableArrayRef<double> us, const KindSums &totals) {
+  KindSums now = kindSums(kinds, us);
+  for (size_t k = 0; k < kinds.size() && k < us.size(); ++k) {
+    size_t kind = size_t(kinds[k]);
+    if (kinds[k] != StepKind::Comm && now[kind] > 0)
+      us[k] *= totals[kind] / now[kind];
+  }
+}
+
+std::vector<double> typicalStepUs(llvm::ArrayRef<StepKind> kinds,
+                                  llvm::ArrayRef<std::vector<double>> stepUs) {
+  std::vector<double> out(kinds.size(), 0.0), column;
+  std::vector<KindSums> sums;
+  for (const std::vector<double> &t : stepUs)
+    sums.push_back(kindSums(kinds, t));
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    column.clear();
+    for (const std::vector<double> &t : stepUs)
+      column.push_back(t[k]);
+    out[k] = median(column);
+  }
+  scaleKindsTo(kinds, out, medianKindSums(sums));
+  return out;
+}
+
 bool besideCommunication(const Executor &exec, int ranks) {
   return ranks > 1 && exec.groups().size() > 1;
 }
@@ -307,20 +352,18 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
   // plus the work done beside at rate kappa; kappa is the ratio of the
   // sums over every such instruction of every rank (few instructions are
   // long enough to give it alone, and one alone step is noisy).
-  // Per instruction its median over the measured steps: the summary and
-  // the benchmarks compare with the median step, and a step slowed by
-  // another process (this host is shared) moves a mean by a third.
+  // Per instruction its typical time over the measured steps (a median,
+  // scaled to the median step; typicalStepUs): a step slowed by another
+  // process (this host is shared) moves a mean by a third.
   const size_t nInstr = exec.steps().size();
   const double steps1 = double(std::max<int64_t>(measuredSteps, 1));
-  std::vector<double> mean(nInstr, 0.0), beside(nInstr, 0.0);
-  std::vector<double> column;
-  for (size_t k = 0; k < nInstr; ++k) {
-    column.clear();
-    for (const std::vector<double> &t : stepUs)
-      column.push_back(t[k]);
-    mean[k] = median(column);
+  std::vector<StepKind> kinds;
+  for (const PlanStepInfo &s : exec.steps())
+    kinds.push_back(s.kind);
+  std::vector<double> mean = typicalStepUs(kinds, stepUs);
+  std::vector<double> beside(nInstr, 0.0);
+  for (size_t k = 0; k < nInstr; ++k)
     beside[k] = besideUs[k] / steps1;
-  }
   ev.aloneStep = aloneMeasured ? stepsDone : 0;
   ev.aloneStartUs = aloneStartUs;
   ev.aloneEndUs = aloneEndUs;
@@ -328,9 +371,6 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
     ev.computeRateNote = measuresAlone() ? "no step measured alone"
                                          : "nothing overlapped backward";
   } else {
-    std::vector<StepKind> kinds;
-    for (const PlanStepInfo &s : exec.steps())
-      kinds.push_back(s.kind);
     ComputeRateSums sums = computeRateSums(kinds, mean, beside, aloneUs);
     double rate[3] = {sums.workBesideUs, sums.timeBesideUs, sums.backwardUs};
     engine.run([&](Communicator &c) { c.allreduceSum(rate, 3); });

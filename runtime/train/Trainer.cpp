@@ -1005,7 +1005,14 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
   std::vector<int64_t> ids(tokens ? size_t(in.numel()) : 0);
 
   std::vector<OpTiming> times(planSteps);
-  std::vector<double> sumUs(planSteps, 0.0);
+  std::vector<double> sumUs(planSteps, 0.0), durations(planSteps, 0.0);
+  // Each measured step's time per instruction kind: the written profile
+  // is scaled to their medians (a typical step, as Replan.h's
+  // typicalStepUs).
+  std::vector<KindSums> stepKindSums;
+  std::vector<StepKind> stepKinds;
+  for (const PlanStepInfo &s : exec.steps())
+    stepKinds.push_back(s.kind);
   // Re-planning from this run's measurements (sync SGD only: the plan
   // describes its allreduces).
   const bool replanning = options.replan.mode != ReplanOptions::Mode::Off &&
@@ -1177,8 +1184,11 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
       measuredBlockedUs += blocked;
       ++measured;
       iterationsUs.push_back(double(t1 - t0) * 1e-3);
-      for (size_t k = 0; k < planSteps; ++k)
-        sumUs[k] += times[k].endUs - times[k].startUs;
+      for (size_t k = 0; k < planSteps; ++k) {
+        durations[k] = times[k].endUs - times[k].startUs;
+        sumUs[k] += durations[k];
+      }
+      stepKindSums.push_back(kindSums(stepKinds, durations));
     }
     if (!options.tracePath.empty() && step - first < options.traceSteps)
       for (size_t k = 0; k < planSteps; ++k)
@@ -1268,7 +1278,12 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
         planSteps = exec.steps().size();
         times.assign(exec.steps().size(), OpTiming{});
         sumUs.assign(exec.steps().size(), 0.0);
+        durations.assign(exec.steps().size(), 0.0);
+        stepKinds.clear();
+        for (const PlanStepInfo &s : exec.steps())
+          stepKinds.push_back(s.kind);
       }
+      stepKindSums.clear();
       // The summary describes the last plan's steps.
       beforeUs.insert(beforeUs.end(), iterationsUs.begin(), iterationsUs.end());
       iterationsUs.clear();
@@ -1321,16 +1336,20 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
         *std::min_element(iterationsUs.begin(), iterationsUs.end());
     summary.maxIterationUs =
         *std::max_element(iterationsUs.begin(), iterationsUs.end());
+    for (size_t k = 0; k < planSteps; ++k)
+      sumUs[k] /= m;
+    summary.forwardUs = kindSums(stepKinds, sumUs)[size_t(StepKind::Forward)];
+    // The profile: the mean per instruction, scaled to the median step per
+    // kind (a step another tenant slowed by half does not move it).
+    scaleKindsTo(stepKinds, sumUs, medianKindSums(stepKindSums));
     double fwd = 0, upd = 0;
     for (size_t k = 0; k < planSteps; ++k) {
-      sumUs[k] /= m;
       if (exec.steps()[k].kind == StepKind::Forward)
         fwd += sumUs[k];
       if (exec.steps()[k].kind == StepKind::Update ||
           exec.steps()[k].kind == StepKind::Copy)
         upd += sumUs[k];
     }
-    summary.forwardUs = fwd;
     schedule::Profile profile =
         measuredProfile(exec, sumUs, fwd, upd,
                         "oasr-run measured, " + std::to_string(comm.size()) +

@@ -439,6 +439,32 @@ TEST(Replan, ComputeRateFromTheAloneStep) {
   EXPECT_FALSE(bool(computeRateFrom({0, 0, 0})));
 }
 
+TEST(Replan, TypicalStepIsTheMedianStepNotTheSumOfMedians) {
+  using K = StepKind;
+  // Two backward instructions, each slow in a different step (right-skewed
+  // times): their medians add to 20, while every step's backward took 25
+  // or more. A comm wait and a forward instruction besides.
+  std::vector<K> kinds = {K::Forward, K::Backward, K::Backward, K::Comm};
+  std::vector<std::vector<double>> steps = {
+      {4, 10, 15, 7}, {5, 15, 10, 1}, {6, 10, 10, 2}};
+  std::vector<double> t = typicalStepUs(kinds, steps);
+  ASSERT_EQ(t.size(), 4u);
+  // Backward: the median step's 25 (steps' sums 25, 25, 20), in the
+  // medians' proportion (10 : 10).
+  EXPECT_DOUBLE_EQ(t[1], 12.5);
+  EXPECT_DOUBLE_EQ(t[2], 12.5);
+  // Forward: one instruction, its median is the median step's.
+  EXPECT_DOUBLE_EQ(t[0], 5);
+  // A wait is not compute: its median, unscaled.
+  EXPECT_DOUBLE_EQ(t[3], 2);
+  // One step slowed throughout (a busy neighbour) moves nothing.
+  steps.push_back({50, 100, 100, 50});
+  steps.push_back({5, 12, 12, 2});
+  t = typicalStepUs(kinds, steps);
+  EXPECT_DOUBLE_EQ(t[1] + t[2], 25);
+  EXPECT_DOUBLE_EQ(t[0], 5);
+}
+
 TEST(Replan, LineSaysWhyTheGroupsWereKept) {
   // The emulated cluster's third round: the strategy's plan under the
   // measured compute rate was predicted slower than the groups in place.
