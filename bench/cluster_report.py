@@ -30,8 +30,10 @@ print(f"{d['date']}, {d['machine']}; load average (1 min) before the runs "
       f"{min(loads):.2f}-{max(loads):.2f}, median {statistics.median(loads):.2f}. "
       f"`scripts/cluster.sh up {d['nodes']} --rate={d['rate']}` (one rank per node, "
       f"rank r pinned to CPU r mod {d.get('cores', 2)}), batch {d['batch']}/rank, 1 compute thread/rank, "
-      f"communication thread at {d['comm_priority']} priority; mean of steps "
-      f"2..{d['steps']}; {d['rounds']} rounds, each running every strategy once "
+      f"communication thread at {d['comm_priority']} priority; "
+      + (f"measured: each run's median of steps 2..{d['steps']} (their mean in "
+         "`mean`)" if d.get("step_stat") == "median" else
+         f"mean of steps 2..{d['steps']}") + f"; {d['rounds']} rounds, each running every strategy once "
       "(interleaved): the median round and the range. Calibration on the shaped "
       f"link (`oasr-bench comm --burst-us=20000`): alpha = {c['alpha_s']:.3g} s, "
       f"beta = {c['beta_s_per_byte']:.3g} s/B ({1e-6 / c['beta_s_per_byte']:.1f} MB/s), "
@@ -85,8 +87,10 @@ if torch:
           f"fastest on this profile, {d.get('ddp_plan_bucket_mb')} MB); groups = "
           "DDP's buckets after its rebuild; exposed comm = the step minus the "
           "same step under no_sync().\n")
-print("| strategy | groups | measured (ms) | range (ms) | predicted (ms) | error | replayed (ms) | exposed comm (ms) | runs above load flag |")
-print("|---|---|---|---|---|---|---|---|---|")
+means = d.get("step_stat") == "median"
+print("| strategy | groups | measured (ms) | range (ms) |" + (" mean (ms) |" if means else "")
+      + " predicted (ms) | error | replayed (ms) | exposed comm (ms) | runs above load flag |")
+print("|---|---|---|---|" + ("---|" if means else "") + "---|---|---|---|---|")
 by = {}
 for r in d["runs"]:
     by.setdefault(r["strategy"], []).append(r)
@@ -115,7 +119,9 @@ for s, med, times, flagged in rows:
     pred = f"{p:.1f}" if p else "n/a"
     rep = med.get("replayed_ms")
     reps = f"{rep:.1f}" if rep else "n/a"
-    print(f"| {s}{mark} | {med['groups']} | {med['measured_ms']:.1f} | {lo:.1f}-{hi:.1f} | "
+    mean = (f" {statistics.median(r['mean_ms'] for r in rs):.1f} |"
+            if means else "")
+    print(f"| {s}{mark} | {med['groups']} | {med['measured_ms']:.1f} | {lo:.1f}-{hi:.1f} |{mean} "
           f"{pred} | {err} | {reps} | {med['exposed_comm_ms']:.1f} | {flagged}/{len(times)} |")
 print(f"\n*(tied)*: its fastest round is faster than the fastest strategy's slowest "
       f"round. Load flag: runs started with the 1-minute load average above "

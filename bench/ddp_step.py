@@ -128,19 +128,21 @@ def main():
     if rank != 0:
         return
     mean = statistics.fmean(times[1:])
+    med = statistics.median(times[1:])
     comp = statistics.fmean(compute[1:])
     grad_bytes = sum(q.numel() * q.element_size() for q in model.parameters() if q.requires_grad)
     print(f"ddp {a.model}: {world} rank(s), gloo over {a.ifname}, bucket_cap_mb {a.bucket_cap_mb:g}, "
           f"gradients in {a.grad_dtype} on the wire, "
           f"{buckets} bucket(s), {grad_bytes} gradient bytes; torch {torch.__version__}")
-    print(f"  mean iteration   {mean * 1e3:9.3f} ms")
+    print(f"  mean iteration   {mean * 1e3:9.3f} ms (median {med * 1e3:.3f} ms, "
+          f"range {min(times[1:]) * 1e3:.3f}-{max(times[1:]) * 1e3:.3f} ms)")
     print(f"  compute          {comp * 1e3:9.3f} ms (no_sync, no allreduce)")
     print(f"  exposed comm     {max(mean - comp, 0.0) * 1e3:9.3f} ms")
     print(json.dumps({"model": a.model, "ranks": world, "batch": a.batch,
                       "bucket_cap_mb": a.bucket_cap_mb, "buckets": buckets,
                       "grad_dtype": a.grad_dtype,
                       "bucket_sizes": str(sizes), "step_ms": [t * 1e3 for t in times],
-                      "mean_ms": mean * 1e3, "compute_ms": comp * 1e3,
+                      "mean_ms": mean * 1e3, "median_ms": med * 1e3, "compute_ms": comp * 1e3,
                       "torch": torch.__version__,
                       "blas": "mkl" if torch.backends.mkl.is_available() else "generic",
                       "mkldnn": torch.backends.mkldnn.is_available()}))

@@ -197,20 +197,26 @@ cmd_up() {
   trap 'teardown; exit 1' INT TERM
   fail() { echo "$prog: error: $*" >&2; teardown; exit 1; }
 
-  # tbf: the bucket holds 0.5 ms at the rate, at least 80 KiB, and the
-  # queue 20 ms. A real link never sends faster than its rate; tbf sends a
-  # full bucket at veth speed. With 2 ms (250 KB at 1 Gbit/s) a 256 KiB
-  # allreduce took 0.43 ms, 5x faster a byte than 16 MiB, and plans fitted
-  # to small groups were predicted 6-8 % fast for larger ones; with 80 KiB
-  # it took 2.0 ms, within 13 % of 16 MiB's rate. The bucket must hold a
-  # whole GSO packet (64 KiB and headers): tbf cuts a larger one into
-  # MTU-sized packets in software, and with a 64 KiB bucket ResNet-18's
-  # compute beside its allreduces took 838-884 ms a step against 546 ms
-  # (docs/cluster.md).
-  local burst=81920 bits
+  # tbf: the bucket holds 0.2 ms at the rate, at least 24000 B, and the
+  # queue 20 ms; GSO packets are capped at 16 KiB on every veth. A real
+  # link never sends faster than its rate; tbf sends a full bucket at veth
+  # speed after the link idles, so each call of a training step's
+  # allreduces (after its compute stretch) got its first bucket free. The
+  # bucket must hold a whole GSO packet (tbf cuts a larger one into
+  # MTU-sized packets in software, and with a 64 KiB bucket beside 64 KiB
+  # GSO packets ResNet-18's compute took 838-884 ms a step against 546),
+  # so the packets are made small instead. With 64 KiB GSO packets and an
+  # 80 KiB bucket, 2-node allreduces after 20 ms of compute took 0.26 ms
+  # for 64 KiB and 1.98 ms for 256 KiB, where the rate (8.4 ns/B) gives
+  # 0.55 and 2.2: an allreduce model fitted to a plan's 0.2-0.8 MB groups
+  # took beta 17 % under the link's and predicted one 2 MB group 10 % fast.
+  # With 16 KiB packets and 24000 B: 0.68 and 2.49 ms, on the line
+  # alpha + beta * bytes from 64 KiB to 2 MiB within 7 %, and compute
+  # beside the allreduce as fast (docs/cluster.md, "The bucket").
+  local burst=24000 bits gso=16384
   if [ "$rate" != none ]; then
     bits=$(tc_rate_bits "$rate") || fail "up: --rate=$rate: not understood"
-    (( bits / 8 / 2000 > burst )) && burst=$(( bits / 8 / 2000 ))
+    (( bits / 8 / 5000 > burst )) && burst=$(( bits / 8 / 5000 ))
   fi
 
   ip netns add "$sw" || fail "ip netns add $sw failed"
@@ -225,6 +231,8 @@ cmd_up() {
     # ever exists in the root namespace.
     ip -n "$sw" link add "p$i" type veth peer name eth0 netns "$node" ||
       fail "veth pair for $node"
+    ip -n "$sw" link set "p$i" gso_max_size "$gso" || fail "GSO size of p$i"
+    ip -n "$node" link set eth0 gso_max_size "$gso" || fail "GSO size of $node"
     ip -n "$sw" link set "p$i" master br0 up || fail "port p$i"
     ip -n "$node" addr add "${ips[$i]}/$len" dev eth0 || fail "address of $node"
     ip -n "$node" link set eth0 up || fail "eth0 up in $node"
