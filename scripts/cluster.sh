@@ -236,6 +236,12 @@ cmd_up() {
     ip -n "$sw" link set "p$i" master br0 up || fail "port p$i"
     ip -n "$node" addr add "${ips[$i]}/$len" dev eth0 || fail "address of $node"
     ip -n "$node" link set eth0 up || fail "eth0 up in $node"
+    # TCP keeps its window over the idle forward pass (docs/cluster.md,
+    # "Slow start after idle"): a restart costs a real link's microsecond
+    # round trips nothing, but here tbf's queue makes the round trip
+    # milliseconds.
+    ip netns exec "$node" sysctl -qw net.ipv4.tcp_slow_start_after_idle=0 ||
+      fail "tcp_slow_start_after_idle in $node"
     if [ "$rate" != none ]; then
       ip netns exec "$node" tc qdisc replace dev eth0 root tbf rate "$rate" \
         burst "$burst" latency 20ms || fail "tbf on $node eth0"

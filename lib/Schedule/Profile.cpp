@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <map>
 
@@ -708,16 +709,37 @@ oasr::schedule::fitAlphaBeta(ArrayRef<std::pair<double, double>> points,
   return CommModel::alphaBeta(alpha, beta, ranks);
 }
 
+/// Student's t at 97.5 % for `dof` degrees of freedom (two-sided 95 %).
+static double tQuantile975(size_t dof) {
+  static const double t[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365,
+                             2.306,  2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+                             2.131,  2.120, 2.110, 2.101, 2.093, 2.086};
+  if (dof == 0)
+    return INFINITY;
+  return dof <= std::size(t) ? t[dof - 1] : dof <= 30 ? 2.06 : 1.96;
+}
+
+/// The fewest group sizes a run's start-up is judged on.
+static constexpr size_t kStartupSizes = 5;
+
 /// Whether `alpha`, fitted with `beta` to `points` by evenly weighted least
-/// squares, is within two standard errors of `other`: the points do not
-/// tell the two apart. The error is that of the line through each size's
-/// mean time, one point a size: a run repeats its few group sizes every
-/// step, and the repeats narrow the noise of each size's time, not of the
-/// line's start-up extrapolated from them (ResNet-18's 4 groups of 2-20 MB
-/// on 2 nodes at 1 Gbit/s, 3 steps: their 16 points put a fitted 2.3 ms
-/// start-up beyond two errors of the 0.22 ms of a 4 KiB call, and the
-/// 41-group plan was predicted 7.6 % slow). With under three sizes (no
-/// residual) they never do.
+/// squares, is within the 95 % interval of its error around `other`: the
+/// points do not tell the two apart. The error is that of the line through
+/// each size's mean time, one point a size: a run repeats its few group
+/// sizes every step, and the repeats narrow the noise of each size's time,
+/// not of the line's start-up extrapolated from them (ResNet-18's 4 groups
+/// of 2-20 MB on 2 nodes at 1 Gbit/s, 3 steps: their 16 points put a fitted
+/// 2.3 ms start-up beyond two errors of the 0.22 ms of a 4 KiB call, and
+/// the 41-group plan was predicted 7.6 % slow). The interval is Student's
+/// for the sizes less two, and under kStartupSizes sizes the points never
+/// tell: a line through three or four sizes extrapolates how each group
+/// overlapped compute, not a start-up. ResNet-18's 3 groups at 200 Mbit/s
+/// (2, 11 and 34 MB) lay within 0.06-1.6 ms of a line with a 16-31 ms
+/// start-up, 16 errors and more from the 0.22 ms of a 4 KiB call: its first
+/// 2 MB group overlapped early backward at 0.7-0.8 of its speed, the 34 MB
+/// one at 0.9-1.0. The 41-group plan was then predicted 20 % slow; with the
+/// measured 0.22 ms, within 2 %. `other` longer than a size's mean time is
+/// never within noise.
 static bool alphaWithinNoise(ArrayRef<std::pair<double, double>> points,
                              double alpha, double beta, double other) {
   std::map<double, std::pair<double, int>> bySize;
@@ -725,8 +747,12 @@ static bool alphaWithinNoise(ArrayRef<std::pair<double, double>> points,
     auto &[sum, count] = bySize[x];
     sum += y, ++count;
   }
+  // A start-up longer than a whole allreduce took is not within noise.
+  for (const auto &[x, sc] : bySize)
+    if (other > sc.first / sc.second)
+      return false;
   const size_t n = bySize.size();
-  if (n < 3)
+  if (n < kStartupSizes)
     return true;
   double mx = 0;
   for (const auto &[x, sc] : bySize)
@@ -741,7 +767,7 @@ static bool alphaWithinNoise(ArrayRef<std::pair<double, double>> points,
     return true;
   const double se =
       std::sqrt(ss / double(n - 2) * (1.0 / double(n) + mx * mx / sxx));
-  return std::abs(alpha - other) <= 2 * se;
+  return std::abs(alpha - other) <= tQuantile975(n - 2) * se;
 }
 
 Expected<CommModel>

@@ -280,10 +280,11 @@ struct MeasuredAllreduce {
 /// calibration's small-message time, measured directly; 0: none) and beta
 /// is refitted on the work so that it still adds up; `alphaFromPlan` (if
 /// given) says so. Unresolved: the fit finds none (alpha clamped to 0: a
-/// run's large allreduces extrapolate it away), or `planAlpha` lies within
-/// two standard errors of the fitted alpha (a plan of a few large groups
-/// puts the intercept of a line through 8-40 MB at 3.3 ms, where a 4 KiB
-/// allreduce beside compute takes 0.2 ms).
+/// run's large allreduces extrapolate it away), the run has under five
+/// group sizes, or `planAlpha` lies within the 95 % interval of the fitted
+/// alpha (Student's t; a plan of a few large groups puts the intercept of a
+/// line through 8-40 MB at 3.3 ms, where a 4 KiB allreduce beside compute
+/// takes 0.2 ms).
 llvm::Expected<CommModel>
 fitRunAllreduces(llvm::ArrayRef<MeasuredAllreduce> samples, int ranks,
                  double fallbackRate, bool &rateFitted, double planAlpha = 0,
