@@ -136,6 +136,7 @@ DDP_RUNS=""
 # (another tenant's burst: 93 ms in a run of 61 ms steps), which moves a
 # 20-step mean by 2-3 %, and no plan or model has a say in it.
 step_median() { echo "$1" | awk '/mean iteration/ {print $6}'; }
+step_mean() { echo "$1" | awk '/mean iteration/ {print $3}'; }
 runs=()
 run_models=()
 for rep in $(seq "$REPS"); do
@@ -151,7 +152,7 @@ for rep in $(seq "$REPS"); do
       torch=$(echo "$log" | sed -n 's/.*; torch \(.*\)$/\1/p')
       groups=$(echo "$log" | sed -n 's/.*, \([0-9]*\) bucket(s),.*/\1/p')
       measured=$(step_median "$log")
-      mean=$(echo "$log" | awk '/mean iteration/ {print $3}')
+      mean=$(step_mean "$log")
       exposed=$(echo "$log" | awk '/exposed comm/ {print $3}')
       echo "round $rep $S: $measured ms (load $load)" >&2
       runs+=("{\"round\": $rep, \"strategy\": \"$S\", \"groups\": $groups, \"measured_ms\": $measured, \"mean_ms\": $mean, \"predicted_ms\": null, \"replayed_ms\": null, \"exposed_comm_ms\": $exposed, \"load\": $load, \"torch\": \"$torch\"}")
@@ -160,7 +161,7 @@ for rep in $(seq "$REPS"); do
     log=$($CLUSTER run "$NODES" -- $BASE --steps="$STEPS" --strategy="$S" \
       "${PLAN_MODEL[@]}")
     measured=$(step_median "$log")
-    mean=$(echo "$log" | awk '/mean iteration/ {print $3}')
+    mean=$(step_mean "$log")
     predicted=$(echo "$log" | awk '/^  predicted/ {print $2}')
     replayed=$(echo "$log" | awk '/replayed/ {print $2}')
     exposed=$(echo "$log" | awk '/exposed comm/ {print $3}')

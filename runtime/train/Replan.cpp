@@ -91,6 +91,13 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
+std::vector<StepKind> stepKinds(const Executor &exec) {
+  std::vector<StepKind> kinds;
+  for (const PlanStepInfo &s : exec.steps())
+    kinds.push_back(s.kind);
+  return kinds;
+}
+
 KindSums kindSums(llvm::ArrayRef<StepKind> kinds, llvm::ArrayRef<double> us) {
   KindSums s{};
   for (size_t k = 0; k < kinds.size() && k < us.size(); ++k)
@@ -357,9 +364,7 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
   // process (this host is shared) moves a mean by a third.
   const size_t nInstr = exec.steps().size();
   const double steps1 = double(std::max<int64_t>(measuredSteps, 1));
-  std::vector<StepKind> kinds;
-  for (const PlanStepInfo &s : exec.steps())
-    kinds.push_back(s.kind);
+  const std::vector<StepKind> kinds = stepKinds(exec);
   std::vector<double> mean = typicalStepUs(kinds, stepUs);
   std::vector<double> beside(nInstr, 0.0);
   for (size_t k = 0; k < nInstr; ++k)
@@ -410,13 +415,8 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
   engine.run([&](Communicator &c) {
     c.broadcast(mean.data(), mean.size() * sizeof(double), slowest);
   });
-  double fwd = 0, upd = 0;
-  for (size_t k = 0; k < steps.size(); ++k) {
-    if (steps[k].kind == StepKind::Forward)
-      fwd += mean[k];
-    if (steps[k].kind == StepKind::Update || steps[k].kind == StepKind::Copy)
-      upd += mean[k];
-  }
+  const KindSums agreed = kindSums(kinds, mean);
+  const double fwd = agreed[size_t(StepKind::Forward)], upd = updateUs(agreed);
   const bool sameJobs = size_t(totals[size_t(size)]) == nJobs;
   std::vector<schedule::MeasuredAllreduce> measured =
       sameJobs ? onOneClock(engine, jobs, ev.clockSkewUs)

@@ -1010,9 +1010,7 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
   // is scaled to their medians (a typical step, as Replan.h's
   // typicalStepUs).
   std::vector<KindSums> stepKindSums;
-  std::vector<StepKind> stepKinds;
-  for (const PlanStepInfo &s : exec.steps())
-    stepKinds.push_back(s.kind);
+  std::vector<StepKind> kinds = stepKinds(exec);
   // Re-planning from this run's measurements (sync SGD only: the plan
   // describes its allreduces).
   const bool replanning = options.replan.mode != ReplanOptions::Mode::Off &&
@@ -1188,7 +1186,7 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
         durations[k] = times[k].endUs - times[k].startUs;
         sumUs[k] += durations[k];
       }
-      stepKindSums.push_back(kindSums(stepKinds, durations));
+      stepKindSums.push_back(kindSums(kinds, durations));
     }
     if (!options.tracePath.empty() && step - first < options.traceSteps)
       for (size_t k = 0; k < planSteps; ++k)
@@ -1279,9 +1277,7 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
         times.assign(exec.steps().size(), OpTiming{});
         sumUs.assign(exec.steps().size(), 0.0);
         durations.assign(exec.steps().size(), 0.0);
-        stepKinds.clear();
-        for (const PlanStepInfo &s : exec.steps())
-          stepKinds.push_back(s.kind);
+        kinds = stepKinds(exec);
       }
       stepKindSums.clear();
       // The summary describes the last plan's steps.
@@ -1338,18 +1334,13 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
         *std::max_element(iterationsUs.begin(), iterationsUs.end());
     for (size_t k = 0; k < planSteps; ++k)
       sumUs[k] /= m;
-    summary.forwardUs = kindSums(stepKinds, sumUs)[size_t(StepKind::Forward)];
+    summary.forwardUs = kindSums(kinds, sumUs)[size_t(StepKind::Forward)];
     // The profile: the mean per instruction, scaled to the median step per
     // kind (a step another tenant slowed by half does not move it).
-    scaleKindsTo(stepKinds, sumUs, medianKindSums(stepKindSums));
-    double fwd = 0, upd = 0;
-    for (size_t k = 0; k < planSteps; ++k) {
-      if (exec.steps()[k].kind == StepKind::Forward)
-        fwd += sumUs[k];
-      if (exec.steps()[k].kind == StepKind::Update ||
-          exec.steps()[k].kind == StepKind::Copy)
-        upd += sumUs[k];
-    }
+    scaleKindsTo(kinds, sumUs, medianKindSums(stepKindSums));
+    const KindSums profiled = kindSums(kinds, sumUs);
+    const double fwd = profiled[size_t(StepKind::Forward)],
+                 upd = updateUs(profiled);
     schedule::Profile profile =
         measuredProfile(exec, sumUs, fwd, upd,
                         "oasr-run measured, " + std::to_string(comm.size()) +

@@ -110,10 +110,17 @@ double median(std::vector<double> v);
 std::vector<double> typicalStepUs(llvm::ArrayRef<StepKind> kinds,
                                   llvm::ArrayRef<std::vector<double>> stepUs);
 
+/// The kind of each of `exec`'s instructions, in plan order.
+std::vector<StepKind> stepKinds(const Executor &exec);
+
 /// Per StepKind (indexed by its value), the sum of `us` over the
 /// instructions of that kind.
 using KindSums = std::array<double, 5>;
 KindSums kindSums(llvm::ArrayRef<StepKind> kinds, llvm::ArrayRef<double> us);
+/// The update time of a profile: its Update and Copy instructions.
+inline double updateUs(const KindSums &s) {
+  return s[size_t(StepKind::Update)] + s[size_t(StepKind::Copy)];
+}
 /// Each kind's median over `steps` (one KindSums a step).
 KindSums medianKindSums(llvm::ArrayRef<KindSums> steps);
 /// Scales `us` per compute kind (forward, backward, update, copy) so the
