@@ -215,6 +215,9 @@ AnnotateCostPass::applyProfile(ModuleOp module, StepAnalysis &step,
     if (p.comm->computeRate != 1)
       attrs.push_back(b.getNamedAttr("compute_rate",
                                      b.getF64FloatAttr(p.comm->computeRate)));
+    if (p.comm->callComputeUs != 0)
+      attrs.push_back(b.getNamedAttr("call_compute_us",
+                                     b.getF64FloatAttr(p.comm->callComputeUs)));
   }
   module->setAttr(kCostModelAttr, b.getDictionaryAttr(attrs));
   return success();

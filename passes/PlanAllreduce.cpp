@@ -120,6 +120,8 @@ PlanAllreducePass::commModel(ModuleOp module) {
       m.overlapRate = o.getValueAsDouble();
     if (auto c = model.getAs<FloatAttr>("compute_rate"))
       m.computeRate = c.getValueAsDouble();
+    if (auto c = model.getAs<FloatAttr>("call_compute_us"))
+      m.callComputeUs = c.getValueAsDouble();
   }
   m.groupOverheadUs = groupOverheadUs;
   if (overlapRate != -1.0)
@@ -283,6 +285,9 @@ void PlanAllreducePass::runOnOperation() {
     if (model.computeRate != 1)
       planAttrs.push_back(
           b.getNamedAttr("compute_rate", b.getF64FloatAttr(model.computeRate)));
+    if (model.callComputeUs != 0)
+      planAttrs.push_back(b.getNamedAttr(
+          "call_compute_us", b.getF64FloatAttr(model.callComputeUs)));
     predictedUs = uint64_t(std::llround(timeline.iterationUs));
   }
   if (lowered) {

@@ -68,6 +68,8 @@ void PlanReportPass::runOnOperation() {
     cm.overlapRate = getF64(planAttr, "overlap_rate");
   if (planAttr.get("compute_rate"))
     cm.computeRate = getF64(planAttr, "compute_rate");
+  if (planAttr.get("call_compute_us"))
+    cm.callComputeUs = getF64(planAttr, "call_compute_us");
   if (auto d = planAttr.getAs<StringAttr>("grad_dtype")) {
     llvm::Expected<sched::WireDType> wire = sched::parseWireDType(d.getValue());
     if (!wire) {
@@ -154,7 +156,8 @@ void PlanReportPass::runOnOperation() {
                        {"beta_s_per_byte", cm.betaSPerByte},
                        {"group_overhead_us", cm.groupOverheadUs},
                        {"overlap_rate", cm.overlapRate},
-                       {"compute_rate", cm.computeRate}})
+                       {"compute_rate", cm.computeRate},
+                       {"call_compute_us", cm.callComputeUs}})
                  : llvm::json::Value(nullptr);
     llvm::json::Object doc{
         {"model", profile.model},

@@ -74,6 +74,7 @@ CommModel CommModel::basic() const {
   m.packUsPerByte = 0;
   m.overlapRate = 1;
   m.computeRate = 1;
+  m.callComputeUs = 0;
   return m;
 }
 
@@ -111,6 +112,8 @@ std::string CommModel::describe() const {
     s += formatv(" overlap_rate={0:f3}", overlapRate).str();
   if (computeRate != 1)
     s += formatv(" compute_rate={0:f3}", computeRate).str();
+  if (callComputeUs != 0)
+    s += formatv(" call_compute={0:f1} us", callComputeUs).str();
   if (wire != WireDType::F32)
     s += formatv(" grad_dtype={0} (beta x {1} per gradient byte)",
                  wireDTypeName(wire), wireFactor(wire))
@@ -273,9 +276,10 @@ public:
                  });
   }
 
-  /// The optional 'overlap_rate' field of a communication model, in [0, 1],
-  /// and 'compute_rate', in (0, 1].
-  Error overlapRate(JSONValue obj, const Where &where, CommModel &m) const {
+  /// The optional fields of a communication model on compute beside it:
+  /// 'overlap_rate' in [0, 1], 'compute_rate' in (0, 1] and
+  /// 'call_compute_us' >= 0.
+  Error overlapFields(JSONValue obj, const Where &where, CommModel &m) const {
     double rate = m.overlapRate;
     if (Error e = number(obj, "overlap_rate", where, rate, false))
       return e;
@@ -294,7 +298,7 @@ public:
                    "progresses beside an allreduce), got " +
                        formatv("{0}", compute).str());
     m.computeRate = compute;
-    return Error::success();
+    return number(obj, "call_compute_us", where, m.callComputeUs, false);
   }
 
   /// A non-negative integer field.
@@ -373,7 +377,7 @@ public:
     if (Error e =
             number(obj, "pack_us_per_byte", where, m.packUsPerByte, false))
       return std::move(e);
-    if (Error e = overlapRate(obj, where, m))
+    if (Error e = overlapFields(obj, where, m))
       return std::move(e);
     return m;
   }
@@ -545,6 +549,8 @@ json::Value oasr::schedule::toJSON(const Profile &p) {
       c["overlap_rate"] = m.overlapRate;
     if (m.computeRate != 1)
       c["compute_rate"] = m.computeRate;
+    if (m.callComputeUs != 0)
+      c["call_compute_us"] = m.callComputeUs;
     root["comm"] = std::move(c);
   }
   return root;
@@ -619,7 +625,7 @@ Expected<CommModel> oasr::schedule::parseCalibration(StringRef jsonText,
   if (!ab)
     return ab.takeError();
   CommModel m = CommModel::alphaBeta(ab->first, ab->second, ranks);
-  if (Error e = r.overlapRate(root, top, m))
+  if (Error e = r.overlapFields(root, top, m))
     return std::move(e);
   return m;
 }

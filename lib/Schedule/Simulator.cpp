@@ -75,15 +75,20 @@ static void simulateCapacity(const Profile &profile, const CommModel &comm,
                              const Plan &plan,
                              const std::vector<ReadyGrad> &ready, Timeline &tl);
 
-/// The timeline when compute beside an allreduce runs at
-/// `comm.computeRate` < 1: the two lanes slow each other, so it is stepped
-/// from event to event (a layer or a group ends, a group becomes ready).
-/// Backward layers progress at computeRate while a group is in flight, else
-/// at 1; a group progresses at the overlap rate while backward runs, else at
-/// 1. With computeRate 1 this is the capacity form in `simulate`.
+/// The timeline when compute depends on the plan
+/// (CommModel::couplesCompute): the two lanes slow each other, so it is
+/// stepped from event to event (a layer, a group or a start ends, a group
+/// becomes ready). Backward layers progress at `kappa` while a group is in
+/// flight, else at 1; a group progresses at the overlap rate while backward
+/// computes, else at 1. A group that starts the moment it is ready, during
+/// backward, first holds compute for `comm.callComputeUs` (the start waits
+/// while the communication thread posts the call; the group progresses at
+/// full speed meanwhile). With kappa 1 and no start cost this is the
+/// capacity form in `simulate`.
 static void simulateCoupled(const Profile &profile, const CommModel &comm,
                             const Plan &plan,
-                            const std::vector<ReadyGrad> &ready, Timeline &tl) {
+                            const std::vector<ReadyGrad> &ready, double kappa,
+                            Timeline &tl) {
   const unsigned numLayers = profile.layers.size();
   const unsigned numGroups = plan.numGroups();
   // Group k is ready when the backward step of its last gradient's layer
@@ -109,7 +114,8 @@ static void simulateCoupled(const Profile &profile, const CommModel &comm,
   bool inFlight = false;
   double groupLeft = 0;
   const double rho = std::clamp(comm.overlapRate, 0.0, 1.0);
-  const double kappa = comm.computeRate;
+  const double callUs = std::max(0.0, comm.callComputeUs);
+  double pauseLeft = 0; // compute held by a call's start
   tl.backward.reserve(numLayers);
   auto startReadyGroups = [&] {
     // Zero-time groups end where they start; the next one may start.
@@ -118,6 +124,8 @@ static void simulateCoupled(const Profile &profile, const CommModel &comm,
       if (work[k] > 0) {
         inFlight = true;
         groupLeft = work[k];
+        if (step < numLayers && tl.groups[k].readyUs == t)
+          pauseLeft += callUs;
       } else {
         tl.groups[k].endUs = t;
         ++k;
@@ -125,8 +133,8 @@ static void simulateCoupled(const Profile &profile, const CommModel &comm,
     }
   };
   while (step < numLayers || k < numGroups) {
-    // Backward steps of zero time end at once.
-    while (step < numLayers && stepLeft <= 0) {
+    // Backward steps of zero time end at once (after a start's hold).
+    while (step < numLayers && stepLeft <= 0 && pauseLeft <= 0) {
       tl.backward.push_back({numLayers - 1 - step, stepStart, t});
       for (unsigned j = k; j < numGroups; ++j)
         if (readyStep[j] == step)
@@ -140,15 +148,22 @@ static void simulateCoupled(const Profile &profile, const CommModel &comm,
     const bool computing = step < numLayers;
     if (!computing && !inFlight)
       break; // every remaining group waits on nothing: none is left
+    const bool pausing = computing && pauseLeft > 0;
     double computeSpeed = inFlight ? kappa : 1.0;
-    double commSpeed = computing ? rho : 1.0;
-    double dtCompute = computing ? stepLeft / computeSpeed : INFINITY;
+    double commSpeed = computing && !pausing ? rho : 1.0;
+    double dtCompute = pausing     ? pauseLeft
+                       : computing ? stepLeft / computeSpeed
+                                   : INFINITY;
     double dtComm = inFlight
                         ? (commSpeed > 0 ? groupLeft / commSpeed : INFINITY)
                         : INFINITY;
     double dt = std::min(dtCompute, dtComm);
     t += dt;
-    if (computing)
+    if (pausing) {
+      pauseLeft = dt == dtCompute ? 0 : pauseLeft - dt;
+      if (pauseLeft <= 0)
+        stepStart = t; // the layer begins after the start
+    } else if (computing)
       stepLeft = dt == dtCompute ? 0 : stepLeft - dt * computeSpeed;
     if (inFlight) {
       groupLeft = dt == dtComm ? 0 : groupLeft - dt * commSpeed;
@@ -173,8 +188,9 @@ Timeline oasr::schedule::simulate(const Profile &profile, const CommModel &comm,
   tl.strategy = plan.strategy;
   tl.forwardUs = profile.forwardUs;
   tl.updateUs = profile.updateUs;
-  if (comm.computeRate < 1 && !profile.computeBesideComm)
-    simulateCoupled(profile, comm, plan, ready, tl);
+  if (comm.couplesCompute(profile.computeBesideComm))
+    simulateCoupled(profile, comm, plan, ready,
+                    profile.computeBesideComm ? 1.0 : comm.computeRate, tl);
   else
     simulateCapacity(profile, comm, plan, ready, tl);
   tl.iterationUs = std::max(tl.backwardEndUs, tl.commEndUs) + tl.updateUs;

@@ -217,7 +217,8 @@ public:
         rho(std::clamp(comm.allreduce.overlapRate, 0.0, 1.0)),
         kappa(profile.computeBesideComm
                   ? 1.0
-                  : std::clamp(comm.allreduce.computeRate, 0.01, 1.0)) {
+                  : std::clamp(comm.allreduce.computeRate, 0.01, 1.0)),
+        callUs(std::max(0.0, comm.allreduce.callComputeUs)) {
     size_t n = L.size();
     groupOf.assign(n, -1);
     for (unsigned k = 0; k < plan.groups.size(); ++k) {
@@ -299,6 +300,11 @@ public:
           if (units[active].workUs > 0) {
             channelBusy = true;
             remaining = units[active].workUs;
+            // A unit that starts the moment it is ready holds the compute
+            // lane for the call's start (CommModel::callComputeUs; at
+            // kappa it takes that long).
+            if (computing && units[active].readyUs == t)
+              computeLeft += callUs * kappa;
           } else {
             finishUnit(active, t);
           }
@@ -431,6 +437,7 @@ private:
   /// The compute rate beside communication (docs/planner.md), unless the
   /// profile's layer times were measured beside it already.
   double kappa;
+  double callUs; ///< compute held by a call's start
   std::vector<int> groupOf;
   std::vector<GroupInfo> info;
   std::vector<unsigned> pending, pendingIter;

@@ -299,15 +299,15 @@ Plan oasr::schedule::optimalPlanQuadratic(const Profile &profile,
 
 Plan oasr::schedule::oasrPlan(const Profile &profile, const CommModel &comm) {
   Plan exact = solvePruned("oasr", makeDPInput(profile, comm), comm);
-  if (comm.computeRate >= 1 || profile.computeBesideComm)
+  if (!comm.couplesCompute(profile.computeBesideComm))
     return exact;
-  // Under a compute rate below 1 neither DP is exact: refine both the
+  // Where compute depends on the plan neither DP is exact: refine both the
   // optimum with the extra costs and the one without (its groups can be
   // the better start, e.g. one more boundary where compute beside
   // communication is cheap) and keep the faster, so `oasr` is never
   // predicted slower than `optimal`.
-  Plan a = refineForComputeRate(profile, comm, std::move(exact));
-  Plan b = refineForComputeRate(profile, comm, optimalPlan(profile, comm));
+  Plan a = refineOnTimeline(profile, comm, std::move(exact));
+  Plan b = refineOnTimeline(profile, comm, optimalPlan(profile, comm));
   b.strategy = "oasr";
   return simulate(profile, comm, b).iterationUs <
                  simulate(profile, comm, a).iterationUs
@@ -315,11 +315,10 @@ Plan oasr::schedule::oasrPlan(const Profile &profile, const CommModel &comm) {
              : a;
 }
 
-Plan oasr::schedule::refineForComputeRate(const Profile &profile,
-                                          const CommModel &comm, Plan plan) {
-  // Only where the simulator charges the rate (Simulator.cpp).
-  if (comm.computeRate >= 1 || profile.computeBesideComm ||
-      plan.numGroups() < 2)
+Plan oasr::schedule::refineOnTimeline(const Profile &profile,
+                                      const CommModel &comm, Plan plan) {
+  // Only where the simulator couples compute to the plan (Simulator.cpp).
+  if (!comm.couplesCompute(profile.computeBesideComm) || plan.numGroups() < 2)
     return plan;
   // Each round simulates every one-boundary-fewer plan: O(G) timelines of
   // O(L + G) events. Bounded so a 10^5-gradient profile stays interactive;

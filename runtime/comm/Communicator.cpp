@@ -320,26 +320,26 @@ public:
   }
 
 private:
-  /// Calls `done()` until it says so, sleeping between calls from 1 us
-  /// doubling to `maxSleepUs()`, read before each sleep (the engine shortens
-  /// it while a thread waits on it).
+  /// Calls `done()` until it says so, sleeping between calls from
+  /// `firstSleepUs` doubling to `maxSleepUs()`, read before each sleep (the
+  /// engine shortens it while a thread waits on it).
   template <class Done, class Cap>
-  static void sleepUntil(Done done, Cap maxSleepUs) {
-    for (int sleepUs = 1; !done();
+  static void sleepUntil(Done done, Cap maxSleepUs, int firstSleepUs = 1) {
+    for (int sleepUs = std::max(1, firstSleepUs); !done();
          sleepUs = std::min(2 * sleepUs, maxSleepUs()))
       std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
   }
   /// Tests `request` until it completes, sleeping between tests.
   template <class Cap>
   static void testUntilDone(MPI_Request &request, MPI_Status *status,
-                            Cap maxSleepUs) {
+                            Cap maxSleepUs, int firstSleepUs = 1) {
     sleepUntil(
         [&] {
           int done = 0;
           MPI_Test(&request, &done, status);
           return done != 0;
         },
-        maxSleepUs);
+        maxSleepUs, firstSleepUs);
   }
 
   /// The MPI_Op summing 16-bit `wire` elements (created on first use, on
@@ -416,9 +416,10 @@ private:
           MPI_Testall(int(rs.size()), rs.data(), &done, MPI_STATUSES_IGNORE);
           return done != 0;
         },
-        [&] { return sleepCapFor(bytes); });
+        [&] { return sleepCapFor(bytes); }, firstSleepUs());
   }
   int sleepCap() const { return sleepCapUs.load(std::memory_order_relaxed); }
+  int firstSleepUs() const { return firstSleepFor(sleepCap()); }
   int sleepCapFor(double bytes) const {
     return callSleepCapUs(sleepCap(), bytes);
   }
@@ -439,8 +440,9 @@ private:
         MPI_Iallreduce(MPI_IN_PLACE, p, int(n), t, op, MPI_COMM_WORLD,
                        &request);
         const double bytes = double(n) * elemSize;
-        testUntilDone(request, MPI_STATUS_IGNORE,
-                      [this, bytes] { return sleepCapFor(bytes); });
+        testUntilDone(
+            request, MPI_STATUS_IGNORE,
+            [this, bytes] { return sleepCapFor(bytes); }, firstSleepUs());
       } else {
         MPI_Allreduce(MPI_IN_PLACE, p, int(n), t, op, MPI_COMM_WORLD);
       }
@@ -529,6 +531,11 @@ int Communicator::callSleepCapUs(int capUs, double bytes) {
     return capUs;
   return std::max(kSleepingWaitUs,
                   int(capUs * std::clamp(bytes / double(1 << 20), 0.0, 1.0)));
+}
+
+int Communicator::firstSleepFor(int capUs) {
+  return capUs > kSleepingWaitUs ? std::min(capUs, kFirstSleepBesideComputeUs)
+                                 : 1;
 }
 
 int CommEngine::pollCapUs(Priority priority, double betaSPerByte) {
@@ -646,10 +653,11 @@ std::string CommEngine::pinToCpu(int cpu) {
   return "";
 }
 
-void CommEngine::resetEpoch() {
+int64_t CommEngine::resetEpoch() {
   std::lock_guard<std::mutex> lock(mu);
   epochNs = steadyNs();
   lastEndUs = 0;
+  return epochNs;
 }
 
 double CommEngine::nowUs() const { return double(steadyNs() - epochNs) * 1e-3; }
@@ -712,6 +720,7 @@ void CommEngine::loop() {
                 ? std::min(end - start, double(waited1 - waited0) * 1e-3)
                 : 0;
         e.dispatchUs = std::max(0.0, start - std::max(e.enqueuedUs, lastEndUs));
+        e.queuedIdle = lastEndUs <= e.enqueuedUs;
         recorded.push_back(e);
       }
       lastEndUs = end;

@@ -143,6 +143,26 @@ std::vector<double> typicalStepUs(llvm::ArrayRef<StepKind> kinds,
   return out;
 }
 
+void appendStartSpans(const Executor &exec, const OpTiming *times,
+                      std::vector<std::pair<double, double>> &spans) {
+  const auto &steps = exec.steps();
+  for (size_t k = 0; k < steps.size(); ++k)
+    if (steps[k].opType == "allreduce_start")
+      spans.push_back({times[k].startUs, times[k].endUs});
+}
+
+void idleStartUs(llvm::ArrayRef<std::pair<double, double>> spans,
+                 llvm::ArrayRef<CommEvent> events, std::vector<double> &out) {
+  for (auto [begin, end] : spans) {
+    // The first job queued at or after the start began.
+    auto it = std::partition_point(
+        events.begin(), events.end(),
+        [begin = begin](const CommEvent &e) { return e.enqueuedUs < begin; });
+    if (it != events.end() && it->enqueuedUs <= end && it->queuedIdle)
+      out.push_back(end - begin);
+  }
+}
+
 bool besideCommunication(const Executor &exec, int ranks) {
   return ranks > 1 && exec.groups().size() > 1;
 }
@@ -298,6 +318,9 @@ void Replanner::recordStep(const OpTiming *times, bool warmup, bool alone) {
   } else {
     // Per instruction, the time one of this rank's allreduces was in
     // flight beside it (the calls run one at a time).
+    std::vector<std::pair<double, double>> starts;
+    appendStartSpans(exec, times, starts);
+    idleStartUs(starts, events, idleStarts);
     stepUs.emplace_back(steps.size());
     for (size_t k = 0; k < steps.size(); ++k) {
       stepUs.back()[k] = times[k].endUs - times[k].startUs;
@@ -350,6 +373,7 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
     besideUs.assign(exec.steps().size(), 0.0);
     aloneUs.assign(exec.steps().size(), 0.0);
     jobs.clear();
+    idleStarts.clear();
     measuredSteps = 0;
     aloneMeasured = false;
   };
@@ -471,6 +495,13 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
   }
   model.groupOverheadUs = exec.planGroupOverheadUs();
   model.computeRate = ev.computeRate;
+  // A call's start on compute: the mean over the ranks that measured one
+  // of each rank's median.
+  double call[2] = {idleStarts.empty() ? 0.0 : median(idleStarts),
+                    idleStarts.empty() ? 0.0 : 1.0};
+  engine.run([&](Communicator &c) { c.allreduceSum(call, 2); });
+  ev.callStarts = unsigned(idleStarts.size());
+  model.callComputeUs = call[1] > 0 ? call[0] / call[1] : 0.0;
   ev.overlapFromPlan = !rateFitted;
   ev.comm = model;
   agreedProfile = profile;

@@ -39,6 +39,12 @@ std::string formatReplan(const ReplanEvent &ev,
                   .str();
   else if (!ev.computeRateNote.empty())
     fitted += "; compute rate not measured (" + ev.computeRateNote + ")";
+  if (ev.callStarts)
+    fitted += llvm::formatv("; a call's start on compute {0:f0} us (the "
+                            "ranks' medians, {1} start(s) here found the "
+                            "communication thread idle)",
+                            ev.comm.callComputeUs, ev.callStarts)
+                  .str();
   std::string cost =
       llvm::formatv("planning {0:f2} ms + switch {1:f2} ms = {2:f2}% of a step",
                     ev.planUs * 1e-3, ev.switchUs * 1e-3,
@@ -170,12 +176,21 @@ void printSummary(std::FILE *out, const TrainSummary &s,
                    s.replans.back().newGroups);
     }
   }
-  if (c.planned && s.replayedUs > 0)
+  if (c.planned && s.replayedUs > 0) {
+    std::string starts =
+        s.callStarts ? llvm::formatv("; a call's start held compute {0:f0} us, "
+                                     "the median of {1} that found the "
+                                     "communication thread idle",
+                                     s.callComputeUs, s.callStarts)
+                           .str()
+                     : "";
     std::fprintf(out,
                  "  replayed         %9.3f ms (the plan's timeline model "
                  "on this run's measured profile; measured/replayed "
-                 "%.2f)\n",
-                 s.replayedUs * ms, s.meanIterationUs / s.replayedUs);
+                 "%.2f%s)\n",
+                 s.replayedUs * ms, s.meanIterationUs / s.replayedUs,
+                 starts.c_str());
+  }
   std::fprintf(out, "  algorithm        %s\n", c.algorithm.c_str());
   if (!c.algorithmReport.empty())
     std::fprintf(out, "                   %s\n", c.algorithmReport.c_str());

@@ -893,7 +893,8 @@ static llvm::Error writeTrace(const std::string &path, CommEngine &engine,
 /// Replays the plan on the measured profile: the model's iteration time for
 /// exactly what this run measured. -1 when the module carries no model or
 /// its groups do not map onto the profile.
-static double replay(Executor &exec, const schedule::Profile &profile) {
+static double replay(Executor &exec, const schedule::Profile &profile,
+                     double callComputeUs) {
   if (exec.planAlphaS() < 0 || exec.groups().empty())
     return -1;
   std::vector<unsigned> sizes;
@@ -909,7 +910,9 @@ static double replay(Executor &exec, const schedule::Profile &profile) {
   comm.groupOverheadUs = exec.planGroupOverheadUs();
   comm.overlapRate = exec.planOverlapRate();
   // The compute rate stays 1: the layer times measured in this run already
-  // ran beside whatever communication the plan put beside them.
+  // ran beside whatever communication the plan put beside them. The starts
+  // are not among them: this run's measured start is charged.
+  comm.callComputeUs = callComputeUs;
   const SteadyExecution &st = exec.steady();
   if (st.order.empty())
     return schedule::simulate(profile, comm, plan).iterationUs;
@@ -1011,6 +1014,10 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
   // typicalStepUs).
   std::vector<KindSums> stepKindSums;
   std::vector<StepKind> kinds = stepKinds(exec);
+  // The measured steps' allreduce starts (at most kMaxStarts), for the
+  // time a call's start takes from compute (the replay charges it).
+  std::vector<std::pair<double, double>> startSpans;
+  constexpr size_t kMaxStarts = 1 << 16;
   // Re-planning from this run's measurements (sync SGD only: the plan
   // describes its allreduces).
   const bool replanning = options.replan.mode != ReplanOptions::Mode::Off &&
@@ -1028,8 +1035,9 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
 
   algo.setup(exec, engine);
   engine.run([](Communicator &c) { c.barrier(); });
-  const int64_t epochNs = steadyNs();
-  engine.resetEpoch();
+  // The compute thread's timings on the events' clock: a start is matched
+  // with the job it queued (idleStartUs).
+  const int64_t epochNs = engine.resetEpoch();
   engine.clearEvents();
 
   double measuredIterUs = 0, measuredComputeUs = 0, measuredBlockedUs = 0;
@@ -1187,6 +1195,8 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
         sumUs[k] += durations[k];
       }
       stepKindSums.push_back(kindSums(kinds, durations));
+      if (startSpans.size() < kMaxStarts)
+        appendStartSpans(exec, times.data(), startSpans);
     }
     if (!options.tracePath.empty() && step - first < options.traceSteps)
       for (size_t k = 0; k < planSteps; ++k)
@@ -1280,6 +1290,7 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
         kinds = stepKinds(exec);
       }
       stepKindSums.clear();
+      startSpans.clear();
       // The summary describes the last plan's steps.
       beforeUs.insert(beforeUs.end(), iterationsUs.begin(), iterationsUs.end());
       iterationsUs.clear();
@@ -1346,7 +1357,11 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
                         "oasr-run measured, " + std::to_string(comm.size()) +
                             " rank(s), rank 0");
     profile.computeBesideComm = besideCommunication(exec, comm.size());
-    summary.replayedUs = replay(exec, profile);
+    std::vector<double> idle;
+    idleStartUs(startSpans, engine.events(), idle);
+    summary.callStarts = unsigned(idle.size());
+    summary.callComputeUs = median(idle);
+    summary.replayedUs = replay(exec, profile, summary.callComputeUs);
     if (!options.profilePath.empty() && rank == 0)
       if (auto err = writeJson(options.profilePath, schedule::toJSON(profile)))
         return err;

@@ -302,6 +302,10 @@ struct Overlap {
   struct Call {
     uint64_t bytes = 0;
     double aloneS = 0, besideS = 0;
+    /// The queueing thread's time in the enqueue that woke the idle
+    /// communication thread (schedule::CommModel::callComputeUs): a thread
+    /// that shares its core posts the call first.
+    double startS = 0;
     double rate() const {
       return besideS > 0 ? std::clamp(aloneS / besideS, 0.0, 1.0) : 1.0;
     }
@@ -312,6 +316,13 @@ struct Overlap {
     for (const Call &c : calls)
       r = std::min(r, c.rate());
     return r;
+  }
+  /// A call's start on compute: the mean over the sizes timed (0 if none).
+  double callComputeUs() const {
+    double sum = 0;
+    for (const Call &c : calls)
+      sum += c.startS;
+    return calls.empty() ? 0 : 1e6 * sum / double(calls.size());
   }
   /// Work kept going beside an allreduce, in [0, 2]: 2 when both run at
   /// full speed, 1 when they take turns. The communication side is the
@@ -326,7 +337,8 @@ constexpr uint64_t kMidCallBytes = 256 << 10;
 
 /// One of Overlap::calls: seven allreduces of `bytes`, each queued as every
 /// rank starts its compute threads for 20 ms, against the same alone; the
-/// medians, agreed as the slowest rank's.
+/// medians, agreed as the slowest rank's, and the enqueue's time (the
+/// ranks' mean of their medians).
 Overlap::Call measureCall(Communicator &comm, AllreduceTimer &timer,
                           uint64_t bytes) {
   const size_t count = std::max<size_t>(1, bytes / 4);
@@ -336,7 +348,7 @@ Overlap::Call measureCall(Communicator &comm, AllreduceTimer &timer,
   timer.timed(count, 3);
   comm.barrier();
   call.aloneS = timer.timed(count, 9);
-  std::vector<double> beside;
+  std::vector<double> beside, starts;
   for (int rep = 0; rep < 7; ++rep) {
     comm.barrier();
     const double s = now();
@@ -347,15 +359,20 @@ Overlap::Call measureCall(Communicator &comm, AllreduceTimer &timer,
       end = now();
       finished.store(true, std::memory_order_relaxed);
     });
+    starts.push_back(now() - s);
     computeOnThreads(loadThreads, s + 0.02, &finished);
     engine.wait(id);
     beside.push_back(end - s);
   }
   std::sort(beside.begin(), beside.end());
+  std::sort(starts.begin(), starts.end());
   call.besideS = beside[beside.size() / 2];
   double both[2] = {call.aloneS, call.besideS};
   comm.allreduceMax(both, 2);
   call.aloneS = both[0], call.besideS = both[1];
+  call.startS = starts[starts.size() / 2];
+  comm.allreduceSum(&call.startS, 1);
+  call.startS /= comm.size();
   return call;
 }
 
@@ -723,13 +740,18 @@ int commBench(Communicator &comm) {
       calls.push_back(llvm::json::Object{{"bytes", int64_t(c.bytes)},
                                          {"alone_s", c.aloneS},
                                          {"beside_s", c.besideS},
-                                         {"rate", c.rate()}});
-    return llvm::json::Object{
-        {"overlap_rate", o.rate},    {"compute_rate", o.computeRate},
-        {"alone_s", o.aloneS},       {"under_load_s", o.loadedS},
-        {"load_s", o.loadS},         {"poll_cap_us", o.pollCapUs},
-        {"call_rate", o.callRate()}, {"calls", std::move(calls)},
-        {"score", o.score()}};
+                                         {"rate", c.rate()},
+                                         {"start_s", c.startS}});
+    return llvm::json::Object{{"overlap_rate", o.rate},
+                              {"compute_rate", o.computeRate},
+                              {"alone_s", o.aloneS},
+                              {"under_load_s", o.loadedS},
+                              {"load_s", o.loadS},
+                              {"poll_cap_us", o.pollCapUs},
+                              {"call_rate", o.callRate()},
+                              {"calls", std::move(calls)},
+                              {"call_compute_us", o.callComputeUs()},
+                              {"score", o.score()}};
   };
   std::vector<std::string> halfFits;
   for (const Half &h : halves) {
@@ -763,11 +785,14 @@ int commBench(Communicator &comm) {
     const Overlap &o = overlaps[best].second;
     doc["overlap_rate"] = o.rate;
     doc["compute_rate"] = std::clamp(o.computeRate, 0.01, 1.0);
+    if (!o.calls.empty())
+      doc["call_compute_us"] = o.callComputeUs();
     llvm::json::Object byPriority;
     for (auto &[p, m] : overlaps)
       byPriority[priorityName(p)] = overlapJSON(m);
     llvm::json::Object ov = overlapJSON(o);
     ov.erase("overlap_rate");
+    ov.erase("call_compute_us");
     ov["bytes"] = int64_t(ovBytes);
     ov["threads_per_rank"] = int64_t(loadThreads);
     ov["comm_priority"] = priorityName(chosen);
@@ -812,8 +837,10 @@ int commBench(Communicator &comm) {
       tested = llvm::formatv(", tested at least every {0} us", o.pollCapUs);
     for (const Overlap::Call &c : o.calls)
       call += llvm::formatv("; a {0}-byte allreduce {1:f3} ms alone, {2:f3} "
-                            "ms beside compute (call rate {3:f2})",
-                            c.bytes, c.aloneS * 1e3, c.besideS * 1e3, c.rate());
+                            "ms beside compute (call rate {3:f2}), its start "
+                            "{4:f0} us on the compute thread",
+                            c.bytes, c.aloneS * 1e3, c.besideS * 1e3, c.rate(),
+                            c.startS * 1e6);
     std::printf("overlap rate %.2f: a %llu-byte allreduce took %.3f ms alone, "
                 "%.3f ms beside %u busy compute thread(s) per rank for "
                 "%.3f ms (%s priority%s); compute ran at %.0f%% meanwhile%s\n",

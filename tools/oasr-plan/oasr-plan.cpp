@@ -399,6 +399,7 @@ int main(int argc, char **argv) {
                               {"pack_us_per_byte", comm->packUsPerByte},
                               {"overlap_rate", comm->overlapRate},
                               {"compute_rate", comm->computeRate},
+                              {"call_compute_us", comm->callComputeUs},
                               {"grad_dtype", wireDTypeName(comm->wire)}}},
         {"lower_bound_us", bound},
         {"strategies", std::move(list)}};

@@ -117,10 +117,10 @@ public:
   virtual void markComputeReady() {}
   /// Blocking gradient allreduces wait by sleeping between tests of a
   /// non-blocking call instead of inside the library, which spins
-  /// (CommEngine::Priority::Sleep), backing off from 1 us to `maxSleepUs`
-  /// between tests. Communicators that do not spin ignore it. Called on the
-  /// communication thread's owner before the calls it affects are queued,
-  /// or from the communication thread itself.
+  /// (CommEngine::Priority::Sleep), backing off from 1 us (firstSleepFor)
+  /// to `maxSleepUs` between tests. Communicators that do not spin ignore it.
+  /// Called on the communication thread's owner before the calls it affects are
+  /// queued, or from the communication thread itself.
   virtual void setSleepingWait(bool, int maxSleepUs = kSleepingWaitUs) {
     (void)maxSleepUs;
   }
@@ -134,6 +134,17 @@ public:
   /// more often (ResNet-50's 107-group plan at 1 Gbit/s: 1465/1463 ms a
   /// step against 1509/1505 with the whole cap).
   static int callSleepCapUs(int capUs, double bytes);
+  /// The first sleep after a call is posted, under the wait's cap `capUs`:
+  /// 1 us, except under a realtime thread's cap (above 50 us: compute runs
+  /// on the core the thread shares), where it is
+  /// kFirstSleepBesideComputeUs. A realtime thread preempts compute at each
+  /// wake-up, and backing off from 1 us it woke 6-7 times in a call's first
+  /// 100 us: the compute thread's start of a group that found the thread
+  /// idle took a median 150-180 us (transformer, 2 nodes at 1 Gbit/s, 24
+  /// groups), 45-55 us from 32 us, and the step ran 2-3 ms (4 %) faster;
+  /// its small calls took 2-7 % longer.
+  static int firstSleepFor(int capUs);
+  static constexpr int kFirstSleepBesideComputeUs = 32;
 };
 
 /// The one-process communicator: averaging is the identity.
@@ -165,6 +176,10 @@ struct CommEvent {
   /// Of the time between enqueue and start, the part the thread was not
   /// busy with an earlier job: waking up and waiting for a CPU.
   double dispatchUs = 0;
+  /// The thread had nothing queued or running when the job was queued (the
+  /// previous job had ended): its wake-up then takes the queueing thread's
+  /// core at once (schedule::CommModel::callComputeUs).
+  bool queuedIdle = false;
 };
 
 /// The communication thread and its FIFO of jobs. `enqueue` returns at once;
@@ -260,7 +275,9 @@ public:
 
   /// Time origin of event timestamps (steady clock, microseconds); set by
   /// `resetEpoch`, normally right after a barrier so ranks roughly agree.
-  void resetEpoch();
+  /// Returns it (steady clock nanoseconds), for timings of the compute
+  /// thread on the same clock.
+  int64_t resetEpoch();
   double nowUs() const;
   /// Recorded jobs so far (only read after `drain`).
   const std::vector<CommEvent> &events() const { return recorded; }

@@ -24,6 +24,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace oasr::rt {
@@ -66,6 +67,9 @@ struct ReplanEvent {
   /// the overlap rate, schedule::fitRunAllreduces), which the plan uses.
   schedule::CommModel comm;
   unsigned jobs = 0, sizes = 0; ///< allreduces and distinct sizes fitted
+  /// This rank's measured starts that found the communication thread idle
+  /// (the fitted model's callComputeUs is the ranks' mean of their medians).
+  unsigned callStarts = 0;
   /// The uncertainty of the ranks' clock offsets the allreduce times were
   /// taken with (microseconds; 0 on one rank).
   double clockSkewUs = 0;
@@ -128,6 +132,17 @@ KindSums medianKindSums(llvm::ArrayRef<KindSums> steps);
 /// Comm instructions (waits, not compute).
 void scaleKindsTo(llvm::ArrayRef<StepKind> kinds,
                   llvm::MutableArrayRef<double> us, const KindSums &totals);
+
+/// The time span of each allreduce start (opType "allreduce_start") among
+/// `exec`'s instructions in one step's `times`, appended to `spans`.
+void appendStartSpans(const Executor &exec, const OpTiming *times,
+                      std::vector<std::pair<double, double>> &spans);
+/// The compute thread's time in each start of `spans` whose job found the
+/// communication thread idle (the event queued inside the span with
+/// CommEvent::queuedIdle; `events` in queueing order, as recorded), appended
+/// to `out`. A start whose job is not among `events` is left out.
+void idleStartUs(llvm::ArrayRef<std::pair<double, double>> spans,
+                 llvm::ArrayRef<CommEvent> events, std::vector<double> &out);
 
 /// Whether a run's measured layer times ran beside its communication: with
 /// more than one rank and more than one group, the allreduces of all but
@@ -215,6 +230,9 @@ private:
   bool done = false; ///< `once` ran
   size_t eventsAt = 0;
   std::vector<Job> jobs;
+  /// The measured starts that found the communication thread idle: their
+  /// time on the compute thread (schedule::CommModel::callComputeUs).
+  std::vector<double> idleStarts;
   schedule::Profile agreedProfile;
 };
 

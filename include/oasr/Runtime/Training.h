@@ -258,6 +258,11 @@ struct TrainSummary {
   /// The timeline model replayed on this run's measured profile with the
   /// plan's groups and allreduce model (-1 when the module has no model).
   double replayedUs = -1;
+  /// A call's start on the compute thread (schedule::CommModel::
+  /// callComputeUs, which the replay charges): the median over the
+  /// `callStarts` measured starts that found the communication thread idle.
+  double callComputeUs = 0;
+  unsigned callStarts = 0;
   double lastLoss = 0;
   double trainAccuracy = -1; ///< over the last logging interval
   double testAccuracy = -1;  ///< -1 when there is no test split

@@ -127,6 +127,14 @@ struct CommModel {
   /// layers beside communication take 1/computeRate times as long. Only
   /// the simulator charges it (predictions); the planners plan for 1.
   double computeRate = 1;
+  /// Compute time a call takes from the compute stream when it starts the
+  /// moment its group is ready, the channel idle, while backward computes
+  /// (microseconds): the start waits while a communication thread that
+  /// shares the core posts the call (measured by `oasr-run` on its starts
+  /// and by `oasr-bench comm`). A group queued behind another starts on the
+  /// communication thread beside a layer, which the compute rate covers.
+  /// Charged by the simulator and planned for by `oasr` (a refinement).
+  double callComputeUs = 0;
   /// The element type gradients travel in (see "Wire type" above).
   WireDType wire = WireDType::F32;
 
@@ -145,7 +153,14 @@ struct CommModel {
   /// True if any extra real-system cost is non-zero.
   bool hasExtras() const {
     return groupOverheadUs != 0 || packUsPerByte != 0 || overlapRate != 1 ||
-           computeRate != 1;
+           computeRate != 1 || callComputeUs != 0;
+  }
+  /// True when the compute stream depends on the plan (a compute rate
+  /// below 1 the profile's layer times do not already carry, or a start
+  /// cost): the simulator then steps both lanes together and `oasr` refines
+  /// its dynamic program's plan on the simulator.
+  bool couplesCompute(bool computeBesideComm) const {
+    return (computeRate < 1 && !computeBesideComm) || callComputeUs > 0;
   }
   /// Channel capacity C(t) by time `t` when backward ends at `backwardEndUs`.
   double capacityAt(double t, double backwardEndUs) const;
@@ -408,19 +423,20 @@ Plan optimalPlan(const Profile &profile, const CommModel &comm);
 Plan optimalPlanQuadratic(const Profile &profile, const CommModel &comm);
 /// The `oasr` strategy: the exact minimum under `comm` including its extra
 /// costs (equals `optimalPlan` when `comm` has no extras). Where compute
-/// runs slower beside communication (`comm.computeRate` < 1 on a profile
-/// measured alone), that optimum and `optimalPlan`'s are each refined by
-/// refineForComputeRate and the faster kept (never slower than either).
+/// depends on the plan (CommModel::couplesCompute: a compute rate below 1
+/// on a profile measured alone, or a call's start cost), that optimum and
+/// `optimalPlan`'s are each refined by refineOnTimeline and the faster kept
+/// (never slower than either).
 Plan oasrPlan(const Profile &profile, const CommModel &comm);
-/// Under a compute rate below 1 (docs/planner.md) the DP's optimum, which
-/// assumes compute at full speed, may put too much communication beside
-/// backward. Removes group boundaries one at a time, each round the one
-/// whose removal shortens the simulated (coupled) iteration most, until
-/// none does. The result is never slower than `plan` under `simulate`;
-/// it is a local optimum, not a proven one. Returns `plan` unchanged where
-/// the simulator does not charge the rate.
-Plan refineForComputeRate(const Profile &profile, const CommModel &comm,
-                          Plan plan);
+/// Where compute depends on the plan (docs/planner.md, "The compute rate"
+/// and "A call's start on compute") the DP's optimum, which assumes compute
+/// independent of it, may put too many calls or too much communication
+/// beside backward. Removes group boundaries one at a time, each round the
+/// one whose removal shortens the simulated (coupled) iteration most, until
+/// none does. The result is never slower than `plan` under `simulate`; it
+/// is a local optimum, not a proven one. Returns `plan` unchanged where the
+/// simulator's compute does not depend on the plan.
+Plan refineOnTimeline(const Profile &profile, const CommModel &comm, Plan plan);
 /// MG-WFBP's greedy merge rule (Shi, Chu, Li), see docs/planner.md.
 Plan mgwfbpPlan(const Profile &profile, const CommModel &comm);
 

@@ -25,6 +25,17 @@ if rec not in by:
     sys.exit(f"recorded {rec} was not measured ({sorted(by)})")
 if d["overlap_rate"] != by[rec]["overlap_rate"]:
     sys.exit("overlap_rate is not the recorded priority's")
+# A call's start on compute: the mean of the recorded priority's timed
+# calls' enqueue times, absent where no call was timed.
+calls = by[rec].get("calls", [])
+if calls:
+    start = 1e6 * sum(c["start_s"] for c in calls) / len(calls)
+    if not all(c["start_s"] >= 0 for c in calls) or \
+            abs(d.get("call_compute_us", -1) - start) > 1e-6 * (1 + start):
+        sys.exit(f"call_compute_us {d.get('call_compute_us')} is not the mean of "
+                 f"the recorded priority's calls' starts, {start} us")
+elif "call_compute_us" in d:
+    sys.exit("call_compute_us without timed calls")
 # oasr-bench's score: the mean of the bytes' overlap rate and the calls'
 # rate (the lowest of its timed calls' alone / beside, clamped to [0, 1]; 1
 # where --latency-bytes did not measure them), plus the compute rate;

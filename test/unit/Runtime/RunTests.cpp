@@ -439,6 +439,29 @@ TEST(Replan, ComputeRateFromTheAloneStep) {
   EXPECT_FALSE(bool(computeRateFrom({0, 0, 0})));
 }
 
+TEST(Replan, IdleStartsAreTheStartsWhoseJobFoundTheThreadIdle) {
+  // Four starts; their jobs queued inside them, in queueing order. The
+  // second's job queued behind the first's (not idle), the fourth's job is
+  // not recorded yet (still running): only the first and third count.
+  std::vector<std::pair<double, double>> spans = {
+      {10, 60}, {100, 101}, {200, 240}, {300, 302}};
+  auto event = [](double queued, bool idle) {
+    CommEvent e;
+    e.enqueuedUs = queued;
+    e.queuedIdle = idle;
+    return e;
+  };
+  std::vector<CommEvent> events = {event(11, true), event(100.5, false),
+                                   event(201, true)};
+  std::vector<double> out = {7};
+  idleStartUs(spans, events, out);
+  EXPECT_EQ(out, (std::vector<double>{7, 50, 40}));
+  // A job queued after its start had ended belongs to another start.
+  out.clear();
+  idleStartUs({{0, 5}}, events, out);
+  EXPECT_TRUE(out.empty());
+}
+
 TEST(Replan, TypicalStepIsTheMedianStepNotTheSumOfMedians) {
   using K = StepKind;
   // Two backward instructions, each slow in a different step (right-skewed

@@ -60,6 +60,7 @@ TEST(Profile, RoundTrips) {
     m.groupOverheadUs = 1.5;
     m.packUsPerByte = 1e-5;
     m.overlapRate = 0.375;
+    m.callComputeUs = 47.5;
     p.comm = m;
     std::string text;
     llvm::raw_string_ostream os(text);
@@ -90,6 +91,7 @@ TEST(Profile, RoundTrips) {
     EXPECT_EQ(q->comm->groupOverheadUs, m.groupOverheadUs);
     EXPECT_EQ(q->comm->packUsPerByte, m.packUsPerByte);
     EXPECT_EQ(q->comm->overlapRate, m.overlapRate);
+    EXPECT_EQ(q->comm->callComputeUs, m.callComputeUs);
   }
 }
 

@@ -206,6 +206,40 @@ TEST(Simulator, ComputeRateByHand) {
   EXPECT_NEAR(t.iterationUs, 40, 1e-9);
 }
 
+TEST(Simulator, CallStartByHand) {
+  // The counter-example's wfbp timeline (ready at 6, 9, 14) when a call
+  // that starts the moment it is ready holds compute for 2.
+  Profile p = counterExample();
+  CommModel m = unitModel(4, 1);
+  m.callComputeUs = 2;
+  Timeline t = simulate(p, m, planFromSizes("wfbp", {1, 1, 1}));
+  // Group 0 starts at 6 on an idle channel: layer 1 waits for its start,
+  // [8, 11]; group 0 runs [6, 16]. Group 1 (ready at 11) queues behind it
+  // and starts at 16, beside no start of its own; layer 0 runs [11, 16].
+  // Group 2, ready at 16, starts at 23 after group 1: [23, 31].
+  ASSERT_EQ(t.backward.size(), 3u);
+  EXPECT_NEAR(t.backward[1].startUs, 8, 1e-9);
+  EXPECT_NEAR(t.backward[1].endUs, 11, 1e-9);
+  EXPECT_NEAR(t.backward[2].endUs, 16, 1e-9);
+  EXPECT_NEAR(t.groups[0].startUs, 6, 1e-9);
+  EXPECT_NEAR(t.groups[0].endUs, 16, 1e-9);
+  EXPECT_NEAR(t.groups[1].readyUs, 11, 1e-9);
+  EXPECT_NEAR(t.groups[1].startUs, 16, 1e-9);
+  EXPECT_NEAR(t.groups[2].startUs, 23, 1e-9);
+  EXPECT_NEAR(t.iterationUs, 31, 1e-9);
+  // One group after backward: its start holds nothing that computes.
+  t = simulate(p, m, planFromSizes("single", {3}));
+  EXPECT_NEAR(t.backwardEndUs, 14, 1e-9);
+  EXPECT_NEAR(t.iterationUs, 14 + 4 + 13, 1e-9);
+  // Under an overlap rate the group runs at full speed while its start
+  // holds compute: group 0 does 2 of its 10 by 8, then 0.5 a unit beside
+  // layer 1 [8, 11] (1.5) and layer 0 [11, 16] (2.5): 4 left at 16, [6, 20].
+  m.overlapRate = 0.5;
+  t = simulate(p, m, planFromSizes("wfbp", {1, 1, 1}));
+  EXPECT_NEAR(t.groups[0].endUs, 20, 1e-9);
+  EXPECT_NEAR(t.backwardEndUs, 16, 1e-9);
+}
+
 TEST(Simulator, ComputeRateNearOneIsTheCapacityForm) {
   // The stepped timeline at compute rate 1 - 1e-9 agrees with the capacity
   // form the planners use, on random instances, plans and overlap rates.

@@ -291,6 +291,11 @@ TEST(Steady, RandomInstancesAgreeAndRespectTheBound) {
     // Compute slowed beside communication, in both simulators alike.
     if (trial % 4 == 3)
       ri.comm.computeRate = 0.2 + 0.8 * unit(rng);
+    // A call's start on compute, where the channel runs at full speed (the
+    // coupled simulator runs a group at 1 while its start holds compute;
+    // the steady one at the overlap rate beside the lane).
+    if (trial % 3 == 0 && trial % 2 == 0)
+      ri.comm.callComputeUs = 3 * unit(rng);
     SteadyComm comm = SteadyComm::fromAllreduce(ri.comm);
     // Half the trials in DeAR's form (the runtime's): updates on the lane.
     comm.shardUpdate = trial % 2 == 0;
