@@ -17,7 +17,10 @@ def model_spread(models):
             "that round's plans and predictions: over the rounds alpha "
             f"{span('alpha_s', '.3g', 0)} s, beta {span('beta_s_per_byte', '.3g', 0)} s/B, "
             f"overlap rate {span('overlap_rate', '.2f')}, compute rate "
-            f"{span('compute_rate', '.2f')}; predicted: the median of the "
+            f"{span('compute_rate', '.2f')}"
+            + (f", a call's start {span('call_compute_us', '.0f', 0)} us"
+               if any(m.get("call_compute_us") for m in models) else "")
+            + "; predicted: the median of the "
             "rounds' predictions, and in brackets the range of each run's "
             "error against its own round's prediction")
 
@@ -45,10 +48,13 @@ print(f"{d['date']}, {d['machine']}; load average (1 min) before the runs "
          + ("single-group run: compute alone" if c.get("compute_rate") else "wfbp run")
          + ")" if d.get("model_from", "calibration") != "run" else
          "Predicted: the plan's timeline from what one oasr run measured in "
-         "itself (`--replan=once --replan-profile`: its re-plan's profile and "
+         "itself (`--replan=" + d.get("profile_replan", "once")
+         + " --replan-profile`: its re-plan's profile and "
          "fitted model, alpha = {alpha_s:.3g} s, beta = {beta_s_per_byte:.3g} s/B, "
          "overlap rate {overlap_rate:.2f}, compute rate {compute_rate:.2f}"
          .format(**({"overlap_rate": 1.0, "compute_rate": 1.0} | d["run_model"]))
+         + (", a call's start {:.0f} us on compute".format(d["run_model"]["call_compute_us"])
+            if d["run_model"].get("call_compute_us") else "")
          + (model_spread(d["run_models"]) if d.get("profile_every_round") else "")
          + "); the calibration above only chose the priority")
       + "; replayed: the same model on the run's own profile (compute rate 1: "

@@ -90,17 +90,23 @@ PRIORITY=$($PY -c 'import json, sys; print(json.load(open(sys.argv[1]))["comm_pr
 # (its allreduce runs after backward, so nothing slows backward); the
 # calibration's compute rate charges the slowdown beside communication to
 # each plan (docs/planner.md, "The compute rate").
-# With MODEL_FROM=run, an oasr run re-plans from its own steps (1 warm-up,
-# 3 measured, 1 with compute alone) and writes that profile with its
+# With MODEL_FROM=run, an oasr run of 2 x STEPS steps re-plans once from
+# its own steps (PROFILE_REPLAN, every:2xSTEPS-1: 1 warm-up, the rest
+# measured, the last with compute alone) and writes that profile with its
 # fitted model as `comm`; every plan of a round is made from it alone.
+# Each instruction's time is its median over the measured steps: with
+# --replan=once (3 measured steps) a slow spell of the shared host over two
+# of them was the profile, and the round's predictions came out 20-30 %
+# high (transformer, 2026-11-26).
 # PROFILE_EVERY_ROUND=1 (the default there) measures it anew at the start
 # of each round: the shared host drifts (ResNet-18's `oasr` ran 1079-1207 ms
 # a step across the rounds of one table, every strategy alike), and a
 # profile from the first minutes then predicted every later round 3-7 %
 # low, which is the host's drift, not the model's error.
 PROFILE_EVERY_ROUND=${PROFILE_EVERY_ROUND:-$([ "$MODEL_FROM" = run ] && echo 1 || echo 0)}
+PROFILE_REPLAN=${PROFILE_REPLAN:-every:$((2 * STEPS - 1))}
 profile_run() { # PROFILE_FILE: profile it and plan the round's runs from it
-  $CLUSTER run "$NODES" -- ${BASE/--replan=off/--replan=once} \
+  $CLUSTER run "$NODES" -- ${BASE/--replan=off/--replan=$PROFILE_REPLAN} \
     --steps=$((2 * STEPS)) --strategy=oasr --comm="$COMM" \
     --replan-profile="$1" >/dev/null
   ROUND_PROFILE=$1
@@ -182,6 +188,7 @@ calib=$($PY -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dump
   echo " \"calibration\": $calib, \"calib_min_bytes\": $CALIB_MIN_BYTES, \"ddp_plan_bucket_mb\": ${BEST_MB:-null},"
   echo " \"model_from\": \"$MODEL_FROM\", \"run_model\": $([ "$MODEL_FROM" = run ] && profile_comm "$PROFILE" || echo null),"
   echo " \"profile_every_round\": $([ "$PROFILE_EVERY_ROUND" = 1 ] && echo true || echo false),"
+  echo " \"profile_replan\": \"$PROFILE_REPLAN\","
   echo " \"run_models\": [$(IFS=,; echo "${run_models[*]-}")],"
   echo " \"runs\": ["
   (IFS=$',\n'; echo "  ${runs[*]}")

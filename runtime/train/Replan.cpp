@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <numeric>
 
 namespace oasr::rt {
 
@@ -141,6 +142,37 @@ std::vector<double> typicalStepUs(llvm::ArrayRef<StepKind> kinds,
   }
   scaleKindsTo(kinds, out, medianKindSums(sums));
   return out;
+}
+
+double stragglerFactor(llvm::ArrayRef<double> perStepMaxUs,
+                       double referenceUs) {
+  if (perStepMaxUs.empty() || !(referenceUs > 0))
+    return 1;
+  return std::max(1.0, median(perStepMaxUs.vec()) / referenceUs);
+}
+
+std::vector<double> perStepMaxUs(CommEngine &engine,
+                                 llvm::ArrayRef<double> stepUs,
+                                 double &maxMedianUs) {
+  maxMedianUs = 0;
+  double counts[2] = {double(stepUs.size()), -double(stepUs.size())};
+  engine.run([&](Communicator &c) { c.allreduceMax(counts, 2); });
+  if (counts[0] != -counts[1] || stepUs.empty())
+    return {};
+  std::vector<double> perStep(stepUs.begin(), stepUs.end());
+  perStep.push_back(median(stepUs.vec()));
+  engine.run(
+      [&](Communicator &c) { c.allreduceMax(perStep.data(), perStep.size()); });
+  maxMedianUs = perStep.back();
+  perStep.pop_back();
+  return perStep;
+}
+
+void scaleCompute(llvm::ArrayRef<StepKind> kinds,
+                  llvm::MutableArrayRef<double> us, double factor) {
+  for (size_t k = 0; k < us.size() && k < kinds.size(); ++k)
+    if (kinds[k] != StepKind::Comm)
+      us[k] *= factor;
 }
 
 void appendStartSpans(const Executor &exec, const OpTiming *times,
@@ -439,6 +471,20 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
   engine.run([&](Communicator &c) {
     c.broadcast(mean.data(), mean.size() * sizeof(double), slowest);
   });
+  // A synchronous step waits for the slowest rank of that step, which on a
+  // shared host is not always the same one: the profile's compute is paced
+  // by the per-step slowest (stragglerFactor).
+  std::vector<double> stepCompute;
+  for (const std::vector<double> &s : stepUs) {
+    const KindSums sums = kindSums(kinds, s);
+    stepCompute.push_back(std::accumulate(sums.begin(), sums.end(), 0.0) -
+                          sums[size_t(StepKind::Comm)]);
+  }
+  // The profile is the slowest rank's: against the largest rank median.
+  double maxMedian = 0;
+  std::vector<double> paced = perStepMaxUs(engine, stepCompute, maxMedian);
+  ev.stragglerFactor = stragglerFactor(paced, maxMedian);
+  scaleCompute(kinds, mean, ev.stragglerFactor);
   const KindSums agreed = kindSums(kinds, mean);
   const double fwd = agreed[size_t(StepKind::Forward)], upd = updateUs(agreed);
   const bool sameJobs = size_t(totals[size_t(size)]) == nJobs;

@@ -45,6 +45,11 @@ std::string formatReplan(const ReplanEvent &ev,
                             "communication thread idle)",
                             ev.comm.callComputeUs, ev.callStarts)
                   .str();
+  if (ev.stragglerFactor > 1)
+    fitted += llvm::formatv("; compute x{0:f3}, the slowest rank of each "
+                            "step against the slowest rank's median",
+                            ev.stragglerFactor)
+                  .str();
   std::string cost =
       llvm::formatv("planning {0:f2} ms + switch {1:f2} ms = {2:f2}% of a step",
                     ev.planUs * 1e-3, ev.switchUs * 1e-3,
@@ -184,6 +189,11 @@ void printSummary(std::FILE *out, const TrainSummary &s,
                                      s.callComputeUs, s.callStarts)
                            .str()
                      : "";
+    if (s.stragglerFactor > 1)
+      starts += llvm::formatv("; compute x{0:f3}, the slowest rank of each "
+                              "step against this rank's median",
+                              s.stragglerFactor)
+                    .str();
     std::fprintf(out,
                  "  replayed         %9.3f ms (the plan's timeline model "
                  "on this run's measured profile; measured/replayed "

@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <thread>
 
 namespace oasr::rt {
@@ -1349,6 +1350,19 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
     // The profile: the mean per instruction, scaled to the median step per
     // kind (a step another tenant slowed by half does not move it).
     scaleKindsTo(kinds, sumUs, medianKindSums(stepKindSums));
+    // Sync SGD's step waits for the slowest rank of that step: the
+    // profile's compute is paced by it (every rank measured the same steps).
+    if (llvm::StringRef(algo.name()) == kSyncSGDName && comm.size() > 1) {
+      std::vector<double> stepCompute;
+      for (const KindSums &s : stepKindSums)
+        stepCompute.push_back(std::accumulate(s.begin(), s.end(), 0.0) -
+                              s[size_t(StepKind::Comm)]);
+      // This rank's profile: against its own median.
+      double maxMedian = 0;
+      std::vector<double> paced = perStepMaxUs(engine, stepCompute, maxMedian);
+      summary.stragglerFactor = stragglerFactor(paced, median(stepCompute));
+      scaleCompute(kinds, sumUs, summary.stragglerFactor);
+    }
     const KindSums profiled = kindSums(kinds, sumUs);
     const double fwd = profiled[size_t(StepKind::Forward)],
                  upd = updateUs(profiled);

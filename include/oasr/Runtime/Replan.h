@@ -70,6 +70,9 @@ struct ReplanEvent {
   /// This rank's measured starts that found the communication thread idle
   /// (the fitted model's callComputeUs is the ranks' mean of their medians).
   unsigned callStarts = 0;
+  /// The agreed profile's compute scaled by this (stragglerFactor: the
+  /// slowest rank of each measured step against the slowest rank's median).
+  double stragglerFactor = 1;
   /// The uncertainty of the ranks' clock offsets the allreduce times were
   /// taken with (microseconds; 0 on one rank).
   double clockSkewUs = 0;
@@ -132,6 +135,23 @@ KindSums medianKindSums(llvm::ArrayRef<KindSums> steps);
 /// Comm instructions (waits, not compute).
 void scaleKindsTo(llvm::ArrayRef<StepKind> kinds,
                   llvm::MutableArrayRef<double> us, const KindSums &totals);
+
+/// How much longer a synchronous step computes than a rank's typical step,
+/// because the slowest rank changes from step to step (a shared host slows
+/// one rank, then the other): the median over the steps of the largest
+/// compute of any rank in that step (`perStepMaxUs`), over `referenceUs`
+/// (a rank's median), at least 1; 1 when there is no step or reference.
+double stragglerFactor(llvm::ArrayRef<double> perStepMaxUs, double referenceUs);
+/// Each measured step's compute at its largest over the ranks, from each
+/// rank's own `stepUs` (collective), and the largest of the ranks' medians
+/// (`maxMedianUs`). Empty where the ranks measured different numbers of
+/// steps.
+std::vector<double> perStepMaxUs(CommEngine &engine,
+                                 llvm::ArrayRef<double> stepUs,
+                                 double &maxMedianUs);
+/// Multiplies every compute instruction (not Comm) of `us` by `factor`.
+void scaleCompute(llvm::ArrayRef<StepKind> kinds,
+                  llvm::MutableArrayRef<double> us, double factor);
 
 /// The time span of each allreduce start (opType "allreduce_start") among
 /// `exec`'s instructions in one step's `times`, appended to `spans`.

@@ -263,6 +263,10 @@ struct TrainSummary {
   /// `callStarts` measured starts that found the communication thread idle.
   double callComputeUs = 0;
   unsigned callStarts = 0;
+  /// The replayed (and --profile's) compute was scaled by this: the
+  /// slowest rank of each measured step against this rank's median
+  /// (stragglerFactor; sync SGD on several ranks, else 1).
+  double stragglerFactor = 1;
   double lastLoss = 0;
   double trainAccuracy = -1; ///< over the last logging interval
   double testAccuracy = -1;  ///< -1 when there is no test split

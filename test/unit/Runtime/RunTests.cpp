@@ -439,6 +439,24 @@ TEST(Replan, ComputeRateFromTheAloneStep) {
   EXPECT_FALSE(bool(computeRateFrom({0, 0, 0})));
 }
 
+TEST(Replan, StragglerFactorIsTheSlowestRankOfEachStep) {
+  using K = StepKind;
+  // Two ranks, each slow in a different step: rank 0 computes 10, 14, 10,
+  // 10, 10 and rank 1 10, 10, 14, 10, 14; their medians are 10 each, but
+  // the step waits for the slower: 10, 14, 14, 10, 14, median 14.
+  std::vector<double> perStepMax = {10, 14, 14, 10, 14};
+  EXPECT_DOUBLE_EQ(stragglerFactor(perStepMax, 10), 1.4);
+  // Never below 1 (a reference above every step), and 1 with nothing.
+  EXPECT_DOUBLE_EQ(stragglerFactor(perStepMax, 20), 1.0);
+  EXPECT_DOUBLE_EQ(stragglerFactor({}, 10), 1.0);
+  EXPECT_DOUBLE_EQ(stragglerFactor(perStepMax, 0), 1.0);
+  // It scales compute, not the waits.
+  std::vector<K> kinds = {K::Forward, K::Backward, K::Comm, K::Update};
+  std::vector<double> us = {2, 4, 8, 1};
+  scaleCompute(kinds, us, 1.5);
+  EXPECT_EQ(us, (std::vector<double>{3, 6, 8, 1.5}));
+}
+
 TEST(Replan, IdleStartsAreTheStartsWhoseJobFoundTheThreadIdle) {
   // Four starts; their jobs queued inside them, in queueing order. The
   // second's job queued behind the first's (not idle), the fourth's job is
