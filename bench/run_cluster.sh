@@ -27,7 +27,8 @@
 # and overlap rate of that run, `--replan-profile`; docs/runtime.md,
 # "Re-planning from the run"), PROFILE_EVERY_ROUND (with MODEL_FROM=run,
 # 1 by default: that run is repeated at the start of every round and the
-# round's plans and predictions come from it). Writes bench/results/cluster-MODEL-NODESxRATE[-GRAD_DTYPE][SUFFIX]
+# round's plans and predictions come from it), PROFILE_REPLAN (that run's
+# --replan, every:2xSTEPS-1: one re-plan from all its steps). Writes bench/results/cluster-MODEL-NODESxRATE[-GRAD_DTYPE][SUFFIX]
 # .{json,md}. Needs root (namespaces).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
