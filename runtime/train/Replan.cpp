@@ -22,7 +22,6 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <numeric>
 
 namespace oasr::rt {
 
@@ -153,8 +152,9 @@ double stragglerFactor(llvm::ArrayRef<double> perStepMaxUs,
 
 std::vector<double> perStepMaxUs(CommEngine &engine,
                                  llvm::ArrayRef<double> stepUs,
-                                 double &maxMedianUs) {
-  maxMedianUs = 0;
+                                 double *maxMedianUs) {
+  if (maxMedianUs)
+    *maxMedianUs = 0;
   double counts[2] = {double(stepUs.size()), -double(stepUs.size())};
   engine.run([&](Communicator &c) { c.allreduceMax(counts, 2); });
   if (counts[0] != -counts[1] || stepUs.empty())
@@ -163,7 +163,8 @@ std::vector<double> perStepMaxUs(CommEngine &engine,
   perStep.push_back(median(stepUs.vec()));
   engine.run(
       [&](Communicator &c) { c.allreduceMax(perStep.data(), perStep.size()); });
-  maxMedianUs = perStep.back();
+  if (maxMedianUs)
+    *maxMedianUs = perStep.back();
   perStep.pop_back();
   return perStep;
 }
@@ -475,14 +476,11 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
   // shared host is not always the same one: the profile's compute is paced
   // by the per-step slowest (stragglerFactor).
   std::vector<double> stepCompute;
-  for (const std::vector<double> &s : stepUs) {
-    const KindSums sums = kindSums(kinds, s);
-    stepCompute.push_back(std::accumulate(sums.begin(), sums.end(), 0.0) -
-                          sums[size_t(StepKind::Comm)]);
-  }
+  for (const std::vector<double> &s : stepUs)
+    stepCompute.push_back(computeUs(kindSums(kinds, s)));
   // The profile is the slowest rank's: against the largest rank median.
   double maxMedian = 0;
-  std::vector<double> paced = perStepMaxUs(engine, stepCompute, maxMedian);
+  std::vector<double> paced = perStepMaxUs(engine, stepCompute, &maxMedian);
   ev.stragglerFactor = stragglerFactor(paced, maxMedian);
   scaleCompute(kinds, mean, ev.stragglerFactor);
   const KindSums agreed = kindSums(kinds, mean);

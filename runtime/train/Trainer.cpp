@@ -19,7 +19,6 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <numeric>
 #include <thread>
 
 namespace oasr::rt {
@@ -1355,12 +1354,10 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
     if (llvm::StringRef(algo.name()) == kSyncSGDName && comm.size() > 1) {
       std::vector<double> stepCompute;
       for (const KindSums &s : stepKindSums)
-        stepCompute.push_back(std::accumulate(s.begin(), s.end(), 0.0) -
-                              s[size_t(StepKind::Comm)]);
+        stepCompute.push_back(computeUs(s));
       // This rank's profile: against its own median.
-      double maxMedian = 0;
-      std::vector<double> paced = perStepMaxUs(engine, stepCompute, maxMedian);
-      summary.stragglerFactor = stragglerFactor(paced, median(stepCompute));
+      summary.stragglerFactor = stragglerFactor(
+          perStepMaxUs(engine, stepCompute), median(stepCompute));
       scaleCompute(kinds, sumUs, summary.stragglerFactor);
     }
     const KindSums profiled = kindSums(kinds, sumUs);

@@ -128,6 +128,14 @@ KindSums kindSums(llvm::ArrayRef<StepKind> kinds, llvm::ArrayRef<double> us);
 inline double updateUs(const KindSums &s) {
   return s[size_t(StepKind::Update)] + s[size_t(StepKind::Copy)];
 }
+/// The compute time of a step: every kind but Comm (the waits).
+inline double computeUs(const KindSums &s) {
+  double sum = 0;
+  for (size_t k = 0; k < s.size(); ++k)
+    if (k != size_t(StepKind::Comm))
+      sum += s[k];
+  return sum;
+}
 /// Each kind's median over `steps` (one KindSums a step).
 KindSums medianKindSums(llvm::ArrayRef<KindSums> steps);
 /// Scales `us` per compute kind (forward, backward, update, copy) so the
@@ -143,12 +151,12 @@ void scaleKindsTo(llvm::ArrayRef<StepKind> kinds,
 /// (a rank's median), at least 1; 1 when there is no step or reference.
 double stragglerFactor(llvm::ArrayRef<double> perStepMaxUs, double referenceUs);
 /// Each measured step's compute at its largest over the ranks, from each
-/// rank's own `stepUs` (collective), and the largest of the ranks' medians
-/// (`maxMedianUs`). Empty where the ranks measured different numbers of
-/// steps.
+/// rank's own `stepUs` (collective), and, if asked, the largest of the
+/// ranks' medians (`maxMedianUs`). Empty where the ranks measured different
+/// numbers of steps.
 std::vector<double> perStepMaxUs(CommEngine &engine,
                                  llvm::ArrayRef<double> stepUs,
-                                 double &maxMedianUs);
+                                 double *maxMedianUs = nullptr);
 /// Multiplies every compute instruction (not Comm) of `us` by `factor`.
 void scaleCompute(llvm::ArrayRef<StepKind> kinds,
                   llvm::MutableArrayRef<double> us, double factor);
