@@ -90,12 +90,21 @@ def read_idx(path):
     return np.frombuffer(data[4 + 4 * rank:], dtype=dtype).reshape(dims)
 
 
+def torchscript_exporter():
+    """torch.onnx.export's arguments for the TorchScript exporter: torch 2.9
+    and later export through dynamo by default, which has no training mode."""
+    import inspect
+    params = inspect.signature(torch.onnx.export).parameters
+    return {"dynamo": False} if "dynamo" in params else {}
+
+
 def cmd_export(a):
     model = build(a.model, a.seed)
     model.train()
     x = torch.randn(a.batch, *SHAPES[a.model])
     torch.onnx.export(model, x, a.out, training=torch.onnx.TrainingMode.TRAINING,
                       do_constant_folding=False, opset_version=17,
+                      **torchscript_exporter(),
                       input_names=["input"], output_names=["output"],
                       dynamic_axes={"input": {0: "batch"}})
     print(f"wrote {a.out}")

@@ -535,8 +535,10 @@ std::unique_ptr<Kernel> createGemmGrad(CudaBackend &be, const OpSpec &spec,
   });
 }
 
-/// MatMul (numpy): 1-D operands promoted; batch dimensions equal, or all 1
-/// on one side (broadcast as a zero batch stride).
+/// MatMul (numpy): 1-D operands promoted. Batch dimensions equal, or all 1
+/// on one side: one strided batched product (a zero stride broadcasts).
+/// Otherwise ([2, 1, M, K] x [1, 3, K, N]) one product per result matrix,
+/// at the operands' matrices numpy's broadcasting pairs it with.
 std::unique_ptr<Kernel> createMatMul(CudaBackend &be, const OpSpec &spec,
                                      std::string &error) {
   if (!checkSpec(spec, 2, 2, 1, 1, {0, 1}, {0}, error))
@@ -554,23 +556,39 @@ std::unique_ptr<Kernel> createMatMul(CudaBackend &be, const OpSpec &spec,
     same = same && ad[i] == bd[i];
   }
   int64_t m = ad[r - 2], k = ad[r - 1], n = bd[r - 1];
+  // (A's matrix, B's matrix) of each result matrix, when both broadcast.
+  std::vector<std::pair<int64_t, int64_t>> pairs;
   if (!same && batchA != 1 && batchB != 1) {
-    error = nodeError(spec, "the cuda backend broadcasts MatMul batch "
-                            "dimensions only when one side has none: " +
-                                shapeStr(spec.inputs[0].shape) + " x " +
-                                shapeStr(spec.inputs[1].shape));
-    return nullptr;
+    for (int64_t o = 0; o < batch; ++o) {
+      int64_t rest = o, ia = 0, ib = 0, sa = 1, sb = 1;
+      for (size_t i = r - 2; i-- > 0;) {
+        int64_t c = rest % yd[i];
+        rest /= yd[i];
+        ia += (ad[i] == 1 ? 0 : c) * sa;
+        ib += (bd[i] == 1 ? 0 : c) * sb;
+        sa *= ad[i];
+        sb *= bd[i];
+      }
+      pairs.push_back({ia, ib});
+    }
   }
   long long strideA = batchA == 1 ? 0 : m * k,
             strideB = batchB == 1 ? 0 : k * n;
   cublasHandle_t h = be.blas;
   return lambda(be, spec, [=](cudaStream_t, const auto &in, const auto &out) {
+    const float *a = in[0].template as<float>(),
+                *b = in[1].template as<float>();
+    float *y = out[0].template as<float>();
+    for (size_t o = 0; o < pairs.size(); ++o)
+      rowMajorGemm(h, false, false, m, n, k, 1.0f, a + pairs[o].first * m * k,
+                   b + pairs[o].second * k * n, 0.0f, y + int64_t(o) * m * n);
+    if (!pairs.empty())
+      return;
     const float one = 1.0f, zero = 0.0f;
-    checkBlas(cublasSgemmStridedBatched(
-                  h, CUBLAS_OP_N, CUBLAS_OP_N, int(n), int(m), int(k), &one,
-                  in[1].template as<float>(), int(n), strideB,
-                  in[0].template as<float>(), int(k), strideA, &zero,
-                  out[0].template as<float>(), int(n), m * n, int(batch)),
+    checkBlas(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, int(n),
+                                        int(m), int(k), &one, b, int(n),
+                                        strideB, a, int(k), strideA, &zero, y,
+                                        int(n), m * n, int(batch)),
               "cublasSgemmStridedBatched");
   });
 }
@@ -609,18 +627,35 @@ public:
     Window win;
     if (!convWindow(spec, xd, wd, yd, group, win, error))
       return false;
-    if (win.padL != win.padR) {
-      error = nodeError(spec, "asymmetric pads are not supported by the cuda "
-                              "backend (cuDNN pads both sides alike)");
-      return false;
-    }
     auto dims4 = [](std::vector<int64_t> s) {
       if (s.size() == 3)
         s.push_back(1);
       return std::vector<int>(s.begin(), s.end());
     };
-    std::vector<int> pad(win.padL.begin(), win.padL.end()),
-        stride(win.strides.begin(), win.strides.end()), dil;
+    // cuDNN pads both sides alike. Asymmetric pads (auto_pad SAME_* with an
+    // even window, or explicit) pad by the smaller side there; the rest is
+    // copied in: X goes into a buffer `padX` makes, and dX is cropped from
+    // the gradient of that buffer by `cropX`.
+    std::vector<int> pad;
+    std::vector<int64_t> xp = xd.shape;
+    padX = PadParams{};
+    for (size_t i = 0; i < win.padL.size(); ++i) {
+      int64_t lo = std::min(win.padL[i], win.padR[i]);
+      pad.push_back(int(lo));
+      padX.begin[2 + i] = win.padL[i] - lo;
+      xp[2 + i] += win.padL[i] + win.padR[i] - 2 * lo;
+    }
+    padded = xp != xd.shape;
+    paddedNumel = 1;
+    cropX = PadParams{};
+    padX.rank = cropX.rank = int(xd.rank());
+    for (size_t i = 0; i < xd.rank(); ++i) {
+      padX.inDims[i] = cropX.outDims[i] = xd.shape[i];
+      padX.outDims[i] = cropX.inDims[i] = xp[i];
+      cropX.begin[i] = -padX.begin[i];
+      paddedNumel *= xp[i];
+    }
+    std::vector<int> stride(win.strides.begin(), win.strides.end()), dil;
     for (int64_t d : win.dilations) // Window's are ONNX dilations - 1
       dil.push_back(int(d + 1));
     if (xd.rank() == 3) {
@@ -628,7 +663,7 @@ public:
       stride.push_back(1);
       dil.push_back(1);
     }
-    setTensor(x, dims4(xd.shape));
+    setTensor(x, dims4(xp));
     setTensor(y, dims4(yd.shape));
     std::vector<int> bd(dims4(yd.shape).size(), 1);
     bd[1] = int(yd.shape[1]);
@@ -653,6 +688,11 @@ public:
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, b = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
+  /// Asymmetric pads: `x` describes X padded by the rest (paddedNumel
+  /// elements), made by padX; cropX takes dX back out of its gradient.
+  bool padded = false;
+  int64_t paddedNumel = 0;
+  PadParams padX, cropX;
 
 private:
   static void setTensor(cudnnTensorDescriptor_t d,
@@ -760,6 +800,13 @@ public:
     }
     wsBytes = ws;
     wsAt = reserve(ws);
+    if (d.padded) {
+      size_t bytes = size_t(d.paddedNumel) * sizeof(float);
+      if (!grad || wantDw)
+        xpAt = reserve(bytes);
+      if (grad && wantDx)
+        dxpAt = reserve(bytes);
+    }
     return true;
   }
 
@@ -768,10 +815,17 @@ public:
     cudnnHandle_t h = backend.dnn;
     const float one = 1.0f, zero = 0.0f;
     void *ws = wsBytes ? scratchAt<char>(wsAt) : nullptr;
+    // X as cuDNN sees it: padded by the asymmetric rest, or as it is.
+    const void *x = in[grad ? 1 : 0].data;
+    if (d.padded && (!grad || wantDw)) {
+      launchPad(d.padX, static_cast<const float *>(x), scratchAt<float>(xpAt),
+                0.0f, d.paddedNumel, stream);
+      x = scratchAt<float>(xpAt);
+    }
     if (!grad) {
-      checkDnn(cudnnConvolutionForward(h, &one, d.x, in[0].data, d.w,
-                                       in[1].data, d.conv, fwdAlgo, ws, wsBytes,
-                                       &zero, d.y, out[0].data),
+      checkDnn(cudnnConvolutionForward(h, &one, d.x, x, d.w, in[1].data, d.conv,
+                                       fwdAlgo, ws, wsBytes, &zero, d.y,
+                                       out[0].data),
                nodeName.c_str());
       if (bias)
         checkDnn(
@@ -779,15 +833,20 @@ public:
             nodeName.c_str());
       return;
     }
-    if (wantDx)
+    if (wantDx) {
+      void *dx = d.padded ? scratchAt<float>(dxpAt) : out[0].data;
       checkDnn(cudnnConvolutionBackwardData(h, &one, d.w, in[2].data, d.y,
                                             in[0].data, d.conv, dataAlgo, ws,
-                                            wsBytes, &zero, d.x, out[0].data),
+                                            wsBytes, &zero, d.x, dx),
                nodeName.c_str());
+      if (d.padded)
+        launchPad(d.cropX, static_cast<const float *>(dx),
+                  out[0].template as<float>(), 0.0f, out[0].numel(), stream);
+    }
     if (wantDw)
-      checkDnn(cudnnConvolutionBackwardFilter(
-                   h, &one, d.x, in[1].data, d.y, in[0].data, d.conv,
-                   filterAlgo, ws, wsBytes, &zero, d.w, out[1].data),
+      checkDnn(cudnnConvolutionBackwardFilter(h, &one, d.x, x, d.y, in[0].data,
+                                              d.conv, filterAlgo, ws, wsBytes,
+                                              &zero, d.w, out[1].data),
                nodeName.c_str());
     if (bias)
       checkDnn(cudnnConvolutionBackwardBias(h, &one, d.y, in[0].data, &zero,
@@ -802,7 +861,7 @@ private:
   cudnnConvolutionBwdDataAlgo_t dataAlgo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
   cudnnConvolutionBwdFilterAlgo_t filterAlgo =
       CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
-  size_t wsBytes = 0, wsAt = 0;
+  size_t wsBytes = 0, wsAt = 0, xpAt = 0, dxpAt = 0;
 };
 
 std::unique_ptr<Kernel> createConv(CudaBackend &be, const OpSpec &spec,

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+#===- scripts/gpu-bundle.sh - oasr's CUDA checks for a GPU machine ---------===#
+#
+# Packs what the CUDA backend's checks need into one folder that runs on a GPU
+# machine without this project's Debian packages (another distribution whose
+# python3 has torch and onnx, and the CUDA 13 libraries):
+#
+#   scripts/gpu-bundle.sh BUILD OUT     BUILD configured with -DOASR_STATIC_LLVM=ON
+#   OUT/run.sh [LOGDIR]                 on the GPU machine, from the repo's root
+#                                       (OASR_GPU_LIT_FILTER: lit's --filter)
+#
+# The bundle holds oasr-run, OASRKernelTests, the shared libraries they need
+# that are not glibc, libstdc++ or CUDA's (oneDNN, Open MPI's, ONNX,
+# protobuf), FileCheck/not/count and lit. run.sh finds the machine's CUDA,
+# cuDNN and NCCL libraries, runs the kernel tests' cuda cases against PyTorch
+# and lit's cuda tests (test/runtime/cuda-*.test) with the machine's python3,
+# and leaves their logs in LOGDIR.
+#
+#===----------------------------------------------------------------------===#
+set -euo pipefail
+
+build=${1:?usage: gpu-bundle.sh BUILD OUT}
+out=${2:?usage: gpu-bundle.sh BUILD OUT}
+src=$(cd "$(dirname "$0")/.." && pwd)
+llvm_bin=/usr/lib/llvm-19/bin
+
+grep -q '^OASR_STATIC_LLVM:BOOL=ON' "$build/CMakeCache.txt" || {
+  echo "gpu-bundle.sh: $build is not configured with -DOASR_STATIC_LLVM=ON" >&2
+  exit 1
+}
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib"
+bins=("$build/bin/oasr-run" "$build/unittests/OASRKernelTests"
+      "$llvm_bin/FileCheck" "$llvm_bin/not" "$llvm_bin/count")
+cp "${bins[@]}" "$out/bin/"
+
+# Shared libraries the binaries load, less the C/C++ runtime (the target's is
+# newer) and CUDA's (the target's matches its driver).
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|libgomp|libz\.|libzstd|liblzma|libudev|libcuda|libcublas|libcudnn|libnccl|libnvJitLink)'
+for b in "${bins[@]}"; do
+  ldd "$b" | awk '$3 ~ /^\// {print $1, $3}'
+done | sort -u | while read -r name path; do
+  if ! [[ $name =~ $skip ]]; then cp -L "$path" "$out/lib/$name"; fi
+done
+# Packed: oneDNN alone is 40 MB, a third of that compressed.
+tar -C "$out" -cf - lib | xz -T2 -6 > "$out/lib.tar.xz"
+rm -rf "$out/lib"
+cp -r /usr/lib/llvm-19/build/utils/lit/lit "$out/lit"
+# The machine's python3 (torch, onnx) without the bundle's libraries.
+printf '#!/bin/sh\nexec env -u LD_LIBRARY_PATH python3 "$@"\n' > "$out/bin/python3-clean"
+chmod +x "$out/bin/python3-clean"
+
+cat > "$out/lit.site.cfg.py" <<'EOF'
+# lit site configuration of a GPU bundle (scripts/gpu-bundle.sh): paths are
+# the bundle's and the repository's on the machine it runs on.
+import os
+bundle = os.environ["OASR_BUNDLE"]
+repo = os.environ["OASR_REPO"]
+config.llvm_tools_dir = os.path.join(bundle, "bin")
+config.oasr_src_root = repo
+config.oasr_obj_root = os.path.join(os.environ["OASR_LIT_WORK"], "obj")
+config.oasr_tools_dir = os.path.join(bundle, "bin")
+config.oasr_python = os.environ["OASR_PYTHON"]
+config.oasr_enable_cuda = True
+config.mpiexec = "mpiexec"
+import lit.llvm
+lit.llvm.initialize(lit_config, config)
+lit_config.load_config(config, os.path.join(repo, "test", "lit.cfg.py"))
+EOF
+
+cat > "$out/run.sh" <<'EOF'
+#!/usr/bin/env bash
+# The CUDA backend's checks on this machine (see scripts/gpu-bundle.sh).
+set -uo pipefail
+bundle=$(cd "$(dirname "$0")" && pwd)
+logs=${1:-$PWD/gpu-logs}
+mkdir -p "$logs"
+[ -d "$bundle/lib" ] || xz -dc "$bundle/lib.tar.xz" | tar -C "$bundle" -xf -
+export OASR_REPO=$PWD OASR_SOURCE_DIR=$PWD
+# The bundle's libraries for oasr's binaries only: python3 keeps its own.
+export OASR_PYTHON=$bundle/bin/python3-clean
+cudalibs=$(find /usr/local /usr/lib /opt -xdev \( -name 'libcudnn.so.9' \
+  -o -name 'libnccl.so.2' -o -name 'libcublas.so.13' -o -name 'libcudart.so.13' \) \
+  2>/dev/null | xargs -r -n1 dirname | sort -u | paste -sd:)
+export LD_LIBRARY_PATH=$bundle/lib:$cudalibs
+{
+  echo "== machine"; nvidia-smi -L; head -2 /etc/os-release
+  echo "CUDA libraries from: $cudalibs"
+  "$OASR_PYTHON" -c 'import torch, onnx; print("torch", torch.__version__, "onnx", onnx.__version__)'
+  echo "== oasr-run --list-devices"; "$bundle/bin/oasr-run" --list-devices
+} 2>&1 | tee "$logs/machine.txt"
+echo "== kernels against PyTorch on cuda"
+"$bundle/bin/OASRKernelTests" --gtest_filter='*/cuda' > "$logs/kernels-cuda.txt" 2>&1
+krc=$?
+grep -E '^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|Failure|rel.err [0-9.e+-]+$' "$logs/kernels-cuda.txt" | grep -E '^\[|Failure' | tail -40
+echo "kernel tests: rc $krc"
+echo "== lit: the cuda tests"
+export OASR_LIT_WORK=${TMPDIR:-/tmp}/oasr-gpu-lit OASR_BUNDLE=$bundle
+mkdir -p "$OASR_LIT_WORK/obj/test"
+cp "$bundle/lit.site.cfg.py" "$OASR_LIT_WORK/obj/test/lit.site.cfg.py"
+# lit itself runs with the bundle's libraries (it probes oasr-run); the
+# tests' python3 is started without them (OASR_PYTHON).
+PYTHONPATH=$bundle python3 -c 'import sys; from lit.main import main; main()' \
+  -v "$OASR_LIT_WORK/obj/test" --filter "${OASR_GPU_LIT_FILTER:-cuda-}" 2>&1 |
+  tee "$logs/lit-cuda.txt" | tail -60
+lrc=${PIPESTATUS[0]}
+echo "lit: rc $lrc"
+exit $(( krc || lrc ))
+EOF
+chmod +x "$out/run.sh"
+du -sh "$out"
