@@ -709,4 +709,113 @@ bool scatterNDGeom(const OpSpec &spec, ScatterNDGeom &g, std::string &error) {
   return true;
 }
 
+//===----------------------------------------------------------------------===//
+// Dropout, Slice
+//===----------------------------------------------------------------------===//
+
+bool checkDropout(const OpSpec &spec, std::string &error) {
+  if (!checkSpec(spec, 1, 3, 1, 2, {0}, {0}, error) ||
+      !checkDType(spec, false, 1, DType::Bool, error))
+    return false;
+  if (spec.outputs[0].shape != spec.inputs[0].shape ||
+      (spec.outputs.size() > 1 &&
+       spec.outputs[1].shape != spec.inputs[0].shape)) {
+    error = nodeError(spec, "Y and mask must have X's shape");
+    return false;
+  }
+  return true;
+}
+
+bool checkDropoutGrad(const OpSpec &spec, std::string &error) {
+  if (!checkSpec(spec, 2, 4, 1, 1, {0}, {0}, error) ||
+      !checkDType(spec, true, 1, DType::Bool, error))
+    return false;
+  if (spec.inputs[1].shape != spec.inputs[0].shape ||
+      spec.outputs[0].shape != spec.inputs[0].shape) {
+    error = nodeError(spec, "dY, mask and dX must have one shape");
+    return false;
+  }
+  return true;
+}
+
+bool checkSlice(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 5, 1, 1, error) ||
+      !checkDType(spec, false, 0, spec.inputs[0].dtype, error))
+    return false;
+  if (spec.inputs.size() == 2 ||
+      spec.inputs[0].rank() != spec.outputs[0].rank()) {
+    error = nodeError(spec, "expects data, starts, ends[, axes[, steps]] "
+                            "and a result of the data's rank");
+    return false;
+  }
+  return true;
+}
+
+bool resolveSlice(const std::vector<int64_t> &inShape,
+                  const std::vector<int64_t> &outShape,
+                  const std::vector<int64_t> &starts,
+                  const std::vector<int64_t> &ends, std::vector<int64_t> axes,
+                  std::vector<int64_t> steps, std::vector<int64_t> &start,
+                  std::vector<int64_t> &step, std::string &why) {
+  size_t r = inShape.size();
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(int64_t(i));
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size()) {
+    why = "starts, ends, axes and steps differ in length";
+    return false;
+  }
+  start.assign(r, 0);
+  step.assign(r, 1);
+  std::vector<int64_t> size = inShape;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t a = axes[i] < 0 ? axes[i] + int64_t(r) : axes[i];
+    if (a < 0 || a >= int64_t(r) || steps[i] == 0) {
+      why = "bad axis or zero step";
+      return false;
+    }
+    int64_t dim = inShape[a], s = starts[i], e = ends[i], st = steps[i];
+    if (s < 0)
+      s += dim;
+    if (e < 0)
+      e += dim;
+    if (st > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      size[a] = e > s ? (e - s + st - 1) / st : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      size[a] = s > e ? (s - e - st - 1) / -st : 0;
+    }
+    start[a] = s;
+    step[a] = st;
+  }
+  if (size != outShape) {
+    why = "the slice " + shapeStr(size) + " is not the result " +
+          shapeStr(outShape);
+    return false;
+  }
+  return true;
+}
+
+bool resolveSliceAtRun(const std::vector<int64_t> &inShape,
+                       const std::vector<int64_t> &outShape, size_t operands,
+                       const AttrMap &attrs,
+                       const std::function<std::vector<int64_t>(size_t)> &ints,
+                       std::vector<int64_t> &start, std::vector<int64_t> &step,
+                       std::string &why) {
+  if (operands >= 3)
+    return resolveSlice(inShape, outShape, ints(1), ints(2),
+                        operands > 3 ? ints(3) : std::vector<int64_t>{},
+                        operands > 4 ? ints(4) : std::vector<int64_t>{}, start,
+                        step, why);
+  return resolveSlice(inShape, outShape, attrs.getInts("starts"),
+                      attrs.getInts("ends"), attrs.getInts("axes"), {}, start,
+                      step, why);
+}
+
 } // namespace oasr::rt

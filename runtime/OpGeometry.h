@@ -18,6 +18,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -278,6 +279,61 @@ struct ScatterNDGeom {
 /// Validates ScatterND's operands (i64 indices, updates of shape
 /// indices.shape[:-1] + data.shape[k:], the reduction attribute).
 bool scatterNDGeom(const OpSpec &spec, ScatterNDGeom &g, std::string &error);
+
+/// Validation both backends give Dropout (X[, ratio[, training_mode]] ->
+/// Y[, mask]), DropoutGrad (dY, mask[, ratio[, training_mode]] -> dX) and
+/// Slice (data, starts, ends[, axes[, steps]] or opset 1's attributes -> Y).
+bool checkDropout(const OpSpec &spec, std::string &error);
+bool checkDropoutGrad(const OpSpec &spec, std::string &error);
+bool checkSlice(const OpSpec &spec, std::string &error);
+
+/// Slice's per-dimension start and step from ONNX starts/ends/axes/steps
+/// (negative values and clamping as ONNX says); false with `why` when they
+/// are malformed or do not give `outShape`. Empty axes/steps: the defaults.
+bool resolveSlice(const std::vector<int64_t> &inShape,
+                  const std::vector<int64_t> &outShape,
+                  const std::vector<int64_t> &starts,
+                  const std::vector<int64_t> &ends, std::vector<int64_t> axes,
+                  std::vector<int64_t> steps, std::vector<int64_t> &start,
+                  std::vector<int64_t> &step, std::string &why);
+
+/// resolveSlice for a Slice node at run time: starts, ends, axes and steps
+/// from its operands 1..4 (`ints(i)`: operand i's elements, empty when it
+/// is absent) or, with fewer than 3 operands, from opset 1's attributes.
+bool resolveSliceAtRun(const std::vector<int64_t> &inShape,
+                       const std::vector<int64_t> &outShape, size_t operands,
+                       const AttrMap &attrs,
+                       const std::function<std::vector<int64_t>(size_t)> &ints,
+                       std::vector<int64_t> &start, std::vector<int64_t> &step,
+                       std::string &why);
+
+#if defined(__CUDACC__)
+#define OASR_HOST_DEVICE __host__ __device__
+#else
+#define OASR_HOST_DEVICE
+#endif
+
+/// Dropout's mask, one definition for every backend so that a model drops
+/// the same elements on the CPU and the GPU: element i at the step with key
+/// k is kept iff the top 32 bits of splitmix64(k + i) are >= ratio * 2^32.
+/// The key of step s is splitmix64(seed ^ splitmix64(s)); every run of a
+/// Dropout kernel is a new step.
+OASR_HOST_DEVICE inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+inline uint64_t dropoutStepKey(uint64_t seed, uint64_t step) {
+  return splitmix64(seed ^ splitmix64(step));
+}
+inline uint64_t dropoutThreshold(double ratio) {
+  return uint64_t(std::ldexp(ratio, 32));
+}
+OASR_HOST_DEVICE inline bool dropoutKeeps(uint64_t stepKey, uint64_t i,
+                                          uint64_t threshold) {
+  return (splitmix64(stepKey + i) >> 32) >= threshold;
+}
 
 } // namespace oasr::rt
 

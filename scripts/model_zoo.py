@@ -38,6 +38,9 @@ import sys
 import numpy as np
 import torch
 import torch.nn as nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_reference import torchscript_exporter  # noqa: E402
 import torch.nn.functional as F
 
 CLASSES = 10
@@ -377,7 +380,8 @@ def cmd_export(a):
     torch.onnx.export(model, torch.from_numpy(x), a.out,
                       training=torch.onnx.TrainingMode.TRAINING,
                       do_constant_folding=False, opset_version=17,
-                      input_names=["input"], output_names=["output"])
+                      input_names=["input"], output_names=["output"],
+                      **torchscript_exporter())
     print(f"wrote {a.out}")
 
 

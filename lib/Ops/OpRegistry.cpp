@@ -39,14 +39,8 @@ static constexpr CpuOnlyMark kCpuOnly[] = {
                       "convolution) is not written yet"},
     {"ConvTransposeGrad", "the cuDNN form (forward and backward filter of "
                           "the mirrored convolution) is not written yet"},
-    {"Dropout", "the counter-based mask the CPU draws is not yet shared "
-                "with device code"},
-    {"DropoutGrad", "as Dropout"},
     {"Resize", "no device kernel yet"},
     {"ResizeGrad", "no device kernel yet"},
-    {"Slice", "its bounds are run-time operands the CPU reads from host "
-              "memory; no device kernel yet"},
-    {"SliceGrad", "no device kernel yet"},
     {"LSTM", "cuDNN's RNN API (cudnnRNNForward, cudnnRNNBackwardData_v8, "
              "cudnnRNNBackwardWeights_v8) is not wired yet"},
     {"LSTMGrad", "as LSTM"},

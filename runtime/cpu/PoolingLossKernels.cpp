@@ -23,16 +23,10 @@ namespace {
 // Dropout / DropoutGrad
 //===----------------------------------------------------------------------===//
 
-inline uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 /// Dropout: X[, ratio[, training_mode]] -> Y[, mask]. The mask of element i
-/// at step s is a pure function of (seed, s, i), so results do not depend on
-/// the thread count and runs are reproducible; every run is a new step.
+/// at step s is a pure function of (seed, s, i) (dropoutKeeps, shared with
+/// the cuda backend), so results do not depend on the thread count and runs
+/// are reproducible; every run is a new step.
 class DropoutKernel final : public CpuKernel {
 public:
   explicit DropoutKernel(const OpSpec &spec)
@@ -58,13 +52,12 @@ public:
         std::memset(mask, 1, size_t(count));
       return;
     }
-    const uint64_t stepKey = splitmix64(seed ^ splitmix64(step++));
-    // keep iff the top 32 random bits >= ratio * 2^32
-    const uint64_t threshold = uint64_t(std::ldexp(ratio, 32));
+    const uint64_t stepKey = dropoutStepKey(seed, step++);
+    const uint64_t threshold = dropoutThreshold(ratio);
     const float scale = ratio < 1 ? float(1.0 / (1.0 - ratio)) : 0.0f;
 #pragma omp parallel for schedule(static) if (count > 16384)
     for (int64_t i = 0; i < count; ++i) {
-      bool keep = (splitmix64(stepKey + uint64_t(i)) >> 32) >= threshold;
+      bool keep = dropoutKeeps(stepKey, uint64_t(i), threshold);
       y[i] = keep ? x[i] * scale : 0.0f;
       if (mask)
         mask[i] = keep;
@@ -85,15 +78,8 @@ private:
 };
 
 std::unique_ptr<Kernel> createDropout(const OpSpec &spec, std::string &error) {
-  if (!checkSpec(spec, 1, 3, 1, 2, {0}, {0}, error) ||
-      !checkDType(spec, false, 1, DType::Bool, error))
+  if (!checkDropout(spec, error))
     return nullptr;
-  if (spec.outputs[0].shape != spec.inputs[0].shape ||
-      (spec.outputs.size() > 1 &&
-       spec.outputs[1].shape != spec.inputs[0].shape)) {
-    error = nodeError(spec, "Y and mask must have X's shape");
-    return nullptr;
-  }
   return std::make_unique<DropoutKernel>(spec);
 }
 
@@ -130,14 +116,8 @@ private:
 
 std::unique_ptr<Kernel> createDropoutGrad(const OpSpec &spec,
                                           std::string &error) {
-  if (!checkSpec(spec, 2, 4, 1, 1, {0}, {0}, error) ||
-      !checkDType(spec, true, 1, DType::Bool, error))
+  if (!checkDropoutGrad(spec, error))
     return nullptr;
-  if (spec.inputs[1].shape != spec.inputs[0].shape ||
-      spec.outputs[0].shape != spec.inputs[0].shape) {
-    error = nodeError(spec, "dY, mask and dX must have one shape");
-    return nullptr;
-  }
   return std::make_unique<DropoutGradKernel>(spec);
 }
 

@@ -443,59 +443,6 @@ void stridedCopy(const char *in, const std::vector<int64_t> &inShape, char *out,
   }
 }
 
-/// Per-dimension start/step of a slice, from ONNX starts/ends/axes/steps
-/// (clamped as ONNX says); checks they give `outShape`.
-bool resolveSlice(const std::vector<int64_t> &inShape,
-                  const std::vector<int64_t> &outShape,
-                  const std::vector<int64_t> &starts,
-                  const std::vector<int64_t> &ends, std::vector<int64_t> axes,
-                  std::vector<int64_t> steps, std::vector<int64_t> &start,
-                  std::vector<int64_t> &step, std::string &why) {
-  size_t r = inShape.size();
-  if (axes.empty())
-    for (size_t i = 0; i < starts.size(); ++i)
-      axes.push_back(int64_t(i));
-  if (steps.empty())
-    steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() ||
-      steps.size() != starts.size()) {
-    why = "starts, ends, axes and steps differ in length";
-    return false;
-  }
-  start.assign(r, 0);
-  step.assign(r, 1);
-  std::vector<int64_t> size = inShape;
-  for (size_t i = 0; i < starts.size(); ++i) {
-    int64_t a = axes[i] < 0 ? axes[i] + int64_t(r) : axes[i];
-    if (a < 0 || a >= int64_t(r) || steps[i] == 0) {
-      why = "bad axis or zero step";
-      return false;
-    }
-    int64_t dim = inShape[a], s = starts[i], e = ends[i], st = steps[i];
-    if (s < 0)
-      s += dim;
-    if (e < 0)
-      e += dim;
-    if (st > 0) {
-      s = std::clamp<int64_t>(s, 0, dim);
-      e = std::clamp<int64_t>(e, 0, dim);
-      size[a] = e > s ? (e - s + st - 1) / st : 0;
-    } else {
-      s = std::clamp<int64_t>(s, 0, dim - 1);
-      e = std::clamp<int64_t>(e, -1, dim - 1);
-      size[a] = s > e ? (s - e - st - 1) / -st : 0;
-    }
-    start[a] = s;
-    step[a] = st;
-  }
-  if (size != outShape) {
-    why = "the slice " + shapeStr(size) + " is not the result " +
-          shapeStr(outShape);
-    return false;
-  }
-  return true;
-}
-
 std::vector<int64_t> intsOperand(const std::vector<TensorRef> &in, size_t i) {
   std::vector<int64_t> v;
   if (i >= in.size() || !in[i].data)
@@ -515,21 +462,11 @@ public:
         attrs(spec.attrs) {}
   void compute(const std::vector<TensorRef> &in,
                const std::vector<TensorRef> &out) override {
-    std::vector<int64_t> starts, ends, axes, steps;
-    if (in.size() >= 3) {
-      starts = intsOperand(in, 1);
-      ends = intsOperand(in, 2);
-      axes = intsOperand(in, 3);
-      steps = intsOperand(in, 4);
-    } else {
-      starts = attrs.getInts("starts");
-      ends = attrs.getInts("ends");
-      axes = attrs.getInts("axes");
-    }
     std::vector<int64_t> start, step;
     std::string why;
-    if (!resolveSlice(inShape, outShape, starts, ends, axes, steps, start, step,
-                      why))
+    if (!resolveSliceAtRun(
+            inShape, outShape, in.size(), attrs,
+            [&](size_t i) { return intsOperand(in, i); }, start, step, why))
       fatal(nodeName, op, why);
     stridedCopy(static_cast<const char *>(in[0].data), inShape,
                 static_cast<char *>(out[0].data), outShape, start, step, esize,
@@ -543,15 +480,8 @@ private:
 };
 
 std::unique_ptr<Kernel> createSlice(const OpSpec &spec, std::string &error) {
-  if (!checkArity(spec, 1, 5, 1, 1, error) ||
-      !checkDType(spec, false, 0, spec.inputs[0].dtype, error))
+  if (!checkSlice(spec, error))
     return nullptr;
-  if (spec.inputs.size() == 2 ||
-      spec.inputs[0].rank() != spec.outputs[0].rank()) {
-    error = nodeError(spec, "expects data, starts, ends[, axes[, steps]] "
-                            "and a result of the data's rank");
-    return nullptr;
-  }
   return std::make_unique<SliceKernel>(spec);
 }
 

@@ -1090,6 +1090,230 @@ std::unique_ptr<Kernel> createPadGrad(CudaBackend &be, const OpSpec &spec,
 }
 
 //===----------------------------------------------------------------------===//
+// Slice / SliceGrad
+//===----------------------------------------------------------------------===//
+
+/// Ends the process with "oasr: fatal: node 'N' (Op): MSG": a kernel met
+/// operand values it cannot run on.
+[[noreturn]] void fatalAt(const std::string &node, const std::string &op,
+                          const std::string &msg) {
+  std::fprintf(stderr, "oasr: fatal: node '%s' (%s): %s\n", node.c_str(),
+               op.c_str(), msg.c_str());
+  std::abort();
+}
+
+/// The elements of a small i64/i32 operand, read back from the device (a
+/// synchronizing copy); empty when absent.
+std::vector<int64_t> readInts(CudaBackend &be, const TensorRef &t) {
+  std::vector<int64_t> v;
+  if (!t.data)
+    return v;
+  size_t n = size_t(t.numel());
+  if (t.desc.dtype == DType::I64) {
+    v.resize(n);
+    be.copyToHost(v.data(), t.data, n * sizeof(int64_t));
+    return v;
+  }
+  std::vector<int32_t> w(n);
+  be.copyToHost(w.data(), t.data, n * sizeof(int32_t));
+  return std::vector<int64_t>(w.begin(), w.end());
+}
+
+/// Operand `i` as a number (f32, i64, i32 or bool), read back; false when
+/// it is absent, as the CPU backend's scalarOperand.
+bool readScalar(CudaBackend &be, const std::vector<TensorRef> &in, size_t i,
+                double &v) {
+  if (i >= in.size() || !in[i].data || in[i].numel() == 0)
+    return false;
+  char raw[8] = {};
+  be.copyToHost(raw, in[i].data, dtypeSize(in[i].desc.dtype));
+  switch (in[i].desc.dtype) {
+  case DType::F32:
+    v = *reinterpret_cast<float *>(raw);
+    return true;
+  case DType::I64:
+    v = double(*reinterpret_cast<int64_t *>(raw));
+    return true;
+  case DType::I32:
+    v = double(*reinterpret_cast<int32_t *>(raw));
+    return true;
+  case DType::Bool:
+    v = raw[0] ? 1.0 : 0.0;
+    return true;
+  default:
+    return false;
+  }
+}
+
+SliceParams sliceParams(const std::vector<int64_t> &inShape,
+                        const std::vector<int64_t> &outShape,
+                        const std::vector<int64_t> &start,
+                        const std::vector<int64_t> &step) {
+  SliceParams p;
+  p.rank = int(outShape.size());
+  std::vector<int64_t> strides = rowMajorStrides(inShape);
+  for (size_t d = 0; d < outShape.size(); ++d) {
+    p.outDims[d] = outShape[d];
+    p.inStrides[d] = strides[d];
+    p.start[d] = start[d];
+    p.step[d] = step[d];
+  }
+  return p;
+}
+
+/// Slice: data, starts, ends[, axes[, steps]] (read back at each run: they
+/// are operands) or opset 1's attributes -> Y; any element type.
+class SliceKernel final : public CudaKernel {
+public:
+  SliceKernel(CudaBackend &be, const OpSpec &spec)
+      : CudaKernel(be, spec), inShape(spec.inputs[0].shape),
+        outShape(spec.outputs[0].shape),
+        esize(int(dtypeSize(spec.inputs[0].dtype))), attrs(spec.attrs) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    std::vector<int64_t> start, step;
+    std::string why;
+    if (!resolveSliceAtRun(
+            inShape, outShape, in.size(), attrs,
+            [&](size_t i) { return readInts(backend, in[i]); }, start, step,
+            why))
+      fatalAt(nodeName, op, why);
+    launchSlice(sliceParams(inShape, outShape, start, step), esize, in[0].data,
+                out[0].data, out[0].numel(), false, stream);
+  }
+
+private:
+  std::vector<int64_t> inShape, outShape;
+  int esize;
+  AttrMap attrs;
+};
+
+std::unique_ptr<Kernel> createSlice(CudaBackend &be, const OpSpec &spec,
+                                    std::string &error) {
+  if (!checkSlice(spec, error))
+    return nullptr;
+  int es = int(dtypeSize(spec.inputs[0].dtype));
+  if (spec.inputs[0].rank() > size_t(kMaxRank) ||
+      (es != 1 && es != 4 && es != 8)) {
+    error = nodeError(spec, "the cuda backend slices tensors of rank <= " +
+                                std::to_string(kMaxRank) +
+                                " with 1-, 4- or 8-byte elements");
+    return nullptr;
+  }
+  return std::make_unique<SliceKernel>(be, spec);
+}
+
+/// SliceGrad {starts, ends, axes, steps}: dY -> dX, zero outside the slice.
+std::unique_ptr<Kernel> createSliceGrad(CudaBackend &be, const OpSpec &spec,
+                                        std::string &error) {
+  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
+    return nullptr;
+  const auto &dx = spec.outputs[0].shape, &dy = spec.inputs[0].shape;
+  std::vector<int64_t> start, step;
+  std::string why;
+  if (dx.size() > size_t(kMaxRank) ||
+      !resolveSlice(dx, dy, spec.attrs.getInts("starts"),
+                    spec.attrs.getInts("ends"), spec.attrs.getInts("axes"),
+                    spec.attrs.getInts("steps"), start, step, why)) {
+    error = nodeError(
+        spec, why.empty() ? "rank above " + std::to_string(kMaxRank) : why);
+    return nullptr;
+  }
+  SliceParams p = sliceParams(dx, dy, start, step);
+  int64_t n = spec.inputs[0].numel();
+  size_t bytes = spec.outputs[0].bytes();
+  return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
+    check(cudaMemsetAsync(out[0].data, 0, bytes, s), "SliceGrad");
+    // Scatter: dY's elements into dX at the slice's positions.
+    launchSlice(p, 4, out[0].data, in[0].data, n, true, s);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Dropout / DropoutGrad
+//===----------------------------------------------------------------------===//
+
+/// Dropout: X[, ratio[, training_mode]] -> Y[, mask], the CPU backend's
+/// mask bit for bit (dropoutKeeps); every run is a new step.
+class DropoutKernel final : public CudaKernel {
+public:
+  DropoutKernel(CudaBackend &be, const OpSpec &spec)
+      : CudaKernel(be, spec), seed(spec.seed), n(spec.inputs[0].numel()),
+        defaultRatio(spec.attrs.getFloat("ratio", 0.5)),
+        defaultTraining(spec.attrs.getInt("training_mode", 0) != 0) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    double ratio = defaultRatio, training = defaultTraining;
+    readScalar(backend, in, 1, ratio);
+    readScalar(backend, in, 2, training);
+    if (ratio < 0 || ratio > 1)
+      fatalAt(nodeName, op,
+              "ratio " + std::to_string(ratio) + " is outside [0, 1]");
+    uint8_t *mask = out.size() > 1 ? out[1].as<uint8_t>() : nullptr;
+    if (training == 0 || ratio == 0) {
+      backend.copyWithin(out[0].data, in[0].data, out[0].bytes());
+      if (mask)
+        check(cudaMemsetAsync(mask, 1, size_t(n), stream), nodeName.c_str());
+      return;
+    }
+    float scale = ratio < 1 ? float(1.0 / (1.0 - ratio)) : 0.0f;
+    launchDropout(dropoutStepKey(seed, step++), dropoutThreshold(ratio), scale,
+                  in[0].as<float>(), out[0].as<float>(), mask, n, stream);
+  }
+  bool randomPosition(uint64_t &position) const override {
+    position = step;
+    return true;
+  }
+  void setRandomPosition(uint64_t position) override { step = position; }
+
+private:
+  uint64_t seed, step = 0;
+  int64_t n;
+  double defaultRatio;
+  bool defaultTraining;
+};
+
+std::unique_ptr<Kernel> createDropout(CudaBackend &be, const OpSpec &spec,
+                                      std::string &error) {
+  if (!checkDropout(spec, error))
+    return nullptr;
+  return std::make_unique<DropoutKernel>(be, spec);
+}
+
+/// DropoutGrad: dY, mask[, ratio[, training_mode]] -> dX = dY * mask /
+/// (1 - ratio).
+class DropoutGradKernel final : public CudaKernel {
+public:
+  DropoutGradKernel(CudaBackend &be, const OpSpec &spec)
+      : CudaKernel(be, spec), n(spec.inputs[0].numel()),
+        defaultRatio(spec.attrs.getFloat("ratio", 0.5)) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    double ratio = defaultRatio, training = 1;
+    readScalar(backend, in, 2, ratio);
+    readScalar(backend, in, 3, training);
+    if (training == 0) {
+      backend.copyWithin(out[0].data, in[0].data, out[0].bytes());
+      return;
+    }
+    float scale = ratio < 1 ? float(1.0 / (1.0 - ratio)) : 0.0f;
+    launchDropoutGrad(scale, in[0].as<float>(), in[1].as<uint8_t>(),
+                      out[0].as<float>(), n, stream);
+  }
+
+private:
+  int64_t n;
+  double defaultRatio;
+};
+
+std::unique_ptr<Kernel> createDropoutGrad(CudaBackend &be, const OpSpec &spec,
+                                          std::string &error) {
+  if (!checkDropoutGrad(spec, error))
+    return nullptr;
+  return std::make_unique<DropoutGradKernel>(be, spec);
+}
+
+//===----------------------------------------------------------------------===//
 // BatchNormalization / BatchNormalizationGrad
 //===----------------------------------------------------------------------===//
 
@@ -1650,8 +1874,16 @@ std::unique_ptr<Kernel> createReduceSumTo(CudaBackend &be, const OpSpec &spec,
 /// is not read.
 std::unique_ptr<Kernel> createExpand(CudaBackend &be, const OpSpec &spec,
                                      std::string &error) {
-  if (!checkSpec(spec, 1, 2, 1, 1, {0}, {0}, error))
+  DType dt = spec.inputs.empty() ? DType::F32 : spec.inputs[0].dtype;
+  if (!checkArity(spec, 1, 2, 1, 1, error) ||
+      !checkDType(spec, false, 0, dt, error))
     return nullptr;
+  if (dt != DType::F32 && dt != DType::I64 && dt != DType::I32) {
+    error = nodeError(spec, "the cuda backend expands f32, i64 and i32 "
+                            "tensors, not " +
+                                std::string(dtypeName(dt)));
+    return nullptr;
+  }
   Broadcast b;
   b.rank = std::max<int>(1, int(spec.outputs[0].rank()));
   b.operands = 1;
@@ -1667,9 +1899,12 @@ std::unique_ptr<Kernel> createExpand(CudaBackend &be, const OpSpec &spec,
   int64_t n = spec.outputs[0].numel();
   return lambda(
       be, spec,
-      [b, n](cudaStream_t s, const auto &in, const auto &out) mutable {
+      [b, n, dt](cudaStream_t s, const auto &in, const auto &out) mutable {
         b.x[0] = in[0].data;
-        launchExpand(b, 1.0f, out[0].template as<float>(), n, s);
+        if (dt == DType::F32)
+          launchExpand(b, 1.0f, out[0].template as<float>(), n, s);
+        else // integer ids and shapes: the broadcast copy of one operand
+          launchNary(b, BinOp::Add, dt, out[0].data, n, s);
       });
 }
 
@@ -1789,6 +2024,10 @@ static void registerCudaKernels(std::map<std::string, Factory> &r) {
   r["GlobalAveragePoolGrad"] = createGlobalAvgPool;
   r["Pad"] = createPad;
   r["PadGrad"] = createPadGrad;
+  r["Slice"] = createSlice;
+  r["SliceGrad"] = createSliceGrad;
+  r["Dropout"] = createDropout;
+  r["DropoutGrad"] = createDropoutGrad;
   r["BatchNormalization"] = createBatchNorm;
   r["BatchNormalizationGrad"] = createBatchNormGrad;
 }

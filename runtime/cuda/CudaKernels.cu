@@ -2,7 +2,8 @@
 //
 // The device code of the CUDA backend that is not cuBLAS or cuDNN:
 // broadcast arithmetic and reductions, Relu, softmax cross-entropy, max and
-// average pooling, Pad, batch normalization and the optimizer updates. Every
+// average pooling, Pad, Slice, Dropout, batch normalization and the
+// optimizer updates. Every
 // kernel follows the CPU backend's definition of its op (runtime/cpu); the
 // reductions run in a fixed order (one block per result, a tree in shared
 // memory), so results do not depend on scheduling and runs repeat bitwise.
@@ -343,6 +344,42 @@ __global__ void padKernel(PadParams p, const float *in, float *out, float value,
 }
 
 //===----------------------------------------------------------------------===//
+// Slice, Dropout
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+__global__ void sliceKernel(SliceParams p, const T *in, T *out, int64_t n,
+                            bool scatter) {
+  OASR_GRID_LOOP(o, n) {
+    int64_t rem = o, off = 0;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      off += (p.start[d] + (rem % p.outDims[d]) * p.step[d]) * p.inStrides[d];
+      rem /= p.outDims[d];
+    }
+    if (scatter)
+      const_cast<T *>(in)[off] = out[o];
+    else
+      out[o] = in[off];
+  }
+}
+
+__global__ void dropoutKernel(uint64_t key, uint64_t threshold, float scale,
+                              const float *x, float *y, uint8_t *mask,
+                              int64_t n) {
+  OASR_GRID_LOOP(i, n) {
+    bool keep = dropoutKeeps(key, uint64_t(i), threshold);
+    y[i] = keep ? x[i] * scale : 0.0f;
+    if (mask)
+      mask[i] = keep;
+  }
+}
+
+__global__ void dropoutGradKernel(float scale, const float *dy,
+                                  const uint8_t *mask, float *dx, int64_t n) {
+  OASR_GRID_LOOP(i, n) { dx[i] = mask[i] ? dy[i] * scale : 0.0f; }
+}
+
+//===----------------------------------------------------------------------===//
 // Batch normalization (one block per channel)
 //===----------------------------------------------------------------------===//
 
@@ -610,6 +647,37 @@ void launchPad(const PadParams &p, const float *in, float *out, float value,
                int64_t n, cudaStream_t stream) {
   padKernel<<<blocksFor(n), kThreads, 0, stream>>>(p, in, out, value, n);
   launched("Pad");
+}
+
+void launchSlice(const SliceParams &p, int elemBytes, const void *in, void *out,
+                 int64_t n, bool scatter, cudaStream_t stream) {
+  auto go = [&](auto tag) {
+    using T = decltype(tag);
+    sliceKernel<T><<<blocksFor(n), kThreads, 0, stream>>>(
+        p, static_cast<const T *>(in), static_cast<T *>(out), n, scatter);
+  };
+  if (elemBytes == 8)
+    go(uint64_t());
+  else if (elemBytes == 4)
+    go(uint32_t());
+  else
+    go(uint8_t());
+  launched("Slice");
+}
+
+void launchDropout(uint64_t stepKey, uint64_t threshold, float scale,
+                   const float *x, float *y, uint8_t *mask, int64_t n,
+                   cudaStream_t stream) {
+  dropoutKernel<<<blocksFor(n), kThreads, 0, stream>>>(stepKey, threshold,
+                                                       scale, x, y, mask, n);
+  launched("Dropout");
+}
+
+void launchDropoutGrad(float scale, const float *dy, const uint8_t *mask,
+                       float *dx, int64_t n, cudaStream_t stream) {
+  dropoutGradKernel<<<blocksFor(n), kThreads, 0, stream>>>(scale, dy, mask, dx,
+                                                           n);
+  launched("DropoutGrad");
 }
 
 void launchBnTrain(const BnParams &p, const float *x, const float *scale,

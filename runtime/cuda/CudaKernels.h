@@ -117,6 +117,27 @@ struct PadParams {
 void launchPad(const PadParams &p, const float *in, float *out, float value,
                int64_t n, cudaStream_t stream);
 
+/// Slice as a strided copy of elements of `elemBytes` (1, 4 or 8):
+/// out[c] = in[sum_d (start[d] + c[d] * step[d]) * inStrides[d]] over the
+/// result's coordinates c; with `scatter` the other way round (in[...] =
+/// out[c], the caller zeroes `in`: SliceGrad).
+struct SliceParams {
+  int rank = 0;
+  int64_t outDims[kMaxRank] = {}, inStrides[kMaxRank] = {},
+          start[kMaxRank] = {}, step[kMaxRank] = {};
+};
+void launchSlice(const SliceParams &p, int elemBytes, const void *in, void *out,
+                 int64_t n, bool scatter, cudaStream_t stream);
+
+/// Dropout with the CPU backend's mask (dropoutKeeps, OpGeometry.h):
+/// y = keep ? x * scale : 0, mask = keep (mask may be null); and its
+/// gradient dx = mask ? dy * scale : 0.
+void launchDropout(uint64_t stepKey, uint64_t threshold, float scale,
+                   const float *x, float *y, uint8_t *mask, int64_t n,
+                   cudaStream_t stream);
+void launchDropoutGrad(float scale, const float *dy, const uint8_t *mask,
+                       float *dx, int64_t n, cudaStream_t stream);
+
 /// Batch normalization over [n, c, s] (s = spatial size).
 struct BnParams {
   int64_t n = 0, c = 0, s = 1;

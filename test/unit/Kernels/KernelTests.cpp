@@ -484,6 +484,56 @@ TEST(Dropout, GradMatchesForward) {
   EXPECT_NEAR(lhs, rhs, 1e-5 * std::fabs(lhs));
 }
 
+/// Every backend draws Dropout's mask from one definition (dropoutKeeps):
+/// the same seed gives the same masks, step after step, on the GPU as on
+/// the CPU, with the ratio and training flag as operands in the backend's
+/// memory; DropoutGrad agrees too.
+TEST(DropoutOnCuda, DrawsTheCpuMask) {
+  std::string why;
+  KernelBackend *cuda = sharedBackend("cuda", why);
+  if (!cuda)
+    GTEST_SKIP() << "no cuda backend here: "
+                 << (why.empty() ? "a build without CUDA" : why);
+  DropoutRig r;
+  auto kc = r.make(11);
+  std::string err;
+  auto kd = cuda->create(r.spec(11), err);
+  ASSERT_TRUE(kd) << err;
+  Buffer x(*cuda, r.n * 4), y(*cuda, r.n * 4), m(*cuda, r.n), ratio(*cuda, 4),
+      training(*cuda, 1);
+  cuda->copyToDevice(x.data, r.x.data(), r.n * 4);
+  cuda->copyToDevice(ratio.data, &r.ratio, 4);
+  cuda->copyToDevice(training.data, &r.training, 1);
+  std::vector<float> y2(r.n);
+  std::vector<uint8_t> m2(r.n);
+  for (int step = 0; step < 3; ++step) {
+    r.run(*kc);
+    kd->run({{x.data, {DType::F32, {r.n}}},
+             {ratio.data, {DType::F32, {}}},
+             {training.data, {DType::Bool, {}}}},
+            {{y.data, {DType::F32, {r.n}}}, {m.data, {DType::Bool, {r.n}}}});
+    cuda->copyToHost(y2.data(), y.data, r.n * 4);
+    cuda->copyToHost(m2.data(), m.data, r.n);
+    ASSERT_EQ(m2, r.mask) << "step " << step;
+    ASSERT_EQ(y2, r.y) << "step " << step;
+  }
+  OpSpec g;
+  g.opType = "DropoutGrad";
+  g.name = "/drop_grad";
+  g.attrs.set("ratio", double(r.ratio));
+  g.inputs = {{DType::F32, {r.n}}, {DType::Bool, {r.n}}};
+  g.outputs = {{DType::F32, {r.n}}};
+  auto gc = r.backend->create(g, err), gd = cuda->create(g, err);
+  ASSERT_TRUE(gc && gd) << err;
+  std::vector<float> dx(r.n), dx2(r.n);
+  gc->run({{r.x.data(), g.inputs[0]}, {r.mask.data(), g.inputs[1]}},
+          {{dx.data(), g.outputs[0]}});
+  gd->run({{x.data, g.inputs[0]}, {m.data, g.inputs[1]}},
+          {{y.data, g.outputs[0]}});
+  cuda->copyToHost(dx2.data(), y.data, r.n * 4);
+  EXPECT_EQ(dx2, dx);
+}
+
 //===----------------------------------------------------------------------===//
 // Run-time scratch in the executor's workspace
 //===----------------------------------------------------------------------===//
