@@ -818,4 +818,126 @@ bool resolveSliceAtRun(const std::vector<int64_t> &inShape,
                       step, why);
 }
 
+//===----------------------------------------------------------------------===//
+// Resize
+//===----------------------------------------------------------------------===//
+
+/// ONNX Resize's coordinate transformation and sampling along one axis.
+static bool resizeAxis(const OpSpec &spec, int64_t in, int64_t out,
+                       double scale, ResizeAxis &a, std::string &error) {
+  std::string ctm =
+      spec.attrs.getString("coordinate_transformation_mode", "half_pixel");
+  std::string mode = spec.attrs.getString("mode", "nearest");
+  std::string nearest =
+      spec.attrs.getString("nearest_mode", "round_prefer_floor");
+  a.taps = mode == "nearest" ? 1 : 2;
+  a.index.clear();
+  a.weight.clear();
+  for (int64_t o = 0; o < out; ++o) {
+    double x;
+    if (ctm == "half_pixel")
+      x = (o + 0.5) / scale - 0.5;
+    else if (ctm == "pytorch_half_pixel")
+      x = out > 1 ? (o + 0.5) / scale - 0.5 : 0.0;
+    else if (ctm == "align_corners")
+      x = out > 1 ? double(o) * double(in - 1) / double(out - 1) : 0.0;
+    else if (ctm == "asymmetric")
+      x = o / scale;
+    else {
+      error = nodeError(spec, "coordinate_transformation_mode '" + ctm +
+                                  "' is not supported");
+      return false;
+    }
+    if (a.taps == 1) {
+      double r;
+      if (nearest == "round_prefer_floor")
+        r = x - std::floor(x) == 0.5 ? std::floor(x) : std::round(x);
+      else if (nearest == "round_prefer_ceil")
+        r = std::round(x);
+      else if (nearest == "floor")
+        r = std::floor(x);
+      else if (nearest == "ceil")
+        r = std::ceil(x);
+      else {
+        error =
+            nodeError(spec, "nearest_mode '" + nearest + "' is not supported");
+        return false;
+      }
+      a.index.push_back(std::clamp<int64_t>(int64_t(r), 0, in - 1));
+      a.weight.push_back(1.0f);
+      continue;
+    }
+    x = std::clamp(x, 0.0, double(in - 1));
+    int64_t x0 = int64_t(std::floor(x)), x1 = std::min(x0 + 1, in - 1);
+    double f = x - double(x0);
+    a.index.push_back(x0);
+    a.index.push_back(x1);
+    a.weight.push_back(float(1.0 - f));
+    a.weight.push_back(float(f));
+  }
+  return true;
+}
+
+bool resizeGeom(const OpSpec &spec, ResizeGeom &g, std::string &error) {
+  bool grad = spec.opType == "ResizeGrad";
+  if (!checkSpec(spec, 1, 4, 1, 1, {0}, {0}, error))
+    return false;
+  // The small (input) and large (result) side of the resampling.
+  const auto &x = grad ? spec.outputs[0].shape : spec.inputs[0].shape;
+  const auto &y = grad ? spec.inputs[0].shape : spec.outputs[0].shape;
+  if ((x.size() != 3 && x.size() != 4) || y.size() != x.size() ||
+      x[0] != y[0] || x[1] != y[1]) {
+    error = nodeError(spec, "expects [N, C, H, W] or [N, C, W] tensors that "
+                            "differ only in their spatial sizes, got " +
+                                shapeStr(x) + " and " + shapeStr(y));
+    return false;
+  }
+  std::string mode = spec.attrs.getString("mode", "nearest");
+  if (mode != "nearest" && mode != "linear") {
+    error = nodeError(spec,
+                      "mode '" + mode + "' is not supported (nearest, linear)");
+    return false;
+  }
+  if (spec.attrs.getInt("antialias", 0) != 0 ||
+      spec.attrs.getInt("exclude_outside", 0) != 0) {
+    error = nodeError(spec, "antialias and exclude_outside are not supported");
+    return false;
+  }
+  bool rank4 = x.size() == 4;
+  int64_t inH = rank4 ? x[2] : 1, inW = x.back();
+  int64_t outH = rank4 ? y[2] : 1, outW = y.back();
+  // Scales from a constant attribute list (scales) when the node has one,
+  // else the ratio of the static sizes.
+  std::vector<double> scales;
+  if (auto *v =
+          spec.attrs.has("scales") ? &spec.attrs.all().at("scales") : nullptr)
+    if (auto *d = std::get_if<std::vector<double>>(v))
+      scales = *d;
+  double sh = scales.size() == x.size() ? scales[x.size() - 2]
+                                        : double(outH) / double(inH);
+  double sw =
+      scales.size() == x.size() ? scales.back() : double(outW) / double(inW);
+  g.grad = grad;
+  g.planes = x[0] * x[1];
+  g.inH = inH;
+  g.inW = inW;
+  return resizeAxis(spec, inH, outH, rank4 ? sh : 1.0, g.h, error) &&
+         resizeAxis(spec, inW, outW, sw, g.w, error);
+}
+
+bool checkConvTransposeAttrs(const OpSpec &spec, std::string &error) {
+  std::string autoPad = spec.attrs.getString("auto_pad", "NOTSET");
+  if (autoPad != "NOTSET" && autoPad != "VALID") {
+    error = nodeError(spec, "auto_pad '" + autoPad +
+                                "' is not supported (give explicit pads)");
+    return false;
+  }
+  for (int64_t p : spec.attrs.getInts("output_padding"))
+    if (p < 0) {
+      error = nodeError(spec, "output_padding must be >= 0");
+      return false;
+    }
+  return true;
+}
+
 } // namespace oasr::rt

@@ -148,6 +148,14 @@ bool resolveWindow(const OpSpec &spec, const std::vector<int64_t> &in,
                    const std::vector<int64_t> &out, bool allowCeil, Window &w,
                    std::string &error);
 
+/// ConvTranspose's attributes both backends take: auto_pad NOTSET or VALID
+/// (its SAME padding is defined on the result; give explicit pads) and
+/// output_padding >= 0. The geometry is then convWindow's for the
+/// convolution that maps the result back to the input with the same
+/// weights (ONNX's ConvTranspose W [C, M/group, k...] is its [M', C'/group,
+/// k...]).
+bool checkConvTransposeAttrs(const OpSpec &spec, std::string &error);
+
 /// Conv / ConvGrad: X [N, C, spatial...] (1-D to 3-D), W [M, C/group, k...],
 /// Y [N, M, spatial...]; `group` and the window.
 bool convWindow(const OpSpec &spec, const TensorDesc &x, const TensorDesc &w,
@@ -279,6 +287,27 @@ struct ScatterNDGeom {
 /// Validates ScatterND's operands (i64 indices, updates of shape
 /// indices.shape[:-1] + data.shape[k:], the reduction attribute).
 bool scatterNDGeom(const OpSpec &spec, ScatterNDGeom &g, std::string &error);
+
+/// For one spatial axis: each result index reads `taps` source indices with
+/// weights (1 tap for nearest, 2 for linear).
+struct ResizeAxis {
+  int taps = 1;
+  std::vector<int64_t> index; ///< out * taps
+  std::vector<float> weight;  ///< out * taps
+};
+
+/// Resize (X[, roi[, scales[, sizes]]] -> Y) and ResizeGrad (dY[, roi[,
+/// scales[, sizes]]] -> dX) over the last two axes of an [N, C, H, W] (or
+/// [N, C, W]) tensor: `planes` = N * C planes of the small side's inH x inW,
+/// sampled along each axis by `h` and `w` (the large side's length is
+/// index.size() / taps). Built from the static shapes, and the scales when
+/// the node has them as a constant attribute list (else the shapes' ratio).
+struct ResizeGeom {
+  bool grad = false;
+  ResizeAxis h, w;
+  int64_t planes = 0, inH = 1, inW = 1;
+};
+bool resizeGeom(const OpSpec &spec, ResizeGeom &g, std::string &error);
 
 /// Validation both backends give Dropout (X[, ratio[, training_mode]] ->
 /// Y[, mask]), DropoutGrad (dY, mask[, ratio[, training_mode]] -> dX) and

@@ -32,15 +32,6 @@ struct CpuOnlyMark {
 } // namespace
 
 static constexpr CpuOnlyMark kCpuOnly[] = {
-    {"Clip", "its bounds are operands the CPU kernel reads from host memory; "
-             "the CUDA kernel for operand bounds is not written (ClipGrad, "
-             "whose bounds are attributes, has one)"},
-    {"ConvTranspose", "the cuDNN form (backward data of the mirrored "
-                      "convolution) is not written yet"},
-    {"ConvTransposeGrad", "the cuDNN form (forward and backward filter of "
-                          "the mirrored convolution) is not written yet"},
-    {"Resize", "no device kernel yet"},
-    {"ResizeGrad", "no device kernel yet"},
     {"LSTM", "cuDNN's RNN API (cudnnRNNForward, cudnnRNNBackwardData_v8, "
              "cudnnRNNBackwardWeights_v8) is not wired yet"},
     {"LSTMGrad", "as LSTM"},

@@ -438,18 +438,8 @@ static std::unique_ptr<Kernel> createConvGrad(const OpSpec &spec,
 static bool convTransposeGeom(const OpSpec &spec, const TensorDesc &x,
                               const TensorDesc &w, const TensorDesc &y,
                               ConvGeom &g, std::string &error) {
-  std::string autoPad = spec.attrs.getString("auto_pad", "NOTSET");
-  if (autoPad != "NOTSET" && autoPad != "VALID") {
-    error = nodeError(spec, "auto_pad '" + autoPad +
-                                "' is not supported (give explicit pads)");
-    return false;
-  }
-  for (int64_t p : spec.attrs.getInts("output_padding"))
-    if (p < 0) {
-      error = nodeError(spec, "output_padding must be >= 0");
-      return false;
-    }
-  return convGeom(spec, y, w, x, /*bias=*/false, g, error);
+  return checkConvTransposeAttrs(spec, error) &&
+         convGeom(spec, y, w, x, /*bias=*/false, g, error);
 }
 
 /// Adds bias[c] to every element of channel c of y [N, C, ...].

@@ -605,6 +605,10 @@ public:
     checkDnn(cudnnCreateTensorDescriptor(&x), "cudnnCreateTensorDescriptor");
     checkDnn(cudnnCreateTensorDescriptor(&y), "cudnnCreateTensorDescriptor");
     checkDnn(cudnnCreateTensorDescriptor(&b), "cudnnCreateTensorDescriptor");
+    checkDnn(cudnnCreateTensorDescriptor(&xPlain),
+             "cudnnCreateTensorDescriptor");
+    checkDnn(cudnnCreateTensorDescriptor(&xBias),
+             "cudnnCreateTensorDescriptor");
     checkDnn(cudnnCreateFilterDescriptor(&w), "cudnnCreateFilterDescriptor");
     checkDnn(cudnnCreateConvolutionDescriptor(&conv),
              "cudnnCreateConvolutionDescriptor");
@@ -613,6 +617,8 @@ public:
     cudnnDestroyTensorDescriptor(x);
     cudnnDestroyTensorDescriptor(y);
     cudnnDestroyTensorDescriptor(b);
+    cudnnDestroyTensorDescriptor(xPlain);
+    cudnnDestroyTensorDescriptor(xBias);
     cudnnDestroyFilterDescriptor(w);
     cudnnDestroyConvolutionDescriptor(conv);
   }
@@ -664,10 +670,13 @@ public:
       dil.push_back(1);
     }
     setTensor(x, dims4(xp));
+    setTensor(xPlain, dims4(xd.shape));
     setTensor(y, dims4(yd.shape));
     std::vector<int> bd(dims4(yd.shape).size(), 1);
     bd[1] = int(yd.shape[1]);
     setTensor(b, bd);
+    bd[1] = int(xd.shape[1]);
+    setTensor(xBias, bd);
     std::vector<int> wdims = dims4(wd.shape);
     checkDnn(cudnnSetFilterNdDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
                                         int(wdims.size()), wdims.data()),
@@ -685,7 +694,12 @@ public:
     return true;
   }
 
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr, b = nullptr;
+  /// The convolution's input `x` (padded, see below), output `y`, bias
+  /// over y's channels `b`, weights `w`; the input unpadded (`xPlain`) and a
+  /// bias over its channels (`xBias`), for the transposed convolution,
+  /// whose result is this convolution's input.
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, b = nullptr,
+                          xPlain = nullptr, xBias = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   /// Asymmetric pads: `x` describes X padded by the rest (paddedNumel
@@ -741,25 +755,68 @@ bool chooseAlgo(Algo &algo, size_t &ws, Get &get, const char *getName,
   return true;
 }
 
-/// Conv (X, W[, B] -> Y) and ConvGrad (dY, X, W -> dX, dW[, dB]).
+/// The four convolution nodes on one cuDNN convolution, whose input side
+/// (`x`: padded by the asymmetric rest when there is one) and output side
+/// (`y`) are:
+///   Conv            X, W[, B] -> Y          x = X,  y = Y: forward
+///   ConvGrad        dY, X, W -> dX, dW[, dB] x = X,  y = dY: backward data
+///                                            and filter, bias from dY
+///   ConvTranspose   X, W[, B] -> Y          x = Y,  y = X: backward data
+///                                            (the transposed convolution is
+///                                            the data gradient of the one
+///                                            mapping Y back to X), + bias
+///   ConvTransposeGrad dY, X, W -> dX, dW[, dB] x = dY, y = X: forward for
+///                                            dX, backward filter for dW,
+///                                            dB = dY summed per channel
+enum class ConvRole { Conv, ConvGrad, ConvTranspose, ConvTransposeGrad };
+
 class ConvKernel final : public CudaKernel {
 public:
-  ConvKernel(CudaBackend &be, const OpSpec &spec, bool grad)
-      : CudaKernel(be, spec), grad(grad) {}
+  ConvKernel(CudaBackend &be, const OpSpec &spec, ConvRole role)
+      : CudaKernel(be, spec), role(role) {}
 
   bool init(const OpSpec &spec, std::string &error) {
-    const TensorDesc &x = spec.inputs[grad ? 1 : 0],
-                     &w = spec.inputs[grad ? 2 : 1],
-                     &y = grad ? spec.inputs[0] : spec.outputs[0];
-    if (!d.init(spec, x, w, y, error))
+    const auto &in = spec.inputs;
+    const auto &out = spec.outputs;
+    bool gradNode =
+        role == ConvRole::ConvGrad || role == ConvRole::ConvTransposeGrad;
+    const TensorDesc &w = in[gradNode ? 2 : 1];
+    const TensorDesc *x = nullptr, *y = nullptr;
+    switch (role) {
+    case ConvRole::Conv:
+      x = &in[0], y = &out[0];
+      break;
+    case ConvRole::ConvGrad:
+      x = &in[1], y = &in[0];
+      break;
+    case ConvRole::ConvTranspose:
+      x = &out[0], y = &in[0];
+      break;
+    case ConvRole::ConvTransposeGrad:
+      x = &in[0], y = &in[1];
+      break;
+    }
+    if (!d.init(spec, *x, w, *y, error))
       return false;
-    bias = grad ? spec.outputs.size() == 3 : spec.inputs.size() == 3;
-    if (bias &&
-        (grad ? spec.outputs[2] : spec.inputs[2]).numel() != w.shape[0]) {
-      error = nodeError(spec, "B must have " + std::to_string(w.shape[0]) +
+    // The bias: B for the forward nodes, dB for the gradients, over the
+    // channels of the node's result (Conv: y; ConvTranspose: x) or dY.
+    bool transposed =
+        role == ConvRole::ConvTranspose || role == ConvRole::ConvTransposeGrad;
+    bias = gradNode ? out.size() == 3 && outputUsed(spec, 2) : in.size() == 3;
+    int64_t channels = (transposed ? *x : *y).shape[1];
+    if (bias && (gradNode ? out[2] : in[2]).numel() != channels) {
+      error = nodeError(spec, "B must have " + std::to_string(channels) +
                                   " elements");
       return false;
     }
+    wantData = !gradNode || outputUsed(spec, 0);
+    wantFilter = gradNode && outputUsed(spec, 1);
+    // What runs: forward (Conv, ConvTransposeGrad's dX), backward data
+    // (ConvGrad's dX, ConvTranspose), backward filter (both gradients).
+    fwd = wantData &&
+          (role == ConvRole::Conv || role == ConvRole::ConvTransposeGrad);
+    bwdData = wantData &&
+              (role == ConvRole::ConvGrad || role == ConvRole::ConvTranspose);
     cudnnHandle_t h = backend.dnn;
     size_t ws = 0;
     auto noAlgo = [&](const char *what) {
@@ -767,44 +824,39 @@ public:
                                   what + " algorithm for this convolution");
       return false;
     };
-    if (!grad) {
-      if (!chooseAlgo<cudnnConvolutionFwdAlgoPerf_t,
-                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
-              fwdAlgo, ws, cudnnGetConvolutionForwardAlgorithm_v7,
-              "cudnnGetConvolutionForwardAlgorithm_v7",
-              cudnnGetConvolutionForwardWorkspaceSize,
-              "cudnnGetConvolutionForwardWorkspaceSize", h, d.x, d.w, d.conv,
-              d.y))
-        return noAlgo("forward");
-    } else {
-      wantDx = outputUsed(spec, 0);
-      wantDw = outputUsed(spec, 1);
-      if (wantDx &&
-          !chooseAlgo<cudnnConvolutionBwdDataAlgoPerf_t,
-                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
-              dataAlgo, ws, cudnnGetConvolutionBackwardDataAlgorithm_v7,
-              "cudnnGetConvolutionBackwardDataAlgorithm_v7",
-              cudnnGetConvolutionBackwardDataWorkspaceSize,
-              "cudnnGetConvolutionBackwardDataWorkspaceSize", h, d.w, d.y,
-              d.conv, d.x))
-        return noAlgo("backward-data");
-      if (wantDw &&
-          !chooseAlgo<cudnnConvolutionBwdFilterAlgoPerf_t,
-                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
-              filterAlgo, ws, cudnnGetConvolutionBackwardFilterAlgorithm_v7,
-              "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
-              cudnnGetConvolutionBackwardFilterWorkspaceSize,
-              "cudnnGetConvolutionBackwardFilterWorkspaceSize", h, d.x, d.y,
-              d.conv, d.w))
-        return noAlgo("backward-filter");
-    }
+    if (fwd && !chooseAlgo<cudnnConvolutionFwdAlgoPerf_t,
+                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+                   fwdAlgo, ws, cudnnGetConvolutionForwardAlgorithm_v7,
+                   "cudnnGetConvolutionForwardAlgorithm_v7",
+                   cudnnGetConvolutionForwardWorkspaceSize,
+                   "cudnnGetConvolutionForwardWorkspaceSize", h, d.x, d.w,
+                   d.conv, d.y))
+      return noAlgo("forward");
+    if (bwdData &&
+        !chooseAlgo<cudnnConvolutionBwdDataAlgoPerf_t,
+                    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+            dataAlgo, ws, cudnnGetConvolutionBackwardDataAlgorithm_v7,
+            "cudnnGetConvolutionBackwardDataAlgorithm_v7",
+            cudnnGetConvolutionBackwardDataWorkspaceSize,
+            "cudnnGetConvolutionBackwardDataWorkspaceSize", h, d.w, d.y, d.conv,
+            d.x))
+      return noAlgo("backward-data");
+    if (wantFilter &&
+        !chooseAlgo<cudnnConvolutionBwdFilterAlgoPerf_t,
+                    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+            filterAlgo, ws, cudnnGetConvolutionBackwardFilterAlgorithm_v7,
+            "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
+            cudnnGetConvolutionBackwardFilterWorkspaceSize,
+            "cudnnGetConvolutionBackwardFilterWorkspaceSize", h, d.x, d.y,
+            d.conv, d.w))
+      return noAlgo("backward-filter");
     wsBytes = ws;
     wsAt = reserve(ws);
     if (d.padded) {
       size_t bytes = size_t(d.paddedNumel) * sizeof(float);
-      if (!grad || wantDw)
+      if (fwd || wantFilter) // x is read: padded into scratch first
         xpAt = reserve(bytes);
-      if (grad && wantDx)
+      if (bwdData) // x is written: into scratch, then cropped
         dxpAt = reserve(bytes);
     }
     return true;
@@ -815,67 +867,109 @@ public:
     cudnnHandle_t h = backend.dnn;
     const float one = 1.0f, zero = 0.0f;
     void *ws = wsBytes ? scratchAt<char>(wsAt) : nullptr;
-    // X as cuDNN sees it: padded by the asymmetric rest, or as it is.
-    const void *x = in[grad ? 1 : 0].data;
-    if (d.padded && (!grad || wantDw)) {
+    bool gradNode =
+        role == ConvRole::ConvGrad || role == ConvRole::ConvTransposeGrad;
+    const void *w = in[gradNode ? 2 : 1].data;
+    // The convolution's input as cuDNN reads it (padded by the asymmetric
+    // rest, or as it is), and its output side.
+    const void *x = nullptr, *y = nullptr;
+    switch (role) {
+    case ConvRole::Conv:
+      x = in[0].data;
+      break;
+    case ConvRole::ConvGrad:
+      x = in[1].data, y = in[0].data;
+      break;
+    case ConvRole::ConvTranspose:
+      y = in[0].data;
+      break;
+    case ConvRole::ConvTransposeGrad:
+      x = in[0].data, y = in[1].data;
+      break;
+    }
+    if (x && d.padded && xpAt != kNone) {
       launchPad(d.padX, static_cast<const float *>(x), scratchAt<float>(xpAt),
                 0.0f, d.paddedNumel, stream);
       x = scratchAt<float>(xpAt);
     }
-    if (!grad) {
-      checkDnn(cudnnConvolutionForward(h, &one, d.x, x, d.w, in[1].data, d.conv,
-                                       fwdAlgo, ws, wsBytes, &zero, d.y,
-                                       out[0].data),
+    if (fwd)
+      checkDnn(cudnnConvolutionForward(h, &one, d.x, x, d.w, w, d.conv, fwdAlgo,
+                                       ws, wsBytes, &zero, d.y, out[0].data),
                nodeName.c_str());
-      if (bias)
-        checkDnn(
-            cudnnAddTensor(h, &one, d.b, in[2].data, &one, d.y, out[0].data),
-            nodeName.c_str());
-      return;
-    }
-    if (wantDx) {
+    if (bwdData) {
       void *dx = d.padded ? scratchAt<float>(dxpAt) : out[0].data;
-      checkDnn(cudnnConvolutionBackwardData(h, &one, d.w, in[2].data, d.y,
-                                            in[0].data, d.conv, dataAlgo, ws,
-                                            wsBytes, &zero, d.x, dx),
+      checkDnn(cudnnConvolutionBackwardData(h, &one, d.w, w, d.y, y, d.conv,
+                                            dataAlgo, ws, wsBytes, &zero, d.x,
+                                            dx),
                nodeName.c_str());
       if (d.padded)
-        launchPad(d.cropX, static_cast<const float *>(dx),
-                  out[0].template as<float>(), 0.0f, out[0].numel(), stream);
+        launchPad(d.cropX, static_cast<const float *>(dx), out[0].as<float>(),
+                  0.0f, out[0].numel(), stream);
     }
-    if (wantDw)
-      checkDnn(cudnnConvolutionBackwardFilter(h, &one, d.x, x, d.y, in[0].data,
-                                              d.conv, filterAlgo, ws, wsBytes,
-                                              &zero, d.w, out[1].data),
+    if (wantFilter)
+      checkDnn(cudnnConvolutionBackwardFilter(h, &one, d.x, x, d.y, y, d.conv,
+                                              filterAlgo, ws, wsBytes, &zero,
+                                              d.w, out[1].data),
                nodeName.c_str());
-    if (bias)
+    if (!bias)
+      return;
+    switch (role) {
+    case ConvRole::Conv:
+      checkDnn(cudnnAddTensor(h, &one, d.b, in[2].data, &one, d.y, out[0].data),
+               nodeName.c_str());
+      break;
+    case ConvRole::ConvGrad:
       checkDnn(cudnnConvolutionBackwardBias(h, &one, d.y, in[0].data, &zero,
                                             d.b, out[2].data),
                nodeName.c_str());
+      break;
+    case ConvRole::ConvTranspose:
+      checkDnn(cudnnAddTensor(h, &one, d.xBias, in[2].data, &one, d.xPlain,
+                              out[0].data),
+               nodeName.c_str());
+      break;
+    case ConvRole::ConvTransposeGrad:
+      checkDnn(cudnnConvolutionBackwardBias(h, &one, d.xPlain, in[0].data,
+                                            &zero, d.xBias, out[2].data),
+               nodeName.c_str());
+      break;
+    }
   }
 
 private:
-  bool grad, bias = false, wantDx = false, wantDw = false;
+  static constexpr size_t kNone = ~size_t(0);
+  ConvRole role;
+  bool bias = false, wantData = false, wantFilter = false, fwd = false,
+       bwdData = false;
   ConvDescs d;
   cudnnConvolutionFwdAlgo_t fwdAlgo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnConvolutionBwdDataAlgo_t dataAlgo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
   cudnnConvolutionBwdFilterAlgo_t filterAlgo =
       CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
-  size_t wsBytes = 0, wsAt = 0, xpAt = 0, dxpAt = 0;
+  size_t wsBytes = 0, wsAt = 0, xpAt = kNone, dxpAt = 0;
 };
 
 std::unique_ptr<Kernel> createConv(CudaBackend &be, const OpSpec &spec,
                                    std::string &error) {
-  bool grad = spec.opType == "ConvGrad";
+  ConvRole role = spec.opType == "ConvGrad"        ? ConvRole::ConvGrad
+                  : spec.opType == "ConvTranspose" ? ConvRole::ConvTranspose
+                  : spec.opType == "ConvTransposeGrad"
+                      ? ConvRole::ConvTransposeGrad
+                      : ConvRole::Conv;
+  bool grad = role == ConvRole::ConvGrad || role == ConvRole::ConvTransposeGrad;
   if (!(grad ? checkSpec(spec, 3, 3, 2, 3, {0, 1, 2}, {0, 1, 2}, error)
              : checkSpec(spec, 2, 3, 1, 1, {0, 1, 2}, {0}, error)))
     return nullptr;
   if (grad && (spec.outputs[0].shape != spec.inputs[1].shape ||
                spec.outputs[1].shape != spec.inputs[2].shape)) {
-    error = nodeError(spec, "result shapes must be X's, W's and [M]");
+    error = nodeError(spec, "result shapes must be X's, W's and [C]");
     return nullptr;
   }
-  auto k = std::make_unique<ConvKernel>(be, spec, grad);
+  if ((role == ConvRole::ConvTranspose ||
+       role == ConvRole::ConvTransposeGrad) &&
+      !checkConvTransposeAttrs(spec, error))
+    return nullptr;
+  auto k = std::make_unique<ConvKernel>(be, spec, role);
   if (!k->init(spec, error))
     return nullptr;
   return k;
@@ -1230,6 +1324,94 @@ std::unique_ptr<Kernel> createSliceGrad(CudaBackend &be, const OpSpec &spec,
 }
 
 //===----------------------------------------------------------------------===//
+// Resize / ResizeGrad
+//===----------------------------------------------------------------------===//
+
+/// Resize and ResizeGrad: ResizeGeom's sampling tables, and for the
+/// gradient their inverse (per source index, the result indices that read
+/// it and their weights), copied to the device once.
+class ResizeKernel final : public CudaKernel {
+public:
+  ResizeKernel(CudaBackend &be, const OpSpec &spec, const ResizeGeom &g)
+      : CudaKernel(be, spec), grad(g.grad), planes(g.planes) {
+    p.tapsH = g.h.taps;
+    p.tapsW = g.w.taps;
+    p.inH = g.inH;
+    p.inW = g.inW;
+    p.outH = int64_t(g.h.index.size()) / g.h.taps;
+    p.outW = int64_t(g.w.index.size()) / g.w.taps;
+    p.hIndex = upload(g.h.index);
+    p.wIndex = upload(g.w.index);
+    p.hWeight = upload(g.h.weight);
+    p.wWeight = upload(g.w.weight);
+    invert(g.h, g.inH, p.hStart, p.hOut, p.hInvWeight);
+    invert(g.w, g.inW, p.wStart, p.wOut, p.wInvWeight);
+  }
+  ~ResizeKernel() override {
+    for (void *ptr : owned)
+      backend.deallocate(ptr);
+  }
+  bool ok() const { return !failed; }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    launchResize(p, grad, in[0].as<float>(), out[0].as<float>(), planes,
+                 stream);
+  }
+
+private:
+  template <typename T> const T *upload(const std::vector<T> &v) {
+    size_t bytes = std::max<size_t>(v.size(), 1) * sizeof(T);
+    void *ptr = backend.allocate(bytes);
+    if (!ptr) {
+      failed = true;
+      return nullptr;
+    }
+    owned.push_back(ptr);
+    backend.copyToDevice(ptr, v.data(), v.size() * sizeof(T));
+    return static_cast<const T *>(ptr);
+  }
+  /// CSR of `a` by source index, in result order.
+  void invert(const ResizeAxis &a, int64_t in, const int64_t *&start,
+              const int64_t *&outIdx, const float *&weight) {
+    std::vector<int64_t> st(size_t(in) + 1, 0), o;
+    std::vector<float> wt;
+    for (int64_t src : a.index)
+      ++st[size_t(src) + 1];
+    for (size_t i = 1; i < st.size(); ++i)
+      st[i] += st[i - 1];
+    o.resize(a.index.size());
+    wt.resize(a.index.size());
+    std::vector<int64_t> fill(st.begin(), st.end() - 1);
+    for (size_t k = 0; k < a.index.size(); ++k) {
+      size_t at = size_t(fill[size_t(a.index[k])]++);
+      o[at] = int64_t(k) / a.taps;
+      wt[at] = a.weight[k];
+    }
+    start = upload(st);
+    outIdx = upload(o);
+    weight = upload(wt);
+  }
+
+  bool grad, failed = false;
+  int64_t planes;
+  ResizeParams p;
+  std::vector<void *> owned;
+};
+
+std::unique_ptr<Kernel> createResize(CudaBackend &be, const OpSpec &spec,
+                                     std::string &error) {
+  ResizeGeom g;
+  if (!resizeGeom(spec, g, error))
+    return nullptr;
+  auto k = std::make_unique<ResizeKernel>(be, spec, g);
+  if (!k->ok()) {
+    error = nodeError(spec, "out of device memory for the sampling tables");
+    return nullptr;
+  }
+  return k;
+}
+
+//===----------------------------------------------------------------------===//
 // Dropout / DropoutGrad
 //===----------------------------------------------------------------------===//
 
@@ -1462,6 +1644,26 @@ std::unique_ptr<Kernel> createUnary(CudaBackend &be, const OpSpec &spec,
                   launchUnary(op, in[0].template as<float>(),
                               out[0].template as<float>(), n, a, b, s);
                 });
+}
+
+/// Clip: X[, min[, max]] -> Y; bounds from the operands when given (read
+/// back at each run), else from the f32 attributes min/max.
+std::unique_ptr<Kernel> createClip(CudaBackend &be, const OpSpec &spec,
+                                   std::string &error) {
+  if (!checkSpec(spec, 1, 3, 1, 1, {0, 1, 2}, {0}, error) ||
+      !checkSameShapes(spec, 1, error))
+    return nullptr;
+  double attrMin = spec.attrs.getFloat("min", -INFINITY),
+         attrMax = spec.attrs.getFloat("max", INFINITY);
+  int64_t n = spec.outputs[0].numel();
+  CudaBackend *backend = &be;
+  return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
+    double lo = attrMin, hi = attrMax;
+    readScalar(*backend, in, 1, lo);
+    readScalar(*backend, in, 2, hi);
+    launchUnary(UnaryOp::Clip, in[0].template as<float>(),
+                out[0].template as<float>(), n, float(lo), float(hi), s);
+  });
 }
 
 /// <Op>Grad(dY, z) -> dX; ClipGrad takes its bounds from min/max.
@@ -2014,8 +2216,9 @@ static void registerCudaKernels(std::map<std::string, Factory> &r) {
   r["Gemm"] = createGemm;
   r["GemmGrad"] = createGemmGrad;
   r["MatMul"] = createMatMul;
-  r["Conv"] = createConv;
-  r["ConvGrad"] = createConv;
+  for (const char *op :
+       {"Conv", "ConvGrad", "ConvTranspose", "ConvTransposeGrad"})
+    r[op] = createConv;
   r["MaxPool"] = createMaxPool;
   r["MaxPoolGrad"] = createMaxPoolGrad;
   r["AveragePool"] = createAvgPool;
@@ -2026,6 +2229,9 @@ static void registerCudaKernels(std::map<std::string, Factory> &r) {
   r["PadGrad"] = createPadGrad;
   r["Slice"] = createSlice;
   r["SliceGrad"] = createSliceGrad;
+  r["Clip"] = createClip;
+  r["Resize"] = createResize;
+  r["ResizeGrad"] = createResize;
   r["Dropout"] = createDropout;
   r["DropoutGrad"] = createDropoutGrad;
   r["BatchNormalization"] = createBatchNorm;

@@ -2,7 +2,7 @@
 //
 // The device code of the CUDA backend that is not cuBLAS or cuDNN:
 // broadcast arithmetic and reductions, Relu, softmax cross-entropy, max and
-// average pooling, Pad, Slice, Dropout, batch normalization and the
+// average pooling, Pad, Slice, Dropout, Resize, batch normalization and the
 // optimizer updates. Every
 // kernel follows the CPU backend's definition of its op (runtime/cpu); the
 // reductions run in a fixed order (one block per result, a tree in shared
@@ -363,6 +363,36 @@ __global__ void sliceKernel(SliceParams p, const T *in, T *out, int64_t n,
   }
 }
 
+__global__ void resizeKernel(ResizeParams p, const float *x, float *y,
+                             int64_t n) {
+  OASR_GRID_LOOP(i, n) {
+    int64_t ox = i % p.outW, t = i / p.outW, oy = t % p.outH,
+            plane = t / p.outH;
+    const float *xp = x + plane * p.inH * p.inW;
+    float acc = 0;
+    for (int ty = 0; ty < p.tapsH; ++ty)
+      for (int tx = 0; tx < p.tapsW; ++tx)
+        acc += p.hWeight[oy * p.tapsH + ty] * p.wWeight[ox * p.tapsW + tx] *
+               xp[p.hIndex[oy * p.tapsH + ty] * p.inW +
+                  p.wIndex[ox * p.tapsW + tx]];
+    y[i] = acc;
+  }
+}
+
+__global__ void resizeGradKernel(ResizeParams p, const float *dy, float *dx,
+                                 int64_t n) {
+  OASR_GRID_LOOP(i, n) {
+    int64_t ix = i % p.inW, t = i / p.inW, iy = t % p.inH, plane = t / p.inH;
+    const float *g = dy + plane * p.outH * p.outW;
+    float acc = 0;
+    for (int64_t a = p.hStart[iy]; a < p.hStart[iy + 1]; ++a)
+      for (int64_t b = p.wStart[ix]; b < p.wStart[ix + 1]; ++b)
+        acc += p.hInvWeight[a] * p.wInvWeight[b] *
+               g[p.hOut[a] * p.outW + p.wOut[b]];
+    dx[i] = acc;
+  }
+}
+
 __global__ void dropoutKernel(uint64_t key, uint64_t threshold, float scale,
                               const float *x, float *y, uint8_t *mask,
                               int64_t n) {
@@ -663,6 +693,16 @@ void launchSlice(const SliceParams &p, int elemBytes, const void *in, void *out,
   else
     go(uint8_t());
   launched("Slice");
+}
+
+void launchResize(const ResizeParams &p, bool grad, const float *src,
+                  float *dst, int64_t planes, cudaStream_t stream) {
+  int64_t n = planes * (grad ? p.inH * p.inW : p.outH * p.outW);
+  if (grad)
+    resizeGradKernel<<<blocksFor(n), kThreads, 0, stream>>>(p, src, dst, n);
+  else
+    resizeKernel<<<blocksFor(n), kThreads, 0, stream>>>(p, src, dst, n);
+  launched(grad ? "ResizeGrad" : "Resize");
 }
 
 void launchDropout(uint64_t stepKey, uint64_t threshold, float scale,

@@ -129,6 +129,24 @@ struct SliceParams {
 void launchSlice(const SliceParams &p, int elemBytes, const void *in, void *out,
                  int64_t n, bool scatter, cudaStream_t stream);
 
+/// Resize over [planes, H, W] with the sampling tables of ResizeGeom in
+/// device memory: y[p, oy, ox] = sum over the taps of hWeight * wWeight *
+/// x[p, hIndex, wIndex]. The gradient gathers instead of scattering (no
+/// atomics, so it repeats bitwise): dx[p, iy, ix] = sum over the result
+/// indices that read iy (hStart[iy]..hStart[iy + 1] of hOut/hInvWeight)
+/// and ix of their weights times dy.
+struct ResizeParams {
+  int tapsH = 1, tapsW = 1;
+  int64_t inH = 1, inW = 1, outH = 1, outW = 1;
+  const int64_t *hIndex = nullptr, *wIndex = nullptr;
+  const float *hWeight = nullptr, *wWeight = nullptr;
+  const int64_t *hStart = nullptr, *hOut = nullptr, *wStart = nullptr,
+                *wOut = nullptr;
+  const float *hInvWeight = nullptr, *wInvWeight = nullptr;
+};
+void launchResize(const ResizeParams &p, bool grad, const float *src,
+                  float *dst, int64_t planes, cudaStream_t stream);
+
 /// Dropout with the CPU backend's mask (dropoutKeeps, OpGeometry.h):
 /// y = keep ? x * scale : 0, mask = keep (mask may be null); and its
 /// gradient dx = mask ? dy * scale : 0.
@@ -185,7 +203,8 @@ enum class UnaryOp : int {
   Mish,
   Reciprocal,
   GeluErf,
-  GeluTanh
+  GeluTanh,
+  Clip ///< min(max(x, a), b), NaN kept as the CPU's std::min/std::max do
 };
 void launchUnary(UnaryOp op, const float *x, float *y, int64_t n, float a,
                  float b, cudaStream_t stream);

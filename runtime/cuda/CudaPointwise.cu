@@ -54,6 +54,10 @@ __device__ float unary(UnaryOp op, float x, float a, float b) {
     float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
     return 0.5f * x * (1.0f + tanhf(u));
   }
+  case UnaryOp::Clip: {
+    float t = x < a ? a : x;
+    return b < t ? b : t;
+  }
   }
   return 0.0f;
 }
