@@ -14,7 +14,10 @@
 # protobuf), FileCheck/not/count and lit. run.sh finds the machine's CUDA,
 # cuDNN and NCCL libraries, runs the kernel tests' cuda cases against PyTorch
 # and lit's cuda tests (test/runtime/cuda-*.test) with the machine's python3,
-# and leaves their logs in LOGDIR.
+# and leaves their logs in LOGDIR. Tests that launch mpirun (cuda-errors,
+# cuda-strategy-invariance) need Open MPI on that machine: without it, name
+# the others in OASR_GPU_LIT_FILTER ('cuda-(torch-grads|optimizers|model-zoo)'
+# is what bench/results/cuda-checks-h200.md ran).
 #
 #===----------------------------------------------------------------------===#
 set -euo pipefail
