@@ -95,7 +95,7 @@ export LD_LIBRARY_PATH=$bundle/lib:$cudalibs
 echo "== kernels against PyTorch on cuda"
 "$bundle/bin/OASRKernelTests" --gtest_filter='*/cuda:*OnCuda.*' > "$logs/kernels-cuda.txt" 2>&1
 krc=$?
-grep -E '^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|Failure|rel.err [0-9.e+-]+$' "$logs/kernels-cuda.txt" | grep -E '^\[|Failure' | tail -40
+grep -E '^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|Failure' "$logs/kernels-cuda.txt" | tail -40
 echo "kernel tests: rc $krc"
 echo "== lit: the cuda tests"
 export OASR_LIT_WORK=${TMPDIR:-/tmp}/oasr-gpu-lit OASR_BUNDLE=$bundle

@@ -809,7 +809,7 @@ public:
                                   " elements");
       return false;
     }
-    wantData = !gradNode || outputUsed(spec, 0);
+    bool wantData = !gradNode || outputUsed(spec, 0);
     wantFilter = gradNode && outputUsed(spec, 1);
     // What runs: forward (Conv, ConvTransposeGrad's dX), backward data
     // (ConvGrad's dX, ConvTranspose), backward filter (both gradients).
@@ -939,8 +939,7 @@ public:
 private:
   static constexpr size_t kNone = ~size_t(0);
   ConvRole role;
-  bool bias = false, wantData = false, wantFilter = false, fwd = false,
-       bwdData = false;
+  bool bias = false, wantFilter = false, fwd = false, bwdData = false;
   ConvDescs d;
   cudnnConvolutionFwdAlgo_t fwdAlgo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnConvolutionBwdDataAlgo_t dataAlgo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
