@@ -33,24 +33,50 @@ struct Device {
   llvm::StringLiteral name;
   double peakFlops;      ///< FP32 FLOP/s
   double bytesPerSecond; ///< memory bandwidth
+  /// FLOP/s of products in bf16/f16 (dense tensor cores, AVX512-BF16) and
+  /// in TF32 (`precision=tf32`); 0 where the device has no such unit and
+  /// the product runs at the FP32 rate.
+  double lowFlops = 0, tf32Flops = 0;
 };
 } // namespace
 
 static constexpr Device kDevices[] = {
     // The build machine (2 vCPU AMD EPYC VM), measured: best oneDNN
     // convolution of oasr-bench-kernels on 2 threads and best 64 MiB copy;
-    // see docs/passes.md.
-    {"cpu", 185.0e9, 17.0e9},
-    // NVIDIA H100 SXM5 datasheet: 67 TFLOP/s FP32, 3.35 TB/s HBM3.
-    {"h100", 67.0e12, 3.35e12},
-    // NVIDIA H200 SXM datasheet: 67 TFLOP/s FP32, 4.8 TB/s HBM3e.
-    {"h200", 67.0e12, 4.8e12},
-    // NVIDIA V100 SXM2 datasheet: 15.7 TFLOP/s FP32, 900 GB/s HBM2.
-    {"v100", 15.7e12, 900.0e9},
+    // see docs/passes.md. bf16: AVX512-BF16's vdpbf16ps does two
+    // multiply-adds per f32 lane, so twice the f32 rate (docs/precision.md).
+    {"cpu", 185.0e9, 17.0e9, 370.0e9, 0},
+    // NVIDIA H100 SXM5 datasheet: 67 TFLOP/s FP32, 3.35 TB/s HBM3, dense
+    // tensor cores 989 TFLOP/s BF16/FP16 and 494.5 TFLOP/s TF32.
+    {"h100", 67.0e12, 3.35e12, 989.0e12, 494.5e12},
+    // NVIDIA H200 SXM datasheet: 67 TFLOP/s FP32, 4.8 TB/s HBM3e; tensor
+    // cores as H100's.
+    {"h200", 67.0e12, 4.8e12, 989.0e12, 494.5e12},
+    // NVIDIA V100 SXM2 datasheet: 15.7 TFLOP/s FP32, 900 GB/s HBM2, 125
+    // TFLOP/s FP16 tensor cores (no BF16, no TF32).
+    {"v100", 15.7e12, 900.0e9, 125.0e12, 0},
     // NVIDIA K80 datasheet, per GK210 (half a board, one rank): 8.73/2
-    // TFLOP/s FP32 with boost, 480/2 GB/s GDDR5.
-    {"k80", 4.365e12, 240.0e9},
+    // TFLOP/s FP32 with boost, 480/2 GB/s GDDR5; no tensor cores.
+    {"k80", 4.365e12, 240.0e9, 0, 0},
 };
+
+/// The FLOP/s of `node` on `dev`: the low-precision rate when its float
+/// operands are 16-bit, TF32's for f32 products of a tf32 step.
+static double nodeFlops(const Device &dev, NodeOp node, bool tf32) {
+  bool low = false, f32 = false;
+  for (Value v : node->getOperands())
+    if (auto t = dyn_cast<RankedTensorType>(v.getType())) {
+      low |= t.getElementType().isBF16() || t.getElementType().isF16();
+      f32 |= t.getElementType().isF32();
+    }
+  if (low && !f32 && dev.lowFlops > 0)
+    return dev.lowFlops;
+  const ::oasr::ops::OpDef *def = ::oasr::ops::OpRegistry::get().lookup(node);
+  if (tf32 && dev.tf32Flops > 0 && def &&
+      def->precision == ::oasr::ops::Precision::Lower)
+    return dev.tf32Flops;
+  return dev.peakFlops;
+}
 
 static const Device *findDevice(StringRef name) {
   for (const Device &d : kDevices)
@@ -245,6 +271,8 @@ void AnnotateCostPass::runOnOperation() {
   DenseMap<Operation *, double> analyticUs, timeUs;
   DenseMap<Operation *, Work> work;
   double flops = 0;
+  auto precision = module->getAttrOfType<StringAttr>(kPrecisionAttr);
+  bool tf32 = precision && precision.getValue() == "tf32";
   for (Operation &op : fn.getBody().front()) {
     auto node = dyn_cast<NodeOp>(op);
     if (!node)
@@ -253,7 +281,8 @@ void AnnotateCostPass::runOnOperation() {
     work[node] = w;
     flops += w.flops;
     analyticUs[node] =
-        1e6 * std::max(w.flops / dev->peakFlops, w.bytes / dev->bytesPerSecond);
+        1e6 * std::max(w.flops / nodeFlops(*dev, node, tf32),
+                       w.bytes / dev->bytesPerSecond);
   }
   totalFlops = uint64_t(flops / 1e6);
 

@@ -1,6 +1,6 @@
 //===- Pipeline.cpp - The training pipeline -------------------------------===//
 //
-// --oasr-train-pipeline: autodiff, annotate-cost, plan-allreduce,
+// --oasr-train-pipeline: autocast (unless f32), autodiff, annotate-cost, plan-allreduce,
 // layout-gradients, insert-optimizer (and optionally the plan report).
 //
 //===----------------------------------------------------------------------===//
@@ -14,6 +14,12 @@ using namespace mlir::oasr;
 
 void mlir::oasr::populateTrainPipeline(OpPassManager &pm,
                                        const TrainPipelineOptions &opts) {
+  if (opts.precision != "f32") {
+    AutocastOptions autocast;
+    autocast.precision = opts.precision;
+    pm.addPass(createAutocast(autocast));
+  }
+
   AutodiffOptions autodiff;
   autodiff.outputName = opts.output;
   autodiff.lossName = opts.loss;
@@ -58,7 +64,7 @@ void mlir::oasr::populateTrainPipeline(OpPassManager &pm,
 void mlir::oasr::registerTrainPipeline() {
   PassPipelineRegistration<TrainPipelineOptions>(
       "oasr-train-pipeline",
-      "Imported forward graph to planned training step: autodiff, "
+      "Imported forward graph to planned training step: autocast, autodiff, "
       "annotate-cost, plan-allreduce, layout-gradients, insert-optimizer",
       populateTrainPipeline);
 }

@@ -331,6 +331,8 @@ static Expected<TensorDesc> descOf(Type type, Operation *op,
     d.dtype = DType::F32;
   else if (e.isF16())
     d.dtype = DType::F16;
+  else if (e.isBF16())
+    d.dtype = DType::BF16;
   else if (e.isInteger(64))
     d.dtype = DType::I64;
   else if (e.isInteger(32))
@@ -477,7 +479,8 @@ static llvm::Error materialize(DenseElementsAttr dense, const TensorDesc &desc,
           float(vals[at(i)].convertToDouble());
     return llvm::Error::success();
   }
-  case DType::F16: {
+  case DType::F16:
+  case DType::BF16: {
     auto vals = llvm::to_vector(dense.getValues<APFloat>());
     for (int64_t i = 0; i < n; ++i) {
       uint16_t h = uint16_t(vals[at(i)].bitcastToAPInt().getZExtValue());
@@ -586,6 +589,14 @@ private:
       exec->source = s.getValue().str();
     if (auto s = module->getAttrOfType<StringAttr>(mlir::oasr::kModelAttr))
       exec->model = s.getValue().str();
+    if (auto s = module->getAttrOfType<StringAttr>(mlir::oasr::kPrecisionAttr))
+      exec->precisionName = s.getValue().str();
+    std::string error;
+    if (!backend.setPrecision(exec->precisionName, error,
+                              exec->precisionWarn))
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "--precision=" + exec->precisionName +
+                                         ": " + error);
     // An ONNX training model's update count T: the first update is number T.
     if (auto opt =
             module->getAttrOfType<DictionaryAttr>(mlir::oasr::kOptimizerAttr))

@@ -14,6 +14,7 @@ size_t dtypeSize(DType t) {
   case DType::F32:
     return 4;
   case DType::F16:
+  case DType::BF16:
     return 2;
   case DType::I64:
     return 8;
@@ -31,6 +32,8 @@ const char *dtypeName(DType t) {
     return "f32";
   case DType::F16:
     return "f16";
+  case DType::BF16:
+    return "bf16";
   case DType::I64:
     return "i64";
   case DType::I32:

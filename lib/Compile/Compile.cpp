@@ -27,7 +27,7 @@ bool TrainingCompileOptions::anyCompileOption() const {
   return !strategy.empty() || alpha >= 0 || beta >= 0 ||
          overlapRate.has_value() || !commFile.empty() || !profile.empty() ||
          !optimizer.empty() || momentum >= 0 || !dims.empty() ||
-         !gradDtype.empty();
+         !gradDtype.empty() || !precision.empty();
 }
 
 static llvm::Error fail(const llvm::Twine &msg) {
@@ -61,7 +61,8 @@ mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
   if (!onnx) {
     if (o.anyCompileOption())
       return fail("--strategy/--alpha/--beta/--overlap-rate/--comm/"
-                  "--plan-profile/--grad-dtype/--optimizer/--momentum/--dim "
+                  "--plan-profile/--grad-dtype/--precision/--optimizer/--momentum/"
+                  "--dim "
                   "apply to .onnx "
                   "inputs; a .mlir module carries its plan (recompile it with "
                   "oasr-opt)");
@@ -91,6 +92,10 @@ mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
                   ": expected f32, bf16 or f16 (the element type gradients "
                   "travel in)");
     }
+  if (!o.precision.empty() && o.precision != "f32" && o.precision != "tf32" &&
+      o.precision != "bf16" && o.precision != "f16")
+    return fail("--precision=" + o.precision +
+                ": expected f32, tf32, bf16 or f16 (docs/precision.md)");
   out.module = ::oasr::onnximport::importONNX(ctx, path, io);
   if (!out.module)
     return failWithDiags(path + ": cannot import");
@@ -111,6 +116,8 @@ mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
     po.gradDtype = o.gradDtype;
   if (!o.profile.empty())
     po.profile = o.profile;
+  if (!o.precision.empty())
+    po.precision = o.precision;
   // No allreduce model given: the profile's, else the calibration
   // $OASR_COMM_CALIBRATION names, else the default for one host, announced
   // so nobody mistakes it for a measurement. (A profile that cannot be read

@@ -327,13 +327,13 @@ static LogicalResult gradCast(GradContext &c) {
   // Between float types the gradient casts back; from integers none flows.
   if (!isFloatTensor(typeOf(c, 0)))
     return c.fail("the operand is not a float tensor");
-  auto &b = c.b();
   Type x = typeOf(c, 0);
   Value g = c.dOut();
   if (g.getType() != x)
-    g = c.node1(
-        "Cast", x, {g},
-        {b.getNamedAttr("to", b.getI64IntegerAttr(int64_t(DataType::Float)))});
+    g = c.node1("Cast", x, {g},
+                {c.b().getNamedAttr(
+                    "to", c.b().getI64IntegerAttr(onnxFloatType(
+                              cast<RankedTensorType>(x).getElementType())))});
   c.dIns = {g};
   if (c.fwd->getNumOperands() > 1)
     c.dIns.push_back(Value());
@@ -385,12 +385,18 @@ void ::oasr::ops::registerArithmeticOps(OpRegistry &r) {
       .grad(gradFromInput<kMishGrad>);
   r.add("MishGrad").traits(Gradient | Elementwise);
   r.add("Exp")
+      .precision(Precision::F32)
       .traits(Elementwise)
       .shape(shapeUnary)
       .grad(gradExp)
       .cost(costPerInput<8>);
-  r.add("Log").traits(Elementwise).shape(shapeUnary).grad(gradLog);
+  r.add("Log")
+      .precision(Precision::F32)
+      .traits(Elementwise)
+      .shape(shapeUnary)
+      .grad(gradLog);
   r.add("Sqrt")
+      .precision(Precision::F32)
       .traits(Elementwise)
       .shape(shapeUnary)
       .grad(gradSqrt)
@@ -407,6 +413,7 @@ void ::oasr::ops::registerArithmeticOps(OpRegistry &r) {
       .grad(gradNeg);
   r.add("Abs").traits(Elementwise).shape(shapeUnary).fold(foldElementwise);
   r.add("Reciprocal")
+      .precision(Precision::F32)
       .traits(Elementwise)
       .shape(shapeUnary)
       .grad(gradReciprocal);
@@ -438,6 +445,7 @@ void ::oasr::ops::registerArithmeticOps(OpRegistry &r) {
               : op == StringRef("Mul") ? gradMul
                                        : gradDiv);
   r.add("Pow")
+      .precision(Precision::F32)
       .traits(Elementwise)
       .shape(shapeBroadcast)
       .grad(gradPow)
@@ -449,6 +457,7 @@ void ::oasr::ops::registerArithmeticOps(OpRegistry &r) {
       .fold(foldElementwise)
       .grad(gradWhere);
   r.add("Cast")
+      .precision(Precision::Keep)
       .traits(Elementwise)
       .shape(shapeCast)
       .fold(foldCopy)
@@ -482,6 +491,7 @@ void ::oasr::ops::registerArithmeticOps(OpRegistry &r) {
       .shape(shapeBroadcast)
       .noKernels(kNoKernel);
   r.add("CastLike", 15)
+      .precision(Precision::Keep)
       .traits(Elementwise)
       .shape(shapeCast)
       .noKernels(kNoKernel);

@@ -761,17 +761,24 @@ static Work costRecurrent(Operation *op) {
 //===----------------------------------------------------------------------===//
 
 void ::oasr::ops::registerNNOps(OpRegistry &r) {
-  r.add("Conv").shape(shapeWindow).grad(gradConv).cost(costConv);
+  r.add("Conv")
+      .precision(Precision::Lower)
+      .shape(shapeWindow)
+      .grad(gradConv)
+      .cost(costConv);
   r.add("ConvGrad")
+      .precision(Precision::Lower)
       .traits(Gradient)
       .shape(shapeConvGrad)
       .cost(costConvGrad)
       .summary("dY, X, W -> dX, dW[, dB]");
   r.add("ConvTranspose")
+      .precision(Precision::Lower)
       .shape(shapeWindow)
       .grad(gradConvTranspose)
       .cost(costConvTranspose);
   r.add("ConvTransposeGrad")
+      .precision(Precision::Lower)
       .traits(Gradient)
       .cost(costConvTransposeGrad)
       .summary("dY, X, W -> dX, dW[, dB]");
@@ -790,6 +797,7 @@ void ::oasr::ops::registerNNOps(OpRegistry &r) {
       .shape(shapePoolGrad<1>)
       .cost(costPoolGrad);
   r.add("LpPool")
+      .precision(Precision::F32)
       .shape(shapeWindow)
       .noKernels("shape rule for import and planning; no kernel yet");
   r.add("GlobalAveragePool")
@@ -802,34 +810,49 @@ void ::oasr::ops::registerNNOps(OpRegistry &r) {
         .shape(shapeGlobalPool)
         .noKernels("shape rule for import and planning; no kernel yet");
   r.add("BatchNormalization")
+      .precision(Precision::Normalize)
       .shape(shapeNormalization)
       .trainingForm(formBatchNorm)
       .grad(gradBatchNorm)
       .cost(costPerInput<8>);
   r.add("BatchNormInternal", 1, "com.microsoft")
+      .precision(Precision::Normalize)
       .shape(shapeNormalization)
       .noKernels("ONNX Runtime training graphs only: the ORT importer turns "
                  "it into BatchNormalization in training form");
   r.add("BatchNormalizationGrad")
+      .precision(Precision::Normalize)
       .traits(Gradient)
       .shape(shapeNormGrad)
       .cost(costNormGrad);
   r.add("InstanceNormalization")
+      .precision(Precision::Normalize)
       .shape(shapeNormalization)
       .noKernels("shape rule for import and planning; no kernel yet");
   r.add("LayerNormalization")
+      .precision(Precision::Normalize)
       .shape(shapeLayerNorm)
       .trainingForm(formLayerNorm)
       .grad(gradLayerNorm)
       .cost(costPerInput<8>);
   r.add("LayerNormalizationGrad")
+      .precision(Precision::Normalize)
       .traits(Gradient)
       .shape(shapeNormGrad)
       .cost(costNormGrad);
-  r.add("Gemm").shape(shapeGemm).grad(gradGemm).cost(costGemm);
-  r.add("GemmGrad").traits(Gradient).cost(costGemm);
-  r.add("MatMul").shape(shapeMatMul).grad(gradMatMul).cost(costMatMul);
+  r.add("Gemm")
+      .precision(Precision::Lower)
+      .shape(shapeGemm)
+      .grad(gradGemm)
+      .cost(costGemm);
+  r.add("GemmGrad").precision(Precision::Lower).traits(Gradient).cost(costGemm);
+  r.add("MatMul")
+      .precision(Precision::Lower)
+      .shape(shapeMatMul)
+      .grad(gradMatMul)
+      .cost(costMatMul);
   r.add("FusedMatMul", 1, "com.microsoft")
+      .precision(Precision::Lower)
       .shape(shapeFusedMatMul)
       .cost(costMatMul)
       .noKernels("ONNX Runtime training graphs only: the ORT importer "
@@ -840,36 +863,58 @@ void ::oasr::ops::registerNNOps(OpRegistry &r) {
       .grad(gradDropout);
   r.add("DropoutGrad").traits(Gradient | Elementwise);
   r.add("Softmax")
+      .precision(Precision::F32)
       .shape(shapeSameAsInput)
       .grad(gradSoftmax)
       .cost(costPerInput<8>);
   r.add("SoftmaxGrad")
+      .precision(Precision::F32)
       .traits(Gradient)
       .shape(shapeSameAsInput)
       .cost(costPerOutput<12>);
   r.add("LogSoftmax")
+      .precision(Precision::F32)
       .shape(shapeSameAsInput)
       .grad(gradLogSoftmax)
       .cost(costPerInput<8>);
-  r.add("LogSoftmaxGrad").traits(Gradient).cost(costPerOutput<12>);
+  r.add("LogSoftmaxGrad")
+      .precision(Precision::F32)
+      .traits(Gradient)
+      .cost(costPerOutput<12>);
   // ONNX Runtime's opset-13 names of the same gradients (training graphs).
   for (const char *op : {"SoftmaxGrad_13", "LogSoftmaxGrad_13"})
-    r.add(op).traits(Gradient).shape(shapeSameAsInput).cost(costPerOutput<12>);
+    r.add(op)
+        .traits(Gradient)
+        .shape(shapeSameAsInput)
+        .cost(costPerOutput<12>)
+        .precision(Precision::F32);
   r.add("SoftmaxCrossEntropyLoss", 12)
+      .precision(Precision::F32)
       .trainingForm(formSoftmaxCrossEntropy)
       .grad(gradSoftmaxCrossEntropy)
       .cost(costPerInput<8>);
-  r.add("SoftmaxCrossEntropyLossGrad").traits(Gradient).shape(shapeLikeInput1);
+  r.add("SoftmaxCrossEntropyLossGrad")
+      .precision(Precision::F32)
+      .traits(Gradient)
+      .shape(shapeLikeInput1);
   r.add("Resize", 11).shape(shapeResize).grad(gradResize);
   r.add("ResizeGrad").traits(Gradient);
   r.add("LSTM")
+      .precision(Precision::F32)
       .shape(shapeRecurrent)
       .grad(gradRecurrent<true>)
       .cost(costRecurrent);
-  r.add("LSTMGrad").traits(Gradient).cost(costRecurrent);
+  r.add("LSTMGrad")
+      .precision(Precision::F32)
+      .traits(Gradient)
+      .cost(costRecurrent);
   r.add("GRU")
+      .precision(Precision::F32)
       .shape(shapeRecurrent)
       .grad(gradRecurrent<false>)
       .cost(costRecurrent);
-  r.add("GRUGrad").traits(Gradient).cost(costRecurrent);
+  r.add("GRUGrad")
+      .precision(Precision::F32)
+      .traits(Gradient)
+      .cost(costRecurrent);
 }

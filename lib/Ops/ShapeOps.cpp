@@ -907,14 +907,23 @@ static bool shapeGatherGrad(ShapeContext &c) {
 
 void ::oasr::ops::registerShapeOps(OpRegistry &r) {
   r.add("Constant")
+      .precision(Precision::Keep)
       .shape(shapeConstant)
       .fold(foldConstant)
       .cost(costFree)
       .summary("materialised once by the executor");
-  r.add("Shape").shape(shapeShape).fold(foldShape).cost(costFree);
-  r.add("Size").shape(shapeSize).fold(foldSize).cost(costFree).noKernels(
-      "folded at import; exporters emit it only in shape "
-      "arithmetic");
+  r.add("Shape")
+      .precision(Precision::Keep)
+      .shape(shapeShape)
+      .fold(foldShape)
+      .cost(costFree);
+  r.add("Size")
+      .precision(Precision::Keep)
+      .shape(shapeSize)
+      .fold(foldSize)
+      .cost(costFree)
+      .noKernels("folded at import; exporters emit it only in shape "
+                 "arithmetic");
   for (const char *view : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
     r.add(view)
         .traits(View)
@@ -939,6 +948,7 @@ void ::oasr::ops::registerShapeOps(OpRegistry &r) {
   r.add("Pad").shape(shapePad).grad(gradPad);
   r.add("PadGrad").traits(Gradient);
   r.add("ConstantOfShape", 9)
+      .precision(Precision::Keep)
       .shape(shapeConstantOfShape)
       .fold(foldConstantOfShape);
   r.add("Expand", 8).shape(shapeExpand).grad(gradExpand);
@@ -952,7 +962,10 @@ void ::oasr::ops::registerShapeOps(OpRegistry &r) {
   r.add("Slice", 1).shape(shapeSlice).fold(foldSlice).grad(gradSlice);
   r.add("Slice", 10).shape(shapeSlice).fold(foldSlice).grad(gradSlice);
   r.add("SliceGrad").traits(Gradient);
-  r.add("Range", 11).shape(shapeRange).fold(foldRange);
+  r.add("Range", 11)
+      .precision(Precision::Keep)
+      .shape(shapeRange)
+      .fold(foldRange);
   r.add("Tile").shape(shapeTile).noKernels("no model oasr trains needs it yet");
   r.add("Trilu", 14).shape(shapeSameAsInput);
   // Mask building (Swin's shifted windows); no gradient rule yet.
@@ -961,16 +974,25 @@ void ::oasr::ops::registerShapeOps(OpRegistry &r) {
   // Reductions: axes moved from an attribute to an input at opset 13 for
   // ReduceSum and at opset 18 for the others.
   r.add("ReduceMean", 1)
+      .precision(Precision::F32)
       .shape(shapeReduce)
       .grad(gradReduceMean)
       .cost(costReduce);
   r.add("ReduceMean", 18)
+      .precision(Precision::F32)
       .shape(shapeReduce)
       .grad(gradReduceMean)
       .cost(costReduce);
-  r.add("ReduceSum", 1).shape(shapeReduce).cost(costReduce);
-  r.add("ReduceSum", 13).shape(shapeReduce).cost(costReduce);
+  r.add("ReduceSum", 1)
+      .precision(Precision::F32)
+      .shape(shapeReduce)
+      .cost(costReduce);
+  r.add("ReduceSum", 13)
+      .precision(Precision::F32)
+      .shape(shapeReduce)
+      .cost(costReduce);
   r.add("ReduceSumTo")
+      .precision(Precision::F32)
       .traits(Gradient)
       .cost(costReduce)
       .summary("sums a broadcast gradient back to an operand's shape");

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
+#include "oasr/Runtime/LowFloat.h"
 
 #include <algorithm>
 #include <cmath>
@@ -595,6 +596,8 @@ public:
                const std::vector<TensorRef> &out) override {
     if (from == to)
       return parallelCopy(out[0].data, in[0].data, out[0].bytes());
+    if (isLowFloat(from) || isLowFloat(to))
+      return castLowFloat(in[0].data, out[0].data);
     switch (from) {
     case DType::F32:
       return castFrom<float>(to, in[0].data, out[0].data, n);
@@ -610,6 +613,28 @@ public:
   }
 
 private:
+  /// Between f32, bf16 and f16 (bf16 <-> f16 through f32, exact on the way
+  /// in), in chunks of a stack buffer.
+  void castLowFloat(const void *src, void *dst) {
+    constexpr int64_t kChunk = 4096;
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 4)
+    for (int64_t c = 0; c < chunks; ++c) {
+      int64_t b = c * kChunk, len = std::min(kChunk, n - b);
+      float tmp[kChunk];
+      const float *f = static_cast<const float *>(src) + b;
+      if (from != DType::F32) {
+        widenToF32(from, static_cast<const uint16_t *>(src) + b, tmp,
+                   size_t(len));
+        f = tmp;
+      }
+      if (to == DType::F32)
+        std::memcpy(static_cast<float *>(dst) + b, f, size_t(len) * 4);
+      else
+        narrowFromF32(to, f, static_cast<uint16_t *>(dst) + b, size_t(len));
+    }
+  }
+
   DType from, to;
   int64_t n;
 };
@@ -617,11 +642,14 @@ private:
 std::unique_ptr<Kernel> createCast(const OpSpec &spec, std::string &error) {
   if (!checkArity(spec, 1, 1, 1, 1, error))
     return nullptr;
-  for (DType t : {spec.inputs[0].dtype, spec.outputs[0].dtype})
-    if (t == DType::F16) {
-      error = nodeError(spec, "f16 casts are not supported");
-      return nullptr;
-    }
+  DType from = spec.inputs[0].dtype, to = spec.outputs[0].dtype;
+  auto isFloat = [](DType t) { return t == DType::F32 || isLowFloat(t); };
+  if ((isLowFloat(from) || isLowFloat(to)) && !(isFloat(from) && isFloat(to))) {
+    // The backend widens the 16-bit side and casts from or to f32.
+    error = nodeError(spec, std::string("no direct cast from ") +
+                                dtypeName(from) + " to " + dtypeName(to));
+    return nullptr;
+  }
   if (spec.inputs[0].shape != spec.outputs[0].shape) {
     error = nodeError(spec, "operand and result must have one shape");
     return nullptr;

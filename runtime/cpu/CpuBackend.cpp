@@ -171,8 +171,38 @@ public:
     return createRegistered(registry, spec, "cpu", error,
                             [&](const KernelFactory &factory) {
                               applyNumThreads();
+                              if (hasLowFloat(spec))
+                                return createLowPrecision(spec, factory, error);
                               return factory(spec, error);
                             });
+  }
+
+  bool setPrecision(const std::string &precision, std::string &error,
+                    std::string &warning) override {
+    if (precision == "f32")
+      return true;
+    if (precision == "tf32") {
+      error = "TF32 is a GPU tensor-core format and this CPU has no TF32 "
+              "arithmetic; use --precision=bf16 for mixed precision on the "
+              "CPU, or --device=cuda";
+      return false;
+    }
+    if (precision == "bf16") {
+      if (dnnl::get_effective_cpu_isa() < dnnl::cpu_isa::avx512_core_bf16)
+        warning = "this CPU has no AVX512-BF16 or AMX: oneDNN emulates bf16 "
+                  "products with f32 arithmetic, about as fast as f32 or "
+                  "slower; the memory saving remains";
+      return true;
+    }
+    if (precision == "f16") {
+      warning = "oneDNN " + std::to_string(DNNL_VERSION_MAJOR) + "." +
+                std::to_string(DNNL_VERSION_MINOR) +
+                " has no f16 CPU kernels: f16 tensors are stored in 16 bits "
+                "and computed by the f32 kernels (no speed-up; use bf16 on "
+                "the CPU)";
+      return true;
+    }
+    return KernelBackend::setPrecision(precision, error, warning);
   }
 
   void *allocate(size_t bytes) override {

@@ -51,6 +51,15 @@ void registerPointwiseKernels(KernelRegistry &registry);
 /// (RecurrentKernels.cpp).
 void registerRecurrentKernels(KernelRegistry &registry);
 
+/// True when a tensor of `spec` is bf16 or f16.
+bool hasLowFloat(const OpSpec &spec);
+/// The kernel of a node with bf16/f16 tensors (LowPrecision.cpp): the
+/// factory's own when it takes them, else the f32 kernel between widening
+/// and narrowing copies.
+std::unique_ptr<Kernel> createLowPrecision(const OpSpec &spec,
+                                           const KernelFactory &factory,
+                                           std::string &error);
+
 /// The process-wide oneDNN CPU engine.
 dnnl::engine &engine();
 /// A oneDNN stream for the calling thread (CPU streams execute in order on

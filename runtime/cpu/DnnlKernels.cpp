@@ -145,8 +145,29 @@ private:
   PlainPrimitive p;
 };
 
-static memory::desc anyDesc(const dims &d) {
-  return memory::desc(d, dt::f32, memory::format_tag::any);
+static memory::desc anyDesc(const dims &d, dt type = dt::f32) {
+  return memory::desc(d, type, memory::format_tag::any);
+}
+
+/// The oneDNN type of a node whose float tensors `ins` and `outs` are all
+/// f32 or all bf16 (oneDNN's bf16 primitives accumulate in f32); a mix, or
+/// another type, is an error naming the tensor (the backend then runs the
+/// f32 kernel on widened copies).
+static bool uniformFloat(const OpSpec &spec, const std::vector<size_t> &ins,
+                         const std::vector<size_t> &outs, dt &type,
+                         std::string &error) {
+  DType want = DType::F32;
+  for (size_t i : ins)
+    if (i < spec.inputs.size() && spec.inputs[i].dtype == DType::BF16)
+      want = DType::BF16;
+  type = want == DType::BF16 ? dt::bf16 : dt::f32;
+  for (size_t i : ins)
+    if (i < spec.inputs.size() && !checkDType(spec, true, i, want, error))
+      return false;
+  for (size_t i : outs)
+    if (i < spec.outputs.size() && !checkDType(spec, false, i, want, error))
+      return false;
+  return true;
 }
 
 /// Where a convolution's tensors live inside oneDNN. Blocked layouts (e.g.
@@ -193,6 +214,7 @@ static bool usePlainLayout(const std::vector<int64_t> &x,
 /// Shapes and descriptors of one convolution.
 struct ConvGeom {
   Window win;
+  dt type = dt::f32; ///< every tensor's (f32 or bf16)
   int64_t group = 1;
   bool bias = false;
   memory::desc xUser, wUser, bUser, yUser; // plain
@@ -206,19 +228,20 @@ static bool convGeom(const OpSpec &spec, const TensorDesc &x,
     return false;
   int64_t m = w.shape[0];
   g.bias = bias;
-  g.xUser = plainDesc(x.shape);
-  g.yUser = plainDesc(y.shape);
+  g.type = x.dtype == DType::BF16 ? dt::bf16 : dt::f32;
+  g.xUser = plainDesc(x.shape, g.type);
+  g.yUser = plainDesc(y.shape, g.type);
   dims wd = toDims(w.shape);
   if (g.group > 1) {
     wd[0] = m / g.group;
     wd.insert(wd.begin(), g.group);
   }
-  g.wUser = plainDesc(std::vector<int64_t>(wd.begin(), wd.end()));
-  g.bUser = plainDesc({m});
+  g.wUser = plainDesc(std::vector<int64_t>(wd.begin(), wd.end()), g.type);
+  g.bUser = plainDesc({m}, g.type);
   bool plain = usePlainLayout(x.shape, w.shape, g.win, g.group);
-  g.xPrim = plain ? g.xUser : anyDesc(toDims(x.shape));
-  g.yPrim = plain ? g.yUser : anyDesc(toDims(y.shape));
-  g.wPrim = plain ? g.wUser : anyDesc(wd);
+  g.xPrim = plain ? g.xUser : anyDesc(toDims(x.shape), g.type);
+  g.yPrim = plain ? g.yUser : anyDesc(toDims(y.shape), g.type);
+  g.wPrim = plain ? g.wUser : anyDesc(wd, g.type);
   g.bPrim = g.bUser;
   return true;
 }
@@ -285,7 +308,9 @@ private:
 
 static std::unique_ptr<Kernel> createConv(const OpSpec &spec,
                                           std::string &error) {
-  if (!checkSpec(spec, 2, 3, 1, 1, {0, 1, 2}, {0}, error))
+  dt type;
+  if (!checkArity(spec, 2, 3, 1, 1, error) ||
+      !uniformFloat(spec, {0, 1, 2}, {0}, type, error))
     return nullptr;
   ConvGeom g;
   if (!convGeom(spec, spec.inputs[0], spec.inputs[1], spec.outputs[0],
@@ -401,7 +426,9 @@ private:
 
 static std::unique_ptr<Kernel> createConvGrad(const OpSpec &spec,
                                               std::string &error) {
-  if (!checkSpec(spec, 3, 3, 2, 3, {0, 1, 2}, {0, 1, 2}, error))
+  dt type;
+  if (!checkArity(spec, 3, 3, 2, 3, error) ||
+      !uniformFloat(spec, {0, 1, 2}, {0, 1, 2}, type, error))
     return nullptr;
   const auto &dy = spec.inputs[0], &x = spec.inputs[1], &w = spec.inputs[2];
   if (spec.outputs[0].shape != x.shape || spec.outputs[1].shape != w.shape ||
@@ -878,8 +905,9 @@ static std::unique_ptr<Kernel> createAvgPoolGrad(const OpSpec &spec,
 
 /// rows x cols view of a row-major buffer; `transposed` means the buffer
 /// holds the cols x rows matrix.
-static memory::desc matDesc(int64_t rows, int64_t cols, bool transposed) {
-  return memory::desc({rows, cols}, dt::f32,
+static memory::desc matDesc(int64_t rows, int64_t cols, bool transposed,
+                            dt type) {
+  return memory::desc({rows, cols}, type,
                       transposed ? dims{1, rows} : dims{cols, 1});
 }
 
@@ -887,9 +915,9 @@ static memory::desc matDesc(int64_t rows, int64_t cols, bool transposed) {
 /// are operands `a` and `b` of the node, C is its result `c`.
 static PlainPrimitive matMul2D(int64_t m, int64_t k, int64_t n, bool ta,
                                bool tb, float alpha, size_t a, size_t b,
-                               size_t c) {
-  auto amd = matDesc(m, k, ta), bmd = matDesc(k, n, tb),
-       cmd = matDesc(m, n, false);
+                               size_t c, dt type = dt::f32) {
+  auto amd = matDesc(m, k, ta, type), bmd = matDesc(k, n, tb, type),
+       cmd = matDesc(m, n, false, type);
   dnnl::primitive_attr attr;
   if (alpha != 1.0f)
     attr.set_output_scales(0, {alpha});
@@ -927,9 +955,9 @@ static bool biasKind(const OpSpec &spec, const TensorDesc &c, int64_t m,
 
 class GemmKernel final : public CpuKernel {
 public:
-  GemmKernel(const OpSpec &spec, const GemmShape &g, BiasKind kind)
+  GemmKernel(const OpSpec &spec, const GemmShape &g, BiasKind kind, dt type)
       : CpuKernel(spec), g(g), kind(kind),
-        mm(matMul2D(g.m, g.k, g.n, g.ta, g.tb, g.alpha, 0, 1, 0)) {}
+        mm(matMul2D(g.m, g.k, g.n, g.ta, g.tb, g.alpha, 0, 1, 0, type)) {}
   void compute(const std::vector<TensorRef> &in,
                const std::vector<TensorRef> &out) override {
     mm.run(in, out);
@@ -974,7 +1002,9 @@ private:
 
 static std::unique_ptr<Kernel> createGemm(const OpSpec &spec,
                                           std::string &error) {
-  if (!checkSpec(spec, 2, 3, 1, 1, {0, 1, 2}, {0}, error))
+  dt type;
+  if (!checkArity(spec, 2, 3, 1, 1, error) ||
+      !uniformFloat(spec, {0, 1, 2}, {0}, type, error))
     return nullptr;
   GemmShape g;
   BiasKind kind = BiasKind::None;
@@ -984,14 +1014,21 @@ static std::unique_ptr<Kernel> createGemm(const OpSpec &spec,
   if (spec.inputs.size() == 3 &&
       !biasKind(spec, spec.inputs[2], g.m, g.n, kind, error))
     return nullptr;
-  return guardCreate(
-      spec, error, [&] { return std::make_unique<GemmKernel>(spec, g, kind); });
+  if (type != dt::f32 && kind != BiasKind::None && g.beta != 0.0f) {
+    // The bias is added on f32 buffers: the backend widens this node.
+    error = nodeError(spec, "a bf16 Gemm with C runs widened");
+    return nullptr;
+  }
+  return guardCreate(spec, error, [&] {
+    return std::make_unique<GemmKernel>(spec, g, kind, type);
+  });
 }
 
 /// GemmGrad: dY, A, B -> dA, dB[, dC].
 class GemmGradKernel final : public CpuKernel {
 public:
-  GemmGradKernel(const OpSpec &spec, const GemmShape &g, BiasKind kind)
+  GemmGradKernel(const OpSpec &spec, const GemmShape &g, BiasKind kind,
+                 dt type)
       : CpuKernel(spec), g(g), kind(kind) {
     // Y = alpha op(A) op(B): dop(A) = alpha dY op(B)^T, dop(B) = alpha
     // op(A)^T dY; a transposed operand's gradient is the transposed product.
@@ -999,15 +1036,15 @@ public:
     // or [N,K].
     if (outputUsed(spec, 0)) {
       if (!g.ta) // dA[M,K] = dY[M,N] * op(B)^T[N,K]
-        mmA.emplace(matMul2D(g.m, g.n, g.k, false, !g.tb, g.alpha, 0, 2, 0));
+        mmA.emplace(matMul2D(g.m, g.n, g.k, false, !g.tb, g.alpha, 0, 2, 0, type));
       else // dA[K,M] = op(B)[K,N] * dY^T[N,M]
-        mmA.emplace(matMul2D(g.k, g.n, g.m, g.tb, true, g.alpha, 2, 0, 0));
+        mmA.emplace(matMul2D(g.k, g.n, g.m, g.tb, true, g.alpha, 2, 0, 0, type));
     }
     if (outputUsed(spec, 1)) {
       if (!g.tb) // dB[K,N] = op(A)^T[K,M] * dY[M,N]
-        mmB.emplace(matMul2D(g.k, g.m, g.n, !g.ta, false, g.alpha, 1, 0, 1));
+        mmB.emplace(matMul2D(g.k, g.m, g.n, !g.ta, false, g.alpha, 1, 0, 1, type));
       else // dB[N,K] = dY^T[N,M] * op(A)[M,K]
-        mmB.emplace(matMul2D(g.n, g.m, g.k, true, g.ta, g.alpha, 0, 1, 1));
+        mmB.emplace(matMul2D(g.n, g.m, g.k, true, g.ta, g.alpha, 0, 1, 1, type));
     }
   }
   void compute(const std::vector<TensorRef> &in,
@@ -1071,7 +1108,9 @@ private:
 
 static std::unique_ptr<Kernel> createGemmGrad(const OpSpec &spec,
                                               std::string &error) {
-  if (!checkSpec(spec, 3, 3, 2, 3, {0, 1, 2}, {0, 1, 2}, error))
+  dt type;
+  if (!checkArity(spec, 3, 3, 2, 3, error) ||
+      !uniformFloat(spec, {0, 1, 2}, {0, 1, 2}, type, error))
     return nullptr;
   GemmShape g;
   if (!gemmGradShape(spec, g, error))
@@ -1080,17 +1119,23 @@ static std::unique_ptr<Kernel> createGemmGrad(const OpSpec &spec,
   if (spec.outputs.size() == 3 &&
       !biasKind(spec, spec.outputs[2], g.m, g.n, kind, error))
     return nullptr;
+  if (type != dt::f32 && kind != BiasKind::None) {
+    // dC is summed on f32 buffers: the backend widens this node.
+    error = nodeError(spec, "a bf16 GemmGrad with dC runs widened");
+    return nullptr;
+  }
   return guardCreate(spec, error, [&] {
-    return std::make_unique<GemmGradKernel>(spec, g, kind);
+    return std::make_unique<GemmGradKernel>(spec, g, kind, type);
   });
 }
 
 /// MatMul with numpy semantics (1-D operands promoted, batch dims
 /// broadcast), on oneDNN's batched matmul.
-static PlainPrimitive matMul(const dims &ad, const dims &bd, const dims &yd) {
-  auto amd = plainDesc({ad.begin(), ad.end()}),
-       bmd = plainDesc({bd.begin(), bd.end()}),
-       ymd = plainDesc({yd.begin(), yd.end()});
+static PlainPrimitive matMul(const dims &ad, const dims &bd, const dims &yd,
+                             dt type) {
+  auto amd = plainDesc({ad.begin(), ad.end()}, type),
+       bmd = plainDesc({bd.begin(), bd.end()}, type),
+       ymd = plainDesc({yd.begin(), yd.end()}, type);
   PlainPrimitive p(dnnl::matmul(dnnl::matmul::primitive_desc(
       dnnl::matmul::desc(amd, bmd, ymd), engine())));
   p.in(DNNL_ARG_SRC, amd, 0)
@@ -1101,7 +1146,9 @@ static PlainPrimitive matMul(const dims &ad, const dims &bd, const dims &yd) {
 
 static std::unique_ptr<Kernel> createMatMul(const OpSpec &spec,
                                             std::string &error) {
-  if (!checkSpec(spec, 2, 2, 1, 1, {0, 1}, {0}, error))
+  dt type;
+  if (!checkArity(spec, 2, 2, 1, 1, error) ||
+      !uniformFloat(spec, {0, 1}, {0}, type, error))
     return nullptr;
   dims ad, bd, yd;
   if (!matMulShapes(spec, ad, bd, yd, error))
@@ -1112,7 +1159,7 @@ static std::unique_ptr<Kernel> createMatMul(const OpSpec &spec,
     return nullptr;
   }
   return guardCreate(spec, error, [&] {
-    return std::make_unique<PrimitiveKernel>(spec, matMul(ad, bd, yd));
+    return std::make_unique<PrimitiveKernel>(spec, matMul(ad, bd, yd, type));
   });
 }
 
@@ -1364,6 +1411,9 @@ static std::unique_ptr<Kernel> createTranspose(const OpSpec &spec,
     break;
   case DType::I32:
     type = dt::s32;
+    break;
+  case DType::BF16:
+    type = dt::bf16;
     break;
   default:
     error = nodeError(spec, std::string("element type ") + dtypeName(x.dtype) +

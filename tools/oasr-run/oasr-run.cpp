@@ -65,6 +65,12 @@ static cl::opt<std::string> gradDtype(
     cl::desc("Element type gradients travel in for an .onnx input: f32 "
              "(default), bf16 or f16 (half the bytes; docs/runtime.md)"),
     cl::init("f32"), cl::cat(runCat));
+static cl::opt<std::string> precision(
+    "precision",
+    cl::desc("Precision of the step for an .onnx input: f32 (default), tf32 "
+             "(GPU tensor cores), bf16 or f16 (mixed precision with f32 "
+             "master weights; docs/precision.md)"),
+    cl::init("f32"), cl::cat(runCat));
 static cl::opt<std::string>
     commFile("comm", cl::desc("Calibration JSON from `oasr-bench comm`"),
              cl::init(""), cl::cat(runCat));
@@ -331,6 +337,7 @@ RunOptions runOptions() {
   o.dims.assign(dims.begin(), dims.end());
   o.planProfile = planProfile;
   o.gradDtype = given(gradDtype).value_or("");
+  o.precision = given(precision).value_or("");
   o.optimizer = optimizer;
   o.momentum = given(momentum);
   o.ignoreIndex = ignoreIndex;
@@ -389,6 +396,7 @@ llvm::Expected<RunModule> loadModule(mlir::MLIRContext &ctx,
   o.overlapRate = ro.overlapRate;
   o.profile = ro.planProfile;
   o.gradDtype = ro.gradDtype;
+  o.precision = ro.precision;
   o.optimizer = ro.optimizer;
   o.momentum = ro.momentum.value_or(-1);
   o.lr = ro.lr.value_or(-1);

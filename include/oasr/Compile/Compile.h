@@ -44,6 +44,8 @@ struct TrainingCompileOptions {
   std::string profile;               ///< oasr-profile-v1 to plan from
   /// Element type gradients travel in: "f32", "bf16" or "f16" (empty: f32).
   std::string gradDtype;
+  /// The step's precision: "f32", "tf32", "bf16" or "f16" (empty: f32).
+  std::string precision;
   // The optimizer.
   std::string optimizer;
   double momentum = -1, lr = -1;

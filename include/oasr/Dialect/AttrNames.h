@@ -37,6 +37,9 @@ constexpr llvm::StringLiteral kOptimizerAttr = "oasr.optimizer";
 constexpr llvm::StringLiteral kOpsetAttr = "oasr.opset";
 constexpr llvm::StringLiteral kPlanAttr = "oasr.plan";
 constexpr llvm::StringLiteral kCommAttr = "oasr.comm";
+/// The step's precision (`oasr-autocast`): "tf32", "bf16" or "f16"; absent
+/// for f32.
+constexpr llvm::StringLiteral kPrecisionAttr = "oasr.precision";
 constexpr llvm::StringLiteral kCostModelAttr = "oasr.cost_model";
 constexpr llvm::StringLiteral kLossAttr = "oasr.loss";
 constexpr llvm::StringLiteral kSourceAttr = "oasr.source";

@@ -74,6 +74,9 @@ SmallVector<NamedAttribute> onnxAttrs(Operation *op);
 RankedTensorType withElementType(Type type, Type element);
 /// True for a ranked tensor of floats.
 bool isFloatTensor(Type type);
+/// The ONNX TensorProto.DataType of a float element type (f32, f16, bf16,
+/// f64), as Cast's `to` names it; 0 for any other type.
+int64_t onnxFloatType(Type element);
 
 //===----------------------------------------------------------------------===//
 // Building nodes
@@ -108,6 +111,14 @@ struct NodeBuilder {
     else
       elt = b.getIntegerAttr(t.getElementType(), int64_t(value));
     return constant(loc, DenseElementsAttr::get(t, elt));
+  }
+
+  /// `Cast {to}` of float tensor `v` to element type `element`.
+  Value castTo(Location loc, Value v, Type element) {
+    return node(loc, "Cast", withElementType(v.getType(), element), {v},
+                {b.getNamedAttr("to",
+                                b.getI64IntegerAttr(onnxFloatType(element)))})
+        ->getResult(0);
   }
 
   Value shapeConstant(Location loc, ArrayRef<int64_t> shape) {

@@ -189,6 +189,31 @@ enum class Kernels : uint8_t {
   None,
 };
 
+/// How an op runs under bf16/f16 mixed precision: the policy the autocast
+/// pass (`oasr-autocast`, docs/precision.md) reads. Learnt from PyTorch's
+/// autocast lists (lower precision, fp32, promote), kept per op here.
+enum class Precision : uint8_t {
+  /// In the type of its computed float operands, the widest of them when
+  /// they differ (PyTorch's promote); parameters and constants are not cast
+  /// (kernels read f32 biases and scalars as they are). The default.
+  Follow,
+  /// Products (Conv, MatMul, Gemm): every float operand cast to the low
+  /// type, float results low; kernels accumulate in f32.
+  Lower,
+  /// Accuracy-sensitive (exp/log/pow, softmax, losses, reductions): float
+  /// operands cast to f32, float results f32.
+  F32,
+  /// Normalisations: X and Y in X's type (by the Follow rule); scale, bias
+  /// and the statistics stay f32.
+  Normalize,
+  /// The op fixes its result type itself (Cast, Constant, Shape, ...):
+  /// neither operands nor results change.
+  Keep,
+};
+
+/// "follow", "lower", "f32", "normalize", "keep".
+const char *precisionName(Precision p);
+
 /// Everything oasr knows about one op since one opset.
 struct OpDef {
   std::string domain; ///< "" for ai.onnx and oasr's own gradient ops
@@ -197,6 +222,7 @@ struct OpDef {
   unsigned traits = 0;
   Kernels kernels = Kernels::All;
   std::string kernelsWhy;
+  Precision precision = Precision::Follow;
   ShapeRule shape = nullptr;
   FoldRule fold = nullptr;
   TrainingFormRule trainingForm = nullptr;
@@ -244,6 +270,10 @@ public:
   OpDefBuilder &noKernels(llvm::StringRef why) {
     def.kernels = Kernels::None;
     def.kernelsWhy = why.str();
+    return *this;
+  }
+  OpDefBuilder &precision(Precision p) {
+    def.precision = p;
     return *this;
   }
   OpDefBuilder &summary(llvm::StringRef s) {

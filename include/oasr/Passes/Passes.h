@@ -26,6 +26,11 @@ namespace mlir::oasr {
 
 /// Options of `--oasr-train-pipeline`: the union of the passes' options.
 struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
+  // --oasr-autocast (not run for f32)
+  Option<std::string> precision{
+      *this, "precision",
+      llvm::cl::desc("Step precision: f32, tf32, bf16 or f16 (mixed)"),
+      llvm::cl::init("f32")};
   // --oasr-autodiff
   Option<std::string> output{*this, "output",
                              llvm::cl::desc("Model output to train on")};

@@ -72,6 +72,58 @@ def Autodiff : Pass<"oasr-autodiff", "::mlir::ModuleOp"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Autocast
+//===----------------------------------------------------------------------===//
+
+def Autocast : Pass<"oasr-autocast", "::mlir::ModuleOp"> {
+  let summary = "Choose each forward node's precision: bf16/f16 mixed precision";
+  let description = [{
+    Rewrites the imported `func.func @forward` (before `--oasr-autodiff`) so
+    that the step computes in `precision=` and records it in the module
+    attribute `oasr.precision`, which the runtime reads (docs/precision.md).
+
+    * `bf16`, `f16`: mixed precision. Each node follows its op's precision
+      policy in the op registry (docs/generated/Ops.md, column *precision*):
+      *lower* (Conv, ConvTranspose, MatMul, Gemm) casts its float operands
+      to the low type and produces it; *f32* (softmax, losses, exp/log/pow,
+      reductions) casts them to f32; *follow* runs in the type of its
+      computed operands (the widest when they differ), leaving parameters
+      and constants in f32 for the kernel to read as they are; *normalize*
+      is follow for X and Y with scale, bias and statistics in f32; *keep*
+      (Cast, Constant, Shape, ...) is left alone.
+    * Casts are `oasr.node "Cast"`, one per value and type, placed before
+      its first reader, so a parameter read twice (tied embeddings) is cast
+      once per step. A cast back to the type a value was widened from (by
+      the model's own Cast or an earlier one) reads the original instead
+      (bf16 -> f32 -> bf16 is exact); casts left without readers, and casts
+      between one type, are erased.
+    * The function's results keep their types: a low result is cast back,
+      so the loss autodiff appends sees f32 logits.
+    * Parameters, optimizer state and gradients stay f32 (master weights):
+      autodiff differentiates the casts, so a parameter's gradient is cast
+      back to f32 before the allreduce and the update. Backward follows the
+      forward's types: a tensor backward reads is kept in the type forward
+      produced it in, so saved activations are half the bytes.
+    * `tf32`: no node changes (f32 tensors); the attribute tells a GPU
+      backend to run products on TF32 tensor cores. `f32` leaves the
+      module as it was.
+  }];
+  let dependentDialects = ["::mlir::oasr::OASRDialect"];
+  let options = [
+    Option<"precision", "precision", "std::string", "\"bf16\"",
+           "f32, tf32, bf16 or f16">
+  ];
+  let statistics = [
+    Statistic<"numLowered", "lowered-nodes", "Nodes that compute in the low type">,
+    Statistic<"numCasts", "casts", "Cast nodes inserted">,
+    Statistic<"numReused", "casts-reused",
+              "Casts avoided by reading an earlier cast or the original">,
+    Statistic<"numRemoved", "casts-removed",
+              "Casts erased: left without readers, or between one type">
+  ];
+}
+
+//===----------------------------------------------------------------------===//
 // AnnotateCost
 //===----------------------------------------------------------------------===//
 

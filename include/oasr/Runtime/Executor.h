@@ -215,6 +215,10 @@ public:
   /// The element type the gradient groups travel in (f32 unless compiled
   /// with `grad-dtype`).
   GradWire gradWire() const { return wire; }
+  /// The step's precision (`oasr.precision`: "f32", "tf32", "bf16" or
+  /// "f16") and the backend's warning about it (empty when none).
+  const std::string &precision() const { return precisionName; }
+  const std::string &precisionWarning() const { return precisionWarn; }
   /// Where the compiler's per-op costs came from (`oasr.cost_model`'s
   /// source and file: "roofline", "profile p.json"); empty when unknown.
   const std::string &costSource() const { return costs; }
@@ -285,6 +289,7 @@ private:
   std::vector<PlanStepInfo> stepInfos;
   std::vector<GradInfo> gradInfos;
   std::string source, model, strategy, countName, costs;
+  std::string precisionName = "f32", precisionWarn;
   unsigned nextGroupId = 0;
   double predictedUs = -1;
   double alphaS = -1, betaS = 0, groupOverheadUs = 0, overlapRate = 1;

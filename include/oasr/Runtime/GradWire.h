@@ -13,6 +13,8 @@
 #ifndef OASR_RUNTIME_GRADWIRE_H
 #define OASR_RUNTIME_GRADWIRE_H
 
+#include "oasr/Runtime/LowFloat.h"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -24,13 +26,6 @@ enum class GradWire : uint8_t { F32, BF16, F16 };
 /// "f32", "bf16", "f16".
 const char *gradWireName(GradWire wire);
 
-/// Round to nearest, ties to even; NaN stays a (quiet) NaN, values beyond
-/// the type's range become infinities (f16: |x| >= 65520).
-uint16_t floatToBF16(float x);
-uint16_t floatToF16(float x);
-/// Exact.
-float bf16ToFloat(uint16_t h);
-float f16ToFloat(uint16_t h);
 
 /// dst[i] = round(src[i]) in `wire` (BF16 or F16).
 void toWire(GradWire wire, const float *src, uint16_t *dst, size_t n);

@@ -43,7 +43,10 @@
 namespace oasr::rt {
 
 /// Element types the runtime moves around.
-enum class DType : uint8_t { F32, F16, I64, I32, Bool };
+enum class DType : uint8_t { F32, F16, I64, I32, Bool, BF16 };
+
+/// True for the 16-bit float types (bf16, f16): mixed precision's low type.
+inline bool isLowFloat(DType t) { return t == DType::F16 || t == DType::BF16; }
 
 /// Size in bytes of one element of `t`.
 size_t dtypeSize(DType t);
@@ -192,6 +195,21 @@ public:
                       const std::vector<TensorRef> &inputs,
                       const std::vector<TensorRef> &outputs) {
     (void)rule, (void)t, (void)inputs, (void)outputs;
+  }
+  /// Prepares the backend for a step compiled in `precision` ("f32",
+  /// "tf32", "bf16", "f16"; docs/precision.md), before any kernel is
+  /// created: a GPU picks its math modes. False, with `error` saying why,
+  /// when the backend cannot run it; `warning` is set when it runs it
+  /// without the speed the precision is for (emulated). The default runs
+  /// f32 only.
+  virtual bool setPrecision(const std::string &precision, std::string &error,
+                            std::string &warning) {
+    (void)warning;
+    if (precision == "f32")
+      return true;
+    error = std::string("the ") + name() + " backend has no '" + precision +
+            "' kernels";
+    return false;
   }
   /// Threads the backend may use for one kernel (CPU: OpenMP threads of
   /// oneDNN and the hand-written loops; applies to kernels created and run

@@ -46,6 +46,7 @@ struct RunOptions {
   std::vector<std::string> dims;
   std::string planProfile;
   std::string gradDtype; ///< f32 | bf16 | f16; empty: not given (f32)
+  std::string precision; ///< f32 | tf32 | bf16 | f16; empty: not given
   std::string optimizer;
   std::optional<double> momentum;
   int64_t ignoreIndex = -1;
