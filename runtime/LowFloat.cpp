@@ -25,18 +25,6 @@ static float floatOf(uint32_t u) {
   return x;
 }
 
-uint16_t floatToBF16(float x) {
-  uint32_t u = bitsOf(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return uint16_t((u >> 16) | 0x40u); // quiet NaN, sign kept
-  // Adding 0x7fff plus the lowest kept bit rounds to nearest, ties to even
-  // (and carries into the exponent, up to infinity, where it must).
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
-
-float bf16ToFloat(uint16_t h) { return floatOf(uint32_t(h) << 16); }
-
 /// Rounds `v >> shift` to nearest, ties to even.
 static uint32_t shiftRoundEven(uint32_t v, unsigned shift) {
   uint32_t r = v >> shift;
@@ -96,18 +84,8 @@ void widenToF32(DType type, const void *src, float *dst, size_t n) {
 void narrowFromF32(DType type, const float *src, void *dst, size_t n) {
   uint16_t *h = static_cast<uint16_t *>(dst);
   if (type == DType::BF16) {
-    // floatToBF16 without the NaN branch in the loop, so it vectorizes; NaNs
-    // are fixed up afterwards (rare).
-    bool nan = false;
-    for (size_t i = 0; i < n; ++i) {
-      uint32_t u;
-      std::memcpy(&u, &src[i], sizeof u);
-      nan |= (u & 0x7fffffffu) > 0x7f800000u;
-      h[i] = uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-    }
-    if (nan)
-      for (size_t i = 0; i < n; ++i)
-        h[i] = floatToBF16(src[i]);
+    for (size_t i = 0; i < n; ++i)
+      h[i] = floatToBF16(src[i]);
   } else {
     for (size_t i = 0; i < n; ++i)
       h[i] = floatToF16(src[i]);

@@ -222,6 +222,9 @@ private:
 };
 
 std::unique_ptr<Kernel> createBinary(const OpSpec &spec, std::string &error) {
+  if (spec.opType != "Pow" && spec.outputs.size() == 1 &&
+      spec.outputs[0].dtype == DType::BF16)
+    return createDnnlBinary(spec, error);
   if (!checkArity(spec, 2, 2, 1, 1, error) ||
       !checkBroadcastOperands(spec, error))
     return nullptr;

@@ -60,6 +60,17 @@ std::unique_ptr<Kernel> createLowPrecision(const OpSpec &spec,
                                            const KernelFactory &factory,
                                            std::string &error);
 
+/// Add/Sub/Mul/Div with a bf16 result on oneDNN's binary primitive (the
+/// first operand of the result's shape, the second broadcast onto it, each
+/// f32 or bf16); null with `error` for other forms.
+std::unique_ptr<Kernel> createDnnlBinary(const OpSpec &spec,
+                                         std::string &error);
+
+/// BatchNormalization / BatchNormalizationGrad with bf16 X, Y, dY and dX
+/// (validated by the oneDNN factories; LowPrecision.cpp).
+std::unique_ptr<Kernel> createBatchNormBF16(const OpSpec &spec, bool training);
+std::unique_ptr<Kernel> createBatchNormGradBF16(const OpSpec &spec);
+
 /// The process-wide oneDNN CPU engine.
 dnnl::engine &engine();
 /// A oneDNN stream for the calling thread (CPU streams execute in order on

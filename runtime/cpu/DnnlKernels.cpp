@@ -145,6 +145,11 @@ private:
   PlainPrimitive p;
 };
 
+/// oneDNN's name for a float tensor's element type (f32 or bf16).
+static dt dataType(const TensorDesc &d) {
+  return d.dtype == DType::BF16 ? dt::bf16 : dt::f32;
+}
+
 static memory::desc anyDesc(const dims &d, dt type = dt::f32) {
   return memory::desc(d, type, memory::format_tag::any);
 }
@@ -623,6 +628,18 @@ static bool checkBnShapes(const OpSpec &spec, const TensorDesc &x,
   return true;
 }
 
+/// The oneDNN type of a normalisation whose data tensors (`ins`, `outs`)
+/// are one type, f32 or bf16, and whose other float tensors (scale, bias,
+/// statistics) are f32; oneDNN computes the statistics in f32 either way.
+static bool normTypes(const OpSpec &spec, const std::vector<size_t> &ins,
+                      const std::vector<size_t> &outs,
+                      const std::vector<size_t> &f32Ins,
+                      const std::vector<size_t> &f32Outs, dt &type,
+                      std::string &error) {
+  return uniformFloat(spec, ins, outs, type, error) &&
+         checkAllF32(spec, f32Ins, f32Outs, error);
+}
+
 /// BatchNormalization: X, scale, B, mean, var -> Y[, running_mean',
 /// running_var'[, saved_mean, saved_inv_std]] (training) or -> Y (inference).
 class BatchNormKernel final : public CpuKernel {
@@ -635,7 +652,7 @@ public:
     eps = float(spec.attrs.getFloat("epsilon", 1e-5));
     momentum = float(spec.attrs.getFloat("momentum", 0.9));
     numOutputs = spec.outputs.size();
-    memory::desc md = plainDesc(xd.shape), cmd = plainDesc({c});
+    memory::desc md = plainDesc(xd.shape, dataType(xd)), cmd = plainDesc({c});
     auto flags =
         training ? kScaleShift
                  : kScaleShift | dnnl::normalization_flags::use_global_stats;
@@ -713,7 +730,9 @@ private:
 
 static std::unique_ptr<Kernel> createBatchNorm(const OpSpec &spec,
                                                std::string &error) {
-  if (!checkSpec(spec, 5, 5, 1, 5, {0, 1, 2, 3, 4}, {0, 1, 2, 3, 4}, error))
+  dt type;
+  if (!checkArity(spec, 5, 5, 1, 5, error) ||
+      !normTypes(spec, {0}, {0}, {1, 2, 3, 4}, {1, 2, 3, 4}, type, error))
     return nullptr;
   bool training = spec.attrs.has("training_mode")
                       ? spec.attrs.getInt("training_mode") != 0
@@ -730,6 +749,8 @@ static std::unique_ptr<Kernel> createBatchNorm(const OpSpec &spec,
     error = nodeError(spec, "Y must have X's shape");
     return nullptr;
   }
+  if (type == dt::bf16)
+    return createBatchNormBF16(spec, training);
   return guardCreate(spec, error, [&] {
     return std::make_unique<BatchNormKernel>(spec, training);
   });
@@ -744,7 +765,7 @@ public:
     c = xd.shape[1];
     eps = float(spec.attrs.getFloat("epsilon", 1e-5));
     numOutputs = spec.outputs.size();
-    memory::desc md = plainDesc(xd.shape), cmd = plainDesc({c});
+    memory::desc md = plainDesc(xd.shape, dataType(xd)), cmd = plainDesc({c});
     dnnl::batch_normalization_forward::desc fd(
         dnnl::prop_kind::forward_training, md, eps, kScaleShift);
     dnnl::batch_normalization_forward::primitive_desc fpd(fd, engine());
@@ -804,7 +825,9 @@ private:
 
 static std::unique_ptr<Kernel> createBatchNormGrad(const OpSpec &spec,
                                                    std::string &error) {
-  if (!checkSpec(spec, 5, 5, 1, 3, {0, 1, 2, 3, 4}, {0, 1, 2}, error) ||
+  dt type;
+  if (!checkArity(spec, 5, 5, 1, 3, error) ||
+      !normTypes(spec, {0, 1}, {0}, {2, 3, 4}, {1, 2}, type, error) ||
       !checkBnShapes(spec, spec.inputs[1], {2, 3, 4}, {1, 2}, error))
     return nullptr;
   if (spec.inputs[0].shape != spec.inputs[1].shape ||
@@ -812,6 +835,8 @@ static std::unique_ptr<Kernel> createBatchNormGrad(const OpSpec &spec,
     error = nodeError(spec, "dY, X and dX must have the same shape");
     return nullptr;
   }
+  if (type == dt::bf16)
+    return createBatchNormGradBF16(spec);
   return guardCreate(
       spec, error, [&] { return std::make_unique<BatchNormGradKernel>(spec); });
 }
@@ -1235,7 +1260,7 @@ static std::unique_ptr<Kernel> backwardKernel(const OpSpec &spec,
 
 static std::unique_ptr<Kernel> eltwiseKernel(const OpSpec &spec,
                                              const EltwiseInfo &info) {
-  auto md = plainDesc({spec.inputs[0].numel()});
+  auto md = plainDesc({spec.inputs[0].numel()}, dataType(spec.inputs[0]));
   dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_training, info.fwd, md,
                                 info.alpha, info.beta);
   return forwardKernel(
@@ -1247,7 +1272,7 @@ static std::unique_ptr<Kernel> eltwiseKernel(const OpSpec &spec,
 /// <Op>Grad: dY, Y -> dX, from the forward result.
 static std::unique_ptr<Kernel> eltwiseGradKernel(const OpSpec &spec,
                                                  const EltwiseInfo &info) {
-  auto md = plainDesc({spec.inputs[0].numel()});
+  auto md = plainDesc({spec.inputs[0].numel()}, dataType(spec.inputs[0]));
   dnnl::eltwise_forward::desc fd(dnnl::prop_kind::forward_training, info.bwd,
                                  md, info.alpha, info.beta);
   dnnl::eltwise_forward::primitive_desc fpd(fd, engine());
@@ -1262,7 +1287,9 @@ static std::unique_ptr<Kernel> eltwiseGradKernel(const OpSpec &spec,
 static std::unique_ptr<Kernel> createEltwise(const OpSpec &spec,
                                              std::string &error) {
   EltwiseInfo info = eltwiseInfo(spec, spec.opType);
-  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
+  dt type;
+  if (!checkArity(spec, 1, 1, 1, 1, error) ||
+      !uniformFloat(spec, {0}, {0}, type, error))
     return nullptr;
   if (spec.inputs[0].numel() != spec.outputs[0].numel()) {
     error = nodeError(spec, "X and Y must have the same size");
@@ -1275,7 +1302,9 @@ static std::unique_ptr<Kernel> createEltwiseGrad(const OpSpec &spec,
                                                  std::string &error) {
   std::string fwdOp = spec.opType.substr(0, spec.opType.size() - 4);
   EltwiseInfo info = eltwiseInfo(spec, fwdOp);
-  if (!checkSpec(spec, 2, 2, 1, 1, {0, 1}, {0}, error))
+  dt type;
+  if (!checkArity(spec, 2, 2, 1, 1, error) ||
+      !uniformFloat(spec, {0, 1}, {0}, type, error))
     return nullptr;
   if (info.bwd == dnnl::algorithm::eltwise_relu_use_dst_for_bwd &&
       info.alpha < 0) {
@@ -1372,6 +1401,53 @@ static std::unique_ptr<Kernel> createSoftmax(const OpSpec &spec,
                 : softmaxKernel(spec, axis, log);
   });
 }
+
+//===----------------------------------------------------------------------===//
+// Add/Sub/Mul/Div with a bf16 result (oneDNN binary)
+//===----------------------------------------------------------------------===//
+
+} // namespace
+
+std::unique_ptr<Kernel> createDnnlBinary(const OpSpec &spec,
+                                         std::string &error) {
+  if (!checkArity(spec, 2, 2, 1, 1, error))
+    return nullptr;
+  const auto &ys = spec.outputs[0].shape;
+  size_t a = 0, b = 1;
+  bool commutes = spec.opType == "Add" || spec.opType == "Mul";
+  // oneDNN broadcasts its second source onto the first, which has the
+  // result's shape.
+  if (spec.inputs[0].shape != ys && commutes)
+    std::swap(a, b);
+  for (size_t i : {size_t(0), size_t(1)})
+    if (!isLowFloat(spec.inputs[i].dtype) && spec.inputs[i].dtype != DType::F32)
+      return checkDType(spec, true, i, DType::BF16, error), nullptr;
+  if (spec.inputs[a].shape != ys || !broadcastsTo(spec.inputs[b].shape, ys) ||
+      ys.empty() || ys.size() > DNNL_MAX_NDIMS ||
+      spec.inputs[0].dtype == DType::F16 || spec.inputs[1].dtype == DType::F16) {
+    error = nodeError(spec, "no oneDNN binary form; the backend widens it");
+    return nullptr;
+  }
+  std::vector<int64_t> bs = spec.inputs[b].shape;
+  bs.insert(bs.begin(), ys.size() - bs.size(), 1);
+  dnnl::algorithm alg = spec.opType == "Add"   ? dnnl::algorithm::binary_add
+                        : spec.opType == "Sub" ? dnnl::algorithm::binary_sub
+                        : spec.opType == "Mul" ? dnnl::algorithm::binary_mul
+                                               : dnnl::algorithm::binary_div;
+  return guardCreate(spec, error, [&]() -> std::unique_ptr<Kernel> {
+    auto amd = plainDesc(ys, dataType(spec.inputs[a])),
+         bmd = plainDesc(bs, dataType(spec.inputs[b])),
+         ymd = plainDesc(ys, dt::bf16);
+    PlainPrimitive p(dnnl::binary(dnnl::binary::primitive_desc(
+        dnnl::binary::desc(alg, amd, bmd, ymd), engine())));
+    p.in(DNNL_ARG_SRC_0, amd, a)
+        .in(DNNL_ARG_SRC_1, bmd, b)
+        .out(DNNL_ARG_DST, ymd, 0);
+    return std::make_unique<PrimitiveKernel>(spec, std::move(p));
+  });
+}
+
+namespace {
 
 //===----------------------------------------------------------------------===//
 // Transpose (a oneDNN reorder from a permuted-strides view)
