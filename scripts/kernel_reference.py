@@ -18,7 +18,15 @@
 # An output whose file is "-" is not compared. Nothing generated here is
 # committed; the tests run this script at test time.
 #
-# Usage: kernel_reference.py --out DIR [--group G ...] [--list]
+# --precision bf16 writes the cases as a bf16 step runs them: every random
+# input is drawn representable in bf16 and written as bf16 (dtype "bf16",
+# 16-bit elements), except what mixed precision keeps in f32 (scalars, and
+# the normalisations' scale, bias and statistics, KEEP_F32); float results
+# are declared bf16 likewise, while their files hold the float64 reference
+# (from the same bf16 inputs) as f32, so the test measures the kernel's
+# error and not the reference's rounding.
+#
+# Usage: kernel_reference.py --out DIR [--group G ...] [--precision P]
 # ===------------------------------------------------------------------------===#
 
 import argparse
@@ -69,19 +77,56 @@ class Case:
         return self
 
 
+PRECISION = "f32"
+
+# Per op: the operands and results that stay f32 under mixed precision
+# (the registry's `normalize` policy: scale, bias and statistics).
+KEEP_F32 = {
+    "BatchNormalization": ({1, 2, 3, 4}, {1, 2, 3, 4}),
+    "BatchNormalizationGrad": ({2, 3, 4}, {1, 2}),
+    "LayerNormalization": ({1, 2}, {1, 2}),
+    "LayerNormalizationGrad": ({2, 3, 4}, {1, 2}),
+}
+
+
 def rnd(*shape, lo=-1.0, hi=1.0):
-    """float32 random values, returned as float64 for exact references."""
+    """float32 random values (bf16-representable under --precision bf16),
+    returned as float64 for exact references."""
     t = torch.rand(tuple(shape), dtype=torch.float32) * (hi - lo) + lo
+    if PRECISION == "bf16":
+        t = t.to(torch.bfloat16).float()
     return t.double()
+
+
+def is_float(t):
+    return not isinstance(t, tuple) and t.dtype in (torch.float32, torch.float64)
+
+
+def low_input(op, i, t):
+    """Whether operand `i` of `op` is written as bf16."""
+    if PRECISION != "bf16" or not is_float(t) or t.dim() == 0:
+        return False
+    if i in KEEP_F32.get(op, (set(), set()))[0]:
+        return False
+    # Inputs built otherwise than by rnd() (ones, arange) go as bf16 only
+    # when bf16 holds them exactly.
+    return bool(torch.equal(t.float().to(torch.bfloat16).double(), t.double()))
+
+
+def low_output(op, i, t):
+    return (PRECISION == "bf16" and (isinstance(t, tuple) and t[0] == "f32" or is_float(t))
+            and i not in KEEP_F32.get(op, (set(), set()))[1])
 
 
 def f64(t):
     return t.detach().double()
 
 
-def write_tensor(path, t):
+def write_tensor(path, t, bf16=False):
     t = t.detach()
-    if t.dtype == torch.bool:
+    if bf16:
+        a = t.float().to(torch.bfloat16).view(torch.int16).numpy().astype("<i2")
+    elif t.dtype == torch.bool:
         a = t.numpy().astype(np.uint8)
     elif t.dtype == torch.int64:
         a = t.numpy().astype("<i8")
@@ -104,11 +149,13 @@ def fmt_attr(name, v):
     raise TypeError(f"attribute {name}: {v!r}")
 
 
-def desc(t):
+def desc(t, bf16=False):
     if isinstance(t, tuple):
         dtype, shape = t
     else:
         dtype, shape = DT[t.dtype], list(t.shape)
+    if bf16:
+        dtype = "bf16"
     return f"{dtype} {{}} {len(shape)} " + " ".join(map(str, shape))
 
 
@@ -123,14 +170,16 @@ def write_cases(out_dir, cases, manifest):
                 manifest.append("in f32 - 0")
                 continue
             fname = f"{c.name}.in{i}.bin"
-            write_tensor(os.path.join(out_dir, fname), t)
-            manifest.append("in " + desc(t).format(fname))
+            low = low_input(c.op, i, t)
+            write_tensor(os.path.join(out_dir, fname), t, bf16=low)
+            manifest.append("in " + desc(t, low).format(fname))
         for i, (t, compare, used) in enumerate(c.outputs):
             fname = "-"
             if compare:
                 fname = f"{c.name}.out{i}.bin"
                 write_tensor(os.path.join(out_dir, fname), t)
-            manifest.append("out " + desc(t).format(fname) + ("" if used else " unused"))
+            low = low_output(c.op, i, t)
+            manifest.append("out " + desc(t, low).format(fname) + ("" if used else " unused"))
         manifest.append("end")
 
 
@@ -785,7 +834,10 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--group", action="append", default=[])
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--precision", choices=["f32", "bf16"], default="f32")
     args = ap.parse_args()
+    global PRECISION
+    PRECISION = args.precision
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
     os.makedirs(args.out, exist_ok=True)
