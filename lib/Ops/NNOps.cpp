@@ -319,6 +319,17 @@ static LogicalResult formDropout(NodeOp node) {
   Location loc = node.getLoc();
   Value x = node->getOperand(0);
   Value ratio = node->getNumOperands() > 1 ? node->getOperand(1) : Value();
+  // A ratio of 0 drops nothing (PyTorch's dropout returns its input then):
+  // the node goes, unless something reads its mask.
+  std::optional<double> known =
+      ratio ? scalarOf(ratio)
+            : std::optional<double>(floatAttr(node, "ratio").value_or(0.5));
+  if (known && *known == 0.0 &&
+      (node->getNumResults() < 2 || node->getResult(1).use_empty())) {
+    node->getResult(0).replaceAllUsesWith(x);
+    node->erase();
+    return success();
+  }
   if (!ratio) {
     double r = floatAttr(node, "ratio").value_or(0.5);
     ratio = nb.splat(loc, RankedTensorType::get({}, b.getF32Type()), r);

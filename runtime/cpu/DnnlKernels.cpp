@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
+#include "oasr/Runtime/LowFloat.h"
 
 #include <omp.h>
 
@@ -940,18 +941,23 @@ static memory::desc matDesc(int64_t rows, int64_t cols, bool transposed,
 /// are operands `a` and `b` of the node, C is its result `c`.
 static PlainPrimitive matMul2D(int64_t m, int64_t k, int64_t n, bool ta,
                                bool tb, float alpha, size_t a, size_t b,
-                               size_t c, dt type = dt::f32) {
+                               size_t c, dt type = dt::f32,
+                               std::optional<size_t> rowBias = {}) {
   auto amd = matDesc(m, k, ta, type), bmd = matDesc(k, n, tb, type),
-       cmd = matDesc(m, n, false, type);
+       cmd = matDesc(m, n, false, type), biasMd = matDesc(1, n, false, type);
   dnnl::primitive_attr attr;
   if (alpha != 1.0f)
     attr.set_output_scales(0, {alpha});
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(amd, bmd, cmd), attr,
-                                  engine());
+  dnnl::matmul::primitive_desc pd(
+      rowBias ? dnnl::matmul::desc(amd, bmd, biasMd, cmd)
+              : dnnl::matmul::desc(amd, bmd, cmd),
+      attr, engine());
   PlainPrimitive p{dnnl::matmul(pd)};
   p.in(DNNL_ARG_SRC, amd, a)
       .in(DNNL_ARG_WEIGHTS, bmd, b)
       .out(DNNL_ARG_DST, cmd, c);
+  if (rowBias)
+    p.in(DNNL_ARG_BIAS, biasMd, *rowBias);
   return p;
 }
 
@@ -980,9 +986,12 @@ static bool biasKind(const OpSpec &spec, const TensorDesc &c, int64_t m,
 
 class GemmKernel final : public CpuKernel {
 public:
-  GemmKernel(const OpSpec &spec, const GemmShape &g, BiasKind kind, dt type)
-      : CpuKernel(spec), g(g), kind(kind),
-        mm(matMul2D(g.m, g.k, g.n, g.ta, g.tb, g.alpha, 0, 1, 0, type)) {}
+  /// `fusedBias`: oneDNN adds a row bias C (beta 1) itself (bf16).
+  GemmKernel(const OpSpec &spec, const GemmShape &g, BiasKind kind, dt type,
+             bool fusedBias)
+      : CpuKernel(spec), g(g), kind(fusedBias ? BiasKind::None : kind),
+        mm(matMul2D(g.m, g.k, g.n, g.ta, g.tb, g.alpha, 0, 1, 0, type,
+                    fusedBias ? std::optional<size_t>(2) : std::nullopt)) {}
   void compute(const std::vector<TensorRef> &in,
                const std::vector<TensorRef> &out) override {
     mm.run(in, out);
@@ -1039,13 +1048,15 @@ static std::unique_ptr<Kernel> createGemm(const OpSpec &spec,
   if (spec.inputs.size() == 3 &&
       !biasKind(spec, spec.inputs[2], g.m, g.n, kind, error))
     return nullptr;
-  if (type != dt::f32 && kind != BiasKind::None && g.beta != 0.0f) {
-    // The bias is added on f32 buffers: the backend widens this node.
-    error = nodeError(spec, "a bf16 Gemm with C runs widened");
+  bool fusedBias = type != dt::f32 && kind == BiasKind::Row && g.beta == 1.0f;
+  if (type != dt::f32 && kind != BiasKind::None && g.beta != 0.0f &&
+      !fusedBias) {
+    // Other biases are added on f32 buffers: the backend widens this node.
+    error = nodeError(spec, "a bf16 Gemm with this C runs widened");
     return nullptr;
   }
   return guardCreate(spec, error, [&] {
-    return std::make_unique<GemmKernel>(spec, g, kind, type);
+    return std::make_unique<GemmKernel>(spec, g, kind, type, fusedBias);
   });
 }
 
@@ -1054,7 +1065,7 @@ class GemmGradKernel final : public CpuKernel {
 public:
   GemmGradKernel(const OpSpec &spec, const GemmShape &g, BiasKind kind,
                  dt type)
-      : CpuKernel(spec), g(g), kind(kind) {
+      : CpuKernel(spec), g(g), kind(kind), bf16(type == dt::bf16) {
     // Y = alpha op(A) op(B): dop(A) = alpha dY op(B)^T, dop(B) = alpha
     // op(A)^T dY; a transposed operand's gradient is the transposed product.
     // Operands dY [M,N] (0); A (1) is [M,K] or (transA) [K,M]; B (2) is [K,N]
@@ -1078,8 +1089,26 @@ public:
       mmA->run(in, out);
     if (mmB)
       mmB->run(in, out);
-    if (kind != BiasKind::None && out.size() > 2)
-      reduceBias(in[0].as<float>(), out[2].as<float>());
+    if (kind == BiasKind::None || out.size() <= 2)
+      return;
+    if (!bf16)
+      return reduceBias(in[0].as<float>(), out[2].as<float>());
+    // bf16 dY: a row bias is summed from widened copies of 64-column
+    // strips, then rounded once.
+    const uint16_t *dyh = in[0].as<uint16_t>();
+    uint16_t *dch = out[2].as<uint16_t>();
+    const int64_t m = g.m, n = g.n;
+    const float beta = g.beta;
+#pragma omp parallel for schedule(static)
+    for (int64_t j0 = 0; j0 < n; j0 += 64) {
+      int64_t j1 = std::min(n, j0 + 64);
+      float acc[64] = {0};
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = j0; j < j1; ++j)
+          acc[j - j0] += bf16ToFloat(dyh[i * n + j]);
+      for (int64_t j = j0; j < j1; ++j)
+        dch[j] = floatToBF16(beta * acc[j - j0]);
+    }
   }
 
 private:
@@ -1128,6 +1157,7 @@ private:
 
   GemmShape g;
   BiasKind kind;
+  bool bf16;
   std::optional<PlainPrimitive> mmA, mmB; // when dA / dB is read
 };
 
@@ -1144,9 +1174,9 @@ static std::unique_ptr<Kernel> createGemmGrad(const OpSpec &spec,
   if (spec.outputs.size() == 3 &&
       !biasKind(spec, spec.outputs[2], g.m, g.n, kind, error))
     return nullptr;
-  if (type != dt::f32 && kind != BiasKind::None) {
-    // dC is summed on f32 buffers: the backend widens this node.
-    error = nodeError(spec, "a bf16 GemmGrad with dC runs widened");
+  if (type != dt::f32 && kind != BiasKind::None && kind != BiasKind::Row) {
+    // Other dC are summed on f32 buffers: the backend widens this node.
+    error = nodeError(spec, "a bf16 GemmGrad with this dC runs widened");
     return nullptr;
   }
   return guardCreate(spec, error, [&] {

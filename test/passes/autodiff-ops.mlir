@@ -172,3 +172,24 @@ module {
     return %y : tensor<5x1x2x3xf32>
   }
 }
+
+// -----
+
+// Dropout with a ratio of 0 drops nothing: it leaves the step (forward and
+// backward), as PyTorch's dropout returns its input.
+// CHECK-LABEL: func.func @train_step
+// CHECK-NOT: "Dropout"
+// CHECK: oasr.node "Relu"
+// CHECK-NOT: "Dropout"
+// CHECK: oasr.node "ReluGrad"
+module {
+  func.func @forward(%x: tensor<2x4xf32> {oasr.input = "input"},
+                     %w: tensor<4x4xf32> {oasr.param = "w"})
+      -> (tensor<2x4xf32> {oasr.output = "logits"}) {
+    %m = oasr.node "MatMul"(%x, %w) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32> loc("/mm")
+    %ratio = oasr.node "Constant"() {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+    %d = oasr.node "Dropout"(%m, %ratio) : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32> loc("/drop")
+    %r = oasr.node "Relu"(%d) : (tensor<2x4xf32>) -> tensor<2x4xf32> loc("/relu")
+    return %r : tensor<2x4xf32>
+  }
+}
