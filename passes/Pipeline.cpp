@@ -1,6 +1,6 @@
 //===- Pipeline.cpp - The training pipeline -------------------------------===//
 //
-// --oasr-train-pipeline: autocast (unless f32), autodiff, annotate-cost, plan-allreduce,
+// --oasr-train-pipeline: fuse-gelu and autocast (mixed precision), autodiff, annotate-cost, plan-allreduce,
 // layout-gradients, insert-optimizer (and optionally the plan report).
 //
 //===----------------------------------------------------------------------===//
@@ -14,6 +14,8 @@ using namespace mlir::oasr;
 
 void mlir::oasr::populateTrainPipeline(OpPassManager &pm,
                                        const TrainPipelineOptions &opts) {
+  if (opts.precision == "bf16" || opts.precision == "f16")
+    pm.addPass(createFuseGelu());
   if (opts.precision != "f32") {
     AutocastOptions autocast;
     autocast.precision = opts.precision;

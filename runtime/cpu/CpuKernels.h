@@ -71,6 +71,11 @@ std::unique_ptr<Kernel> createDnnlBinary(const OpSpec &spec,
 std::unique_ptr<Kernel> createBatchNormBF16(const OpSpec &spec, bool training);
 std::unique_ptr<Kernel> createBatchNormGradBF16(const OpSpec &spec);
 
+/// Gelu (X -> Y) or GeluGrad (dY, X -> dX) on oneDNN's eltwise gelu, for
+/// bf16 tensors.
+std::unique_ptr<Kernel> createDnnlGelu(const OpSpec &spec, bool tanh,
+                                       bool grad, std::string &error);
+
 /// The process-wide oneDNN CPU engine.
 dnnl::engine &engine();
 /// A oneDNN stream for the calling thread (CPU streams execute in order on

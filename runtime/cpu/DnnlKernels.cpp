@@ -1433,6 +1433,43 @@ static std::unique_ptr<Kernel> createSoftmax(const OpSpec &spec,
 }
 
 //===----------------------------------------------------------------------===//
+// Gelu / GeluGrad on bf16 (oneDNN's vectorized gelu_erf / gelu_tanh)
+//===----------------------------------------------------------------------===//
+
+} // namespace
+
+std::unique_ptr<Kernel> createDnnlGelu(const OpSpec &spec, bool tanh,
+                                       bool grad, std::string &error) {
+  dt type;
+  if (!uniformFloat(spec, {0, 1}, {0}, type, error))
+    return nullptr;
+  auto alg = tanh ? dnnl::algorithm::eltwise_gelu_tanh
+                  : dnnl::algorithm::eltwise_gelu_erf;
+  return guardCreate(spec, error, [&]() -> std::unique_ptr<Kernel> {
+    auto md = plainDesc({spec.inputs[0].numel()}, type);
+    dnnl::eltwise_forward::primitive_desc fpd(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg,
+                                    md),
+        engine());
+    if (!grad) {
+      PlainPrimitive p(dnnl::eltwise_forward{fpd});
+      p.in(DNNL_ARG_SRC, md, 0).out(DNNL_ARG_DST, md, 0);
+      return std::make_unique<PrimitiveKernel>(spec, std::move(p));
+    }
+    // GeluGrad: dY, X -> dX (from the forward's input).
+    PlainPrimitive p(dnnl::eltwise_backward(
+        dnnl::eltwise_backward::primitive_desc(
+            dnnl::eltwise_backward::desc(alg, md, md), engine(), fpd)));
+    p.in(DNNL_ARG_DIFF_DST, md, 0)
+        .in(DNNL_ARG_SRC, md, 1)
+        .out(DNNL_ARG_DIFF_SRC, md, 0);
+    return std::make_unique<PrimitiveKernel>(spec, std::move(p));
+  });
+}
+
+namespace {
+
+//===----------------------------------------------------------------------===//
 // Add/Sub/Mul/Div with a bf16 result (oneDNN binary)
 //===----------------------------------------------------------------------===//
 

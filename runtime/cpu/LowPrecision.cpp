@@ -144,7 +144,8 @@ static bool takesLowFloat(const std::string &op) {
       "Conv", "ConvGrad", "MatMul", "Gemm", "GemmGrad", "Transpose",
       "BatchNormalization", "BatchNormalizationGrad", "Add", "Sub", "Mul",
       "Div", "Relu", "ReluGrad", "LeakyRelu", "LeakyReluGrad", "Sigmoid",
-      "SigmoidGrad", "Tanh", "TanhGrad", "Elu", "EluGrad", "Abs",
+      "SigmoidGrad", "Tanh", "TanhGrad", "Elu", "EluGrad", "Abs", "Gelu",
+      "GeluGrad",
       // Byte moves of any element type.
       "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Concat",
       "Split", "Expand", "Slice",

@@ -351,8 +351,6 @@ private:
 std::unique_ptr<Kernel> createGelu(const OpSpec &spec, std::string &error) {
   bool grad = spec.opType == "GeluGrad";
   size_t nIn = grad ? 2 : 1;
-  if (!checkSameShapeF32(spec, nIn, error))
-    return nullptr;
   int mode = 2;
   if (spec.opType != "Erf") {
     std::string approx = spec.attrs.getString("approximate", "none");
@@ -361,7 +359,13 @@ std::unique_ptr<Kernel> createGelu(const OpSpec &spec, std::string &error) {
       return nullptr;
     }
     mode = approx == "tanh" ? 1 : 0;
+    if (!spec.inputs.empty() && spec.inputs[0].dtype == DType::BF16 &&
+        checkArity(spec, nIn, nIn, 1, 1, error) &&
+        checkSameShapes(spec, nIn, error))
+      return createDnnlGelu(spec, mode == 1, grad, error);
   }
+  if (!checkSameShapeF32(spec, nIn, error))
+    return nullptr;
   return std::make_unique<GeluKernel>(spec, mode, grad);
 }
 

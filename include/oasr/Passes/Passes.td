@@ -124,6 +124,31 @@ def Autocast : Pass<"oasr-autocast", "::mlir::ModuleOp"> {
 }
 
 //===----------------------------------------------------------------------===//
+// FuseGelu
+//===----------------------------------------------------------------------===//
+
+def FuseGelu : Pass<"oasr-fuse-gelu", "::mlir::ModuleOp"> {
+  let summary = "Fold the exported erf GELU into one Gelu node";
+  let description = [{
+    Exporters before ONNX opset 20 write GELU as five nodes,
+    `Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)` (operands in either
+    order, `Mul(x, 1/sqrt 2)` for the Div), and autodiff differentiates
+    each: eleven forward and backward nodes, each a pass over the tensor.
+    This pass replaces every such chain in `@forward` whose inner values
+    have no other reader by one `Gelu` node (the registry's op, a kernel on
+    every backend), which autodiff turns into one `GeluGrad`.
+
+    The training pipeline runs it with `precision=bf16|f16` (where each
+    pass over the tensor also converts), and leaves an f32 step as it was,
+    bit for bit.
+  }];
+  let dependentDialects = ["::mlir::oasr::OASRDialect"];
+  let statistics = [
+    Statistic<"numFused", "fused", "GELU chains folded into Gelu">
+  ];
+}
+
+//===----------------------------------------------------------------------===//
 // AnnotateCost
 //===----------------------------------------------------------------------===//
 
