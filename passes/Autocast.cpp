@@ -56,6 +56,25 @@ public:
         return src;
       }
     }
+    // Hoisted through a layout op (a view, a Transpose) read only here: the
+    // op moves the narrower elements, and a product can then read the
+    // transposed operand through its strides (oasr-fuse-matmul-transpose).
+    // A widening cast is hoisted through views only (they copy nothing).
+    bool narrowing =
+        elem.getIntOrFloatBitWidth() < type.getElementTypeBitWidth();
+    if (auto def = v.getDefiningOp<NodeOp>();
+        def && v.hasOneUse() && def->getNumResults() == 1 &&
+        ((narrowing && def.is("Transpose")) ||
+         ::oasr::ops::OpRegistry::get().hasTrait(def.getOpType(),
+                                                 ::oasr::ops::View))) {
+      Value src = def->getOperand(0);
+      auto srcType = dyn_cast<RankedTensorType>(src.getType());
+      if (srcType && srcType.getElementType() == type.getElementType()) {
+        def->setOperand(0, castTo(src, elem, def));
+        v.setType(type.clone(elem));
+        return v;
+      }
+    }
     auto key = std::make_pair(v, elem);
     if (auto it = casts.find(key); it != casts.end()) {
       ++numReused;

@@ -763,7 +763,14 @@ private:
       }
 
       if (auto node = dyn_cast<mlir::oasr::NodeOp>(op)) {
-        if (!node.getDomain().empty())
+        // A custom domain's op runs when the registry gives it kernels
+        // (com.microsoft::FusedMatMul, which the compiler emits).
+        const ::oasr::ops::OpDef *def =
+            node.getDomain().empty()
+                ? nullptr
+                : ::oasr::ops::OpRegistry::get().lookup(node);
+        if (!node.getDomain().empty() &&
+            (!def || def->kernels == ::oasr::ops::Kernels::None))
           return opError(op, "custom domain '" + node.getDomain() +
                                  "' is not supported by the runtime");
         StringRef opType = node.getOpType();
@@ -1265,6 +1272,14 @@ private:
           ArenaBuffer buf;
           buf.def = int(k);
           int last = vi.lastUse < 0 ? vi.def : vi.lastUse;
+          // Saved for backward: forward writes it, backward reads it last.
+          if (k < exec->stepInfos.size() && size_t(last) < exec->stepInfos.size() &&
+              exec->stepInfos[k].kind == StepKind::Forward &&
+              exec->stepInfos[size_t(last)].kind == StepKind::Backward) {
+            exec->memStats.savedBytes += vi.desc.bytes();
+            if (isLowFloat(vi.desc.dtype))
+              exec->memStats.savedLowBytes += vi.desc.bytes();
+          }
           buf.lastUse = last < end ? last : ArenaBuffer::kLive;
           buf.bytes = vi.desc.bytes();
           // In place: an elementwise op writes over an operand of its shape

@@ -426,6 +426,19 @@ def g_matmul():
                               ("transpose_units", (1, 33, 1, 40), [3, 1, 2, 0])]:
         x = rnd(*shape)
         cs.append(Case(name, "Transpose", {"perm": perm}).inp(x).out(f64(x.permute(*perm).contiguous())))
+    # FusedMatMul (oasr-fuse-matmul-transpose): operands stored transposed in
+    # their last two axes, batch broadcast, alpha.
+    for name, sa, sb, ta, tb, alpha in [
+        ("fusedmm_ta", (3, 5, 4), (3, 5, 6), 1, 0, 1.0),
+        ("fusedmm_tb", (2, 3, 4, 5), (6, 5), 0, 1, 1.0),
+        ("fusedmm_tab", (4, 17), (9, 4), 1, 1, 1.0),
+        ("fusedmm_bcast_alpha", (2, 1, 5, 4), (1, 3, 6, 5), 1, 1, 0.5),
+    ]:
+        a, b = rnd(*sa), rnd(*sb)
+        la = a.transpose(-1, -2) if ta else a
+        lb = b.transpose(-1, -2) if tb else b
+        attrs = {"transA": ta, "transB": tb, "alpha": alpha}
+        cs.append(Case(name, "FusedMatMul", attrs).inp(a, b).out(f64(alpha * torch.matmul(la, lb))))
     return cs
 
 

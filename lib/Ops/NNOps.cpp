@@ -738,8 +738,10 @@ static Work costGemm(Operation *op) {
 
 static Work costMatMul(Operation *op) {
   auto a = cast<RankedTensorType>(op->getOperand(0).getType());
-  return {2.0 * numel(op->getResult(0)) * a.getShape().back(),
-          trafficBytes(op)};
+  // FusedMatMul {transA}: A is stored [..., K, M].
+  bool transA = intAttr(op, "transA", 0) != 0 && a.getRank() >= 2;
+  int64_t k = transA ? a.getShape()[a.getRank() - 2] : a.getShape().back();
+  return {2.0 * numel(op->getResult(0)) * k, trafficBytes(op)};
 }
 
 static Work costNormGrad(Operation *op) {
@@ -866,8 +868,9 @@ void ::oasr::ops::registerNNOps(OpRegistry &r) {
       .precision(Precision::Lower)
       .shape(shapeFusedMatMul)
       .cost(costMatMul)
-      .noKernels("ONNX Runtime training graphs only: the ORT importer "
-                 "expands it into Transpose + MatMul (+ Mul by alpha)");
+      .cpuOnly("emitted by oasr-fuse-matmul-transpose in bf16/f16 steps, "
+               "which the CUDA backend does not run yet (an ONNX Runtime "
+               "graph's is expanded into Transpose + MatMul on import)");
   r.add("Dropout")
       .shape(shapeDropout)
       .trainingForm(formDropout)

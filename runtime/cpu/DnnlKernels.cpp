@@ -1218,6 +1218,71 @@ static std::unique_ptr<Kernel> createMatMul(const OpSpec &spec,
   });
 }
 
+/// FusedMatMul {transA, transB, alpha} (com.microsoft): MatMul reading a
+/// transposed operand through its strides (no copy). Rank >= 2 operands,
+/// batch dimensions broadcast as MatMul's.
+static std::unique_ptr<Kernel> createFusedMatMul(const OpSpec &spec,
+                                                 std::string &error) {
+  dt type;
+  if (!checkArity(spec, 2, 2, 1, 1, error) ||
+      !uniformFloat(spec, {0, 1}, {0}, type, error))
+    return nullptr;
+  if (spec.attrs.getInt("transBatchA", 0) ||
+      spec.attrs.getInt("transBatchB", 0)) {
+    error = nodeError(spec, "transBatchA/transBatchB are not supported");
+    return nullptr;
+  }
+  bool trans[2] = {spec.attrs.getInt("transA", 0) != 0,
+                   spec.attrs.getInt("transB", 0) != 0};
+  // The logical (untransposed) operands, for MatMul's shape rule.
+  OpSpec logical = spec;
+  for (size_t i = 0; i < 2; ++i) {
+    auto &s = logical.inputs[i].shape;
+    if (s.size() < 2) {
+      error = nodeError(spec, "operands must have rank >= 2");
+      return nullptr;
+    }
+    if (trans[i])
+      std::swap(s[s.size() - 1], s[s.size() - 2]);
+  }
+  dims ad, bd, yd;
+  if (!matMulShapes(logical, ad, bd, yd, error))
+    return nullptr;
+  if (yd.size() > DNNL_MAX_NDIMS) {
+    error = nodeError(spec, "rank above oneDNN's limit");
+    return nullptr;
+  }
+  // A transposed operand's logical view: its stored row-major strides with
+  // the last two swapped.
+  auto view = [&](const dims &d, bool t) {
+    dims stored = d, strides(d.size());
+    if (t)
+      std::swap(stored[d.size() - 1], stored[d.size() - 2]);
+    int64_t acc = 1;
+    for (size_t i = d.size(); i-- > 0;) {
+      strides[i] = acc;
+      acc *= stored[i];
+    }
+    if (t)
+      std::swap(strides[d.size() - 1], strides[d.size() - 2]);
+    return memory::desc(d, type, strides);
+  };
+  float alpha = float(spec.attrs.getFloat("alpha", 1.0));
+  return guardCreate(spec, error, [&]() -> std::unique_ptr<Kernel> {
+    auto amd = view(ad, trans[0]), bmd = view(bd, trans[1]),
+         ymd = plainDesc({yd.begin(), yd.end()}, type);
+    dnnl::primitive_attr attr;
+    if (alpha != 1.0f)
+      attr.set_output_scales(0, {alpha});
+    PlainPrimitive p(dnnl::matmul(dnnl::matmul::primitive_desc(
+        dnnl::matmul::desc(amd, bmd, ymd), attr, engine())));
+    p.in(DNNL_ARG_SRC, amd, 0)
+        .in(DNNL_ARG_WEIGHTS, bmd, 1)
+        .out(DNNL_ARG_DST, ymd, 0);
+    return std::make_unique<PrimitiveKernel>(spec, std::move(p));
+  });
+}
+
 //===----------------------------------------------------------------------===//
 // Eltwise activations and their gradients
 //===----------------------------------------------------------------------===//
@@ -1616,6 +1681,7 @@ void registerDnnlKernels(KernelRegistry &r) {
   r["Gemm"] = createGemm;
   r["GemmGrad"] = createGemmGrad;
   r["MatMul"] = createMatMul;
+  r["FusedMatMul"] = createFusedMatMul;
   for (const EltwiseOp &e : kEltwiseOps) {
     r[e.op] = createEltwise;
     if (e.bwd != dnnl::algorithm::undef)

@@ -141,7 +141,8 @@ bool hasLowFloat(const OpSpec &spec) {
 static bool takesLowFloat(const std::string &op) {
   static const std::set<std::string> ops = {
       // oneDNN bf16 primitives, f32 accumulation and statistics.
-      "Conv", "ConvGrad", "MatMul", "Gemm", "GemmGrad", "Transpose",
+      "Conv", "ConvGrad", "MatMul", "FusedMatMul", "Gemm", "GemmGrad",
+      "Transpose",
       "BatchNormalization", "BatchNormalizationGrad", "Add", "Sub", "Mul",
       "Div", "Relu", "ReluGrad", "LeakyRelu", "LeakyReluGrad", "Sigmoid",
       "SigmoidGrad", "Tanh", "TanhGrad", "Elu", "EluGrad", "Abs", "Gelu",

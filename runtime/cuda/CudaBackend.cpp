@@ -50,6 +50,12 @@ void checkDnn(cudnnStatus_t status, const char *what) {
 // The backend and the kernel base class
 //===----------------------------------------------------------------------===//
 
+/// The convolutions' math: FP32 FMA (f32, matching the CPU backend and
+/// PyTorch's FP32 reference) unless the step is compiled for tf32, where
+/// cuDNN may use TF32 tensor cores. Set by CudaBackend::setPrecision before
+/// any kernel is created (one backend per process).
+static cudnnMathType_t gConvMath = CUDNN_FMA_MATH;
+
 class CudaBackend;
 using Factory = std::function<std::unique_ptr<Kernel>(
     CudaBackend &, const OpSpec &, std::string &)>;
@@ -64,6 +70,22 @@ public:
     cudaStreamDestroy(stream);
   }
   const char *name() const override { return "cuda"; }
+  bool setPrecision(const std::string &precision, std::string &error,
+                    std::string &warning) override {
+    (void)warning;
+    if (precision == "f32" || precision == "tf32") {
+      bool tf32 = precision == "tf32";
+      gConvMath = tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+      checkBlas(cublasSetMathMode(blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                             : CUBLAS_DEFAULT_MATH),
+                "cublasSetMathMode");
+      return true;
+    }
+    error = "the cuda backend has no " + precision +
+            " kernels yet (docs/precision.md); use --precision=tf32 for "
+            "tensor cores on f32 tensors";
+    return false;
+  }
   std::unique_ptr<Kernel> create(const OpSpec &spec,
                                  std::string &error) override {
     return createRegistered(
@@ -687,9 +709,8 @@ public:
              "cudnnSetConvolutionNdDescriptor");
     checkDnn(cudnnSetConvolutionGroupCount(conv, int(group)),
              "cudnnSetConvolutionGroupCount");
-    // Plain FP32 FMA kernels: no TF32 rounding, so gradients match the CPU
-    // backend and PyTorch's FP32 reference.
-    checkDnn(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH),
+    // FP32 FMA kernels unless the step is tf32 (gConvMath).
+    checkDnn(cudnnSetConvolutionMathType(conv, gConvMath),
              "cudnnSetConvolutionMathType");
     return true;
   }

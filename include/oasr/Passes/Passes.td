@@ -149,6 +149,33 @@ def FuseGelu : Pass<"oasr-fuse-gelu", "::mlir::ModuleOp"> {
 }
 
 //===----------------------------------------------------------------------===//
+// FuseMatMulTranspose
+//===----------------------------------------------------------------------===//
+
+def FuseMatMulTranspose : Pass<"oasr-fuse-matmul-transpose", "::mlir::ModuleOp"> {
+  let summary = "Products read transposed operands through their strides";
+  let description = [{
+    Rewrites `MatMul(Transpose(a), b)`, where the Transpose swaps the last two
+    axes, into `com.microsoft::FusedMatMul(a, b) {transA = 1}`, and likewise
+    for `b` (`transB`). The kernel then reads the operand through its
+    strides and no transposed copy is made. Autodiff's MatMul gradients
+    (`dA = dY · Bᵀ`, `dB = Aᵀ · dY`) and exported linear layers
+    (`MatMul(x, Transpose(W))`) all have this form. A Transpose left without
+    readers is erased. A product whose only reader is such a Transpose
+    computes the transposed result itself (`(A·B)ᵀ = Bᵀ·Aᵀ`), as the gradient
+    of a transposed weight needs. The pass runs on `@train_step` (else
+    `@forward`).
+
+    The training pipeline runs it right after autodiff with
+    `precision=bf16|f16`, and leaves an f32 step as it was, bit for bit.
+  }];
+  let dependentDialects = ["::mlir::oasr::OASRDialect"];
+  let statistics = [
+    Statistic<"numFused", "fused", "MatMuls that read a transposed operand">
+  ];
+}
+
+//===----------------------------------------------------------------------===//
 // AnnotateCost
 //===----------------------------------------------------------------------===//
 

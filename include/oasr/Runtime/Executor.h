@@ -115,6 +115,9 @@ struct MemoryStats {
   size_t persistentBytes = 0; ///< params, state, optimizer state, constants
   size_t gradBytes = 0;       ///< fused group buffers (and RS shards)
   size_t wireBytes = 0;       ///< 16-bit copy of the largest group (bf16/f16)
+  /// Activations forward writes and backward reads (kept between the two),
+  /// and how many of those bytes are bf16/f16 (mixed precision).
+  size_t savedBytes = 0, savedLowBytes = 0;
 };
 
 /// How a steady-state plan runs (`oasr.plan`'s `steady`; docs/runtime.md,
