@@ -429,6 +429,11 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
             .value_or(lossName));
     Value seed = nb.splat(loss.getLoc(), loss.getType(), 1.0);
     seed.getDefiningOp()->setAttr(kLayerAttr, lossLayer);
+    // f16 gradients need a loss scale (the runtime writes it here).
+    if (auto p = module->getAttrOfType<StringAttr>(kPrecisionAttr);
+        p && p.getValue() == "f16")
+      seed.getDefiningOp()->setAttr(kLossScaleAttr,
+                                    UnitAttr::get(module.getContext()));
     contribs[loss].push_back(seed);
   }
   for (Operation *op : llvm::reverse(active)) {

@@ -157,6 +157,17 @@ struct Executor::Impl {
   /// group g (for its timing).
   bool deferUpdates = false;
   bool updatesPending = false;
+  /// Dynamic loss scaling (f16): the Constant seeding backward, where each
+  /// step writes the scale (-1: none); the scaler; this step's decision
+  /// (made at its first update, once every group is averaged) and which
+  /// groups it waited for to make it.
+  int lossScaleValue = -1;
+  LossScaler scaler;
+  bool stepDecided = false, stepSkipped = false;
+  std::vector<char> stepWaited;
+  /// Waits for every group, checks the averaged gradients for Inf/NaN and
+  /// updates the scaler: whether this step's updates are skipped.
+  bool decideScaledStep(StepHooks &hooks);
   int64_t pendingT = 0; ///< the update count the pending updates use
   std::vector<std::vector<unsigned>> updatesBefore;
   std::vector<int> updateGroup, waitInstr;
@@ -784,6 +795,12 @@ private:
           if (!id)
             return id.takeError();
           newPersistent(*id);
+          if (op->hasAttr(mlir::oasr::kLossScaleAttr)) {
+            if (I.values[*id].desc.dtype != DType::F32 ||
+                I.values[*id].desc.numel() != 1)
+              return opError(op, "the loss-scale seed must be one f32");
+            I.lossScaleValue = *id;
+          }
           // Big constants (Swin's relative-position index) arrive as resource
           // blobs holding the raw little-endian elements.
           if (auto blobAttr =
@@ -1007,7 +1024,14 @@ private:
             u.nesterov};
         u.ins = ins;
         if (I.values[ins[0]].desc.dtype != DType::F32)
-          return opError(op, "the runtime updates f32 parameters only");
+          return opError(
+              op,
+              std::string("the parameter is ") +
+                  dtypeName(I.values[ins[0]].desc.dtype) +
+                  " (a model exported after .half()?): the runtime updates "
+                  "f32 master weights only; export the model in f32 and "
+                  "train it with --precision=f16 or bf16 "
+                  "(docs/precision.md)");
         // New parameter / state in place when the old value is an argument
         // and nothing reads it after this update.
         for (auto [k, r] : llvm::enumerate(op->getResults())) {
@@ -1436,6 +1460,12 @@ private:
             "optimizer '%s' updates on the '%s' backend are not implemented",
             instr.algo.c_str(), backend.name());
     }
+    if (I.lossScaleValue >= 0 && !I.hostMemory)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "f16 loss scaling runs on host-memory backends; the '%s' backend "
+          "has none",
+          backend.name());
     return llvm::Error::success();
   }
 
@@ -1596,6 +1626,11 @@ private:
       return bad(llvm::formatv("the order has {0} of the {1} pieces",
                                seen.size(), units));
     if (se.forwardWaits) {
+      if (I.lossScaleValue >= 0)
+        return bad("its next forward waits per layer, and an f16 step's loss "
+                   "scaling decides the whole step's updates on every "
+                   "gradient first; plan it with a backward-only strategy "
+                   "(--strategy=oasr) or use --precision=bf16");
       I.deferUpdates = true;
       return planDeferredUpdates(I, exec->stepInfos);
     }
@@ -1666,12 +1701,21 @@ int64_t Executor::numClasses() const {
 /// One optimizer step on the host, oasr.optimizer_update's rules (the
 /// ONNX preview-training optimizers); `t` is the number of earlier updates.
 /// Arithmetic in float, as the reference implementations do.
-static void hostUpdate(const Instr &u, int64_t t) {
+/// One update on host memory. `gs` multiplies the gradient (1 / the loss
+/// scale; exactly 1 otherwise, which leaves every result as it was).
+static void hostUpdate(const Instr &u, int64_t t, float gs = 1.0f) {
   float *p = u.inRefs[0].as<float>();
   const float *g = u.inRefs[1].as<float>();
   float *np = u.outRefs[0].as<float>();
   const int64_t n = u.inRefs[0].numel();
   const float lr = float(u.lr), wd = float(u.weightDecay);
+  std::vector<float> unscaled;
+  if (gs != 1.0f) {
+    unscaled.resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i)
+      unscaled[size_t(i)] = g[i] * gs;
+    g = unscaled.data();
+  }
   if (u.algo == "sgd") {
     if (wd == 0.0f)
       for (int64_t i = 0; i < n; ++i)
@@ -1729,6 +1773,36 @@ static void hostUpdate(const Instr &u, int64_t t) {
   }
 }
 
+/// A skipped update (non-finite scaled gradients): every result keeps its
+/// operand's value.
+static void keepState(const Instr &u) {
+  for (size_t k = 0; k < u.outRefs.size(); ++k) {
+    size_t in = k == 0 ? 0 : k + 1; // param, grad, state...
+    if (in < u.inRefs.size() && u.outRefs[k].data != u.inRefs[in].data)
+      std::memcpy(u.outRefs[k].data, u.inRefs[in].data, u.outRefs[k].bytes());
+  }
+}
+
+bool Executor::Impl::decideScaledStep(StepHooks &hooks) {
+  for (size_t g = 0; g < groupBufs.size(); ++g)
+    if (!stepWaited[g]) {
+      hooks.gradientsNeeded(unsigned(g));
+      stepWaited[g] = 1;
+    }
+  bool finite = true;
+  for (const GroupBuf &b : groupBufs) {
+    const float *f = static_cast<const float *>(b.ptr);
+    size_t n = b.bytes / sizeof(float);
+    bool ok = true;
+    for (size_t i = 0; i < n; ++i)
+      ok &= std::isfinite(f[i]);
+    finite &= ok;
+  }
+  stepDecided = true;
+  stepSkipped = !finite;
+  return stepSkipped;
+}
+
 std::pair<size_t, size_t> pieceSpan(const GradGroup &g, unsigned piece,
                                     unsigned pieces) {
   size_t total = size_t(g.buffer.numel());
@@ -1761,6 +1835,13 @@ void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
   };
   I.uploadBatch();
   const bool defer = I.deferUpdates;
+  const bool scaling = I.lossScaleValue >= 0;
+  if (scaling) {
+    float s = float(I.scaler.scale);
+    I.backend->copyToDevice(I.ref(I.lossScaleValue).data, &s, sizeof s);
+    I.stepDecided = false;
+    I.stepWaited.assign(I.groupBufs.size(), 0);
+  }
   if (defer && timings) {
     // The first step has no updates left over: its waits and updates take
     // no time.
@@ -1794,10 +1875,21 @@ void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
       hooks.gradientsReady(instr.group);
       break;
     case InstrOp::Wait:
+      if (scaling && I.stepWaited[instr.group])
+        break; // waited for to decide the step
       hooks.gradientsNeeded(instr.group);
+      if (scaling)
+        I.stepWaited[instr.group] = 1;
       break;
     case InstrOp::Update:
-      if (I.hostMemory)
+      if (scaling) {
+        if (!I.stepDecided)
+          I.decideScaledStep(hooks);
+        if (I.stepSkipped)
+          keepState(instr);
+        else
+          hostUpdate(instr, I.updatesDone, float(1.0 / I.scaler.scale));
+      } else if (I.hostMemory)
         hostUpdate(instr, I.updatesDone);
       else
         I.backend->update(instr.rule, I.updatesDone, instr.inRefs,
@@ -1814,8 +1906,23 @@ void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
     I.pendingT = I.updatesDone;
     std::fill(I.waited.begin(), I.waited.end(), 0);
   }
+  // A skipped step is no optimizer step (Adam's bias correction counts the
+  // updates applied); the scaler backs off or grows.
+  if (scaling && I.stepDecided) {
+    I.scaler.update(!I.stepSkipped);
+    if (I.stepSkipped) {
+      I.backend->synchronize();
+      return;
+    }
+  }
   ++I.updatesDone;
   I.backend->synchronize();
+}
+
+bool Executor::scalesLoss() const { return impl->lossScaleValue >= 0; }
+LossScaler &Executor::lossScaler() { return impl->scaler; }
+bool Executor::lastStepSkipped() const {
+  return impl->lossScaleValue >= 0 && impl->stepDecided && impl->stepSkipped;
 }
 
 void Executor::Impl::runDeferredUpdate(StepHooks &hooks, unsigned u,

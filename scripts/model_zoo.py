@@ -26,6 +26,13 @@ python3-torchvision):
       perturbed at float32's rounding level (1 + u * 2^-24), so a ReLU kink
       within float32's noise counts against float32, not against luck.
       Exits 1 on any failure.
+  model_zoo.py check NAME DUMP --data DIR --precision bf16
+      The same for a run with --precision=bf16, against PyTorch's own mixed
+      precision: the bound is max(2^-8, 2 * err(PyTorch autocast)), where
+      err(PyTorch autocast) is the worst of torch.autocast("cpu", bfloat16)
+      on the dumped weights and JITTER runs on weights perturbed at bf16's
+      rounding level (1 + u * 2^-9), and 2^-8 is one bf16 rounding step.
+      The loss passes within the same bound.
 
 The gradient dump is oasr-run's --dump-grads output (.json or .npz).
 """
@@ -402,10 +409,13 @@ def read_dump(path):
              for k, v in d["params"].items()}, d["loss"])
 
 
-def reference(name, seed, params, x, y, dtype, jitter=None):
+def reference(name, seed, params, x, y, dtype, jitter=None, autocast=False,
+              jitter_scale=2.0 ** -24):
     """Loss and gradients of PyTorch in `dtype` on the dumped weights; with
-    `jitter` (a seed), every weight is first scaled by 1 + u * 2^-24, u
-    uniform in [-1, 1]: a float32 rounding-level perturbation."""
+    `jitter` (a seed), every weight is first scaled by 1 + u * jitter_scale,
+    u uniform in [-1, 1] (2^-24: a float32 rounding-level perturbation).
+    `autocast` runs forward and loss under torch.autocast("cpu", bfloat16)
+    (a float32 model), as PyTorch's mixed precision does."""
     model = build(name, seed).to(dtype)
     model.train()
     named = dict(model.named_parameters())
@@ -417,12 +427,17 @@ def reference(name, seed, params, x, y, dtype, jitter=None):
         for k, p in named.items():
             w = np.asarray(params[k][0], dtype=np.float64)
             if rng is not None:
-                w = w * (1 + rng.uniform(-1, 1, w.shape) * 2.0 ** -24)
+                w = w * (1 + rng.uniform(-1, 1, w.shape) * jitter_scale)
             p.copy_(torch.tensor(w, dtype=dtype).reshape(p.shape))
     xt = torch.from_numpy(x)
     if xt.is_floating_point():
         xt = xt.to(dtype)
-    logits = model(xt)
+    if autocast:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = model(xt)
+        logits = logits.float()
+    else:
+        logits = model(xt)
     yt = torch.from_numpy(y)
     if logits.dim() == 3:  # next-token: [B, T, V] against [B, T]
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yt.reshape(-1))
@@ -443,13 +458,25 @@ def cmd_check(a):
     # kink (or a gradient is zero in exact arithmetic, e.g. a BatchNorm bias
     # feeding another BatchNorm), which side float32 lands on is luck, and
     # one unperturbed PyTorch run would make the bound luck too.
-    runs = [reference(a.model, a.seed, params, x, y, torch.float32)[1]]
+    low = a.precision == "bf16"
+    # The peer's own error: float32, or PyTorch's bf16 autocast, on the
+    # weights as dumped and on perturbed ones (at that type's rounding).
+    peer = dict(autocast=True, jitter_scale=2.0 ** -9) if low else {}
+    floor = 2.0 ** -8 if low else 1e-4
+    zero_tol = 2.0 ** -8 if low else ZERO_TOL
+    first = reference(a.model, a.seed, params, x, y, torch.float32, **peer)
+    runs, peer_losses = [first[1]], [first[0]]
     for j in range(JITTER):
-        runs.append(reference(a.model, a.seed, params, x, y, torch.float32,
-                              jitter=j)[1])
+        r = reference(a.model, a.seed, params, x, y, torch.float32, jitter=j,
+                      **peer)
+        runs.append(r[1])
+        peer_losses.append(r[0])
     lrel = abs(loss - loss64) / max(abs(loss64), 1e-12)
-    ok = lrel <= 1e-4
-    print(f"loss: oasr {loss:.7g} torch64 {loss64:.7g} rel {lrel:.2e}")
+    lpeer = max(abs(l - loss64) for l in peer_losses) / max(abs(loss64), 1e-12)
+    lbound = max(floor, 2 * lpeer) if low else 1e-4
+    ok = lrel <= lbound
+    print(f"loss: oasr {loss:.7g} torch64 {loss64:.7g} rel {lrel:.2e}"
+          + (f" (torch autocast {lpeer:.2e}, bound {lbound:.2e})" if low else ""))
     worst = 0.0
     # A gradient that is zero in exact arithmetic (a BatchNorm bias whose
     # shift the next BatchNorm removes) has no relative error to speak of:
@@ -465,20 +492,21 @@ def cmd_check(a):
             continue
         if np.linalg.norm(want) <= 1e-12 * gmax:
             err = np.linalg.norm(got - want) / gmax
-            status = "ok" if err <= ZERO_TOL else "MISMATCH"
-            ok &= err <= ZERO_TOL
-            worst = max(worst, err / ZERO_TOL)
+            status = "ok" if err <= zero_tol else "MISMATCH"
+            ok &= err <= zero_tol
+            worst = max(worst, err / zero_tol)
             print(f"{k}: zero in exact arithmetic, err {err:.2e} of the largest "
-                  f"gradient (bound {ZERO_TOL:.0e}) {status}")
+                  f"gradient (bound {zero_tol:.0e}) {status}")
             continue
         norm = max(np.linalg.norm(want), 1e-30)
         err = np.linalg.norm(got - want) / norm
         err32 = max(np.linalg.norm(g[k] - want) for g in runs) / norm
-        bound = max(1e-4, 2 * err32)
+        bound = max(floor, 2 * err32)
         status = "ok" if err <= bound else "MISMATCH"
         ok &= err <= bound
         worst = max(worst, err / bound)
-        print(f"{k}: err {err:.2e} (torch f32 {err32:.2e}, bound {bound:.2e}) {status}")
+        peer_name = "torch autocast" if low else "torch f32"
+        print(f"{k}: err {err:.2e} ({peer_name} {err32:.2e}, bound {bound:.2e}) {status}")
     print(f"{'PASS' if ok else 'FAIL'}: {len(g64)} parameters, "
           f"worst err/bound {worst:.2f}")
     return 0 if ok else 1
@@ -503,6 +531,7 @@ def main():
     c.add_argument("dump")
     c.add_argument("--data", required=True)
     c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--precision", choices=["f32", "bf16"], default="f32")
     a = p.parse_args()
     if a.cmd == "list":
         print("\n".join(sorted(MODELS)))

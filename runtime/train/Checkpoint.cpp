@@ -283,6 +283,13 @@ llvm::Expected<std::string> saveCheckpoint(Executor &exec, DataLoader &data,
       {"data", llvm::json::Object{{"source", options.dataSource},
                                   {"ranks", std::move(dataStates)}}},
       {"rng", llvm::json::Object{{"dropout_positions", std::move(positions)}}},
+      {"loss_scale",
+       exec.scalesLoss()
+           ? llvm::json::Value(llvm::json::Object{
+                 {"scale", exec.lossScaler().scale},
+                 {"good_steps", exec.lossScaler().goodSteps},
+                 {"skipped", exec.lossScaler().skipped}})
+           : llvm::json::Value(nullptr)},
       {"blob",
        llvm::json::Object{{"file", "tensors.bin"},
                           {"bytes", int64_t(blob.size())},
@@ -523,6 +530,14 @@ llvm::Expected<ResumeState> restoreCheckpoint(const CheckpointBytes &bytes,
                                 size_t(n));
   }
   exec.setUpdateCount(m.getInteger("update_count").value_or(0));
+  // An f16 step's loss scaler resumes where it was.
+  if (const llvm::json::Object *ls = m.getObject("loss_scale");
+      ls && exec.scalesLoss()) {
+    LossScaler &s = exec.lossScaler();
+    s.scale = ls->getNumber("scale").value_or(s.scale);
+    s.goodSteps = ls->getInteger("good_steps").value_or(0);
+    s.skipped = ls->getInteger("skipped").value_or(0);
+  }
 
   std::vector<uint64_t> positions;
   if (const llvm::json::Object *rng = m.getObject("rng"))

@@ -205,6 +205,11 @@ void printSummary(std::FILE *out, const TrainSummary &s,
   if (!c.algorithmReport.empty())
     std::fprintf(out, "                   %s\n", c.algorithmReport.c_str());
   std::fprintf(out, "  final loss       %9.4f\n", s.lastLoss);
+  if (s.lossScale > 0)
+    std::fprintf(out,
+                 "  loss scale       %9.0f (f16, dynamic: %lld step(s) "
+                 "skipped for non-finite gradients)\n",
+                 s.lossScale, (long long)s.skippedSteps);
   if (s.trainAccuracy >= 0)
     std::fprintf(out, "  train accuracy   %8.1f%%\n", 100 * s.trainAccuracy);
   if (s.testAccuracy >= 0)

@@ -617,20 +617,6 @@ void Run::describe() {
       exec->groups().size(), m.arenaBytes / 1048576.0,
       m.unsharedBytes / 1048576.0, m.persistentBytes / 1048576.0,
       m.gradBytes / 1048576.0);
-  const std::string &precision = exec->precision();
-  std::printf("oasr-run: precision %s (%s); saved for backward %.1f MiB, "
-              "%.1f MiB of it in 16 bits\n",
-              precision.c_str(),
-              precision == "f32"    ? "the default"
-              : precision == "tf32" ? "f32 tensors, products on TF32 tensor "
-                                      "cores"
-                                    : "mixed: products in 16 bits, f32 "
-                                      "master weights, optimizer state and "
-                                      "gradients",
-              m.savedBytes / 1048576.0, m.savedLowBytes / 1048576.0);
-  if (!exec->precisionWarning().empty())
-    llvm::errs() << "oasr-run: warning: --precision=" << exec->precision()
-                 << ": " << exec->precisionWarning() << "\n";
   const SteadyExecution &st = exec->steady();
   if (!st.order.empty()) {
     unsigned allreduces = 0, scatters = 0;
@@ -650,6 +636,20 @@ void Run::describe() {
                                 : "the next forward waits for every group",
                 units.c_str());
   }
+  const std::string &precision = exec->precision();
+  std::printf("oasr-run: precision %s (%s); saved for backward %.1f MiB, "
+              "%.1f MiB of it in 16 bits\n",
+              precision.c_str(),
+              precision == "f32"    ? "the default"
+              : precision == "tf32" ? "f32 tensors, products on TF32 tensor "
+                                      "cores"
+                                    : "mixed: products in 16 bits, f32 "
+                                      "master weights, optimizer state and "
+                                      "gradients",
+              m.savedBytes / 1048576.0, m.savedLowBytes / 1048576.0);
+  if (!exec->precisionWarning().empty())
+    llvm::errs() << "oasr-run: warning: --precision=" << exec->precision()
+                 << ": " << exec->precisionWarning() << "\n";
   std::fflush(stdout);
 }
 

@@ -1204,7 +1204,13 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
             Rec{0, double(history.base + k), times[k].startUs, times[k].endUs});
 
     double loss = exec.loss();
-    if (!std::isfinite(loss) && !options.allowNonFinite) {
+    if (exec.scalesLoss()) {
+      summary.lossScale = exec.lossScaler().scale;
+      summary.skippedSteps = exec.lossScaler().skipped;
+    }
+    // A step the loss scaler skipped changed nothing: not a NaN stop.
+    if (!std::isfinite(loss) && !options.allowNonFinite &&
+        !exec.lastStepSkipped()) {
       exec.completeUpdates(algo); // "after the step's update"
       std::string what = exec.firstNonFinite();
       what = what.empty() ? "every parameter and forward result is finite"

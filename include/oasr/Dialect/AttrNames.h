@@ -40,6 +40,9 @@ constexpr llvm::StringLiteral kCommAttr = "oasr.comm";
 /// The step's precision (`oasr-autocast`): "tf32", "bf16" or "f16"; absent
 /// for f32.
 constexpr llvm::StringLiteral kPrecisionAttr = "oasr.precision";
+/// On the Constant that seeds backward (d loss = 1) of an f16 step: the
+/// runtime writes the loss scale there every step (dynamic loss scaling).
+constexpr llvm::StringLiteral kLossScaleAttr = "oasr.loss_scale";
 constexpr llvm::StringLiteral kCostModelAttr = "oasr.cost_model";
 constexpr llvm::StringLiteral kLossAttr = "oasr.loss";
 constexpr llvm::StringLiteral kSourceAttr = "oasr.source";

@@ -14,6 +14,7 @@
 
 #include "oasr/Runtime/GradWire.h"
 #include "oasr/Runtime/Kernel.h"
+#include "oasr/Runtime/LossScale.h"
 #include "oasr/Schedule/Steady.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -222,6 +223,12 @@ public:
   /// "f16") and the backend's warning about it (empty when none).
   const std::string &precision() const { return precisionName; }
   const std::string &precisionWarning() const { return precisionWarn; }
+  /// Dynamic loss scaling (f16 steps): whether the step scales its loss,
+  /// the scaler's state (checkpoints save and restore it), and whether the
+  /// last step was skipped for non-finite gradients.
+  bool scalesLoss() const;
+  LossScaler &lossScaler();
+  bool lastStepSkipped() const;
   /// Where the compiler's per-op costs came from (`oasr.cost_model`'s
   /// source and file: "roofline", "profile p.json"); empty when unknown.
   const std::string &costSource() const { return costs; }

@@ -268,6 +268,10 @@ struct TrainSummary {
   /// (stragglerFactor; sync SGD on several ranks, else 1).
   double stragglerFactor = 1;
   double lastLoss = 0;
+  /// f16 loss scaling: the scale at the end (-1: the step scales no loss)
+  /// and the steps skipped for non-finite gradients.
+  double lossScale = -1;
+  int64_t skippedSteps = 0;
   double trainAccuracy = -1; ///< over the last logging interval
   double testAccuracy = -1;  ///< -1 when there is no test split
   int64_t testSamples = 0;
