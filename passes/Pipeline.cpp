@@ -28,8 +28,10 @@ void mlir::oasr::populateTrainPipeline(OpPassManager &pm,
   autodiff.labelName = opts.label;
   autodiff.ignoreIndex = opts.ignoreIndex;
   pm.addPass(createAutodiff(autodiff));
-  if (opts.precision == "bf16" || opts.precision == "f16")
+  if (opts.precision == "bf16" || opts.precision == "f16") {
     pm.addPass(createFuseMatMulTranspose());
+    pm.addPass(createFuseCasts());
+  }
 
   AnnotateCostOptions cost;
   cost.device = opts.device;

@@ -66,6 +66,7 @@ class Case:
         self.seed = seed
         self.inputs = []  # tensors
         self.outputs = []  # (tensor or (dtype, shape), compare, used)
+        self.f32_outputs = set()  # results kept f32 under --precision bf16
 
     def inp(self, *ts):
         self.inputs += ts
@@ -113,9 +114,10 @@ def low_input(op, i, t):
     return bool(torch.equal(t.float().to(torch.bfloat16).double(), t.double()))
 
 
-def low_output(op, i, t):
+def low_output(case, i, t):
     return (PRECISION == "bf16" and (isinstance(t, tuple) and t[0] == "f32" or is_float(t))
-            and i not in KEEP_F32.get(op, (set(), set()))[1])
+            and i not in KEEP_F32.get(case.op, (set(), set()))[1]
+            and i not in case.f32_outputs)
 
 
 def f64(t):
@@ -178,7 +180,7 @@ def write_cases(out_dir, cases, manifest):
             if compare:
                 fname = f"{c.name}.out{i}.bin"
                 write_tensor(os.path.join(out_dir, fname), t)
-            low = low_output(c.op, i, t)
+            low = low_output(c, i, t)
             manifest.append("out " + desc(t, low).format(fname) + ("" if used else " unused"))
         manifest.append("end")
 
@@ -397,7 +399,12 @@ def g_gemm():
     cs += gemm_cases("gemm_scalar_c", 7, 3, 5, 0, 0, 1.0, 1.0, ())
     cs += gemm_cases("gemm_nobias", 16, 64, 32, 0, 1, 1.0, 1.0, None)
     cs += gemm_cases("gemm_fc", 32, 512, 100, 0, 1, 1.0, 1.0, (100,))
-    return cs
+    # Products that write f32 from bf16 operands (oasr-fuse-casts): the
+    # classifier's logits and a weight gradient with its bias gradient.
+    wide = gemm_cases("gemm_wide", 16, 48, 24, 0, 1, 1.0, 1.0, (24,))
+    wide[0].f32_outputs = {0}
+    wide[1].f32_outputs = {1, 2}
+    return cs + wide
 
 
 @group("matmul")
@@ -439,7 +446,12 @@ def g_matmul():
         lb = b.transpose(-1, -2) if tb else b
         attrs = {"transA": ta, "transB": tb, "alpha": alpha}
         cs.append(Case(name, "FusedMatMul", attrs).inp(a, b).out(f64(alpha * torch.matmul(la, lb))))
-    return cs
+    a, b = rnd(6, 16), rnd(6, 8)
+    wide = Case("fusedmm_wide_ta", "FusedMatMul", {"transA": 1}).inp(a, b).out(f64(a.t() @ b))
+    a, b = rnd(2, 5, 16), rnd(16, 8)
+    wide2 = Case("matmul_wide", "MatMul").inp(a, b).out(f64(torch.matmul(a, b)))
+    wide.f32_outputs = wide2.f32_outputs = {0}
+    return cs + [wide, wide2]
 
 
 # ------------------------------------------------------------------ loss ----

@@ -855,16 +855,23 @@ void ::oasr::ops::registerNNOps(OpRegistry &r) {
       .cost(costNormGrad);
   r.add("Gemm")
       .precision(Precision::Lower)
+      .traits(WideResults)
       .shape(shapeGemm)
       .grad(gradGemm)
       .cost(costGemm);
-  r.add("GemmGrad").precision(Precision::Lower).traits(Gradient).cost(costGemm);
+  r.add("GemmGrad")
+      .precision(Precision::Lower)
+      .traits(WideResults)
+      .traits(Gradient)
+      .cost(costGemm);
   r.add("MatMul")
       .precision(Precision::Lower)
+      .traits(WideResults)
       .shape(shapeMatMul)
       .grad(gradMatMul)
       .cost(costMatMul);
   r.add("FusedMatMul", 1, "com.microsoft")
+      .traits(WideResults)
       .precision(Precision::Lower)
       .shape(shapeFusedMatMul)
       .cost(costMatMul)

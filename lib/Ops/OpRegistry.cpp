@@ -163,7 +163,8 @@ void OpRegistry::printMarkdown(llvm::raw_ostream &os) const {
       std::string traits;
       for (auto [t, name] :
            {std::pair{View, "view"}, std::pair{InPlace, "in place"},
-            std::pair{Elementwise, "elementwise"}})
+            std::pair{Elementwise, "elementwise"},
+            std::pair{WideResults, "f32 results"}})
         if (d.has(t))
           traits += traits.empty() ? name : std::string(", ") + name;
       auto mark = [](bool b) { return b ? "yes" : ""; };

@@ -159,9 +159,11 @@ static memory::desc anyDesc(const dims &d, dt type = dt::f32) {
 /// f32 or all bf16 (oneDNN's bf16 primitives accumulate in f32); a mix, or
 /// another type, is an error naming the tensor (the backend then runs the
 /// f32 kernel on widened copies).
+/// `wideOutputs`: a product of bf16 operands may write f32 results (oneDNN
+/// accumulates in f32; oasr-fuse-casts folds a widening Cast into it).
 static bool uniformFloat(const OpSpec &spec, const std::vector<size_t> &ins,
                          const std::vector<size_t> &outs, dt &type,
-                         std::string &error) {
+                         std::string &error, bool wideOutputs = false) {
   DType want = DType::F32;
   for (size_t i : ins)
     if (i < spec.inputs.size() && spec.inputs[i].dtype == DType::BF16)
@@ -170,9 +172,15 @@ static bool uniformFloat(const OpSpec &spec, const std::vector<size_t> &ins,
   for (size_t i : ins)
     if (i < spec.inputs.size() && !checkDType(spec, true, i, want, error))
       return false;
-  for (size_t i : outs)
-    if (i < spec.outputs.size() && !checkDType(spec, false, i, want, error))
+  for (size_t i : outs) {
+    if (i >= spec.outputs.size())
+      continue;
+    if (wideOutputs && want == DType::BF16 &&
+        spec.outputs[i].dtype == DType::F32)
+      continue;
+    if (!checkDType(spec, false, i, want, error))
       return false;
+  }
   return true;
 }
 
@@ -942,9 +950,13 @@ static memory::desc matDesc(int64_t rows, int64_t cols, bool transposed,
 static PlainPrimitive matMul2D(int64_t m, int64_t k, int64_t n, bool ta,
                                bool tb, float alpha, size_t a, size_t b,
                                size_t c, dt type = dt::f32,
-                               std::optional<size_t> rowBias = {}) {
+                               std::optional<size_t> rowBias = {},
+                               dt outType = dt::undef) {
+  if (outType == dt::undef)
+    outType = type;
   auto amd = matDesc(m, k, ta, type), bmd = matDesc(k, n, tb, type),
-       cmd = matDesc(m, n, false, type), biasMd = matDesc(1, n, false, type);
+       cmd = matDesc(m, n, false, outType),
+       biasMd = matDesc(1, n, false, type);
   dnnl::primitive_attr attr;
   if (alpha != 1.0f)
     attr.set_output_scales(0, {alpha});
@@ -991,7 +1003,8 @@ public:
              bool fusedBias)
       : CpuKernel(spec), g(g), kind(fusedBias ? BiasKind::None : kind),
         mm(matMul2D(g.m, g.k, g.n, g.ta, g.tb, g.alpha, 0, 1, 0, type,
-                    fusedBias ? std::optional<size_t>(2) : std::nullopt)) {}
+                    fusedBias ? std::optional<size_t>(2) : std::nullopt,
+                    dataType(spec.outputs[0]))) {}
   void compute(const std::vector<TensorRef> &in,
                const std::vector<TensorRef> &out) override {
     mm.run(in, out);
@@ -1038,7 +1051,8 @@ static std::unique_ptr<Kernel> createGemm(const OpSpec &spec,
                                           std::string &error) {
   dt type;
   if (!checkArity(spec, 2, 3, 1, 1, error) ||
-      !uniformFloat(spec, {0, 1, 2}, {0}, type, error))
+      !uniformFloat(spec, {0, 1, 2}, {0}, type, error,
+                    /*wideOutputs=*/true))
     return nullptr;
   GemmShape g;
   BiasKind kind = BiasKind::None;
@@ -1072,15 +1086,19 @@ public:
     // or [N,K].
     if (outputUsed(spec, 0)) {
       if (!g.ta) // dA[M,K] = dY[M,N] * op(B)^T[N,K]
-        mmA.emplace(matMul2D(g.m, g.n, g.k, false, !g.tb, g.alpha, 0, 2, 0, type));
+        mmA.emplace(matMul2D(g.m, g.n, g.k, false, !g.tb, g.alpha, 0, 2, 0, type, {},
+                             dataType(spec.outputs[0])));
       else // dA[K,M] = op(B)[K,N] * dY^T[N,M]
-        mmA.emplace(matMul2D(g.k, g.n, g.m, g.tb, true, g.alpha, 2, 0, 0, type));
+        mmA.emplace(matMul2D(g.k, g.n, g.m, g.tb, true, g.alpha, 2, 0, 0, type, {},
+                             dataType(spec.outputs[0])));
     }
     if (outputUsed(spec, 1)) {
       if (!g.tb) // dB[K,N] = op(A)^T[K,M] * dY[M,N]
-        mmB.emplace(matMul2D(g.k, g.m, g.n, !g.ta, false, g.alpha, 1, 0, 1, type));
+        mmB.emplace(matMul2D(g.k, g.m, g.n, !g.ta, false, g.alpha, 1, 0, 1, type, {},
+                             dataType(spec.outputs[1])));
       else // dB[N,K] = dY^T[N,M] * op(A)[M,K]
-        mmB.emplace(matMul2D(g.n, g.m, g.k, true, g.ta, g.alpha, 0, 1, 1, type));
+        mmB.emplace(matMul2D(g.n, g.m, g.k, true, g.ta, g.alpha, 0, 1, 1, type, {},
+                             dataType(spec.outputs[1])));
     }
   }
   void compute(const std::vector<TensorRef> &in,
@@ -1094,9 +1112,9 @@ public:
     if (!bf16)
       return reduceBias(in[0].as<float>(), out[2].as<float>());
     // bf16 dY: a row bias is summed from widened copies of 64-column
-    // strips, then rounded once.
+    // strips, then rounded once (or written f32).
     const uint16_t *dyh = in[0].as<uint16_t>();
-    uint16_t *dch = out[2].as<uint16_t>();
+    const bool wide = out[2].desc.dtype == DType::F32;
     const int64_t m = g.m, n = g.n;
     const float beta = g.beta;
 #pragma omp parallel for schedule(static)
@@ -1106,8 +1124,12 @@ public:
       for (int64_t i = 0; i < m; ++i)
         for (int64_t j = j0; j < j1; ++j)
           acc[j - j0] += bf16ToFloat(dyh[i * n + j]);
-      for (int64_t j = j0; j < j1; ++j)
-        dch[j] = floatToBF16(beta * acc[j - j0]);
+      for (int64_t j = j0; j < j1; ++j) {
+        if (wide)
+          out[2].as<float>()[j] = beta * acc[j - j0];
+        else
+          out[2].as<uint16_t>()[j] = floatToBF16(beta * acc[j - j0]);
+      }
     }
   }
 
@@ -1165,7 +1187,8 @@ static std::unique_ptr<Kernel> createGemmGrad(const OpSpec &spec,
                                               std::string &error) {
   dt type;
   if (!checkArity(spec, 3, 3, 2, 3, error) ||
-      !uniformFloat(spec, {0, 1, 2}, {0, 1, 2}, type, error))
+      !uniformFloat(spec, {0, 1, 2}, {0, 1, 2}, type, error,
+                    /*wideOutputs=*/true))
     return nullptr;
   GemmShape g;
   if (!gemmGradShape(spec, g, error))
@@ -1187,10 +1210,10 @@ static std::unique_ptr<Kernel> createGemmGrad(const OpSpec &spec,
 /// MatMul with numpy semantics (1-D operands promoted, batch dims
 /// broadcast), on oneDNN's batched matmul.
 static PlainPrimitive matMul(const dims &ad, const dims &bd, const dims &yd,
-                             dt type) {
+                             dt type, dt outType) {
   auto amd = plainDesc({ad.begin(), ad.end()}, type),
        bmd = plainDesc({bd.begin(), bd.end()}, type),
-       ymd = plainDesc({yd.begin(), yd.end()}, type);
+       ymd = plainDesc({yd.begin(), yd.end()}, outType);
   PlainPrimitive p(dnnl::matmul(dnnl::matmul::primitive_desc(
       dnnl::matmul::desc(amd, bmd, ymd), engine())));
   p.in(DNNL_ARG_SRC, amd, 0)
@@ -1203,7 +1226,7 @@ static std::unique_ptr<Kernel> createMatMul(const OpSpec &spec,
                                             std::string &error) {
   dt type;
   if (!checkArity(spec, 2, 2, 1, 1, error) ||
-      !uniformFloat(spec, {0, 1}, {0}, type, error))
+      !uniformFloat(spec, {0, 1}, {0}, type, error, /*wideOutputs=*/true))
     return nullptr;
   dims ad, bd, yd;
   if (!matMulShapes(spec, ad, bd, yd, error))
@@ -1214,7 +1237,8 @@ static std::unique_ptr<Kernel> createMatMul(const OpSpec &spec,
     return nullptr;
   }
   return guardCreate(spec, error, [&] {
-    return std::make_unique<PrimitiveKernel>(spec, matMul(ad, bd, yd, type));
+    return std::make_unique<PrimitiveKernel>(
+        spec, matMul(ad, bd, yd, type, dataType(spec.outputs[0])));
   });
 }
 
@@ -1225,7 +1249,7 @@ static std::unique_ptr<Kernel> createFusedMatMul(const OpSpec &spec,
                                                  std::string &error) {
   dt type;
   if (!checkArity(spec, 2, 2, 1, 1, error) ||
-      !uniformFloat(spec, {0, 1}, {0}, type, error))
+      !uniformFloat(spec, {0, 1}, {0}, type, error, /*wideOutputs=*/true))
     return nullptr;
   if (spec.attrs.getInt("transBatchA", 0) ||
       spec.attrs.getInt("transBatchB", 0)) {
@@ -1270,7 +1294,7 @@ static std::unique_ptr<Kernel> createFusedMatMul(const OpSpec &spec,
   float alpha = float(spec.attrs.getFloat("alpha", 1.0));
   return guardCreate(spec, error, [&]() -> std::unique_ptr<Kernel> {
     auto amd = view(ad, trans[0]), bmd = view(bd, trans[1]),
-         ymd = plainDesc({yd.begin(), yd.end()}, type);
+         ymd = plainDesc({yd.begin(), yd.end()}, dataType(spec.outputs[0]));
     dnnl::primitive_attr attr;
     if (alpha != 1.0f)
       attr.set_output_scales(0, {alpha});

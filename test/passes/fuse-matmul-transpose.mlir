@@ -17,7 +17,7 @@
 // PIPE-NOT: "Transpose"
 // PIPE: "FusedMatMul"({{.*}}) {{.*}}transA = 0 : i64, transB = 1 : i64
 // PIPE-NOT: "Transpose"
-// PIPE: "FusedMatMul"({{.*}}) {{.*}}transA = 1 : i64, transB = 0 : i64{{.*}} -> tensor<5x4xbf16>
+// PIPE: "FusedMatMul"({{.*}}) {{.*}}transA = 1 : i64, transB = 0 : i64{{.*}} -> tensor<5x4xf32>
 // PIPE-NOT: "Transpose"
 // PIPE: return
 // F32-LABEL: func.func @train_step

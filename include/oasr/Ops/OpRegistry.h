@@ -176,6 +176,10 @@ enum OpTrait : unsigned {
   /// A gradient op: autodiff emits it, import does not (unless a training
   /// graph carries it).
   Gradient = 1u << 3,
+  /// A product whose kernels may write f32 results from 16-bit operands
+  /// (they accumulate in f32): oasr-fuse-casts folds a widening Cast of its
+  /// result into it.
+  WideResults = 1u << 4,
 };
 
 /// Which kernel backends must implement an op.

@@ -176,6 +176,31 @@ def FuseMatMulTranspose : Pass<"oasr-fuse-matmul-transpose", "::mlir::ModuleOp">
 }
 
 //===----------------------------------------------------------------------===//
+// FuseCasts
+//===----------------------------------------------------------------------===//
+
+def FuseCasts : Pass<"oasr-fuse-casts", "::mlir::ModuleOp"> {
+  let summary = "A product writes the f32 its only reader widens it to";
+  let description = [{
+    In a mixed-precision step a parameter's gradient leaves its product in
+    16 bits and the gradient of the parameter's Cast widens it to f32 for
+    the master weights; a classifier's logits are widened for the loss the
+    same way. When a product's result has no reader but such a widening
+    `Cast`, and the op accumulates in f32 (the registry's *f32 results*
+    trait: MatMul, FusedMatMul, Gemm, GemmGrad), the product writes the f32
+    result itself. That saves one pass over the tensor and one rounding. The
+    pass runs on `@train_step` (else `@forward`).
+
+    The training pipeline runs it last among the fusions under
+    `precision=bf16|f16`.
+  }];
+  let dependentDialects = ["::mlir::oasr::OASRDialect"];
+  let statistics = [
+    Statistic<"numFused", "fused", "Widening casts folded into their product">
+  ];
+}
+
+//===----------------------------------------------------------------------===//
 // AnnotateCost
 //===----------------------------------------------------------------------===//
 

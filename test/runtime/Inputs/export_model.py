@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Exports the small seeded PyTorch models some runtime tests train.
 
-    export_model.py {cifar-cnn,wide} OUT.onnx [--hidden H] [--seed 0]
+    export_model.py {cifar-cnn,wide,digits-cnn} OUT.onnx [--hidden H] [--seed 0]
 
 cifar-cnn: 3x32x32 input (CIFAR-10 records): conv -> BN -> relu -> maxpool
     -> conv -> relu -> avgpool -> flatten -> gemm.
@@ -11,6 +11,9 @@ wide: 3x8x8 input: conv -> BN -> relu -> maxpool -> flatten -> gemm (128 ->
     gradients, and a large H makes an allreduce outlast the rest of backward.
     `--dropout P` adds dropout (training mode) after fc1's relu.
 
+digits-cnn: 1x8x8 input (scikit-learn's digits as IDX): conv -> BN -> relu
+    -> flatten -> gemm (512 -> 64) -> relu -> gemm.
+
 Exported like scripts/torch_reference.py does (training mode, no constant
 folding, symbolic batch).
 """
@@ -19,7 +22,7 @@ import argparse
 import torch
 
 p = argparse.ArgumentParser()
-p.add_argument("model", choices=["cifar-cnn", "wide"])
+p.add_argument("model", choices=["cifar-cnn", "wide", "digits-cnn"])
 p.add_argument("out")
 p.add_argument("--hidden", type=int, default=2560)
 p.add_argument("--seed", type=int, default=0)
@@ -59,8 +62,22 @@ class Wide(torch.nn.Module):
         return self.fc2(x)
 
 
+class DigitsCNN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 8, 3, padding=1, bias=False)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.fc1 = torch.nn.Linear(8 * 8 * 8, 64)
+        self.fc2 = torch.nn.Linear(64, 10)
+
+    def forward(self, x):
+        x = F.relu(self.bn(self.conv(x)))
+        return self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
+
+
 model, shape = {"cifar-cnn": (CifarCNN, (3, 32, 32)),
-                "wide": (Wide, (3, 8, 8))}[a.model]
+                "wide": (Wide, (3, 8, 8)),
+                "digits-cnn": (DigitsCNN, (1, 8, 8))}[a.model]
 model = model()
 model.train()
 torch.onnx.export(model, torch.randn(2, *shape), a.out,
