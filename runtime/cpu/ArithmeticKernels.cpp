@@ -292,6 +292,8 @@ private:
 };
 
 std::unique_ptr<Kernel> createSum(const OpSpec &spec, std::string &error) {
+  if (spec.outputs.size() == 1 && spec.outputs[0].dtype == DType::BF16)
+    return createDnnlSum(spec, error);
   if (!checkArity(spec, 1, 1024, 1, 1, error) ||
       !checkBroadcastOperands(spec, error))
     return nullptr;

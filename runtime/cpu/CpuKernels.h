@@ -76,6 +76,10 @@ std::unique_ptr<Kernel> createBatchNormGradBF16(const OpSpec &spec);
 std::unique_ptr<Kernel> createDnnlGelu(const OpSpec &spec, bool tanh,
                                        bool grad, std::string &error);
 
+/// Sum of bf16 operands of the result's shape on oneDNN's sum primitive
+/// (f32 accumulation); null with `error` for other forms.
+std::unique_ptr<Kernel> createDnnlSum(const OpSpec &spec, std::string &error);
+
 /// The process-wide oneDNN CPU engine.
 dnnl::engine &engine();
 /// A oneDNN stream for the calling thread (CPU streams execute in order on

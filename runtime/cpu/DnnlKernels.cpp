@@ -1564,6 +1564,30 @@ namespace {
 
 } // namespace
 
+std::unique_ptr<Kernel> createDnnlSum(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 1024,
+                  1, 1, error))
+    return nullptr;
+  const auto &ys = spec.outputs[0].shape;
+  for (size_t i = 0; i < spec.inputs.size(); ++i)
+    if (spec.inputs[i].dtype != DType::BF16 || spec.inputs[i].shape != ys ||
+        ys.empty() || ys.size() > DNNL_MAX_NDIMS) {
+      error = nodeError(spec, "no oneDNN sum form; the backend widens it");
+      return nullptr;
+    }
+  return guardCreate(spec, error, [&]() -> std::unique_ptr<Kernel> {
+    auto md = plainDesc(ys, dt::bf16);
+    std::vector<memory::desc> srcs(spec.inputs.size(), md);
+    std::vector<float> scales(spec.inputs.size(), 1.0f);
+    PlainPrimitive p(dnnl::sum(dnnl::sum::primitive_desc(md, scales, srcs,
+                                                         engine())));
+    for (size_t i = 0; i < spec.inputs.size(); ++i)
+      p.in(DNNL_ARG_MULTIPLE_SRC + int(i), md, i);
+    p.out(DNNL_ARG_DST, md, 0);
+    return std::make_unique<PrimitiveKernel>(spec, std::move(p));
+  });
+}
+
 std::unique_ptr<Kernel> createDnnlBinary(const OpSpec &spec,
                                          std::string &error) {
   if (!checkArity(spec, 2, 2, 1, 1, error))

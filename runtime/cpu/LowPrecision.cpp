@@ -149,7 +149,7 @@ static bool takesLowFloat(const std::string &op) {
       "GeluGrad",
       // Byte moves of any element type.
       "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Concat",
-      "Split", "Expand", "Slice",
+      "Split", "Expand", "Slice", "SliceGrad", "Sum",
       // Converts between any two types.
       "Cast"};
   return ops.count(op) != 0;

@@ -492,22 +492,28 @@ public:
                   std::vector<int64_t> step)
       : CpuKernel(spec), dxShape(spec.outputs[0].shape),
         dyShape(spec.inputs[0].shape), start(std::move(start)),
-        step(std::move(step)) {}
+        step(std::move(step)), esize(dtypeSize(spec.outputs[0].dtype)) {}
   void compute(const std::vector<TensorRef> &in,
                const std::vector<TensorRef> &out) override {
+    // Zero bits are 0.0 in f32, bf16 and f16 alike.
     std::memset(out[0].data, 0, out[0].bytes());
     stridedCopy(static_cast<const char *>(out[0].data), dxShape,
-                static_cast<char *>(in[0].data), dyShape, start, step,
-                sizeof(float), true);
+                static_cast<char *>(in[0].data), dyShape, start, step, esize,
+                true);
   }
 
 private:
   std::vector<int64_t> dxShape, dyShape, start, step;
+  size_t esize;
 };
 
 std::unique_ptr<Kernel> createSliceGrad(const OpSpec &spec,
                                         std::string &error) {
-  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
+  // f32, or a 16-bit float (moved as bytes) in and out alike.
+  if (!checkArity(spec, 1, 1, 1, 1, error) ||
+      !(isLowFloat(spec.inputs[0].dtype)
+            ? checkDType(spec, false, 0, spec.inputs[0].dtype, error)
+            : checkAllF32(spec, {0}, {0}, error)))
     return nullptr;
   std::vector<int64_t> start, step;
   std::string why;
