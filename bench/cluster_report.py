@@ -27,8 +27,12 @@ def model_spread(models):
 
 loads = [r["load"] for r in d["runs"]]
 wire = d.get("grad_dtype", "f32")
+precision = d.get("precision", "f32")
 print(f"# Emulated cluster: {d['nodes']} nodes at {d['rate']}, {d['model']}"
-      + ("" if wire == "f32" else f", gradients in {wire} on the wire") + "\n")
+      + ("" if wire == "f32" else f", gradients in {wire} on the wire")
+      + ("" if precision == "f32" else
+         f", {precision} mixed precision (oasr --precision={precision}; "
+         f"PyTorch torch.autocast {precision})") + "\n")
 print(f"{d['date']}, {d['machine']}; load average (1 min) before the runs "
       f"{min(loads):.2f}-{max(loads):.2f}, median {statistics.median(loads):.2f}. "
       f"`scripts/cluster.sh up {d['nodes']} --rate={d['rate']}` (one rank per node, "

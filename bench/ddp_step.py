@@ -61,6 +61,9 @@ def main():
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--grad-dtype", default="f32", choices=["f32", "bf16", "f16"],
                    help="gradients on the wire (DDP's compression hooks)")
+    p.add_argument("--precision", default="f32", choices=["f32", "bf16"],
+                   help="bf16: forward and loss under torch.autocast(\"cpu\", bfloat16), "
+                        "PyTorch's mixed precision on the CPU")
     a = p.parse_args()
     rank = env_int(["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "RANK"])
     world = env_int(["OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"])
@@ -108,7 +111,8 @@ def main():
     def step():
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(ddp(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = F.cross_entropy(ddp(x), y)
         loss.backward()
         opt.step()
         return time.perf_counter() - t0
@@ -132,7 +136,7 @@ def main():
     comp = statistics.fmean(compute[1:])
     grad_bytes = sum(q.numel() * q.element_size() for q in model.parameters() if q.requires_grad)
     print(f"ddp {a.model}: {world} rank(s), gloo over {a.ifname}, bucket_cap_mb {a.bucket_cap_mb:g}, "
-          f"gradients in {a.grad_dtype} on the wire, "
+          f"gradients in {a.grad_dtype} on the wire, compute in {a.precision}, "
           f"{buckets} bucket(s), {grad_bytes} gradient bytes; torch {torch.__version__}")
     print(f"  mean iteration   {mean * 1e3:9.3f} ms (median {med * 1e3:.3f} ms, "
           f"range {min(times[1:]) * 1e3:.3f}-{max(times[1:]) * 1e3:.3f} ms)")

@@ -28,7 +28,9 @@
 # "Re-planning from the run"), PROFILE_EVERY_ROUND (with MODEL_FROM=run,
 # 1 by default: that run is repeated at the start of every round and the
 # round's plans and predictions come from it), PROFILE_REPLAN (that run's
-# --replan, every:2xSTEPS-1: one re-plan from all its steps). Writes bench/results/cluster-MODEL-NODESxRATE[-GRAD_DTYPE][SUFFIX]
+# --replan, every:2xSTEPS-1: one re-plan from all its steps), PRECISION
+# (f32; bf16: oasr-run --precision=bf16 and DDP under torch.autocast bf16).
+# Writes bench/results/cluster-MODEL-NODESxRATE[-GRAD_DTYPE][-ampPRECISION][SUFFIX]
 # .{json,md}. Needs root (namespaces).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -49,8 +51,9 @@ CLUSTER="$ROOT/scripts/cluster.sh --name=bench"
 WORK=$BUILD/bench-cluster
 OUT=$ROOT/bench/results
 GRAD_DTYPE=${GRAD_DTYPE:-f32}
+PRECISION=${PRECISION:-f32}
 MODEL_FROM=${MODEL_FROM:-calibration}
-TAG=cluster-$NAME-${NODES}x$RATE$([ "$GRAD_DTYPE" = f32 ] || echo "-$GRAD_DTYPE")${SUFFIX:-}
+TAG=cluster-$NAME-${NODES}x$RATE$([ "$GRAD_DTYPE" = f32 ] || echo "-$GRAD_DTYPE")$([ "$PRECISION" = f32 ] || echo "-amp$PRECISION")${SUFFIX:-}
 mkdir -p "$WORK" "$OUT"
 . "$ROOT/bench/lib.sh"
 MODEL=$(bench_model "$WORK" "$NAME")
@@ -64,6 +67,7 @@ PROFILE=$WORK/profile-$NAME-$NODES-$RATE.json
 # (--replan=off: the table compares the strategies and their predictions).
 BASE="$BUILD/bin/oasr-run $MODEL --batch=$BATCH --threads=1 --quiet --replan=off"
 [ "$GRAD_DTYPE" = f32 ] || BASE="$BASE --grad-dtype=$GRAD_DTYPE"
+[ "$PRECISION" = f32 ] || BASE="$BASE --precision=$PRECISION"
 MASTER=$($CLUSTER status | awk '$1 ~ /-n0$/ {print $2}')
 
 # The calibration as training issues allreduces: on the communication thread
@@ -155,7 +159,8 @@ for rep in $(seq "$REPS"); do
     if [[ "$S" == torch-ddp:* ]]; then
       log=$($CLUSTER run "$NODES" -- "$TORCH_PY" "$ROOT/bench/ddp_step.py" "$NAME" \
         --master="$MASTER" --batch="$BATCH" --steps="$STEPS" \
-        --bucket-cap-mb="${S#torch-ddp:}" --grad-dtype="$GRAD_DTYPE" 2>/dev/null)
+        --bucket-cap-mb="${S#torch-ddp:}" --grad-dtype="$GRAD_DTYPE" \
+        --precision="$PRECISION" 2>/dev/null)
       torch=$(echo "$log" | sed -n 's/.*; torch \(.*\)$/\1/p')
       groups=$(echo "$log" | sed -n 's/.*, \([0-9]*\) bucket(s),.*/\1/p')
       measured=$(step_median "$log")
@@ -185,7 +190,7 @@ calib=$($PY -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dump
   echo "{\"benchmark\": \"cluster\", \"date\": \"$date\", \"machine\": \"$machine\","
   echo " \"nodes\": $NODES, \"cores\": $(nproc), \"rate\": \"$RATE\", \"model\": \"$NAME\", \"batch\": $BATCH, \"steps\": $STEPS,"
   echo " \"step_stat\": \"median\","
-  echo " \"threads_per_rank\": 1, \"grad_dtype\": \"$GRAD_DTYPE\", \"comm_priority\": \"$PRIORITY\", \"rounds\": $REPS, \"load_flag\": $LOAD_FLAG,"
+  echo " \"threads_per_rank\": 1, \"grad_dtype\": \"$GRAD_DTYPE\", \"precision\": \"$PRECISION\", \"comm_priority\": \"$PRIORITY\", \"rounds\": $REPS, \"load_flag\": $LOAD_FLAG,"
   echo " \"calibration\": $calib, \"calib_min_bytes\": $CALIB_MIN_BYTES, \"ddp_plan_bucket_mb\": ${BEST_MB:-null},"
   echo " \"model_from\": \"$MODEL_FROM\", \"run_model\": $([ "$MODEL_FROM" = run ] && profile_comm "$PROFILE" || echo null),"
   echo " \"profile_every_round\": $([ "$PROFILE_EVERY_ROUND" = 1 ] && echo true || echo false),"
