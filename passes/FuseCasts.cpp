@@ -27,10 +27,7 @@ struct FuseCastsPass : mlir::oasr::impl::FuseCastsBase<FuseCastsPass> {
 } // namespace
 
 void FuseCastsPass::runOnOperation() {
-  ModuleOp module = getOperation();
-  auto step = module.lookupSymbol<func::FuncOp>(kTrainStepFn);
-  if (!step)
-    step = module.lookupSymbol<func::FuncOp>(kForwardFn);
+  func::FuncOp step = stepOrForward(getOperation());
   if (!step)
     return;
   const ::oasr::ops::OpRegistry &registry = ::oasr::ops::OpRegistry::get();

@@ -54,10 +54,7 @@ static Value swappedFrom(Value v) {
 }
 
 void FuseMatMulTransposePass::runOnOperation() {
-  ModuleOp module = getOperation();
-  auto step = module.lookupSymbol<func::FuncOp>(kTrainStepFn);
-  if (!step)
-    step = module.lookupSymbol<func::FuncOp>(kForwardFn);
+  func::FuncOp step = stepOrForward(getOperation());
   if (!step)
     return;
   SmallVector<NodeOp> matmuls;

@@ -31,6 +31,14 @@ inline llvm::StringRef layerOf(Operation *op) {
   return {};
 }
 
+/// The training step (`@train_step`), else the imported `@forward`, else
+/// null: what the passes that run on either form rewrite.
+inline func::FuncOp stepOrForward(ModuleOp module) {
+  if (auto step = module.lookupSymbol<func::FuncOp>(kTrainStepFn))
+    return step;
+  return module.lookupSymbol<func::FuncOp>(kForwardFn);
+}
+
 /// True for nodes created by autodiff (they carry `oasr.layer`).
 inline bool isBackwardNode(Operation *op) {
   return isa<NodeOp>(op) && op->hasAttr(kLayerAttr);
