@@ -98,6 +98,9 @@ def main():
     if a.model == "transformer":
         x = torch.randint(0, 1000, (a.batch, example.shape[1]), generator=g)
         y = torch.randint(0, 10, (a.batch,), generator=g)
+    elif a.model == "bert_base":
+        x = torch.randint(1, 30522, (a.batch, example.shape[1]), generator=g)
+        y = torch.randint(0, 2, (a.batch,), generator=g)
     else:
         x = torch.randn((a.batch,) + tuple(example.shape[1:]), generator=g)
         y = torch.randint(0, 1000, (a.batch,), generator=g)

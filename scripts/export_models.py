@@ -20,7 +20,8 @@ import sys
 import time
 
 MODELS = ["resnet18", "resnet50", "vgg16", "alexnet", "googlenet",
-          "inception_v3", "densenet121", "mobilenet_v2", "transformer", "cifar_cnn"]
+          "inception_v3", "densenet121", "mobilenet_v2", "transformer", "cifar_cnn",
+          "bert_base"]
 
 
 def build(name):
@@ -42,6 +43,12 @@ def build(name):
                 return self.head(h.mean(dim=1))
 
         return Encoder(), torch.randint(0, 1000, (2, 16))
+    if name == "bert_base":
+        # bench/precision.py's BERT-base (12 layers, 768 wide, sequence 128).
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__))), "bench"))
+        from precision import BertBase
+        return BertBase(), torch.randint(1, 30522, (2, 128))
     if name == "cifar_cnn":
         # bench/run_algorithms.py --model cnn: 3x32x32 in, 10 classes, no BN;
         # two small convolutions and a wide fully connected layer, so the
