@@ -78,9 +78,9 @@ def main():
         sys.exit(f"ddp_step.py: error: --bucket-cap-mb={a.bucket_cap_mb}: must be > 0")
 
     import export_models
-    if a.model not in export_models.MODELS:
+    if a.model not in export_models.MODELS + export_models.EXTRA_MODELS:
         sys.exit(f"ddp_step.py: error: unknown model '{a.model}' (expected one of "
-                 f"{', '.join(export_models.MODELS)})")
+                 f"{', '.join(export_models.MODELS + export_models.EXTRA_MODELS)})")
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F

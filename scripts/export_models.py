@@ -20,8 +20,9 @@ import sys
 import time
 
 MODELS = ["resnet18", "resnet50", "vgg16", "alexnet", "googlenet",
-          "inception_v3", "densenet121", "mobilenet_v2", "transformer", "cifar_cnn",
-          "bert_base"]
+          "inception_v3", "densenet121", "mobilenet_v2", "transformer", "cifar_cnn"]
+# Exported only when named (--models): 435 MB, for bench/run_cluster.sh.
+EXTRA_MODELS = ["bert_base"]
 
 
 def build(name):
