@@ -165,9 +165,10 @@ struct Executor::Impl {
   LossScaler scaler;
   bool stepDecided = false, stepSkipped = false;
   std::vector<char> stepWaited;
-  /// Waits for every group, checks the averaged gradients for Inf/NaN and
-  /// updates the scaler: whether this step's updates are skipped.
-  bool decideScaledStep(StepHooks &hooks);
+  /// Waits for every group and checks the averaged gradients for Inf/NaN:
+  /// sets stepSkipped, or divides the gradients by the scale (once, where
+  /// every update and `gradient()` read them).
+  void decideScaledStep(StepHooks &hooks);
   int64_t pendingT = 0; ///< the update count the pending updates use
   std::vector<std::vector<unsigned>> updatesBefore;
   std::vector<int> updateGroup, waitInstr;
@@ -1701,21 +1702,12 @@ int64_t Executor::numClasses() const {
 /// One optimizer step on the host, oasr.optimizer_update's rules (the
 /// ONNX preview-training optimizers); `t` is the number of earlier updates.
 /// Arithmetic in float, as the reference implementations do.
-/// One update on host memory. `gs` multiplies the gradient (1 / the loss
-/// scale; exactly 1 otherwise, which leaves every result as it was).
-static void hostUpdate(const Instr &u, int64_t t, float gs = 1.0f) {
+static void hostUpdate(const Instr &u, int64_t t) {
   float *p = u.inRefs[0].as<float>();
   const float *g = u.inRefs[1].as<float>();
   float *np = u.outRefs[0].as<float>();
   const int64_t n = u.inRefs[0].numel();
   const float lr = float(u.lr), wd = float(u.weightDecay);
-  std::vector<float> unscaled;
-  if (gs != 1.0f) {
-    unscaled.resize(size_t(n));
-    for (int64_t i = 0; i < n; ++i)
-      unscaled[size_t(i)] = g[i] * gs;
-    g = unscaled.data();
-  }
   if (u.algo == "sgd") {
     if (wd == 0.0f)
       for (int64_t i = 0; i < n; ++i)
@@ -1783,7 +1775,7 @@ static void keepState(const Instr &u) {
   }
 }
 
-bool Executor::Impl::decideScaledStep(StepHooks &hooks) {
+void Executor::Impl::decideScaledStep(StepHooks &hooks) {
   for (size_t g = 0; g < groupBufs.size(); ++g)
     if (!stepWaited[g]) {
       hooks.gradientsNeeded(unsigned(g));
@@ -1792,15 +1784,19 @@ bool Executor::Impl::decideScaledStep(StepHooks &hooks) {
   bool finite = true;
   for (const GroupBuf &b : groupBufs) {
     const float *f = static_cast<const float *>(b.ptr);
-    size_t n = b.bytes / sizeof(float);
-    bool ok = true;
-    for (size_t i = 0; i < n; ++i)
-      ok &= std::isfinite(f[i]);
-    finite &= ok;
+    for (size_t i = 0, n = b.bytes / sizeof(float); i < n; ++i)
+      finite &= std::isfinite(f[i]);
   }
   stepDecided = true;
   stepSkipped = !finite;
-  return stepSkipped;
+  if (stepSkipped)
+    return;
+  const float unscale = float(1.0 / scaler.scale);
+  for (const GroupBuf &b : groupBufs) {
+    float *f = static_cast<float *>(b.ptr);
+    for (size_t i = 0, n = b.bytes / sizeof(float); i < n; ++i)
+      f[i] *= unscale;
+  }
 }
 
 std::pair<size_t, size_t> pieceSpan(const GradGroup &g, unsigned piece,
@@ -1888,7 +1884,7 @@ void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
         if (I.stepSkipped)
           keepState(instr);
         else
-          hostUpdate(instr, I.updatesDone, float(1.0 / I.scaler.scale));
+          hostUpdate(instr, I.updatesDone);
       } else if (I.hostMemory)
         hostUpdate(instr, I.updatesDone);
       else

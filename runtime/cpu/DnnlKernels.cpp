@@ -158,9 +158,8 @@ static memory::desc anyDesc(const dims &d, dt type = dt::f32) {
 /// The oneDNN type of a node whose float tensors `ins` and `outs` are all
 /// f32 or all bf16 (oneDNN's bf16 primitives accumulate in f32); a mix, or
 /// another type, is an error naming the tensor (the backend then runs the
-/// f32 kernel on widened copies).
-/// `wideOutputs`: a product of bf16 operands may write f32 results (oneDNN
-/// accumulates in f32; oasr-fuse-casts folds a widening Cast into it).
+/// f32 kernel on widened copies). With `wideOutputs` a product of bf16
+/// operands may also write f32 results (oasr-fuse-casts' products).
 static bool uniformFloat(const OpSpec &spec, const std::vector<size_t> &ins,
                          const std::vector<size_t> &outs, dt &type,
                          std::string &error, bool wideOutputs = false) {
@@ -242,7 +241,7 @@ static bool convGeom(const OpSpec &spec, const TensorDesc &x,
     return false;
   int64_t m = w.shape[0];
   g.bias = bias;
-  g.type = x.dtype == DType::BF16 ? dt::bf16 : dt::f32;
+  g.type = dataType(x);
   g.xUser = plainDesc(x.shape, g.type);
   g.yUser = plainDesc(y.shape, g.type);
   dims wd = toDims(w.shape);
