@@ -280,9 +280,8 @@ void AnnotateCostPass::runOnOperation() {
     Work w = analyticWork(node);
     work[node] = w;
     flops += w.flops;
-    analyticUs[node] =
-        1e6 * std::max(w.flops / nodeFlops(*dev, node, tf32),
-                       w.bytes / dev->bytesPerSecond);
+    analyticUs[node] = 1e6 * std::max(w.flops / nodeFlops(*dev, node, tf32),
+                                      w.bytes / dev->bytesPerSecond);
   }
   totalFlops = uint64_t(flops / 1e6);
 

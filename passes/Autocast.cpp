@@ -241,9 +241,8 @@ void AutocastPass::runOnOperation() {
   for (OpOperand &use : ret->getOpOperands()) {
     Type want = declared[use.getOperandNumber()];
     if (use.get().getType() != want && isCastable(use.get()))
-      use.set(caster.castTo(use.get(),
-                            cast<RankedTensorType>(want).getElementType(),
-                            ret));
+      use.set(caster.castTo(
+          use.get(), cast<RankedTensorType>(want).getElementType(), ret));
   }
 
   // Casts left without readers (a model's own Cast whose reader now reads

@@ -71,10 +71,10 @@ void FuseMatMulTransposePass::runOnOperation() {
       continue;
     OpBuilder builder(mm);
     SmallVector<NamedAttribute> attrs(mm->getDiscardableAttrs());
-    attrs.push_back(builder.getNamedAttr(
-        "transA", builder.getI64IntegerAttr(ra ? 1 : 0)));
-    attrs.push_back(builder.getNamedAttr(
-        "transB", builder.getI64IntegerAttr(rb ? 1 : 0)));
+    attrs.push_back(
+        builder.getNamedAttr("transA", builder.getI64IntegerAttr(ra ? 1 : 0)));
+    attrs.push_back(
+        builder.getNamedAttr("transB", builder.getI64IntegerAttr(rb ? 1 : 0)));
     ::oasr::ops::NodeBuilder nb{builder};
     NodeOp fused = nb.node(mm.getLoc(), "FusedMatMul", mm->getResultTypes(),
                            {ra ? ra : a, rb ? rb : b}, attrs, "com.microsoft");
@@ -123,9 +123,9 @@ void FuseMatMulTransposePass::runOnOperation() {
     attrs.push_back(
         builder.getNamedAttr("transB", builder.getI64IntegerAttr(!ta)));
     ::oasr::ops::NodeBuilder nb{builder};
-    NodeOp swapped = nb.node(
-        mm.getLoc(), "FusedMatMul", t->getResultTypes(),
-        {mm->getOperand(1), mm->getOperand(0)}, attrs, "com.microsoft");
+    NodeOp swapped =
+        nb.node(mm.getLoc(), "FusedMatMul", t->getResultTypes(),
+                {mm->getOperand(1), mm->getOperand(0)}, attrs, "com.microsoft");
     t->getResult(0).replaceAllUsesWith(swapped->getResult(0));
     t->erase();
     mm->erase();

@@ -1,7 +1,8 @@
 //===- Pipeline.cpp - The training pipeline -------------------------------===//
 //
-// --oasr-train-pipeline: fuse-gelu and autocast (mixed precision), autodiff, annotate-cost, plan-allreduce,
-// layout-gradients, insert-optimizer (and optionally the plan report).
+// --oasr-train-pipeline: fuse-gelu and autocast (mixed precision), autodiff,
+// annotate-cost, plan-allreduce, layout-gradients, insert-optimizer (and
+// optionally the plan report).
 //
 //===----------------------------------------------------------------------===//
 

@@ -604,8 +604,7 @@ private:
     if (auto s = module->getAttrOfType<StringAttr>(mlir::oasr::kPrecisionAttr))
       exec->precisionName = s.getValue().str();
     std::string error;
-    if (!backend.setPrecision(exec->precisionName, error,
-                              exec->precisionWarn))
+    if (!backend.setPrecision(exec->precisionName, error, exec->precisionWarn))
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "--precision=" + exec->precisionName +
                                          ": " + error);
@@ -1026,13 +1025,12 @@ private:
         u.ins = ins;
         if (I.values[ins[0]].desc.dtype != DType::F32)
           return opError(
-              op,
-              std::string("the parameter is ") +
-                  dtypeName(I.values[ins[0]].desc.dtype) +
-                  " (a model exported after .half()?): the runtime updates "
-                  "f32 master weights only; export the model in f32 and "
-                  "train it with --precision=f16 or bf16 "
-                  "(docs/precision.md)");
+              op, std::string("the parameter is ") +
+                      dtypeName(I.values[ins[0]].desc.dtype) +
+                      " (a model exported after .half()?): the runtime updates "
+                      "f32 master weights only; export the model in f32 and "
+                      "train it with --precision=f16 or bf16 "
+                      "(docs/precision.md)");
         // New parameter / state in place when the old value is an argument
         // and nothing reads it after this update.
         for (auto [k, r] : llvm::enumerate(op->getResults())) {
@@ -1298,7 +1296,8 @@ private:
           buf.def = int(k);
           int last = vi.lastUse < 0 ? vi.def : vi.lastUse;
           // Saved for backward: forward writes it, backward reads it last.
-          if (k < exec->stepInfos.size() && size_t(last) < exec->stepInfos.size() &&
+          if (k < exec->stepInfos.size() &&
+              size_t(last) < exec->stepInfos.size() &&
               exec->stepInfos[k].kind == StepKind::Forward &&
               exec->stepInfos[size_t(last)].kind == StepKind::Backward) {
             exec->memStats.savedBytes += vi.desc.bytes();

@@ -60,12 +60,13 @@ mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
 #endif
   if (!onnx) {
     if (o.anyCompileOption())
-      return fail("--strategy/--alpha/--beta/--overlap-rate/--comm/"
-                  "--plan-profile/--grad-dtype/--precision/--optimizer/--momentum/"
-                  "--dim "
-                  "apply to .onnx "
-                  "inputs; a .mlir module carries its plan (recompile it with "
-                  "oasr-opt)");
+      return fail(
+          "--strategy/--alpha/--beta/--overlap-rate/--comm/"
+          "--plan-profile/--grad-dtype/--precision/--optimizer/--momentum/"
+          "--dim "
+          "apply to .onnx "
+          "inputs; a .mlir module carries its plan (recompile it with "
+          "oasr-opt)");
     // --batch is checked against the module after parsing.
     out.module = parseSourceFile<ModuleOp>(path, &ctx);
     if (!out.module)

@@ -119,7 +119,7 @@ static const char *kernelsText(const OpDef &d) {
   return "";
 }
 
-const char *::oasr::ops::precisionName(Precision p) {
+const char * ::oasr::ops::precisionName(Precision p) {
   switch (p) {
   case Precision::Follow:
     return "follow";
@@ -171,8 +171,8 @@ void OpRegistry::printMarkdown(llvm::raw_ostream &os) const {
       os << "| " << (d.domain.empty() ? "" : d.domain + "::") << d.name << " | "
          << d.since << " | " << mark(d.shape) << " | " << mark(d.fold) << " | "
          << mark(d.trainingForm) << " | " << mark(d.grad) << " | "
-         << mark(d.cost) << " | " << traits << " | " << kernelsText(d)
-         << " | " << precisionName(d.precision) << " |\n";
+         << mark(d.cost) << " | " << traits << " | " << kernelsText(d) << " | "
+         << precisionName(d.precision) << " |\n";
     }
   };
   os << "## ONNX ops\n\n";

@@ -7,7 +7,6 @@
 
 #include "oasr/Runtime/GradWire.h"
 
-
 namespace oasr::rt {
 
 const char *gradWireName(GradWire wire) {

@@ -73,8 +73,8 @@ std::unique_ptr<Kernel> createBatchNormGradBF16(const OpSpec &spec);
 
 /// Gelu (X -> Y) or GeluGrad (dY, X -> dX) on oneDNN's eltwise gelu, for
 /// bf16 tensors.
-std::unique_ptr<Kernel> createDnnlGelu(const OpSpec &spec, bool tanh,
-                                       bool grad, std::string &error);
+std::unique_ptr<Kernel> createDnnlGelu(const OpSpec &spec, bool tanh, bool grad,
+                                       std::string &error);
 
 /// Sum of bf16 operands of the result's shape on oneDNN's sum primitive
 /// (f32 accumulation); null with `error` for other forms.

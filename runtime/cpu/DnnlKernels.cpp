@@ -954,8 +954,7 @@ static PlainPrimitive matMul2D(int64_t m, int64_t k, int64_t n, bool ta,
   if (outType == dt::undef)
     outType = type;
   auto amd = matDesc(m, k, ta, type), bmd = matDesc(k, n, tb, type),
-       cmd = matDesc(m, n, false, outType),
-       biasMd = matDesc(1, n, false, type);
+       cmd = matDesc(m, n, false, outType), biasMd = matDesc(1, n, false, type);
   dnnl::primitive_attr attr;
   if (alpha != 1.0f)
     attr.set_output_scales(0, {alpha});
@@ -1076,8 +1075,7 @@ static std::unique_ptr<Kernel> createGemm(const OpSpec &spec,
 /// GemmGrad: dY, A, B -> dA, dB[, dC].
 class GemmGradKernel final : public CpuKernel {
 public:
-  GemmGradKernel(const OpSpec &spec, const GemmShape &g, BiasKind kind,
-                 dt type)
+  GemmGradKernel(const OpSpec &spec, const GemmShape &g, BiasKind kind, dt type)
       : CpuKernel(spec), g(g), kind(kind), bf16(type == dt::bf16) {
     // Y = alpha op(A) op(B): dop(A) = alpha dY op(B)^T, dop(B) = alpha
     // op(A)^T dY; a transposed operand's gradient is the transposed product.
@@ -1085,19 +1083,19 @@ public:
     // or [N,K].
     if (outputUsed(spec, 0)) {
       if (!g.ta) // dA[M,K] = dY[M,N] * op(B)^T[N,K]
-        mmA.emplace(matMul2D(g.m, g.n, g.k, false, !g.tb, g.alpha, 0, 2, 0, type, {},
-                             dataType(spec.outputs[0])));
+        mmA.emplace(matMul2D(g.m, g.n, g.k, false, !g.tb, g.alpha, 0, 2, 0,
+                             type, {}, dataType(spec.outputs[0])));
       else // dA[K,M] = op(B)[K,N] * dY^T[N,M]
-        mmA.emplace(matMul2D(g.k, g.n, g.m, g.tb, true, g.alpha, 2, 0, 0, type, {},
-                             dataType(spec.outputs[0])));
+        mmA.emplace(matMul2D(g.k, g.n, g.m, g.tb, true, g.alpha, 2, 0, 0, type,
+                             {}, dataType(spec.outputs[0])));
     }
     if (outputUsed(spec, 1)) {
       if (!g.tb) // dB[K,N] = op(A)^T[K,M] * dY[M,N]
-        mmB.emplace(matMul2D(g.k, g.m, g.n, !g.ta, false, g.alpha, 1, 0, 1, type, {},
-                             dataType(spec.outputs[1])));
+        mmB.emplace(matMul2D(g.k, g.m, g.n, !g.ta, false, g.alpha, 1, 0, 1,
+                             type, {}, dataType(spec.outputs[1])));
       else // dB[N,K] = dY^T[N,M] * op(A)[M,K]
-        mmB.emplace(matMul2D(g.n, g.m, g.k, true, g.ta, g.alpha, 0, 1, 1, type, {},
-                             dataType(spec.outputs[1])));
+        mmB.emplace(matMul2D(g.n, g.m, g.k, true, g.ta, g.alpha, 0, 1, 1, type,
+                             {}, dataType(spec.outputs[1])));
     }
   }
   void compute(const std::vector<TensorRef> &in,
@@ -1526,8 +1524,8 @@ static std::unique_ptr<Kernel> createSoftmax(const OpSpec &spec,
 
 } // namespace
 
-std::unique_ptr<Kernel> createDnnlGelu(const OpSpec &spec, bool tanh,
-                                       bool grad, std::string &error) {
+std::unique_ptr<Kernel> createDnnlGelu(const OpSpec &spec, bool tanh, bool grad,
+                                       std::string &error) {
   dt type;
   if (!uniformFloat(spec, {0, 1}, {0}, type, error))
     return nullptr;
@@ -1536,8 +1534,7 @@ std::unique_ptr<Kernel> createDnnlGelu(const OpSpec &spec, bool tanh,
   return guardCreate(spec, error, [&]() -> std::unique_ptr<Kernel> {
     auto md = plainDesc({spec.inputs[0].numel()}, type);
     dnnl::eltwise_forward::primitive_desc fpd(
-        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg,
-                                    md),
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, md),
         engine());
     if (!grad) {
       PlainPrimitive p(dnnl::eltwise_forward{fpd});
@@ -1545,8 +1542,8 @@ std::unique_ptr<Kernel> createDnnlGelu(const OpSpec &spec, bool tanh,
       return std::make_unique<PrimitiveKernel>(spec, std::move(p));
     }
     // GeluGrad: dY, X -> dX (from the forward's input).
-    PlainPrimitive p(dnnl::eltwise_backward(
-        dnnl::eltwise_backward::primitive_desc(
+    PlainPrimitive p(
+        dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(
             dnnl::eltwise_backward::desc(alg, md, md), engine(), fpd)));
     p.in(DNNL_ARG_DIFF_DST, md, 0)
         .in(DNNL_ARG_SRC, md, 1)
@@ -1564,8 +1561,7 @@ namespace {
 } // namespace
 
 std::unique_ptr<Kernel> createDnnlSum(const OpSpec &spec, std::string &error) {
-  if (!checkArity(spec, 1, 1024,
-                  1, 1, error))
+  if (!checkArity(spec, 1, 1024, 1, 1, error))
     return nullptr;
   const auto &ys = spec.outputs[0].shape;
   for (size_t i = 0; i < spec.inputs.size(); ++i)
@@ -1578,8 +1574,8 @@ std::unique_ptr<Kernel> createDnnlSum(const OpSpec &spec, std::string &error) {
     auto md = plainDesc(ys, dt::bf16);
     std::vector<memory::desc> srcs(spec.inputs.size(), md);
     std::vector<float> scales(spec.inputs.size(), 1.0f);
-    PlainPrimitive p(dnnl::sum(dnnl::sum::primitive_desc(md, scales, srcs,
-                                                         engine())));
+    PlainPrimitive p(
+        dnnl::sum(dnnl::sum::primitive_desc(md, scales, srcs, engine())));
     for (size_t i = 0; i < spec.inputs.size(); ++i)
       p.in(DNNL_ARG_MULTIPLE_SRC + int(i), md, i);
     p.out(DNNL_ARG_DST, md, 0);
@@ -1603,7 +1599,8 @@ std::unique_ptr<Kernel> createDnnlBinary(const OpSpec &spec,
       return checkDType(spec, true, i, DType::BF16, error), nullptr;
   if (spec.inputs[a].shape != ys || !broadcastsTo(spec.inputs[b].shape, ys) ||
       ys.empty() || ys.size() > DNNL_MAX_NDIMS ||
-      spec.inputs[0].dtype == DType::F16 || spec.inputs[1].dtype == DType::F16) {
+      spec.inputs[0].dtype == DType::F16 ||
+      spec.inputs[1].dtype == DType::F16) {
     error = nodeError(spec, "no oneDNN binary form; the backend widens it");
     return nullptr;
   }

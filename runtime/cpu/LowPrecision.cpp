@@ -57,11 +57,10 @@ public:
     declare(spec.inputs, ins);
     declare(spec.outputs, outs);
     if (size_t bytes = this->inner->workspaceBytes()) {
-      innerSpace = dnnl::memory(
-          dnnl::memory::desc({dnnl::memory::dim(bytes)},
-                             dnnl::memory::data_type::u8,
-                             dnnl::memory::format_tag::a),
-          engine(), DNNL_MEMORY_NONE);
+      innerSpace = dnnl::memory(dnnl::memory::desc({dnnl::memory::dim(bytes)},
+                                                   dnnl::memory::data_type::u8,
+                                                   dnnl::memory::format_tag::a),
+                                engine(), DNNL_MEMORY_NONE);
       addScratch(innerSpace);
     }
   }
@@ -142,9 +141,8 @@ static bool takesLowFloat(const std::string &op) {
   static const std::set<std::string> ops = {
       // oneDNN bf16 primitives, f32 accumulation and statistics.
       "Conv", "ConvGrad", "MatMul", "FusedMatMul", "Gemm", "GemmGrad",
-      "Transpose",
-      "BatchNormalization", "BatchNormalizationGrad", "Add", "Sub", "Mul",
-      "Div", "Relu", "ReluGrad", "LeakyRelu", "LeakyReluGrad", "Sigmoid",
+      "Transpose", "BatchNormalization", "BatchNormalizationGrad", "Add", "Sub",
+      "Mul", "Div", "Relu", "ReluGrad", "LeakyRelu", "LeakyReluGrad", "Sigmoid",
       "SigmoidGrad", "Tanh", "TanhGrad", "Elu", "EluGrad", "Abs", "Gelu",
       "GeluGrad",
       // Byte moves of any element type.
@@ -236,8 +234,10 @@ protected:
     const float *rm = in[3].as<float>(), *rv = in[4].as<float>();
     float *rmOut = training && numOutputs >= 2 ? out[1].as<float>() : nullptr;
     float *rvOut = training && numOutputs >= 3 ? out[2].as<float>() : nullptr;
-    float *savedMean = training && numOutputs >= 4 ? out[3].as<float>() : nullptr;
-    float *invStdOut = training && numOutputs >= 5 ? out[4].as<float>() : nullptr;
+    float *savedMean =
+        training && numOutputs >= 4 ? out[3].as<float>() : nullptr;
+    float *invStdOut =
+        training && numOutputs >= 5 ? out[4].as<float>() : nullptr;
     const int64_t count = n * plane;
     const float unbias = count > 1 ? float(count) / float(count - 1) : 1.0f;
 #pragma omp parallel for schedule(static)
@@ -335,9 +335,8 @@ protected:
         uint16_t *op = dx + (b * c + ch) * plane;
 #pragma omp simd
         for (int64_t i = 0; i < plane; ++i)
-          op[i] = floatToBF16(
-              k * (bf16ToFloat(dp[i]) - meanDy -
-                   (bf16ToFloat(xp[i]) - m) * kx));
+          op[i] = floatToBF16(k * (bf16ToFloat(dp[i]) - meanDy -
+                                   (bf16ToFloat(xp[i]) - m) * kx));
       }
     }
   }

@@ -284,12 +284,11 @@ llvm::Expected<std::string> saveCheckpoint(Executor &exec, DataLoader &data,
                                   {"ranks", std::move(dataStates)}}},
       {"rng", llvm::json::Object{{"dropout_positions", std::move(positions)}}},
       {"loss_scale",
-       exec.scalesLoss()
-           ? llvm::json::Value(llvm::json::Object{
-                 {"scale", exec.lossScaler().scale},
-                 {"good_steps", exec.lossScaler().goodSteps},
-                 {"skipped", exec.lossScaler().skipped}})
-           : llvm::json::Value(nullptr)},
+       exec.scalesLoss() ? llvm::json::Value(llvm::json::Object{
+                               {"scale", exec.lossScaler().scale},
+                               {"good_steps", exec.lossScaler().goodSteps},
+                               {"skipped", exec.lossScaler().skipped}})
+                         : llvm::json::Value(nullptr)},
       {"blob",
        llvm::json::Object{{"file", "tensors.bin"},
                           {"bytes", int64_t(blob.size())},

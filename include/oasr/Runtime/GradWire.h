@@ -26,7 +26,6 @@ enum class GradWire : uint8_t { F32, BF16, F16 };
 /// "f32", "bf16", "f16".
 const char *gradWireName(GradWire wire);
 
-
 /// dst[i] = round(src[i]) in `wire` (BF16 or F16).
 void toWire(GradWire wire, const float *src, uint16_t *dst, size_t n);
 /// dst[i] = float(src[i]) * scale.

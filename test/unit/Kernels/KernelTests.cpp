@@ -404,7 +404,9 @@ INSTANTIATE_TEST_SUITE_P(Backends, KernelsVsTorch,
 // on it is refused when the executor is built).
 INSTANTIATE_TEST_SUITE_P(MixedPrecision, KernelsVsTorch,
                          ::testing::Values(std::string("cpu:bf16")),
-                         [](const auto &info) { return std::string("cpu_bf16"); });
+                         [](const auto &info) {
+                           return std::string("cpu_bf16");
+                         });
 
 //===----------------------------------------------------------------------===//
 // Dropout: statistics, reproducibility, forward/backward consistency
