@@ -33,26 +33,9 @@ torch.onnx.export(vit, torch.randn(8, 3, 224, 224), f"{work}/vit_b_16.onnx",
                   input_names=["input"], output_names=["logits"])
 
 
-class BertBase(torch.nn.Module):
-    """BERT-base's encoder: token + position embeddings, 12 post-norm layers
-    (768 wide, 12 heads, 3072 feed-forward, GELU), a padding mask from the
-    ids, mean pooling and a 2-way classifier."""
-
-    def __init__(self, vocab=30522, seq=128):
-        super().__init__()
-        self.tok = torch.nn.Embedding(vocab, 768)
-        self.pos = torch.nn.Parameter(torch.randn(1, seq, 768) * 0.02)
-        layer = torch.nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0,
-                                                 activation="gelu",
-                                                 batch_first=True)
-        self.encoder = torch.nn.TransformerEncoder(layer, 12,
-                                                   enable_nested_tensor=False)
-        self.head = torch.nn.Linear(768, 2)
-
-    def forward(self, ids):
-        x = self.encoder(self.tok(ids) + self.pos, src_key_padding_mask=ids == 0)
-        return self.head(x.mean(1))
-
+# BERT-base as bench/precision.py defines it (one definition for both).
+sys.path.insert(0, "bench")
+from precision import BertBase  # noqa: E402
 
 bert = BertBase().train()
 torch.onnx.export(bert, torch.randint(1, 30522, (8, 128)), f"{work}/bert_base.onnx",
