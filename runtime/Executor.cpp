@@ -691,6 +691,18 @@ private:
     idOf[v] = id;
     return id;
   }
+  /// The bytes of value `v` when it is a small constant of the program (a
+  /// Constant, or a view of one), which no step writes; else empty.
+  std::vector<char> constantBytes(int v) const {
+    constexpr size_t kMaxFolded = 256;
+    while (v >= 0 && I.values[v].where == Where::Alias)
+      v = I.values[v].aliasOf;
+    if (v < 0 || I.values[v].where != Where::Persistent ||
+        v == I.lossScaleValue)
+      return {};
+    const std::vector<char> &init = I.persist[I.values[v].persistent].init;
+    return init.size() <= kMaxFolded ? init : std::vector<char>{};
+  }
   void newPersistent(int id) {
     I.values[id].where = Where::Persistent;
     I.values[id].persistent = int(I.persist.size());
@@ -1257,9 +1269,12 @@ private:
         if (convertAttr(a.getValue(), v))
           spec.attrs.set(a.getName().str(), std::move(v));
       }
-      for (int v : instr.ins)
+      for (int v : instr.ins) {
         spec.inputs.push_back(I.values[v].desc);
+        spec.inputValues.push_back(constantBytes(v));
+      }
       spec.inputs = instr.withAbsent(spec.inputs, TensorDesc{});
+      spec.inputValues = instr.withAbsent(spec.inputValues, {});
       for (int v : instr.outs) {
         spec.outputs.push_back(I.values[v].desc);
         bool used = I.values[v].used || readViaAlias[size_t(v)];

@@ -109,9 +109,10 @@ public:
   void copyToHost(void *dst, const void *src, size_t bytes) override {
     if (!bytes)
       return;
+    ++waits.copiesToHost;
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream),
           "copy to the host");
-    synchronize();
+    check(cudaStreamSynchronize(stream), "synchronize the compute stream");
   }
   void copyWithin(void *dst, const void *src, size_t bytes) override {
     if (bytes && dst != src)
@@ -119,8 +120,10 @@ public:
             "copy on the device");
   }
   void synchronize() override {
+    ++waits.synchronizations;
     check(cudaStreamSynchronize(stream), "synchronize the compute stream");
   }
+  HostWaits hostWaits() const override { return waits; }
   bool supportsUpdate(const std::string &algo) const override {
     return algo == "sgd" || algo == "momentum" || algo == "adagrad" ||
            algo == "adam";
@@ -141,6 +144,7 @@ public:
 
 private:
   std::map<std::string, Factory> registry;
+  HostWaits waits;
 };
 
 /// Every CUDA kernel: the node's name, the backend's stream and handles, and
@@ -210,6 +214,68 @@ std::unique_ptr<Kernel> lambda(CudaBackend &b, const OpSpec &spec,
                                LambdaKernel::Body body) {
   return std::make_unique<LambdaKernel>(b, spec, std::move(body));
 }
+
+/// A kernel's small operands read on the host (Slice's starts, Dropout's
+/// ratio, Pad's pads, Clip's bounds): from the values the executor folded
+/// into the OpSpec when the operand is a constant of the program, else
+/// copied back from the device, which waits for the stream (counted in
+/// hostWaits).
+class HostOperands {
+public:
+  HostOperands(CudaBackend &be, const OpSpec &spec)
+      : be(&be), values(spec.inputValues) {}
+  /// `bytes` bytes of operand `i` into `dst`.
+  void read(const std::vector<TensorRef> &in, size_t i, void *dst,
+            size_t bytes) const {
+    if (i < values.size() && values[i].size() >= bytes)
+      std::memcpy(dst, values[i].data(), bytes);
+    else
+      be->copyToHost(dst, in[i].data, bytes);
+  }
+  /// The elements of an i64/i32 operand; empty when absent.
+  std::vector<int64_t> ints(const std::vector<TensorRef> &in, size_t i) const {
+    std::vector<int64_t> v;
+    if (i >= in.size() || !in[i].data)
+      return v;
+    size_t n = size_t(in[i].numel());
+    if (in[i].desc.dtype == DType::I64) {
+      v.resize(n);
+      read(in, i, v.data(), n * sizeof(int64_t));
+      return v;
+    }
+    std::vector<int32_t> w(n);
+    read(in, i, w.data(), n * sizeof(int32_t));
+    return std::vector<int64_t>(w.begin(), w.end());
+  }
+  /// Operand `i` as a number (f32, i64, i32 or bool); false when it is
+  /// absent, as the CPU backend's scalarOperand.
+  bool scalar(const std::vector<TensorRef> &in, size_t i, double &v) const {
+    if (i >= in.size() || !in[i].data || in[i].numel() == 0)
+      return false;
+    char raw[8] = {};
+    read(in, i, raw, dtypeSize(in[i].desc.dtype));
+    switch (in[i].desc.dtype) {
+    case DType::F32:
+      v = *reinterpret_cast<float *>(raw);
+      return true;
+    case DType::I64:
+      v = double(*reinterpret_cast<int64_t *>(raw));
+      return true;
+    case DType::I32:
+      v = double(*reinterpret_cast<int32_t *>(raw));
+      return true;
+    case DType::Bool:
+      v = raw[0] ? 1.0 : 0.0;
+      return true;
+    default:
+      return false;
+    }
+  }
+
+private:
+  CudaBackend *be;
+  std::vector<std::vector<char>> values;
+};
 
 //===----------------------------------------------------------------------===//
 // Broadcast arithmetic, reductions, copies, Constant
@@ -1103,24 +1169,20 @@ public:
       : CudaKernel(be, spec), inShape(spec.inputs[0].shape),
         outShape(spec.outputs[0].shape), attrPads(spec.attrs.getInts("pads")),
         value(float(spec.attrs.getFloat("value", 0.0))),
-        hasAttrPads(spec.attrs.has("pads")) {}
+        hasAttrPads(spec.attrs.has("pads")), operands(be, spec) {}
   void compute(const std::vector<TensorRef> &in,
                const std::vector<TensorRef> &out) override {
     size_t r = inShape.size();
     std::vector<int64_t> pads = attrPads, axes(r);
     for (size_t i = 0; i < r; ++i)
       axes[i] = int64_t(i);
-    auto readBack = [&](const TensorRef &t, std::vector<int64_t> &v) {
-      v.resize(size_t(t.numel()));
-      backend.copyToHost(v.data(), t.data, v.size() * sizeof(int64_t));
-    };
     if (!hasAttrPads)
-      readBack(in[1], pads);
+      pads = operands.ints(in, 1);
     float v = value;
     if (in.size() > 2 && in[2].data && in[2].numel() > 0)
-      backend.copyToHost(&v, in[2].data, sizeof(float));
+      operands.read(in, 2, &v, sizeof(float));
     if (in.size() > 3 && in[3].data) {
-      readBack(in[3], axes);
+      axes = operands.ints(in, 3);
       for (int64_t &a : axes)
         if (a < 0)
           a += int64_t(r);
@@ -1155,6 +1217,7 @@ private:
   std::vector<int64_t> inShape, outShape, attrPads;
   float value;
   bool hasAttrPads;
+  HostOperands operands;
 };
 
 std::unique_ptr<Kernel> createPad(CudaBackend &be, const OpSpec &spec,
@@ -1216,49 +1279,6 @@ std::unique_ptr<Kernel> createPadGrad(CudaBackend &be, const OpSpec &spec,
   std::abort();
 }
 
-/// The elements of a small i64/i32 operand, read back from the device (a
-/// synchronizing copy); empty when absent.
-std::vector<int64_t> readInts(CudaBackend &be, const TensorRef &t) {
-  std::vector<int64_t> v;
-  if (!t.data)
-    return v;
-  size_t n = size_t(t.numel());
-  if (t.desc.dtype == DType::I64) {
-    v.resize(n);
-    be.copyToHost(v.data(), t.data, n * sizeof(int64_t));
-    return v;
-  }
-  std::vector<int32_t> w(n);
-  be.copyToHost(w.data(), t.data, n * sizeof(int32_t));
-  return std::vector<int64_t>(w.begin(), w.end());
-}
-
-/// Operand `i` as a number (f32, i64, i32 or bool), read back; false when
-/// it is absent, as the CPU backend's scalarOperand.
-bool readScalar(CudaBackend &be, const std::vector<TensorRef> &in, size_t i,
-                double &v) {
-  if (i >= in.size() || !in[i].data || in[i].numel() == 0)
-    return false;
-  char raw[8] = {};
-  be.copyToHost(raw, in[i].data, dtypeSize(in[i].desc.dtype));
-  switch (in[i].desc.dtype) {
-  case DType::F32:
-    v = *reinterpret_cast<float *>(raw);
-    return true;
-  case DType::I64:
-    v = double(*reinterpret_cast<int64_t *>(raw));
-    return true;
-  case DType::I32:
-    v = double(*reinterpret_cast<int32_t *>(raw));
-    return true;
-  case DType::Bool:
-    v = raw[0] ? 1.0 : 0.0;
-    return true;
-  default:
-    return false;
-  }
-}
-
 SliceParams sliceParams(const std::vector<int64_t> &inShape,
                         const std::vector<int64_t> &outShape,
                         const std::vector<int64_t> &start,
@@ -1282,14 +1302,15 @@ public:
   SliceKernel(CudaBackend &be, const OpSpec &spec)
       : CudaKernel(be, spec), inShape(spec.inputs[0].shape),
         outShape(spec.outputs[0].shape),
-        esize(int(dtypeSize(spec.inputs[0].dtype))), attrs(spec.attrs) {}
+        esize(int(dtypeSize(spec.inputs[0].dtype))), attrs(spec.attrs),
+        operands(be, spec) {}
   void compute(const std::vector<TensorRef> &in,
                const std::vector<TensorRef> &out) override {
     std::vector<int64_t> start, step;
     std::string why;
     if (!resolveSliceAtRun(
             inShape, outShape, in.size(), attrs,
-            [&](size_t i) { return readInts(backend, in[i]); }, start, step,
+            [&](size_t i) { return operands.ints(in, i); }, start, step,
             why))
       fatalAt(nodeName, op, why);
     launchSlice(sliceParams(inShape, outShape, start, step), esize, in[0].data,
@@ -1300,6 +1321,7 @@ private:
   std::vector<int64_t> inShape, outShape;
   int esize;
   AttrMap attrs;
+  HostOperands operands;
 };
 
 std::unique_ptr<Kernel> createSlice(CudaBackend &be, const OpSpec &spec,
@@ -1442,12 +1464,13 @@ public:
   DropoutKernel(CudaBackend &be, const OpSpec &spec)
       : CudaKernel(be, spec), seed(spec.seed), n(spec.inputs[0].numel()),
         defaultRatio(spec.attrs.getFloat("ratio", 0.5)),
-        defaultTraining(spec.attrs.getInt("training_mode", 0) != 0) {}
+        defaultTraining(spec.attrs.getInt("training_mode", 0) != 0),
+        operands(be, spec) {}
   void compute(const std::vector<TensorRef> &in,
                const std::vector<TensorRef> &out) override {
     double ratio = defaultRatio, training = defaultTraining;
-    readScalar(backend, in, 1, ratio);
-    readScalar(backend, in, 2, training);
+    operands.scalar(in, 1, ratio);
+    operands.scalar(in, 2, training);
     if (ratio < 0 || ratio > 1)
       fatalAt(nodeName, op,
               "ratio " + std::to_string(ratio) + " is outside [0, 1]");
@@ -1473,6 +1496,7 @@ private:
   int64_t n;
   double defaultRatio;
   bool defaultTraining;
+  HostOperands operands;
 };
 
 std::unique_ptr<Kernel> createDropout(CudaBackend &be, const OpSpec &spec,
@@ -1488,12 +1512,12 @@ class DropoutGradKernel final : public CudaKernel {
 public:
   DropoutGradKernel(CudaBackend &be, const OpSpec &spec)
       : CudaKernel(be, spec), n(spec.inputs[0].numel()),
-        defaultRatio(spec.attrs.getFloat("ratio", 0.5)) {}
+        defaultRatio(spec.attrs.getFloat("ratio", 0.5)), operands(be, spec) {}
   void compute(const std::vector<TensorRef> &in,
                const std::vector<TensorRef> &out) override {
     double ratio = defaultRatio, training = 1;
-    readScalar(backend, in, 2, ratio);
-    readScalar(backend, in, 3, training);
+    operands.scalar(in, 2, ratio);
+    operands.scalar(in, 3, training);
     if (training == 0) {
       backend.copyWithin(out[0].data, in[0].data, out[0].bytes());
       return;
@@ -1506,6 +1530,7 @@ public:
 private:
   int64_t n;
   double defaultRatio;
+  HostOperands operands;
 };
 
 std::unique_ptr<Kernel> createDropoutGrad(CudaBackend &be, const OpSpec &spec,
@@ -1676,11 +1701,11 @@ std::unique_ptr<Kernel> createClip(CudaBackend &be, const OpSpec &spec,
   double attrMin = spec.attrs.getFloat("min", -INFINITY),
          attrMax = spec.attrs.getFloat("max", INFINITY);
   int64_t n = spec.outputs[0].numel();
-  CudaBackend *backend = &be;
+  HostOperands operands(be, spec);
   return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
     double lo = attrMin, hi = attrMax;
-    readScalar(*backend, in, 1, lo);
-    readScalar(*backend, in, 2, hi);
+    operands.scalar(in, 1, lo);
+    operands.scalar(in, 2, hi);
     launchUnary(UnaryOp::Clip, in[0].template as<float>(),
                 out[0].template as<float>(), n, float(lo), float(hi), s);
   });

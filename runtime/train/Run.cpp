@@ -376,6 +376,7 @@ private:
   // the backend and the communicator.
   std::unique_ptr<Communicator> comm;
   std::unique_ptr<KernelBackend> backend;
+  KernelBackend::HostWaits waitsBefore; ///< the backend's, before training
   std::unique_ptr<CommEngine> engine;
   std::unique_ptr<mlir::MLIRContext> ctx;
   int rank = 0, size = 1, nthreads = 1;
@@ -691,6 +692,18 @@ void Run::report(const TrainSummary &summary, const TrainingAlgorithm &algo) {
   sc.predictedFrom =
       module.commSource.empty() ? costs : costs + ", " + module.commSource;
   printSummary(stdout, summary, sc);
+  // A device backend's stalls of the host: the loss on --log-every steps,
+  // the NaN check and host communication's synchronizations are expected;
+  // a kernel's operand read back every step is not (docs/runtime.md).
+  KernelBackend::HostWaits after = backend->hostWaits();
+  if (std::string(backend->name()) != "cpu" && summary.steps > 0)
+    std::printf("  host waits       %.2f copies to the host and %.2f "
+                "synchronizations per step (%s)\n",
+                double(after.copiesToHost - waitsBefore.copiesToHost) /
+                    double(summary.steps),
+                double(after.synchronizations - waitsBefore.synchronizations) /
+                    double(summary.steps),
+                backend->name());
 
   if (!o.dumpGrads.empty())
     if (auto err = writeGradientDump(o.dumpGrads, *exec))
@@ -813,6 +826,7 @@ int Run::run(int *argc, char ***argv) {
   to.replan = replanOptions;
   to.replanProfilePath = o.replanProfile;
   TrainSummary summary;
+  waitsBefore = backend->hostWaits();
   if (auto err = train(*exec, *data, *algo, *engine, to, summary))
     abortRun(*comm, "oasr-run: " + rankName(*comm) +
                         ": error: " + llvm::toString(std::move(err)));

@@ -119,6 +119,11 @@ struct OpSpec {
   std::vector<bool> outputUsed;
   /// Seed for nodes that draw random numbers (Dropout), fixed per node.
   uint64_t seed = 0;
+  /// Per input, its bytes when the value is a small constant of the program
+  /// (Slice's starts, Dropout's ratio, Pad's pads, Clip's bounds), else
+  /// empty. A device backend folds them into the kernel's parameters
+  /// instead of copying the operand back to the host every step.
+  std::vector<std::vector<char>> inputValues;
 };
 
 /// One node, ready to run. Created once; run every step.
@@ -180,6 +185,13 @@ public:
   }
   /// Waits until every kernel issued so far has finished.
   virtual void synchronize() {}
+  /// Device-to-host copies and waits for the device so far: each stalls the
+  /// host until the device has caught up. Device backends count them; the
+  /// CPU backend has none.
+  struct HostWaits {
+    uint64_t copiesToHost = 0, synchronizations = 0;
+  };
+  virtual HostWaits hostWaits() const { return {}; }
   /// Backends whose memory the host cannot address (GPUs) apply optimizer
   /// updates themselves; the executor updates host memory in its own loop.
   /// True when `update` implements `algo`.

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -267,6 +268,41 @@ TEST(ExecutorPlan, KernelWorkspacesShareTheArenaWithoutClobbering) {
   EXPECT_FALSE(scribbling.workspaces.empty());
   // Workspaces are transient: the arena grows by about one, not one per op.
   EXPECT_LE(arena, plainArena + 2 * 3072);
+}
+
+/// The CPU backend, keeping every node's OpSpec.
+struct SpecRecordingBackend : ForwardingBackend {
+  std::map<std::string, OpSpec> specs;
+  std::unique_ptr<Kernel> create(const OpSpec &spec,
+                                 std::string &error) override {
+    specs[spec.name] = spec;
+    return cpu->create(spec, error);
+  }
+};
+
+TEST(ExecutorPlan, SmallConstantOperandsReachTheKernelsAsValues) {
+  Parsed p(kChain);
+  ASSERT_TRUE(p.module);
+  SpecRecordingBackend backend;
+  auto exec = Executor::create(*p.module, backend, ExecutorOptions{});
+  ASSERT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
+  // The loss gradient's seed is a Constant: its bytes come with the spec.
+  const OpSpec *seeded = nullptr;
+  for (const auto &[name, spec] : backend.specs)
+    if (spec.opType == "SoftmaxCrossEntropyLossGrad")
+      seeded = &spec;
+  ASSERT_NE(seeded, nullptr);
+  ASSERT_EQ(seeded->inputValues.size(), seeded->inputs.size());
+  float one = 1.0f;
+  std::vector<char> bytes(reinterpret_cast<char *>(&one),
+                          reinterpret_cast<char *>(&one) + sizeof(float));
+  EXPECT_EQ(seeded->inputValues[0], bytes);
+  EXPECT_TRUE(seeded->inputValues[1].empty()); // an activation
+  EXPECT_TRUE(seeded->inputValues[2].empty()); // the label, an input
+  // Parameters change every step: never folded.
+  const OpSpec &fc = backend.specs.at("fc");
+  ASSERT_EQ(fc.inputValues.size(), 2u);
+  EXPECT_TRUE(fc.inputValues[1].empty());
 }
 
 /// The CPU backend, counting device synchronizations.
