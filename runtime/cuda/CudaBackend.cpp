@@ -1310,8 +1310,7 @@ public:
     std::string why;
     if (!resolveSliceAtRun(
             inShape, outShape, in.size(), attrs,
-            [&](size_t i) { return operands.ints(in, i); }, start, step,
-            why))
+            [&](size_t i) { return operands.ints(in, i); }, start, step, why))
       fatalAt(nodeName, op, why);
     launchSlice(sliceParams(inShape, outShape, start, step), esize, in[0].data,
                 out[0].data, out[0].numel(), false, stream);
