@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
 """PyTorch side of the precision benchmark (bench/run_precision.py).
 
-    /root/venv-torch/bin/python bench/precision.py MODEL [--mode f32|bf16]
-        [--threads 1] [--batch 8] [--steps 4]
+    /root/venv-torch/bin/python bench/precision.py MODEL [--mode f32|tf32|bf16]
+        [--device cpu|cuda] [--threads 1] [--batch 8] [--steps 4]
 
 Builds MODEL (seed 0) and trains it with SGD (lr 0.01) on one fixed batch:
 forward, cross-entropy, backward, update, STEPS times. --mode=bf16 wraps
 forward and loss in torch.autocast("cpu", dtype=torch.bfloat16), PyTorch's
 documented CPU mixed precision (weights, gradients and the update stay f32);
---mode=f32 runs plain float32. Prints one JSON line: the median and range of
+--mode=f32 runs plain float32. On --device=cuda (bench/run_gpu.py) every
+step ends with torch.cuda.synchronize(); f32 turns TF32 off everywhere,
+tf32 is PyTorch's default (cuDNN convolutions on TF32 tensor cores, matrix
+products in f32), bf16 is torch.autocast("cuda", dtype=torch.bfloat16)
+with those defaults; the JSON adds the peak of
+torch.cuda.max_memory_allocated. Prints one JSON line: the median and range of
 the step times after the first (s), every step time, the first and last
 loss, torch's version, whether oneDNN (mkldnn) is available, and the peak
 resident set (getrusage ru_maxrss, MiB).
@@ -100,7 +105,8 @@ def make_batch(name, batch, seed=1):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("model", choices=sorted(MODELS))
-    p.add_argument("--mode", choices=("f32", "bf16"), default="f32")
+    p.add_argument("--mode", choices=("f32", "tf32", "bf16"), default="f32")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--steps", type=int, default=4)
@@ -109,19 +115,33 @@ def main():
         p.error("--steps must be at least 2 (the first step is not timed)")
     import torch.nn.functional as F
 
+    cuda = a.device == "cuda"
+    if a.mode == "tf32" and not cuda:
+        p.error("--mode tf32 is a GPU mode")
+    if cuda:
+        # f32: FP32 units everywhere; tf32 and bf16: PyTorch's defaults
+        # (cuDNN convolutions on TF32, matrix products in f32).
+        torch.backends.cudnn.allow_tf32 = a.mode != "f32"
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.benchmark = False
     torch.set_num_threads(a.threads)
-    model = build(a.model)
+    model = build(a.model).to(a.device)
     x, y = make_batch(a.model, a.batch)
-    x, y = torch.from_numpy(x), torch.from_numpy(y)
+    x, y = torch.from_numpy(x).to(a.device), torch.from_numpy(y).to(a.device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
 
     def autocast():
         if a.mode == "bf16":
-            return torch.autocast("cpu", dtype=torch.bfloat16)
+            return torch.autocast(a.device, dtype=torch.bfloat16)
         return contextlib.nullcontext()
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
 
     times, losses = [], []
     for _ in range(a.steps):
+        sync()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         with autocast():
@@ -129,20 +149,27 @@ def main():
             loss = F.cross_entropy(logits, y)
         loss.backward()
         opt.step()
+        sync()
         times.append(time.perf_counter() - t0)
         losses.append(loss.detach().item())
     steady = times[1:]
     rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    print(json.dumps({
+    out = {
         "model": a.model, "mode": a.mode, "batch": a.batch,
-        "threads": a.threads, "steps": a.steps,
+        "device": a.device, "threads": a.threads, "steps": a.steps,
         "torch": torch.__version__,
         "mkldnn": torch.backends.mkldnn.is_available(),
         "logits_dtype": str(logits.dtype).replace("torch.", ""),
         "median_s": statistics.median(steady),
         "min_s": min(steady), "max_s": max(steady), "times_s": times,
         "loss_first": losses[0], "loss_last": losses[-1],
-        "peak_rss_mib": rss_kib / 1024.0}))
+        "peak_rss_mib": rss_kib / 1024.0}
+    if cuda:
+        out["peak_gpu_mib"] = torch.cuda.max_memory_allocated() / 2**20
+        out["gpu"] = torch.cuda.get_device_name()
+        out["cudnn"] = torch.backends.cudnn.version()
+        out["cuda"] = torch.version.cuda
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

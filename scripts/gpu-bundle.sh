@@ -17,7 +17,13 @@
 # and leaves their logs in LOGDIR. Tests that launch mpirun (cuda-errors,
 # cuda-strategy-invariance) need Open MPI on that machine: without it, name
 # the others in OASR_GPU_LIT_FILTER ('cuda-(torch-grads|optimizers|model-zoo)'
-# is what bench/results/cuda-checks-h200.md ran).
+# is what bench/results/cuda-checks-h200.md ran). Each part can be chosen:
+#   OASR_GPU_KERNELS   gtest filter of the kernel tests (default: the cuda
+#                      and cuda_bf16 cases; empty: none)
+#   OASR_GPU_LIT_FILTER lit's --filter (default cuda-; empty: no lit)
+#   OASR_GPU_MODELS    models of scripts/model_zoo.py to train one step each
+#   OASR_GPU_BENCH     options of bench/run_gpu.py: oasr's steps against the
+#                      machine's PyTorch, into LOGDIR/gpu-steps.{json,md}
 #
 #===----------------------------------------------------------------------===#
 set -euo pipefail
@@ -92,11 +98,16 @@ export LD_LIBRARY_PATH=$bundle/lib:$cudalibs
   "$OASR_PYTHON" -c 'import torch, onnx; print("torch", torch.__version__, "onnx", onnx.__version__)'
   echo "== oasr-run --list-devices"; "$bundle/bin/oasr-run" --list-devices
 } 2>&1 | tee "$logs/machine.txt"
-echo "== kernels against PyTorch on cuda"
-"$bundle/bin/OASRKernelTests" --gtest_filter='*/cuda:*OnCuda.*' > "$logs/kernels-cuda.txt" 2>&1
+krc=0
+if [ -n "${OASR_GPU_KERNELS-*/cuda:*/cuda_bf16:*OnCuda.*}" ]; then
+echo "== kernels against PyTorch on cuda (f32 and bf16)"
+"$bundle/bin/OASRKernelTests" --gtest_filter="${OASR_GPU_KERNELS-*/cuda:*/cuda_bf16:*OnCuda.*}" > "$logs/kernels-cuda.txt" 2>&1
 krc=$?
 grep -E '^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|Failure' "$logs/kernels-cuda.txt" | tail -40
 echo "kernel tests: rc $krc"
+fi
+lrc=0
+if [ -n "${OASR_GPU_LIT_FILTER-cuda-}" ]; then
 echo "== lit: the cuda tests"
 export OASR_LIT_WORK=${TMPDIR:-/tmp}/oasr-gpu-lit OASR_BUNDLE=$bundle
 mkdir -p "$OASR_LIT_WORK/obj/test"
@@ -104,10 +115,11 @@ cp "$bundle/lit.site.cfg.py" "$OASR_LIT_WORK/obj/test/lit.site.cfg.py"
 # lit itself runs with the bundle's libraries (it probes oasr-run); the
 # tests' python3 is started without them (OASR_PYTHON).
 PYTHONPATH=$bundle python3 -c 'import sys; from lit.main import main; main()' \
-  -v "$OASR_LIT_WORK/obj/test" --filter "${OASR_GPU_LIT_FILTER:-cuda-}" 2>&1 |
+  -v "$OASR_LIT_WORK/obj/test" --filter "${OASR_GPU_LIT_FILTER-cuda-}" 2>&1 |
   tee "$logs/lit-cuda.txt" | tail -60
 lrc=${PIPESTATUS[0]}
 echo "lit: rc $lrc"
+fi
 # OASR_GPU_MODELS="vit swin ...": each model of scripts/model_zoo.py trained
 # one step on the GPU and checked against PyTorch, going on past failures
 # (a survey of which families run; the lit test stops at the first).
@@ -131,9 +143,24 @@ for m in ${OASR_GPU_MODELS:-}; do
 done
 return $rc
 }
+mrc=0
+if [ -n "${OASR_GPU_MODELS:-}" ]; then
 survey 2>&1 | tee "$logs/models.txt"
 mrc=${PIPESTATUS[0]}
-exit $(( krc || lrc || mrc ))
+fi
+# OASR_GPU_BENCH="ARGS": bench/run_gpu.py's step timings against this
+# machine's PyTorch (ARGS: its options, e.g. --models resnet50:64), into
+# LOGDIR/gpu-steps.{json,md}.
+brc=0
+if [ -n "${OASR_GPU_BENCH:-}" ]; then
+  echo "== steps against PyTorch (bench/run_gpu.py $OASR_GPU_BENCH)"
+  # shellcheck disable=SC2086 # the options, split as given
+  OASR_LD_LIBRARY_PATH=$LD_LIBRARY_PATH env -u LD_LIBRARY_PATH \
+    PYTHONUNBUFFERED=1 python3 bench/run_gpu.py --oasr-run "$bundle/bin/oasr-run" \
+    --out "$logs" $OASR_GPU_BENCH
+  brc=$?
+fi
+exit $(( krc || lrc || mrc || brc ))
 EOF
 chmod +x "$out/run.sh"
 du -sh "$out"

@@ -711,6 +711,10 @@ def g_pointwise():
         ("Mish", F.mish, {}),
     ]:
         x = rnd(*shape, lo=-5, hi=5)
+        if op == "HardSwish":
+            # The gradient at the kinks (x = -3, 3) is a convention that
+            # PyTorch releases differ on; bf16's grid lands on them.
+            x = torch.where((x.abs() - 3).abs() < 0.05, x + 0.125, x)
         cs.append(Case(op.lower(), op, attrs).inp(x).out(f64(fn(x))))
         dy = rnd(*shape)
         (dx,) = grad_of(fn, [x], dy)

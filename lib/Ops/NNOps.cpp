@@ -874,10 +874,7 @@ void ::oasr::ops::registerNNOps(OpRegistry &r) {
       .traits(WideResults)
       .precision(Precision::Lower)
       .shape(shapeFusedMatMul)
-      .cost(costMatMul)
-      .cpuOnly("emitted by oasr-fuse-matmul-transpose in bf16/f16 steps, "
-               "which the CUDA backend does not run yet (an ONNX Runtime "
-               "graph's is expanded into Transpose + MatMul on import)");
+      .cost(costMatMul);
   r.add("Dropout")
       .shape(shapeDropout)
       .trainingForm(formDropout)

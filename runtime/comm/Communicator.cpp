@@ -84,6 +84,11 @@ public:
   const char *name() const override { return "self"; }
   int rank() const override { return 0; }
   int size() const override { return 1; }
+  // The average of one rank reads and writes nothing, so an allreduce need
+  // not wait for the device (a GPU step would otherwise stall once per
+  // group). Its reduce-scatter and all-gather copy host memory, which only
+  // the CPU backend's groups live in, and its kernels have returned.
+  bool ordersAfterCompute() const override { return true; }
   void allreduceAverage(void *, size_t, DType) override {}
   // One rank: nothing travels, so nothing is rounded.
   void allreduceAverageWire(float *, size_t, GradWire, void *) override {}

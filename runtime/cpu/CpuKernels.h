@@ -51,8 +51,6 @@ void registerPointwiseKernels(KernelRegistry &registry);
 /// (RecurrentKernels.cpp).
 void registerRecurrentKernels(KernelRegistry &registry);
 
-/// True when a tensor of `spec` is bf16 or f16.
-bool hasLowFloat(const OpSpec &spec);
 /// The kernel of a node with bf16/f16 tensors (LowPrecision.cpp): the
 /// factory's own when it takes them, else the f32 kernel between widening
 /// and narrowing copies.

@@ -126,14 +126,6 @@ private:
 
 } // namespace
 
-bool hasLowFloat(const OpSpec &spec) {
-  for (const auto *descs : {&spec.inputs, &spec.outputs})
-    for (const TensorDesc &d : *descs)
-      if (isLowFloat(d.dtype))
-        return true;
-  return false;
-}
-
 /// Kernels that read and write bf16 tensors themselves (their factories
 /// check the element types and refuse a mix they cannot run, which then
 /// goes to the widening wrapper).

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace oasr::rt::cuda {
@@ -59,12 +60,16 @@ static cudnnMathType_t gConvMath = CUDNN_FMA_MATH;
 class CudaBackend;
 using Factory = std::function<std::unique_ptr<Kernel>(
     CudaBackend &, const OpSpec &, std::string &)>;
+std::unique_ptr<Kernel> createLowPrecision(CudaBackend &be,
+                                           const OpSpec &spec,
+                                           std::string &error);
 
 class CudaBackend final : public KernelBackend {
 public:
   CudaBackend(cudaStream_t stream, cublasHandle_t blas, cudnnHandle_t dnn);
   ~CudaBackend() override {
     cudaStreamSynchronize(stream);
+    writeKernelTimes();
     cudnnDestroy(dnn);
     cublasDestroy(blas);
     cudaStreamDestroy(stream);
@@ -73,21 +78,35 @@ public:
   bool setPrecision(const std::string &precision, std::string &error,
                     std::string &warning) override {
     (void)warning;
-    if (precision == "f32" || precision == "tf32") {
-      bool tf32 = precision == "tf32";
-      gConvMath = tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
-      checkBlas(cublasSetMathMode(blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                             : CUBLAS_DEFAULT_MATH),
-                "cublasSetMathMode");
-      return true;
+    // tf32: f32 products on TF32 tensor cores. f32 and bf16: f32 products
+    // on FP32 units (autocast's f32 ops stay f32); bf16 products run on
+    // tensor cores by their element type.
+    bool tf32 = precision == "tf32";
+    if (precision == "f16") {
+      error = "f16 steps scale the loss, and the cuda backend does not yet "
+              "check and unscale gradients on the device; use "
+              "--precision=bf16 (the same tensor cores, no loss scaling)";
+      return false;
     }
-    error = "the cuda backend has no " + precision +
-            " kernels yet (docs/precision.md); use --precision=tf32 for "
-            "tensor cores on f32 tensors";
-    return false;
+    if (!tf32 && precision != "f32" && precision != "bf16") {
+      error = "the cuda backend has no '" + precision + "' kernels";
+      return false;
+    }
+    gConvMath = tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    checkBlas(cublasSetMathMode(blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                           : CUBLAS_DEFAULT_MATH),
+              "cublasSetMathMode");
+    return true;
   }
   std::unique_ptr<Kernel> create(const OpSpec &spec,
                                  std::string &error) override {
+    if (hasLowFloat(spec))
+      return createLowPrecision(*this, spec, error);
+    return createNative(spec, error);
+  }
+  /// The registered factory's kernel for `spec` as it is.
+  std::unique_ptr<Kernel> createNative(const OpSpec &spec,
+                                       std::string &error) {
     return createRegistered(
         registry, spec, "cuda", error,
         [&](const Factory &factory) { return factory(*this, spec, error); });
@@ -142,9 +161,41 @@ public:
   cublasHandle_t blas;
   cudnnHandle_t dnn;
 
+  /// OASR_CUDA_KERNEL_TIMES=FILE: every kernel's device time (CUDA events
+  /// around its run), summed per op type and written to FILE at the end.
+  /// Off (null) without the variable: the events cost a little per run.
+  struct OpTime {
+    double ms = 0;
+    int64_t runs = 0;
+  };
+  std::map<std::string, OpTime> *kernelTimes() { return times.get(); }
+
 private:
+  void writeKernelTimes() {
+    if (!times)
+      return;
+    std::FILE *f = std::fopen(timesPath.c_str(), "w");
+    if (!f)
+      return;
+    std::vector<std::pair<std::string, OpTime>> rows(times->begin(),
+                                                     times->end());
+    std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
+      return a.second.ms > b.second.ms;
+    });
+    double total = 0; // a widened kernel's time holds its inner kernel's
+    for (const auto &r : rows)
+      if (r.first.rfind("widened ", 0) != 0)
+        total += r.second.ms;
+    std::fprintf(f, "op\tms\truns\tshare (of %.3f ms)\n", total);
+    for (const auto &[op, t] : rows)
+      std::fprintf(f, "%s\t%.3f\t%lld\t%.3f\n", op.c_str(), t.ms,
+                   (long long)t.runs, total > 0 ? t.ms / total : 0.0);
+    std::fclose(f);
+  }
   std::map<std::string, Factory> registry;
   HostWaits waits;
+  std::string timesPath;
+  std::unique_ptr<std::map<std::string, OpTime>> times;
 };
 
 /// Every CUDA kernel: the node's name, the backend's stream and handles, and
@@ -158,6 +209,11 @@ public:
   ~CudaKernel() override {
     if (ownScratch)
       cudaFree(ownScratch);
+    // The last run's time is not added: the backend may be gone.
+    if (events[0]) {
+      cudaEventDestroy(events[0]);
+      cudaEventDestroy(events[1]);
+    }
   }
   void run(const std::vector<TensorRef> &in,
            const std::vector<TensorRef> &out) final {
@@ -165,7 +221,23 @@ public:
       check(cudaMalloc(&ownScratch, scratchBytes), nodeName.c_str());
       scratch = static_cast<char *>(ownScratch);
     }
+    auto *times = backend.kernelTimes();
+    if (!times) {
+      compute(in, out);
+      return;
+    }
+    // The previous run's time (that step has finished: steps end with a
+    // synchronization), then this run between two events.
+    if (!events[0]) {
+      check(cudaEventCreate(&events[0]), "cudaEventCreate");
+      check(cudaEventCreate(&events[1]), "cudaEventCreate");
+    } else {
+      addTime(*times);
+    }
+    check(cudaEventRecord(events[0], stream), "cudaEventRecord");
     compute(in, out);
+    check(cudaEventRecord(events[1], stream), "cudaEventRecord");
+    recorded = true;
   }
   size_t workspaceBytes() const final { return scratchBytes; }
   void setWorkspace(void *ptr) final { scratch = static_cast<char *>(ptr); }
@@ -189,9 +261,21 @@ protected:
   std::string nodeName, op;
 
 private:
+  void addTime(std::map<std::string, CudaBackend::OpTime> &times) {
+    float ms = 0;
+    if (!recorded || cudaEventSynchronize(events[1]) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, events[0], events[1]) != cudaSuccess)
+      return;
+    recorded = false;
+    CudaBackend::OpTime &t = times[op];
+    t.ms += ms;
+    ++t.runs;
+  }
   size_t scratchBytes = 0;
   char *scratch = nullptr;
   void *ownScratch = nullptr;
+  cudaEvent_t events[2] = {nullptr, nullptr};
+  bool recorded = false;
 };
 
 /// A kernel that is one function of the buffers.
@@ -278,6 +362,133 @@ private:
 };
 
 //===----------------------------------------------------------------------===//
+// Mixed precision: nodes with bf16/f16 tensors
+//===----------------------------------------------------------------------===//
+//
+// As on the CPU (runtime/cpu/LowPrecision.cpp): the kernels that take 16-bit
+// tensors themselves get the node as it is (cuDNN convolutions and cuBLAS
+// products on tensor cores with f32 accumulation, the byte-moving views,
+// Cast); every other node runs its f32 kernel between widening and
+// narrowing conversions in its scratch (the executor's arena), so the saved
+// activations stay 16-bit and every op runs.
+
+/// A node with 16-bit tensors run by the f32 kernel of the same node.
+class WidenedKernel final : public CudaKernel {
+public:
+  WidenedKernel(CudaBackend &be, const OpSpec &spec,
+                std::unique_ptr<Kernel> inner)
+      : CudaKernel(be, spec), inner(std::move(inner)) {
+    op = "widened " + op; // its kernel times include the inner kernel's
+    for (const TensorDesc &d : spec.inputs)
+      ins.push_back(slot(d));
+    for (const TensorDesc &d : spec.outputs)
+      outs.push_back(slot(d));
+    innerBytes = this->inner->workspaceBytes();
+    if (innerBytes)
+      innerAt = reserve(innerBytes);
+  }
+  bool randomPosition(uint64_t &position) const override {
+    return inner->randomPosition(position);
+  }
+  void setRandomPosition(uint64_t position) override {
+    inner->setRandomPosition(position);
+  }
+
+protected:
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    if (innerBytes && !innerPlaced) {
+      inner->setWorkspace(scratchAt<char>(innerAt));
+      innerPlaced = true;
+    }
+    std::vector<TensorRef> wideIn = in, wideOut = out;
+    auto widen = [&](const Slot &sl, TensorRef &ref) {
+      ref.data = scratchAt<float>(sl.at);
+      ref.desc.dtype = DType::F32;
+    };
+    for (size_t i = 0; i < in.size(); ++i)
+      if (ins[i].at != kNone && in[i].data) {
+        widen(ins[i], wideIn[i]);
+        launchCast(ins[i].type, DType::F32, in[i].data, wideIn[i].data,
+                   ins[i].numel, stream);
+      }
+    for (size_t i = 0; i < out.size(); ++i)
+      if (outs[i].at != kNone && out[i].data)
+        widen(outs[i], wideOut[i]);
+    inner->run(wideIn, wideOut);
+    for (size_t i = 0; i < out.size(); ++i)
+      if (outs[i].at != kNone && out[i].data)
+        launchCast(DType::F32, outs[i].type, wideOut[i].data, out[i].data,
+                   outs[i].numel, stream);
+  }
+
+private:
+  static constexpr size_t kNone = ~size_t(0);
+  struct Slot {
+    DType type = DType::F32;
+    int64_t numel = 0;
+    size_t at = kNone; ///< f32 scratch; kNone for tensors passed as they are
+  };
+  Slot slot(const TensorDesc &d) {
+    Slot sl{d.dtype, d.numel(), kNone};
+    if (isLowFloat(d.dtype) && sl.numel)
+      sl.at = reserve(size_t(sl.numel) * sizeof(float));
+    return sl;
+  }
+  std::unique_ptr<Kernel> inner;
+  std::vector<Slot> ins, outs;
+  size_t innerBytes = 0, innerAt = 0;
+  bool innerPlaced = false;
+};
+
+/// Kernels that read and write 16-bit tensors themselves (their factories
+/// refuse a mix they cannot run, which then runs widened).
+bool takesLowFloat(const std::string &op) {
+  static const std::set<std::string> ops = {
+      // Tensor cores, f32 accumulation.
+      "Conv", "ConvGrad", "MatMul", "FusedMatMul", "Gemm", "GemmGrad",
+      // bf16 elements, f32 arithmetic and statistics.
+      "Add", "Sub", "Mul", "Div", "Sum", "Relu", "ReluGrad",
+      "BatchNormalization", "BatchNormalizationGrad",
+      // Byte moves of any element type.
+      "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity",
+      // Converts between any two types.
+      "Cast"};
+  return ops.count(op) != 0;
+}
+
+std::unique_ptr<Kernel> createLowPrecision(CudaBackend &be,
+                                           const OpSpec &spec,
+                                           std::string &error) {
+  std::string nativeError;
+  if (takesLowFloat(spec.opType))
+    if (std::unique_ptr<Kernel> k = be.createNative(spec, nativeError))
+      return k;
+  OpSpec wide = spec;
+  for (auto *descs : {&wide.inputs, &wide.outputs})
+    for (TensorDesc &d : *descs)
+      if (isLowFloat(d.dtype))
+        d.dtype = DType::F32;
+  std::unique_ptr<Kernel> inner = be.createNative(wide, error);
+  if (!inner) {
+    if (!nativeError.empty())
+      error = nativeError;
+    return nullptr;
+  }
+  error.clear();
+  return std::make_unique<WidenedKernel>(be, spec, std::move(inner));
+}
+
+/// True when every tensor of `spec` is of the 16-bit type `t`.
+bool sameLowFloat(const OpSpec &spec, DType t) {
+  for (const auto *descs : {&spec.inputs, &spec.outputs})
+    for (const TensorDesc &d : *descs)
+      if (d.dtype != t)
+        return false;
+  return !spec.outputs.empty();
+}
+
+//===----------------------------------------------------------------------===//
 // Broadcast arithmetic, reductions, copies, Constant
 //===----------------------------------------------------------------------===//
 
@@ -329,8 +540,15 @@ std::unique_ptr<Kernel> createNary(CudaBackend &be, const OpSpec &spec,
                                    std::string &error) {
   bool sum = spec.opType == "Sum";
   if (!checkSpec(spec, sum ? 1 : 2, sum ? kMaxOperands : 2, 1, 1, {}, {},
-                 error) ||
-      !checkBroadcastOperands(spec, error))
+                 error))
+    return nullptr;
+  // bf16 operands and result (arithmetic in f32): checked as f32.
+  OpSpec checked = spec;
+  if (spec.opType != "Pow" && sameLowFloat(spec, DType::BF16))
+    for (auto *descs : {&checked.inputs, &checked.outputs})
+      for (TensorDesc &d : *descs)
+        d.dtype = DType::F32;
+  if (!checkBroadcastOperands(checked, error))
     return nullptr;
   DType t = spec.outputs[0].dtype;
   Broadcast b;
@@ -459,7 +677,9 @@ std::unique_ptr<Kernel> createConstant(CudaBackend &be, const OpSpec &spec,
 std::unique_ptr<Kernel> createRelu(CudaBackend &be, const OpSpec &spec,
                                    std::string &error) {
   bool grad = spec.opType == "ReluGrad";
-  if (!checkSpec(spec, grad ? 2 : 1, grad ? 2 : 1, 1, 1, {0, 1}, {0}, error))
+  DType t = sameLowFloat(spec, DType::BF16) ? DType::BF16 : DType::F32;
+  if (!checkArity(spec, grad ? 2 : 1, grad ? 2 : 1, 1, 1, error) ||
+      (t == DType::F32 && !checkAllF32(spec, {0, 1}, {0}, error)))
     return nullptr;
   int64_t n = spec.outputs[0].numel();
   for (const TensorDesc &d : spec.inputs)
@@ -469,13 +689,13 @@ std::unique_ptr<Kernel> createRelu(CudaBackend &be, const OpSpec &spec,
     }
   if (grad)
     return lambda(
-        be, spec, [n](cudaStream_t s, const auto &in, const auto &out) {
-          launchReluGrad(in[0].template as<float>(), in[1].template as<float>(),
-                         out[0].template as<float>(), n, s);
+        be, spec, [n, t](cudaStream_t s, const auto &in, const auto &out) {
+          launchReluGrad(t, in[0].data, in[1].data, out[0].data, n, s);
         });
-  return lambda(be, spec, [n](cudaStream_t s, const auto &in, const auto &out) {
-    launchRelu(in[0].template as<float>(), out[0].template as<float>(), n, s);
-  });
+  return lambda(be, spec,
+                [n, t](cudaStream_t s, const auto &in, const auto &out) {
+                  launchRelu(t, in[0].data, out[0].data, n, s);
+                });
 }
 
 class SceKernel final : public CudaKernel {
@@ -540,28 +760,100 @@ std::unique_ptr<Kernel> createSceGrad(CudaBackend &be, const OpSpec &spec,
 // Gemm / GemmGrad / MatMul (cuBLAS)
 //===----------------------------------------------------------------------===//
 
+/// cuBLAS's element type of `t` (f32, bf16, f16).
+cudaDataType_t blasType(DType t) {
+  return t == DType::BF16  ? CUDA_R_16BF
+         : t == DType::F16 ? CUDA_R_16F
+                           : CUDA_R_32F;
+}
+
 /// Row-major C[m,n] = alpha op(A) op(B) + beta C, A stored [m,k] (or, ta,
 /// [k,m]), B stored [k,n] (or, tb, [n,k]). cuBLAS is column-major: the
 /// row-major C is the column-major C^T = op(B)^T op(A)^T, so B goes first.
+/// A and B are of type `ab`, C of `ct`; products of 16-bit operands run on
+/// tensor cores with f32 accumulation, f32 ones as the math mode says.
 void rowMajorGemm(cublasHandle_t h, bool ta, bool tb, int64_t m, int64_t n,
-                  int64_t k, float alpha, const float *a, const float *b,
-                  float beta, float *c) {
-  checkBlas(cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                        ta ? CUBLAS_OP_T : CUBLAS_OP_N, int(n), int(m), int(k),
-                        &alpha, b, int(tb ? k : n), a, int(ta ? m : k), &beta,
-                        c, int(n)),
-            "cublasSgemm");
+                  int64_t k, float alpha, const void *a, const void *b,
+                  float beta, void *c, DType ab = DType::F32,
+                  DType ct = DType::F32) {
+  cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                    opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  int lda = int(ta ? m : k), ldb = int(tb ? k : n);
+  if (ab == DType::F32 && ct == DType::F32) {
+    checkBlas(cublasSgemm(h, opB, opA, int(n), int(m), int(k), &alpha,
+                          static_cast<const float *>(b), ldb,
+                          static_cast<const float *>(a), lda, &beta,
+                          static_cast<float *>(c), int(n)),
+              "cublasSgemm");
+    return;
+  }
+  checkBlas(cublasGemmEx(h, opB, opA, int(n), int(m), int(k), &alpha, b,
+                         blasType(ab), ldb, a, blasType(ab), lda, &beta, c,
+                         blasType(ct), int(n), CUBLAS_COMPUTE_32F,
+                         CUBLAS_GEMM_DEFAULT),
+            "cublasGemmEx");
+}
+
+/// A kernel that is one function of the buffers and its scratch.
+class ScratchKernel final : public CudaKernel {
+public:
+  using Body = std::function<void(cudaStream_t, char *,
+                                  const std::vector<TensorRef> &,
+                                  const std::vector<TensorRef> &)>;
+  ScratchKernel(CudaBackend &backend, const OpSpec &spec, size_t bytes,
+                Body body)
+      : CudaKernel(backend, spec), body(std::move(body)) {
+    if (bytes)
+      reserve(bytes);
+  }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    body(stream, scratchAt<char>(0), in, out);
+  }
+
+private:
+  Body body;
+};
+
+/// The element type of a product's operands `ops` of `spec` when they share
+/// one float type and each result in `results` is f32 or that type; false
+/// (with `error`) otherwise.
+bool productTypes(const OpSpec &spec, std::initializer_list<size_t> ops,
+                  std::initializer_list<size_t> results, DType &type,
+                  std::string &error) {
+  type = spec.inputs[*ops.begin()].dtype;
+  bool ok = type == DType::F32 || isLowFloat(type);
+  for (size_t i : ops)
+    ok = ok && spec.inputs[i].dtype == type;
+  for (size_t i : results)
+    ok = ok && i < spec.outputs.size() &&
+         (spec.outputs[i].dtype == DType::F32 ||
+          spec.outputs[i].dtype == type);
+  if (!ok)
+    error = nodeError(spec, "operands must share one float type (f32, bf16 "
+                            "or f16), results f32 or that type");
+  return ok;
 }
 
 /// Gemm: Y = alpha op(A) op(B) + beta C, C broadcast onto [M, N] first.
+/// bf16/f16 A and B: a tensor-core product into Y (f32 or 16-bit); C is
+/// added in f32 (in scratch when C or Y is 16-bit).
 std::unique_ptr<Kernel> createGemm(CudaBackend &be, const OpSpec &spec,
                                    std::string &error) {
   GemmShape g;
-  if (!checkSpec(spec, 2, 3, 1, 1, {0, 1, 2}, {0}, error) ||
+  DType ab;
+  if (!checkArity(spec, 2, 3, 1, 1, error) ||
+      !productTypes(spec, {0, 1}, {0}, ab, error) ||
       !gemmShape(spec, spec.inputs[0], spec.inputs[1], spec.outputs[0], g,
                  error))
     return nullptr;
   bool bias = spec.inputs.size() == 3 && g.beta != 0.0f;
+  DType yt = spec.outputs[0].dtype,
+        ct = bias ? spec.inputs[2].dtype : DType::F32;
+  if (bias && ct != DType::F32 && !isLowFloat(ct)) {
+    error = nodeError(spec, "C must be a float tensor");
+    return nullptr;
+  }
   Broadcast b;
   if (bias) {
     OpSpec c = spec;
@@ -569,26 +861,46 @@ std::unique_ptr<Kernel> createGemm(CudaBackend &be, const OpSpec &spec,
     if (!makeBroadcast(c, spec.outputs[0].shape, b, error))
       return nullptr;
   }
+  // Scratch: C widened to f32, then the f32 result when Y is 16-bit.
+  int64_t cNumel = bias ? spec.inputs[2].numel() : 0, yNumel = g.m * g.n;
+  size_t cBytes = bias && ct != DType::F32 ? size_t(cNumel) * 4 : 0;
+  size_t cSlot = (cBytes + 255) / 256 * 256;
+  size_t yBytes = bias && yt != DType::F32 ? size_t(yNumel) * 4 : 0;
   cublasHandle_t h = be.blas;
-  return lambda(
-      be, spec,
-      [g, bias, b, h](cudaStream_t s, const auto &in, const auto &out) mutable {
-        float *y = out[0].template as<float>();
-        if (bias) {
-          b.x[0] = in[2].data;
-          launchExpand(b, 1.0f, y, g.m * g.n, s);
+  return std::make_unique<ScratchKernel>(
+      be, spec, cSlot + yBytes,
+      [=](cudaStream_t s, char *scratch, const auto &in,
+          const auto &out) mutable {
+        void *y = out[0].data;
+        if (!bias) {
+          rowMajorGemm(h, g.ta, g.tb, g.m, g.n, g.k, g.alpha, in[0].data,
+                       in[1].data, 0.0f, y, ab, yt);
+          return;
         }
-        rowMajorGemm(h, g.ta, g.tb, g.m, g.n, g.k, g.alpha,
-                     in[0].template as<float>(), in[1].template as<float>(),
-                     bias ? g.beta : 0.0f, y);
+        b.x[0] = in[2].data;
+        if (cBytes) {
+          launchCast(ct, DType::F32, in[2].data, scratch, cNumel, s);
+          b.x[0] = scratch;
+        }
+        float *yF = yBytes ? reinterpret_cast<float *>(scratch + cSlot)
+                           : static_cast<float *>(y);
+        launchExpand(b, 1.0f, yF, yNumel, s);
+        rowMajorGemm(h, g.ta, g.tb, g.m, g.n, g.k, g.alpha, in[0].data,
+                     in[1].data, g.beta, yF, ab, DType::F32);
+        if (yBytes)
+          launchCast(DType::F32, yt, yF, y, yNumel, s);
       });
 }
 
-/// GemmGrad: dY, A, B -> dA, dB[, dC] (the CPU backend's products).
+/// GemmGrad: dY, A, B -> dA, dB[, dC] (the CPU backend's products). bf16/f16
+/// operands: tensor-core products into dA and dB of their own types; dC
+/// sums dY in f32.
 std::unique_ptr<Kernel> createGemmGrad(CudaBackend &be, const OpSpec &spec,
                                        std::string &error) {
   GemmShape g;
-  if (!checkSpec(spec, 3, 3, 2, 3, {0, 1, 2}, {0, 1, 2}, error) ||
+  DType ab;
+  if (!checkArity(spec, 3, 3, 2, 3, error) ||
+      !productTypes(spec, {0, 1, 2}, {0, 1}, ab, error) ||
       !gemmGradShape(spec, g, error))
     return nullptr;
   bool wantC = spec.outputs.size() == 3;
@@ -597,42 +909,92 @@ std::unique_ptr<Kernel> createGemmGrad(CudaBackend &be, const OpSpec &spec,
     error = gemmBiasError(spec, spec.outputs[2], g.m, g.n);
     return nullptr;
   }
+  DType at = spec.outputs[0].dtype, bt = spec.outputs[1].dtype,
+        ct = wantC ? spec.outputs[2].dtype : DType::F32;
+  if (ct != DType::F32 && !isLowFloat(ct)) {
+    error = nodeError(spec, "dC must be a float tensor");
+    return nullptr;
+  }
   bool wantA = outputUsed(spec, 0), wantB = outputUsed(spec, 1);
-  int64_t cNumel = wantC ? spec.outputs[2].numel() : 0;
+  int64_t cNumel = wantC ? spec.outputs[2].numel() : 0, dyNumel = g.m * g.n;
+  // Scratch: dY widened to f32 for dC's sums, and dC in f32 when 16-bit.
+  size_t dyBytes = wantC && ab != DType::F32 ? size_t(dyNumel) * 4 : 0;
+  size_t dySlot = (dyBytes + 255) / 256 * 256;
+  size_t cBytes = wantC && ct != DType::F32 ? size_t(cNumel) * 4 : 0;
   cublasHandle_t h = be.blas;
-  return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
-    const float *dy = in[0].template as<float>();
-    const float *a = in[1].template as<float>(),
-                *b = in[2].template as<float>();
-    if (wantA) {
-      float *da = out[0].template as<float>();
-      if (!g.ta) // dA[M,K] = dY[M,N] op(B)^T
-        rowMajorGemm(h, false, !g.tb, g.m, g.k, g.n, g.alpha, dy, b, 0.0f, da);
-      else // dA[K,M] = op(B)[K,N] dY^T
-        rowMajorGemm(h, g.tb, true, g.k, g.m, g.n, g.alpha, b, dy, 0.0f, da);
-    }
-    if (wantB) {
-      float *db = out[1].template as<float>();
-      if (!g.tb) // dB[K,N] = op(A)^T[K,M] dY
-        rowMajorGemm(h, !g.ta, false, g.k, g.n, g.m, g.alpha, a, dy, 0.0f, db);
-      else // dB[N,K] = dY^T[N,M] op(A)
-        rowMajorGemm(h, true, g.ta, g.n, g.k, g.m, g.alpha, dy, a, 0.0f, db);
-    }
-    if (wantC)
-      launchReduce(r, dy, g.beta, out[2].template as<float>(), cNumel, s);
-  });
+  return std::make_unique<ScratchKernel>(
+      be, spec, dySlot + cBytes,
+      [=](cudaStream_t s, char *scratch, const auto &in, const auto &out) {
+        const void *dy = in[0].data, *a = in[1].data, *b = in[2].data;
+        if (wantA) {
+          void *da = out[0].data;
+          if (!g.ta) // dA[M,K] = dY[M,N] op(B)^T
+            rowMajorGemm(h, false, !g.tb, g.m, g.k, g.n, g.alpha, dy, b, 0.0f,
+                         da, ab, at);
+          else // dA[K,M] = op(B)[K,N] dY^T
+            rowMajorGemm(h, g.tb, true, g.k, g.m, g.n, g.alpha, b, dy, 0.0f,
+                         da, ab, at);
+        }
+        if (wantB) {
+          void *db = out[1].data;
+          if (!g.tb) // dB[K,N] = op(A)^T[K,M] dY
+            rowMajorGemm(h, !g.ta, false, g.k, g.n, g.m, g.alpha, a, dy, 0.0f,
+                         db, ab, bt);
+          else // dB[N,K] = dY^T[N,M] op(A)
+            rowMajorGemm(h, true, g.ta, g.n, g.k, g.m, g.alpha, dy, a, 0.0f,
+                         db, ab, bt);
+        }
+        if (!wantC)
+          return;
+        const float *dyF = static_cast<const float *>(dy);
+        if (dyBytes) {
+          launchCast(ab, DType::F32, dy, scratch, dyNumel, s);
+          dyF = reinterpret_cast<const float *>(scratch);
+        }
+        float *c = cBytes ? reinterpret_cast<float *>(scratch + dySlot)
+                          : out[2].template as<float>();
+        launchReduce(r, dyF, g.beta, c, cNumel, s);
+        if (cBytes)
+          launchCast(DType::F32, ct, c, out[2].data, cNumel, s);
+      });
 }
 
 /// MatMul (numpy): 1-D operands promoted. Batch dimensions equal, or all 1
 /// on one side: one strided batched product (a zero stride broadcasts).
 /// Otherwise ([2, 1, M, K] x [1, 3, K, N]) one product per result matrix,
 /// at the operands' matrices numpy's broadcasting pairs it with.
+/// FusedMatMul {transA, transB, alpha} (com.microsoft, which
+/// oasr-fuse-matmul-transpose emits): the same with transposed operands
+/// read by cuBLAS as they are stored.
 std::unique_ptr<Kernel> createMatMul(CudaBackend &be, const OpSpec &spec,
                                      std::string &error) {
-  if (!checkSpec(spec, 2, 2, 1, 1, {0, 1}, {0}, error))
+  DType ab;
+  if (!checkArity(spec, 2, 2, 1, 1, error) ||
+      !productTypes(spec, {0, 1}, {0}, ab, error))
     return nullptr;
+  bool fused = spec.opType == "FusedMatMul";
+  bool ta = fused && spec.attrs.getInt("transA", 0) != 0,
+       tb = fused && spec.attrs.getInt("transB", 0) != 0;
+  float alpha = fused ? float(spec.attrs.getFloat("alpha", 1.0)) : 1.0f;
+  if (fused && (spec.attrs.getInt("transBatchA", 0) ||
+                spec.attrs.getInt("transBatchB", 0))) {
+    error = nodeError(spec, "transBatchA/transBatchB are not supported");
+    return nullptr;
+  }
+  // The logical (untransposed) operands, for MatMul's shape rule.
+  OpSpec logical = spec;
+  for (auto [i, t] : {std::pair<size_t, bool>{0, ta}, {1, tb}}) {
+    auto &sh = logical.inputs[i].shape;
+    if (!t)
+      continue;
+    if (sh.size() < 2) {
+      error = nodeError(spec, "transposed operands must have rank >= 2");
+      return nullptr;
+    }
+    std::swap(sh[sh.size() - 1], sh[sh.size() - 2]);
+  }
   std::vector<int64_t> ad, bd, yd;
-  if (!matMulShapes(spec, ad, bd, yd, error))
+  if (!matMulShapes(logical, ad, bd, yd, error))
     return nullptr;
   size_t r = yd.size();
   int64_t batchA = 1, batchB = 1, batch = 1;
@@ -662,22 +1024,38 @@ std::unique_ptr<Kernel> createMatMul(CudaBackend &be, const OpSpec &spec,
   }
   long long strideA = batchA == 1 ? 0 : m * k,
             strideB = batchB == 1 ? 0 : k * n;
+  DType yt = spec.outputs[0].dtype;
+  size_t ea = dtypeSize(ab), ey = dtypeSize(yt);
   cublasHandle_t h = be.blas;
   return lambda(be, spec, [=](cudaStream_t, const auto &in, const auto &out) {
-    const float *a = in[0].template as<float>(),
-                *b = in[1].template as<float>();
-    float *y = out[0].template as<float>();
+    const char *a = static_cast<const char *>(in[0].data),
+               *b = static_cast<const char *>(in[1].data);
+    char *y = static_cast<char *>(out[0].data);
     for (size_t o = 0; o < pairs.size(); ++o)
-      rowMajorGemm(h, false, false, m, n, k, 1.0f, a + pairs[o].first * m * k,
-                   b + pairs[o].second * k * n, 0.0f, y + int64_t(o) * m * n);
+      rowMajorGemm(h, ta, tb, m, n, k, alpha, a + pairs[o].first * m * k * ea,
+                   b + pairs[o].second * k * n * ea, 0.0f,
+                   y + int64_t(o) * m * n * ey, ab, yt);
     if (!pairs.empty())
       return;
-    const float one = 1.0f, zero = 0.0f;
-    checkBlas(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, int(n),
-                                        int(m), int(k), &one, b, int(n),
-                                        strideB, a, int(k), strideA, &zero, y,
-                                        int(n), m * n, int(batch)),
-              "cublasSgemmStridedBatched");
+    const float zero = 0.0f;
+    cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                      opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int lda = int(ta ? m : k), ldb = int(tb ? k : n);
+    if (ab == DType::F32 && yt == DType::F32) {
+      checkBlas(cublasSgemmStridedBatched(
+                    h, opB, opA, int(n), int(m), int(k), &alpha,
+                    reinterpret_cast<const float *>(b), ldb, strideB,
+                    reinterpret_cast<const float *>(a), lda, strideA, &zero,
+                    reinterpret_cast<float *>(y), int(n), m * n, int(batch)),
+                "cublasSgemmStridedBatched");
+      return;
+    }
+    checkBlas(cublasGemmStridedBatchedEx(
+                  h, opB, opA, int(n), int(m), int(k), &alpha, b, blasType(ab),
+                  ldb, strideB, a, blasType(ab), lda, strideA, &zero, y,
+                  blasType(yt), int(n), m * n, int(batch), CUBLAS_COMPUTE_32F,
+                  CUBLAS_GEMM_DEFAULT),
+              "cublasGemmStridedBatchedEx");
   });
 }
 
@@ -717,6 +1095,9 @@ public:
   /// the node.
   bool init(const OpSpec &spec, const TensorDesc &xd, const TensorDesc &wd,
             const TensorDesc &yd, std::string &error) {
+    type = xd.dtype == DType::BF16  ? CUDNN_DATA_BFLOAT16
+           : xd.dtype == DType::F16 ? CUDNN_DATA_HALF
+                                    : CUDNN_DATA_FLOAT;
     int64_t group = 1;
     Window win;
     if (!convWindow(spec, xd, wd, yd, group, win, error))
@@ -766,7 +1147,7 @@ public:
     bd[1] = int(xd.shape[1]);
     setTensor(xBias, bd);
     std::vector<int> wdims = dims4(wd.shape);
-    checkDnn(cudnnSetFilterNdDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+    checkDnn(cudnnSetFilterNdDescriptor(w, type, CUDNN_TENSOR_NCHW,
                                         int(wdims.size()), wdims.data()),
              "cudnnSetFilterNdDescriptor");
     checkDnn(cudnnSetConvolutionNdDescriptor(
@@ -775,8 +1156,11 @@ public:
              "cudnnSetConvolutionNdDescriptor");
     checkDnn(cudnnSetConvolutionGroupCount(conv, int(group)),
              "cudnnSetConvolutionGroupCount");
-    // FP32 FMA kernels unless the step is tf32 (gConvMath).
-    checkDnn(cudnnSetConvolutionMathType(conv, gConvMath),
+    // f32: FP32 FMA kernels unless the step is tf32 (gConvMath); 16-bit
+    // data: tensor cores, f32 accumulation (the descriptor's compute type).
+    checkDnn(cudnnSetConvolutionMathType(conv, type == CUDNN_DATA_FLOAT
+                                                   ? gConvMath
+                                                   : CUDNN_TENSOR_OP_MATH),
              "cudnnSetConvolutionMathType");
     return true;
   }
@@ -789,6 +1173,8 @@ public:
                           xPlain = nullptr, xBias = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
+  /// The tensors' element type (f32, bf16 or f16; one for all).
+  cudnnDataType_t type = CUDNN_DATA_FLOAT;
   /// Asymmetric pads: `x` describes X padded by the rest (paddedNumel
   /// elements), made by padX; cropX takes dX back out of its gradient.
   bool padded = false;
@@ -796,15 +1182,14 @@ public:
   PadParams padX, cropX;
 
 private:
-  static void setTensor(cudnnTensorDescriptor_t d,
-                        const std::vector<int> &dims) {
+  void setTensor(cudnnTensorDescriptor_t d, const std::vector<int> &dims) {
     std::vector<int> strides(dims.size());
     int acc = 1;
     for (size_t i = dims.size(); i-- > 0;) {
       strides[i] = acc;
       acc *= dims[i];
     }
-    checkDnn(cudnnSetTensorNdDescriptor(d, CUDNN_DATA_FLOAT, int(dims.size()),
+    checkDnn(cudnnSetTensorNdDescriptor(d, type, int(dims.size()),
                                         dims.data(), strides.data()),
              "cudnnSetTensorNdDescriptor");
   }
@@ -885,6 +1270,24 @@ public:
     }
     if (!d.init(spec, *x, w, *y, error))
       return false;
+    // 16-bit data: every tensor of one type, no bias and symmetric pads
+    // (the bias and pad kernels are f32; such nodes run widened).
+    DType t = x->dtype;
+    if (isLowFloat(t)) {
+      bool same = role == ConvRole::Conv || role == ConvRole::ConvGrad;
+      for (const auto *descs : {&in, &out})
+        for (const TensorDesc &dd : *descs)
+          same = same && dd.dtype == t;
+      bool hasBias = gradNode ? out.size() == 3 && outputUsed(spec, 2)
+                              : in.size() == 3;
+      if (!same || hasBias || d.padded) {
+        error = nodeError(spec, "16-bit convolutions take one element type, "
+                                "symmetric pads and no bias");
+        return false;
+      }
+    } else if (!checkAllF32(spec, {0, 1, 2}, {0, 1, 2}, error)) {
+      return false;
+    }
     // The bias: B for the forward nodes, dB for the gradients, over the
     // channels of the node's result (Conv: y; ConvTranspose: x) or dY.
     bool transposed =
@@ -1043,8 +1446,8 @@ std::unique_ptr<Kernel> createConv(CudaBackend &be, const OpSpec &spec,
                       ? ConvRole::ConvTransposeGrad
                       : ConvRole::Conv;
   bool grad = role == ConvRole::ConvGrad || role == ConvRole::ConvTransposeGrad;
-  if (!(grad ? checkSpec(spec, 3, 3, 2, 3, {0, 1, 2}, {0, 1, 2}, error)
-             : checkSpec(spec, 2, 3, 1, 1, {0, 1, 2}, {0}, error)))
+  if (!(grad ? checkArity(spec, 3, 3, 2, 3, error)
+             : checkArity(spec, 2, 3, 1, 1, error)))
     return nullptr;
   if (grad && (spec.outputs[0].shape != spec.inputs[1].shape ||
                spec.outputs[1].shape != spec.inputs[2].shape)) {
@@ -1571,12 +1974,156 @@ bool bnParams(const OpSpec &spec, const TensorDesc &x,
   return true;
 }
 
+/// Training-mode BatchNormalization and its gradient on cuDNN (what
+/// PyTorch runs on the GPU): X viewed as [N, C, S, 1], per-channel
+/// statistics in f32, X and Y f32 or bf16. The running statistics are
+/// updated in place by cuDNN, so they are copied to the results first;
+/// results the node does not have go to scratch.
+class CudnnBnKernel final : public CudaKernel {
+public:
+  CudnnBnKernel(CudaBackend &be, const OpSpec &spec, const BnParams &p,
+                cudnnDataType_t type, bool grad)
+      : CudaKernel(be, spec), p(p), grad(grad) {
+    checkDnn(cudnnCreateTensorDescriptor(&x), "cudnnCreateTensorDescriptor");
+    checkDnn(cudnnCreateTensorDescriptor(&bn), "cudnnCreateTensorDescriptor");
+    checkDnn(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, type, int(p.n),
+                                        int(p.c), int(p.s), 1),
+             "cudnnSetTensor4dDescriptor");
+    checkDnn(cudnnDeriveBNTensorDescriptor(bn, x, CUDNN_BATCHNORM_SPATIAL),
+             "cudnnDeriveBNTensorDescriptor");
+    // Four per-channel f32 results the node may lack.
+    for (size_t &at : spare)
+      at = reserve(size_t(p.c) * sizeof(float));
+  }
+  ~CudnnBnKernel() override {
+    cudnnDestroyTensorDescriptor(x);
+    cudnnDestroyTensorDescriptor(bn);
+  }
+
+  /// Whether cuDNN runs this configuration (probed once per element type
+  /// on a small tensor: the legacy API names no supported-types query).
+  static bool supported(CudaBackend &be, cudnnDataType_t type);
+
+protected:
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    cudnnHandle_t h = backend.dnn;
+    const float one = 1.0f, zero = 0.0f;
+    auto res = [&](size_t i, int k) -> float * {
+      return i < out.size() && out[i].data ? out[i].as<float>()
+                                           : scratchAt<float>(spare[k]);
+    };
+    if (grad) {
+      checkDnn(cudnnBatchNormalizationBackward(
+                   h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, x,
+                   in[1].data, x, in[0].data, x, out[0].data, bn, in[2].data,
+                   res(1, 0), res(2, 1), double(p.eps), in[3].data, in[4].data),
+               nodeName.c_str());
+      return;
+    }
+    float *rm = res(1, 0), *rv = res(2, 1);
+    size_t bytes = size_t(p.c) * sizeof(float);
+    backend.copyWithin(rm, in[3].data, bytes);
+    backend.copyWithin(rv, in[4].data, bytes);
+    checkDnn(cudnnBatchNormalizationForwardTraining(
+                 h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x, in[0].data, x,
+                 out[0].data, bn, in[1].data, in[2].data,
+                 1.0 - double(p.momentum), rm, rv, double(p.eps), res(3, 2),
+                 res(4, 3)),
+             nodeName.c_str());
+  }
+
+private:
+  BnParams p;
+  bool grad;
+  cudnnTensorDescriptor_t x = nullptr, bn = nullptr;
+  size_t spare[4] = {};
+};
+
+bool CudnnBnKernel::supported(CudaBackend &be, cudnnDataType_t type) {
+  static std::map<std::pair<cudnnHandle_t, int>, bool> known;
+  auto key = std::make_pair(be.dnn, int(type));
+  if (auto it = known.find(key); it != known.end())
+    return it->second;
+  // [2, 2, 3, 1]: 12 elements of X, Y, dY, dX; 2 per channel.
+  void *mem = nullptr;
+  bool ok = cudaMalloc(&mem, 4096) == cudaSuccess &&
+            cudaMemsetAsync(mem, 0, 4096, be.stream) == cudaSuccess;
+  if (ok) {
+    char *b = static_cast<char *>(mem);
+    float *stats = reinterpret_cast<float *>(b + 2048);
+    cudnnTensorDescriptor_t x = nullptr, bn = nullptr;
+    const float one = 1.0f, zero = 0.0f;
+    ok = cudnnCreateTensorDescriptor(&x) == CUDNN_STATUS_SUCCESS &&
+         cudnnCreateTensorDescriptor(&bn) == CUDNN_STATUS_SUCCESS &&
+         cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, type, 2, 2, 3, 1) ==
+             CUDNN_STATUS_SUCCESS &&
+         cudnnDeriveBNTensorDescriptor(bn, x, CUDNN_BATCHNORM_SPATIAL) ==
+             CUDNN_STATUS_SUCCESS &&
+         cudnnBatchNormalizationForwardTraining(
+             be.dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x, b, x, b + 512, bn,
+             stats, stats + 2, 0.1, stats + 4, stats + 6, 1e-5, stats + 8,
+             stats + 10) == CUDNN_STATUS_SUCCESS &&
+         cudnnBatchNormalizationBackward(
+             be.dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, x, b, x,
+             b + 512, x, b + 1024, bn, stats, stats + 12, stats + 14, 1e-5,
+             stats + 8, stats + 10) == CUDNN_STATUS_SUCCESS &&
+         cudaStreamSynchronize(be.stream) == cudaSuccess;
+    if (x)
+      cudnnDestroyTensorDescriptor(x);
+    if (bn)
+      cudnnDestroyTensorDescriptor(bn);
+  }
+  if (mem)
+    cudaFree(mem);
+  cudaGetLastError(); // a failed probe leaves no sticky error
+  return known[key] = ok;
+}
+
+/// The cuDNN kernel of a training BatchNormalization (grad: its gradient)
+/// when cuDNN runs its element type (f32, bf16) and X is at most 2^31
+/// elements per dimension; null otherwise (the hand-written kernels run).
+std::unique_ptr<Kernel> createCudnnBn(CudaBackend &be, const OpSpec &spec,
+                                      const BnParams &p, bool grad) {
+  DType t = spec.inputs[0].dtype;
+  cudnnDataType_t type = t == DType::BF16 ? CUDNN_DATA_BFLOAT16
+                                          : CUDNN_DATA_FLOAT;
+  const int64_t kMax = int64_t(1) << 31;
+  if ((t != DType::F32 && t != DType::BF16) || p.n >= kMax || p.c >= kMax ||
+      p.s >= kMax || !CudnnBnKernel::supported(be, type))
+    return nullptr;
+  return std::make_unique<CudnnBnKernel>(be, spec, p, type, grad);
+}
+
+/// bf16 X and Y (dY, X, dX for the gradient), f32 statistics: the node
+/// checked as its f32 form, for the cuDNN kernel.
+OpSpec bnAsF32(const OpSpec &spec, std::initializer_list<size_t> ins,
+               std::initializer_list<size_t> outs, bool &bf16) {
+  bf16 = true;
+  for (size_t i : ins)
+    bf16 = bf16 && i < spec.inputs.size() &&
+           spec.inputs[i].dtype == DType::BF16;
+  for (size_t i : outs)
+    bf16 = bf16 && i < spec.outputs.size() &&
+           spec.outputs[i].dtype == DType::BF16;
+  OpSpec f = spec;
+  if (bf16) {
+    for (size_t i : ins)
+      f.inputs[i].dtype = DType::F32;
+    for (size_t i : outs)
+      f.outputs[i].dtype = DType::F32;
+  }
+  return f;
+}
+
 /// X, scale, B, mean, var -> Y[, running_mean', running_var'[, saved_mean,
 /// saved_inv_std]] (training) or -> Y (inference).
 std::unique_ptr<Kernel> createBatchNorm(CudaBackend &be, const OpSpec &spec,
                                         std::string &error) {
   BnParams p;
-  if (!checkSpec(spec, 5, 5, 1, 5, {0, 1, 2, 3, 4}, {0, 1, 2, 3, 4}, error) ||
+  bool bf16 = false;
+  OpSpec f = bnAsF32(spec, {0}, {0}, bf16);
+  if (!checkSpec(f, 5, 5, 1, 5, {0, 1, 2, 3, 4}, {0, 1, 2, 3, 4}, error) ||
       !bnParams(spec, spec.inputs[0], {1, 2, 3, 4}, {1, 2, 3, 4}, p, error))
     return nullptr;
   bool training = spec.attrs.has("training_mode")
@@ -1586,6 +2133,13 @@ std::unique_ptr<Kernel> createBatchNorm(CudaBackend &be, const OpSpec &spec,
       spec.outputs[0].shape != spec.inputs[0].shape) {
     error = nodeError(spec, "Y must have X's shape, and the inference form "
                             "(training_mode = 0) has one result");
+    return nullptr;
+  }
+  if (training)
+    if (auto k = createCudnnBn(be, spec, p, /*grad=*/false))
+      return k;
+  if (bf16) {
+    error = nodeError(spec, "bf16 runs on cuDNN's training kernel only");
     return nullptr;
   }
   if (!training)
@@ -1611,12 +2165,20 @@ std::unique_ptr<Kernel> createBatchNorm(CudaBackend &be, const OpSpec &spec,
 std::unique_ptr<Kernel> createBatchNormGrad(CudaBackend &be, const OpSpec &spec,
                                             std::string &error) {
   BnParams p;
-  if (!checkSpec(spec, 5, 5, 1, 3, {0, 1, 2, 3, 4}, {0, 1, 2}, error) ||
+  bool bf16 = false;
+  OpSpec f = bnAsF32(spec, {0, 1}, {0}, bf16);
+  if (!checkSpec(f, 5, 5, 1, 3, {0, 1, 2, 3, 4}, {0, 1, 2}, error) ||
       !bnParams(spec, spec.inputs[1], {2, 3, 4}, {1, 2}, p, error))
     return nullptr;
   if (spec.inputs[0].shape != spec.inputs[1].shape ||
       spec.outputs[0].shape != spec.inputs[1].shape) {
     error = nodeError(spec, "dY, X and dX must have the same shape");
+    return nullptr;
+  }
+  if (auto k = createCudnnBn(be, spec, p, /*grad=*/true))
+    return k;
+  if (bf16) {
+    error = nodeError(spec, "bf16 runs on cuDNN's training kernel only");
     return nullptr;
   }
   return lambda(be, spec, [p](cudaStream_t s, const auto &in, const auto &out) {
@@ -1813,10 +2375,8 @@ std::unique_ptr<Kernel> createCast(CudaBackend &be, const OpSpec &spec,
   if (!checkArity(spec, 1, 1, 1, 1, error))
     return nullptr;
   DType from = spec.inputs[0].dtype, to = spec.outputs[0].dtype;
-  if (from == DType::F16 || to == DType::F16 ||
-      spec.inputs[0].numel() != spec.outputs[0].numel()) {
-    error = nodeError(spec, "casts between f32, i64, i32 and bool of one "
-                            "shape only");
+  if (spec.inputs[0].numel() != spec.outputs[0].numel()) {
+    error = nodeError(spec, "casts between tensors of one shape only");
     return nullptr;
   }
   int64_t n = spec.outputs[0].numel();
@@ -2260,6 +2820,7 @@ static void registerCudaKernels(std::map<std::string, Factory> &r) {
   r["Gemm"] = createGemm;
   r["GemmGrad"] = createGemmGrad;
   r["MatMul"] = createMatMul;
+  r["FusedMatMul"] = createMatMul;
   for (const char *op :
        {"Conv", "ConvGrad", "ConvTranspose", "ConvTransposeGrad"})
     r[op] = createConv;
@@ -2286,6 +2847,10 @@ CudaBackend::CudaBackend(cudaStream_t stream, cublasHandle_t blas,
                          cudnnHandle_t dnn)
     : stream(stream), blas(blas), dnn(dnn) {
   registerCudaKernels(registry);
+  if (const char *path = std::getenv("OASR_CUDA_KERNEL_TIMES")) {
+    timesPath = path;
+    times = std::make_unique<std::map<std::string, OpTime>>();
+  }
 }
 
 } // namespace

@@ -12,6 +12,8 @@
 
 #include "CudaGrid.h"
 
+#include <cuda_bf16.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -81,16 +83,67 @@ __device__ void offsetsOf(const Broadcast &b, int64_t i, int64_t *offs) {
   }
 }
 
+/// Elements of type T computed in M (bf16 in f32, as every 16-bit op).
+template <typename T> struct MathOf {
+  using type = T;
+};
+template <> struct MathOf<__nv_bfloat16> {
+  using type = float;
+};
+template <typename T> __device__ T fromMath(typename MathOf<T>::type v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __float2bfloat16_rn(v);
+  else
+    return v;
+}
+
 template <typename T>
 __global__ void naryKernel(Broadcast b, BinOp op, T *y, int64_t n) {
+  using M = typename MathOf<T>::type;
   OASR_GRID_LOOP(i, n) {
     int64_t offs[kMaxOperands];
     offsetsOf(b, i, offs);
-    T acc = static_cast<const T *>(b.x[0])[offs[0]];
+    M acc = M(static_cast<const T *>(b.x[0])[offs[0]]);
     for (int j = 1; j < b.operands; ++j)
-      acc = applyOp<T>(op, acc, static_cast<const T *>(b.x[j])[offs[j]]);
-    y[i] = acc;
+      acc = applyOp<M>(op, acc, M(static_cast<const T *>(b.x[j])[offs[j]]));
+    y[i] = fromMath<T>(acc);
   }
+}
+
+/// naryKernel where every operand has the result's shape: no offsets.
+template <typename T>
+__global__ void naryDenseKernel(Broadcast b, BinOp op, T *y, int64_t n) {
+  using M = typename MathOf<T>::type;
+  OASR_GRID_LOOP(i, n) {
+    M acc = M(static_cast<const T *>(b.x[0])[i]);
+    for (int j = 1; j < b.operands; ++j)
+      acc = applyOp<M>(op, acc, M(static_cast<const T *>(b.x[j])[i]));
+    y[i] = fromMath<T>(acc);
+  }
+}
+
+/// True when every operand of `b` is laid out as the result (no broadcast).
+bool denseOperands(const Broadcast &b) {
+  for (int j = 0; j < b.operands; ++j) {
+    int64_t stride = 1;
+    for (int d = b.rank - 1; d >= 0; --d) {
+      if (b.dims[d] != 1 && b.strides[j][d] != stride)
+        return false;
+      stride *= b.dims[d];
+    }
+  }
+  return true;
+}
+
+template <typename T>
+void launchNaryOf(const Broadcast &b, BinOp op, void *y, int64_t n,
+                  cudaStream_t stream) {
+  if (denseOperands(b))
+    naryDenseKernel<T><<<blocksFor(n), kThreads, 0, stream>>>(
+        b, op, static_cast<T *>(y), n);
+  else
+    naryKernel<T><<<blocksFor(n), kThreads, 0, stream>>>(
+        b, op, static_cast<T *>(y), n);
 }
 
 __global__ void expandKernel(Broadcast b, float scale, float *y, int64_t n) {
@@ -127,13 +180,15 @@ template <typename T> __global__ void negKernel(const T *x, T *y, int64_t n) {
   OASR_GRID_LOOP(i, n) { y[i] = -x[i]; }
 }
 
-__global__ void reluKernel(const float *x, float *y, int64_t n) {
-  OASR_GRID_LOOP(i, n) { y[i] = x[i] > 0.0f ? x[i] : 0.0f; }
+template <typename T> __global__ void reluKernel(const T *x, T *y, int64_t n) {
+  const T zero = T(0.0f);
+  OASR_GRID_LOOP(i, n) { y[i] = float(x[i]) > 0.0f ? x[i] : zero; }
 }
 
-__global__ void reluGradKernel(const float *dy, const float *y, float *dx,
-                               int64_t n) {
-  OASR_GRID_LOOP(i, n) { dx[i] = y[i] > 0.0f ? dy[i] : 0.0f; }
+template <typename T>
+__global__ void reluGradKernel(const T *dy, const T *y, T *dx, int64_t n) {
+  const T zero = T(0.0f);
+  OASR_GRID_LOOP(i, n) { dx[i] = float(y[i]) > 0.0f ? dy[i] : zero; }
 }
 
 //===----------------------------------------------------------------------===//
@@ -556,16 +611,16 @@ void launchNary(const Broadcast &b, BinOp op, DType dtype, void *y, int64_t n,
                 cudaStream_t stream) {
   switch (dtype) {
   case DType::F32:
-    naryKernel<float><<<blocksFor(n), kThreads, 0, stream>>>(
-        b, op, static_cast<float *>(y), n);
+    launchNaryOf<float>(b, op, y, n, stream);
+    break;
+  case DType::BF16:
+    launchNaryOf<__nv_bfloat16>(b, op, y, n, stream);
     break;
   case DType::I64:
-    naryKernel<int64_t><<<blocksFor(n), kThreads, 0, stream>>>(
-        b, op, static_cast<int64_t *>(y), n);
+    launchNaryOf<int64_t>(b, op, y, n, stream);
     break;
   case DType::I32:
-    naryKernel<int32_t><<<blocksFor(n), kThreads, 0, stream>>>(
-        b, op, static_cast<int32_t *>(y), n);
+    launchNaryOf<int32_t>(b, op, y, n, stream);
     break;
   default:
     return;
@@ -609,14 +664,29 @@ void launchNeg(DType dtype, const void *x, void *y, int64_t n,
   launched("Neg");
 }
 
-void launchRelu(const float *x, float *y, int64_t n, cudaStream_t stream) {
-  reluKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, y, n);
+void launchRelu(DType t, const void *x, void *y, int64_t n,
+                cudaStream_t stream) {
+  if (t == DType::BF16)
+    reluKernel<<<blocksFor(n), kThreads, 0, stream>>>(
+        static_cast<const __nv_bfloat16 *>(x), static_cast<__nv_bfloat16 *>(y),
+        n);
+  else
+    reluKernel<<<blocksFor(n), kThreads, 0, stream>>>(
+        static_cast<const float *>(x), static_cast<float *>(y), n);
   launched("Relu");
 }
 
-void launchReluGrad(const float *dy, const float *y, float *dx, int64_t n,
-                    cudaStream_t stream) {
-  reluGradKernel<<<blocksFor(n), kThreads, 0, stream>>>(dy, y, dx, n);
+void launchReluGrad(DType t, const void *dy, const void *y, void *dx,
+                    int64_t n, cudaStream_t stream) {
+  if (t == DType::BF16)
+    reluGradKernel<<<blocksFor(n), kThreads, 0, stream>>>(
+        static_cast<const __nv_bfloat16 *>(dy),
+        static_cast<const __nv_bfloat16 *>(y),
+        static_cast<__nv_bfloat16 *>(dx), n);
+  else
+    reluGradKernel<<<blocksFor(n), kThreads, 0, stream>>>(
+        static_cast<const float *>(dy), static_cast<const float *>(y),
+        static_cast<float *>(dx), n);
   launched("ReluGrad");
 }
 

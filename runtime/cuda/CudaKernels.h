@@ -54,7 +54,8 @@ struct Broadcast {
 
 enum class BinOp : int { Add, Sub, Mul, Div, Pow };
 
-/// y = x0 op x1 op x2 ... (left fold), elements of `dtype` (f32/i64/i32).
+/// y = x0 op x1 op x2 ... (left fold), elements of `dtype` (f32, bf16 in
+/// f32 arithmetic, i64, i32).
 void launchNary(const Broadcast &b, BinOp op, DType dtype, void *y, int64_t n,
                 cudaStream_t stream);
 /// y = scale * x[broadcast] (f32): expands x onto y's shape.
@@ -78,10 +79,11 @@ void launchReduce(const Reduction &r, const float *x, float scale, float *y,
 /// y = -x on f32/i64/i32.
 void launchNeg(DType dtype, const void *x, void *y, int64_t n,
                cudaStream_t stream);
-/// y = max(x, 0); dx = y > 0 ? dy : 0.
-void launchRelu(const float *x, float *y, int64_t n, cudaStream_t stream);
-void launchReluGrad(const float *dy, const float *y, float *dx, int64_t n,
-                    cudaStream_t stream);
+/// y = max(x, 0); dx = y > 0 ? dy : 0; f32 or bf16 elements of type `t`.
+void launchRelu(DType t, const void *x, void *y, int64_t n,
+                cudaStream_t stream);
+void launchReluGrad(DType t, const void *dy, const void *y, void *dx,
+                    int64_t n, cudaStream_t stream);
 
 /// Softmax cross-entropy (geometry: ../OpGeometry.h): scores, labels ->
 /// loss, logProb. `rowLoss` (n*d floats) and `rowCount`

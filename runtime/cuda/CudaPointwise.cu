@@ -13,6 +13,9 @@
 
 #include "CudaGrid.h"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cmath>
 
 namespace oasr::rt::cuda {
@@ -178,6 +181,10 @@ __device__ double load(DType t, const void *p, int64_t i) {
     return loadAs<int32_t>(p, i);
   case DType::Bool:
     return loadAs<uint8_t>(p, i) ? 1.0 : 0.0;
+  case DType::BF16:
+    return double(__bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]));
+  case DType::F16:
+    return double(__half2float(static_cast<const __half *>(p)[i]));
   default:
     return 0.0;
   }
@@ -196,6 +203,14 @@ __device__ void store(DType t, void *p, int64_t i, double v) {
     return;
   case DType::Bool:
     static_cast<uint8_t *>(p)[i] = v != 0.0;
+    return;
+  // From a double: exact for every f32, i32 and 16-bit source, so one
+  // rounding (to nearest even) as the host conversions.
+  case DType::BF16:
+    static_cast<__nv_bfloat16 *>(p)[i] = __double2bfloat16(v);
+    return;
+  case DType::F16:
+    static_cast<__half *>(p)[i] = __double2half(v);
     return;
   default:
     return;
@@ -493,6 +508,13 @@ void launchWhere(const Broadcast &b, size_t elem, void *y, int64_t n,
 
 void launchCast(DType from, DType to, const void *x, void *y, int64_t n,
                 cudaStream_t s) {
+  // f32 <-> bf16/f16, mixed precision's casts: the wire's kernels.
+  if (from == DType::F32 && isLowFloat(to))
+    return launchToWire(to == DType::BF16, static_cast<const float *>(x), y, n,
+                        s);
+  if (isLowFloat(from) && to == DType::F32)
+    return launchFromWire(from == DType::BF16, x, static_cast<float *>(y), n,
+                          1.0f, s);
   castKernel<<<blocksFor(n), kThreads, 0, s>>>(from, to, x, y, n);
   launched("Cast");
 }

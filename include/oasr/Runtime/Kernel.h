@@ -126,6 +126,15 @@ struct OpSpec {
   std::vector<std::vector<char>> inputValues;
 };
 
+/// True when a tensor of the node is bf16 or f16.
+inline bool hasLowFloat(const OpSpec &spec) {
+  for (const auto *descs : {&spec.inputs, &spec.outputs})
+    for (const TensorDesc &d : *descs)
+      if (isLowFloat(d.dtype))
+        return true;
+  return false;
+}
+
 /// One node, ready to run. Created once; run every step.
 class Kernel {
 public:

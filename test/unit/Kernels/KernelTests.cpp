@@ -400,12 +400,18 @@ INSTANTIATE_TEST_SUITE_P(Backends, KernelsVsTorch,
 #endif
                                                ),
                          [](const auto &info) { return info.param; });
-// bf16 on the CPU (the CUDA backend has no bf16 kernels yet: a bf16 step
-// on it is refused when the executor is built).
+// bf16 on each backend.
 INSTANTIATE_TEST_SUITE_P(MixedPrecision, KernelsVsTorch,
-                         ::testing::Values(std::string("cpu:bf16")),
+                         ::testing::Values(std::string("cpu:bf16")
+#if OASR_ENABLE_CUDA
+                                               ,
+                                           std::string("cuda:bf16")
+#endif
+                                               ),
                          [](const auto &info) {
-                           return std::string("cpu_bf16");
+                           std::string name = info.param;
+                           name[name.find(':')] = '_';
+                           return name;
                          });
 
 //===----------------------------------------------------------------------===//
