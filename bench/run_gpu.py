@@ -110,10 +110,10 @@ def run_oasr(a, env, model, batch, mode, exported):
 def profile_oasr(a, env, model, batch, mode, exported):
     """Per op type, the device time of oasr-run's kernels over a short run
     (OASR_CUDA_KERNEL_TIMES: CUDA events around every kernel, every run but
-    the last), sorted by time."""
+    the first and the last), sorted by time."""
     path = os.path.join(a.work, f"kernel-times-{model}-{batch}-{mode}.tsv")
     env = dict(env, OASR_CUDA_KERNEL_TIMES=path)
-    steps = 4
+    steps = 5
     cmd = [a.oasr_run, exported["onnx"], f"--device={a.device}", f"--batch={batch}",
            f"--steps={steps}", f"--data={exported['data']}", "--lr=0.01",
            f"--precision={mode}", "--quiet"]
@@ -121,7 +121,7 @@ def profile_oasr(a, env, model, batch, mode, exported):
     if rc != 0 or not os.path.exists(path):
         return {"error": tail(out)}
     rows = [line.rstrip("\n").split("\t") for line in open(path)]
-    return {"steps_timed": steps - 1, "header": rows[0],
+    return {"steps_timed": steps - 2, "header": rows[0],
             "rows": [[r[0], float(r[1]), int(r[2]), float(r[3])] for r in rows[1:]]}
 
 

@@ -162,7 +162,9 @@ public:
   cudnnHandle_t dnn;
 
   /// OASR_CUDA_KERNEL_TIMES=FILE: every kernel's device time (CUDA events
-  /// around its run), summed per op type and written to FILE at the end.
+  /// around its run; not the first run, nor the last, whose end the
+  /// executor may outlive), summed per op type and written to FILE at the
+  /// end.
   /// Off (null) without the variable: the events cost a little per run.
   struct OpTime {
     double ms = 0;
@@ -227,12 +229,15 @@ public:
       return;
     }
     // The previous run's time (that step has finished: steps end with a
-    // synchronization), then this run between two events.
+    // synchronization), then this run between two events. The first run is
+    // not counted: cuDNN and cuBLAS load their kernels in it.
     if (!events[0]) {
       check(cudaEventCreate(&events[0]), "cudaEventCreate");
       check(cudaEventCreate(&events[1]), "cudaEventCreate");
-    } else {
+    } else if (counted++) {
       addTime(*times);
+    } else {
+      recorded = false;
     }
     check(cudaEventRecord(events[0], stream), "cudaEventRecord");
     compute(in, out);
@@ -276,6 +281,7 @@ private:
   void *ownScratch = nullptr;
   cudaEvent_t events[2] = {nullptr, nullptr};
   bool recorded = false;
+  int64_t counted = 0; ///< runs after the first whose time was asked for
 };
 
 /// A kernel that is one function of the buffers.
