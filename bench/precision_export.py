@@ -22,47 +22,26 @@ python3-torch 1.13 (what bench/run_large_models.sh uses) or a torch 2.x.
 import argparse
 import json
 import os
-import struct
 import sys
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
 sys.path.insert(0, os.path.join(os.path.dirname(BENCH), "scripts"))
+sys.path.insert(0, os.path.join(os.path.dirname(BENCH), "python"))
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import precision  # noqa: E402
-
-
-def exporter_args():
-    """torch 2.9 and later export through dynamo by default, which has no
-    training mode: ask for the TorchScript exporter where the flag exists."""
-    import inspect
-    params = inspect.signature(torch.onnx.export).parameters
-    return {"dynamo": False} if "dynamo" in params else {}
-
-
-def write_idx(path, array, code):
-    with open(path, "wb") as f:
-        f.write(struct.pack(">BBBB", 0, 0, code, array.ndim))
-        for d in array.shape:
-            f.write(struct.pack(">I", d))
-        f.write(array.astype(">f4" if code == 0x0D else np.uint8).tobytes())
+from oasr import data  # noqa: E402
+from oasr._export import exporter_args  # noqa: E402
 
 
 def write_data(name, batch, d):
     """The fixed batch under d; returns oasr-run's --data argument."""
     x, y = precision.make_batch(name, batch)
-    os.makedirs(d, exist_ok=True)
     if precision.MODELS[name][0] == "image":
-        write_idx(os.path.join(d, "train-images-idx3-ubyte"), x, 0x0D)
-        write_idx(os.path.join(d, "train-labels-idx1-ubyte"), y, 0x08)
-        return f"mnist:{d}"
-    path = os.path.join(d, "tokens.bin")
-    x.reshape(-1).astype("<u2").tofile(path)
-    y.astype("<i8").tofile(path + ".labels")
-    return f"tokens:{path}"
+        return data.write_images(d, x, y)
+    return data.write_tokens(os.path.join(d, "tokens.bin"), x, y)
 
 
 def export(name, batch, path):
@@ -76,7 +55,7 @@ def export(name, batch, path):
                       training=torch.onnx.TrainingMode.TRAINING,
                       do_constant_folding=False, opset_version=17,
                       input_names=inputs, output_names=["logits"],
-                      **exporter_args())
+                      **exporter_args(torch))
 
 
 def main():

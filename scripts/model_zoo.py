@@ -48,6 +48,7 @@ import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_reference import torchscript_exporter  # noqa: E402
+from oasr.data import write_idx  # noqa: E402  (torch_reference's path)
 import torch.nn.functional as F
 
 CLASSES = 10
@@ -317,14 +318,6 @@ def build(name, seed):
 # ---------------------------------------------------------------------------
 # Data
 # ---------------------------------------------------------------------------
-
-def write_idx(path, array, code):
-    with open(path, "wb") as f:
-        f.write(struct.pack(">BBBB", 0, 0, code, array.ndim))
-        for d in array.shape:
-            f.write(struct.pack(">I", d))
-        f.write(array.astype(">f4" if code == 0x0D else np.uint8).tobytes())
-
 
 def read_idx(path):
     with open(path, "rb") as f:

@@ -58,4 +58,16 @@ else
          "the ORT comparison tests will be unsupported"
   fi
 fi
+# oasr's Python package (python/oasr: `python3 -m oasr.export`, `from oasr
+# import export`) for Debian's python3 and the virtual environments made from
+# it: a .pth file pointing at this checkout. In a virtual environment of your
+# own: `pip install ./python`.
+OASR_PYTHON_DIR=$(cd "$(dirname "$0")/../python" && pwd)
+SITE=$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+if [ "$(cat "$SITE/oasr.pth" 2>/dev/null)" != "$OASR_PYTHON_DIR" ]; then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  echo "$OASR_PYTHON_DIR" | $SUDO tee "$SITE/oasr.pth" >/dev/null
+  echo "setup: python3 imports oasr from $OASR_PYTHON_DIR ($SITE/oasr.pth)"
+fi
 echo "setup: done"

@@ -29,6 +29,11 @@ import sys
 import numpy as np
 import torch
 
+# oasr's data writers (python/oasr/data.py), found from this checkout.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "python"))
+from oasr.data import write_idx  # noqa: E402
+
 SHAPES = {"mlp": (64,), "cnn": (3, 8, 8)}
 CLASSES = 10
 
@@ -73,14 +78,6 @@ def build(name, seed):
     return model
 
 
-def write_idx(path, array, code):
-    with open(path, "wb") as f:
-        f.write(struct.pack(">BBBB", 0, 0, code, array.ndim))
-        for d in array.shape:
-            f.write(struct.pack(">I", d))
-        f.write(array.astype(">f4" if code == 0x0D else np.uint8).tobytes())
-
-
 def read_idx(path):
     with open(path, "rb") as f:
         data = f.read()
@@ -91,11 +88,10 @@ def read_idx(path):
 
 
 def torchscript_exporter():
-    """torch.onnx.export's arguments for the TorchScript exporter: torch 2.9
-    and later export through dynamo by default, which has no training mode."""
-    import inspect
-    params = inspect.signature(torch.onnx.export).parameters
-    return {"dynamo": False} if "dynamo" in params else {}
+    """torch.onnx.export's arguments for the TorchScript exporter (oasr's
+    export's: torch 2.9 and later export through dynamo by default)."""
+    from oasr._export import exporter_args
+    return exporter_args(torch)
 
 
 def cmd_export(a):

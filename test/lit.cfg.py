@@ -115,3 +115,18 @@ if os.path.exists(ort_python):
                        stderr=subprocess.DEVNULL) == 0:
         config.available_features.add("ort-training")
 llvm_config.with_environment("ORT_LOGGING_LEVEL", "3")
+
+# A PyTorch >= 2.9 whose torch.onnx.export defaults to the dynamo exporter
+# (torchvision and onnxscript beside it), for the tests of what that
+# exporter writes: $OASR_TORCH2_PYTHON, else the benchmarks' PyPI venv.
+torch2_python = os.environ.get("OASR_TORCH2_PYTHON",
+                               "/root/venv-torch/bin/python")
+config.substitutions.insert(0, ("%torch2_python", torch2_python))
+if os.path.exists(torch2_python):
+    import subprocess
+    probe = ("import torch, torchvision, onnxscript; "
+             "v = tuple(int(x) for x in torch.__version__.split('.')[:2]); "
+             "raise SystemExit(0 if v >= (2, 9) else 1)")
+    if subprocess.call([torch2_python, "-c", probe], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL) == 0:
+        config.available_features.add("torch-dynamo-export")

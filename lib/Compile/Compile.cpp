@@ -8,6 +8,7 @@
 #if OASR_HAVE_IMPORT
 #include "oasr/Import/ONNXImporter.h"
 #include "oasr/Import/ONNXModel.h"
+#include "oasr/Import/ORTTraining.h"
 #endif
 
 #include "mlir/IR/Diagnostics.h"
@@ -97,6 +98,27 @@ mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
       o.precision != "bf16" && o.precision != "f16")
     return fail("--precision=" + o.precision +
                 ": expected f32, tf32, bf16 or f16 (docs/precision.md)");
+  if (!o.allowInferenceGraph) {
+    // A graph exported for inference imports fine and trains another
+    // network: refuse it, naming the evidence and the fix.
+    auto model = ::oasr::onnximport::ModelFile::load(path);
+    if (!model)
+      return fail(llvm::toString(model.takeError()));
+    // (ONNX Runtime's training graphs are training steps already.)
+    std::string why =
+        ::oasr::onnximport::isORTTrainingModel((*model)->proto())
+            ? ""
+            : ::oasr::onnximport::inferenceGraphReason((*model)->proto());
+    if (!why.empty())
+      return fail(
+          path + ": an inference graph: " + why +
+          ". Training it would train a different network (no "
+          "normalisation). Export it for training with `python3 -m "
+          "oasr.export` or oasr.export(model, inputs, path) "
+          "(docs/pytorch.md), or torch.onnx.export(..., dynamo=False, "
+          "training=torch.onnx.TrainingMode.TRAINING); "
+          "--allow-inference-graph trains it as it is");
+  }
   out.module = ::oasr::onnximport::importONNX(ctx, path, io);
   if (!out.module)
     return failWithDiags(path + ": cannot import");

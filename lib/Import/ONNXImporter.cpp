@@ -193,6 +193,8 @@ private:
   MLIRContext &context;
   const ModelFile &model;
   const ImportOptions &options;
+  /// The static batch --batch replaced (0: none did).
+  int64_t rebatchedFrom = 0;
   const onnx::GraphProto &graph;
   OpBuilder builder;
   Location fileLoc = UnknownLoc::get(&context);
@@ -466,8 +468,12 @@ ONNXImporter::applyInputOverrides(const onnx::ValueInfoProto &input,
              << "graph input '" << input.name() << "' has negative dimension "
              << dim.dim_value() << " (dim " << i
              << "); ONNX dimensions are never negative";
-  if (options.batch > 0 && !info.dims.empty())
+  if (options.batch > 0 && !info.dims.empty()) {
+    if (!dims.empty() && dims[0].has_dim_value() &&
+        dims[0].dim_value() != options.batch && !rebatchedFrom)
+      rebatchedFrom = dims[0].dim_value();
     info.dims[0] = options.batch;
+  }
   for (auto [i, d] : llvm::enumerate(info.dims))
     if (d == 0)
       return emitModelError()
@@ -1543,6 +1549,9 @@ OwningOpRef<ModuleOp> ONNXImporter::run() {
   if (!model.proto().producer_name().empty())
     (*module)->setAttr(mlir::oasr::kProducerAttr,
                        b.getStringAttr(model.proto().producer_name()));
+  if (rebatchedFrom)
+    (*module)->setAttr(mlir::oasr::kRebatchedFromAttr,
+                       b.getI64IntegerAttr(rebatchedFrom));
 
   SmallVector<Type> argTypes;
   SmallVector<DictionaryAttr> argAttrs;

@@ -13,6 +13,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -911,4 +912,51 @@ Error ModelFile::saveWithInitializers(
   if (os.has_error())
     return makeError(path + ": write failed: " + os.error().message());
   return Error::success();
+}
+
+std::string
+oasr::onnximport::inferenceGraphReason(const onnx::ModelProto &model) {
+  const onnx::GraphProto &g = model.graph();
+  llvm::StringSet<> inits;
+  for (const onnx::TensorProto &t : g.initializer())
+    inits.insert(t.name());
+  auto fused = [&](const onnx::NodeProto &n, int i) {
+    return n.input_size() > i && inits.count(n.input(i)) &&
+           llvm::StringRef(n.input(i)).starts_with("onnx::Conv_");
+  };
+  int64_t convs = 0, folded = 0, norms = 0;
+  std::string firstFolded;
+  for (const onnx::NodeProto &n : g.node()) {
+    const std::string &op = n.op_type();
+    if (op == "BatchNormalization" || op == "InstanceNormalization" ||
+        op == "GroupNormalization" || op == "LayerNormalization")
+      ++norms;
+    if (op != "Conv")
+      continue;
+    ++convs;
+    if (fused(n, 1) && fused(n, 2) && folded++ == 0)
+      firstFolded = n.name().empty() ? n.output(0) : n.name();
+  }
+  if (folded)
+    return llvm::formatv(
+               "{0} of its {1} Conv nodes (the first '{2}') read a weight and "
+               "bias PyTorch's TorchScript exporter named 'onnx::Conv_N', "
+               "which it writes when an eval-mode export fuses "
+               "BatchNormalization into the convolution",
+               folded, convs, firstFolded)
+        .str();
+  int64_t opset = 0;
+  for (const onnx::OperatorSetIdProto &o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx")
+      opset = o.version();
+  if (model.producer_name() == "pytorch" &&
+      (model.ir_version() >= 10 || opset >= 18) && convs && !norms)
+    return llvm::formatv(
+               "it was written by PyTorch's dynamo exporter (producer "
+               "pytorch {0}, opset {1}, IR version {2}), which exports for "
+               "inference and folds BatchNormalization away: its {3} Conv "
+               "nodes have no normalisation",
+               model.producer_version(), opset, model.ir_version(), convs)
+        .str();
+  return "";
 }

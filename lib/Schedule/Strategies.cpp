@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "oasr/Schedule/Schedule.h"
+#include "oasr/Schedule/Steady.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -382,12 +383,19 @@ std::optional<uint64_t> oasr::schedule::parseBytes(StringRef text) {
   return value * mult;
 }
 
+std::string oasr::schedule::strategyHelp() {
+  std::vector<std::string> names = strategyNames();
+  names.push_back("bucket:<bytes>");
+  for (const std::string &n : steadyStrategyNames())
+    names.push_back(n == "bytescheduler" || n == "dear" ? n + "[:<bytes>]"
+                                                        : n);
+  return join(names, ", ");
+}
+
 static Error unknownStrategy(StringRef strategy) {
-  std::string names = join(strategyNames(), ", ");
   return createStringError(inconvertibleErrorCode(),
                            "unknown strategy '" + strategy +
-                               "' (expected one of " + names +
-                               ", bucket:<bytes>)");
+                               "' (expected one of " + strategyHelp() + ")");
 }
 
 Error oasr::schedule::checkStrategy(StringRef strategy) {

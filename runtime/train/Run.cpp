@@ -607,13 +607,22 @@ void Run::describe() {
           ? llvm::formatv(" (rank 0 bound to {0} of {1} CPUs)", bound, online)
                 .str()
           : "";
+  // What the run changed about the model or the data, said here.
+  std::string rebatched;
+  if (module.module)
+    if (auto from = (*module.module)
+                        ->getAttrOfType<mlir::IntegerAttr>(
+                            mlir::oasr::kRebatchedFromAttr))
+      rebatched = llvm::formatv(" (--batch replaced the model's static {0})",
+                                from.getInt())
+                      .str();
   std::printf(
-      "oasr-run: %d rank(s) [%s], %d thread(s)/rank%s, batch %lld/rank, "
+      "oasr-run: %d rank(s) [%s], %d thread(s)/rank%s, batch %lld/rank%s, "
       "data %s, plan %s with %zu fused group(s); memory: "
       "activations %.1f MiB (%.1f MiB without reuse), weights+state "
       "%.1f MiB, gradients %.1f MiB\n",
       size, comm->name(), nthreads, binding.c_str(), (long long)exec->batch(),
-      data->describe().c_str(),
+      rebatched.c_str(), data->describe().c_str(),
       exec->planStrategy().empty() ? "?" : exec->planStrategy().c_str(),
       exec->groups().size(), m.arenaBytes / 1048576.0,
       m.unsharedBytes / 1048576.0, m.persistentBytes / 1048576.0,

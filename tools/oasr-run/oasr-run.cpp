@@ -19,6 +19,7 @@
 #include "oasr/Runtime/Communicator.h"
 #include "oasr/Runtime/DeviceSetup.h"
 #include "oasr/Runtime/Run.h"
+#include "oasr/Schedule/Schedule.h"
 #if OASR_HAVE_PASSES
 #include "oasr/Compile/Compile.h"
 #include "oasr/Passes/Passes.h"
@@ -32,6 +33,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -41,16 +43,22 @@ using namespace oasr::rt;
 namespace cl = llvm::cl;
 
 static cl::OptionCategory runCat("oasr-run options");
+
+/// --strategy's help: every strategy the planner accepts (one list,
+/// schedule::strategyHelp; kept alive for cl::desc).
+static llvm::StringRef strategyDesc() {
+  static const std::string desc = "Allreduce plan for an .onnx input (" +
+                                  oasr::schedule::strategyHelp() + ")";
+  return desc;
+}
 static cl::opt<std::string> modelPath(cl::Positional, cl::Required,
                                       cl::desc("<model.mlir | model.onnx>"),
                                       cl::cat(runCat));
 static cl::opt<int> np("np", cl::desc("Re-launch under `mpirun -np N`"),
                        cl::init(0), cl::cat(runCat));
 static cl::opt<std::string>
-    strategy("strategy",
-             cl::desc("Allreduce plan for an .onnx input (wfbp, single, "
-                      "bucket:<bytes>, mgwfbp, oasr, optimal)"),
-             cl::init(""), cl::cat(runCat));
+    strategy("strategy", cl::desc(strategyDesc()), cl::init(""),
+             cl::cat(runCat));
 static cl::opt<double> alpha("alpha", cl::desc("Start-up latency (s)"),
                              cl::init(-1), cl::cat(runCat));
 static cl::opt<double> beta("beta", cl::desc("Per-byte time (s/B)"),
@@ -71,6 +79,12 @@ static cl::opt<std::string> precision(
              "(GPU tensor cores), bf16 or f16 (mixed precision with f32 "
              "master weights; docs/precision.md)"),
     cl::init("f32"), cl::cat(runCat));
+static cl::opt<bool> allowInferenceGraph(
+    "allow-inference-graph",
+    cl::desc("Train an .onnx model that looks exported for inference "
+             "(BatchNormalization folded away by PyTorch's exporter) as it "
+             "is, instead of refusing it"),
+    cl::init(false), cl::cat(runCat));
 static cl::opt<std::string>
     commFile("comm", cl::desc("Calibration JSON from `oasr-bench comm`"),
              cl::init(""), cl::cat(runCat));
@@ -338,6 +352,7 @@ RunOptions runOptions() {
   o.planProfile = planProfile;
   o.gradDtype = given(gradDtype).value_or("");
   o.precision = given(precision).value_or("");
+  o.allowInferenceGraph = allowInferenceGraph;
   o.optimizer = optimizer;
   o.momentum = given(momentum);
   o.ignoreIndex = ignoreIndex;
@@ -397,6 +412,7 @@ llvm::Expected<RunModule> loadModule(mlir::MLIRContext &ctx,
   o.profile = ro.planProfile;
   o.gradDtype = ro.gradDtype;
   o.precision = ro.precision;
+  o.allowInferenceGraph = ro.allowInferenceGraph;
   o.optimizer = ro.optimizer;
   o.momentum = ro.momentum.value_or(-1);
   o.lr = ro.lr.value_or(-1);
@@ -447,6 +463,10 @@ openSource(const Executor &exec) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // Line-buffered stdout: its lines and stderr's diagnostics reach a shared
+  // pipe or file in the order they happened, and none is lost to a fatal
+  // exit (_Exit, MPI_Abort) with lines still buffered.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   cl::HideUnrelatedOptions(runCat);
   cl::SetVersionPrinter(
       [](llvm::raw_ostream &os) { os << "oasr-run " << OASR_VERSION << "\n"; });

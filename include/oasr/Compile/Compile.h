@@ -46,6 +46,9 @@ struct TrainingCompileOptions {
   std::string gradDtype;
   /// The step's precision: "f32", "tf32", "bf16" or "f16" (empty: f32).
   std::string precision;
+  /// Import a model that looks exported for inference (BatchNormalization
+  /// folded away: onnximport::inferenceGraphReason) instead of refusing it.
+  bool allowInferenceGraph = false;
   // The optimizer.
   std::string optimizer;
   double momentum = -1, lr = -1;

@@ -48,6 +48,9 @@ constexpr llvm::StringLiteral kLossAttr = "oasr.loss";
 constexpr llvm::StringLiteral kSourceAttr = "oasr.source";
 constexpr llvm::StringLiteral kModelAttr = "oasr.model";
 constexpr llvm::StringLiteral kProducerAttr = "oasr.producer";
+/// The static batch an imported model's first input had, when `--batch`
+/// replaced it with another (oasr-run says so on its start line).
+constexpr llvm::StringLiteral kRebatchedFromAttr = "oasr.rebatched_from";
 /// Where @train_step came from when no autodiff built it
 /// ("onnxruntime-training": an imported ORT training model).
 constexpr llvm::StringLiteral kStepSourceAttr = "oasr.step_source";

@@ -189,6 +189,18 @@ private:
   std::unique_ptr<Impl> impl;
 };
 
+/// Why `model` is an inference graph that training would turn into another
+/// network, or empty when nothing says so. PyTorch's exporters fold
+/// BatchNormalization away for inference:
+///  - the dynamo exporter (torch.onnx.export's default since torch 2.9;
+///    producer "pytorch", IR version >= 10 or opset >= 18) leaves
+///    convolutions without any normalisation after them;
+///  - the TorchScript exporter in eval mode fuses Conv and BatchNormalization
+///    into convolutions whose weights and biases it names "onnx::Conv_N".
+/// A network without BatchNormalization exported for training (weights
+/// named after its modules, or no convolutions) is not one.
+std::string inferenceGraphReason(const onnx::ModelProto &model);
+
 } // namespace onnximport
 } // namespace oasr
 

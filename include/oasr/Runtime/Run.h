@@ -47,6 +47,7 @@ struct RunOptions {
   std::string planProfile;
   std::string gradDtype; ///< f32 | bf16 | f16; empty: not given (f32)
   std::string precision; ///< f32 | tf32 | bf16 | f16; empty: not given
+  bool allowInferenceGraph = false; ///< train a folded-BN export anyway
   std::string optimizer;
   std::optional<double> momentum;
   int64_t ignoreIndex = -1;

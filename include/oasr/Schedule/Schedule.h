@@ -404,6 +404,10 @@ llvm::Expected<Plan> makePlan(llvm::StringRef strategy, const Profile &profile,
 std::optional<uint64_t> parseBytes(llvm::StringRef text);
 /// The fixed strategy names, in display order ("bucket:<bytes>" excluded).
 std::vector<std::string> strategyNames();
+/// Every strategy a plan accepts, as help text: strategyNames(),
+/// bucket:<bytes> and the steady-state strategies (Steady.h), sizes shown
+/// where they take one.
+std::string strategyHelp();
 /// Checks a strategy string without planning (for option validation).
 llvm::Error checkStrategy(llvm::StringRef strategy);
 /// Whether the strategy's grouping depends on the allreduce model (mgwfbp,

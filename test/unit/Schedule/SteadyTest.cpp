@@ -332,4 +332,44 @@ TEST(Steady, RandomInstancesAgreeAndRespectTheBound) {
   }
 }
 
+TEST(Strategies, EveryNameTheHelpListsPlans) {
+  // strategyHelp() is oasr-run's --help and the unknown-strategy error:
+  // each entry plans (with a size where it takes one), and nothing else is
+  // listed.
+  std::vector<std::string> entries;
+  llvm::SmallVector<llvm::StringRef> parts;
+  std::string help = strategyHelp();
+  llvm::StringRef(help).split(parts, ", ");
+  SteadyComm comm = SteadyComm::fromAllreduce(unitModel(1, 1));
+  for (llvm::StringRef part : parts) {
+    std::vector<std::string> names;
+    if (part.consume_back("[:<bytes>]"))
+      names = {part.str(), part.str() + ":1MB"};
+    else if (part.consume_back(":<bytes>"))
+      names = {part.str() + ":1MB"};
+    else
+      names = {part.str()};
+    for (const std::string &name : names) {
+      bool plans;
+      if (isSteadyStrategy(name)) {
+        auto plan = makeSteadyPlan(name, threeLayers(), comm);
+        plans = bool(plan);
+        if (!plan)
+          llvm::consumeError(plan.takeError());
+      } else {
+        llvm::Error err = checkStrategy(name);
+        plans = !err;
+        llvm::consumeError(std::move(err));
+      }
+      EXPECT_TRUE(plans) << name;
+    }
+  }
+  EXPECT_EQ(parts.size(),
+            strategyNames().size() + 1 + steadyStrategyNames().size());
+  EXPECT_FALSE(isSteadyStrategy("nope"));
+  llvm::Error err = checkStrategy("nope");
+  EXPECT_EQ(llvm::toString(std::move(err)),
+            "unknown strategy 'nope' (expected one of " + help + ")");
+}
+
 } // namespace
