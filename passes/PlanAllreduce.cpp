@@ -143,9 +143,7 @@ void PlanAllreducePass::runOnOperation() {
   const bool steady = sched::isSteadyStrategy(strategy);
   if (llvm::Error e =
           steady ? llvm::Error::success() : sched::checkStrategy(strategy)) {
-    optionError(module) << llvm::toString(std::move(e)) << ", or a "
-                        << "steady-state strategy (oasr-step, oasr-barrier, "
-                           "bytescheduler[:<bytes>])";
+    optionError(module) << llvm::toString(std::move(e));
     return signalPassFailure();
   }
   llvm::Expected<sched::WireDType> wire = sched::parseWireDType(gradDtype);

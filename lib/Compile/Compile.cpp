@@ -101,14 +101,14 @@ mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
   if (!o.allowInferenceGraph) {
     // A graph exported for inference imports fine and trains another
     // network: refuse it, naming the evidence and the fix.
+    // (A file that does not load is reported by the import below; ONNX
+    // Runtime's training graphs are training steps already.)
     auto model = ::oasr::onnximport::ModelFile::load(path);
+    std::string why;
     if (!model)
-      return fail(llvm::toString(model.takeError()));
-    // (ONNX Runtime's training graphs are training steps already.)
-    std::string why =
-        ::oasr::onnximport::isORTTrainingModel((*model)->proto())
-            ? ""
-            : ::oasr::onnximport::inferenceGraphReason((*model)->proto());
+      llvm::consumeError(model.takeError());
+    else if (!::oasr::onnximport::isORTTrainingModel((*model)->proto()))
+      why = ::oasr::onnximport::inferenceGraphReason((*model)->proto());
     if (!why.empty())
       return fail(
           path + ": an inference graph: " + why +

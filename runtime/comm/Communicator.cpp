@@ -596,7 +596,49 @@ CommEngine::~CommEngine() {
     stopping = true;
   }
   queued.notify_all();
+  watchdogWake.notify_all();
   thread.join();
+  if (watchdog.joinable())
+    watchdog.join();
+}
+
+void CommEngine::setWatchdog(double seconds,
+                             std::function<void(const Stall &)> stalled) {
+  if (!(seconds > 0) || watchdog.joinable())
+    return;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stallS = seconds;
+    onStall = std::move(stalled);
+  }
+  watchdog = std::thread([this] { watch(); });
+}
+
+void CommEngine::watch() {
+  const auto tick =
+      std::chrono::milliseconds(std::clamp(int64_t(stallS * 250), int64_t(50),
+                                           int64_t(1000)));
+  std::unique_lock<std::mutex> lock(mu);
+  while (!stopping) {
+    watchdogWake.wait_for(lock, tick);
+    if (stopping || waiters == 0)
+      continue;
+    int64_t since = std::max(waitSinceNs, lastDoneNs);
+    double idle = double(steadyNs() - since) * 1e-9;
+    if (idle < stallS)
+      continue;
+    Stall stall;
+    stall.seconds = idle;
+    stall.running = jobRunning;
+    stall.tag = jobRunning ? runningTag
+                : queue.empty() ? 0
+                                : queue.front().tag;
+    std::function<void(const Stall &)> report = std::move(onStall);
+    lock.unlock();
+    if (report)
+      report(stall); // ends the process; if it returns, stop watching
+    return;
+  }
 }
 
 CommEngine::JobId CommEngine::enqueue(std::function<void(Communicator &)> fn,
@@ -622,6 +664,7 @@ void CommEngine::wait(JobId id) {
   // sleeping one, at no cost to compute.
   const bool realtime = priority == Priority::Realtime;
   if (waiters++ == 0) {
+    waitSinceNs = steadyNs();
     if (raisable)
       setIdle(false);
     if (realtime)
@@ -706,6 +749,8 @@ void CommEngine::loop() {
         break;
       job = std::move(queue.front());
       queue.pop_front();
+      jobRunning = true;
+      runningTag = job.tag;
     }
     double start = job.record ? nowUs() : 0;
     int64_t waited0 = job.record ? runQueueNs(schedstat) : -1;
@@ -730,6 +775,8 @@ void CommEngine::loop() {
       }
       lastEndUs = end;
       doneUpTo = job.id;
+      jobRunning = false;
+      lastDoneNs = steadyNs();
     }
     finished.notify_all();
   }

@@ -187,6 +187,18 @@ void onTerminate(int sig) {
 
 void silenceFailureReport() { silenced.store(true); }
 
+std::string progressReport() {
+  std::string text =
+      "last completed step " + std::to_string(completed.load()) + "; ";
+  int c = current.load();
+  if (c >= 0)
+    text += std::string("last checkpoint ") + checkpointPaths[c] +
+            " (resume with --resume=" + checkpointPaths[c] + ")";
+  else
+    text += "no checkpoint written (--checkpoint=DIR --checkpoint-every=N)";
+  return text;
+}
+
 void noteProgress(int64_t completedSteps) { completed.store(completedSteps); }
 
 void noteCheckpoint(const std::string &path) {

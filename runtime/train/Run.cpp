@@ -51,6 +51,10 @@ std::string checkRunOptions(const RunOptions &o) {
   if (o.steps < 1)
     return name("steps", std::to_string(o.steps)) +
            "expected a positive number of steps";
+  if (o.timeoutS && !(std::isfinite(*o.timeoutS) && *o.timeoutS > 0))
+    return name("timeout", numberText(*o.timeoutS)) +
+           "expected a positive number of seconds (the watchdog's limit on a "
+           "collective without progress)";
   if (!finiteAtLeast(o.lr, 0))
     return name("lr", numberText(*o.lr)) +
            "expected a finite learning rate >= 0";
@@ -369,6 +373,9 @@ private:
   /// Continues from the checkpoint read by rank 0; the start step.
   int64_t resume(std::vector<float> &algorithmState);
   void report(const TrainSummary &summary, const TrainingAlgorithm &algo);
+  void stalled(const CommEngine::Stall &s);
+  /// The watchdog's limit (--timeout, or derived from the plan).
+  double watchdogS = 0;
 
   const RunOptions &o;
   const RunModelHooks &hooks;
@@ -646,6 +653,13 @@ void Run::describe() {
                                 : "the next forward waits for every group",
                 units.c_str());
   }
+  if (size > 1)
+    std::printf("oasr-run: watchdog: a collective without progress for %.0f "
+                "s stops every rank (%s)\n",
+                watchdogS,
+                o.timeoutS ? "--timeout"
+                           : "10x the predicted step, at least 60 s; "
+                             "--timeout=SECONDS to change");
   const std::string &precision = exec->precision();
   std::printf("oasr-run: precision %s (%s); saved for backward %.1f MiB, "
               "%.1f MiB of it in 16 bits\n",
@@ -685,6 +699,31 @@ int64_t Run::resume(std::vector<float> &algorithmState) {
         "train (--steps is the total, not the steps to add)\n",
         resumed->path, startStep, o.steps);
   return startStep;
+}
+
+/// The watchdog found no progress for watchdogS seconds: every reachable
+/// rank says what it waited for and ends the job.
+void Run::stalled(const CommEngine::Stall &s) {
+  std::string what = "a collective";
+  const auto &groups = exec->groups();
+  uint32_t group = s.tag & ~kGatherJobBit;
+  if (s.tag == kExchangeJob)
+    what = "a parameter exchange of --algo=" + o.algorithm;
+  else if (group < groups.size())
+    what = llvm::formatv("fused group {0}'s {1} ({2} bytes){3}", group,
+                         s.tag & kGatherJobBit ? "all-gather" : "allreduce",
+                         groups[group].buffer.bytes(),
+                         group == 0 ? " or a setup or checkpoint collective"
+                                    : "")
+               .str();
+  std::string msg = llvm::formatv(
+      "oasr-run: {0}: error: no progress for {1:f0} s (--timeout={2}) in "
+      "{3}{4}: a rank stopped, died or cannot be reached (a cut link, a hung "
+      "process); {5}",
+      rankName(*comm), s.seconds, numberText(watchdogS), what,
+      s.running ? "" : ", queued behind the call in flight", progressReport());
+  silenceFailureReport();
+  comm->abort(msg, 1);
 }
 
 void Run::report(const TrainSummary &summary, const TrainingAlgorithm &algo) {
@@ -799,6 +838,11 @@ int Run::run(int *argc, char ***argv) {
   loadWeights();
   openData();
   checkTraining();
+  // The watchdog's limit: --timeout, else 10x the plan's predicted step
+  // (which holds its communication), at least 60 s.
+  double predictedS =
+      exec ? std::max(0.0, exec->predictedIterationUs()) * 1e-6 : 0;
+  watchdogS = o.timeoutS ? *o.timeoutS : std::max(60.0, 10 * predictedS);
 
   if (!agree()) {
     engine->drain();
@@ -812,6 +856,10 @@ int Run::run(int *argc, char ***argv) {
   if (!o.resumeDir.empty())
     startStep = resume(resumedAlgorithmState);
   installFailureReport(*engine);
+  if (size > 1)
+    engine->setWatchdog(watchdogS, [this](const CommEngine::Stall &s) {
+      stalled(s);
+    });
 
   std::unique_ptr<TrainingAlgorithm> algo =
       createTrainingAlgorithm(o.algorithm, *exec, *engine, algoOptions);

@@ -37,13 +37,6 @@ static int64_t steadyNs() {
       .count();
 }
 
-/// The job tag of an algorithm's parameter exchange (EASGD averaging, a
-/// parameter-server round trip) in the CommEngine's event log; allreduces of
-/// gradient groups use the group's index.
-static constexpr uint32_t kExchangeJob = 0xFFFFFFFFu;
-/// Set in the tag of a reduce-scatter group's all-gather (the group's id in
-/// the other bits), so traces tell the two halves apart.
-static constexpr uint32_t kGatherJobBit = 0x40000000u;
 
 /// All ranks start from rank 0's weights and state, whatever each loaded.
 static void broadcastPersistent(Executor &exec, CommEngine &engine) {

@@ -15,7 +15,7 @@
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 grad-dtype=f8" -o /dev/null 2>&1 | FileCheck %s --check-prefix=GRADDTYPE
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-train-pipeline="alpha=1e-4 beta=1e-9 grad-dtype=fp16" -o /dev/null 2>&1 | FileCheck %s --check-prefix=GRADDTYPE2
 
-// STRATEGY: error: unknown strategy 'fastest' (expected one of wfbp, single, ddp, horovod, mgwfbp, optimal, oasr, bucket:<bytes>)
+// STRATEGY: error: unknown strategy 'fastest' (expected one of wfbp, single, ddp, horovod, mgwfbp, optimal, oasr, bucket:<bytes>, oasr-barrier, bytescheduler[:<bytes>], dear[:<bytes>], oasr-step)
 // BUCKET: error: strategy 'bucket:0': the bucket size must be a positive number of bytes, optionally with a KB/MB/GB or KiB/MiB/GiB suffix
 // NOCOMM: error: strategy 'oasr' needs a communication model (the allreduce time alpha + beta * bytes): measure one on the ranks and network you train on with `mpirun -np P oasr-bench comm --out=comm.json` and give 'comm=comm.json', or give 'alpha' and 'beta', or a profile with a 'comm' object to --oasr-annotate-cost; wfbp, single, bucket:<bytes>, ddp and horovod plan without one
 // NOCOMM-NOT: see current operation

@@ -49,4 +49,4 @@
 // DEAR: predicted_iteration_us = 3147.48{{[0-9]*}} : f64, steady = {forward_waits = true, order = array<i64: 0, 0, 0, 0, 0, 1>, pieces = array<i64: 1>, scatter = array<i64: 1>}, strategy = "dear"
 // DEAR-REPORT: steady-state step: period 3147.48{{[0-9]*}} us (the next forward waits per layer, 0 allreduce(s) and 1 reduce-scatter(s) with their all-gather(s) in the plan's order)
 // DEAR-BF16: error: strategy 'dear' reduce-scatters and all-gathers, which this plan may not (gradients sent as bf16/f16 are allreduced only)
-// UNKNOWN: error: unknown strategy 'fastest' (expected one of wfbp, single, ddp, horovod, mgwfbp, optimal, oasr, bucket:<bytes>), or a steady-state strategy (oasr-step, oasr-barrier, bytescheduler[:<bytes>])
+// UNKNOWN: error: unknown strategy 'fastest' (expected one of wfbp, single, ddp, horovod, mgwfbp, optimal, oasr, bucket:<bytes>, oasr-barrier, bytescheduler[:<bytes>], dear[:<bytes>], oasr-step)

@@ -79,6 +79,12 @@ static cl::opt<std::string> precision(
              "(GPU tensor cores), bf16 or f16 (mixed precision with f32 "
              "master weights; docs/precision.md)"),
     cl::init("f32"), cl::cat(runCat));
+static cl::opt<double> timeout(
+    "timeout",
+    cl::desc("Seconds a collective may go without progress before every rank "
+             "stops, naming it and the newest checkpoint (default: 10x the "
+             "predicted step, at least 60)"),
+    cl::init(-1), cl::cat(runCat));
 static cl::opt<bool> allowInferenceGraph(
     "allow-inference-graph",
     cl::desc("Train an .onnx model that looks exported for inference "
@@ -353,6 +359,7 @@ RunOptions runOptions() {
   o.gradDtype = given(gradDtype).value_or("");
   o.precision = given(precision).value_or("");
   o.allowInferenceGraph = allowInferenceGraph;
+  o.timeoutS = given(timeout);
   o.optimizer = optimizer;
   o.momentum = given(momentum);
   o.ignoreIndex = ignoreIndex;

@@ -289,7 +289,25 @@ public:
   /// `CommEvent::cpuWaitUs` is measured (known once the thread started).
   bool measuresCpuWait() const { return cpuWaitMeasured; }
 
+  /// What the watchdog found: the tag of the job the communication thread
+  /// is in (or the next queued one), whether it is running, and how long
+  /// nothing has finished while a thread waited.
+  struct Stall {
+    uint32_t tag = 0;
+    bool running = false;
+    double seconds = 0;
+  };
+  /// Stall watchdog (oasr-run --timeout): when a thread has waited in
+  /// `wait` and no job has finished for `seconds`, `onStall` runs once, on
+  /// the watchdog's own thread; it reports and ends the process (MPI_Abort:
+  /// a collective stuck on a cut link or a stopped peer never returns by
+  /// itself). Slowness is not a stall: the clock runs only while a thread
+  /// waits, and every finished job restarts it. Call before training;
+  /// seconds <= 0 leaves it off.
+  void setWatchdog(double seconds, std::function<void(const Stall &)> onStall);
+
 private:
+  void watch();
   struct Job {
     JobId id;
     std::function<void(Communicator &)> fn;
@@ -316,7 +334,15 @@ private:
   int64_t epochNs = 0;
   double lastEndUs = 0; ///< end of the previous job (communication thread)
   std::atomic<bool> cpuWaitMeasured{false};
-  std::thread thread;
+  // The watchdog's view, guarded by `mu`.
+  int64_t waitSinceNs = 0; ///< when `waiters` last became non-zero
+  int64_t lastDoneNs = 0;  ///< when the last job finished
+  bool jobRunning = false;
+  uint32_t runningTag = 0;
+  double stallS = 0;
+  std::function<void(const Stall &)> onStall;
+  std::condition_variable watchdogWake;
+  std::thread thread, watchdog;
 };
 
 } // namespace oasr::rt

@@ -48,6 +48,9 @@ struct RunOptions {
   std::string gradDtype; ///< f32 | bf16 | f16; empty: not given (f32)
   std::string precision; ///< f32 | tf32 | bf16 | f16; empty: not given
   bool allowInferenceGraph = false; ///< train a folded-BN export anyway
+  /// --timeout: seconds a collective may go without progress before every
+  /// rank stops (unset: 10x the predicted step, at least 60 s).
+  std::optional<double> timeoutS;
   std::string optimizer;
   std::optional<double> momentum;
   int64_t ignoreIndex = -1;

@@ -307,6 +307,18 @@ void silenceFailureReport();
 /// "rank R (host)" for messages.
 std::string rankName(const Communicator &comm);
 
+/// The job tag of an algorithm's parameter exchange (EASGD averaging, a
+/// parameter-server round trip) in the CommEngine's event log; allreduces of
+/// gradient groups use the group's index.
+constexpr uint32_t kExchangeJob = 0xFFFFFFFFu;
+/// Set in the tag of a reduce-scatter group's all-gather (the group's id in
+/// the other bits), so traces tell the two halves apart.
+constexpr uint32_t kGatherJobBit = 0x40000000u;
+
+/// The failure report's account of progress: "last completed step N; last
+/// checkpoint DIR (resume with --resume=DIR)" or that none was written.
+std::string progressReport();
+
 } // namespace oasr::rt
 
 #endif // OASR_RUNTIME_TRAINING_H

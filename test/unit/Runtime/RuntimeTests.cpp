@@ -19,10 +19,13 @@
 #include <cmath>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -654,6 +657,42 @@ static int policyUnwaited(CommEngine &engine) {
   while (seen.load() < 0) // sleep: an idle thread needs a free CPU
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   return seen;
+}
+
+TEST(CommEngine, WatchdogReportsAJobThatDoesNotFinishWhileAThreadWaits) {
+  auto comm = createSelfCommunicator();
+  CommEngine engine(*comm);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<int> stalls{0};
+  CommEngine::Stall seen;
+  engine.setWatchdog(0.2, [&](const CommEngine::Stall &s) {
+    seen = s;
+    ++stalls;
+    std::lock_guard<std::mutex> lock(mu);
+    release = true; // what MPI_Abort would end; here the job may finish
+    cv.notify_all();
+  });
+  // Many short jobs, 0.5 s in all: each finished job restarts the clock.
+  for (int i = 0; i < 25; ++i)
+    engine.wait(engine.enqueue([](Communicator &) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }));
+  EXPECT_EQ(stalls.load(), 0);
+  // Compute that does not wait is not a stall either.
+  auto slow = engine.enqueue([&](Communicator &) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return release; });
+  }, 7);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(stalls.load(), 0);
+  // A thread waits on the job that never finishes: reported once.
+  engine.wait(slow);
+  EXPECT_EQ(stalls.load(), 1);
+  EXPECT_EQ(seen.tag, 7u);
+  EXPECT_TRUE(seen.running);
+  EXPECT_GE(seen.seconds, 0.2);
 }
 
 TEST(CommEngine, IdlePriorityMakesTheCommunicationThreadSchedIdle) {
