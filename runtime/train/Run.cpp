@@ -156,20 +156,23 @@ std::string CommPriorityChoice::error() const {
 
 CommPriorityChoice chooseCommPriority(const RunOptions &o,
                                       llvm::StringRef calibrated,
-                                      bool idleRaisable,
-                                      bool realtimePermitted) {
+                                      bool idleRaisable, bool realtimePermitted,
+                                      bool acrossHosts) {
   CommPriorityChoice c;
-  // Idle by default with the CPU backend, where allreduces are CPU work --
-  // unless this process could not raise the thread while compute waits:
-  // then other load on the host would starve it (docs/runtime.md).
+  // Idle by default with the CPU backend on one host, where allreduces are
+  // CPU work -- unless this process could not raise the thread while
+  // compute waits: then other load on the host would starve it. Across
+  // hosts the wire does the work and the thread sleeps (docs/runtime.md).
   const bool cpu = o.device == "cpu";
+  const bool byDefault = o.commPriority.empty() && calibrated.empty();
+  c.acrossHosts = byDefault && cpu && acrossHosts;
   c.name = !o.commPriority.empty() ? o.commPriority
            : !calibrated.empty()   ? calibrated.str()
+           : c.acrossHosts         ? "sleep"
            : cpu                   ? (idleRaisable ? "idle" : "normal")
                                    : "normal";
   c.calibrated = o.commPriority.empty() && !calibrated.empty();
-  c.idleFellBack =
-      o.commPriority.empty() && calibrated.empty() && cpu && !idleRaisable;
+  c.idleFellBack = byDefault && cpu && !c.acrossHosts && !idleRaisable;
   c.realtimeOnDevice = c.name == "realtime" && !cpu;
   if (c.name == "realtime" && !realtimePermitted && cpu) {
     c.realtimeFellBack = c.calibrated;
@@ -374,6 +377,7 @@ private:
   int64_t resume(std::vector<float> &algorithmState);
   void report(const TrainSummary &summary, const TrainingAlgorithm &algo);
   void stalled(const CommEngine::Stall &s);
+  bool onSeveralHosts();
   /// The watchdog's limit (--timeout, or derived from the plan).
   double watchdogS = 0;
 
@@ -578,6 +582,11 @@ void Run::describe() {
     std::printf("oasr-run: communication thread at %s priority (%s's "
                 "comm_priority, measured by oasr-bench comm)\n",
                 priority.name.c_str(), o.commFile.c_str());
+  if (priority.acrossHosts)
+    std::printf("oasr-run: communication thread at sleep priority (ranks on "
+                "several hosts: the network does the allreduce's work, and "
+                "the thread sleeps between tests instead of yielding to "
+                "compute; --comm-priority or --comm to change)\n");
   if (exec && priority.priority == CommEngine::Priority::Realtime)
     std::printf(
         "oasr-run: communication thread at realtime priority "
@@ -726,6 +735,22 @@ void Run::stalled(const CommEngine::Stall &s) {
   comm->abort(msg, 1);
 }
 
+/// Whether the ranks run on more than one host (collective: every rank
+/// calls it before the engine starts): the host names' hashes agree
+/// everywhere on one host.
+bool Run::onSeveralHosts() {
+  if (!comm || comm->size() < 2)
+    return false;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  uint32_t hash = 2166136261u; // FNV-1a
+  for (const char *c = host; *c; ++c)
+    hash = (hash ^ uint8_t(*c)) * 16777619u;
+  double span[2] = {double(hash), -double(hash)};
+  comm->allreduceMax(span, 2);
+  return span[0] != -span[1];
+}
+
 void Run::report(const TrainSummary &summary, const TrainingAlgorithm &algo) {
   SummaryContext sc;
   sc.ranks = size;
@@ -813,7 +838,7 @@ int Run::run(int *argc, char ***argv) {
   size = comm->size();
   priority =
       chooseCommPriority(o, calibratedPriority, CommEngine::idleIsRaisable(),
-                         CommEngine::realtimeIsPermitted());
+                         CommEngine::realtimeIsPermitted(), onSeveralHosts());
   engine = std::make_unique<CommEngine>(*comm, priority.priority);
 
   // Setup on every rank; failures are agreed on before training.

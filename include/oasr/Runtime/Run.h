@@ -142,6 +142,8 @@ struct CommPriorityChoice {
   bool realtimeFellBack = false;
   /// --comm-priority=realtime where this process may not use SCHED_FIFO.
   bool realtimeRefused = false;
+  /// The CPU default chose sleep because ranks run on several hosts.
+  bool acrossHosts = false;
   /// --comm-priority=realtime with a GPU: its communicator waits inside
   /// NCCL and CUDA, which may spin, and a spinning SCHED_FIFO thread would
   /// hold the core the compute thread launches kernels from.
@@ -156,10 +158,14 @@ struct CommPriorityChoice {
 /// Realtime needs `realtimePermitted` (CommEngine::realtimeIsPermitted):
 /// without it the calibration's falls back to sleep and the option's is an
 /// error.
+/// Ranks on several hosts (`acrossHosts`) make the CPU default sleep: the
+/// network does the allreduce's work, and an idle thread starves behind
+/// compute.
 CommPriorityChoice chooseCommPriority(const RunOptions &options,
                                       llvm::StringRef calibrated,
                                       bool idleRaisable,
-                                      bool realtimePermitted = true);
+                                      bool realtimePermitted = true,
+                                      bool acrossHosts = false);
 
 /// Whether and when the run re-plans: --replan, checked against the
 /// algorithm and the plan's strategy, else once for sync-sgd on several CPU

@@ -1,4 +1,5 @@
-"""Checks oasr-plan --format=json output read from stdin (lit helper)."""
+"""Checks oasr-plan --format=json output read from stdin (lit helper):
+prints "ok", or "FAIL PROFILE: ..." and exits 1."""
 import json
 import sys
 
@@ -19,3 +20,4 @@ if abs(by["oasr"]["iteration_us"] - by["optimal"]["iteration_us"]) > eps:
 if by["mgwfbp"]["iteration_us"] < by["oasr"]["iteration_us"] - eps:
     bad.append("mgwfbp beats oasr")
 print(("FAIL " + sys.argv[1] + ": " + "; ".join(bad)) if bad else "ok")
+sys.exit(1 if bad else 0)

@@ -181,6 +181,21 @@ TEST(RunPriority, TheOptionThenTheCalibrationThenTheDevice) {
   EXPECT_EQ(c.priority, CommEngine::Priority::Normal);
   EXPECT_FALSE(c.calibrated);
   EXPECT_EQ(c.error(), "");
+  // Ranks on several hosts: the wire does the work, the thread sleeps;
+  // the option and the calibration still win.
+  o = RunOptions();
+  c = chooseCommPriority(o, "", true, true, /*acrossHosts=*/true);
+  EXPECT_EQ(c.name, "sleep");
+  EXPECT_EQ(c.priority, CommEngine::Priority::Sleep);
+  EXPECT_TRUE(c.acrossHosts);
+  EXPECT_FALSE(c.idleFellBack);
+  c = chooseCommPriority(o, "idle", true, true, /*acrossHosts=*/true);
+  EXPECT_EQ(c.name, "idle");
+  EXPECT_FALSE(c.acrossHosts);
+  o.commPriority = "normal";
+  c = chooseCommPriority(o, "", true, true, /*acrossHosts=*/true);
+  EXPECT_EQ(c.name, "normal");
+  EXPECT_FALSE(c.acrossHosts);
   // A GPU's allreduces are not CPU work.
   o = RunOptions();
   o.device = "cuda";
