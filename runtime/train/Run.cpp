@@ -378,6 +378,7 @@ private:
   void report(const TrainSummary &summary, const TrainingAlgorithm &algo);
   void stalled(const CommEngine::Stall &s);
   bool onSeveralHosts();
+  bool severalHosts = false; ///< onSeveralHosts(), asked once at start
   /// The watchdog's limit (--timeout, or derived from the plan).
   double watchdogS = 0;
 
@@ -662,6 +663,18 @@ void Run::describe() {
                                 : "the next forward waits for every group",
                 units.c_str());
   }
+  // A lost node's daemon keeps mpirun waiting after the ranks stop unless
+  // its connections have short TCP keepalives (Open MPI's default: 300 s
+  // idle, then 9 probes 20 s apart).
+  const char *keepalive = std::getenv("OMPI_MCA_oob_tcp_keepalive_time");
+  if (severalHosts && (!keepalive || std::atof(keepalive) <= 0 ||
+                       std::atof(keepalive) > 60))
+    llvm::errs() << "oasr-run: note: ranks on several hosts: when a node "
+                    "cannot be reached, mpirun waits up to 8 minutes for its "
+                    "daemon; launch with --mca oob_tcp_keepalive_time 4 "
+                    "--mca oob_tcp_keepalive_intvl 2 --mca "
+                    "oob_tcp_keepalive_probes 3 to end the job in about 10 s "
+                    "(scripts/cluster.sh does)\n";
   if (size > 1)
     std::printf("oasr-run: watchdog: a collective without progress for %.0f "
                 "s stops every rank (%s)\n",
@@ -838,7 +851,8 @@ int Run::run(int *argc, char ***argv) {
   size = comm->size();
   priority =
       chooseCommPriority(o, calibratedPriority, CommEngine::idleIsRaisable(),
-                         CommEngine::realtimeIsPermitted(), onSeveralHosts());
+                         CommEngine::realtimeIsPermitted(),
+                         severalHosts = onSeveralHosts());
   engine = std::make_unique<CommEngine>(*comm, priority.priority);
 
   // Setup on every rank; failures are agreed on before training.

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Runs COMMAND on NP ranks of an emulated cluster of NODES nodes
 # (scripts/cluster.sh) made for this job alone, and always tears it down:
-#   cluster_job.sh SRC OUT NODES NP [--down-while-running] -- COMMAND...
+#   cluster_job.sh SRC OUT NODES NP [--down-while-running |
+#                  --cut-link-after=S] -- COMMAND...
 # SRC is the source tree, OUT a fresh directory (state, per-rank records).
 # Prints the cluster's name, what each rank recorded (rank, namespace,
 # hostname, address), the bytes the second node sent over its link during the
 # run, and that nothing of the cluster is left; exits with the run's status
 # (1 when something is left behind). --down-while-running calls `down` while
-# the ranks run and checks that it ends them.
+# the ranks run and checks that it ends them. --cut-link-after=S takes the
+# last node's link down S seconds after its ranks start (the switch port:
+# a cut cable) and says how long the run went on after that.
 set -u
 src=$1 out=$2 nodes=$3 np=$4
 shift 4
-down_while_running=0
+down_while_running=0 cut_after=
 if [ "${1:-}" = --down-while-running ]; then down_while_running=1; shift; fi
+if [[ ${1:-} == --cut-link-after=* ]]; then cut_after=${1#*=}; shift; fi
 [ "${1:-}" = -- ] || { echo "cluster_job: expected -- COMMAND" >&2; exit 2; }
 shift
 cluster=$src/scripts/cluster.sh
@@ -30,6 +34,23 @@ tx_of() { "$cluster" status | sed -n "s/^  $1 .*tx_bytes=\([0-9]*\).*/\1/p"; }
   before=$(tx_of "$last")
   # Each rank records where it runs, then becomes COMMAND.
   record='echo "rank $OMPI_COMM_WORLD_RANK: namespace $(ip netns identify), host $(hostname), address $(ip -4 -o addr show dev eth0 | awk "{print \$4}")" > "$0/rank$OMPI_COMM_WORLD_RANK.txt"; exec "$@"'
+  if [ -n "$cut_after" ]; then
+    "$cluster" run "$np" -- sh -c "$record" "$out" "$@" &
+    job=$!
+    for _ in $(seq 100); do
+      [ -n "$(ip netns pids "$last" 2>/dev/null)" ] && break
+      sleep 0.2
+    done
+    sleep "$cut_after"
+    ip -n "$name-sw" link set "p$(( nodes - 1 ))" down ||
+      { echo "job: cannot cut $last's link"; exit 1; }
+    start=$(date +%s)
+    echo "job: cut $last's link"
+    wait $job
+    rc=$?
+    echo "job: the run ended with status $rc, $(( $(date +%s) - start )) s after the cut"
+    exit $rc
+  fi
   if [ "$down_while_running" = 1 ]; then
     "$cluster" run "$np" -- sh -c "$record" "$out" "$@" &
     job=$!
