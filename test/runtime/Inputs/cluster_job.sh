@@ -34,13 +34,19 @@ tx_of() { "$cluster" status | sed -n "s/^  $1 .*tx_bytes=\([0-9]*\).*/\1/p"; }
   before=$(tx_of "$last")
   # Each rank records where it runs, then becomes COMMAND.
   record='echo "rank $OMPI_COMM_WORLD_RANK: namespace $(ip netns identify), host $(hostname), address $(ip -4 -o addr show dev eth0 | awk "{print \$4}")" > "$0/rank$OMPI_COMM_WORLD_RANK.txt"; exec "$@"'
-  if [ -n "$cut_after" ]; then
+  # Runs the job in the background (its pid in `job`) once the last node's
+  # ranks have started.
+  start_job() {
     "$cluster" run "$np" -- sh -c "$record" "$out" "$@" &
     job=$!
     for _ in $(seq 100); do
       [ -n "$(ip netns pids "$last" 2>/dev/null)" ] && break
       sleep 0.2
     done
+    [ -n "$(ip netns pids "$last")" ] || { echo "job: no process started in $last"; exit 1; }
+  }
+  if [ -n "$cut_after" ]; then
+    start_job "$@"
     sleep "$cut_after"
     ip -n "$name-sw" link set "p$(( nodes - 1 ))" down ||
       { echo "job: cannot cut $last's link"; exit 1; }
@@ -52,13 +58,7 @@ tx_of() { "$cluster" status | sed -n "s/^  $1 .*tx_bytes=\([0-9]*\).*/\1/p"; }
     exit $rc
   fi
   if [ "$down_while_running" = 1 ]; then
-    "$cluster" run "$np" -- sh -c "$record" "$out" "$@" &
-    job=$!
-    for _ in $(seq 100); do
-      [ -n "$(ip netns pids "$last" 2>/dev/null)" ] && break
-      sleep 0.2
-    done
-    [ -n "$(ip netns pids "$last")" ] || { echo "job: no process started in $last"; exit 1; }
+    start_job "$@"
     start=$(date +%s)
     # bash's "Killed" notice of the job goes to this shell's stderr: not
     # into the output (fd 3 keeps down's own errors).
