@@ -549,7 +549,7 @@ public:
       : module(module), backend(backend), options(options),
         exec(new Executor()), I(*exec->impl) {
     I.backend = &backend;
-    I.hostMemory = std::string(backend.name()) == "cpu";
+    I.hostMemory = backend.hostAddressable();
     I.ranks = std::max(options.ranks, 1);
   }
 

@@ -165,6 +165,7 @@ public:
   }
 
   const char *name() const override { return "cpu"; }
+  bool hostAddressable() const override { return true; }
 
   std::unique_ptr<Kernel> create(const OpSpec &spec,
                                  std::string &error) override {

@@ -782,7 +782,7 @@ void Run::report(const TrainSummary &summary, const TrainingAlgorithm &algo) {
   // the NaN check and host communication's synchronizations are expected;
   // a kernel's operand read back every step is not (docs/runtime.md).
   KernelBackend::HostWaits after = backend->hostWaits();
-  if (std::string(backend->name()) != "cpu" && summary.steps > 0)
+  if (!backend->hostAddressable() && summary.steps > 0)
     std::printf("  host waits       %.2f copies to the host and %.2f "
                 "synchronizations per step (%s)\n",
                 double(after.copiesToHost - waitsBefore.copiesToHost) /

@@ -176,6 +176,10 @@ public:
   virtual ~KernelBackend();
   /// "cpu" (oneDNN), "cuda" (cuDNN/cuBLAS).
   virtual const char *name() const = 0;
+  /// Whether the host reads and writes this backend's buffers directly
+  /// (CPU memory): the executor then updates weights and reads values in
+  /// place, and no copy or wait for a device is needed.
+  virtual bool hostAddressable() const { return false; }
   /// Builds the kernel for `spec`. On failure returns null and sets `error`
   /// to a message naming the node and the reason (unsupported op, attribute).
   virtual std::unique_ptr<Kernel> create(const OpSpec &spec,

@@ -203,6 +203,7 @@ TEST(ExecutorPlan, ReduceScatterOrderErrorsNameTheUnit) {
 struct ForwardingBackend : KernelBackend {
   std::unique_ptr<KernelBackend> cpu = createCpuBackend();
   const char *name() const override { return "cpu"; }
+  bool hostAddressable() const override { return true; }
   std::unique_ptr<Kernel> create(const OpSpec &spec,
                                  std::string &error) override {
     return cpu->create(spec, error);
