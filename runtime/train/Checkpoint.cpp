@@ -386,6 +386,16 @@ llvm::Expected<std::string> findLatestCheckpoint(llvm::StringRef dir) {
 // Reading and restoring
 //===----------------------------------------------------------------------===//
 
+/// A checkpoint that cannot be used as written (unreadable, truncated,
+/// corrupted), marked by its error code: --resume falls back past it.
+static llvm::Error damaged(const llvm::Twine &message) {
+  return llvm::createStringError(std::make_error_code(std::errc::bad_message),
+                                 message);
+}
+static llvm::Error damaged(llvm::Error err) {
+  return damaged(llvm::toString(std::move(err)));
+}
+
 static llvm::Expected<std::string> readWhole(llvm::StringRef p) {
   auto buffer = llvm::MemoryBuffer::getFile(p, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
@@ -404,18 +414,18 @@ readCheckpoint(llvm::StringRef stepDir, Executor &exec, int worldSize,
   path::append(blobPath, "tensors.bin");
   auto manifest = readWhole(manifestPath);
   if (!manifest)
-    return manifest.takeError();
+    return damaged(manifest.takeError());
   bytes.manifest = std::move(*manifest);
   // Nesting bounded before parsing, as for every JSON file oasr reads.
   auto parsed = oasr::schedule::parseJSON(bytes.manifest, manifestPath);
   if (!parsed)
-    return parsed.takeError();
+    return damaged(parsed.takeError());
   const llvm::json::Object *m = parsed->getAsObject();
   auto str = [&](llvm::StringRef key) {
     return m ? m->getString(key).value_or("").str() : std::string();
   };
   if (!m || str("format") != kFormat)
-    return makeError(manifestPath + ": not an " + kFormat + " manifest");
+    return damaged(manifestPath + ": not an " + kFormat + " manifest");
   const std::string where = stepDir.str() + ": ";
 
   // The same model: name the first tensor that differs.
@@ -476,19 +486,60 @@ readCheckpoint(llvm::StringRef stepDir, Executor &exec, int worldSize,
 
   auto blob = readWhole(blobPath);
   if (!blob)
-    return blob.takeError();
+    return damaged(blob.takeError());
   bytes.blob = std::move(*blob);
   const llvm::json::Object *b = m->getObject("blob");
   int64_t want = b ? b->getInteger("bytes").value_or(-1) : -1;
   std::string sum = b ? b->getString("xxh3").value_or("").str() : "";
   if (want != int64_t(bytes.blob.size()))
-    return makeError(llvm::formatv("{0}: {1} bytes, the manifest says {2}",
-                                   blobPath, bytes.blob.size(), want)
-                         .str());
+    return damaged(llvm::formatv("{0}: {1} bytes, the manifest says {2}",
+                                 blobPath, bytes.blob.size(), want)
+                       .str());
   if (sum != llvm::utohexstr(llvm::xxh3_64bits(bytes.blob), true, 16))
-    return makeError(blobPath + ": checksum differs from the manifest's "
-                                "(corrupted)");
+    return damaged(blobPath + ": checksum differs from the manifest's "
+                              "(corrupted)");
   return bytes;
+}
+
+llvm::Expected<ResumeChoice>
+readNewestIntactCheckpoint(llvm::StringRef dir, Executor &exec, int worldSize,
+                           const CheckpointOptions &options) {
+  auto latest = findLatestCheckpoint(dir);
+  if (!latest)
+    return latest.takeError();
+  // `dir` itself, or its step directories newest first.
+  std::vector<std::string> candidates;
+  if (*latest == dir.str()) {
+    candidates.push_back(*latest);
+  } else {
+    std::map<int64_t, std::string> all = listCheckpoints(dir);
+    for (auto it = all.rbegin(); it != all.rend(); ++it)
+      candidates.push_back(it->second);
+  }
+  ResumeChoice choice;
+  for (const std::string &c : candidates) {
+    auto read = readCheckpoint(c, exec, worldSize, options);
+    if (read) {
+      choice.bytes = std::move(*read);
+      return choice;
+    }
+    std::string message;
+    bool isDamaged = false;
+    llvm::handleAllErrors(read.takeError(),
+                          [&](const llvm::ErrorInfoBase &e) {
+                            message = e.message();
+                            isDamaged = e.convertToErrorCode() ==
+                                        std::errc::bad_message;
+                          });
+    if (!isDamaged || candidates.size() == 1)
+      return makeError(message);
+    choice.skipped.push_back(c + " (" + message + ")");
+  }
+  std::string list;
+  for (const std::string &s : choice.skipped)
+    list += "\n  " + s;
+  return makeError("--resume=" + dir + ": every checkpoint is damaged:" +
+                   list);
 }
 
 llvm::Expected<ResumeState> restoreCheckpoint(const CheckpointBytes &bytes,

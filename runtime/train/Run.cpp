@@ -536,14 +536,16 @@ void Run::checkTraining() {
   // newest one now, every rank restores it after the agreement.
   checkpointOptions = checkpointOptionsFor(o);
   if (!o.resumeDir.empty() && exec && data && !failure.failed && rank == 0) {
-    auto latest = findLatestCheckpoint(o.resumeDir);
-    if (!latest)
-      failure.set(latest.takeError());
-    else if (auto read =
-                 readCheckpoint(*latest, *exec, size, checkpointOptions))
-      resumeBytes = std::move(*read);
-    else
-      failure.set(read.takeError());
+    auto chosen = readNewestIntactCheckpoint(o.resumeDir, *exec, size,
+                                             checkpointOptions);
+    if (!chosen) {
+      failure.set(chosen.takeError());
+    } else {
+      resumeBytes = std::move(chosen->bytes);
+      for (const std::string &s : chosen->skipped)
+        llvm::errs() << "oasr-run: warning: --resume=" << o.resumeDir
+                     << ": skipped the damaged " << s << "\n";
+    }
   }
   if (data && !failure.failed && rank == 0 && data->trainSize() > 0 && exec &&
       data->trainSize() < exec->batch())

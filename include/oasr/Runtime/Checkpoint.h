@@ -102,6 +102,20 @@ llvm::Expected<CheckpointBytes>
 readCheckpoint(llvm::StringRef stepDir, Executor &exec, int worldSize,
                const CheckpointOptions &options);
 
+/// `--resume=DIR`: the newest checkpoint under `dir` (or `dir` itself) that
+/// reads intact and fits this run. A damaged one (unreadable or truncated
+/// manifest or tensors, a checksum that differs) is skipped for the next
+/// older, and `skipped` says which and why; a checkpoint that does not fit
+/// the run (another model, world size, ...) is an error, as is finding no
+/// intact one.
+struct ResumeChoice {
+  CheckpointBytes bytes;
+  std::vector<std::string> skipped;
+};
+llvm::Expected<ResumeChoice>
+readNewestIntactCheckpoint(llvm::StringRef dir, Executor &exec, int worldSize,
+                           const CheckpointOptions &options);
+
 /// Restores a checkpoint read (and checked) by readCheckpoint, on any rank:
 /// every persistent tensor (this rank's own when the checkpoint holds one
 /// copy per rank), the update count, the random-number positions, this
