@@ -95,6 +95,35 @@ createRegistered(const Registry &registry, const OpSpec &spec,
   return k;
 }
 
+/// The kernel of a node with bf16/f16 tensors (docs/precision.md), one rule
+/// for every backend: `make(spec)` builds it as it is when `native` (the
+/// backend's kernel reads and writes 16-bit tensors; its factory refuses a
+/// mix it cannot run); otherwise, or when refused, `make` builds the node's
+/// f32 form and `wrap(inner)` puts that kernel between widening and
+/// narrowing conversions. When both fail, the native attempt's error.
+template <typename Make, typename Wrap>
+std::unique_ptr<Kernel>
+createLowPrecisionKernel(const OpSpec &spec, bool native, Make &&make,
+                         Wrap &&wrap, std::string &error) {
+  std::string nativeError;
+  if (native)
+    if (std::unique_ptr<Kernel> k = make(spec, nativeError))
+      return k;
+  OpSpec wide = spec;
+  for (auto *descs : {&wide.inputs, &wide.outputs})
+    for (TensorDesc &d : *descs)
+      if (isLowFloat(d.dtype))
+        d.dtype = DType::F32;
+  std::unique_ptr<Kernel> inner = make(wide, error);
+  if (!inner) {
+    if (!nativeError.empty())
+      error = nativeError;
+    return nullptr;
+  }
+  error.clear();
+  return wrap(std::move(inner));
+}
+
 //===----------------------------------------------------------------------===//
 // Shapes and broadcasting
 //===----------------------------------------------------------------------===//

@@ -110,14 +110,13 @@ mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
     else if (!::oasr::onnximport::isORTTrainingModel((*model)->proto()))
       why = ::oasr::onnximport::inferenceGraphReason((*model)->proto());
     if (!why.empty())
-      return fail(
-          path + ": an inference graph: " + why +
-          ". Training it would train a different network (no "
-          "normalisation). Export it for training with `python3 -m "
-          "oasr.export` or oasr.export(model, inputs, path) "
-          "(docs/pytorch.md), or torch.onnx.export(..., dynamo=False, "
-          "training=torch.onnx.TrainingMode.TRAINING); "
-          "--allow-inference-graph trains it as it is");
+      return fail(path + ": an inference graph: " + why +
+                  ". Training it would train a different network (no "
+                  "normalisation). Export it for training with `python3 -m "
+                  "oasr.export` or oasr.export(model, inputs, path) "
+                  "(docs/pytorch.md), or torch.onnx.export(..., dynamo=False, "
+                  "training=torch.onnx.TrainingMode.TRAINING); "
+                  "--allow-inference-graph trains it as it is");
   }
   out.module = ::oasr::onnximport::importONNX(ctx, path, io);
   if (!out.module)

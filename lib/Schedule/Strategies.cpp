@@ -387,8 +387,7 @@ std::string oasr::schedule::strategyHelp() {
   std::vector<std::string> names = strategyNames();
   names.push_back("bucket:<bytes>");
   for (const std::string &n : steadyStrategyNames())
-    names.push_back(n == "bytescheduler" || n == "dear" ? n + "[:<bytes>]"
-                                                        : n);
+    names.push_back(n == "bytescheduler" || n == "dear" ? n + "[:<bytes>]" : n);
   return join(names, ", ");
 }
 

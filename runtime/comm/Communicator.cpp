@@ -615,9 +615,8 @@ void CommEngine::setWatchdog(double seconds,
 }
 
 void CommEngine::watch() {
-  const auto tick =
-      std::chrono::milliseconds(std::clamp(int64_t(stallS * 250), int64_t(50),
-                                           int64_t(1000)));
+  const auto tick = std::chrono::milliseconds(
+      std::clamp(int64_t(stallS * 250), int64_t(50), int64_t(1000)));
   std::unique_lock<std::mutex> lock(mu);
   while (!stopping) {
     watchdogWake.wait_for(lock, tick);
@@ -630,9 +629,7 @@ void CommEngine::watch() {
     Stall stall;
     stall.seconds = idle;
     stall.running = jobRunning;
-    stall.tag = jobRunning ? runningTag
-                : queue.empty() ? 0
-                                : queue.front().tag;
+    stall.tag = jobRunning ? runningTag : queue.empty() ? 0 : queue.front().tag;
     std::function<void(const Stall &)> report = std::move(onStall);
     lock.unlock();
     if (report)

@@ -152,24 +152,13 @@ std::unique_ptr<Kernel> createLowPrecision(const OpSpec &spec,
   for (const auto *descs : {&spec.inputs, &spec.outputs})
     for (const TensorDesc &d : *descs)
       bf16Only = bf16Only && d.dtype != DType::F16;
-  std::string nativeError;
-  if (takesLowFloat(spec.opType) && (bf16Only || spec.opType == "Cast")) {
-    if (std::unique_ptr<Kernel> k = factory(spec, nativeError))
-      return k;
-  }
-  OpSpec wide = spec;
-  for (auto *descs : {&wide.inputs, &wide.outputs})
-    for (TensorDesc &d : *descs)
-      if (isLowFloat(d.dtype))
-        d.dtype = DType::F32;
-  std::unique_ptr<Kernel> inner = factory(wide, error);
-  if (!inner) {
-    if (!nativeError.empty())
-      error = nativeError;
-    return nullptr;
-  }
-  error.clear();
-  return std::make_unique<WidenedKernel>(spec, std::move(inner));
+  return createLowPrecisionKernel(
+      spec, takesLowFloat(spec.opType) && (bf16Only || spec.opType == "Cast"),
+      factory,
+      [&](std::unique_ptr<Kernel> inner) -> std::unique_ptr<Kernel> {
+        return std::make_unique<WidenedKernel>(spec, std::move(inner));
+      },
+      error);
 }
 
 } // namespace oasr::rt::cpu

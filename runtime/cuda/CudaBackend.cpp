@@ -60,8 +60,7 @@ static cudnnMathType_t gConvMath = CUDNN_FMA_MATH;
 class CudaBackend;
 using Factory = std::function<std::unique_ptr<Kernel>(
     CudaBackend &, const OpSpec &, std::string &)>;
-std::unique_ptr<Kernel> createLowPrecision(CudaBackend &be,
-                                           const OpSpec &spec,
+std::unique_ptr<Kernel> createLowPrecision(CudaBackend &be, const OpSpec &spec,
                                            std::string &error);
 
 class CudaBackend final : public KernelBackend {
@@ -105,8 +104,7 @@ public:
     return createNative(spec, error);
   }
   /// The registered factory's kernel for `spec` as it is.
-  std::unique_ptr<Kernel> createNative(const OpSpec &spec,
-                                       std::string &error) {
+  std::unique_ptr<Kernel> createNative(const OpSpec &spec, std::string &error) {
     return createRegistered(
         registry, spec, "cuda", error,
         [&](const Factory &factory) { return factory(*this, spec, error); });
@@ -463,26 +461,15 @@ bool takesLowFloat(const std::string &op) {
   return ops.count(op) != 0;
 }
 
-std::unique_ptr<Kernel> createLowPrecision(CudaBackend &be,
-                                           const OpSpec &spec,
+std::unique_ptr<Kernel> createLowPrecision(CudaBackend &be, const OpSpec &spec,
                                            std::string &error) {
-  std::string nativeError;
-  if (takesLowFloat(spec.opType))
-    if (std::unique_ptr<Kernel> k = be.createNative(spec, nativeError))
-      return k;
-  OpSpec wide = spec;
-  for (auto *descs : {&wide.inputs, &wide.outputs})
-    for (TensorDesc &d : *descs)
-      if (isLowFloat(d.dtype))
-        d.dtype = DType::F32;
-  std::unique_ptr<Kernel> inner = be.createNative(wide, error);
-  if (!inner) {
-    if (!nativeError.empty())
-      error = nativeError;
-    return nullptr;
-  }
-  error.clear();
-  return std::make_unique<WidenedKernel>(be, spec, std::move(inner));
+  return createLowPrecisionKernel(
+      spec, takesLowFloat(spec.opType),
+      [&](const OpSpec &s, std::string &e) { return be.createNative(s, e); },
+      [&](std::unique_ptr<Kernel> inner) -> std::unique_ptr<Kernel> {
+        return std::make_unique<WidenedKernel>(be, spec, std::move(inner));
+      },
+      error);
 }
 
 /// True when every tensor of `spec` is of the 16-bit type `t`.
@@ -803,9 +790,9 @@ void rowMajorGemm(cublasHandle_t h, bool ta, bool tb, int64_t m, int64_t n,
 /// A kernel that is one function of the buffers and its scratch.
 class ScratchKernel final : public CudaKernel {
 public:
-  using Body = std::function<void(cudaStream_t, char *,
-                                  const std::vector<TensorRef> &,
-                                  const std::vector<TensorRef> &)>;
+  using Body =
+      std::function<void(cudaStream_t, char *, const std::vector<TensorRef> &,
+                         const std::vector<TensorRef> &)>;
   ScratchKernel(CudaBackend &backend, const OpSpec &spec, size_t bytes,
                 Body body)
       : CudaKernel(backend, spec), body(std::move(body)) {
@@ -833,8 +820,7 @@ bool productTypes(const OpSpec &spec, std::initializer_list<size_t> ops,
     ok = ok && spec.inputs[i].dtype == type;
   for (size_t i : results)
     ok = ok && i < spec.outputs.size() &&
-         (spec.outputs[i].dtype == DType::F32 ||
-          spec.outputs[i].dtype == type);
+         (spec.outputs[i].dtype == DType::F32 || spec.outputs[i].dtype == type);
   if (!ok)
     error = nodeError(spec, "operands must share one float type (f32, bf16 "
                             "or f16), results f32 or that type");
@@ -938,8 +924,8 @@ std::unique_ptr<Kernel> createGemmGrad(CudaBackend &be, const OpSpec &spec,
             rowMajorGemm(h, false, !g.tb, g.m, g.k, g.n, g.alpha, dy, b, 0.0f,
                          da, ab, at);
           else // dA[K,M] = op(B)[K,N] dY^T
-            rowMajorGemm(h, g.tb, true, g.k, g.m, g.n, g.alpha, b, dy, 0.0f,
-                         da, ab, at);
+            rowMajorGemm(h, g.tb, true, g.k, g.m, g.n, g.alpha, b, dy, 0.0f, da,
+                         ab, at);
         }
         if (wantB) {
           void *db = out[1].data;
@@ -947,8 +933,8 @@ std::unique_ptr<Kernel> createGemmGrad(CudaBackend &be, const OpSpec &spec,
             rowMajorGemm(h, !g.ta, false, g.k, g.n, g.m, g.alpha, a, dy, 0.0f,
                          db, ab, bt);
           else // dB[N,K] = dY^T[N,M] op(A)
-            rowMajorGemm(h, true, g.ta, g.n, g.k, g.m, g.alpha, dy, a, 0.0f,
-                         db, ab, bt);
+            rowMajorGemm(h, true, g.ta, g.n, g.k, g.m, g.alpha, dy, a, 0.0f, db,
+                         ab, bt);
         }
         if (!wantC)
           return;
@@ -1195,8 +1181,8 @@ private:
       strides[i] = acc;
       acc *= dims[i];
     }
-    checkDnn(cudnnSetTensorNdDescriptor(d, type, int(dims.size()),
-                                        dims.data(), strides.data()),
+    checkDnn(cudnnSetTensorNdDescriptor(d, type, int(dims.size()), dims.data(),
+                                        strides.data()),
              "cudnnSetTensorNdDescriptor");
   }
 };
@@ -1284,8 +1270,8 @@ public:
       for (const auto *descs : {&in, &out})
         for (const TensorDesc &dd : *descs)
           same = same && dd.dtype == t;
-      bool hasBias = gradNode ? out.size() == 3 && outputUsed(spec, 2)
-                              : in.size() == 3;
+      bool hasBias =
+          gradNode ? out.size() == 3 && outputUsed(spec, 2) : in.size() == 3;
       if (!same || hasBias || d.padded) {
         error = nodeError(spec, "16-bit convolutions take one element type, "
                                 "symmetric pads and no bias");
@@ -2092,8 +2078,8 @@ bool CudnnBnKernel::supported(CudaBackend &be, cudnnDataType_t type) {
 std::unique_ptr<Kernel> createCudnnBn(CudaBackend &be, const OpSpec &spec,
                                       const BnParams &p, bool grad) {
   DType t = spec.inputs[0].dtype;
-  cudnnDataType_t type = t == DType::BF16 ? CUDNN_DATA_BFLOAT16
-                                          : CUDNN_DATA_FLOAT;
+  cudnnDataType_t type =
+      t == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
   const int64_t kMax = int64_t(1) << 31;
   if ((t != DType::F32 && t != DType::BF16) || p.n >= kMax || p.c >= kMax ||
       p.s >= kMax || !CudnnBnKernel::supported(be, type))
@@ -2107,11 +2093,11 @@ OpSpec bnAsF32(const OpSpec &spec, std::initializer_list<size_t> ins,
                std::initializer_list<size_t> outs, bool &bf16) {
   bf16 = true;
   for (size_t i : ins)
-    bf16 = bf16 && i < spec.inputs.size() &&
-           spec.inputs[i].dtype == DType::BF16;
+    bf16 =
+        bf16 && i < spec.inputs.size() && spec.inputs[i].dtype == DType::BF16;
   for (size_t i : outs)
-    bf16 = bf16 && i < spec.outputs.size() &&
-           spec.outputs[i].dtype == DType::BF16;
+    bf16 =
+        bf16 && i < spec.outputs.size() && spec.outputs[i].dtype == DType::BF16;
   OpSpec f = spec;
   if (bf16) {
     for (size_t i : ins)

@@ -84,12 +84,8 @@ __device__ void offsetsOf(const Broadcast &b, int64_t i, int64_t *offs) {
 }
 
 /// Elements of type T computed in M (bf16 in f32, as every 16-bit op).
-template <typename T> struct MathOf {
-  using type = T;
-};
-template <> struct MathOf<__nv_bfloat16> {
-  using type = float;
-};
+template <typename T> struct MathOf { using type = T; };
+template <> struct MathOf<__nv_bfloat16> { using type = float; };
 template <typename T> __device__ T fromMath(typename MathOf<T>::type v) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>)
     return __float2bfloat16_rn(v);
@@ -139,11 +135,11 @@ template <typename T>
 void launchNaryOf(const Broadcast &b, BinOp op, void *y, int64_t n,
                   cudaStream_t stream) {
   if (denseOperands(b))
-    naryDenseKernel<T><<<blocksFor(n), kThreads, 0, stream>>>(
-        b, op, static_cast<T *>(y), n);
+    naryDenseKernel<T>
+        <<<blocksFor(n), kThreads, 0, stream>>>(b, op, static_cast<T *>(y), n);
   else
-    naryKernel<T><<<blocksFor(n), kThreads, 0, stream>>>(
-        b, op, static_cast<T *>(y), n);
+    naryKernel<T>
+        <<<blocksFor(n), kThreads, 0, stream>>>(b, op, static_cast<T *>(y), n);
 }
 
 __global__ void expandKernel(Broadcast b, float scale, float *y, int64_t n) {
@@ -676,13 +672,13 @@ void launchRelu(DType t, const void *x, void *y, int64_t n,
   launched("Relu");
 }
 
-void launchReluGrad(DType t, const void *dy, const void *y, void *dx,
-                    int64_t n, cudaStream_t stream) {
+void launchReluGrad(DType t, const void *dy, const void *y, void *dx, int64_t n,
+                    cudaStream_t stream) {
   if (t == DType::BF16)
     reluGradKernel<<<blocksFor(n), kThreads, 0, stream>>>(
         static_cast<const __nv_bfloat16 *>(dy),
-        static_cast<const __nv_bfloat16 *>(y),
-        static_cast<__nv_bfloat16 *>(dx), n);
+        static_cast<const __nv_bfloat16 *>(y), static_cast<__nv_bfloat16 *>(dx),
+        n);
   else
     reluGradKernel<<<blocksFor(n), kThreads, 0, stream>>>(
         static_cast<const float *>(dy), static_cast<const float *>(y),

@@ -82,8 +82,8 @@ void launchNeg(DType dtype, const void *x, void *y, int64_t n,
 /// y = max(x, 0); dx = y > 0 ? dy : 0; f32 or bf16 elements of type `t`.
 void launchRelu(DType t, const void *x, void *y, int64_t n,
                 cudaStream_t stream);
-void launchReluGrad(DType t, const void *dy, const void *y, void *dx,
-                    int64_t n, cudaStream_t stream);
+void launchReluGrad(DType t, const void *dy, const void *y, void *dx, int64_t n,
+                    cudaStream_t stream);
 
 /// Softmax cross-entropy (geometry: ../OpGeometry.h): scores, labels ->
 /// loss, logProb. `rowLoss` (n*d floats) and `rowCount`

@@ -525,12 +525,10 @@ readNewestIntactCheckpoint(llvm::StringRef dir, Executor &exec, int worldSize,
     }
     std::string message;
     bool isDamaged = false;
-    llvm::handleAllErrors(read.takeError(),
-                          [&](const llvm::ErrorInfoBase &e) {
-                            message = e.message();
-                            isDamaged = e.convertToErrorCode() ==
-                                        std::errc::bad_message;
-                          });
+    llvm::handleAllErrors(read.takeError(), [&](const llvm::ErrorInfoBase &e) {
+      message = e.message();
+      isDamaged = e.convertToErrorCode() == std::errc::bad_message;
+    });
     if (!isDamaged || candidates.size() == 1)
       return makeError(message);
     choice.skipped.push_back(c + " (" + message + ")");
@@ -538,8 +536,7 @@ readNewestIntactCheckpoint(llvm::StringRef dir, Executor &exec, int worldSize,
   std::string list;
   for (const std::string &s : choice.skipped)
     list += "\n  " + s;
-  return makeError("--resume=" + dir + ": every checkpoint is damaged:" +
-                   list);
+  return makeError("--resume=" + dir + ": every checkpoint is damaged:" + list);
 }
 
 llvm::Expected<ResumeState> restoreCheckpoint(const CheckpointBytes &bytes,

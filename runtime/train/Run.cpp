@@ -536,8 +536,8 @@ void Run::checkTraining() {
   // newest one now, every rank restores it after the agreement.
   checkpointOptions = checkpointOptionsFor(o);
   if (!o.resumeDir.empty() && exec && data && !failure.failed && rank == 0) {
-    auto chosen = readNewestIntactCheckpoint(o.resumeDir, *exec, size,
-                                             checkpointOptions);
+    auto chosen =
+        readNewestIntactCheckpoint(o.resumeDir, *exec, size, checkpointOptions);
     if (!chosen) {
       failure.set(chosen.takeError());
     } else {
@@ -669,8 +669,8 @@ void Run::describe() {
   // its connections have short TCP keepalives (Open MPI's default: 300 s
   // idle, then 9 probes 20 s apart).
   const char *keepalive = std::getenv("OMPI_MCA_oob_tcp_keepalive_time");
-  if (severalHosts && (!keepalive || std::atof(keepalive) <= 0 ||
-                       std::atof(keepalive) > 60))
+  if (severalHosts &&
+      (!keepalive || std::atof(keepalive) <= 0 || std::atof(keepalive) > 60))
     llvm::errs() << "oasr-run: note: ranks on several hosts: when a node "
                     "cannot be reached, mpirun waits up to 8 minutes for its "
                     "daemon; launch with --mca oob_tcp_keepalive_time 4 "
@@ -734,12 +734,12 @@ void Run::stalled(const CommEngine::Stall &s) {
   if (s.tag == kExchangeJob)
     what = "a parameter exchange of --algo=" + o.algorithm;
   else if (group < groups.size())
-    what = llvm::formatv("fused group {0}'s {1} ({2} bytes){3}", group,
-                         s.tag & kGatherJobBit ? "all-gather" : "allreduce",
-                         groups[group].buffer.bytes(),
-                         group == 0 ? " or a setup or checkpoint collective"
-                                    : "")
-               .str();
+    what =
+        llvm::formatv("fused group {0}'s {1} ({2} bytes){3}", group,
+                      s.tag & kGatherJobBit ? "all-gather" : "allreduce",
+                      groups[group].buffer.bytes(),
+                      group == 0 ? " or a setup or checkpoint collective" : "")
+            .str();
   std::string msg = llvm::formatv(
       "oasr-run: {0}: error: no progress for {1:f0} s (--timeout={2}) in "
       "{3}{4}: a rank stopped, died or cannot be reached (a cut link, a hung "
@@ -851,10 +851,9 @@ int Run::run(int *argc, char ***argv) {
 
   rank = comm->rank();
   size = comm->size();
-  priority =
-      chooseCommPriority(o, calibratedPriority, CommEngine::idleIsRaisable(),
-                         CommEngine::realtimeIsPermitted(),
-                         severalHosts = onSeveralHosts());
+  priority = chooseCommPriority(
+      o, calibratedPriority, CommEngine::idleIsRaisable(),
+      CommEngine::realtimeIsPermitted(), severalHosts = onSeveralHosts());
   engine = std::make_unique<CommEngine>(*comm, priority.priority);
 
   // Setup on every rank; failures are agreed on before training.
@@ -898,9 +897,8 @@ int Run::run(int *argc, char ***argv) {
     startStep = resume(resumedAlgorithmState);
   installFailureReport(*engine);
   if (size > 1)
-    engine->setWatchdog(watchdogS, [this](const CommEngine::Stall &s) {
-      stalled(s);
-    });
+    engine->setWatchdog(watchdogS,
+                        [this](const CommEngine::Stall &s) { stalled(s); });
 
   std::unique_ptr<TrainingAlgorithm> algo =
       createTrainingAlgorithm(o.algorithm, *exec, *engine, algoOptions);

@@ -37,7 +37,6 @@ static int64_t steadyNs() {
       .count();
 }
 
-
 /// All ranks start from rank 0's weights and state, whatever each loaded.
 static void broadcastPersistent(Executor &exec, CommEngine &engine) {
   if (engine.communicator().size() == 1)

@@ -56,9 +56,8 @@ static cl::opt<std::string> modelPath(cl::Positional, cl::Required,
                                       cl::cat(runCat));
 static cl::opt<int> np("np", cl::desc("Re-launch under `mpirun -np N`"),
                        cl::init(0), cl::cat(runCat));
-static cl::opt<std::string>
-    strategy("strategy", cl::desc(strategyDesc()), cl::init(""),
-             cl::cat(runCat));
+static cl::opt<std::string> strategy("strategy", cl::desc(strategyDesc()),
+                                     cl::init(""), cl::cat(runCat));
 static cl::opt<double> alpha("alpha", cl::desc("Start-up latency (s)"),
                              cl::init(-1), cl::cat(runCat));
 static cl::opt<double> beta("beta", cl::desc("Per-byte time (s/B)"),

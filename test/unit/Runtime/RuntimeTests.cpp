@@ -682,10 +682,12 @@ TEST(CommEngine, WatchdogReportsAJobThatDoesNotFinishWhileAThreadWaits) {
     }));
   EXPECT_EQ(stalls.load(), 0);
   // Compute that does not wait is not a stall either.
-  auto slow = engine.enqueue([&](Communicator &) {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return release; });
-  }, 7);
+  auto slow = engine.enqueue(
+      [&](Communicator &) {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return release; });
+      },
+      7);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(stalls.load(), 0);
   // A thread waits on the job that never finishes: reported once.
