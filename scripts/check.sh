@@ -3,7 +3,8 @@
 #
 # The README's test command. On a fresh machine it installs what the project
 # needs (scripts/setup.sh), configures and builds everything, then runs the lit
-# suites and the gtest units (through ctest), and closes with one summary line.
+# suites and the gtest units (through ctest), checks the docs' numbers against
+# bench/results/ (scripts/check_claims.py), and closes with one summary line.
 #
 #   scripts/check.sh              the suite (and the fuzz targets, below)
 #   scripts/check.sh --sanitize   the same suite on a build instrumented with
@@ -63,6 +64,12 @@ ctest_env=()
 "${ctest_env[@]}" ctest --test-dir "$BUILD" --output-on-failure -j"$JOBS" 2>&1 | tee "$BUILD/ctest.log"
 ctest_rc=${PIPESTATUS[0]}
 
+# Every time, ratio and percentage that README.md and docs/*.md claim must be
+# found in the bench/results/ file it links to (scripts/check_claims.py).
+echo "check: claims in README.md and docs/"
+/usr/bin/python3 scripts/check_claims.py 2>&1 | tee "$BUILD/claims.log"
+claims_rc=${PIPESTATUS[0]}
+
 # The libFuzzer targets for a bounded time each (scripts/fuzz.sh: a clang
 # build of the importer and the profile reader with ASan); a crash fails the
 # check. OASR_FUZZ_SECONDS=0 skips them.
@@ -92,6 +99,7 @@ echo "lit: $lit_pass passed, $lit_fail failed, $lit_skip unsupported; ctest: $((
 if [ "$fuzz_seconds" != 0 ]; then
   grep -E '^fuzz: oasr-fuzz-' "$BUILD/fuzz.log" || echo "fuzz: did not run (exit $fuzz_rc)"
 fi
+tail -n 1 "$BUILD/claims.log"
 echo "check: $passed passed, $failed failed, $lit_skip skipped"
 
 # Setup installs everything the tests need (PyTorch, ONNX, scikit-learn,
@@ -128,6 +136,6 @@ if grep '\*\*\*Skipped' "$BUILD/ctest.log" | grep -qvE "$gpu_cases"; then
   skip_rc=1
 fi
 if [ "$lit_rc" -ne 0 ] || [ "$ctest_rc" -ne 0 ] || [ "$failed" -ne 0 ] ||
-  [ "$fuzz_rc" -ne 0 ] || [ "$skip_rc" -ne 0 ]; then
+  [ "$fuzz_rc" -ne 0 ] || [ "$skip_rc" -ne 0 ] || [ "$claims_rc" -ne 0 ]; then
   exit 1
 fi
