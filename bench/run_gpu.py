@@ -49,7 +49,8 @@ SUMMARY_RE = re.compile(r"mean iteration\s+([0-9.]+) ms \(median ([0-9.]+) ms, "
 MEMORY_RE = re.compile(r"memory: activations ([0-9.]+) MiB .*?weights\+state "
                        r"([0-9.]+) MiB, gradients ([0-9.]+) MiB")
 WAITS_RE = re.compile(r"host waits\s+([0-9.]+) copies to the host and "
-                      r"([0-9.]+) synchronizations per step")
+                      r"([0-9.]+) synchronizations per step"
+                      r"(?:.*?blocked in them ([0-9.]+) ms per step)?")
 LOSS_RE = re.compile(r"final loss\s+(\S+)")
 BASELINE = {"f32": "eager f32, TF32 off",
             "tf32": "eager default (cuDNN TF32, products f32)",
@@ -101,6 +102,8 @@ def run_oasr(a, env, model, batch, mode, exported):
     if w := WAITS_RE.search(out):
         r["host_copies_per_step"] = float(w.group(1))
         r["host_syncs_per_step"] = float(w.group(2))
+        if w.group(3):
+            r["host_blocked_ms_per_step"] = float(w.group(3))
     if loss := LOSS_RE.search(out):
         r["final_loss"] = loss.group(1)
     r["log_tail"] = tail(out, 14)
@@ -180,10 +183,13 @@ def write_md(path, res):
         f"timed; {res['rounds']} round(s), oasr and PyTorch interleaved. Cells: "
         "median step in ms [fastest - slowest step]. Memory: oasr's "
         "activation arena + weights and state + gradients; PyTorch's "
-        "torch.cuda.max_memory_allocated.", "",
+        "torch.cuda.max_memory_allocated. Host blocked: the time oasr's host "
+        "waited for the device per step (near the step time: the device is "
+        "the bottleneck; near zero: launching is).", "",
         "| model | batch | oasr mode | PyTorch | oasr ms | PyTorch ms | "
-        "oasr / PyTorch | oasr MiB | PyTorch MiB | oasr host waits/step |",
-        "|---|---|---|---|---|---|---|---|---|---|"]
+        "oasr / PyTorch | oasr MiB | PyTorch MiB | oasr host waits/step | "
+        "oasr host blocked ms/step |",
+        "|---|---|---|---|---|---|---|---|---|---|---|"]
     for key, c in res["cells"].items():
         model, batch, mode = key.split("/")
         o, p = c.get("oasr"), c.get("torch")
@@ -200,10 +206,13 @@ def write_md(path, res):
         waits = next((f"{r['host_copies_per_step']:.2f} copies, "
                       f"{r['host_syncs_per_step']:.2f} syncs"
                       for r in runs["oasr"] if "host_copies_per_step" in r), "")
+        blocked = next((f"{r['host_blocked_ms_per_step']:.1f}"
+                        for r in runs["oasr"]
+                        if "host_blocked_ms_per_step" in r), "")
         mib = [f"{x:.0f}" if x else "" for x in (mem_o, mem_p)]
         lines.append(
             f"| {model} | {batch} | {mode} | {BASELINE[mode]} | {fmt(o)} | "
-            f"{fmt(p)} | {ratio} | {mib[0]} | {mib[1]} | {waits} |")
+            f"{fmt(p)} | {ratio} | {mib[0]} | {mib[1]} | {waits} | {blocked} |")
     for key, prof in res.get("kernel_times", {}).items():
         if "rows" not in prof:
             continue

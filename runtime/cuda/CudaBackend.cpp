@@ -16,6 +16,7 @@
 #include <cudnn.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -129,7 +130,7 @@ public:
     ++waits.copiesToHost;
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream),
           "copy to the host");
-    check(cudaStreamSynchronize(stream), "synchronize the compute stream");
+    waitForStream();
   }
   void copyWithin(void *dst, const void *src, size_t bytes) override {
     if (bytes && dst != src)
@@ -138,7 +139,15 @@ public:
   }
   void synchronize() override {
     ++waits.synchronizations;
+    waitForStream();
+  }
+  /// cudaStreamSynchronize, its time added to waits.blockedSeconds.
+  void waitForStream() {
+    auto t0 = std::chrono::steady_clock::now();
     check(cudaStreamSynchronize(stream), "synchronize the compute stream");
+    waits.blockedSeconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
   }
   HostWaits hostWaits() const override { return waits; }
   bool supportsUpdate(const std::string &algo) const override {
@@ -451,11 +460,18 @@ bool takesLowFloat(const std::string &op) {
   static const std::set<std::string> ops = {
       // Tensor cores, f32 accumulation.
       "Conv", "ConvGrad", "MatMul", "FusedMatMul", "Gemm", "GemmGrad",
-      // bf16 elements, f32 arithmetic and statistics.
+      // bf16 elements (any mix with f32), f32 arithmetic and statistics.
       "Add", "Sub", "Mul", "Div", "Sum", "Relu", "ReluGrad",
-      "BatchNormalization", "BatchNormalizationGrad",
+      "BatchNormalization", "BatchNormalizationGrad", "LayerNormalization",
+      "LayerNormalizationGrad", "Softmax", "LogSoftmax", "SoftmaxGrad",
+      "LogSoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad_13", "ReduceSumTo",
+      "Abs", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Erf", "Elu", "LeakyRelu",
+      "HardSigmoid", "HardSwish", "Mish", "Reciprocal", "Gelu", "SigmoidGrad",
+      "TanhGrad", "EluGrad", "LeakyReluGrad", "HardSigmoidGrad",
+      "HardSwishGrad", "MishGrad", "GeluGrad", "ClipGrad",
       // Byte moves of any element type.
-      "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity",
+      "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose",
+      "Gather", "Concat", "Split", "Where",
       // Converts between any two types.
       "Cast"};
   return ops.count(op) != 0;
@@ -470,6 +486,25 @@ std::unique_ptr<Kernel> createLowPrecision(CudaBackend &be, const OpSpec &spec,
         return std::make_unique<WidenedKernel>(be, spec, std::move(inner));
       },
       error);
+}
+
+/// Tensor `i` of `t` for the kernels that take f32 or bf16; absent (null)
+/// past the end or when the executor left it unbound.
+FloatPtr floatAt(const std::vector<TensorRef> &t, size_t i) {
+  if (i >= t.size() || !t[i].data)
+    return {};
+  return {t[i].data, t[i].desc.dtype == DType::BF16};
+}
+
+/// `spec` with its bf16 tensors described as f32: what the checks of a
+/// kernel that takes either (FloatPtr) see.
+OpSpec bf16AsF32(const OpSpec &spec) {
+  OpSpec checked = spec;
+  for (auto *descs : {&checked.inputs, &checked.outputs})
+    for (TensorDesc &d : *descs)
+      if (d.dtype == DType::BF16)
+        d.dtype = DType::F32;
+  return checked;
 }
 
 /// True when every tensor of `spec` is of the 16-bit type `t`.
@@ -535,18 +570,17 @@ std::unique_ptr<Kernel> createNary(CudaBackend &be, const OpSpec &spec,
   if (!checkSpec(spec, sum ? 1 : 2, sum ? kMaxOperands : 2, 1, 1, {}, {},
                  error))
     return nullptr;
-  // bf16 operands and result (arithmetic in f32): checked as f32.
-  OpSpec checked = spec;
-  if (spec.opType != "Pow" && sameLowFloat(spec, DType::BF16))
-    for (auto *descs : {&checked.inputs, &checked.outputs})
-      for (TensorDesc &d : *descs)
-        d.dtype = DType::F32;
+  // bf16 operands and result, alone or mixed with f32 (arithmetic in f32):
+  // checked as f32.
+  OpSpec checked = spec.opType == "Pow" ? spec : bf16AsF32(spec);
   if (!checkBroadcastOperands(checked, error))
     return nullptr;
   DType t = spec.outputs[0].dtype;
   Broadcast b;
   if (!makeBroadcast(spec, spec.outputs[0].shape, b, error))
     return nullptr;
+  for (size_t j = 0; j < spec.inputs.size(); ++j)
+    b.bf16[j] = spec.inputs[j].dtype == DType::BF16;
   BinOp op = spec.opType == "Sub"   ? BinOp::Sub
              : spec.opType == "Mul" ? BinOp::Mul
              : spec.opType == "Div" ? BinOp::Div
@@ -1013,6 +1047,12 @@ std::unique_ptr<Kernel> createMatMul(CudaBackend &be, const OpSpec &spec,
       }
       pairs.push_back({ia, ib});
     }
+  }
+  // A batch of untransposed A's against one B is one product of
+  // [batch * m, k] by [k, n]: one large GEMM in place of many small ones.
+  if (pairs.empty() && batchB == 1 && batchA == batch && batch > 1 && !ta) {
+    m *= batch;
+    batchA = batch = 1;
   }
   long long strideA = batchA == 1 ? 0 : m * k,
             strideB = batchB == 1 ? 0 : k * n;
@@ -2231,7 +2271,7 @@ std::unique_ptr<Kernel> createUnary(CudaBackend &be, const OpSpec &spec,
     return nullptr;
   if (tanh)
     op = UnaryOp::GeluTanh;
-  if (!checkSameShapeF32(spec, 1, error))
+  if (!checkSameShapeF32(bf16AsF32(spec), 1, error))
     return nullptr;
   std::pair<float, float> ab = activationParams(spec, op == UnaryOp::LeakyRelu,
                                                 op == UnaryOp::HardSigmoid);
@@ -2239,8 +2279,7 @@ std::unique_ptr<Kernel> createUnary(CudaBackend &be, const OpSpec &spec,
   int64_t n = spec.outputs[0].numel();
   return lambda(be, spec,
                 [op, a, b, n](cudaStream_t s, const auto &in, const auto &out) {
-                  launchUnary(op, in[0].template as<float>(),
-                              out[0].template as<float>(), n, a, b, s);
+                  launchUnary(op, floatAt(in, 0), floatAt(out, 0), n, a, b, s);
                 });
 }
 
@@ -2259,8 +2298,8 @@ std::unique_ptr<Kernel> createClip(CudaBackend &be, const OpSpec &spec,
     double lo = attrMin, hi = attrMax;
     operands.scalar(in, 1, lo);
     operands.scalar(in, 2, hi);
-    launchUnary(UnaryOp::Clip, in[0].template as<float>(),
-                out[0].template as<float>(), n, float(lo), float(hi), s);
+    launchUnary(UnaryOp::Clip, floatAt(in, 0), floatAt(out, 0), n, float(lo),
+                float(hi), s);
   });
 }
 
@@ -2283,7 +2322,7 @@ std::unique_ptr<Kernel> createGradOp(CudaBackend &be, const OpSpec &spec,
     return nullptr;
   if (tanh)
     op = GradOp::GeluTanh;
-  if (!checkSameShapeF32(spec, 2, error))
+  if (!checkSameShapeF32(bf16AsF32(spec), 2, error))
     return nullptr;
   std::pair<float, float> ab =
       op == GradOp::Clip
@@ -2293,11 +2332,11 @@ std::unique_ptr<Kernel> createGradOp(CudaBackend &be, const OpSpec &spec,
                              op == GradOp::HardSigmoid);
   float a = ab.first, b = ab.second;
   int64_t n = spec.outputs[0].numel();
-  return lambda(
-      be, spec, [op, a, b, n](cudaStream_t s, const auto &in, const auto &out) {
-        launchGrad(op, in[0].template as<float>(), in[1].template as<float>(),
-                   out[0].template as<float>(), n, a, b, s);
-      });
+  return lambda(be, spec,
+                [op, a, b, n](cudaStream_t s, const auto &in, const auto &out) {
+                  launchGrad(op, floatAt(in, 0), floatAt(in, 1),
+                             floatAt(out, 0), n, a, b, s);
+                });
 }
 
 std::unique_ptr<Kernel> createCompare(CudaBackend &be, const OpSpec &spec,
@@ -2456,6 +2495,33 @@ std::unique_ptr<Kernel> createTrilu(CudaBackend &be, const OpSpec &spec,
   });
 }
 
+/// Sets p's tile fields when `perm` keeps a prefix of dimensions and swaps
+/// the two runs of dimensions after it ([.., A.., B..] -> [.., B.., A..]):
+/// a batch of matrix transposes, R = |A| rows of C = |B| elements.
+void tileTranspose(const std::vector<int64_t> &x,
+                   const std::vector<int64_t> &perm, TransposeParams &p) {
+  size_t rank = perm.size(), k = 0;
+  while (k < rank && perm[k] == int64_t(k))
+    ++k;
+  if (k + 1 >= rank)
+    return;
+  // perm[k..] = j, j+1, .., rank-1, k, k+1, .., j-1 for j = perm[k].
+  size_t j = size_t(perm[k]);
+  for (size_t d = k; d < rank; ++d) {
+    size_t want = d - k + j < rank ? d - k + j : d - k + j - rank + k;
+    if (size_t(perm[d]) != want)
+      return;
+  }
+  int64_t batch = 1, rows = 1, cols = 1;
+  for (size_t d = 0; d < rank; ++d)
+    (d < k ? batch : d < j ? rows : cols) *= x[d];
+  if ((rows + 31) / 32 > 65535 || (cols + 31) / 32 > INT32_MAX)
+    return;
+  p.tileBatch = batch;
+  p.tileRows = rows;
+  p.tileCols = cols;
+}
+
 std::unique_ptr<Kernel> createTranspose(CudaBackend &be, const OpSpec &spec,
                                         std::string &error) {
   if (!checkArity(spec, 1, 1, 1, 1, error))
@@ -2482,6 +2548,7 @@ std::unique_ptr<Kernel> createTranspose(CudaBackend &be, const OpSpec &spec,
     p.outDims[d] = x[size_t(perm[d])];
     p.inStrides[d] = st[size_t(perm[d])];
   }
+  tileTranspose(x, perm, p);
   size_t elem = dtypeSize(spec.outputs[0].dtype);
   int64_t n = spec.outputs[0].numel();
   return lambda(be, spec,
@@ -2570,7 +2637,7 @@ std::unique_ptr<Kernel> createSoftmax(CudaBackend &be, const OpSpec &spec,
                                       std::string &error) {
   bool grad = spec.opType.find("Grad") != std::string::npos;
   bool logForm = spec.opType.rfind("Log", 0) == 0;
-  if (!checkSameShapeF32(spec, grad ? 2 : 1, error))
+  if (!checkSameShapeF32(bf16AsF32(spec), grad ? 2 : 1, error))
     return nullptr;
   int64_t axis = spec.attrs.getInt("axis", -1);
   int64_t rank = int64_t(spec.outputs[0].rank());
@@ -2583,14 +2650,12 @@ std::unique_ptr<Kernel> createSoftmax(CudaBackend &be, const OpSpec &spec,
     return lambda(
         be, spec,
         [p, logForm](cudaStream_t s, const auto &in, const auto &out) {
-          launchSoftmaxGrad(p, in[0].template as<float>(),
-                            in[1].template as<float>(),
-                            out[0].template as<float>(), logForm, s);
+          launchSoftmaxGrad(p, floatAt(in, 0), floatAt(in, 1), floatAt(out, 0),
+                            logForm, s);
         });
   return lambda(be, spec,
                 [p, logForm](cudaStream_t s, const auto &in, const auto &out) {
-                  launchSoftmax(p, in[0].template as<float>(),
-                                out[0].template as<float>(), logForm, s);
+                  launchSoftmax(p, floatAt(in, 0), floatAt(out, 0), logForm, s);
                 });
 }
 
@@ -2607,7 +2672,9 @@ void layerNormRows(const std::vector<int64_t> &shape, int64_t axis,
 
 std::unique_ptr<Kernel> createLayerNorm(CudaBackend &be, const OpSpec &spec,
                                         std::string &error) {
-  if (!checkSpec(spec, 2, 3, 1, 3, {0, 1, 2}, {0, 1, 2}, error))
+  // X, Scale, B and Y f32 or bf16; Mean and InvStdDev f32.
+  if (!checkSpec(bf16AsF32(spec), 2, 3, 1, 3, {0, 1, 2}, {0}, error) ||
+      !checkAllF32(spec, {}, {1, 2}, error))
     return nullptr;
   int64_t rows, cols;
   layerNormRows(spec.inputs[0].shape, spec.attrs.getInt("axis", -1), rows,
@@ -2618,19 +2685,19 @@ std::unique_ptr<Kernel> createLayerNorm(CudaBackend &be, const OpSpec &spec,
   }
   float eps = float(spec.attrs.getFloat("epsilon", 1e-5));
   return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
-    launchLayerNorm(rows, cols, eps, in[0].template as<float>(),
-                    in[1].template as<float>(),
-                    in.size() > 2 ? in[2].template as<float>() : nullptr,
-                    out[0].template as<float>(),
-                    out.size() > 1 ? out[1].template as<float>() : nullptr,
-                    out.size() > 2 ? out[2].template as<float>() : nullptr, s);
+    launchLayerNorm(rows, cols, eps, floatAt(in, 0), floatAt(in, 1),
+                    floatAt(in, 2), floatAt(out, 0),
+                    static_cast<float *>(floatAt(out, 1).p),
+                    static_cast<float *>(floatAt(out, 2).p), s);
   });
 }
 
 /// dY, X, Scale, Mean, InvStdDev -> dX, dScale[, dB].
 std::unique_ptr<Kernel> createLayerNormGrad(CudaBackend &be, const OpSpec &spec,
                                             std::string &error) {
-  if (!checkSpec(spec, 5, 5, 2, 3, {0, 1, 2, 3, 4}, {0, 1, 2}, error))
+  // dY, X, Scale, dX, dScale, dB f32 or bf16; Mean and InvStdDev f32.
+  if (!checkSpec(bf16AsF32(spec), 5, 5, 2, 3, {0, 1, 2}, {0, 1, 2}, error) ||
+      !checkAllF32(spec, {3, 4}, {}, error))
     return nullptr;
   int64_t rows, cols;
   layerNormRows(spec.inputs[1].shape, spec.attrs.getInt("axis", -1), rows,
@@ -2638,12 +2705,12 @@ std::unique_ptr<Kernel> createLayerNormGrad(CudaBackend &be, const OpSpec &spec,
   bool wantDx = outputUsed(spec, 0), wantDs = outputUsed(spec, 1),
        wantDb = spec.outputs.size() > 2 && outputUsed(spec, 2);
   return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
-    launchLayerNormGrad(rows, cols, in[0].template as<float>(),
-                        in[1].template as<float>(), in[2].template as<float>(),
-                        in[3].template as<float>(), in[4].template as<float>(),
-                        wantDx ? out[0].template as<float>() : nullptr,
-                        wantDs ? out[1].template as<float>() : nullptr,
-                        wantDb ? out[2].template as<float>() : nullptr, s);
+    launchLayerNormGrad(rows, cols, floatAt(in, 0), floatAt(in, 1),
+                        floatAt(in, 2), in[3].template as<float>(),
+                        in[4].template as<float>(),
+                        wantDx ? floatAt(out, 0) : FloatPtr{},
+                        wantDs ? floatAt(out, 1) : FloatPtr{},
+                        wantDb ? floatAt(out, 2) : FloatPtr{}, s);
   });
 }
 
@@ -2651,7 +2718,7 @@ std::unique_ptr<Kernel> createLayerNormGrad(CudaBackend &be, const OpSpec &spec,
 /// (the reduction machinery of ReduceSum, one block per result element).
 std::unique_ptr<Kernel> createReduceSumTo(CudaBackend &be, const OpSpec &spec,
                                           std::string &error) {
-  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
+  if (!checkSpec(bf16AsF32(spec), 1, 1, 1, 1, {0}, {0}, error))
     return nullptr;
   Reduction r;
   if (!makeReduction(spec.inputs[0].shape, spec.outputs[0].shape, r)) {
@@ -2663,8 +2730,7 @@ std::unique_ptr<Kernel> createReduceSumTo(CudaBackend &be, const OpSpec &spec,
   int64_t n = spec.outputs[0].numel();
   return lambda(be, spec,
                 [r, n](cudaStream_t s, const auto &in, const auto &out) {
-                  launchReduce(r, in[0].template as<float>(), 1.0f,
-                               out[0].template as<float>(), n, s);
+                  launchReduce(r, floatAt(in, 0), 1.0f, floatAt(out, 0), n, s);
                 });
 }
 

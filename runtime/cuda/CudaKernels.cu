@@ -93,15 +93,26 @@ template <typename T> __device__ T fromMath(typename MathOf<T>::type v) {
     return v;
 }
 
+/// Operand j's element `off` in the arithmetic type of result type T: f32
+/// and bf16 results read f32 or bf16 operands (Broadcast::bf16).
+template <typename T>
+__device__ typename MathOf<T>::type operandAt(const Broadcast &b, int j,
+                                              int64_t off) {
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<const T *>(b.x[j])[off];
+  else
+    return loadF(FloatPtr{const_cast<void *>(b.x[j]), b.bf16[j]}, off);
+}
+
 template <typename T>
 __global__ void naryKernel(Broadcast b, BinOp op, T *y, int64_t n) {
   using M = typename MathOf<T>::type;
   OASR_GRID_LOOP(i, n) {
     int64_t offs[kMaxOperands];
     offsetsOf(b, i, offs);
-    M acc = M(static_cast<const T *>(b.x[0])[offs[0]]);
+    M acc = operandAt<T>(b, 0, offs[0]);
     for (int j = 1; j < b.operands; ++j)
-      acc = applyOp<M>(op, acc, M(static_cast<const T *>(b.x[j])[offs[j]]));
+      acc = applyOp<M>(op, acc, operandAt<T>(b, j, offs[j]));
     y[i] = fromMath<T>(acc);
   }
 }
@@ -111,9 +122,9 @@ template <typename T>
 __global__ void naryDenseKernel(Broadcast b, BinOp op, T *y, int64_t n) {
   using M = typename MathOf<T>::type;
   OASR_GRID_LOOP(i, n) {
-    M acc = M(static_cast<const T *>(b.x[0])[i]);
+    M acc = operandAt<T>(b, 0, i);
     for (int j = 1; j < b.operands; ++j)
-      acc = applyOp<M>(op, acc, M(static_cast<const T *>(b.x[j])[i]));
+      acc = applyOp<M>(op, acc, operandAt<T>(b, j, i));
     y[i] = fromMath<T>(acc);
   }
 }
@@ -151,8 +162,7 @@ __global__ void expandKernel(Broadcast b, float scale, float *y, int64_t n) {
 }
 
 /// One block per result element.
-__global__ void reduceKernel(Reduction r, const float *x, float scale,
-                             float *y) {
+__global__ void reduceKernel(Reduction r, FloatPtr x, float scale, FloatPtr y) {
   int64_t o = blockIdx.x, base = 0;
   for (int d = r.outRank - 1; d >= 0; --d) {
     base += (o % r.outDims[d]) * r.outStrides[d];
@@ -165,11 +175,11 @@ __global__ void reduceKernel(Reduction r, const float *x, float scale,
       off += (k % r.redDims[d]) * r.redStrides[d];
       k /= r.redDims[d];
     }
-    acc += double(x[off]);
+    acc += double(loadF(x, off));
   }
   acc = blockSum(acc);
   if (threadIdx.x == 0)
-    y[blockIdx.x] = scale * float(acc);
+    storeF(y, blockIdx.x, scale * float(acc));
 }
 
 template <typename T> __global__ void negKernel(const T *x, T *y, int64_t n) {
@@ -630,7 +640,7 @@ void launchExpand(const Broadcast &b, float scale, float *y, int64_t n,
   launched("expand");
 }
 
-void launchReduce(const Reduction &r, const float *x, float scale, float *y,
+void launchReduce(const Reduction &r, FloatPtr x, float scale, FloatPtr y,
                   int64_t outputs, cudaStream_t stream) {
   if (outputs <= 0)
     return;

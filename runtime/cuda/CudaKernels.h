@@ -42,6 +42,13 @@ void launchFromWire(bool bf16, const void *x, float *y, int64_t n, float scale,
 constexpr int kMaxRank = 8;
 constexpr int kMaxOperands = 8;
 
+/// A float tensor in device memory: f32, or bf16 that kernels read and write
+/// through f32 arithmetic. Null `p` stands for an absent operand or result.
+struct FloatPtr {
+  void *p = nullptr;
+  bool bf16 = false;
+};
+
 /// Numpy broadcasting of up to kMaxOperands operands onto a result of rank
 /// <= kMaxRank: operand j's element for result coordinates c is
 /// x[j][sum_d c[d] * strides[j][d]] (stride 0 on broadcast dimensions).
@@ -50,12 +57,15 @@ struct Broadcast {
   int64_t dims[kMaxRank] = {};
   int64_t strides[kMaxOperands][kMaxRank] = {};
   const void *x[kMaxOperands] = {};
+  /// For f32/bf16 results: which operands hold bf16 (the rest f32).
+  bool bf16[kMaxOperands] = {};
 };
 
 enum class BinOp : int { Add, Sub, Mul, Div, Pow };
 
-/// y = x0 op x1 op x2 ... (left fold), elements of `dtype` (f32, bf16 in
-/// f32 arithmetic, i64, i32).
+/// y = x0 op x1 op x2 ... (left fold), results of `dtype` (f32, bf16 in
+/// f32 arithmetic, i64, i32); f32/bf16 results take any mix of f32 and bf16
+/// operands (Broadcast::bf16).
 void launchNary(const Broadcast &b, BinOp op, DType dtype, void *y, int64_t n,
                 cudaStream_t stream);
 /// y = scale * x[broadcast] (f32): expands x onto y's shape.
@@ -72,9 +82,15 @@ struct Reduction {
   int64_t redDims[kMaxRank] = {}, redStrides[kMaxRank] = {};
   int64_t inner = 1;
 };
-/// y[o] = scale * sum x (f32, one block per result element, fixed order).
-void launchReduce(const Reduction &r, const float *x, float scale, float *y,
+/// y[o] = scale * sum x (f32 sums, one block per result element, fixed
+/// order).
+void launchReduce(const Reduction &r, FloatPtr x, float scale, FloatPtr y,
                   int64_t outputs, cudaStream_t stream);
+inline void launchReduce(const Reduction &r, const float *x, float scale,
+                         float *y, int64_t outputs, cudaStream_t stream) {
+  launchReduce(r, FloatPtr{const_cast<float *>(x)}, scale, FloatPtr{y}, outputs,
+               stream);
+}
 
 /// y = -x on f32/i64/i32.
 void launchNeg(DType dtype, const void *x, void *y, int64_t n,
@@ -189,7 +205,8 @@ void launchUpdate(const UpdateRule &rule, int64_t t, int64_t n, const float *p,
 // The pointwise family (CudaPointwise.cu)
 //===----------------------------------------------------------------------===//
 
-/// y = f(x) on f32; `a`, `b` are the attributes (alpha, beta) where used.
+/// y = f(x) in f32 arithmetic; `a`, `b` are the attributes (alpha, beta) where
+/// used.
 enum class UnaryOp : int {
   Abs,
   Sigmoid,
@@ -208,7 +225,7 @@ enum class UnaryOp : int {
   GeluTanh,
   Clip ///< min(max(x, a), b), NaN kept as the CPU's std::min/std::max do
 };
-void launchUnary(UnaryOp op, const float *x, float *y, int64_t n, float a,
+void launchUnary(UnaryOp op, FloatPtr x, FloatPtr y, int64_t n, float a,
                  float b, cudaStream_t stream);
 /// dX = f'(dY, z): z is the forward result (Sigmoid, Tanh, Elu, LeakyRelu)
 /// or input (HardSigmoid, HardSwish, Mish, Gelu, Clip with a = min, b = max).
@@ -224,8 +241,8 @@ enum class GradOp : int {
   GeluTanh,
   Clip
 };
-void launchGrad(GradOp op, const float *dy, const float *z, float *dx,
-                int64_t n, float a, float b, cudaStream_t stream);
+void launchGrad(GradOp op, FloatPtr dy, FloatPtr z, FloatPtr dx, int64_t n,
+                float a, float b, cudaStream_t stream);
 /// Comparisons and logic of two broadcast operands of type `in` -> bool.
 enum class CmpOp : int {
   Equal,
@@ -254,10 +271,14 @@ void launchRange(DType t, const void *start, const void *delta, void *y,
 void launchTrilu(const void *x, void *y, size_t elem, int64_t rows,
                  int64_t cols, int64_t n, const int64_t *k, bool upper,
                  cudaStream_t stream);
-/// y[o] = x[sum_d coord_d(o) * inStrides[d]] over the result's dims.
+/// y[o] = x[sum_d coord_d(o) * inStrides[d]] over the result's dims. When
+/// `tileRows` > 0 the permutation is also a batch of matrix transposes,
+/// x as [tileBatch, tileRows, tileCols] to y as [tileBatch, tileCols,
+/// tileRows], which runs in 32x32 tiles through shared memory.
 struct TransposeParams {
   int rank = 0;
   int64_t outDims[kMaxRank] = {}, inStrides[kMaxRank] = {};
+  int64_t tileBatch = 0, tileRows = 0, tileCols = 0;
 };
 void launchTranspose(const TransposeParams &p, const void *x, void *y,
                      size_t elem, int64_t n, cudaStream_t stream);
@@ -281,19 +302,23 @@ void launchGatherGrad(const GatherParams &p, const float *dy,
 struct RowParams {
   int64_t outer = 1, axis = 1, inner = 1;
 };
-void launchSoftmax(const RowParams &p, const float *x, float *y, bool logForm,
+/// Softmax over the axis: one warp per row when the axis is innermost, else
+/// one thread per row; f32 sums in a fixed order.
+void launchSoftmax(const RowParams &p, FloatPtr x, FloatPtr y, bool logForm,
                    cudaStream_t stream);
-void launchSoftmaxGrad(const RowParams &p, const float *dy, const float *y,
-                       float *dx, bool logForm, cudaStream_t stream);
-/// LayerNormalization over the last `cols` elements of `rows` rows.
-void launchLayerNorm(int64_t rows, int64_t cols, float eps, const float *x,
-                     const float *scale, const float *bias, float *y,
-                     float *mean, float *invStd, cudaStream_t stream);
-/// Null results are skipped.
-void launchLayerNormGrad(int64_t rows, int64_t cols, const float *dy,
-                         const float *x, const float *scale, const float *mean,
-                         const float *invStd, float *dx, float *dScale,
-                         float *dBias, cudaStream_t stream);
+void launchSoftmaxGrad(const RowParams &p, FloatPtr dy, FloatPtr y, FloatPtr dx,
+                       bool logForm, cudaStream_t stream);
+/// LayerNormalization over the last `cols` elements of `rows` rows, one
+/// block per row; the statistics are f32.
+void launchLayerNorm(int64_t rows, int64_t cols, float eps, FloatPtr x,
+                     FloatPtr scale, FloatPtr bias, FloatPtr y, float *mean,
+                     float *invStd, cudaStream_t stream);
+/// dX one block per row; dScale/dB 32 columns per block, rows in a fixed
+/// order. Null results are skipped.
+void launchLayerNormGrad(int64_t rows, int64_t cols, FloatPtr dy, FloatPtr x,
+                         FloatPtr scale, const float *mean, const float *invStd,
+                         FloatPtr dx, FloatPtr dScale, FloatPtr dBias,
+                         cudaStream_t stream);
 
 } // namespace oasr::rt::cuda
 

@@ -103,14 +103,16 @@ __device__ float grad(GradOp op, float dy, float z, float a, float b) {
   return 0.0f;
 }
 
-__global__ void unaryKernel(UnaryOp op, const float *x, float *y, int64_t n,
+__global__ void unaryKernel(UnaryOp op, FloatPtr x, FloatPtr y, int64_t n,
                             float a, float b) {
-  OASR_GRID_LOOP(i, n) { y[i] = unary(op, x[i], a, b); }
+  OASR_GRID_LOOP(i, n) { storeF(y, i, unary(op, loadF(x, i), a, b)); }
 }
 
-__global__ void gradKernel(GradOp op, const float *dy, const float *z,
-                           float *dx, int64_t n, float a, float b) {
-  OASR_GRID_LOOP(i, n) { dx[i] = grad(op, dy[i], z[i], a, b); }
+__global__ void gradKernel(GradOp op, FloatPtr dy, FloatPtr z, FloatPtr dx,
+                           int64_t n, float a, float b) {
+  OASR_GRID_LOOP(i, n) {
+    storeF(dx, i, grad(op, loadF(dy, i), loadF(z, i), a, b));
+  }
 }
 
 /// Element offset of operand j for result index i.
@@ -306,8 +308,10 @@ __global__ void scatterNDKernel(ScatterNDGeom g, const int64_t *idx,
   }
 }
 
-__global__ void transposeKernel(TransposeParams p, const char *x, char *y,
-                                size_t elem, int64_t n) {
+/// Elements of E (the element's bytes as one unsigned word).
+template <typename E>
+__global__ void transposeKernel(TransposeParams p, const E *x, E *y,
+                                int64_t n) {
   OASR_GRID_LOOP(o, n) {
     int64_t rem = o, off = 0;
     for (int d = p.rank - 1; d >= 0; --d) {
@@ -315,8 +319,50 @@ __global__ void transposeKernel(TransposeParams p, const char *x, char *y,
       rem /= p.outDims[d];
       off += c * p.inStrides[d];
     }
-    for (size_t b = 0; b < elem; ++b)
-      y[o * elem + b] = x[off * elem + b];
+    y[o] = x[off];
+  }
+}
+
+/// x [batch, R, C] -> y [batch, C, R], one 32x32 tile per block (32x8
+/// threads): rows of the tile are read and written whole, so both sides
+/// coalesce. Blocks: x over C's tiles, y over R's tiles, z over the batch.
+constexpr int kTile = 32, kTileRows = 8;
+template <typename E>
+__global__ void transposeTileKernel(TransposeParams p, const E *x, E *y) {
+  __shared__ E tile[kTile][kTile + 1];
+  int64_t R = p.tileRows, C = p.tileCols;
+  for (int64_t bz = blockIdx.z; bz < p.tileBatch; bz += gridDim.z) {
+    const E *xb = x + bz * R * C;
+    E *yb = y + bz * R * C;
+    int64_t c = int64_t(blockIdx.x) * kTile + threadIdx.x;
+    for (int k = threadIdx.y; k < kTile; k += kTileRows) {
+      int64_t r = int64_t(blockIdx.y) * kTile + k;
+      if (r < R && c < C)
+        tile[k][threadIdx.x] = xb[r * C + c];
+    }
+    __syncthreads();
+    int64_t r = int64_t(blockIdx.y) * kTile + threadIdx.x;
+    for (int k = threadIdx.y; k < kTile; k += kTileRows) {
+      int64_t cc = int64_t(blockIdx.x) * kTile + k;
+      if (r < R && cc < C)
+        yb[cc * R + r] = tile[threadIdx.x][k];
+    }
+    __syncthreads();
+  }
+}
+
+template <typename E>
+void launchTransposeOf(const TransposeParams &p, const void *x, void *y,
+                       int64_t n, cudaStream_t s) {
+  const E *xe = static_cast<const E *>(x);
+  E *ye = static_cast<E *>(y);
+  if (p.tileRows > 0) {
+    dim3 grid(unsigned((p.tileCols + kTile - 1) / kTile),
+              unsigned((p.tileRows + kTile - 1) / kTile),
+              unsigned(p.tileBatch < 65535 ? p.tileBatch : 65535));
+    transposeTileKernel<E><<<grid, dim3(kTile, kTileRows), 0, s>>>(p, xe, ye);
+  } else {
+    transposeKernel<E><<<blocksFor(n), kThreads, 0, s>>>(p, xe, ye, n);
   }
 }
 
@@ -351,119 +397,198 @@ __global__ void gatherGradKernel(GatherParams p, const float *dy,
   }
 }
 
-/// One thread per (outer, inner) row of the softmax axis.
-__global__ void softmaxKernel(RowParams p, const float *x, float *y,
-                              bool logForm, int64_t rows) {
+/// One thread per (outer, inner) row of the softmax axis (axis not
+/// innermost).
+__global__ void softmaxKernel(RowParams p, FloatPtr x, FloatPtr y, bool logForm,
+                              int64_t rows) {
   OASR_GRID_LOOP(r, rows) {
     int64_t base = (r / p.inner) * p.axis * p.inner + r % p.inner;
     float m = -INFINITY;
     for (int64_t k = 0; k < p.axis; ++k)
-      m = fmaxf(m, x[base + k * p.inner]);
-    double sum = 0;
+      m = fmaxf(m, loadF(x, base + k * p.inner));
+    float sum = 0;
     for (int64_t k = 0; k < p.axis; ++k)
-      sum += exp(double(x[base + k * p.inner] - m));
-    float ls = float(::log(sum));
+      sum += expf(loadF(x, base + k * p.inner) - m);
+    float ls = logf(sum);
     for (int64_t k = 0; k < p.axis; ++k) {
-      float v = x[base + k * p.inner] - m;
-      y[base + k * p.inner] = logForm ? v - ls : float(exp(double(v)) / sum);
+      float v = loadF(x, base + k * p.inner) - m;
+      storeF(y, base + k * p.inner, logForm ? v - ls : expf(v) / sum);
+    }
+  }
+}
+
+/// One warp per row of an innermost softmax axis.
+__global__ void softmaxRowKernel(int64_t rows, int64_t axis, FloatPtr x,
+                                 FloatPtr y, bool logForm) {
+  int lane = threadIdx.x & 31;
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+       r < rows; r += warps) {
+    int64_t base = r * axis;
+    float m = -INFINITY;
+    for (int64_t k = lane; k < axis; k += 32)
+      m = fmaxf(m, loadF(x, base + k));
+    m = warpMax(m);
+    float sum = 0;
+    for (int64_t k = lane; k < axis; k += 32)
+      sum += expf(loadF(x, base + k) - m);
+    sum = warpSum2(sum, 0.0f).x;
+    float ls = logf(sum);
+    for (int64_t k = lane; k < axis; k += 32) {
+      float v = loadF(x, base + k) - m;
+      storeF(y, base + k, logForm ? v - ls : expf(v) / sum);
     }
   }
 }
 
 /// dX = Y * (dY - sum(dY * Y)) (softmax) or dY - exp(Y) * sum(dY) (log).
-__global__ void softmaxGradKernel(RowParams p, const float *dy, const float *y,
-                                  float *dx, bool logForm, int64_t rows) {
+__device__ float softmaxGradAt(bool logForm, float dy, float y, float s) {
+  return logForm ? dy - expf(y) * s : y * (dy - s);
+}
+
+__global__ void softmaxGradKernel(RowParams p, FloatPtr dy, FloatPtr y,
+                                  FloatPtr dx, bool logForm, int64_t rows) {
   OASR_GRID_LOOP(r, rows) {
     int64_t base = (r / p.inner) * p.axis * p.inner + r % p.inner;
-    double s = 0;
+    float s = 0;
     for (int64_t k = 0; k < p.axis; ++k) {
       int64_t i = base + k * p.inner;
-      s += logForm ? double(dy[i]) : double(dy[i]) * double(y[i]);
+      s += logForm ? loadF(dy, i) : loadF(dy, i) * loadF(y, i);
     }
     for (int64_t k = 0; k < p.axis; ++k) {
       int64_t i = base + k * p.inner;
-      dx[i] = logForm ? float(dy[i] - exp(double(y[i])) * s)
-                      : float(double(y[i]) * (double(dy[i]) - s));
+      storeF(dx, i, softmaxGradAt(logForm, loadF(dy, i), loadF(y, i), s));
     }
   }
 }
 
-/// LayerNormalization over the last `cols` elements of each row.
+__global__ void softmaxGradRowKernel(int64_t rows, int64_t axis, FloatPtr dy,
+                                     FloatPtr y, FloatPtr dx, bool logForm) {
+  int lane = threadIdx.x & 31;
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+       r < rows; r += warps) {
+    int64_t base = r * axis;
+    float s = 0;
+    for (int64_t k = lane; k < axis; k += 32)
+      s += logForm ? loadF(dy, base + k)
+                   : loadF(dy, base + k) * loadF(y, base + k);
+    s = warpSum2(s, 0.0f).x;
+    for (int64_t k = lane; k < axis; k += 32)
+      storeF(
+          dx, base + k,
+          softmaxGradAt(logForm, loadF(dy, base + k), loadF(y, base + k), s));
+  }
+}
+
+/// LayerNormalization of the rows of `x`, one block per row (grid-stride
+/// over rows); mean, then the centred sum of squares.
 __global__ void layerNormKernel(int64_t rows, int64_t cols, float eps,
-                                const float *x, const float *scale,
-                                const float *bias, float *y, float *mean,
-                                float *invStd) {
-  OASR_GRID_LOOP(r, rows) {
-    const float *xr = x + r * cols;
-    double s = 0, s2 = 0;
-    for (int64_t c = 0; c < cols; ++c)
-      s += xr[c];
-    double mu = s / double(cols);
-    for (int64_t c = 0; c < cols; ++c)
-      s2 += (xr[c] - mu) * (xr[c] - mu);
-    float inv = float(1.0 / sqrt(s2 / double(cols) + double(eps)));
-    for (int64_t c = 0; c < cols; ++c)
-      y[r * cols + c] =
-          float(xr[c] - mu) * inv * scale[c] + (bias ? bias[c] : 0.0f);
-    if (mean)
-      mean[r] = float(mu);
-    if (invStd)
-      invStd[r] = inv;
+                                FloatPtr x, FloatPtr scale, FloatPtr bias,
+                                FloatPtr y, float *mean, float *invStd) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    int64_t base = r * cols;
+    float s = 0;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+      s += loadF(x, base + c);
+    float mu = blockSum2(s, 0.0f).x / float(cols);
+    float s2 = 0;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      float d = loadF(x, base + c) - mu;
+      s2 += d * d;
+    }
+    float inv = 1.0f / sqrtf(blockSum2(s2, 0.0f).x / float(cols) + eps);
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+      storeF(y, base + c,
+             (loadF(x, base + c) - mu) * inv * loadF(scale, c) +
+                 (bias.p ? loadF(bias, c) : 0.0f));
+    if (threadIdx.x == 0) {
+      if (mean)
+        mean[r] = mu;
+      if (invStd)
+        invStd[r] = inv;
+    }
   }
 }
 
-/// dX per row; dScale/dB per column (one thread per column, rows in order).
-__global__ void layerNormGradDxKernel(int64_t rows, int64_t cols,
-                                      const float *dy, const float *x,
-                                      const float *scale, const float *mean,
-                                      const float *invStd, float *dx) {
-  OASR_GRID_LOOP(r, rows) {
-    double a = 0, b = 0;
-    float mu = mean[r], inv = invStd[r];
-    for (int64_t c = 0; c < cols; ++c) {
-      double g = double(dy[r * cols + c]) * scale[c];
-      double xh = double(x[r * cols + c] - mu) * inv;
+/// dX = inv * (g - mean(g) - xh * mean(g * xh)) with g = dY * scale and
+/// xh = (x - mean) * inv; one block per row.
+__global__ void layerNormGradDxKernel(int64_t rows, int64_t cols, FloatPtr dy,
+                                      FloatPtr x, FloatPtr scale,
+                                      const float *mean, const float *invStd,
+                                      FloatPtr dx) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    int64_t base = r * cols;
+    float mu = mean[r], inv = invStd[r], a = 0, b = 0;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      float g = loadF(dy, base + c) * loadF(scale, c);
       a += g;
-      b += g * xh;
+      b += g * (loadF(x, base + c) - mu) * inv;
     }
-    a /= double(cols);
-    b /= double(cols);
-    for (int64_t c = 0; c < cols; ++c) {
-      double g = double(dy[r * cols + c]) * scale[c];
-      double xh = double(x[r * cols + c] - mu) * inv;
-      dx[r * cols + c] = float(inv * (g - a - xh * b));
+    float2 ab = blockSum2(a, b);
+    a = ab.x / float(cols);
+    b = ab.y / float(cols);
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      float g = loadF(dy, base + c) * loadF(scale, c);
+      float xh = (loadF(x, base + c) - mu) * inv;
+      storeF(dx, base + c, inv * (g - a - xh * b));
     }
   }
 }
 
+/// dScale = sum over rows of dY * xh, dB = sum of dY: a block per 32
+/// columns, its 32x32 threads reading rows ty, ty + 32, ... (coalesced along
+/// the columns), then the 32 partial sums of each column in order.
 __global__ void layerNormGradParamKernel(int64_t rows, int64_t cols,
-                                         const float *dy, const float *x,
+                                         FloatPtr dy, FloatPtr x,
                                          const float *mean, const float *invStd,
-                                         float *dScale, float *dBias) {
-  OASR_GRID_LOOP(c, cols) {
-    double ds = 0, db = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      double g = dy[r * cols + c];
-      ds += g * double(x[r * cols + c] - mean[r]) * invStd[r];
+                                         FloatPtr dScale, FloatPtr dBias) {
+  __shared__ float ps[32][33], pb[32][33];
+  int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  float ds = 0, db = 0;
+  if (c < cols)
+    for (int64_t r = threadIdx.y; r < rows; r += 32) {
+      float g = loadF(dy, r * cols + c);
+      ds += g * (loadF(x, r * cols + c) - mean[r]) * invStd[r];
       db += g;
     }
-    if (dScale)
-      dScale[c] = float(ds);
-    if (dBias)
-      dBias[c] = float(db);
+  ps[threadIdx.y][threadIdx.x] = ds;
+  pb[threadIdx.y][threadIdx.x] = db;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= cols)
+    return;
+  ds = db = 0;
+  for (int k = 0; k < 32; ++k) {
+    ds += ps[k][threadIdx.x];
+    db += pb[k][threadIdx.x];
   }
+  if (dScale.p)
+    storeF(dScale, c, ds);
+  if (dBias.p)
+    storeF(dBias, c, db);
+}
+
+/// Threads per block for a row of `cols` elements: a multiple of 32, at
+/// most 1024, about 4 elements a thread.
+unsigned rowThreads(int64_t cols) {
+  int64_t t = (cols / 4 + 31) / 32 * 32;
+  return unsigned(t < 32 ? 32 : t > 1024 ? 1024 : t);
+}
+
+unsigned rowBlocks(int64_t rows) {
+  return unsigned(rows < 1 ? 1 : rows > 65535 * 16 ? 65535 * 16 : rows);
 }
 
 } // namespace
 
-void launchUnary(UnaryOp op, const float *x, float *y, int64_t n, float a,
+void launchUnary(UnaryOp op, FloatPtr x, FloatPtr y, int64_t n, float a,
                  float b, cudaStream_t s) {
   unaryKernel<<<blocksFor(n), kThreads, 0, s>>>(op, x, y, n, a, b);
   launched("activation");
 }
 
-void launchGrad(GradOp op, const float *dy, const float *z, float *dx,
-                int64_t n, float a, float b, cudaStream_t s) {
+void launchGrad(GradOp op, FloatPtr dy, FloatPtr z, FloatPtr dx, int64_t n,
+                float a, float b, cudaStream_t s) {
   gradKernel<<<blocksFor(n), kThreads, 0, s>>>(op, dy, z, dx, n, a, b);
   launched("activation gradient");
 }
@@ -497,6 +622,9 @@ void launchWhere(const Broadcast &b, size_t elem, void *y, int64_t n,
   if (elem == 1)
     whereKernel<uint8_t>
         <<<blocksFor(n), kThreads, 0, s>>>(b, static_cast<uint8_t *>(y), n);
+  else if (elem == 2)
+    whereKernel<uint16_t>
+        <<<blocksFor(n), kThreads, 0, s>>>(b, static_cast<uint16_t *>(y), n);
   else if (elem == 4)
     whereKernel<uint32_t>
         <<<blocksFor(n), kThreads, 0, s>>>(b, static_cast<uint32_t *>(y), n);
@@ -553,8 +681,20 @@ void launchScatterND(const ScatterNDGeom &g, const int64_t *indices,
 
 void launchTranspose(const TransposeParams &p, const void *x, void *y,
                      size_t elem, int64_t n, cudaStream_t s) {
-  transposeKernel<<<blocksFor(n), kThreads, 0, s>>>(
-      p, static_cast<const char *>(x), static_cast<char *>(y), elem, n);
+  switch (elem) {
+  case 1:
+    launchTransposeOf<uint8_t>(p, x, y, n, s);
+    break;
+  case 2:
+    launchTransposeOf<uint16_t>(p, x, y, n, s);
+    break;
+  case 4:
+    launchTransposeOf<uint32_t>(p, x, y, n, s);
+    break;
+  default:
+    launchTransposeOf<uint64_t>(p, x, y, n, s);
+    break;
+  }
   launched("Transpose");
 }
 
@@ -576,39 +716,48 @@ void launchGatherGrad(const GatherParams &p, const float *dy,
   launched("GatherGrad");
 }
 
-void launchSoftmax(const RowParams &p, const float *x, float *y, bool logForm,
+void launchSoftmax(const RowParams &p, FloatPtr x, FloatPtr y, bool logForm,
                    cudaStream_t s) {
   int64_t rows = p.outer * p.inner;
-  softmaxKernel<<<blocksFor(rows), kThreads, 0, s>>>(p, x, y, logForm, rows);
+  if (p.inner == 1)
+    softmaxRowKernel<<<blocksFor(rows * 32), kThreads, 0, s>>>(rows, p.axis, x,
+                                                               y, logForm);
+  else
+    softmaxKernel<<<blocksFor(rows), kThreads, 0, s>>>(p, x, y, logForm, rows);
   launched("Softmax");
 }
 
-void launchSoftmaxGrad(const RowParams &p, const float *dy, const float *y,
-                       float *dx, bool logForm, cudaStream_t s) {
+void launchSoftmaxGrad(const RowParams &p, FloatPtr dy, FloatPtr y, FloatPtr dx,
+                       bool logForm, cudaStream_t s) {
   int64_t rows = p.outer * p.inner;
-  softmaxGradKernel<<<blocksFor(rows), kThreads, 0, s>>>(p, dy, y, dx, logForm,
-                                                         rows);
+  if (p.inner == 1)
+    softmaxGradRowKernel<<<blocksFor(rows * 32), kThreads, 0, s>>>(
+        rows, p.axis, dy, y, dx, logForm);
+  else
+    softmaxGradKernel<<<blocksFor(rows), kThreads, 0, s>>>(p, dy, y, dx,
+                                                           logForm, rows);
   launched("SoftmaxGrad");
 }
 
-void launchLayerNorm(int64_t rows, int64_t cols, float eps, const float *x,
-                     const float *scale, const float *bias, float *y,
-                     float *mean, float *invStd, cudaStream_t s) {
-  layerNormKernel<<<blocksFor(rows), kThreads, 0, s>>>(
+void launchLayerNorm(int64_t rows, int64_t cols, float eps, FloatPtr x,
+                     FloatPtr scale, FloatPtr bias, FloatPtr y, float *mean,
+                     float *invStd, cudaStream_t s) {
+  layerNormKernel<<<rowBlocks(rows), rowThreads(cols), 0, s>>>(
       rows, cols, eps, x, scale, bias, y, mean, invStd);
   launched("LayerNormalization");
 }
 
-void launchLayerNormGrad(int64_t rows, int64_t cols, const float *dy,
-                         const float *x, const float *scale, const float *mean,
-                         const float *invStd, float *dx, float *dScale,
-                         float *dBias, cudaStream_t s) {
-  if (dx)
-    layerNormGradDxKernel<<<blocksFor(rows), kThreads, 0, s>>>(
+void launchLayerNormGrad(int64_t rows, int64_t cols, FloatPtr dy, FloatPtr x,
+                         FloatPtr scale, const float *mean, const float *invStd,
+                         FloatPtr dx, FloatPtr dScale, FloatPtr dBias,
+                         cudaStream_t s) {
+  if (dx.p)
+    layerNormGradDxKernel<<<rowBlocks(rows), rowThreads(cols), 0, s>>>(
         rows, cols, dy, x, scale, mean, invStd, dx);
-  if (dScale || dBias)
-    layerNormGradParamKernel<<<blocksFor(cols), kThreads, 0, s>>>(
-        rows, cols, dy, x, mean, invStd, dScale, dBias);
+  if (dScale.p || dBias.p)
+    layerNormGradParamKernel<<<unsigned((cols + 31) / 32), dim3(32, 32), 0,
+                               s>>>(rows, cols, dy, x, mean, invStd, dScale,
+                                    dBias);
   launched("LayerNormalizationGrad");
 }
 

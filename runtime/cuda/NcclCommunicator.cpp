@@ -78,6 +78,9 @@ public:
     case DType::F16:
       type = ncclFloat16;
       break;
+    case DType::BF16:
+      type = ncclBfloat16;
+      break;
     case DType::I64:
       type = ncclInt64;
       break;

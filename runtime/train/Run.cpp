@@ -786,12 +786,15 @@ void Run::report(const TrainSummary &summary, const TrainingAlgorithm &algo) {
   KernelBackend::HostWaits after = backend->hostWaits();
   if (!backend->hostAddressable() && summary.steps > 0)
     std::printf("  host waits       %.2f copies to the host and %.2f "
-                "synchronizations per step (%s)\n",
+                "synchronizations per step (%s), the host blocked in them "
+                "%.2f ms per step\n",
                 double(after.copiesToHost - waitsBefore.copiesToHost) /
                     double(summary.steps),
                 double(after.synchronizations - waitsBefore.synchronizations) /
                     double(summary.steps),
-                backend->name());
+                backend->name(),
+                (after.blockedSeconds - waitsBefore.blockedSeconds) * 1e3 /
+                    double(summary.steps));
 
   if (!o.dumpGrads.empty())
     if (auto err = writeGradientDump(o.dumpGrads, *exec))

@@ -203,6 +203,9 @@ public:
   /// CPU backend has none.
   struct HostWaits {
     uint64_t copiesToHost = 0, synchronizations = 0;
+    /// Seconds the host spent blocked in them: near the step time when the
+    /// device is the bottleneck, near zero when launching is.
+    double blockedSeconds = 0;
   };
   virtual HostWaits hostWaits() const { return {}; }
   /// Backends whose memory the host cannot address (GPUs) apply optimizer
