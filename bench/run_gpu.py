@@ -82,10 +82,12 @@ def export(model, batch, work, timeout):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def run_oasr(a, env, model, batch, mode, exported):
+def run_oasr(a, env, model, batch, mode, exported, graph=False):
     cmd = [a.oasr_run, exported["onnx"], f"--device={a.device}", f"--batch={batch}",
            f"--steps={a.steps}", f"--data={exported['data']}", "--lr=0.01",
            f"--precision={mode}", f"--log-every={a.steps}"]
+    if graph:
+        cmd.append("--cuda-graph")
     rc, out = run(cmd, a.timeout, env)
     r = {"cmd": " ".join(cmd), "rc": rc}
     m = SUMMARY_RE.search(out)
@@ -188,8 +190,8 @@ def write_md(path, res):
         "the bottleneck; near zero: launching is).", "",
         "| model | batch | oasr mode | PyTorch | oasr ms | PyTorch ms | "
         "oasr / PyTorch | oasr MiB | PyTorch MiB | oasr host waits/step | "
-        "oasr host blocked ms/step |",
-        "|---|---|---|---|---|---|---|---|---|---|---|"]
+        "oasr host blocked ms/step | oasr --cuda-graph ms | graph / PyTorch |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for key, c in res["cells"].items():
         model, batch, mode = key.split("/")
         o, p = c.get("oasr"), c.get("torch")
@@ -210,9 +212,13 @@ def write_md(path, res):
                         for r in runs["oasr"]
                         if "host_blocked_ms_per_step" in r), "")
         mib = [f"{x:.0f}" if x else "" for x in (mem_o, mem_p)]
+        g = c.get("graph")
+        graph = fmt(g) if runs.get("graph") else "not run"
+        gratio = f"{g['median_ms'] / p['median_ms']:.2f}x" if g and p else ""
         lines.append(
             f"| {model} | {batch} | {mode} | {BASELINE[mode]} | {fmt(o)} | "
-            f"{fmt(p)} | {ratio} | {mib[0]} | {mib[1]} | {waits} | {blocked} |")
+            f"{fmt(p)} | {ratio} | {mib[0]} | {mib[1]} | {waits} | {blocked} | "
+            f"{graph} | {gratio} |")
     for key, prof in res.get("kernel_times", {}).items():
         if "rows" not in prof:
             continue
@@ -225,7 +231,8 @@ def write_md(path, res):
             lines.append(f"| {op} | {ms / steps:.2f} | {runs / steps:.0f} | "
                          f"{100 * share:.1f}% |")
     errors = [(k, side, r["error"]) for k, v in res["runs"].items()
-              for side in ("oasr", "torch") for r in v[side] if "error" in r]
+              for side in ("oasr", "torch", "graph")
+              for r in v.get(side, []) if "error" in r]
     errors += [(k, "export", v["error"]) for k, v in res["exports"].items()
                if "error" in v]
     if errors:
@@ -246,6 +253,8 @@ def main():
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--work", default="/tmp/oasr-gpu-bench")
     p.add_argument("--timeout", type=int, default=240)
+    p.add_argument("--cuda-graph", action="store_true",
+                   help="also time oasr-run --cuda-graph, interleaved")
     p.add_argument("--profile-modes", default="",
                    help="modes whose kernels get a profiled oasr-run per model "
                    "(OASR_CUDA_KERNEL_TIMES), after the timed rounds")
@@ -278,17 +287,25 @@ def main():
             exported = res["exports"][f"{m}/{b}"]
             for mode in modes:
                 key = f"{m}/{b}/{mode}"
-                runs = res["runs"].setdefault(key, {"oasr": [], "torch": []})
+                runs = res["runs"].setdefault(
+                    key, {"oasr": [], "torch": [], "graph": []})
                 o = (run_oasr(a, env, m, b, mode, exported)
                      if "onnx" in exported else {"error": "not exported"})
                 t = run_torch(a, m, b, mode)
                 runs["oasr"].append(o)
                 runs["torch"].append(t)
+                if a.cuda_graph and "onnx" in exported:
+                    runs["graph"].append(
+                        run_oasr(a, env, m, b, mode, exported, graph=True))
                 print(f"round {rnd + 1} {key}: oasr "
                       f"{o.get('median_ms', 'FAILED')} ms, torch "
-                      f"{t.get('median_ms', 'FAILED')} ms", flush=True)
+                      f"{t.get('median_ms', 'FAILED')} ms" +
+                      (f", oasr --cuda-graph "
+                       f"{runs['graph'][-1].get('median_ms', 'FAILED')} ms"
+                       if runs["graph"] else ""), flush=True)
                 res["cells"][key] = {"oasr": cell(runs["oasr"]),
-                                     "torch": cell(runs["torch"])}
+                                     "torch": cell(runs["torch"]),
+                                     "graph": cell(runs["graph"])}
                 # Written after every pair: a run cut short keeps its cells.
                 with open(os.path.join(a.out, "gpu-steps.json"), "w") as f:
                     json.dump(res, f, indent=1)

@@ -13,6 +13,8 @@
 #include "oasr/Ops/OpRegistry.h"
 #include "oasr/Runtime/ArenaPlan.h"
 
+#include "StepGraphs.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -123,6 +125,23 @@ struct GradSlot {
 struct Executor::Impl {
   KernelBackend *backend = nullptr;
   bool hostMemory = true;
+  /// --cuda-graph: wanted, and the step's runs (built at the first step,
+  /// dropped when the instructions change).
+  bool deviceGraphs = false;
+  std::unique_ptr<StepGraphs> graphs;
+  /// The runs of the instruction list as it is now.
+  void planGraphs() {
+    std::vector<char> replayable(instrs.size()), cut(instrs.size());
+    for (size_t k = 0; k < instrs.size(); ++k) {
+      uint64_t position;
+      const Instr &in = instrs[k];
+      replayable[k] =
+          in.op == InstrOp::Copy ||
+          (in.op == InstrOp::Kernel && !in.kernel->randomPosition(position));
+      cut[k] = k < updatesBefore.size() && !updatesBefore[k].empty();
+    }
+    graphs = std::make_unique<StepGraphs>(replayable, cut);
+  }
   std::vector<ValueInfo> values;
   std::vector<Instr> instrs;
   std::vector<PersistBuf> persist;
@@ -551,6 +570,7 @@ public:
     I.backend = &backend;
     I.hostMemory = backend.hostAddressable();
     I.ranks = std::max(options.ranks, 1);
+    I.deviceGraphs = options.deviceGraphs;
   }
 
   llvm::Expected<std::unique_ptr<Executor>> build() {
@@ -1861,6 +1881,18 @@ void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
         timings[k] = {t, t};
   }
   std::function<double()> clock = now;
+  if (I.deviceGraphs && !I.graphs)
+    I.planGraphs();
+  if (I.graphs)
+    I.graphs->beginStep();
+  auto runOne = [&](size_t j) {
+    Instr &in = I.instrs[j];
+    if (in.op == InstrOp::Kernel)
+      in.kernel->run(in.inRefs, in.outRefs);
+    else
+      for (auto [dst, src] : in.copies)
+        I.copy(dst, src);
+  };
   for (size_t k = 0; k < I.instrs.size(); ++k) {
     Instr &instr = I.instrs[k];
     if (defer && I.updatesPending)
@@ -1869,13 +1901,23 @@ void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
     if (defer && (instr.op == InstrOp::Wait || instr.op == InstrOp::Update))
       continue; // the next step runs them
     double t0 = timings ? now() : 0;
+    if (I.graphs) {
+      size_t end = I.graphs->run(k, *I.backend, runOne);
+      if (end != k) { // replayed [k, end): its launch time on the first
+        if (timings) {
+          double t1 = now();
+          timings[k] = {t0, t1};
+          for (size_t j = k + 1; j < end; ++j)
+            timings[j] = {t1, t1};
+        }
+        k = end - 1;
+        continue;
+      }
+    }
     switch (instr.op) {
     case InstrOp::Kernel:
-      instr.kernel->run(instr.inRefs, instr.outRefs);
-      break;
     case InstrOp::Copy:
-      for (auto [dst, src] : instr.copies)
-        I.copy(dst, src);
+      runOne(k);
       break;
     case InstrOp::Start:
       // A device communicator that waits on an event needs no host sync
@@ -1930,6 +1972,19 @@ void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
 }
 
 bool Executor::scalesLoss() const { return impl->lossScaleValue >= 0; }
+
+GraphStats Executor::graphStats() const {
+  GraphStats g;
+  g.instrs = impl->instrs.size();
+  if (!impl->graphs)
+    return g;
+  const StepGraphs::Stats &s = impl->graphs->stats();
+  g.runs = s.runs;
+  g.graphs = s.graphs;
+  g.graphInstrs = s.graphInstrs;
+  g.failures = s.failures;
+  return g;
+}
 LossScaler &Executor::lossScaler() { return impl->scaler; }
 bool Executor::lastStepSkipped() const {
   return impl->lossScaleValue >= 0 && impl->stepDecided && impl->stepSkipped;
@@ -2247,6 +2302,8 @@ llvm::Error Executor::regroup(llvm::ArrayRef<unsigned> groupEnds) {
   }
   memStats.wireBytes = wireBytes;
   gradGroups = std::move(newGroups);
+  // The graphs recorded the old groups' buffers: capture again.
+  I.graphs.reset();
   return llvm::Error::success();
 }
 

@@ -110,4 +110,17 @@ AttrMap::getStrings(const std::string &name,
 Kernel::~Kernel() = default;
 KernelBackend::~KernelBackend() = default;
 
+bool KernelBackend::beginCapture(std::string &why) {
+  why = std::string("the ") + name() +
+        " backend runs each kernel as it is called (no graph capture)";
+  return false;
+}
+
+int KernelBackend::endCapture(std::string &why) {
+  why = std::string("the ") + name() + " backend has no graph capture";
+  return -1;
+}
+
+void KernelBackend::replay(int) {}
+
 } // namespace oasr::rt

@@ -69,6 +69,8 @@ public:
   CudaBackend(cudaStream_t stream, cublasHandle_t blas, cudnnHandle_t dnn);
   ~CudaBackend() override {
     cudaStreamSynchronize(stream);
+    for (cudaGraphExec_t g : graphs)
+      cudaGraphExecDestroy(g);
     writeKernelTimes();
     cudnnDestroy(dnn);
     cublasDestroy(blas);
@@ -127,6 +129,11 @@ public:
   void copyToHost(void *dst, const void *src, size_t bytes) override {
     if (!bytes)
       return;
+    if (capturing) { // nothing runs while recording: no value to read
+      captureFailure = "a kernel reads a device value on the host";
+      std::memset(dst, 0, bytes);
+      return;
+    }
     ++waits.copiesToHost;
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream),
           "copy to the host");
@@ -138,8 +145,51 @@ public:
             "copy on the device");
   }
   void synchronize() override {
+    if (capturing) {
+      captureFailure = "a kernel waits for the device on the host";
+      return;
+    }
     ++waits.synchronizations;
     waitForStream();
+  }
+  bool beginCapture(std::string &why) override {
+    if (times) {
+      why = "OASR_CUDA_KERNEL_TIMES times each kernel as it runs";
+      return false;
+    }
+    // Relaxed: a library may still allocate while its calls are recorded.
+    cudaError_t e =
+        cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      why = std::string("cudaStreamBeginCapture: ") + cudaGetErrorString(e);
+      return false;
+    }
+    capturing = true;
+    captureFailure.clear();
+    return true;
+  }
+  int endCapture(std::string &why) override {
+    capturing = false;
+    cudaGraph_t graph = nullptr;
+    cudaError_t e = cudaStreamEndCapture(stream, &graph);
+    cudaGraphExec_t exec = nullptr;
+    if (e == cudaSuccess && captureFailure.empty())
+      e = cudaGraphInstantiate(&exec, graph, 0);
+    if (graph)
+      cudaGraphDestroy(graph);
+    if (e != cudaSuccess || !captureFailure.empty()) {
+      cudaGetLastError(); // a failed capture leaves its error behind
+      why = !captureFailure.empty()
+                ? captureFailure
+                : std::string("CUDA graph capture: ") + cudaGetErrorString(e);
+      return -1;
+    }
+    graphs.push_back(exec);
+    return int(graphs.size()) - 1;
+  }
+  void replay(int id) override {
+    check(cudaGraphLaunch(graphs[size_t(id)], stream), "cudaGraphLaunch");
   }
   /// cudaStreamSynchronize, its time added to waits.blockedSeconds.
   void waitForStream() {
@@ -203,6 +253,10 @@ private:
   }
   std::map<std::string, Factory> registry;
   HostWaits waits;
+  /// Between beginCapture and endCapture; what made the capture unusable.
+  bool capturing = false;
+  std::string captureFailure;
+  std::vector<cudaGraphExec_t> graphs;
   std::string timesPath;
   std::unique_ptr<std::map<std::string, OpTime>> times;
 };
@@ -472,6 +526,8 @@ bool takesLowFloat(const std::string &op) {
       // Byte moves of any element type.
       "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose",
       "Gather", "Concat", "Split", "Where",
+      // Distinct indices: stores of bf16 elements.
+      "GatherGrad",
       // Converts between any two types.
       "Cast"};
   return ops.count(op) != 0;
@@ -1528,6 +1584,19 @@ std::unique_ptr<Kernel> createMaxPoolGrad(CudaBackend &be, const OpSpec &spec,
   if (!checkSpec(spec, 2, 2, 1, 1, {0}, {0}, error) ||
       !maxPoolGradGeom(spec, planes, inPlane, outPlane, error))
     return nullptr;
+  // The forward's attributes give each dX element its windows: a thread
+  // per element. Without them (or with a geometry they do not fit), a
+  // thread per plane scatters.
+  Pool2D g;
+  std::string noGeometry;
+  if (pool2DGeom(spec, spec.outputs[0], spec.inputs[0], g, noGeometry) &&
+      g.planes == planes && g.ih * g.iw == inPlane && g.oh * g.ow == outPlane)
+    return lambda(be, spec,
+                  [g](cudaStream_t s, const auto &in, const auto &out) {
+                    launchMaxPoolGrad(g, in[0].template as<float>(),
+                                      in[1].template as<int64_t>(),
+                                      out[0].template as<float>(), s);
+                  });
   return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
     launchMaxPoolGrad(planes, inPlane, outPlane, in[0].template as<float>(),
                       in[1].template as<int64_t>(), out[0].template as<float>(),
@@ -2575,6 +2644,34 @@ std::unique_ptr<Kernel> createScatterND(CudaBackend &be, const OpSpec &spec,
   });
 }
 
+/// True when operand `i` (Gather's indices) holds no index twice: one
+/// index, or a constant of the program (OpSpec::inputValues) without
+/// repeats. Negative indices count from the end of `axisDim`.
+bool distinctIndices(const OpSpec &spec, size_t i) {
+  const TensorDesc &idx = spec.inputs[i];
+  if (idx.numel() == 1)
+    return true;
+  if (i >= spec.inputValues.size() || spec.inputValues[i].size() != idx.bytes())
+    return false;
+  std::set<int64_t> seen;
+  const char *raw = spec.inputValues[i].data();
+  for (int64_t k = 0; k < idx.numel(); ++k) {
+    int64_t v;
+    if (idx.dtype == DType::I64) {
+      std::memcpy(&v, raw + k * 8, 8);
+    } else {
+      int32_t w;
+      std::memcpy(&w, raw + k * 4, 4);
+      v = w;
+    }
+    if (v < 0) // may name the same row as a non-negative one
+      return false;
+    if (!seen.insert(v).second)
+      return false;
+  }
+  return true;
+}
+
 /// Gather {axis}: data, indices -> Y; GatherGrad {axis}: shape, indices, dY
 /// -> dX.
 std::unique_ptr<Kernel> createGather(CudaBackend &be, const OpSpec &spec,
@@ -2588,7 +2685,10 @@ std::unique_ptr<Kernel> createGather(CudaBackend &be, const OpSpec &spec,
     error = nodeError(spec, "indices must be i64 or i32");
     return nullptr;
   }
-  if (grad && (!checkAllF32(spec, {2}, {0}, error)))
+  // Distinct indices (one, or a constant list without repeats) scatter
+  // with plain stores, f32 or bf16; repeats accumulate f32 atomically.
+  bool distinct = grad && distinctIndices(spec, 1);
+  if (grad && !checkAllF32(distinct ? bf16AsF32(spec) : spec, {2}, {0}, error))
     return nullptr;
   int64_t rank = int64_t(data.rank());
   int64_t axis = spec.attrs.getInt("axis", 0);
@@ -2607,6 +2707,14 @@ std::unique_ptr<Kernel> createGather(CudaBackend &be, const OpSpec &spec,
   p.count = idx.numel();
   bool i64 = idx.dtype == DType::I64;
   int64_t n = p.outer * p.count * p.inner;
+  if (grad && distinct) {
+    int64_t dxBytes = int64_t(data.bytes());
+    return lambda(be, spec,
+                  [=](cudaStream_t s, const auto &in, const auto &out) {
+                    launchGatherGradUnique(p, floatAt(in, 2), in[1].data, i64,
+                                           floatAt(out, 0), dxBytes, n, s);
+                  });
+  }
   if (grad) {
     int64_t dxNumel = data.numel();
     return lambda(
@@ -2728,6 +2836,23 @@ std::unique_ptr<Kernel> createReduceSumTo(CudaBackend &be, const OpSpec &spec,
     return nullptr;
   }
   int64_t n = spec.outputs[0].numel();
+  // Summed over leading dimensions only (a bias's gradient): columns of a
+  // [rows, cols] matrix, read row by row.
+  const auto &xs = spec.inputs[0].shape;
+  std::vector<int64_t> kept = spec.outputs[0].shape;
+  kept.insert(kept.begin(), xs.size() - kept.size(), 1);
+  size_t lead = 0;
+  while (lead < xs.size() && kept[lead] == 1 && xs[lead] != 1)
+    ++lead;
+  bool columns = lead > 0 &&
+                 std::equal(kept.begin() + lead, kept.end(), xs.begin() + lead);
+  if (columns) {
+    int64_t rows = spec.inputs[0].numel() / std::max<int64_t>(n, 1);
+    return lambda(be, spec,
+                  [rows, n](cudaStream_t s, const auto &in, const auto &out) {
+                    launchSumRows(rows, n, floatAt(in, 0), floatAt(out, 0), s);
+                  });
+  }
   return lambda(be, spec,
                 [r, n](cudaStream_t s, const auto &in, const auto &out) {
                   launchReduce(r, floatAt(in, 0), 1.0f, floatAt(out, 0), n, s);

@@ -71,15 +71,17 @@ template <typename T> __device__ T applyOp(BinOp op, T a, T b) {
     return T(pow(double(a), double(b)));
 }
 
-/// Element offsets of every operand for result element `i`.
-__device__ void offsetsOf(const Broadcast &b, int64_t i, int64_t *offs) {
+/// Element offsets of every operand for result element `i`, in index type
+/// I (32-bit division is several times faster than 64-bit on the GPU).
+template <typename I = int64_t>
+__device__ void offsetsOf(const Broadcast &b, I i, I *offs) {
   for (int j = 0; j < b.operands; ++j)
     offs[j] = 0;
   for (int d = b.rank - 1; d >= 0; --d) {
-    int64_t c = i % b.dims[d];
-    i /= b.dims[d];
+    I c = i % I(b.dims[d]);
+    i /= I(b.dims[d]);
     for (int j = 0; j < b.operands; ++j)
-      offs[j] += c * b.strides[j][d];
+      offs[j] += c * I(b.strides[j][d]);
   }
 }
 
@@ -104,12 +106,12 @@ __device__ typename MathOf<T>::type operandAt(const Broadcast &b, int j,
     return loadF(FloatPtr{const_cast<void *>(b.x[j]), b.bf16[j]}, off);
 }
 
-template <typename T>
+template <typename T, typename I>
 __global__ void naryKernel(Broadcast b, BinOp op, T *y, int64_t n) {
   using M = typename MathOf<T>::type;
   OASR_GRID_LOOP(i, n) {
-    int64_t offs[kMaxOperands];
-    offsetsOf(b, i, offs);
+    I offs[kMaxOperands];
+    offsetsOf<I>(b, I(i), offs);
     M acc = operandAt<T>(b, 0, offs[0]);
     for (int j = 1; j < b.operands; ++j)
       acc = applyOp<M>(op, acc, operandAt<T>(b, j, offs[j]));
@@ -142,15 +144,53 @@ bool denseOperands(const Broadcast &b) {
   return true;
 }
 
+/// `b` with adjacent dimensions merged where every operand steps through
+/// them alike (kept contiguously, or broadcast), and size-1 dimensions
+/// dropped: a bias added to [N, L, C] becomes [N * L, C], two divisions an
+/// element instead of three.
+Broadcast collapsed(Broadcast b) {
+  int r = 0;
+  for (int d = 0; d < b.rank; ++d) {
+    if (b.dims[d] == 1 && b.rank > 1)
+      continue;
+    bool merge = r > 0;
+    for (int j = 0; j < b.operands && merge; ++j)
+      merge = b.strides[j][r - 1] == b.strides[j][d] * b.dims[d];
+    if (merge) {
+      b.dims[r - 1] *= b.dims[d];
+      for (int j = 0; j < b.operands; ++j)
+        b.strides[j][r - 1] = b.strides[j][d];
+      continue;
+    }
+    b.dims[r] = b.dims[d];
+    for (int j = 0; j < b.operands; ++j)
+      b.strides[j][r] = b.strides[j][d];
+    ++r;
+  }
+  if (r == 0) { // every dimension 1: one element
+    b.dims[0] = 1;
+    for (int j = 0; j < b.operands; ++j)
+      b.strides[j][0] = 0;
+    r = 1;
+  }
+  b.rank = r;
+  return b;
+}
+
 template <typename T>
-void launchNaryOf(const Broadcast &b, BinOp op, void *y, int64_t n,
+void launchNaryOf(const Broadcast &full, BinOp op, void *y, int64_t n,
                   cudaStream_t stream) {
-  if (denseOperands(b))
-    naryDenseKernel<T>
-        <<<blocksFor(n), kThreads, 0, stream>>>(b, op, static_cast<T *>(y), n);
+  T *yt = static_cast<T *>(y);
+  if (denseOperands(full)) {
+    naryDenseKernel<T><<<blocksFor(n), kThreads, 0, stream>>>(full, op, yt, n);
+    return;
+  }
+  Broadcast b = collapsed(full);
+  if (n <= int64_t(UINT32_MAX))
+    naryKernel<T, uint32_t>
+        <<<blocksFor(n), kThreads, 0, stream>>>(b, op, yt, n);
   else
-    naryKernel<T>
-        <<<blocksFor(n), kThreads, 0, stream>>>(b, op, static_cast<T *>(y), n);
+    naryKernel<T, int64_t><<<blocksFor(n), kThreads, 0, stream>>>(b, op, yt, n);
 }
 
 __global__ void expandKernel(Broadcast b, float scale, float *y, int64_t n) {
@@ -180,6 +220,26 @@ __global__ void reduceKernel(Reduction r, FloatPtr x, float scale, FloatPtr y) {
   acc = blockSum(acc);
   if (threadIdx.x == 0)
     storeF(y, blockIdx.x, scale * float(acc));
+}
+
+/// A block of 32x32 threads per 32 columns: thread (x, y) sums rows y,
+/// y + 32, ...; then the 32 partial sums of each column in order.
+__global__ void sumRowsKernel(int64_t rows, int64_t cols, FloatPtr x,
+                              FloatPtr y) {
+  __shared__ float part[32][33];
+  int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  float acc = 0;
+  if (c < cols)
+    for (int64_t r = threadIdx.y; r < rows; r += 32)
+      acc += loadF(x, r * cols + c);
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= cols)
+    return;
+  acc = 0;
+  for (int k = 0; k < 32; ++k)
+    acc += part[k][threadIdx.x];
+  storeF(y, c, acc);
 }
 
 template <typename T> __global__ void negKernel(const T *x, T *y, int64_t n) {
@@ -322,6 +382,33 @@ __global__ void maxPoolGradKernel(int64_t planes, int64_t inPlane,
     for (int64_t i = 0; i < outPlane; ++i)
       if (ip[i] >= 0 && ip[i] < inPlane)
         dxp[ip[i]] += dyp[i];
+  }
+}
+
+/// dX one thread per element: the dY elements whose window's maximum it
+/// was, found through the forward's geometry, summed in output order.
+__global__ void maxPoolGradGatherKernel(Pool2D p, const float *dy,
+                                        const int64_t *ind, float *dx) {
+  int64_t inPlane = p.ih * p.iw, outPlane = p.oh * p.ow;
+  int64_t total = p.planes * inPlane;
+  OASR_GRID_LOOP(i, total) {
+    int64_t pl = i / inPlane, pos = i % inPlane;
+    int64_t iy = pos / p.iw, ix = pos % p.iw;
+    float acc = 0.0f;
+    for (int64_t ky = p.kh - 1; ky >= 0; --ky) {
+      int64_t ty = iy + p.ph - ky * p.dh;
+      if (ty < 0 || ty % p.sh || ty / p.sh >= p.oh)
+        continue;
+      for (int64_t kx = p.kw - 1; kx >= 0; --kx) {
+        int64_t tx = ix + p.pw - kx * p.dw;
+        if (tx < 0 || tx % p.sw || tx / p.sw >= p.ow)
+          continue;
+        int64_t o = pl * outPlane + (ty / p.sh) * p.ow + tx / p.sw;
+        if (ind[o] == pos)
+          acc += dy[o];
+      }
+    }
+    dx[i] = acc;
   }
 }
 
@@ -649,6 +736,13 @@ void launchReduce(const Reduction &r, FloatPtr x, float scale, FloatPtr y,
   launched("reduction");
 }
 
+void launchSumRows(int64_t rows, int64_t cols, FloatPtr x, FloatPtr y,
+                   cudaStream_t stream) {
+  sumRowsKernel<<<unsigned((cols + 31) / 32), dim3(32, 32), 0, stream>>>(
+      rows, cols, x, y);
+  launched("column sums");
+}
+
 void launchNeg(DType dtype, const void *x, void *y, int64_t n,
                cudaStream_t stream) {
   switch (dtype) {
@@ -732,6 +826,13 @@ void launchMaxPoolGrad(int64_t planes, int64_t inPlane, int64_t outPlane,
                        cudaStream_t stream) {
   maxPoolGradKernel<<<blocksFor(planes), kThreads, 0, stream>>>(
       planes, inPlane, outPlane, dy, indices, dx);
+  launched("MaxPoolGrad");
+}
+
+void launchMaxPoolGrad(const Pool2D &p, const float *dy, const int64_t *indices,
+                       float *dx, cudaStream_t stream) {
+  maxPoolGradGatherKernel<<<blocksFor(p.planes * p.ih * p.iw), kThreads, 0,
+                            stream>>>(p, dy, indices, dx);
   launched("MaxPoolGrad");
 }
 

@@ -92,6 +92,11 @@ inline void launchReduce(const Reduction &r, const float *x, float scale,
                stream);
 }
 
+/// y[c] = sum over r of x[r * cols + c]: 32 columns per block, rows in a
+/// fixed order (coalesced, where launchReduce reads a column per block).
+void launchSumRows(int64_t rows, int64_t cols, FloatPtr x, FloatPtr y,
+                   cudaStream_t stream);
+
 /// y = -x on f32/i64/i32.
 void launchNeg(DType dtype, const void *x, void *y, int64_t n,
                cudaStream_t stream);
@@ -121,6 +126,10 @@ void launchMaxPool(const Pool2D &p, const float *x, float *y, int64_t *indices,
 void launchMaxPoolGrad(int64_t planes, int64_t inPlane, int64_t outPlane,
                        const float *dy, const int64_t *indices, float *dx,
                        cudaStream_t stream);
+/// The same where the forward's geometry is known: a thread per dX element
+/// gathers (no per-plane loop).
+void launchMaxPoolGrad(const Pool2D &p, const float *dy, const int64_t *indices,
+                       float *dx, cudaStream_t stream);
 /// AveragePool and its gradient (gathered per input element, no atomics).
 void launchAvgPool(const Pool2D &p, const float *x, float *y,
                    cudaStream_t stream);
@@ -302,6 +311,11 @@ void launchGatherGrad(const GatherParams &p, const float *dy,
 struct RowParams {
   int64_t outer = 1, axis = 1, inner = 1;
 };
+/// GatherGrad whose indices are distinct (no dX element gets two dY
+/// elements): dX zeroed, then stores; f32 or bf16.
+void launchGatherGradUnique(const GatherParams &p, FloatPtr dy,
+                            const void *indices, bool i64, FloatPtr dx,
+                            int64_t dxBytes, int64_t n, cudaStream_t stream);
 /// Softmax over the axis: one warp per row when the axis is innermost, else
 /// one thread per row; f32 sums in a fixed order.
 void launchSoftmax(const RowParams &p, FloatPtr x, FloatPtr y, bool logForm,

@@ -308,19 +308,45 @@ __global__ void scatterNDKernel(ScatterNDGeom g, const int64_t *idx,
   }
 }
 
-/// Elements of E (the element's bytes as one unsigned word).
-template <typename E>
+/// Elements of E (the element's bytes as one unsigned word); index
+/// arithmetic in I.
+template <typename E, typename I>
 __global__ void transposeKernel(TransposeParams p, const E *x, E *y,
                                 int64_t n) {
   OASR_GRID_LOOP(o, n) {
-    int64_t rem = o, off = 0;
+    I rem = I(o), off = 0;
     for (int d = p.rank - 1; d >= 0; --d) {
-      int64_t c = rem % p.outDims[d];
-      rem /= p.outDims[d];
-      off += c * p.inStrides[d];
+      I c = rem % I(p.outDims[d]);
+      rem /= I(p.outDims[d]);
+      off += c * I(p.inStrides[d]);
     }
     y[o] = x[off];
   }
+}
+
+/// `p` with adjacent result dimensions merged where the operand holds them
+/// contiguously too ([0, 2, 1, 3] of [N, L, H, D] keeps D whole).
+TransposeParams collapsed(TransposeParams p) {
+  int r = 0;
+  for (int d = 0; d < p.rank; ++d) {
+    if (p.outDims[d] == 1 && p.rank > 1)
+      continue;
+    if (r > 0 && p.inStrides[r - 1] == p.inStrides[d] * p.outDims[d]) {
+      p.outDims[r - 1] *= p.outDims[d];
+      p.inStrides[r - 1] = p.inStrides[d];
+      continue;
+    }
+    p.outDims[r] = p.outDims[d];
+    p.inStrides[r] = p.inStrides[d];
+    ++r;
+  }
+  if (r == 0) {
+    p.outDims[0] = 1;
+    p.inStrides[0] = 0;
+    r = 1;
+  }
+  p.rank = r;
+  return p;
 }
 
 /// x [batch, R, C] -> y [batch, C, R], one 32x32 tile per block (32x8
@@ -361,23 +387,32 @@ void launchTransposeOf(const TransposeParams &p, const void *x, void *y,
               unsigned((p.tileRows + kTile - 1) / kTile),
               unsigned(p.tileBatch < 65535 ? p.tileBatch : 65535));
     transposeTileKernel<E><<<grid, dim3(kTile, kTileRows), 0, s>>>(p, xe, ye);
+  } else if (n <= int64_t(UINT32_MAX)) {
+    transposeKernel<E, uint32_t>
+        <<<blocksFor(n), kThreads, 0, s>>>(p, xe, ye, n);
   } else {
-    transposeKernel<E><<<blocksFor(n), kThreads, 0, s>>>(p, xe, ye, n);
+    transposeKernel<E, int64_t><<<blocksFor(n), kThreads, 0, s>>>(p, xe, ye, n);
   }
 }
 
-/// Gather over [outer, axisDim, inner] with `count` indices.
+/// Gather over [outer, axisDim, inner] with `count` indices: the data
+/// element that result element `o` reads (negative indices from the end).
+__device__ int64_t gatherSource(const GatherParams &p, const void *indices,
+                                bool i64, int64_t o) {
+  int64_t in = o % p.inner, k = (o / p.inner) % p.count,
+          out = o / (p.inner * p.count);
+  int64_t j = i64 ? static_cast<const int64_t *>(indices)[k]
+                  : static_cast<const int32_t *>(indices)[k];
+  if (j < 0)
+    j += p.axisDim;
+  return (out * p.axisDim + j) * p.inner + in;
+}
+
 __global__ void gatherKernel(GatherParams p, const char *data,
                              const void *indices, bool i64, char *y,
                              size_t elem, int64_t n) {
   OASR_GRID_LOOP(o, n) {
-    int64_t in = o % p.inner, k = (o / p.inner) % p.count,
-            out = o / (p.inner * p.count);
-    int64_t j = i64 ? static_cast<const int64_t *>(indices)[k]
-                    : static_cast<const int32_t *>(indices)[k];
-    if (j < 0)
-      j += p.axisDim;
-    int64_t src = (out * p.axisDim + j) * p.inner + in;
+    int64_t src = gatherSource(p, indices, i64, o);
     for (size_t b = 0; b < elem; ++b)
       y[o * elem + b] = data[src * elem + b];
   }
@@ -387,13 +422,17 @@ __global__ void gatherGradKernel(GatherParams p, const float *dy,
                                  const void *indices, bool i64, float *dx,
                                  int64_t n) {
   OASR_GRID_LOOP(o, n) {
-    int64_t in = o % p.inner, k = (o / p.inner) % p.count,
-            out = o / (p.inner * p.count);
-    int64_t j = i64 ? static_cast<const int64_t *>(indices)[k]
-                    : static_cast<const int32_t *>(indices)[k];
-    if (j < 0)
-      j += p.axisDim;
-    atomicAdd(dx + (out * p.axisDim + j) * p.inner + in, dy[o]);
+    atomicAdd(dx + gatherSource(p, indices, i64, o), dy[o]);
+  }
+}
+
+/// GatherGrad whose indices are distinct: every dX element gets at most one
+/// dY element, so plain stores (of f32 or bf16) in place of atomics.
+__global__ void gatherGradUniqueKernel(GatherParams p, FloatPtr dy,
+                                       const void *indices, bool i64,
+                                       FloatPtr dx, int64_t n) {
+  OASR_GRID_LOOP(o, n) {
+    storeF(dx, gatherSource(p, indices, i64, o), loadF(dy, o));
   }
 }
 
@@ -679,8 +718,33 @@ void launchScatterND(const ScatterNDGeom &g, const int64_t *indices,
   launched("ScatterND");
 }
 
-void launchTranspose(const TransposeParams &p, const void *x, void *y,
+void launchTranspose(const TransposeParams &given, const void *x, void *y,
                      size_t elem, int64_t n, cudaStream_t s) {
+  TransposeParams p = given.tileRows > 0 ? given : collapsed(given);
+  // Where the innermost dimension is kept, move `w` elements as one word
+  // of up to 8 bytes (every stride and both addresses allowing it).
+  if (p.tileRows == 0 && p.inStrides[p.rank - 1] == 1) {
+    int64_t w = elem < 8 ? int64_t(8 / elem) : 1;
+    auto fits = [&](int64_t w) {
+      if (p.outDims[p.rank - 1] % w ||
+          (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(y)) %
+              (w * int64_t(elem)))
+        return false;
+      for (int d = 0; d + 1 < p.rank; ++d)
+        if (p.inStrides[d] % w)
+          return false;
+      return true;
+    };
+    while (w > 1 && !fits(w))
+      w /= 2;
+    if (w > 1) {
+      p.outDims[p.rank - 1] /= w;
+      for (int d = 0; d + 1 < p.rank; ++d)
+        p.inStrides[d] /= w;
+      elem *= size_t(w);
+      n /= w;
+    }
+  }
   switch (elem) {
   case 1:
     launchTransposeOf<uint8_t>(p, x, y, n, s);
@@ -713,6 +777,15 @@ void launchGatherGrad(const GatherParams &p, const float *dy,
         "GatherGrad zero");
   gatherGradKernel<<<blocksFor(n), kThreads, 0, s>>>(p, dy, indices, i64, dx,
                                                      n);
+  launched("GatherGrad");
+}
+
+void launchGatherGradUnique(const GatherParams &p, FloatPtr dy,
+                            const void *indices, bool i64, FloatPtr dx,
+                            int64_t dxBytes, int64_t n, cudaStream_t s) {
+  check(cudaMemsetAsync(dx.p, 0, size_t(dxBytes), s), "GatherGrad zero");
+  gatherGradUniqueKernel<<<blocksFor(n), kThreads, 0, s>>>(p, dy, indices, i64,
+                                                           dx, n);
   launched("GatherGrad");
 }
 

@@ -91,6 +91,10 @@ std::string checkRunOptions(const RunOptions &o) {
            "expected a number of checkpoints >= 0 (0 keeps all)";
   if (!o.replanProfile.empty() && o.replan == "off")
     return "--replan-profile needs re-planning (not --replan=off)";
+  if (o.cudaGraph && o.device != "cuda")
+    return "--cuda-graph replays the step's GPU kernels as CUDA graphs; it "
+           "needs --device=cuda (--device=" +
+           o.device + " runs each kernel as it is called)";
   if ((o.checkpointEvery || o.keepCheckpoints) && o.checkpointDir.empty())
     return "--checkpoint-every/--keep-checkpoints need --checkpoint=DIR";
   return "";
@@ -435,6 +439,7 @@ void Run::loadModel() {
     eo.seed = o.seed;
     eo.ranks = size;
     eo.lrOverride = o.lr.value_or(-1);
+    eo.deviceGraphs = o.cudaGraph;
     auto created = Executor::create(*module.module, *backend, eo);
     if (!created)
       failure.set(llvm::Twine(o.modelPath) + ": " +
@@ -795,6 +800,15 @@ void Run::report(const TrainSummary &summary, const TrainingAlgorithm &algo) {
                 backend->name(),
                 (after.blockedSeconds - waitsBefore.blockedSeconds) * 1e3 /
                     double(summary.steps));
+  if (o.cudaGraph) {
+    GraphStats g = exec->graphStats();
+    std::printf("  cuda graphs      %zu of the step's %zu instructions "
+                "replayed as %zu graphs (of %zu runs of kernels)\n",
+                g.graphInstrs, g.instrs, g.graphs, g.runs);
+    for (const std::string &why : g.failures)
+      std::printf("                   a run left kernel by kernel: %s\n",
+                  why.c_str());
+  }
 
   if (!o.dumpGrads.empty())
     if (auto err = writeGradientDump(o.dumpGrads, *exec))

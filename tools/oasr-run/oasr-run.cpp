@@ -171,6 +171,12 @@ static cl::opt<std::string>
            cl::desc("Kernel backend: cpu (oneDNN) | cuda (cuDNN/cuBLAS, one "
                     "GPU per rank); --list-devices shows what is visible"),
            cl::init("cpu"), cl::cat(runCat));
+static cl::opt<bool> cudaGraph(
+    "cuda-graph",
+    cl::desc("With --device=cuda: from the second step on, replay the "
+             "step's runs of kernels as CUDA graphs (one launch each; "
+             "allreduces and updates run between them as before)"),
+    cl::init(false), cl::cat(runCat));
 static cl::opt<std::string>
     commBackend("comm-backend",
                 cl::desc("Gradient averaging: mpi | nccl (default: nccl with "
@@ -380,6 +386,7 @@ RunOptions runOptions() {
   o.emitMlir = emitMlir;
   o.communicator = commKind;
   o.device = device;
+  o.cudaGraph = cudaGraph;
   o.commBackend = commBackend;
   o.commPriority = commPriority;
   o.commCpu = given(commCpu);

@@ -107,6 +107,17 @@ struct ExecutorOptions {
   bool inPlace = true;
   /// Data-parallel ranks the plan's reduce-scatter groups are split over.
   int ranks = 1;
+  /// --cuda-graph: replay the step's runs of kernels as captured graphs
+  /// from the second step on (KernelBackend::beginCapture).
+  bool deviceGraphs = false;
+};
+
+/// What --cuda-graph did: the step's runs of two or more kernels and
+/// copies, how many became graphs (and their instructions), and why the
+/// others could not be captured.
+struct GraphStats {
+  size_t runs = 0, graphs = 0, graphInstrs = 0, instrs = 0;
+  std::vector<std::string> failures;
 };
 
 /// Statistics of the plan's memory.
@@ -227,6 +238,8 @@ public:
   /// the scaler's state (checkpoints save and restore it), and whether the
   /// last step was skipped for non-finite gradients.
   bool scalesLoss() const;
+  /// What --cuda-graph did so far (all zero without it).
+  GraphStats graphStats() const;
   LossScaler &lossScaler();
   bool lastStepSkipped() const;
   /// Where the compiler's per-op costs came from (`oasr.cost_model`'s

@@ -208,6 +208,15 @@ public:
     double blockedSeconds = 0;
   };
   virtual HostWaits hostWaits() const { return {}; }
+  /// Graph capture (CUDA graphs, --cuda-graph): between beginCapture and
+  /// endCapture the work that kernels and copies launch is recorded, not
+  /// run; replay(id) then runs it as one launch, on the same buffers. The
+  /// default has none and says why.
+  virtual bool beginCapture(std::string &why);
+  /// The recording's id (>= 0), or -1 with `why` when it failed: nothing
+  /// was recorded or run.
+  virtual int endCapture(std::string &why);
+  virtual void replay(int id);
   /// Backends whose memory the host cannot address (GPUs) apply optimizer
   /// updates themselves; the executor updates host memory in its own loop.
   /// True when `update` implements `algo`.

@@ -72,6 +72,7 @@ struct RunOptions {
   // Device and communication.
   std::string communicator; ///< mpi | self; empty: mpi under mpirun
   std::string device = "cpu";
+  bool cudaGraph = false; ///< --cuda-graph
   std::string commBackend;
   std::string commPriority; ///< idle | normal | sleep; empty: chosen
   std::optional<int> commCpu;
