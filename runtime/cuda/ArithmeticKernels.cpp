@@ -1,0 +1,239 @@
+//===- ArithmeticKernels.cpp - Broadcast arithmetic on the GPU ------------===//
+//
+// Add/Sub/Mul/Div/Pow/Sum with numpy broadcasting, Neg, Clip, Cast, and the
+// reductions (ReduceMean/ReduceSum, ReduceSumTo), the CPU backend's
+// ArithmeticKernels.cpp family; device code in CudaKernels.cu.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaBackend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace oasr::rt::cuda {
+
+/// `in` broadcast onto `out` (numpy, aligned right) as strides of `out`'s
+/// dimensions.
+bool broadcastStrides(const std::vector<int64_t> &in,
+                      const std::vector<int64_t> &out, int64_t *strides) {
+  if (in.size() > out.size())
+    return false;
+  std::vector<int64_t> s = rowMajorStrides(in);
+  size_t off = out.size() - in.size();
+  for (size_t d = 0; d < out.size(); ++d) {
+    strides[d] = 0;
+    if (d < off || in[d - off] == 1)
+      continue;
+    if (in[d - off] != out[d])
+      return false;
+    strides[d] = s[d - off];
+  }
+  return true;
+}
+
+bool makeBroadcast(const OpSpec &spec, const std::vector<int64_t> &out,
+                   Broadcast &b, std::string &error) {
+  if (out.size() > size_t(kMaxRank) ||
+      spec.inputs.size() > size_t(kMaxOperands)) {
+    error =
+        nodeError(spec, "the cuda backend broadcasts up to " +
+                            std::to_string(kMaxOperands) +
+                            " operands of rank <= " + std::to_string(kMaxRank));
+    return false;
+  }
+  b.rank = std::max<int>(1, int(out.size()));
+  b.operands = int(spec.inputs.size());
+  b.dims[0] = 1;
+  for (size_t d = 0; d < out.size(); ++d)
+    b.dims[d] = out[d];
+  for (size_t j = 0; j < spec.inputs.size(); ++j)
+    if (!broadcastStrides(spec.inputs[j].shape, out, b.strides[j])) {
+      error = nodeError(spec, "operand " + std::to_string(j) + " of shape " +
+                                  shapeStr(spec.inputs[j].shape) +
+                                  " does not broadcast to " + shapeStr(out));
+      return false;
+    }
+  return true;
+}
+
+std::unique_ptr<Kernel> createNary(CudaBackend &be, const OpSpec &spec,
+                                   std::string &error) {
+  bool sum = spec.opType == "Sum";
+  if (!checkSpec(spec, sum ? 1 : 2, sum ? kMaxOperands : 2, 1, 1, {}, {},
+                 error))
+    return nullptr;
+  // bf16 operands and result, alone or mixed with f32 (arithmetic in f32):
+  // checked as f32.
+  OpSpec checked = spec.opType == "Pow" ? spec : bf16AsF32(spec);
+  if (!checkBroadcastOperands(checked, error))
+    return nullptr;
+  DType t = spec.outputs[0].dtype;
+  Broadcast b;
+  if (!makeBroadcast(spec, spec.outputs[0].shape, b, error))
+    return nullptr;
+  for (size_t j = 0; j < spec.inputs.size(); ++j)
+    b.bf16[j] = spec.inputs[j].dtype == DType::BF16;
+  BinOp op = spec.opType == "Sub"   ? BinOp::Sub
+             : spec.opType == "Mul" ? BinOp::Mul
+             : spec.opType == "Div" ? BinOp::Div
+             : spec.opType == "Pow" ? BinOp::Pow
+                                    : BinOp::Add;
+  int64_t n = spec.outputs[0].numel();
+  return lambda(
+      be, spec,
+      [b, op, t, n](cudaStream_t s, const auto &in, const auto &out) mutable {
+        for (size_t j = 0; j < in.size(); ++j)
+          b.x[j] = in[j].data;
+        launchNary(b, op, t, out[0].data, n, s);
+      });
+}
+
+std::unique_ptr<Kernel> createNeg(CudaBackend &be, const OpSpec &spec,
+                                  std::string &error) {
+  DType t = spec.outputs[0].dtype;
+  if (!checkSpec(spec, 1, 1, 1, 1, {}, {}, error) ||
+      !checkDType(spec, true, 0, t, error))
+    return nullptr;
+  if (!isFloatOrInt(t) || spec.inputs[0].shape != spec.outputs[0].shape) {
+    error = nodeError(spec, "expects X and Y of one shape, f32/i64/i32");
+    return nullptr;
+  }
+  int64_t n = spec.outputs[0].numel();
+  return lambda(be, spec,
+                [t, n](cudaStream_t s, const auto &in, const auto &out) {
+                  launchNeg(t, in[0].data, out[0].data, n, s);
+                });
+}
+
+/// x of shape `xs` summed onto `kept` (same rank after aligning right, each
+/// dimension kept whole or reduced to 1).
+bool makeReduction(const std::vector<int64_t> &xs, std::vector<int64_t> kept,
+                   Reduction &r) {
+  if (kept.size() > xs.size() || xs.size() > size_t(kMaxRank))
+    return false;
+  kept.insert(kept.begin(), xs.size() - kept.size(), 1);
+  std::vector<int64_t> st = rowMajorStrides(xs);
+  for (size_t d = 0; d < xs.size(); ++d) {
+    if (kept[d] == xs[d] && xs[d] != 1) {
+      r.outDims[r.outRank] = xs[d];
+      r.outStrides[r.outRank++] = st[d];
+    } else if (kept[d] == 1) {
+      if (xs[d] == 1)
+        continue;
+      r.redDims[r.redRank] = xs[d];
+      r.redStrides[r.redRank++] = st[d];
+      r.inner *= xs[d];
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// ReduceMean / ReduceSum {axes, keepdims} (axes as an attribute, or
+/// keepdims = 1 with the result's 1s, or all axes).
+std::unique_ptr<Kernel> createReduce(CudaBackend &be, const OpSpec &spec,
+                                     std::string &error) {
+  std::vector<int64_t> kept;
+  float scale = 1.0f;
+  if (!checkSpec(spec, 1, 2, 1, 1, {0}, {0}, error) ||
+      !reduceGeom(spec, kept, scale, error))
+    return nullptr;
+  const auto &xs = spec.inputs[0].shape;
+  Reduction r;
+  if (!makeReduction(xs, kept, r)) {
+    error =
+        nodeError(spec, "result " + shapeStr(spec.outputs[0].shape) +
+                            " does not match the reduction of " + shapeStr(xs));
+    return nullptr;
+  }
+  int64_t keptNumel = spec.outputs[0].numel();
+  return lambda(
+      be, spec,
+      [r, scale, keptNumel](cudaStream_t s, const auto &in, const auto &out) {
+        launchReduce(r, in[0].template as<float>(), scale,
+                     out[0].template as<float>(), keptNumel, s);
+      });
+}
+
+/// Clip: X[, min[, max]] -> Y; bounds from the operands when given (read
+/// back at each run), else from the f32 attributes min/max.
+std::unique_ptr<Kernel> createClip(CudaBackend &be, const OpSpec &spec,
+                                   std::string &error) {
+  if (!checkSpec(spec, 1, 3, 1, 1, {0, 1, 2}, {0}, error) ||
+      !checkSameShapes(spec, 1, error))
+    return nullptr;
+  double attrMin = spec.attrs.getFloat("min", -INFINITY),
+         attrMax = spec.attrs.getFloat("max", INFINITY);
+  int64_t n = spec.outputs[0].numel();
+  HostOperands operands(be, spec);
+  return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
+    double lo = attrMin, hi = attrMax;
+    operands.scalar(in, 1, lo);
+    operands.scalar(in, 2, hi);
+    launchUnary(UnaryOp::Clip, floatAt(in, 0), floatAt(out, 0), n, float(lo),
+                float(hi), s);
+  });
+}
+
+std::unique_ptr<Kernel> createCast(CudaBackend &be, const OpSpec &spec,
+                                   std::string &error) {
+  if (!checkArity(spec, 1, 1, 1, 1, error))
+    return nullptr;
+  DType from = spec.inputs[0].dtype, to = spec.outputs[0].dtype;
+  if (spec.inputs[0].numel() != spec.outputs[0].numel()) {
+    error = nodeError(spec, "casts between tensors of one shape only");
+    return nullptr;
+  }
+  int64_t n = spec.outputs[0].numel();
+  return lambda(be, spec,
+                [from, to, n](cudaStream_t s, const auto &in, const auto &out) {
+                  launchCast(from, to, in[0].data, out[0].data, n, s);
+                });
+}
+
+/// ReduceSumTo: dY summed over the axes along which the result broadcasts
+/// (the reduction machinery of ReduceSum, one block per result element).
+std::unique_ptr<Kernel> createReduceSumTo(CudaBackend &be, const OpSpec &spec,
+                                          std::string &error) {
+  if (!checkSpec(bf16AsF32(spec), 1, 1, 1, 1, {0}, {0}, error))
+    return nullptr;
+  Reduction r;
+  if (!makeReduction(spec.inputs[0].shape, spec.outputs[0].shape, r)) {
+    error = nodeError(spec, shapeStr(spec.outputs[0].shape) +
+                                " does not broadcast to " +
+                                shapeStr(spec.inputs[0].shape));
+    return nullptr;
+  }
+  int64_t n = spec.outputs[0].numel();
+  // Summed over leading dimensions only (a bias's gradient): columns of a
+  // [rows, cols] matrix, read row by row.
+  const auto &xs = spec.inputs[0].shape;
+  std::vector<int64_t> kept = spec.outputs[0].shape;
+  kept.insert(kept.begin(), xs.size() - kept.size(), 1);
+  size_t lead = 0;
+  while (lead < xs.size() && kept[lead] == 1 && xs[lead] != 1)
+    ++lead;
+  bool columns = lead > 0 &&
+                 std::equal(kept.begin() + lead, kept.end(), xs.begin() + lead);
+  if (columns) {
+    int64_t rows = spec.inputs[0].numel() / std::max<int64_t>(n, 1);
+    return lambda(be, spec,
+                  [rows, n](cudaStream_t s, const auto &in, const auto &out) {
+                    launchSumRows(rows, n, floatAt(in, 0), floatAt(out, 0), s);
+                  });
+  }
+  return lambda(be, spec,
+                [r, n](cudaStream_t s, const auto &in, const auto &out) {
+                  launchReduce(r, floatAt(in, 0), 1.0f, floatAt(out, 0), n, s);
+                });
+}
+
+} // namespace oasr::rt::cuda
