@@ -166,6 +166,14 @@ public:
 
   const char *name() const override { return "cpu"; }
   bool hostAddressable() const override { return true; }
+  bool supportsUpdate(const std::string &algo) const override {
+    return isStandardUpdate(algo);
+  }
+  void update(const UpdateRule &rule, int64_t t,
+              const std::vector<TensorRef> &in,
+              const std::vector<TensorRef> &out) override {
+    cpu::update(rule, t, in, out);
+  }
 
   std::unique_ptr<Kernel> create(const OpSpec &spec,
                                  std::string &error) override {

@@ -178,6 +178,11 @@ inline int64_t labelAt(const TensorRef &t, int64_t i) {
                                     : int64_t(t.as<int32_t>()[i]);
 }
 
+/// One optimizer update on host memory (OptimizerKernels.cpp): p, g[, v[,
+/// h]] -> np[, nv[, nh]] by `rule` after `t` earlier updates.
+void update(const UpdateRule &rule, int64_t t, const std::vector<TensorRef> &in,
+            const std::vector<TensorRef> &out);
+
 /// memcpy split across threads for large buffers.
 void parallelCopy(void *dst, const void *src, size_t bytes);
 

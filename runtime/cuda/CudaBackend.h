@@ -183,8 +183,7 @@ public:
   }
   HostWaits hostWaits() const override { return waits; }
   bool supportsUpdate(const std::string &algo) const override {
-    return algo == "sgd" || algo == "momentum" || algo == "adagrad" ||
-           algo == "adam";
+    return isStandardUpdate(algo);
   }
   void update(const UpdateRule &rule, int64_t t,
               const std::vector<TensorRef> &in,

@@ -171,6 +171,13 @@ struct UpdateRule {
 };
 
 /// A family of kernels on one kind of device.
+/// The optimizer rules (UpdateRule::algo) both backends implement: sgd,
+/// momentum, adagrad, adam.
+inline bool isStandardUpdate(const std::string &algo) {
+  return algo == "sgd" || algo == "momentum" || algo == "adagrad" ||
+         algo == "adam";
+}
+
 class KernelBackend {
 public:
   virtual ~KernelBackend();
@@ -217,9 +224,8 @@ public:
   /// was recorded or run.
   virtual int endCapture(std::string &why);
   virtual void replay(int id);
-  /// Backends whose memory the host cannot address (GPUs) apply optimizer
-  /// updates themselves; the executor updates host memory in its own loop.
-  /// True when `update` implements `algo`.
+  /// Backends apply the optimizer updates (the CPU in host memory, a GPU
+  /// with its kernels). True when `update` implements `algo`.
   virtual bool supportsUpdate(const std::string &algo) const {
     (void)algo;
     return false;

@@ -216,6 +216,14 @@ struct ForwardingBackend : KernelBackend {
   void copyToHost(void *d, const void *s, size_t n) override {
     cpu->copyToHost(d, s, n);
   }
+  bool supportsUpdate(const std::string &algo) const override {
+    return cpu->supportsUpdate(algo);
+  }
+  void update(const UpdateRule &rule, int64_t t,
+              const std::vector<TensorRef> &in,
+              const std::vector<TensorRef> &out) override {
+    cpu->update(rule, t, in, out);
+  }
 };
 
 struct ScribblingBackend : ForwardingBackend {

@@ -1,0 +1,326 @@
+//===- ExecutorImpl.h - The executor's plan, shared by its files *- C++ -*-===//
+//
+// Private to the runtime: the plan Executor::create builds and the other
+// executor files run, regroup and inspect (Executor::Impl: value storage,
+// instructions, group buffers, the deferred updates and graphs), and the
+// helpers that read the IR while planning.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OASR_RUNTIME_EXECUTORIMPL_H
+#define OASR_RUNTIME_EXECUTORIMPL_H
+
+#include "oasr/Dialect/OASRDialect.h"
+#include "oasr/Ops/OpRegistry.h"
+#include "oasr/Runtime/ArenaPlan.h"
+#include "oasr/Runtime/Executor.h"
+
+#include "StepGraphs.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <random>
+#include <set>
+
+#include <sys/sysinfo.h>
+
+using namespace mlir;
+using llvm::Expected;
+
+namespace oasr::rt {
+
+constexpr size_t kAlign = 64;
+inline size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+/// Where a value lives.
+enum class Where : uint8_t { Arena, Persistent, Group, Alias };
+
+struct ValueInfo {
+  TensorDesc desc;
+  Where where = Where::Arena;
+  int aliasOf = -1;    ///< Where::Alias: the value whose storage it shares
+  int persistent = -1; ///< Where::Persistent: index into Impl::persist
+  int group = -1;      ///< Where::Group
+  size_t offset = 0;   ///< arena or group byte offset
+  int def = -1;        ///< defining instruction (-1: argument / constant)
+  int lastUse = -1;    ///< last instruction reading it (after aliasing)
+  bool used = false;   ///< read by anything (incl. returns)
+  bool kernelOutput = false;
+  void *ptr = nullptr; ///< resolved address
+};
+
+enum class InstrOp : uint8_t { Kernel, Copy, Start, Wait, Update };
+
+struct Instr {
+  InstrOp op = InstrOp::Kernel;
+  std::unique_ptr<Kernel> kernel;
+  std::vector<int> ins, outs;
+  std::vector<TensorRef> inRefs, outRefs;
+  unsigned group = 0;
+  // Copy: pairs of (dst, src) values.
+  std::vector<std::pair<int, int>> copies;
+  UpdateRule rule; ///< Update: oasr.optimizer_update's algorithm and attributes
+  // Kernel scratch in the arena.
+  size_t workspaceBytes = 0, workspaceOffset = 0;
+  bool elementwise = false; ///< may write its result over a dying input
+  bool pack = false;        ///< Copy: gradients into their group buffer
+  /// ONNX positions of optional operands left out in the middle
+  /// (oasr.absent_inputs): the kernel sees them as TensorRefs without data.
+  std::vector<int64_t> absent;
+
+  /// `items` (one per operand in `ins`) with `hole` at the absent positions.
+  template <typename T>
+  std::vector<T> withAbsent(std::vector<T> items, const T &hole) const {
+    for (int64_t pos : absent)
+      if (pos <= int64_t(items.size()))
+        items.insert(items.begin() + pos, hole);
+    return items;
+  }
+};
+
+struct PersistBuf {
+  TensorDesc desc;
+  void *ptr = nullptr;
+  std::vector<char> init; ///< constants: bytes to upload
+};
+
+struct GroupBuf {
+  size_t bytes = 0;
+  void *ptr = nullptr;
+  DType dtype = DType::F32;
+  void *shard = nullptr; ///< a reduce-scatter group's block of this rank
+};
+
+/// Where one gradient (in communication order) lives in the fused groups:
+/// the value stored in the group buffer (the producer's output itself, or
+/// the slot a pack copy fills) and the allreduce_wait result the optimizer
+/// reads (both at the same bytes).
+struct GradSlot {
+  int slot = -1, wait = -1;
+  int readyInstr = -1; ///< the instruction after which it is in the buffer
+};
+
+struct Executor::Impl {
+  KernelBackend *backend = nullptr;
+  bool hostMemory = true;
+  /// --cuda-graph: wanted, and the step's runs (built at the first step,
+  /// dropped when the instructions change).
+  bool deviceGraphs = false;
+  std::unique_ptr<StepGraphs> graphs;
+  /// The runs of the instruction list as it is now.
+  void planGraphs() {
+    std::vector<char> replayable(instrs.size()), cut(instrs.size());
+    for (size_t k = 0; k < instrs.size(); ++k) {
+      uint64_t position;
+      const Instr &in = instrs[k];
+      replayable[k] =
+          in.op == InstrOp::Copy ||
+          (in.op == InstrOp::Kernel && !in.kernel->randomPosition(position));
+      cut[k] = k < updatesBefore.size() && !updatesBefore[k].empty();
+    }
+    graphs = std::make_unique<StepGraphs>(replayable, cut);
+  }
+  std::vector<ValueInfo> values;
+  std::vector<Instr> instrs;
+  std::vector<PersistBuf> persist;
+  std::vector<GroupBuf> groupBufs;
+  /// One allocation holds every group buffer, back to back, so a regroup
+  /// lays the new groups out in the same memory (no allocation, no page
+  /// faults in the next step).
+  void *gradSlab = nullptr;
+  /// The reduce-scatter groups' shards, back to back; the ranks they are
+  /// scattered over.
+  void *shardSlab = nullptr;
+  int ranks = 1;
+  size_t gradSlabBytes = 0;
+  /// The 16-bit copy of a group on its way over the wire (bf16/f16), as
+  /// large as the largest group; groups take turns on the one
+  /// communication thread, so one copy serves them all.
+  void *wireSlab = nullptr;
+  size_t wireSlabBytes = 0;
+  std::vector<GradSlot> gradSlots; ///< every grouped gradient, in order
+  void *arena = nullptr;
+  size_t arenaBytes = 0;
+  int lossValue = -1, scoresValue = -1, labelValue = -1, inputValue = -1;
+  int64_t inputVocab = 0;
+  unsigned forwardEnd = 0; ///< instructions [0, forwardEnd) are the forward
+  std::map<std::string, int> gradOfParam; ///< param name -> averaged value
+  int64_t updatesDone = 0;                ///< optimizer steps so far (ONNX's T)
+  /// Steady plans with per-layer forward waits (SteadyExecution): each
+  /// step's waits and updates run in the next step. `updatesBefore[k]`:
+  /// the Update instructions to run right before instruction k (those of
+  /// the parameters it is the first to read); `updateGroup[u]` the group
+  /// whose wait an Update instruction needs, `waitInstr[g]` the Wait of
+  /// group g (for its timing).
+  bool deferUpdates = false;
+  bool updatesPending = false;
+  /// Dynamic loss scaling (f16): the Constant seeding backward, where each
+  /// step writes the scale (-1: none); the scaler; this step's decision
+  /// (made at its first update, once every group is averaged) and which
+  /// groups it waited for to make it.
+  int lossScaleValue = -1;
+  LossScaler scaler;
+  bool stepDecided = false, stepSkipped = false;
+  std::vector<char> stepWaited;
+  /// Waits for every group and checks the averaged gradients for Inf/NaN:
+  /// sets stepSkipped, or divides the gradients by the scale (once, where
+  /// every update and `gradient()` read them).
+  void decideScaledStep(StepHooks &hooks);
+  int64_t pendingT = 0; ///< the update count the pending updates use
+  std::vector<std::vector<unsigned>> updatesBefore;
+  std::vector<int> updateGroup, waitInstr;
+  std::vector<char> waited;
+  /// Waits for the group of Update instruction `u` (once per step) and
+  /// applies it with the pending update count.
+  void runDeferredUpdate(StepHooks &hooks, unsigned u, OpTiming *timings,
+                         const std::function<double()> *now);
+  /// Device backends: the batch is written here (host memory) and uploaded
+  /// at the start of each step.
+  std::vector<char> hostInput, hostLabel;
+
+  /// Binds an instruction's operand and result views to their storage.
+  void bindRefs(Instr &instr) {
+    instr.inRefs.clear();
+    instr.outRefs.clear();
+    for (int v : instr.ins)
+      instr.inRefs.push_back(ref(v));
+    instr.inRefs = instr.withAbsent(instr.inRefs, TensorRef{});
+    for (int v : instr.outs)
+      instr.outRefs.push_back(ref(v));
+  }
+  /// A zeroed buffer of `bytes` on the backend (null when it cannot).
+  void *zeroedBuffer(size_t bytes) {
+    void *p = backend->allocate(bytes);
+    if (p)
+      zero(p, bytes);
+    return p;
+  }
+
+  ~Impl() {
+    if (!backend)
+      return;
+    instrs.clear(); // kernels before their memory
+    if (arena)
+      backend->deallocate(arena);
+    for (PersistBuf &p : persist)
+      if (p.ptr)
+        backend->deallocate(p.ptr);
+    if (gradSlab)
+      backend->deallocate(gradSlab);
+    if (shardSlab)
+      backend->deallocate(shardSlab);
+    if (wireSlab)
+      backend->deallocate(wireSlab);
+  }
+  /// Makes the wire copy hold at least `bytes`; false when it cannot.
+  bool reserveWire(size_t bytes) {
+    if (bytes <= wireSlabBytes)
+      return true;
+    void *p = backend->allocate(bytes);
+    if (!p)
+      return false;
+    if (wireSlab)
+      backend->deallocate(wireSlab);
+    wireSlab = p;
+    wireSlabBytes = bytes;
+    return true;
+  }
+  /// Bytes of the wire copy the groups need: 2 per f32 element of the
+  /// largest group buffer (0 when gradients travel as f32).
+  static size_t wireBytesFor(GradWire wire, const std::vector<GroupBuf> &bufs) {
+    size_t most = 0;
+    if (wire != GradWire::F32)
+      for (const GroupBuf &b : bufs)
+        most = std::max(most, b.bytes / sizeof(float) * sizeof(uint16_t));
+    return most;
+  }
+  /// Zeroes `bytes` at `p` (group buffer padding) in backend memory.
+  void zero(void *p, size_t bytes) {
+    if (!bytes)
+      return;
+    if (hostMemory)
+      std::memset(p, 0, bytes);
+    else {
+      std::vector<char> zeros(bytes, 0);
+      backend->copyToDevice(p, zeros.data(), bytes);
+    }
+  }
+
+  int root(int v) const {
+    while (values[v].where == Where::Alias)
+      v = values[v].aliasOf;
+    return v;
+  }
+  TensorRef ref(int v) const {
+    return TensorRef{values[v].ptr, values[v].desc};
+  }
+  void copy(int dst, int src) {
+    size_t n = values[dst].desc.bytes();
+    if (values[dst].ptr == values[src].ptr)
+      return;
+    if (hostMemory) {
+      std::memcpy(values[dst].ptr, values[src].ptr, n);
+      return;
+    }
+    backend->copyWithin(values[dst].ptr, values[src].ptr, n);
+  }
+  /// Device backends: uploads the batch the loader wrote to host memory.
+  void uploadBatch() {
+    if (hostMemory)
+      return;
+    backend->copyToDevice(values[size_t(inputValue)].ptr, hostInput.data(),
+                          hostInput.size());
+    if (labelValue >= 0)
+      backend->copyToDevice(values[size_t(labelValue)].ptr, hostLabel.data(),
+                            hostLabel.size());
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Reading the IR (ExecutorIR.cpp)
+//===----------------------------------------------------------------------===//
+
+/// "file:line:col" of an IR location ("" when unknown).
+std::string locName(mlir::Location loc);
+/// The node's name for messages ('name' (OpType) or the op's name).
+std::string opName(mlir::Operation *op);
+/// An error naming the node and where it is.
+llvm::Error opError(mlir::Operation *op, const llvm::Twine &msg);
+/// A ranked tensor type as a TensorDesc; errors name the node, or the
+/// function argument's tag when `argument` is given.
+llvm::Expected<TensorDesc> descOf(mlir::Type type, mlir::Operation *op,
+                                  llvm::StringRef argument = "");
+/// Bytes of RAM plus swap of this machine (0 when unknown).
+uint64_t hostMemoryBytes();
+/// ONNX attribute -> runtime attribute. Returns false for attributes the
+/// runtime does not pass to kernels.
+bool convertAttr(mlir::Attribute a, AttrValue &out);
+/// Bytes of a dense constant in the runtime's layout.
+llvm::Error materialize(mlir::DenseElementsAttr dense, const TensorDesc &desc,
+                        std::vector<char> &bytes, mlir::Operation *op);
+/// Views alias their result to operand 0 (the op registry's View trait).
+bool isView(llvm::StringRef opType);
+/// FNV-1a of `s` from `seed`: per-parameter seeds of the initial weights.
+uint64_t hashName(const std::string &s, uint64_t seed);
+
+/// The Update instructions' places under per-layer forward waits
+/// (Executor.cpp).
+llvm::Error planDeferredUpdates(Executor::Impl &I,
+                                const std::vector<PlanStepInfo> &steps);
+
+} // namespace oasr::rt
+
+#endif // OASR_RUNTIME_EXECUTORIMPL_H
