@@ -12,6 +12,13 @@
 # where Open MPI's defaults (300 s, 9 probes 20 s apart) leave it waiting
 # for 8 minutes. docs/cluster.md.
 #
+# `run NP -- oasr-run ... --max-restarts=N` restarts a failed job: the
+# restarts are oasr-run's, in one place. This script then starts oasr-run
+# as the launcher of `--np NP` (outside the nodes) with $OASR_MPIRUN naming
+# this script's `run`, which it calls for each attempt as
+# `run --pin=... -np NP oasr-run ARGS...` (docs/runtime.md, "Errors and
+# failures").
+#
 #   scripts/cluster.sh up N [--rate=1gbit|none] [--subnet=10.77.0.0/24]
 #   scripts/cluster.sh run NP [--pin=core|none] -- COMMAND [ARG...]
 #   scripts/cluster.sh status
@@ -35,7 +42,10 @@ usage: scripts/cluster.sh [--name=NAME] COMMAND ...
                                            10.77.0.0/24
   run NP [--pin=core|none] -- COMMAND...   mpirun -np NP across the nodes
                                            (round-robin), rank r pinned to
-                                           the r-th CPU modulo the CPUs here
+                                           the r-th CPU modulo the CPUs here;
+                                           `-- oasr-run ... --max-restarts=N`
+                                           restarts a failed job from its
+                                           newest checkpoint
   status                                   nodes, addresses, rate, bytes sent
   down                                     remove everything `up` created
 EOF
@@ -45,12 +55,12 @@ name=${OASR_CLUSTER:-oasr}
 args=()
 seen_dashes=0
 for a in "$@"; do
-  # Up to `run`'s "--": the command after it keeps its own --name=.
+  # Up to `run`'s "--" (or -np): the command after it keeps its own --name=.
   if [ "$seen_dashes" = 0 ] && [[ "$a" == --name=* ]]; then
     name=${a#--name=}
     continue
   fi
-  [ "$a" = -- ] && seen_dashes=1
+  [ "$a" = -- ] || [ "$a" = -np ] && seen_dashes=1
   args+=("$a")
 done
 set -- "${args[@]+"${args[@]}"}"
@@ -377,6 +387,11 @@ cmd_run() {
   while [ $# -gt 0 ]; do
     case "$1" in
       --) shift; break ;;
+      # How oasr-run's --max-restarts launcher calls $OASR_MPIRUN (below):
+      # `-np NP COMMAND...`.
+      -np) [ $# -ge 2 ] || die "run: -np needs a rank count"
+           [ -z "$np" ] || die "run: two rank counts, '$np' and -np $2"
+           np=$2; shift 2; break ;;
       --pin=core|--pin=none) pin=${1#--pin=} ;;
       --pin=*) die "run: --pin=${1#--pin=}: expected core or none" ;;
       -*) die "run: unknown option '$1' (usage: run NP [--pin=core|none] -- COMMAND...)" ;;
@@ -389,10 +404,30 @@ cmd_run() {
   [[ "$np" =~ ^[0-9]+$ ]] && (( 10#$np >= 1 )) ||
     die "run: rank count '$np' is not a positive number"
   [ $# -ge 1 ] || die "run: no command after '--' (usage: run NP -- COMMAND...)"
+  local a restarts="" self=""
+  for a in "$@"; do
+    case "$a" in
+      --max-restarts|--max-restarts=*|-max-restarts|-max-restarts=*)
+        restarts=$a
+        [ "$(basename "$1")" = oasr-run ] ||
+          die "run: $a: the command must be oasr-run itself (its launcher restarts the job), not '$1'"
+        self=$(realpath "$0")
+        [[ "$self" != *" "* ]] ||
+          die "run: $a: the path $self has a space (\$OASR_MPIRUN is split at spaces)" ;;
+    esac
+  done
   load_state || die "run: cluster $name is not up (scripts/cluster.sh up N first)"
   need_netns
   healthy || die "run: cluster $name is incomplete; run 'scripts/cluster.sh up $NODES' again"
   command -v mpirun >/dev/null || die "run: mpirun not found"
+
+  # --max-restarts: oasr-run restarts the job, as the launcher of its --np;
+  # it runs each attempt through this script's `run` ($OASR_MPIRUN, words
+  # split at spaces), whose command then no longer has the option.
+  if [ -n "$restarts" ]; then
+    export OASR_MPIRUN="$self --name=$name run --pin=$pin"
+    exec "$1" --np "$np" "${@:2}"
+  fi
 
   local cpus
   cpus=$(cpu_list | tr '\n' ' ')

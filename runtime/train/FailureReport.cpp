@@ -22,6 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "oasr/Runtime/Run.h"
 #include "oasr/Runtime/Training.h"
 
 #include <algorithm>
@@ -29,6 +30,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <string>
@@ -59,6 +61,7 @@ char checkpointPaths[2][1024];
 std::atomic<int> current{-1};
 std::atomic<bool> silenced{false};
 int noteSocket = -1; ///< this rank's abstract datagram socket
+int progressFd = -1; ///< rank 0's --progress-file, once training began
 
 /// Appends to a fixed buffer without allocating (usable in the handler).
 struct Line {
@@ -199,7 +202,45 @@ std::string progressReport() {
   return text;
 }
 
-void noteProgress(int64_t completedSteps) { completed.store(completedSteps); }
+/// Appends "EVENT [STEP] TIME\n" to `fd` in one write (seconds since the
+/// epoch: the launcher reading it may be another process on this host).
+static void appendProgress(int fd, const char *event, int64_t step) {
+  struct timespec now;
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  double t = double(now.tv_sec) + double(now.tv_nsec) * 1e-9;
+  char line[96];
+  int n = step >= 0 ? std::snprintf(line, sizeof line, "%s %lld %.6f\n", event,
+                                    (long long)step, t)
+                    : std::snprintf(line, sizeof line, "%s %.6f\n", event, t);
+  if (n > 0 && ::write(fd, line, size_t(n)) < 0)
+    return; // the launcher then knows less; training goes on
+}
+
+static int openProgress(const std::string &path) {
+  if (path.empty())
+    return -1;
+  return ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+}
+
+void startProgressLog(const std::string &path, int64_t startStep) {
+  progressFd = openProgress(path);
+  if (progressFd >= 0)
+    appendProgress(progressFd, "start", startStep);
+}
+
+void noteSetupError(const std::string &path) {
+  int fd = openProgress(path);
+  if (fd < 0)
+    return;
+  appendProgress(fd, "setup-error", -1);
+  ::close(fd);
+}
+
+void noteProgress(int64_t completedSteps) {
+  completed.store(completedSteps);
+  if (progressFd >= 0)
+    appendProgress(progressFd, "step", completedSteps);
+}
 
 void noteCheckpoint(const std::string &path) {
   if (path.empty())

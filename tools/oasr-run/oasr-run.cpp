@@ -54,8 +54,12 @@ static llvm::StringRef strategyDesc() {
 static cl::opt<std::string> modelPath(cl::Positional, cl::Required,
                                       cl::desc("<model.mlir | model.onnx>"),
                                       cl::cat(runCat));
-static cl::opt<int> np("np", cl::desc("Re-launch under `mpirun -np N`"),
-                       cl::init(0), cl::cat(runCat));
+static cl::opt<int>
+    np("np",
+       cl::desc("Re-launch under `mpirun -np N` (under $OASR_MPIRUN instead "
+                "when set: a command, words split at spaces, given "
+                "`-np N oasr-run ARGS...`)"),
+       cl::init(0), cl::cat(runCat));
 static cl::opt<std::string> strategy("strategy", cl::desc(strategyDesc()),
                                      cl::init(""), cl::cat(runCat));
 static cl::opt<double> alpha("alpha", cl::desc("Start-up latency (s)"),
@@ -249,6 +253,15 @@ static cl::opt<std::string> resumeDir(
     cl::desc("Continue from the newest complete checkpoint in DIR (or the "
              "step directory DIR); --steps stays the total"),
     cl::value_desc("DIR"), cl::init(""), cl::cat(runCat));
+static cl::opt<int> maxRestarts(
+    "max-restarts",
+    cl::desc("When the job fails (a rank dies, the watchdog stops it, any "
+             "non-zero exit), run every rank again from the newest complete "
+             "checkpoint in --checkpoint=DIR, up to N times (needs "
+             "--checkpoint; --steps stays the total; the launcher of --np "
+             "restarts, and says at the end where and what each restart "
+             "cost); a set-up error is not restarted"),
+    cl::value_desc("N"), cl::init(0), cl::cat(runCat));
 static cl::opt<bool> allowNonFinite(
     "allow-nonfinite",
     cl::desc("Keep training when the loss becomes NaN or Inf (default: stop, "
@@ -273,42 +286,83 @@ static cl::opt<bool> debugMemory("debug-memory", cl::Hidden, cl::init(false),
 static cl::opt<int64_t> failAtStep("fail-at-step", cl::Hidden, cl::init(-1));
 static cl::opt<int> failRank("fail-rank", cl::Hidden, cl::init(-1));
 static cl::opt<int> failSignal("fail-signal", cl::Hidden, cl::init(0));
+// The --max-restarts launcher's, for rank 0's progress.
+static cl::opt<std::string> progressFile("progress-file", cl::Hidden,
+                                         cl::init(""));
 
 namespace {
-/// Re-executes under mpirun: `mpirun -np P --oversubscribe --bind-to none
-/// <self> args...`.
-int relaunch(int argc, char **argv) {
-  std::string self = llvm::sys::fs::getMainExecutable(argv[0], (void *)&np);
-  auto mpirun = llvm::sys::findProgramByName("mpirun");
-  if (!mpirun) {
-    llvm::errs() << "oasr-run: error: --np needs `mpirun` on PATH\n";
-    return 1;
-  }
-  // Unbound ranks: mpirun's default (--bind-to core for up to 2 ranks) would
-  // put each rank's compute threads and communication thread on one core.
-  std::vector<std::string> args = {
-      *mpirun, "-np", std::to_string(np), "--oversubscribe", "--bind-to",
-      "none",  self};
-  for (int i = 1; i < argc; ++i) {
-    llvm::StringRef a(argv[i]);
-    if (a == "--np" || a == "-np") {
-      ++i;
-      continue;
+/// What runs the ranks: `mpirun -np P --oversubscribe --bind-to none
+/// <self>` for --np (or `$OASR_MPIRUN -np P <self>`: scripts/cluster.sh
+/// run), `<self>` alone without it; none (after an error) when mpirun is
+/// not on PATH.
+std::optional<std::vector<std::string>> launchCommand(const char *argv0) {
+  std::string self = llvm::sys::fs::getMainExecutable(argv0, (void *)&np);
+  std::vector<std::string> command;
+  if (np > 0) {
+    if (const char *custom = std::getenv("OASR_MPIRUN"); custom && *custom) {
+      llvm::SmallVector<llvm::StringRef> words;
+      llvm::StringRef(custom).split(words, ' ', -1, /*KeepEmpty=*/false);
+      for (llvm::StringRef w : words)
+        command.push_back(w.str());
+      command.insert(command.end(), {"-np", std::to_string(np)});
+    } else {
+      auto mpirun = llvm::sys::findProgramByName("mpirun");
+      if (!mpirun) {
+        llvm::errs() << "oasr-run: error: --np needs `mpirun` on PATH\n";
+        return std::nullopt;
+      }
+      // Unbound ranks: mpirun's default (--bind-to core for up to 2 ranks)
+      // would put each rank's compute threads and communication thread on
+      // one core.
+      command = {*mpirun,           "-np",       std::to_string(np),
+                 "--oversubscribe", "--bind-to", "none"};
     }
-    if (a.starts_with("--np=") || a.starts_with("-np="))
-      continue;
-    args.push_back(a.str());
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
   }
-  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  command.push_back(self);
+  return command;
+}
+
+/// This process' arguments for the ranks: without --np and --max-restarts,
+/// which are the launcher's.
+std::vector<std::string> rankArguments(int argc, char **argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  dropOption(args, "np");
+  dropOption(args, "max-restarts");
+  return args;
+}
+
+/// Re-executes under mpirun (launchCommand).
+int relaunch(int argc, char **argv) {
+  std::optional<std::vector<std::string>> command = launchCommand(argv[0]);
+  if (!command)
+    return 1;
+  std::vector<std::string> args = *command;
+  for (std::string &a : rankArguments(argc, argv))
+    args.push_back(std::move(a));
   std::vector<char *> cargs;
   for (std::string &a : args)
     cargs.push_back(a.data());
   cargs.push_back(nullptr);
-  execv(cargs[0], cargs.data());
-  llvm::errs() << "oasr-run: error: cannot execute " << *mpirun << ": "
+  execvp(cargs[0], cargs.data());
+  llvm::errs() << "oasr-run: error: cannot execute " << args[0] << ": "
                << std::strerror(errno) << "\n";
   return 1;
+}
+
+/// --max-restarts: runs the job (launchCommand) until it succeeds or the
+/// restarts are spent (runWithRestarts).
+int restartLoop(int argc, char **argv) {
+  std::optional<std::vector<std::string>> command = launchCommand(argv[0]);
+  if (!command)
+    return 1;
+  RestartPlan plan;
+  plan.command = std::move(*command);
+  plan.args = rankArguments(argc, argv);
+  plan.maxRestarts = maxRestarts;
+  plan.checkpointDir = checkpointDir;
+  return runWithRestarts(plan);
 }
 
 /// Scans argv before llvm::cl: --list-devices prints and ends the run, and
@@ -398,6 +452,8 @@ RunOptions runOptions() {
   o.checkpointEvery = given(checkpointEvery);
   o.keepCheckpoints = given(keepCheckpoints);
   o.resumeDir = resumeDir;
+  o.maxRestarts = given(maxRestarts);
+  o.progressFile = progressFile;
   o.replan = replan;
   o.replanProfile = replanProfile;
   o.debugMemory = debugMemory;
@@ -495,6 +551,16 @@ int main(int argc, char **argv) {
     llvm::errs() << "oasr-run: error: --np=" << np
                  << ": expected a positive number of ranks\n";
     return 1;
+  }
+  // The launcher (not a rank): --max-restarts, else a plain --np relaunch.
+  if (maxRestarts.getNumOccurrences() && !launchedByMpi()) {
+    if (std::string bad =
+            checkRestartOptions(given(maxRestarts), checkpointDir);
+        !bad.empty()) {
+      llvm::errs() << "oasr-run: error: " << bad << "\n";
+      return 1;
+    }
+    return restartLoop(argc, argv);
   }
   if (np > 0 && !launchedByMpi())
     return relaunch(argc, argv);

@@ -30,6 +30,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace oasr::rt {
@@ -86,6 +87,13 @@ struct RunOptions {
   std::optional<int64_t> checkpointEvery;
   std::optional<int64_t> keepCheckpoints; ///< default 2
   std::string resumeDir;
+  /// --max-restarts: given to a rank only when mpirun started it directly,
+  /// where nothing can restart the job (an error; the launcher that
+  /// `oasr-run --np P` starts takes it out of the ranks' arguments).
+  std::optional<int> maxRestarts;
+  /// --progress-file (hidden): where rank 0 tells a --max-restarts
+  /// launcher how far training got (startProgressLog).
+  std::string progressFile;
   // Re-planning.
   std::string replan; ///< off | once | every:N; empty: replanFor's default
   std::string replanProfile;
@@ -100,6 +108,11 @@ struct RunOptions {
 /// needs, as an error naming it ("--steps=0: expected a positive number of
 /// steps"); "" when every one is valid.
 std::string checkRunOptions(const RunOptions &options);
+
+/// --max-restarts=N: a number >= 0, with --checkpoint=DIR to restart from;
+/// the error naming both, or "".
+std::string checkRestartOptions(std::optional<int> maxRestarts,
+                                llvm::StringRef checkpointDir);
 
 /// CPUs this process may run on (its affinity mask: mpirun's --bind-to,
 /// taskset, a batch scheduler's cgroup), 0 if unknown.
@@ -236,6 +249,103 @@ struct RunModelHooks {
 /// the job.
 int runTraining(const RunOptions &options, const RunModelHooks &hooks,
                 int *argc, char ***argv);
+
+//===----------------------------------------------------------------------===//
+// Restarts (oasr-run --max-restarts=N)
+//===----------------------------------------------------------------------===//
+//
+// The launcher that `oasr-run --np P` (or scripts/cluster.sh run) starts
+// runs the job under mpirun; when the job fails, it runs it again from the
+// newest complete checkpoint in --checkpoint=DIR (--resume=DIR, whose
+// --steps stays the total), up to N times. Rank 0 of each attempt appends
+// to a progress file the launcher names (--progress-file): "start S T" when
+// training begins after S completed steps, "step S T" after each step,
+// "setup-error T" when the ranks agreed on a set-up error (a bad option or
+// model: not restarted, it would fail again); T is seconds since the epoch.
+
+/// Rank 0: opens `path` for appending and writes "start `startStep`"; from
+/// then on noteProgress appends each completed step. Nothing when `path`
+/// is empty or cannot be opened (the launcher then knows less).
+void startProgressLog(const std::string &path, int64_t startStep);
+/// Appends "setup-error" to `path` (any rank; nothing when empty).
+void noteSetupError(const std::string &path);
+
+/// Takes every occurrence of option `name` (without dashes) out of
+/// command-line `args`: `-name` or `--name`, with `=VALUE` or, when
+/// `takesValue`, the next argument as its value. Arguments after "--" stay.
+void dropOption(std::vector<std::string> &args, llvm::StringRef name,
+                bool takesValue = true);
+
+/// The oasr-run arguments of attempt `attempt` (0: the first) from the
+/// launcher's own `args` (without --np and --max-restarts): every attempt
+/// writes `progressFile`; a restarted one resumes from `resumeDir` in place
+/// of any --resume given (unless `resumeDir` is empty: no checkpoint yet, so
+/// the run starts again as given), and drops the failure injection
+/// (--fail-at-step, --fail-rank, --fail-signal: an injected failure happens
+/// in the first attempt only, or every restart would fail again).
+std::vector<std::string> attemptArguments(std::vector<std::string> args,
+                                          int attempt,
+                                          llvm::StringRef resumeDir,
+                                          llvm::StringRef progressFile);
+
+/// What rank 0 wrote to one attempt's progress file.
+struct AttemptProgress {
+  bool setupError = false;
+  std::optional<int64_t> startStep; ///< training began after these steps
+  double startS = 0;                ///< when (seconds since the epoch)
+  /// (completed steps, when), in order.
+  std::vector<std::pair<int64_t, double>> steps;
+  /// When the attempt had completed `step` steps: its start when it began
+  /// there, else the step's line; none when it never got there.
+  std::optional<double> reached(int64_t step) const;
+  /// The last step completed (the start step before any), if known.
+  std::optional<int64_t> lastStep() const;
+};
+AttemptProgress parseProgress(llvm::StringRef text);
+
+/// One attempt as the launcher saw it.
+struct Attempt {
+  double launchedS = 0, endedS = 0; ///< seconds since the epoch
+  int exitCode = 0;                 ///< 128 + N when ended by signal N
+  AttemptProgress progress;
+};
+
+/// What the restart after `failed` cost, measured by the launcher from the
+/// attempts' progress: `reachedStep` L (the failed attempt's last completed
+/// step), `fromStep` C (where `next` resumed), detection (from step L, or
+/// the failed attempt's start, to its end), restart (from there to `next`'s
+/// first step: mpirun, set-up, reading the checkpoint) and redone steps
+/// (`next` from step C back to step L). Their sum is the time lost: `next`
+/// reached step L that much later than `failed` had.
+struct RestartCost {
+  std::optional<int64_t> reachedStep, fromStep;
+  std::optional<double> detectionS, restartS, redoneS;
+  std::optional<double> lostS() const;
+};
+RestartCost restartCost(const Attempt &failed, const Attempt &next);
+
+/// The launcher's closing lines about `attempts` (each but the last
+/// failed): "restarts: R of at most N; time lost T s" and a line per
+/// restart.
+std::string formatRestarts(const std::vector<Attempt> &attempts,
+                           int maxRestarts);
+
+/// What the launcher runs.
+struct RestartPlan {
+  /// The command every attempt's arguments follow: `mpirun -np P ...
+  /// oasr-run`, or oasr-run alone for one process.
+  std::vector<std::string> command;
+  /// oasr-run's arguments without --np and --max-restarts.
+  std::vector<std::string> args;
+  int maxRestarts = 0;
+  std::string checkpointDir;
+};
+/// Runs attempts until one succeeds, N restarts have failed, set-up failed
+/// (every rank agreed on an error) or the launcher was told to stop
+/// (SIGINT, SIGTERM, SIGHUP: passed on to the attempt); says on stderr why
+/// each restart happens, and on stdout at the end where each happened and
+/// what it cost. Returns the last attempt's exit code.
+int runWithRestarts(const RestartPlan &plan);
 
 } // namespace oasr::rt
 

@@ -2,7 +2,7 @@
 # Runs COMMAND on NP ranks of an emulated cluster of NODES nodes
 # (scripts/cluster.sh) made for this job alone, and always tears it down:
 #   cluster_job.sh SRC OUT NODES NP [--down-while-running |
-#                  --cut-link-after=S] -- COMMAND...
+#                  --cut-link-after=S] [--as-is] -- COMMAND...
 # SRC is the source tree, OUT a fresh directory (state, per-rank records).
 # Prints the cluster's name, what each rank recorded (rank, namespace,
 # hostname, address), the bytes the second node sent over its link during the
@@ -10,13 +10,17 @@
 # (1 when something is left behind). --down-while-running calls `down` while
 # the ranks run and checks that it ends them. --cut-link-after=S takes the
 # last node's link down S seconds after its ranks start (the switch port:
-# a cut cable) and says how long the run went on after that.
+# a cut cable) and says how long the run went on after that. --as-is runs
+# COMMAND as it is, without the per-rank records (`cluster.sh run -- oasr-run
+# ... --max-restarts=N` needs oasr-run as the command).
 set -u
 src=$1 out=$2 nodes=$3 np=$4
 shift 4
 down_while_running=0 cut_after=
 if [ "${1:-}" = --down-while-running ]; then down_while_running=1; shift; fi
 if [[ ${1:-} == --cut-link-after=* ]]; then cut_after=${1#*=}; shift; fi
+as_is=0
+if [ "${1:-}" = --as-is ]; then as_is=1; shift; fi
 [ "${1:-}" = -- ] || { echo "cluster_job: expected -- COMMAND" >&2; exit 2; }
 shift
 cluster=$src/scripts/cluster.sh
@@ -70,7 +74,11 @@ tx_of() { "$cluster" status | sed -n "s/^  $1 .*tx_bytes=\([0-9]*\).*/\1/p"; }
     echo "job: the run ended with status $rc, $(( $(date +%s) - start )) s after down"
     exit $rc
   fi
-  "$cluster" run "$np" -- sh -c "$record" "$out" "$@"
+  if [ "$as_is" = 1 ]; then
+    "$cluster" run "$np" -- "$@"
+  else
+    "$cluster" run "$np" -- sh -c "$record" "$out" "$@"
+  fi
   rc=$?
   after=$(tx_of "$last")
   echo "job: $last sent $(( after - before )) bytes over its link"

@@ -3,7 +3,7 @@
 // What runTraining decides before it trains, each without MPI: which
 // options are out of range, the compute threads, the communicator, the
 // communication thread's priority, re-planning, the checkpoint schedule,
-// the data shards and the output files.
+// the data shards and the output files; and the --max-restarts launcher.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +11,7 @@
 #include "oasr/Runtime/Run.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -94,6 +95,25 @@ TEST(RunOptions, OptionsThatNeedAnother) {
             "--checkpoint-every/--keep-checkpoints need --checkpoint=DIR");
   o.checkpointDir = "ckpt";
   EXPECT_EQ(checkRunOptions(o), "");
+}
+
+TEST(RunOptions, MaxRestartsNeedsACheckpointAndTheLauncher) {
+  EXPECT_EQ(checkRestartOptions(std::nullopt, ""), "");
+  EXPECT_EQ(checkRestartOptions(2, ""),
+            "--max-restarts=2: needs --checkpoint=DIR (a failed job restarts "
+            "from the newest complete checkpoint in DIR)");
+  EXPECT_EQ(checkRestartOptions(-1, "ckpt"),
+            "--max-restarts=-1: expected a number of restarts >= 0");
+  EXPECT_EQ(checkRestartOptions(0, "ckpt"), "");
+  // A rank sees the option only when mpirun started it directly.
+  RunOptions o;
+  o.maxRestarts = 1;
+  EXPECT_NE(checkRunOptions(o).find("--max-restarts=1: needs --checkpoint"),
+            std::string::npos);
+  o.checkpointDir = "ckpt";
+  EXPECT_NE(checkRunOptions(o).find("--max-restarts=1: restarts are made by "
+                                    "the launcher"),
+            std::string::npos);
 }
 
 TEST(RunOptions, TheFirstBadOptionIsReported) {
@@ -549,6 +569,217 @@ TEST(Replan, LineSaysWhyTheGroupsWereKept) {
                       "of a step"),
             std::string::npos)
       << line;
+}
+
+TEST(RunRestarts, DropOptionTakesEverySpelling) {
+  std::vector<std::string> args = {"m.mlir",  "--np",    "2",     "-np=3",
+                                   "--npx=1", "--steps", "8",     "-np",
+                                   "4",       "--",      "--np=5"};
+  dropOption(args, "np");
+  EXPECT_EQ(args, (std::vector<std::string>{"m.mlir", "--npx=1", "--steps", "8",
+                                            "--", "--np=5"}));
+  args = {"--quiet", "m.mlir", "-quiet"};
+  dropOption(args, "quiet", /*takesValue=*/false);
+  EXPECT_EQ(args, std::vector<std::string>{"m.mlir"});
+}
+
+TEST(RunRestarts, ARestartResumesWithoutTheInjectedFailure) {
+  std::vector<std::string> args = {
+      "m.mlir",           "--steps=8",    "--checkpoint=c",
+      "--fail-at-step=5", "--fail-rank",  "1",
+      "--fail-signal=9",  "--resume=old", "--progress-file=x"};
+  // The first attempt runs as given (its failure injected), and reports.
+  EXPECT_EQ(attemptArguments(args, 0, "", "p0"),
+            (std::vector<std::string>{"m.mlir", "--steps=8", "--checkpoint=c",
+                                      "--fail-at-step=5", "--fail-rank", "1",
+                                      "--fail-signal=9", "--resume=old",
+                                      "--progress-file=p0"}));
+  // A restart resumes from DIR, once.
+  EXPECT_EQ(
+      attemptArguments(args, 1, "/abs/c", "p1"),
+      (std::vector<std::string>{"m.mlir", "--steps=8", "--checkpoint=c",
+                                "--resume=/abs/c", "--progress-file=p1"}));
+  // No checkpoint yet: it starts again as given (its own --resume).
+  EXPECT_EQ(attemptArguments(args, 2, "", "p2"),
+            (std::vector<std::string>{"m.mlir", "--steps=8", "--checkpoint=c",
+                                      "--resume=old", "--progress-file=p2"}));
+  // What follows "--" stays positional.
+  EXPECT_EQ(attemptArguments({"--steps=8", "--", "m.mlir"}, 1, "c", "p"),
+            (std::vector<std::string>{"--steps=8", "--resume=c",
+                                      "--progress-file=p", "--", "m.mlir"}));
+}
+
+TEST(RunRestarts, TheCostIsWhenTheNextAttemptReachedTheSameStep) {
+  AttemptProgress p = parseProgress("start 0 100.0\nstep 1 101.0\n"
+                                    "step 2 102.0\nstep 3 103.0\nstep 4 10");
+  ASSERT_TRUE(p.startStep);
+  EXPECT_EQ(*p.startStep, 0);
+  EXPECT_EQ(p.lastStep(), std::optional<int64_t>(3)); // a cut line is skipped
+  EXPECT_EQ(p.reached(2), std::optional<double>(102.0));
+  EXPECT_FALSE(p.reached(7));
+  EXPECT_FALSE(p.setupError);
+  EXPECT_TRUE(parseProgress("setup-error 5.5\n").setupError);
+
+  Attempt failed, next;
+  failed.launchedS = 98;
+  failed.progress = p;
+  failed.endedS = 105; // 2 s after step 3
+  failed.exitCode = 137;
+  next.launchedS = 105.5;
+  next.progress = parseProgress("start 2 108\nstep 3 108.5\nstep 4 109\n");
+  next.endedS = 110;
+  RestartCost c = restartCost(failed, next);
+  EXPECT_EQ(c.reachedStep, std::optional<int64_t>(3));
+  EXPECT_EQ(c.fromStep, std::optional<int64_t>(2));
+  EXPECT_DOUBLE_EQ(*c.detectionS, 2.0);
+  EXPECT_DOUBLE_EQ(*c.restartS, 3.0);
+  EXPECT_DOUBLE_EQ(*c.redoneS, 0.5);
+  // Step 3 came 5.5 s later than the first time.
+  EXPECT_DOUBLE_EQ(*c.lostS(), 5.5);
+  EXPECT_EQ(formatRestarts({failed, next}, 2),
+            "restarts: 1 of at most 2 (--max-restarts); time lost 5.50 s\n"
+            "  restart 1: attempt 1 failed (exit code 137) after step 3; "
+            "attempt 2 resumed from the checkpoint of step 2, 1 step redone; "
+            "time lost 5.50 s (detection 2.00 s, restart 3.00 s, redone steps "
+            "0.50 s)\n");
+
+  // The next attempt never got back to step 3: what was lost is not known.
+  next.progress = parseProgress("start 2 108\n");
+  c = restartCost(failed, next);
+  EXPECT_FALSE(c.redoneS);
+  EXPECT_FALSE(c.lostS());
+  // A failed attempt that never began training lost all its time.
+  failed.progress = AttemptProgress();
+  c = restartCost(failed, next);
+  EXPECT_FALSE(c.reachedStep);
+  EXPECT_DOUBLE_EQ(*c.detectionS, 7.0);
+  EXPECT_DOUBLE_EQ(*c.redoneS, 0.0);
+  EXPECT_DOUBLE_EQ(*c.lostS(), 10.0);
+}
+
+/// A stand-in for `mpirun ... oasr-run`: it writes the progress file it is
+/// given; the first attempt (no --resume) completes 3 steps, checkpoints
+/// step 2 and fails with 137 (`fail` times in all); a resumed one goes on
+/// from the checkpoint to step 4.
+std::string fakeJob(const TempDir &tmp, int fail) {
+  return tmp.write(
+      "job.sh",
+      "progress=; resume=\n"
+      "for a; do case $a in --progress-file=*) progress=${a#*=};;\n"
+      "  --resume=*) resume=${a#*=};; esac; done\n"
+      "t() { date +%s.%N; }\n"
+      "n=$(cat \"$0.count\" 2>/dev/null || echo 0); echo $((n + 1)) > "
+      "\"$0.count\"\n"
+      "echo \"$@\" >> \"$0.args\"\n"
+      "if [ -z \"$resume\" ]; then echo \"start 0 $(t)\" >> $progress; "
+      "else echo \"start 2 $(t)\" >> $progress; fi\n"
+      "for s in 1 2 3 4; do [ -n \"$resume\" ] && [ $s -le 2 ] && continue\n"
+      "  [ $n -lt " +
+          std::to_string(fail) +
+          " ] && [ $s = 4 ] && exit 137\n"
+          "  echo \"step $s $(t)\" >> $progress\n"
+          "  [ $s = 2 ] && mkdir -p \"$CKPT/step-00000002\" && : > "
+          "\"$CKPT/step-00000002/manifest.json\"\n"
+          "done; exit 0\n");
+}
+
+/// A plan that runs fakeJob with `args`, its checkpoints in `ckpt`.
+RestartPlan fakePlan(const TempDir &tmp, const std::string &ckpt, int fail,
+                     int maxRestarts, std::vector<std::string> args) {
+  ::setenv("CKPT", ckpt.c_str(), 1);
+  RestartPlan plan;
+  plan.command = {"/bin/sh", fakeJob(tmp, fail)};
+  plan.args = std::move(args);
+  plan.checkpointDir = ckpt;
+  plan.maxRestarts = maxRestarts;
+  return plan;
+}
+
+/// runWithRestarts' exit code and what it printed.
+struct Launched {
+  int code = 0;
+  std::string out, err;
+};
+Launched launch(const RestartPlan &plan) {
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  Launched l;
+  l.code = runWithRestarts(plan);
+  l.out = testing::internal::GetCapturedStdout();
+  l.err = testing::internal::GetCapturedStderr();
+  return l;
+}
+
+TEST(RunRestarts, TheLauncherResumesUntilTheJobSucceeds) {
+  TempDir tmp;
+  std::string ckpt = tmp.path("ckpt");
+  Launched l = launch(fakePlan(
+      tmp, ckpt, 1, 2, {"m.mlir", "--fail-at-step=3", "--checkpoint=" + ckpt}));
+  EXPECT_EQ(l.code, 0);
+  EXPECT_NE(l.err.find("oasr-run: attempt 1 failed (exit code 137) after step "
+                       "3; restart 1 of 2: every rank again from the newest "
+                       "complete checkpoint in " +
+                       ckpt + " (step-00000002)"),
+            std::string::npos)
+      << l.err;
+  EXPECT_EQ(
+      l.out.rfind("restarts: 1 of at most 2 (--max-restarts); time lost ", 0),
+      0u)
+      << l.out;
+  EXPECT_NE(l.out.find("  restart 1: attempt 1 failed (exit code 137) after "
+                       "step 3; attempt 2 resumed from the checkpoint of step "
+                       "2, 1 step redone; time lost "),
+            std::string::npos)
+      << l.out;
+  // The restart resumed without the injected failure; no progress file is
+  // left in DIR.
+  auto args = llvm::MemoryBuffer::getFile(tmp.path("job.sh.args"));
+  ASSERT_TRUE(args);
+  EXPECT_NE((*args)->getBuffer().find("\nm.mlir --checkpoint=" + ckpt +
+                                      " --resume=" + ckpt +
+                                      " --progress-file="),
+            llvm::StringRef::npos)
+      << (*args)->getBuffer().str();
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(ckpt, ec), end; !ec && it != end;
+       it.increment(ec))
+    EXPECT_EQ(llvm::sys::path::filename(it->path()), "step-00000002");
+}
+
+TEST(RunRestarts, NoRestartLeftEndsWithTheFailure) {
+  TempDir tmp;
+  RestartPlan plan = fakePlan(tmp, tmp.path("ckpt"), 5, 1, {"m.mlir"});
+  Launched l = launch(plan);
+  EXPECT_EQ(l.code, 137);
+  EXPECT_NE(l.err.find("oasr-run: error: attempt 2 failed (exit code 137) "
+                       "after step 3; no restarts left (--max-restarts=1)"),
+            std::string::npos)
+      << l.err;
+  EXPECT_EQ(l.out.rfind("restarts: 1 of at most 1", 0), 0u) << l.out;
+
+  // A set-up error every rank agreed on is not restarted.
+  TempDir other;
+  plan.command = {"/bin/sh",
+                  other.write("setup.sh", "for a; do case $a in "
+                                          "--progress-file=*) echo "
+                                          "\"setup-error 1.0\" > ${a#*=};; "
+                                          "esac; done; exit 1\n")};
+  plan.maxRestarts = 3;
+  l = launch(plan);
+  EXPECT_EQ(l.code, 1);
+  EXPECT_NE(l.err.find("oasr-run: attempt 1 failed (exit code 1) before "
+                       "training began; not restarting: the ranks agreed on a "
+                       "set-up error"),
+            std::string::npos)
+      << l.err;
+  // A command that cannot run is an error, not a failure to restart.
+  plan.command = {tmp.path("missing")};
+  l = launch(plan);
+  EXPECT_EQ(l.code, 1);
+  EXPECT_NE(
+      l.err.find("oasr-run: error: cannot execute " + tmp.path("missing")),
+      std::string::npos)
+      << l.err;
 }
 
 } // namespace
