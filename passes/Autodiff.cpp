@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "PassDetail.h"
+#include "oasr/Ops/OpRegistry.h"
 #include "oasr/Passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -115,7 +116,7 @@ static void tagOwnLossLabels(func::FuncOp step, Value loss) {
   for (unsigned i = 0; i < toVisit.size(); ++i) {
     Operation *op = toVisit[i];
     auto node = dyn_cast<NodeOp>(op);
-    if (node && node.is("SoftmaxCrossEntropyLoss") &&
+    if (node && ::oasr::ops::rolesOf(node).loss &&
         node->getNumOperands() >= 2) {
       auto labels = dyn_cast<BlockArgument>(node->getOperand(1));
       auto type = labels ? dyn_cast<RankedTensorType>(labels.getType())
@@ -478,10 +479,16 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
   DenseMap<Value, Value> newState;
   for (Operation &op : *body) {
     auto node = dyn_cast<NodeOp>(op);
-    if (node && node.is("BatchNormalization") && node->getNumResults() == 5)
-      for (unsigned k : {3u, 4u})
-        if (auto arg = dyn_cast<BlockArgument>(node->getOperand(k)))
-          newState[arg] = node->getResult(k - 2);
+    if (!node)
+      continue;
+    // The training form's updated running statistics.
+    const ::oasr::ops::OpRoles &roles = ::oasr::ops::rolesOf(node);
+    if (roles.statsCount > 0 &&
+        node->getNumResults() >= unsigned(roles.statsResult + roles.statsCount))
+      for (int j = 0; j < roles.statsCount; ++j)
+        if (auto arg = dyn_cast<BlockArgument>(
+                node->getOperand(unsigned(roles.statsOperand + j))))
+          newState[arg] = node->getResult(unsigned(roles.statsResult + j));
   }
   for (BlockArgument arg : body->getArguments()) {
     auto name =

@@ -274,10 +274,11 @@ private:
           return opError(op, "custom domain '" + node.getDomain() +
                                  "' is not supported by the runtime");
         StringRef opType = node.getOpType();
+        const ::oasr::ops::OpRoles &roles = ::oasr::ops::rolesOf(node);
         std::string layer;
         if (auto l = op->getAttrOfType<StringAttr>(mlir::oasr::kLayerAttr))
           layer = l.getValue().str();
-        if (opType == "Constant") {
+        if (roles.constant) {
           if (op->getNumResults() != 1)
             return opError(op, "a Constant has one result");
           auto id = newValue(op->getResult(0), op);
@@ -351,10 +352,12 @@ private:
         bool backward = !layer.empty();
         if (backward)
           seenBackward = true;
-        if (opType == "Gather" && ins.size() == 2 && ins[1] == I.inputValue &&
-            !I.inputVocab && I.values[ins[0]].desc.rank() >= 1)
+        if (roles.lookupIndices > 0 &&
+            size_t(roles.lookupIndices) < ins.size() &&
+            ins[size_t(roles.lookupIndices)] == I.inputValue && !I.inputVocab &&
+            I.values[ins[0]].desc.rank() >= 1)
           I.inputVocab = I.values[ins[0]].desc.shape[0];
-        if (opType == "SoftmaxCrossEntropyLoss") {
+        if (roles.loss) {
           I.lossValue = instr.outs.empty() ? -1 : instr.outs[0];
           I.scoresValue = ins.empty() ? -1 : ins[0];
           I.forwardEnd = unsigned(I.instrs.size()) + 1;
@@ -592,9 +595,13 @@ private:
             target = stateArg[n];
           else if (auto res = dyn_cast<OpResult>(v)) {
             auto node = dyn_cast<mlir::oasr::NodeOp>(res.getOwner());
-            if (node && node.is("BatchNormalization") &&
-                (res.getResultNumber() == 1 || res.getResultNumber() == 2)) {
-              Value old = node.getInputs()[res.getResultNumber() + 2];
+            const ::oasr::ops::OpRoles *roles =
+                node ? &::oasr::ops::rolesOf(node) : nullptr;
+            int r = int(res.getResultNumber());
+            if (roles && roles->statsResult >= 0 && r >= roles->statsResult &&
+                r < roles->statsResult + roles->statsCount) {
+              Value old = node.getInputs()[size_t(roles->statsOperand + r -
+                                                  roles->statsResult)];
               if (isa<BlockArgument>(old))
                 target = idOf[old];
             }
@@ -998,14 +1005,16 @@ private:
     for (BlockArgument arg : body.getArguments()) {
       for (OpOperand &use : arg.getUses()) {
         auto node = dyn_cast<mlir::oasr::NodeOp>(use.getOwner());
-        if (!node || !node.is("BatchNormalization"))
+        if (!node || ::oasr::ops::rolesOf(node).onesOperands.empty())
           continue;
-        unsigned k = use.getOperandNumber();
+        const std::vector<unsigned> &ones =
+            ::oasr::ops::rolesOf(node).onesOperands;
+        bool one = std::find(ones.begin(), ones.end(),
+                             use.getOperandNumber()) != ones.end();
         int id = idOf[arg];
         for (PersistentTensor &t : exec->persistentTensors)
           if (t.ref.data == I.values[id].ptr)
-            t.init = (k == 1 || k == 4) ? PersistentTensor::Ones
-                                        : PersistentTensor::Zeros;
+            t.init = one ? PersistentTensor::Ones : PersistentTensor::Zeros;
       }
     }
     for (PendingGroup &g : groups) {

@@ -822,12 +822,20 @@ void ::oasr::ops::registerNNOps(OpRegistry &r) {
     r.add(op)
         .shape(shapeGlobalPool)
         .noKernels("shape rule for import and planning; no kernel yet");
+  // X, scale, B, input_mean, input_var: the running mean and variance
+  // come back as results 1 and 2; scale and variance start at one.
+  OpRoles bnRoles;
+  bnRoles.statsOperand = 3;
+  bnRoles.statsResult = 1;
+  bnRoles.statsCount = 2;
+  bnRoles.onesOperands = {1, 4};
   r.add("BatchNormalization")
       .precision(Precision::Normalize)
       .shape(shapeNormalization)
       .trainingForm(formBatchNorm)
       .grad(gradBatchNorm)
-      .cost(costPerInput<8>);
+      .cost(costPerInput<8>)
+      .roles(bnRoles);
   r.add("BatchNormInternal", 1, "com.microsoft")
       .precision(Precision::Normalize)
       .shape(shapeNormalization)
@@ -906,11 +914,14 @@ void ::oasr::ops::registerNNOps(OpRegistry &r) {
         .shape(shapeSameAsInput)
         .cost(costPerOutput<12>)
         .precision(Precision::F32);
+  OpRoles lossRoles;
+  lossRoles.loss = true;
   r.add("SoftmaxCrossEntropyLoss", 12)
       .precision(Precision::F32)
       .trainingForm(formSoftmaxCrossEntropy)
       .grad(gradSoftmaxCrossEntropy)
-      .cost(costPerInput<8>);
+      .cost(costPerInput<8>)
+      .roles(lossRoles);
   r.add("SoftmaxCrossEntropyLossGrad")
       .precision(Precision::F32)
       .traits(Gradient)

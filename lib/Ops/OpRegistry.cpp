@@ -119,6 +119,12 @@ static const char *kernelsText(const OpDef &d) {
   return "";
 }
 
+const OpRoles & ::oasr::ops::rolesOf(mlir::oasr::NodeOp node) {
+  static const OpRoles none;
+  const OpDef *def = OpRegistry::get().lookup(node);
+  return def ? def->roles : none;
+}
+
 const char * ::oasr::ops::precisionName(Precision p) {
   switch (p) {
   case Precision::Follow:

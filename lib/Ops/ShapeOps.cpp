@@ -906,12 +906,15 @@ static bool shapeGatherGrad(ShapeContext &c) {
 }
 
 void ::oasr::ops::registerShapeOps(OpRegistry &r) {
+  OpRoles constant;
+  constant.constant = true;
   r.add("Constant")
       .precision(Precision::Keep)
       .shape(shapeConstant)
       .fold(foldConstant)
       .cost(costFree)
-      .summary("materialised once by the executor");
+      .summary("materialised once by the executor")
+      .roles(constant);
   r.add("Shape")
       .precision(Precision::Keep)
       .shape(shapeShape)
@@ -952,7 +955,13 @@ void ::oasr::ops::registerShapeOps(OpRegistry &r) {
       .shape(shapeConstantOfShape)
       .fold(foldConstantOfShape);
   r.add("Expand", 8).shape(shapeExpand).grad(gradExpand);
-  r.add("Gather").shape(shapeGather).fold(foldGather).grad(gradGather);
+  OpRoles lookup; // data, indices: an embedding when indices are tokens
+  lookup.lookupIndices = 1;
+  r.add("Gather")
+      .shape(shapeGather)
+      .fold(foldGather)
+      .grad(gradGather)
+      .roles(lookup);
   r.add("GatherGrad")
       .traits(Gradient)
       .shape(shapeGatherGrad)

@@ -218,6 +218,27 @@ enum class Precision : uint8_t {
 /// "follow", "lower", "f32", "normalize", "keep".
 const char *precisionName(Precision p);
 
+/// The parts a node's operands and results play that generic code reads
+/// (the executor, autodiff), so that no code outside lib/Ops and the
+/// importer finds them by the op's name.
+struct OpRoles {
+  /// A loss: result 0 is the step's loss, operand 0 the scores and
+  /// operand 1 the labels.
+  bool loss = false;
+  /// Running statistics a training step updates: operands [statsOperand,
+  /// statsOperand + statsCount) come back as results [statsResult, ...).
+  int statsOperand = -1, statsResult = -1, statsCount = 0;
+  /// Operands whose parameters start at one (a normalization's scale and
+  /// variance); the node's other parameter operands start at zero.
+  std::vector<unsigned> onesOperands;
+  /// A lookup into the table of operand 0 by the indices of this operand
+  /// (an embedding reads token ids); -1 when none.
+  int lookupIndices = -1;
+  /// The node's value is its attribute (Constant): materialized once into
+  /// a buffer, not run.
+  bool constant = false;
+};
+
 /// Everything oasr knows about one op since one opset.
 struct OpDef {
   std::string domain; ///< "" for ai.onnx and oasr's own gradient ops
@@ -234,9 +255,13 @@ struct OpDef {
   CostRule cost = nullptr;
   /// One line for the generated table.
   std::string summary;
+  OpRoles roles;
 
   bool has(OpTrait t) const { return (traits & t) != 0; }
 };
+/// The parts `node`'s operands and results play (OpDef::roles of its
+/// registry entry; none for an op the registry does not know).
+const OpRoles &rolesOf(mlir::oasr::NodeOp node);
 
 /// Fluent construction of an entry (OpRegistry::add).
 class OpDefBuilder {
@@ -282,6 +307,10 @@ public:
   }
   OpDefBuilder &summary(llvm::StringRef s) {
     def.summary = s.str();
+    return *this;
+  }
+  OpDefBuilder &roles(OpRoles r) {
+    def.roles = std::move(r);
     return *this;
   }
 

@@ -96,6 +96,29 @@ TEST(OpCoverage, TraitsDriveTheExecutor) {
   EXPECT_FALSE(r.hasTrait("Softmax", InPlace));
 }
 
+// The roles the executor and autodiff read: what they would otherwise find
+// by the op's name.
+TEST(OpCoverage, RolesDriveTheExecutorAndAutodiff) {
+  const OpRegistry &r = OpRegistry::get();
+  const OpRoles &bn = r.lookup("", "BatchNormalization")->roles;
+  EXPECT_EQ(bn.statsOperand, 3); // input_mean, input_var
+  EXPECT_EQ(bn.statsResult, 1);  // running_mean, running_var
+  EXPECT_EQ(bn.statsCount, 2);
+  EXPECT_EQ(bn.onesOperands, (std::vector<unsigned>{1, 4})); // scale, var
+  EXPECT_TRUE(r.lookup("", "SoftmaxCrossEntropyLoss")->roles.loss);
+  EXPECT_EQ(r.lookup("", "Gather")->roles.lookupIndices, 1);
+  EXPECT_TRUE(r.lookup("", "Constant")->roles.constant);
+  // Nothing else claims a role it does not have.
+  for (const OpDef &d : r.all()) {
+    if (d.name != "SoftmaxCrossEntropyLoss")
+      EXPECT_FALSE(d.roles.loss) << d.name;
+    if (d.name != "BatchNormalization") {
+      EXPECT_EQ(d.roles.statsCount, 0) << d.name;
+      EXPECT_TRUE(d.roles.onesOperands.empty()) << d.name;
+    }
+  }
+}
+
 TEST(OpCoverage, TableListsEveryEntry) {
   std::string text;
   llvm::raw_string_ostream os(text);
