@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CpuKernels.h"
+#include "Dnnl.h"
 #include "oasr/Runtime/LowFloat.h"
 
 #include <algorithm>
@@ -662,7 +662,76 @@ std::unique_ptr<Kernel> createCast(const OpSpec &spec, std::string &error) {
   return std::make_unique<CastKernel>(spec);
 }
 
+//===----------------------------------------------------------------------===//
+// Add/Sub/Mul/Div with a bf16 result (oneDNN binary)
+//===----------------------------------------------------------------------===//
+
 } // namespace
+
+std::unique_ptr<Kernel> createDnnlSum(const OpSpec &spec, std::string &error) {
+  if (!checkArity(spec, 1, 1024, 1, 1, error))
+    return nullptr;
+  const auto &ys = spec.outputs[0].shape;
+  for (size_t i = 0; i < spec.inputs.size(); ++i)
+    if (spec.inputs[i].dtype != DType::BF16 || spec.inputs[i].shape != ys ||
+        ys.empty() || ys.size() > DNNL_MAX_NDIMS) {
+      error = nodeError(spec, "no oneDNN sum form; the backend widens it");
+      return nullptr;
+    }
+  return guardCreate(spec, error, [&]() -> std::unique_ptr<Kernel> {
+    auto md = plainDesc(ys, dt::bf16);
+    std::vector<memory::desc> srcs(spec.inputs.size(), md);
+    std::vector<float> scales(spec.inputs.size(), 1.0f);
+    PlainPrimitive p(
+        dnnl::sum(dnnl::sum::primitive_desc(md, scales, srcs, engine())));
+    for (size_t i = 0; i < spec.inputs.size(); ++i)
+      p.in(DNNL_ARG_MULTIPLE_SRC + int(i), md, i);
+    p.out(DNNL_ARG_DST, md, 0);
+    return std::make_unique<PrimitiveKernel>(spec, std::move(p));
+  });
+}
+
+std::unique_ptr<Kernel> createDnnlBinary(const OpSpec &spec,
+                                         std::string &error) {
+  if (!checkArity(spec, 2, 2, 1, 1, error))
+    return nullptr;
+  const auto &ys = spec.outputs[0].shape;
+  size_t a = 0, b = 1;
+  bool commutes = spec.opType == "Add" || spec.opType == "Mul";
+  // oneDNN broadcasts its second source onto the first, which has the
+  // result's shape.
+  if (spec.inputs[0].shape != ys && commutes)
+    std::swap(a, b);
+  for (size_t i : {size_t(0), size_t(1)})
+    if (!isLowFloat(spec.inputs[i].dtype) && spec.inputs[i].dtype != DType::F32)
+      return checkDType(spec, true, i, DType::BF16, error), nullptr;
+  if (spec.inputs[a].shape != ys || !broadcastsTo(spec.inputs[b].shape, ys) ||
+      ys.empty() || ys.size() > DNNL_MAX_NDIMS ||
+      spec.inputs[0].dtype == DType::F16 ||
+      spec.inputs[1].dtype == DType::F16) {
+    error = nodeError(spec, "no oneDNN binary form; the backend widens it");
+    return nullptr;
+  }
+  std::vector<int64_t> bs = spec.inputs[b].shape;
+  bs.insert(bs.begin(), ys.size() - bs.size(), 1);
+  dnnl::algorithm alg = spec.opType == "Add"   ? dnnl::algorithm::binary_add
+                        : spec.opType == "Sub" ? dnnl::algorithm::binary_sub
+                        : spec.opType == "Mul" ? dnnl::algorithm::binary_mul
+                                               : dnnl::algorithm::binary_div;
+  return guardCreate(spec, error, [&]() -> std::unique_ptr<Kernel> {
+    auto amd = plainDesc(ys, dataType(spec.inputs[a])),
+         bmd = plainDesc(bs, dataType(spec.inputs[b])),
+         ymd = plainDesc(ys, dt::bf16);
+    PlainPrimitive p(dnnl::binary(dnnl::binary::primitive_desc(
+        dnnl::binary::desc(alg, amd, bmd, ymd), engine())));
+    p.in(DNNL_ARG_SRC_0, amd, a)
+        .in(DNNL_ARG_SRC_1, bmd, b)
+        .out(DNNL_ARG_DST, ymd, 0);
+    return std::make_unique<PrimitiveKernel>(spec, std::move(p));
+  });
+}
+
+namespace {} // namespace
 
 void registerArithmeticKernels(KernelRegistry &r) {
   for (const char *op : {"Add", "Sub", "Mul", "Div", "Pow"})

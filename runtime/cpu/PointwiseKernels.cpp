@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CpuKernels.h"
+#include "Dnnl.h"
 
 #include <algorithm>
 #include <cmath>
@@ -606,9 +606,158 @@ std::unique_ptr<Kernel> createResize(const OpSpec &spec, std::string &error) {
                                         std::move(g.w), g.planes, g.inH, g.inW);
 }
 
+//===----------------------------------------------------------------------===//
+// Eltwise activations and their gradients
+//===----------------------------------------------------------------------===//
+
+/// One eltwise activation: its oneDNN algorithm, the use-dst-for-bwd flavour
+/// its <Op>Grad runs (undef: the op has no gradient kernel) and the
+/// attribute that gives alpha, with its ONNX default (none: alpha 0).
+struct EltwiseOp {
+  const char *op;
+  dnnl::algorithm fwd, bwd;
+  const char *alphaAttr;
+  double alphaDefault;
+};
+
+using EltA = dnnl::algorithm;
+static const EltwiseOp kEltwiseOps[] = {
+    {"Relu", EltA::eltwise_relu, EltA::eltwise_relu_use_dst_for_bwd, nullptr,
+     0},
+    {"LeakyRelu", EltA::eltwise_relu, EltA::eltwise_relu_use_dst_for_bwd,
+     "alpha", 0.01},
+    {"Sigmoid", EltA::eltwise_logistic, EltA::eltwise_logistic_use_dst_for_bwd,
+     nullptr, 0},
+    {"Tanh", EltA::eltwise_tanh, EltA::eltwise_tanh_use_dst_for_bwd, nullptr,
+     0},
+    {"Elu", EltA::eltwise_elu, EltA::eltwise_elu_use_dst_for_bwd, "alpha", 1.0},
+    {"Exp", EltA::eltwise_exp, EltA::undef, nullptr, 0},
+    {"Sqrt", EltA::eltwise_sqrt, EltA::undef, nullptr, 0},
+    {"Log", EltA::eltwise_log, EltA::undef, nullptr, 0},
+    {"Abs", EltA::eltwise_abs, EltA::undef, nullptr, 0},
+};
+
+/// The algorithms and alpha/beta of eltwise op `op` on node `spec`.
+struct EltwiseInfo {
+  dnnl::algorithm fwd, bwd;
+  float alpha, beta;
+};
+
+static EltwiseInfo eltwiseInfo(const OpSpec &spec, const std::string &op) {
+  for (const EltwiseOp &e : kEltwiseOps)
+    if (op == e.op)
+      return {e.fwd, e.bwd,
+              e.alphaAttr
+                  ? float(spec.attrs.getFloat(e.alphaAttr, e.alphaDefault))
+                  : 0.0f,
+              0.0f};
+  // Only registered op types reach the factories.
+  std::abort();
+}
+
+static std::unique_ptr<Kernel> eltwiseKernel(const OpSpec &spec,
+                                             const EltwiseInfo &info) {
+  auto md = plainDesc({spec.inputs[0].numel()}, dataType(spec.inputs[0]));
+  dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_training, info.fwd, md,
+                                info.alpha, info.beta);
+  return forwardKernel(
+      spec,
+      dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, engine())),
+      md);
+}
+
+/// <Op>Grad: dY, Y -> dX, from the forward result.
+static std::unique_ptr<Kernel> eltwiseGradKernel(const OpSpec &spec,
+                                                 const EltwiseInfo &info) {
+  auto md = plainDesc({spec.inputs[0].numel()}, dataType(spec.inputs[0]));
+  dnnl::eltwise_forward::desc fd(dnnl::prop_kind::forward_training, info.bwd,
+                                 md, info.alpha, info.beta);
+  dnnl::eltwise_forward::primitive_desc fpd(fd, engine());
+  dnnl::eltwise_backward::desc d(info.bwd, md, md, info.alpha, info.beta);
+  return backwardKernel(
+      spec,
+      dnnl::eltwise_backward(
+          dnnl::eltwise_backward::primitive_desc(d, engine(), fpd)),
+      md);
+}
+
+static std::unique_ptr<Kernel> createEltwise(const OpSpec &spec,
+                                             std::string &error) {
+  EltwiseInfo info = eltwiseInfo(spec, spec.opType);
+  dt type;
+  if (!checkArity(spec, 1, 1, 1, 1, error) ||
+      !uniformFloat(spec, {0}, {0}, type, error))
+    return nullptr;
+  if (spec.inputs[0].numel() != spec.outputs[0].numel()) {
+    error = nodeError(spec, "X and Y must have the same size");
+    return nullptr;
+  }
+  return guardCreate(spec, error, [&] { return eltwiseKernel(spec, info); });
+}
+
+static std::unique_ptr<Kernel> createEltwiseGrad(const OpSpec &spec,
+                                                 std::string &error) {
+  std::string fwdOp = spec.opType.substr(0, spec.opType.size() - 4);
+  EltwiseInfo info = eltwiseInfo(spec, fwdOp);
+  dt type;
+  if (!checkArity(spec, 2, 2, 1, 1, error) ||
+      !uniformFloat(spec, {0, 1}, {0}, type, error))
+    return nullptr;
+  if (info.bwd == dnnl::algorithm::eltwise_relu_use_dst_for_bwd &&
+      info.alpha < 0) {
+    error = nodeError(spec, "negative alpha cannot be inverted from Y");
+    return nullptr;
+  }
+  int64_t n = spec.inputs[0].numel();
+  if (spec.inputs[1].numel() != n || spec.outputs[0].numel() != n) {
+    error = nodeError(spec, "dY, Y and dX must have the same size");
+    return nullptr;
+  }
+  return guardCreate(spec, error,
+                     [&] { return eltwiseGradKernel(spec, info); });
+}
+//===----------------------------------------------------------------------===//
+// Gelu / GeluGrad on bf16 (oneDNN's vectorized gelu_erf / gelu_tanh)
+//===----------------------------------------------------------------------===//
+
 } // namespace
 
+std::unique_ptr<Kernel> createDnnlGelu(const OpSpec &spec, bool tanh, bool grad,
+                                       std::string &error) {
+  dt type;
+  if (!uniformFloat(spec, {0, 1}, {0}, type, error))
+    return nullptr;
+  auto alg = tanh ? dnnl::algorithm::eltwise_gelu_tanh
+                  : dnnl::algorithm::eltwise_gelu_erf;
+  return guardCreate(spec, error, [&]() -> std::unique_ptr<Kernel> {
+    auto md = plainDesc({spec.inputs[0].numel()}, type);
+    dnnl::eltwise_forward::primitive_desc fpd(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, md),
+        engine());
+    if (!grad) {
+      PlainPrimitive p(dnnl::eltwise_forward{fpd});
+      p.in(DNNL_ARG_SRC, md, 0).out(DNNL_ARG_DST, md, 0);
+      return std::make_unique<PrimitiveKernel>(spec, std::move(p));
+    }
+    // GeluGrad: dY, X -> dX (from the forward's input).
+    PlainPrimitive p(
+        dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(
+            dnnl::eltwise_backward::desc(alg, md, md), engine(), fpd)));
+    p.in(DNNL_ARG_DIFF_DST, md, 0)
+        .in(DNNL_ARG_SRC, md, 1)
+        .out(DNNL_ARG_DIFF_SRC, md, 0);
+    return std::make_unique<PrimitiveKernel>(spec, std::move(p));
+  });
+}
+
+namespace {} // namespace
+
 void registerPointwiseKernels(KernelRegistry &r) {
+  for (const EltwiseOp &e : kEltwiseOps) {
+    r[e.op] = createEltwise;
+    if (e.bwd != dnnl::algorithm::undef)
+      r[std::string(e.op) + "Grad"] = createEltwiseGrad;
+  }
   r["Resize"] = createResize;
   r["ResizeGrad"] = createResize;
   for (const char *op : {"HardSigmoid", "HardSwish", "Mish", "Reciprocal",

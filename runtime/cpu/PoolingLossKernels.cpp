@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CpuKernels.h"
+#include "Dnnl.h"
 
 #include <algorithm>
 #include <cmath>
@@ -393,9 +393,94 @@ std::unique_ptr<Kernel> createSceGrad(const OpSpec &spec, std::string &error) {
   return std::make_unique<SceGradKernel>(spec, g);
 }
 
+//===----------------------------------------------------------------------===//
+// AveragePool / AveragePoolGrad
+//===----------------------------------------------------------------------===//
+
+static bool avgPoolGeom(const OpSpec &spec, const TensorDesc &x,
+                        const TensorDesc &y, Window &w, dnnl::algorithm &alg,
+                        std::string &error) {
+  if (x.rank() < 3 || x.rank() > 5 || y.rank() != x.rank() ||
+      x.shape[0] != y.shape[0] || x.shape[1] != y.shape[1]) {
+    error = nodeError(spec, "expects N, C, spatial tensors, got " +
+                                shapeStr(x.shape) + " -> " + shapeStr(y.shape));
+    return false;
+  }
+  std::vector<int64_t> k;
+  if (!poolKernelShape(spec, x.rank() - 2, k, error) ||
+      !checkAvgPoolDilations(spec, error))
+    return false;
+  bool ceil = spec.attrs.getInt("ceil_mode", 0) != 0;
+  if (!resolveWindow(spec, spatialDims(x.shape), k, spatialDims(y.shape), ceil,
+                     w, error) ||
+      !checkAvgPoolCeil(spec, w.paddedForCeil, error))
+    return false;
+  bool includePad = spec.attrs.getInt("count_include_pad", 0) != 0;
+  alg = includePad ? dnnl::algorithm::pooling_avg_include_padding
+                   : dnnl::algorithm::pooling_avg_exclude_padding;
+  return true;
+}
+
+/// AveragePool: X -> Y.
+static PlainPrimitive avgPool(const OpSpec &spec, const Window &w,
+                              dnnl::algorithm alg) {
+  auto xmd = plainDesc(spec.inputs[0].shape),
+       ymd = plainDesc(spec.outputs[0].shape);
+  dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, xmd,
+                                ymd, w.strides, w.kernel, w.padL, w.padR);
+  PlainPrimitive p(dnnl::pooling_forward(
+      dnnl::pooling_forward::primitive_desc(d, engine())));
+  p.in(DNNL_ARG_SRC, xmd, 0).out(DNNL_ARG_DST, ymd, 0);
+  return p;
+}
+
+/// AveragePoolGrad: dY -> dX.
+static PlainPrimitive avgPoolGrad(const OpSpec &spec, const Window &w,
+                                  dnnl::algorithm alg) {
+  auto dymd = plainDesc(spec.inputs[0].shape),
+       dxmd = plainDesc(spec.outputs[0].shape);
+  dnnl::pooling_forward::desc fd(dnnl::prop_kind::forward_training, alg, dxmd,
+                                 dymd, w.strides, w.kernel, w.padL, w.padR);
+  dnnl::pooling_forward::primitive_desc fpd(fd, engine());
+  dnnl::pooling_backward::desc d(alg, dxmd, dymd, w.strides, w.kernel, w.padL,
+                                 w.padR);
+  PlainPrimitive p(dnnl::pooling_backward(
+      dnnl::pooling_backward::primitive_desc(d, engine(), fpd)));
+  p.in(DNNL_ARG_DIFF_DST, dymd, 0).out(DNNL_ARG_DIFF_SRC, dxmd, 0);
+  return p;
+}
+
+static std::unique_ptr<Kernel> createAvgPool(const OpSpec &spec,
+                                             std::string &error) {
+  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
+    return nullptr;
+  Window w;
+  dnnl::algorithm alg;
+  if (!avgPoolGeom(spec, spec.inputs[0], spec.outputs[0], w, alg, error))
+    return nullptr;
+  return guardCreate(spec, error, [&] {
+    return std::make_unique<PrimitiveKernel>(spec, avgPool(spec, w, alg));
+  });
+}
+
+static std::unique_ptr<Kernel> createAvgPoolGrad(const OpSpec &spec,
+                                                 std::string &error) {
+  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
+    return nullptr;
+  Window w;
+  dnnl::algorithm alg;
+  if (!avgPoolGeom(spec, spec.outputs[0], spec.inputs[0], w, alg, error))
+    return nullptr;
+  return guardCreate(spec, error, [&] {
+    return std::make_unique<PrimitiveKernel>(spec, avgPoolGrad(spec, w, alg));
+  });
+}
+
 } // namespace
 
 void registerPoolingLossKernels(KernelRegistry &r) {
+  r["AveragePool"] = createAvgPool;
+  r["AveragePoolGrad"] = createAvgPoolGrad;
   r["Dropout"] = createDropout;
   r["DropoutGrad"] = createDropoutGrad;
   r["MaxPool"] = createMaxPool;

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CpuKernels.h"
+#include "Dnnl.h"
 
 #include <algorithm>
 #include <cmath>
@@ -527,9 +527,96 @@ std::unique_ptr<Kernel> createSliceGrad(const OpSpec &spec,
   return std::make_unique<SliceGradKernel>(spec, start, step);
 }
 
+//===----------------------------------------------------------------------===//
+// Transpose (a oneDNN reorder from a permuted-strides view)
+//===----------------------------------------------------------------------===//
+
+static PlainPrimitive transpose(const OpSpec &spec,
+                                const std::vector<int64_t> &perm, dt type) {
+  const auto &xs = spec.inputs[0].shape;
+  size_t r = xs.size();
+  dims inStrides(r), outDims(r), viewStrides(r);
+  int64_t s = 1;
+  for (size_t i = r; i-- > 0;) {
+    inStrides[i] = s;
+    s *= xs[i];
+  }
+  for (size_t i = 0; i < r; ++i) {
+    outDims[i] = xs[perm[i]];
+    viewStrides[i] = inStrides[perm[i]];
+  }
+  memory::desc src(outDims, type, viewStrides);
+  memory::desc dst = plainDesc({outDims.begin(), outDims.end()}, type);
+  PlainPrimitive p(dnnl::reorder(
+      dnnl::reorder::primitive_desc(engine(), src, engine(), dst)));
+  p.in(DNNL_ARG_FROM, src, 0).out(DNNL_ARG_TO, dst, 0);
+  return p;
+}
+
+static std::unique_ptr<Kernel> createTranspose(const OpSpec &spec,
+                                               std::string &error) {
+  if (!checkArity(spec, 1, 1, 1, 1, error))
+    return nullptr;
+  const TensorDesc &x = spec.inputs[0];
+  dt type;
+  switch (x.dtype) {
+  case DType::F32:
+    type = dt::f32;
+    break;
+  case DType::I32:
+    type = dt::s32;
+    break;
+  case DType::BF16:
+    type = dt::bf16;
+    break;
+  default:
+    error = nodeError(spec, std::string("element type ") + dtypeName(x.dtype) +
+                                " is not supported");
+    return nullptr;
+  }
+  if (!checkDType(spec, false, 0, x.dtype, error))
+    return nullptr;
+  size_t r = x.rank();
+  std::vector<int64_t> perm(r);
+  for (size_t i = 0; i < r; ++i)
+    perm[i] = int64_t(r - 1 - i);
+  perm = spec.attrs.getInts("perm", perm);
+  std::vector<bool> seen(r, false);
+  bool ok = perm.size() == r;
+  for (size_t i = 0; ok && i < r; ++i) {
+    if (perm[i] < 0)
+      perm[i] += int64_t(r);
+    ok = perm[i] >= 0 && perm[i] < int64_t(r) && !seen[perm[i]];
+    if (ok)
+      seen[perm[i]] = true;
+  }
+  if (!ok) {
+    error = nodeError(spec, "perm " + shapeStr(spec.attrs.getInts("perm")) +
+                                " is not a permutation of rank " +
+                                std::to_string(r));
+    return nullptr;
+  }
+  std::vector<int64_t> ys(r);
+  for (size_t i = 0; i < r; ++i)
+    ys[i] = x.shape[perm[i]];
+  if (spec.outputs[0].shape != ys) {
+    error = nodeError(spec, "result shape " + shapeStr(spec.outputs[0].shape) +
+                                " is not the permuted " + shapeStr(ys));
+    return nullptr;
+  }
+  if (r == 0 || r > DNNL_MAX_NDIMS) {
+    error = nodeError(spec, "rank " + std::to_string(r) + " is not supported");
+    return nullptr;
+  }
+  return guardCreate(spec, error, [&] {
+    return std::make_unique<PrimitiveKernel>(spec, transpose(spec, perm, type));
+  });
+}
+
 } // namespace
 
 void registerShapeKernels(KernelRegistry &r) {
+  r["Transpose"] = createTranspose;
   for (const char *op :
        {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
     r[op] = createCopy;

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CpuKernels.h"
+#include "Dnnl.h"
 
 #include <algorithm>
 #include <cmath>
@@ -369,9 +369,95 @@ std::unique_ptr<Kernel> createGelu(const OpSpec &spec, std::string &error) {
   return std::make_unique<GeluKernel>(spec, mode, grad);
 }
 
+//===----------------------------------------------------------------------===//
+// Softmax / LogSoftmax and their gradients
+//===----------------------------------------------------------------------===//
+
+static bool softmaxAxis(const OpSpec &spec, const TensorDesc &x, int &axis,
+                        std::string &error) {
+  int64_t r = int64_t(x.rank());
+  int64_t a = spec.attrs.getInt("axis", -1);
+  if (a < 0)
+    a += r;
+  if (r == 0 || a < 0 || a >= r) {
+    error = nodeError(spec, "axis " +
+                                std::to_string(spec.attrs.getInt("axis", -1)) +
+                                " out of range for " + shapeStr(x.shape));
+    return false;
+  }
+  axis = int(a);
+  return true;
+}
+
+/// Softmax / LogSoftmax: X -> Y.
+static std::unique_ptr<Kernel> softmaxKernel(const OpSpec &spec, int axis,
+                                             bool log) {
+  auto md = plainDesc(spec.inputs[0].shape);
+  if (log)
+    return forwardKernel(
+        spec,
+        dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(
+            dnnl::logsoftmax_forward::desc(dnnl::prop_kind::forward_training,
+                                           md, axis),
+            engine())),
+        md);
+  return forwardKernel(
+      spec,
+      dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
+          dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md,
+                                      axis),
+          engine())),
+      md);
+}
+
+/// SoftmaxGrad / LogSoftmaxGrad: dY, Y -> dX.
+static std::unique_ptr<Kernel> softmaxGradKernel(const OpSpec &spec, int axis,
+                                                 bool log) {
+  auto md = plainDesc(spec.inputs[0].shape);
+  if (log) {
+    dnnl::logsoftmax_forward::primitive_desc fpd(
+        dnnl::logsoftmax_forward::desc(dnnl::prop_kind::forward_training, md,
+                                       axis),
+        engine());
+    return backwardKernel(
+        spec,
+        dnnl::logsoftmax_backward(dnnl::logsoftmax_backward::primitive_desc(
+            dnnl::logsoftmax_backward::desc(md, md, axis), engine(), fpd)),
+        md);
+  }
+  dnnl::softmax_forward::primitive_desc fpd(
+      dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md, axis),
+      engine());
+  return backwardKernel(
+      spec,
+      dnnl::softmax_backward(dnnl::softmax_backward::primitive_desc(
+          dnnl::softmax_backward::desc(md, md, axis), engine(), fpd)),
+      md);
+}
+
+static std::unique_ptr<Kernel> createSoftmax(const OpSpec &spec,
+                                             std::string &error) {
+  bool grad = spec.opType.find("Grad") != std::string::npos;
+  bool log = spec.opType.rfind("Log", 0) == 0;
+  size_t nIn = grad ? 2 : 1;
+  if (!checkSameShapeF32(spec, nIn, error))
+    return nullptr;
+  int axis;
+  if (!softmaxAxis(spec, spec.outputs[0], axis, error))
+    return nullptr;
+  return guardCreate(spec, error, [&] {
+    return grad ? softmaxGradKernel(spec, axis, log)
+                : softmaxKernel(spec, axis, log);
+  });
+}
+
 } // namespace
 
 void registerTransformerKernels(KernelRegistry &r) {
+  for (const char *op :
+       {"Softmax", "LogSoftmax", "SoftmaxGrad", "LogSoftmaxGrad",
+        "SoftmaxGrad_13", "LogSoftmaxGrad_13"})
+    r[op] = createSoftmax;
   r["Gather"] = createGather;
   r["GatherGrad"] = createGatherGrad;
   r["LayerNormalization"] = createLayerNorm;
