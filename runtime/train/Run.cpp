@@ -1210,7 +1210,7 @@ llvm::Expected<int> runAttempt(const std::vector<std::string> &argv) {
   }
   if (pid == 0) {
     ::close(fds[0]);
-    ::execvp(cargs[0], cargs.data());
+    ::execv(cargs[0], cargs.data());
     int err = errno;
     ssize_t ignored = ::write(fds[1], &err, sizeof err);
     (void)ignored;

@@ -299,10 +299,18 @@ std::optional<std::vector<std::string>> launchCommand(const char *argv0) {
   std::string self = llvm::sys::fs::getMainExecutable(argv0, (void *)&np);
   std::vector<std::string> command;
   if (np > 0) {
-    if (const char *custom = std::getenv("OASR_MPIRUN"); custom && *custom) {
-      llvm::SmallVector<llvm::StringRef> words;
-      llvm::StringRef(custom).split(words, ' ', -1, /*KeepEmpty=*/false);
-      for (llvm::StringRef w : words)
+    const char *custom = std::getenv("OASR_MPIRUN");
+    llvm::SmallVector<llvm::StringRef> words;
+    llvm::StringRef(custom ? custom : "").split(words, ' ', -1, false);
+    if (!words.empty()) {
+      auto program = llvm::sys::findProgramByName(words[0]);
+      if (!program) {
+        llvm::errs() << "oasr-run: error: OASR_MPIRUN=" << custom
+                     << ": cannot find " << words[0] << "\n";
+        return std::nullopt;
+      }
+      command.push_back(*program);
+      for (llvm::StringRef w : llvm::ArrayRef(words).drop_front())
         command.push_back(w.str());
       command.insert(command.end(), {"-np", std::to_string(np)});
     } else {
@@ -345,7 +353,7 @@ int relaunch(int argc, char **argv) {
   for (std::string &a : args)
     cargs.push_back(a.data());
   cargs.push_back(nullptr);
-  execvp(cargs[0], cargs.data());
+  execv(cargs[0], cargs.data());
   llvm::errs() << "oasr-run: error: cannot execute " << args[0] << ": "
                << std::strerror(errno) << "\n";
   return 1;

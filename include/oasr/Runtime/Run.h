@@ -332,8 +332,8 @@ std::string formatRestarts(const std::vector<Attempt> &attempts,
 
 /// What the launcher runs.
 struct RestartPlan {
-  /// The command every attempt's arguments follow: `mpirun -np P ...
-  /// oasr-run`, or oasr-run alone for one process.
+  /// The command every attempt's arguments follow (its program a path):
+  /// `mpirun -np P ... oasr-run`, or oasr-run alone for one process.
   std::vector<std::string> command;
   /// oasr-run's arguments without --np and --max-restarts.
   std::vector<std::string> args;
