@@ -84,11 +84,11 @@ fi
 
 # lit's summary lines: "  Passed: 12" or, aligned with other categories,
 # "  Passed     : 12".
-count() { grep -E "^ *$1 *: +[0-9]+" "$2" | sed -E 's/.*: +([0-9]+).*/\1/' | awk '{s+=$1} END {print s+0}'; }
+count() { grep -aE "^ *$1 *: +[0-9]+" "$2" | sed -E 's/.*: +([0-9]+).*/\1/' | awk '{s+=$1} END {print s+0}'; }
 lit_pass=$(count Passed "$BUILD/lit.log")
 lit_fail=$(( $(count Failed "$BUILD/lit.log") + $(count 'Unresolved' "$BUILD/lit.log") + $(count 'Timed Out' "$BUILD/lit.log") ))
 lit_skip=$(count Unsupported "$BUILD/lit.log")
-ct_line=$(grep -E "tests passed, [0-9]+ tests failed out of" "$BUILD/ctest.log" | tail -1)
+ct_line=$(grep -aE "tests passed, [0-9]+ tests failed out of" "$BUILD/ctest.log" | tail -1)
 ct_fail=$(echo "$ct_line" | sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/')
 ct_total=$(echo "$ct_line" | sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\2/')
 ct_fail=${ct_fail:-0}; ct_total=${ct_total:-0}
@@ -130,8 +130,8 @@ gpu_cases='/cuda(_bf16)?  #|OnCuda\.'
 if "$BUILD/bin/oasr-run" --list-devices 2>/dev/null | grep -q '^cuda:[0-9]'; then
   gpu_cases='^$'
 fi
-if grep '\*\*\*Skipped' "$BUILD/ctest.log" | grep -qvE "$gpu_cases"; then
-  grep '\*\*\*Skipped' "$BUILD/ctest.log" | grep -vE "$gpu_cases" |
+if grep -a '\*\*\*Skipped' "$BUILD/ctest.log" | grep -qvE "$gpu_cases"; then
+  grep -a '\*\*\*Skipped' "$BUILD/ctest.log" | grep -vE "$gpu_cases" |
     sed 's/^/check: unexpected skip: /'
   skip_rc=1
 fi
