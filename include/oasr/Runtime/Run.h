@@ -108,6 +108,9 @@ struct RunOptions {
 /// needs, as an error naming it ("--steps=0: expected a positive number of
 /// steps"); "" when every one is valid.
 std::string checkRunOptions(const RunOptions &options);
+/// `v` as the command line would spell it (-1, 0.5, nan, inf), for
+/// messages that name an option's value.
+std::string numberText(double v);
 
 /// --max-restarts=N: a number >= 0, with --checkpoint=DIR to restart from;
 /// the error naming both, or "".
