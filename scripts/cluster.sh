@@ -20,7 +20,7 @@
 # failures").
 #
 #   scripts/cluster.sh up N [--rate=1gbit|none] [--subnet=10.77.0.0/24]
-#   scripts/cluster.sh run NP [--pin=core|none] -- COMMAND [ARG...]
+#   scripts/cluster.sh run NP [--pin=core|none] [--plain] -- COMMAND [ARG...]
 #   scripts/cluster.sh status
 #   scripts/cluster.sh down
 #
@@ -40,9 +40,13 @@ usage: scripts/cluster.sh [--name=NAME] COMMAND ...
                                            to RATE (tc units: 1gbit, 200mbit;
                                            "none": unshaped); default 1gbit,
                                            10.77.0.0/24
-  run NP [--pin=core|none] -- COMMAND...   mpirun -np NP across the nodes
+  run NP [--pin=core|none] [--plain] -- COMMAND...
+                                           mpirun -np NP across the nodes
                                            (round-robin), rank r pinned to
                                            the r-th CPU modulo the CPUs here;
+                                           --plain: without this script's
+                                           allreduce choices (as a user's
+                                           own mpirun would launch);
                                            `-- oasr-run ... --max-restarts=N`
                                            restarts a failed job from its
                                            newest checkpoint
@@ -383,7 +387,7 @@ cmd_status() {
 }
 
 cmd_run() {
-  local np="" pin=core
+  local np="" pin=core plain=
   while [ $# -gt 0 ]; do
     case "$1" in
       --) shift; break ;;
@@ -393,8 +397,9 @@ cmd_run() {
            [ -z "$np" ] || die "run: two rank counts, '$np' and -np $2"
            np=$2; shift 2; break ;;
       --pin=core|--pin=none) pin=${1#--pin=} ;;
+      --plain) plain=1 ;;
       --pin=*) die "run: --pin=${1#--pin=}: expected core or none" ;;
-      -*) die "run: unknown option '$1' (usage: run NP [--pin=core|none] -- COMMAND...)" ;;
+      -*) die "run: unknown option '$1' (usage: run NP [--pin=core|none] [--plain] -- COMMAND...)" ;;
       *) [ -z "$np" ] || die "run: expected '--' before the command, got '$1' (usage: run NP -- COMMAND...)"
          np=$1 ;;
     esac
@@ -425,7 +430,7 @@ cmd_run() {
   # it runs each attempt through this script's `run` ($OASR_MPIRUN, words
   # split at spaces), whose command then no longer has the option.
   if [ -n "$restarts" ]; then
-    export OASR_MPIRUN="$self --name=$name run --pin=$pin"
+    export OASR_MPIRUN="$self --name=$name run --pin=$pin${plain:+ --plain}"
     exec "$1" --np "$np" "${@:2}"
   fi
 
@@ -442,15 +447,19 @@ cmd_run() {
   fi
   local root=()
   [ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
+  # The allreduce choices for a network link (coll-rules above); --plain
+  # leaves them to oasr-run, which sets the same ones itself across hosts.
+  local coll=(--mca coll_tuned_use_dynamic_rules 1
+    --mca coll_tuned_dynamic_rules_filename "$statedir/coll-rules"
+    --mca coll_libnbc_iallreduce_algorithm 3)
+  [ -n "$plain" ] && coll=()
   export OASR_CLUSTER_CPUS="$cpus" OASR_CLUSTER_NAME="$name"
   exec ip netns exec "$name-n0" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$name-n0" \
     mpirun "${root[@]}" -np "$np" --hostfile "$statedir/hostfile" \
     --oversubscribe --map-by node --bind-to none \
     --mca plm_rsh_agent "$statedir/agent" --mca plm_rsh_no_tree_spawn 1 \
     --mca btl_tcp_if_include "$SUBNET" --mca oob_tcp_if_include "$SUBNET" \
-    --mca coll_tuned_use_dynamic_rules 1 \
-    --mca coll_tuned_dynamic_rules_filename "$statedir/coll-rules" \
-    --mca coll_libnbc_iallreduce_algorithm 3 \
+    "${coll[@]}" \
     --mca oob_tcp_keepalive_time 4 --mca oob_tcp_keepalive_intvl 2 \
     --mca oob_tcp_keepalive_probes 3 \
     -x OASR_CLUSTER_CPUS -x OASR_CLUSTER_NAME \

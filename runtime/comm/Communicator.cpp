@@ -469,11 +469,18 @@ std::unique_ptr<Communicator> createSelfCommunicator() {
   return std::make_unique<SelfCommunicator>();
 }
 
+static std::string gCollectiveNote;
+const std::string &collectiveTuningNote() { return gCollectiveNote; }
+
 std::unique_ptr<Communicator> createMpiCommunicator(int *argc, char ***argv,
                                                     std::string &error) {
+  std::string rulesPath;
+  gCollectiveNote = tuneOpenMpiAcrossHosts(rulesPath);
   int provided = 0;
-  if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) !=
-      MPI_SUCCESS) {
+  int initialized = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+  if (!rulesPath.empty()) // coll/tuned read it while MPI_Init opened it
+    std::remove(rulesPath.c_str());
+  if (initialized != MPI_SUCCESS) {
     error = "MPI_Init_thread failed";
     return nullptr;
   }

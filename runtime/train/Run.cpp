@@ -392,6 +392,8 @@ void Run::describe() {
                                 : "the next forward waits for every group",
                 units.c_str());
   }
+  if (!collectiveTuningNote().empty())
+    std::printf("%s\n", collectiveTuningNote().c_str());
   // A lost node's daemon keeps mpirun waiting after the ranks stop unless
   // its connections have short TCP keepalives (Open MPI's default: 300 s
   // idle, then 9 probes 20 s apart).

@@ -150,6 +150,15 @@ public:
 /// The one-process communicator: averaging is the identity.
 std::unique_ptr<Communicator> createSelfCommunicator();
 
+/// For a job whose ranks are on several hosts (Open MPI's launcher says so
+/// before MPI_Init), sets Open MPI's allreduce choices that suit a network
+/// link (runtime/comm/OpenMpiTuning.cpp) unless the launch set them; the
+/// rules file it writes is `rulesPath`. Returns the line to print, or ""
+/// on one host. Called by createMpiCommunicator before MPI_Init.
+std::string tuneOpenMpiAcrossHosts(std::string &rulesPath);
+/// What tuneOpenMpiAcrossHosts said for this process ("" when nothing).
+const std::string &collectiveTuningNote();
+
 /// Initialises MPI (MPI_THREAD_MULTIPLE requested; at least
 /// MPI_THREAD_SERIALIZED required, calls are serialized by the CommEngine) and
 /// returns the MPI_COMM_WORLD communicator. On failure returns null and sets

@@ -2,7 +2,7 @@
 # Runs COMMAND on NP ranks of an emulated cluster of NODES nodes
 # (scripts/cluster.sh) made for this job alone, and always tears it down:
 #   cluster_job.sh SRC OUT NODES NP [--down-while-running |
-#                  --cut-link-after=S] [--as-is] -- COMMAND...
+#                  --cut-link-after=S] [--as-is] [--plain] -- COMMAND...
 # SRC is the source tree, OUT a fresh directory (state, per-rank records).
 # Prints the cluster's name, what each rank recorded (rank, namespace,
 # hostname, address), the bytes the second node sent over its link during the
@@ -12,7 +12,8 @@
 # last node's link down S seconds after its ranks start (the switch port:
 # a cut cable) and says how long the run went on after that. --as-is runs
 # COMMAND as it is, without the per-rank records (`cluster.sh run -- oasr-run
-# ... --max-restarts=N` needs oasr-run as the command).
+# ... --max-restarts=N` needs oasr-run as the command). --plain launches
+# without cluster.sh's allreduce choices, as a user's own mpirun would.
 set -u
 src=$1 out=$2 nodes=$3 np=$4
 shift 4
@@ -21,6 +22,8 @@ if [ "${1:-}" = --down-while-running ]; then down_while_running=1; shift; fi
 if [[ ${1:-} == --cut-link-after=* ]]; then cut_after=${1#*=}; shift; fi
 as_is=0
 if [ "${1:-}" = --as-is ]; then as_is=1; shift; fi
+plain=()
+if [ "${1:-}" = --plain ]; then plain=(--plain); shift; fi
 [ "${1:-}" = -- ] || { echo "cluster_job: expected -- COMMAND" >&2; exit 2; }
 shift
 cluster=$src/scripts/cluster.sh
@@ -75,9 +78,9 @@ tx_of() { "$cluster" status | sed -n "s/^  $1 .*tx_bytes=\([0-9]*\).*/\1/p"; }
     exit $rc
   fi
   if [ "$as_is" = 1 ]; then
-    "$cluster" run "$np" -- "$@"
+    "$cluster" run "$np" "${plain[@]}" -- "$@"
   else
-    "$cluster" run "$np" -- sh -c "$record" "$out" "$@"
+    "$cluster" run "$np" "${plain[@]}" -- sh -c "$record" "$out" "$@"
   fi
   rc=$?
   after=$(tx_of "$last")
