@@ -441,9 +441,33 @@ def reference(name, seed, params, x, y, dtype, jitter=None, autocast=False,
                          for k, p in named.items()}
 
 
+def initial_weights_match(name, seed, params):
+    """Whether oasr started from the seeded PyTorch model's weights, name by
+    name: a first-step dump at --lr=0 holds the weights the step used, which
+    are the exported ONNX initializers as oasr-run loaded them. Prints one
+    line, and one more per parameter that differs."""
+    model = build(name, seed)
+    named = {k: p.detach().float().numpy().reshape(-1)
+             for k, p in model.named_parameters()}
+    differ = [k for k, w in named.items()
+              if k in params and params[k][0] is not None and not np.array_equal(
+                  np.asarray(params[k][0], dtype=np.float32).reshape(-1), w)]
+    print(f"initial weights: {len(named) - len(differ)} of {len(named)} "
+          "parameters equal the seeded PyTorch model's")
+    for k in differ:
+        got = np.asarray(params[k][0], dtype=np.float64).reshape(-1)
+        want = named[k].astype(np.float64)
+        diff = (np.abs(got - want).max() if got.shape == want.shape
+                else f"{got.size} values, expected {want.size}")
+        print(f"{k}: initial weights differ from the seeded model's (max "
+              f"|diff| {diff}; check reads a first-step dump at --lr=0) MISMATCH")
+    return not differ
+
+
 def cmd_check(a):
     params, loss = read_dump(a.dump)
     x, y = load_batch(a.model, a.data)
+    initial_ok = initial_weights_match(a.model, a.seed, params)
     loss64, g64 = reference(a.model, a.seed, params, x, y, torch.float64)
     # Float32's own error, as the worst of PyTorch's float32 run on the
     # weights as dumped and on JITTER runs with rounding-level perturbed
@@ -500,6 +524,7 @@ def cmd_check(a):
         worst = max(worst, err / bound)
         peer_name = "torch autocast" if low else "torch f32"
         print(f"{k}: err {err:.2e} ({peer_name} {err32:.2e}, bound {bound:.2e}) {status}")
+    ok &= initial_ok
     print(f"{'PASS' if ok else 'FAIL'}: {len(g64)} parameters, "
           f"worst err/bound {worst:.2f}")
     return 0 if ok else 1
