@@ -63,15 +63,13 @@ def main():
                f"--steps={a.steps}", "--threads=1", f"--log-every={a.steps}"]
         for r in range(a.rounds):
             for kind in ("tuned", "plain", "defaults"):
-                e = dict(env)
-                if kind == "defaults":
-                    e["OMPI_MCA_coll_tuned_use_dynamic_rules"] = "0"
-                launch = [CLUSTER, "run", "2"] + (["--plain"] if kind != "tuned" else [])
-                if kind == "defaults":
-                    launch += ["--"] + ["env", "OMPI_MCA_coll_tuned_use_dynamic_rules=0"] + cmd
-                else:
-                    launch += ["--"] + cmd
-                res = subprocess.run(launch, env=e, capture_output=True, text=True)
+                # "defaults": the variable in each rank's environment, as a
+                # user's own setting would be.
+                rank_env = (["env", "OMPI_MCA_coll_tuned_use_dynamic_rules=0"]
+                            if kind == "defaults" else [])
+                launch = ([CLUSTER, "run", "2"] + (["--plain"] if kind != "tuned" else [])
+                          + ["--"] + rank_env + cmd)
+                res = subprocess.run(launch, env=env, capture_output=True, text=True)
                 m = STEP_RE.search(res.stdout)
                 if res.returncode != 0 or not m:
                     sys.exit(f"run_launch: {kind} run failed:\n" + (res.stdout + res.stderr)[-3000:])

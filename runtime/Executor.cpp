@@ -175,18 +175,13 @@ void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
         I.stepWaited[instr.group] = 1;
       break;
     case InstrOp::Update:
-      if (scaling) {
-        if (!I.stepDecided)
-          I.decideScaledStep(hooks);
-        if (I.stepSkipped)
-          keepState(instr);
-        else
-          I.backend->update(instr.rule, I.updatesDone, instr.inRefs,
-                            instr.outRefs);
-      } else {
+      if (scaling && !I.stepDecided)
+        I.decideScaledStep(hooks);
+      if (scaling && I.stepSkipped)
+        keepState(instr);
+      else
         I.backend->update(instr.rule, I.updatesDone, instr.inRefs,
                           instr.outRefs);
-      }
       break;
     }
     if (timings) {
@@ -215,16 +210,11 @@ void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
 bool Executor::scalesLoss() const { return impl->lossScaleValue >= 0; }
 
 GraphStats Executor::graphStats() const {
-  GraphStats g;
-  g.instrs = impl->instrs.size();
-  if (!impl->graphs)
-    return g;
-  const StepGraphs::Stats &s = impl->graphs->stats();
-  g.runs = s.runs;
-  g.graphs = s.graphs;
-  g.graphInstrs = s.graphInstrs;
-  g.failures = s.failures;
-  return g;
+  if (impl->graphs)
+    return impl->graphs->stats();
+  GraphStats none;
+  none.instrs = impl->instrs.size();
+  return none;
 }
 LossScaler &Executor::lossScaler() { return impl->scaler; }
 bool Executor::lastStepSkipped() const {

@@ -23,6 +23,7 @@ StepGraphs::StepGraphs(const std::vector<char> &replayable,
     k = end;
   }
   stat.runs = runs.size();
+  stat.instrs = n;
 }
 
 size_t StepGraphs::run(size_t k, KernelBackend &backend,

@@ -17,6 +17,7 @@
 #ifndef OASR_RUNTIME_STEPGRAPHS_H
 #define OASR_RUNTIME_STEPGRAPHS_H
 
+#include "oasr/Runtime/Executor.h"
 #include "oasr/Runtime/Kernel.h"
 
 #include <cstdint>
@@ -42,13 +43,8 @@ public:
   size_t run(size_t k, KernelBackend &backend,
              const std::function<void(size_t)> &runOne);
 
-  struct Stats {
-    size_t runs = 0;                   ///< runs of two or more instructions
-    size_t graphs = 0;                 ///< of them, captured and replayed
-    size_t graphInstrs = 0;            ///< instructions inside the graphs
-    std::vector<std::string> failures; ///< why a run could not be captured
-  };
-  const Stats &stats() const { return stat; }
+  /// What it did so far (Executor::graphStats).
+  const GraphStats &stats() const { return stat; }
 
 private:
   struct Run {
@@ -58,7 +54,7 @@ private:
   std::vector<Run> runs;
   std::vector<int> runAt; ///< the run starting at instruction k, or -1
   int64_t steps = 0;
-  Stats stat;
+  GraphStats stat;
 };
 
 } // namespace oasr::rt

@@ -7,11 +7,9 @@
 
 #include "ImporterImpl.h"
 
-using namespace mlir;
+// The importer's namespace; its detail namespace brings mlir, llvm's
+// SmallVector/StringRef and the ops alias.
 using namespace ::oasr::onnximport;
-namespace ops = ::oasr::ops;
-using llvm::SmallVector;
-using llvm::StringRef;
 using namespace ::oasr::onnximport::detail;
 
 //===----------------------------------------------------------------------===//

@@ -6,17 +6,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "oasr/Dialect/OASRDialect.h"
 #include "oasr/Runtime/DataLoader.h"
 #include "oasr/Runtime/DeviceSetup.h"
-#include "oasr/Runtime/GradientDump.h"
 #include "oasr/Runtime/Report.h"
 #include "oasr/Runtime/Run.h"
 #include "oasr/Runtime/Training.h"
 #include "oasr/Schedule/Schedule.h"
-#include "oasr/Schedule/Steady.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
