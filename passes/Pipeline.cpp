@@ -48,6 +48,7 @@ void mlir::oasr::populateTrainPipeline(OpPassManager &pm,
   plan.groupOverheadUs = opts.groupOverheadUs;
   plan.overlapRate = opts.overlapRate;
   plan.gradDtype = opts.gradDtype;
+  plan.compress = opts.compress;
   pm.addPass(createPlanAllreduce(plan));
 
   LayoutGradientsOptions layout;

@@ -159,6 +159,32 @@ void PlanAllreducePass::runOnOperation() {
     wireType = BFloat16Type::get(module.getContext());
   else if (*wire == sched::WireDType::F16)
     wireType = Float16Type::get(module.getContext());
+  llvm::Expected<sched::CompressPolicy> policy =
+      sched::parseCompressPolicy(compress);
+  if (!policy) {
+    optionError(module) << "'compress=" << llvm::toString(policy.takeError());
+    return signalPassFailure();
+  }
+  if (!policy->off() && wireType) {
+    optionError(module) << "'compress=" << compress
+                        << "' sends PowerSGD's factors in f32; it does not "
+                           "combine with 'grad-dtype="
+                        << gradDtype << "'";
+    return signalPassFailure();
+  }
+  if (!policy->off() && steady) {
+    optionError(module) << "'compress=" << compress << "': strategy '"
+                        << strategy
+                        << "' plans the steady-state step, which does not "
+                           "compress yet; use oasr, optimal, mgwfbp, wfbp, "
+                           "single, ddp, horovod or bucket:N";
+    return signalPassFailure();
+  }
+  if (compressGmacs != -1.0 && !(compressGmacs > 0)) {
+    optionError(module) << "'compress-gmacs' must be > 0, got "
+                        << compressGmacs;
+    return signalPassFailure();
+  }
   FailureOr<StepAnalysis> step = StepAnalysis::build(fn);
   if (failed(step))
     return signalPassFailure();
@@ -172,8 +198,27 @@ void PlanAllreducePass::runOnOperation() {
   // Without a model (a simple strategy) the grouping is the same under any
   // one; the plan records no model and no predicted time.
   const bool hasModel = cm->has_value();
+  if (policy->mode == sched::CompressPolicy::Mode::Auto && !hasModel) {
+    optionError(module) << "'compress=" << compress
+                        << "' chooses each group's form on the allreduce "
+                           "model, and strategy '"
+                        << strategy
+                        << "' was given none: give 'comm=', 'alpha' and "
+                           "'beta', or 'compress=powersgd:R'";
+    return signalPassFailure();
+  }
   sched::CommModel model = hasModel ? **cm : sched::CommModel();
   model.wire = *wire;
+  if (!policy->off()) {
+    // Compression runs on the communication thread, one core: the build
+    // machine's oneDNN rate (185 GFLOP/s on 2 threads, docs/passes.md) per
+    // core, and its memory bandwidth for the passes over the matrices
+    // (about 36 bytes an element: the error added, three products reading
+    // or writing M, the new error).
+    double gmacs = compressGmacs > 0 ? compressGmacs.getValue() : 185.0 / 4;
+    model.compressUsPerMac = 1e-3 / gmacs;
+    model.compressUsPerElement = 36.0 / 17.0e3;
+  }
   if (wireType)
     for (const StepGrad &g : step->grads)
       if (!cast<ShapedType>(g.value.getType()).getElementType().isF32()) {
@@ -193,7 +238,7 @@ void PlanAllreducePass::runOnOperation() {
   std::optional<sched::LoweredSteadyPlan> lowered;
   llvm::Expected<sched::Plan> plan = [&]() -> llvm::Expected<sched::Plan> {
     if (!steady)
-      return sched::makePlan(strategy, profile, model);
+      return sched::makeCompressedPlan(strategy, profile, model, *policy);
     sched::SteadyComm sc = sched::SteadyComm::fromAllreduce(model);
     // A calibration's measured reduce-scatter and all-gather (oasr-bench
     // comm --collectives=...), else halves of the allreduce.
@@ -242,7 +287,9 @@ void PlanAllreducePass::runOnOperation() {
     auto start = b.create<AllreduceStartOp>(
         readyOp->getLoc(), TokenType::get(module.getContext()), grads,
         b.getI64IntegerAttr(k), DenseI64ArrayAttr(), IntegerAttr(),
-        wireType ? TypeAttr::get(wireType) : TypeAttr());
+        wireType ? TypeAttr::get(wireType) : TypeAttr(),
+        plan->form(k).compressed() ? b.getI64IntegerAttr(plan->form(k).rank)
+                                   : IntegerAttr());
     lastInsertedAfter[readyOp] = start;
     starts.push_back(start);
   }
@@ -267,19 +314,34 @@ void PlanAllreducePass::runOnOperation() {
   if (wireType)
     planAttrs.push_back(b.getNamedAttr(
         "grad_dtype", b.getStringAttr(sched::wireDTypeName(*wire))));
+  if (!policy->off()) {
+    int64_t compressed = 0;
+    for (unsigned k = 0; k < plan->numGroups(); ++k)
+      compressed += plan->form(k).compressed();
+    planAttrs.append(
+        {b.getNamedAttr("compress", b.getStringAttr(policy->name())),
+         b.getNamedAttr("compressed_groups", b.getI64IntegerAttr(compressed)),
+         b.getNamedAttr("compress_us_per_mac",
+                        b.getF64FloatAttr(model.compressUsPerMac)),
+         b.getNamedAttr("compress_us_per_element",
+                        b.getF64FloatAttr(model.compressUsPerElement))});
+  }
   if (hasModel) {
     sched::Timeline timeline = sched::simulate(profile, model, *plan);
     planAttrs.append(
         {b.getNamedAttr("predicted_iteration_us",
                         b.getF64FloatAttr(timeline.iterationUs)),
-         b.getNamedAttr("lower_bound_us",
-                        b.getF64FloatAttr(sched::lowerBoundUs(profile, model))),
          b.getNamedAttr("alpha_s", b.getF64FloatAttr(model.alphaS)),
          b.getNamedAttr("beta_s_per_byte",
                         b.getF64FloatAttr(model.betaSPerByte)),
          b.getNamedAttr("group_overhead_us",
                         b.getF64FloatAttr(model.groupOverheadUs)),
          b.getNamedAttr("overlap_rate", b.getF64FloatAttr(model.overlapRate))});
+    // The bound carries every gradient byte; compressed groups carry fewer.
+    if (!plan->compresses())
+      planAttrs.push_back(b.getNamedAttr(
+          "lower_bound_us",
+          b.getF64FloatAttr(sched::lowerBoundUs(profile, model))));
     if (model.computeRate != 1)
       planAttrs.push_back(
           b.getNamedAttr("compute_rate", b.getF64FloatAttr(model.computeRate)));

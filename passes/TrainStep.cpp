@@ -92,6 +92,9 @@ FailureOr<StepAnalysis> StepAnalysis::build(func::FuncOp func) {
              << g.param << "' is not made by a backward node";
     g.readyPos = position[g.readyOp];
     g.bytes = tensorBytes(g.value.getType());
+    if (auto t = dyn_cast<RankedTensorType>(g.value.getType());
+        t && t.getRank() >= 2 && t.hasStaticShape())
+      g.rows = uint64_t(t.getDimSize(0));
     a.grads.push_back(std::move(g));
   }
 
@@ -139,7 +142,7 @@ FailureOr<StepAnalysis> StepAnalysis::build(func::FuncOp func) {
     layer.name = l.name;
     layer.backwardUs = l.backwardUs;
     for (unsigned g : l.grads)
-      layer.grads.push_back({grads[g].param, grads[g].bytes});
+      layer.grads.push_back({grads[g].param, grads[g].bytes, grads[g].rows});
     p.layers.push_back(std::move(layer));
   }
   return p;

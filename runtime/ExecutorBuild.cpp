@@ -392,6 +392,8 @@ private:
                                            gradWireName(wire),
                                            gradWireName(exec->wire))
                                  .str());
+        if (std::optional<int64_t> r = start.getPowersgdRank())
+          g.powerSgdRank = unsigned(*r);
         std::optional<ArrayRef<int64_t>> offs = start.getOffsets();
         size_t end = 0;
         for (auto [k, v] : llvm::enumerate(ins)) {
@@ -1029,6 +1031,7 @@ private:
       gg.layer = g.layer;
       gg.wire = exec->wire;
       gg.wireScratch = exec->wire == GradWire::F32 ? nullptr : I.wireSlab;
+      gg.powerSgdRank = g.powerSgdRank;
       if (scatters(g.index)) {
         gg.scatterRanks = unsigned(I.ranks);
         gg.shard = I.groupBufs[g.index].shard;
@@ -1042,8 +1045,18 @@ private:
     if (exec->wire != GradWire::F32)
       exec->betaS *= 0.5;
     for (auto &[name, v] : I.gradOfParam)
-      if (I.values[v].where == Where::Group)
-        exec->gradGroups[size_t(I.values[v].group)].params.push_back(name);
+      if (I.values[v].where == Where::Group) {
+        GradGroup &gg = exec->gradGroups[size_t(I.values[v].group)];
+        gg.params.push_back(name);
+        if (I.values[v].desc.dtype == DType::F32)
+          gg.spans.push_back({name, I.values[v].offset / sizeof(float),
+                              I.values[v].desc.shape});
+      }
+    for (GradGroup &gg : exec->gradGroups)
+      std::sort(gg.spans.begin(), gg.spans.end(),
+                [](const GradGroup::Span &a, const GradGroup::Span &b) {
+                  return a.offset < b.offset;
+                });
     std::stable_sort(
         gradOrder.begin(), gradOrder.end(),
         [](const GradOrder &a, const GradOrder &b) { return a.at < b.at; });
@@ -1156,6 +1169,7 @@ private:
     std::vector<size_t> offsets;
     std::vector<std::string> gradLayers;
     size_t bytes;
+    unsigned powerSgdRank = 0;
     std::string layer;
     std::vector<GradSlot> slots;
   };

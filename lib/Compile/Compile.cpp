@@ -28,7 +28,7 @@ bool TrainingCompileOptions::anyCompileOption() const {
   return !strategy.empty() || alpha >= 0 || beta >= 0 ||
          overlapRate.has_value() || !commFile.empty() || !profile.empty() ||
          !optimizer.empty() || momentum >= 0 || !dims.empty() ||
-         !gradDtype.empty() || !precision.empty();
+         !gradDtype.empty() || !compress.empty() || !precision.empty();
 }
 
 static llvm::Error fail(const llvm::Twine &msg) {
@@ -63,7 +63,8 @@ mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
     if (o.anyCompileOption())
       return fail(
           "--strategy/--alpha/--beta/--overlap-rate/--comm/"
-          "--plan-profile/--grad-dtype/--precision/--optimizer/--momentum/"
+          "--plan-profile/--grad-dtype/--compress/--precision/--optimizer/"
+          "--momentum/"
           "--dim "
           "apply to .onnx "
           "inputs; a .mlir module carries its plan (recompile it with "
@@ -94,6 +95,16 @@ mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
                   ": expected f32, bf16 or f16 (the element type gradients "
                   "travel in)");
     }
+  if (!o.compress.empty())
+    if (llvm::Expected<::oasr::schedule::CompressPolicy> c =
+            ::oasr::schedule::parseCompressPolicy(o.compress);
+        !c)
+      return fail("--compress=" + llvm::toString(c.takeError()));
+    else if (!c->off() && !o.gradDtype.empty() && o.gradDtype != "f32")
+      return fail("--compress=" + o.compress +
+                  ": PowerSGD's factors travel in f32; it does not combine "
+                  "with --grad-dtype=" +
+                  o.gradDtype);
   if (!o.precision.empty() && o.precision != "f32" && o.precision != "tf32" &&
       o.precision != "bf16" && o.precision != "f16")
     return fail("--precision=" + o.precision +
@@ -136,6 +147,8 @@ mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
     po.overlapRate = *o.overlapRate;
   if (!o.gradDtype.empty())
     po.gradDtype = o.gradDtype;
+  if (!o.compress.empty())
+    po.compress = o.compress;
   if (!o.profile.empty())
     po.profile = o.profile;
   if (!o.precision.empty())

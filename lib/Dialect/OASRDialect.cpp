@@ -209,6 +209,17 @@ LogicalResult AllreduceStartOp::verify() {
                  << i << " is not f32: only f32 gradients travel as "
                  << *wire;
   }
+  if (std::optional<int64_t> rank = getPowersgdRank()) {
+    if (*rank < 1)
+      return emitOpError("powersgd_rank must be at least 1, got ") << *rank;
+    if (std::optional<Type> wire = getWireType(); wire && !wire->isF32())
+      return emitOpError("powersgd_rank sends f32 factors; wire_type is ")
+             << *wire;
+    for (auto [i, grad] : llvm::enumerate(getGrads()))
+      if (!cast<RankedTensorType>(grad.getType()).getElementType().isF32())
+        return emitOpError("gradient #")
+               << i << " is not f32: PowerSGD compresses f32 gradients";
+  }
   return success();
 }
 

@@ -469,6 +469,10 @@ Expected<Profile> oasr::schedule::parseProfile(StringRef jsonText,
         if (Error e = r.integer(go, "bytes", gwhere, bytes, true))
           return std::move(e);
         g.bytes = bytes;
+        int64_t rows = 0;
+        if (Error e = r.integer(go, "rows", gwhere, rows, false))
+          return std::move(e);
+        g.rows = uint64_t(rows);
         if (!gradNames.insert(*go.get("name")->getAsString()).second)
           return r.error(*go.get("name"), gwhere,
                          "duplicate gradient name '" + g.name + "'");
@@ -510,9 +514,12 @@ json::Value oasr::schedule::toJSON(const Profile &p) {
   json::Array layers;
   for (const Layer &l : p.layers) {
     json::Array grads;
-    for (const GradTensor &g : l.grads)
-      grads.push_back(
-          json::Object{{"name", g.name}, {"bytes", int64_t(g.bytes)}});
+    for (const GradTensor &g : l.grads) {
+      json::Object go{{"name", g.name}, {"bytes", int64_t(g.bytes)}};
+      if (g.rows)
+        go["rows"] = int64_t(g.rows);
+      grads.push_back(std::move(go));
+    }
     json::Object lo{{"name", l.name}, {"backward_us", l.backwardUs}};
     if (l.forwardUs != 0)
       lo["forward_us"] = l.forwardUs;

@@ -25,7 +25,8 @@ std::vector<ReadyGrad> oasr::schedule::readyOrder(const Profile &profile) {
     const Layer &layer = profile.layers[l];
     t += layer.backwardUs;
     for (unsigned g = 0, e = layer.grads.size(); g < e; ++g)
-      out.push_back({l, g, layer.grads[g].name, layer.grads[g].bytes, t});
+      out.push_back({l, g, layer.grads[g].name, layer.grads[g].bytes, t,
+                     layer.grads[g].rows});
   }
   return out;
 }
@@ -103,7 +104,8 @@ static void simulateCoupled(const Profile &profile, const CommModel &comm,
     for (unsigned i = g.begin; i < g.end; ++i)
       g.bytes += ready[i].bytes;
     readyStep[k] = numLayers - 1 - ready[g.end - 1].layer;
-    work[k] = comm.groupTimeUs(g.bytes, g.end - g.begin);
+    g.form = plan.form(k);
+    work[k] = groupChannelUs(comm, ready, plan, k);
     tl.commBusyUs += work[k];
   }
   double t = profile.forwardUs;
@@ -229,7 +231,8 @@ static void simulateCapacity(const Profile &profile, const CommModel &comm,
       g.bytes += ready[i].bytes;
     g.readyUs = ready[g.end - 1].readyUs;
     g.startUs = std::max(g.readyUs, prevEnd);
-    double dur = comm.groupTimeUs(g.bytes, g.end - g.begin);
+    g.form = plan.form(k);
+    double dur = groupChannelUs(comm, ready, plan, k);
     if (dur > 0) {
       prevCap =
           std::max(comm.capacityAt(g.readyUs, backwardEnd), prevCap) + dur;

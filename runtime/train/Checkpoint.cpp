@@ -223,6 +223,15 @@ llvm::Expected<std::string> saveCheckpoint(Executor &exec, DataLoader &data,
     }
   }
   const size_t rankBytes = blob.size();
+  // Every rank's own state to rank 0, after everything else.
+  std::vector<char> rankStates;
+  std::vector<size_t> rankStateSizes;
+  if (!content.rankState.empty() || engine.communicator().size() > 1)
+    engine.run([&](Communicator &c) {
+      c.gatherBytes(content.rankState.data(),
+                    content.rankState.size() * sizeof(float), 0, rankStates,
+                    rankStateSizes);
+    });
   if (content.perRank) {
     std::vector<char> all;
     std::vector<size_t> sizes;
@@ -252,6 +261,12 @@ llvm::Expected<std::string> saveCheckpoint(Executor &exec, DataLoader &data,
   const size_t algorithmOffset = blob.size();
   blob.append(reinterpret_cast<const char *>(content.algorithmState.data()),
               content.algorithmState.size() * sizeof(float));
+  const size_t rankStateOffset = blob.size();
+  const size_t rankStateFloats = content.rankState.size();
+  for (size_t n : rankStateSizes)
+    if (n != rankStateFloats * sizeof(float))
+      return makeError("--checkpoint: the ranks' own states differ in size");
+  blob.append(rankStates.data(), rankStates.size());
   size_t at = 0;
   for (const PersistentTensor &t : exec.persistent()) {
     size_t bytes = t.ref.bytes();
@@ -301,7 +316,10 @@ llvm::Expected<std::string> saveCheckpoint(Executor &exec, DataLoader &data,
       {"rank_bytes", int64_t(rankBytes)},
       {"algorithm_state",
        llvm::json::Object{{"offset", int64_t(algorithmOffset)},
-                          {"floats", int64_t(content.algorithmState.size())}}}};
+                          {"floats", int64_t(content.algorithmState.size())}}},
+      {"rank_state",
+       llvm::json::Object{{"offset", int64_t(rankStateOffset)},
+                          {"floats_per_rank", int64_t(rankStateFloats)}}}};
 
   // DIR/.tmp-step-N-PID, filled and synced, renamed to DIR/step-N.
   const std::string &dir = options.dir;
@@ -603,6 +621,21 @@ llvm::Expected<ResumeState> restoreCheckpoint(const CheckpointBytes &bytes,
     state.algorithmState.resize(size_t(n));
     if (n) // an empty state has no buffer to copy into
       std::memcpy(state.algorithmState.data(), bytes.blob.data() + off,
+                  size_t(n) * sizeof(float));
+  }
+
+  if (const llvm::json::Object *a = m.getObject("rank_state")) {
+    int64_t off = a->getInteger("offset").value_or(-1);
+    int64_t n = a->getInteger("floats_per_rank").value_or(-1);
+    if (off < 0 || n < 0 ||
+        uint64_t(off) + uint64_t(rank + 1) * uint64_t(n) * sizeof(float) >
+            bytes.blob.size())
+      return makeError(where + "rank " + std::to_string(rank) +
+                       "'s own state lies outside tensors.bin");
+    state.rankState.resize(size_t(n));
+    if (n)
+      std::memcpy(state.rankState.data(),
+                  bytes.blob.data() + off + size_t(rank) * size_t(n) * 4,
                   size_t(n) * sizeof(float));
   }
 

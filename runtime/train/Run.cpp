@@ -100,7 +100,8 @@ private:
   /// Rank 0's warnings and notes before training, and the run's line.
   void describe();
   /// Continues from the checkpoint read by rank 0; the start step.
-  int64_t resume(std::vector<float> &algorithmState);
+  int64_t resume(std::vector<float> &algorithmState,
+                 std::vector<float> &rankState);
   void report(const TrainSummary &summary, const TrainingAlgorithm &algo);
   void stalled(const CommEngine::Stall &s);
   bool onSeveralHosts();
@@ -240,6 +241,8 @@ void Run::checkTraining() {
   algoOptions.server = o.psServer;
   algoOptions.easgdTau = o.easgdTau;
   algoOptions.easgdAlpha = o.easgdAlpha.value_or(-1);
+  algoOptions.compressStart = o.compressStart;
+  algoOptions.seed = o.seed;
   if (llvm::Error err =
           checkTrainingAlgorithm(o.algorithm, algoOptions, *comm, exec.get()))
     failure.set(std::move(err));
@@ -253,7 +256,10 @@ void Run::checkTraining() {
   // Re-planning: by default once for sync SGD on several ranks when the
   // strategy plans with a model (the others group by layer or size).
   if (exec && !failure.failed) {
-    if (auto r = replanFor(o, size, exec->planStrategy()))
+    if (auto r = replanFor(o, size, exec->planStrategy(),
+                           llvm::any_of(exec->groups(), [](const GradGroup &g) {
+                             return g.powerSgdRank > 0;
+                           })))
       replanOptions = *r;
     else
       failure.set(r.takeError());
@@ -430,7 +436,8 @@ void Run::describe() {
   std::fflush(stdout);
 }
 
-int64_t Run::resume(std::vector<float> &algorithmState) {
+int64_t Run::resume(std::vector<float> &algorithmState,
+                    std::vector<float> &rankState) {
   broadcastCheckpoint(resumeBytes, *engine);
   auto resumed = restoreCheckpoint(resumeBytes, *exec, *data, rank);
   if (!resumed)
@@ -438,6 +445,7 @@ int64_t Run::resume(std::vector<float> &algorithmState) {
                         llvm::toString(resumed.takeError()));
   int64_t startStep = resumed->step;
   algorithmState = std::move(resumed->algorithmState);
+  rankState = std::move(resumed->rankState);
   noteProgress(startStep);
   noteCheckpoint(resumed->path);
   if (rank == 0 && !o.quiet)
@@ -638,9 +646,9 @@ int Run::run(int *argc, char ***argv) {
   describe();
 
   int64_t startStep = 0;
-  std::vector<float> resumedAlgorithmState;
+  std::vector<float> resumedAlgorithmState, resumedRankState;
   if (!o.resumeDir.empty())
-    startStep = resume(resumedAlgorithmState);
+    startStep = resume(resumedAlgorithmState, resumedRankState);
   installFailureReport(*engine);
   if (size > 1)
     engine->setWatchdog(watchdogS,
@@ -649,7 +657,13 @@ int Run::run(int *argc, char ***argv) {
   std::unique_ptr<TrainingAlgorithm> algo =
       createTrainingAlgorithm(o.algorithm, *exec, *engine, algoOptions);
   if (!o.resumeDir.empty())
-    if (llvm::Error err = algo->restoreAlgorithmState(resumedAlgorithmState))
+    if (llvm::Error err = [&]() -> llvm::Error {
+          // In this order: the rank state completes the shared one.
+          if (llvm::Error e =
+                  algo->restoreAlgorithmState(resumedAlgorithmState))
+            return e;
+          return algo->restoreRankState(resumedRankState);
+        }())
       abortRun(*comm, "oasr-run: " + rankName(*comm) + ": error: --resume: " +
                           llvm::toString(std::move(err)));
   TrainOptions to;

@@ -225,7 +225,8 @@ static llvm::Error runError(const llvm::Twine &message) {
 }
 
 llvm::Expected<ReplanOptions> replanFor(const RunOptions &o, int ranks,
-                                        llvm::StringRef planStrategy) {
+                                        llvm::StringRef planStrategy,
+                                        bool compresses) {
   ReplanOptions r;
   const bool modelStrategy =
       oasr::schedule::strategyNeedsCommModel(planStrategy);
@@ -244,6 +245,11 @@ llvm::Expected<ReplanOptions> replanFor(const RunOptions &o, int ranks,
                       planStrategy +
                       "' plans the steady-state step, which is not "
                       "re-planned from the run; give --replan=off");
+    if (r.mode != ReplanOptions::Mode::Off && compresses)
+      return runError("--replan=" + o.replan +
+                      ": the plan sends groups as PowerSGD factors "
+                      "(--compress), and re-planning does not choose forms "
+                      "yet; give --replan=off");
     if (r.mode != ReplanOptions::Mode::Off && !modelStrategy)
       return runError(
           "--replan=" + o.replan + ": the plan's strategy '" +
@@ -251,7 +257,7 @@ llvm::Expected<ReplanOptions> replanFor(const RunOptions &o, int ranks,
           "' groups without an allreduce model; re-planning "
           "applies to mgwfbp, optimal and oasr");
   } else if (o.algorithm == "sync-sgd" && ranks > 1 && o.device == "cpu" &&
-             modelStrategy) {
+             modelStrategy && !compresses) {
     // Not by default on a GPU: per-op times there measure kernel launches,
     // not the kernels (docs/runtime.md).
     r.mode = ReplanOptions::Mode::Once;

@@ -136,6 +136,7 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
     content.perRank =
         algo.checkpointKind() == TrainingAlgorithm::CheckpointKind::PerRank;
     content.algorithmState = algo.saveAlgorithmState();
+    content.rankState = algo.saveRankState();
     auto written = saveCheckpoint(exec, data, engine, options.checkpoint,
                                   completed, content);
     if (!written)

@@ -76,6 +76,18 @@ static cl::opt<std::string> gradDtype(
     cl::desc("Element type gradients travel in for an .onnx input: f32 "
              "(default), bf16 or f16 (half the bytes; docs/runtime.md)"),
     cl::init("f32"), cl::cat(runCat));
+static cl::opt<std::string> compress(
+    "compress",
+    cl::desc("What fused groups send, for an .onnx input: off (default), "
+             "powersgd:R (every group with a matrix worth compressing as "
+             "rank-R PowerSGD factors with error feedback) or auto[:R] (the "
+             "planner chooses per group; R 4 by default); "
+             "docs/compression.md"),
+    cl::init("off"), cl::cat(runCat));
+static cl::opt<int64_t> compressStart(
+    "compress-start",
+    cl::desc("Steps sent uncompressed before PowerSGD starts (default 0)"),
+    cl::init(0), cl::cat(runCat));
 static cl::opt<std::string> precision(
     "precision",
     cl::desc("Precision of the step for an .onnx input: f32 (default), tf32 "
@@ -424,6 +436,8 @@ RunOptions runOptions() {
   o.dims.assign(dims.begin(), dims.end());
   o.planProfile = planProfile;
   o.gradDtype = given(gradDtype).value_or("");
+  o.compress = given(compress).value_or("");
+  o.compressStart = compressStart;
   o.precision = given(precision).value_or("");
   o.allowInferenceGraph = allowInferenceGraph;
   o.timeoutS = given(timeout);
@@ -488,6 +502,7 @@ llvm::Expected<RunModule> loadModule(mlir::MLIRContext &ctx,
   o.overlapRate = ro.overlapRate;
   o.profile = ro.planProfile;
   o.gradDtype = ro.gradDtype;
+  o.compress = ro.compress;
   o.precision = ro.precision;
   o.allowInferenceGraph = ro.allowInferenceGraph;
   o.optimizer = ro.optimizer;

@@ -44,6 +44,8 @@ struct TrainingCompileOptions {
   std::string profile;               ///< oasr-profile-v1 to plan from
   /// Element type gradients travel in: "f32", "bf16" or "f16" (empty: f32).
   std::string gradDtype;
+  /// What groups may send: "off", "powersgd:R" or "auto[:R]" (empty: off).
+  std::string compress;
   /// The step's precision: "f32", "tf32", "bf16" or "f16" (empty: f32).
   std::string precision;
   /// Import a model that looks exported for inference (BatchNormalization

@@ -70,6 +70,12 @@ def OASR_AllreduceStartOp : OASR_Op<"allreduce_start"> {
     number of ranks after it. Absent (or `f32`): the gradients travel as
     they are.
 
+    `powersgd_rank`, when present, sends the group compressed by PowerSGD
+    at that rank (`--oasr-plan-allreduce{compress=...}`,
+    docs/compression.md): each f32 gradient matrix that compression pays
+    for travels as rank-R factors with error feedback, the others as they
+    are. The gradients are then f32 and `wire_type` absent or f32.
+
     The returned token must be awaited exactly once by `oasr.allreduce_wait`.
 
     ```mlir
@@ -82,7 +88,8 @@ def OASR_AllreduceStartOp : OASR_Op<"allreduce_start"> {
   let arguments = (ins Variadic<AnyRankedTensor>:$grads, I64Attr:$group,
                        OptionalAttr<DenseI64ArrayAttr>:$offsets,
                        OptionalAttr<I64Attr>:$buffer_bytes,
-                       OptionalAttr<TypeAttr>:$wire_type);
+                       OptionalAttr<TypeAttr>:$wire_type,
+                       OptionalAttr<I64Attr>:$powersgd_rank);
   let results = (outs OASR_TokenType:$token);
   let assemblyFormat = "$grads attr-dict `:` type($grads)";
   let hasVerifier = 1;

@@ -75,6 +75,10 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       *this, "grad-dtype",
       llvm::cl::desc("Element type gradients travel in: f32, bf16 or f16"),
       llvm::cl::init("f32")};
+  Option<std::string> compress{
+      *this, "compress",
+      llvm::cl::desc("What groups may send: off, powersgd:R or auto[:R]"),
+      llvm::cl::init("off")};
   // --oasr-layout-gradients
   Option<int64_t> alignment{*this, "alignment",
                             llvm::cl::desc("Gradient alignment (bytes)"),

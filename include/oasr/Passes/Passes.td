@@ -299,7 +299,12 @@ def PlanAllreduce : Pass<"oasr-plan-allreduce", "::mlir::ModuleOp"> {
            "computes (default: the calibration's or profile's, else 1)">,
     Option<"gradDtype", "grad-dtype", "std::string", "\"f32\"",
            "Element type gradients travel in: f32, bf16 or f16 (half the "
-           "bytes on the wire)">
+           "bytes on the wire)">,
+    Option<"compress", "compress", "std::string", "\"off\"",
+           "What groups may send: off, powersgd:R or auto[:R]">,
+    Option<"compressGmacs", "compress-gmacs", "double", "-1.0",
+           "Multiply-adds per second (1e9) of compression on the "
+           "communication thread (default: the roofline's)">
   ];
   let statistics = [
     Statistic<"numGroups", "groups", "Fused allreduce groups">,

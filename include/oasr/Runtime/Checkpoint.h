@@ -61,6 +61,8 @@ struct ResumeState {
   /// The training algorithm's own state (TrainingAlgorithm::
   /// saveAlgorithmState), to hand to restoreAlgorithmState.
   std::vector<float> algorithmState;
+  /// This rank's own state (TrainingAlgorithm::saveRankState).
+  std::vector<float> rankState;
 };
 
 /// What one rank contributes to a checkpoint besides its tensors.
@@ -70,6 +72,8 @@ struct CheckpointContent {
   bool perRank = false;
   /// The algorithm's state, the same on every rank (written once).
   std::vector<float> algorithmState;
+  /// Each rank's own state (gathered; the same size on every rank).
+  std::vector<float> rankState;
 };
 
 /// A checkpoint read into memory on one rank (to be broadcast).

@@ -78,6 +78,17 @@ struct GradGroup {
   /// buffer is padded to a multiple of 16 x ranks elements, zeros).
   unsigned scatterRanks = 0;
   void *shard = nullptr;
+  /// `powersgd_rank` of its start: send its matrices as PowerSGD factors of
+  /// this rank (runtime/comm/PowerSGD.cpp); 0: plain.
+  unsigned powerSgdRank = 0;
+  /// Each gradient's place in `buffer`: f32 elements from its start, and
+  /// its shape. In buffer order.
+  struct Span {
+    std::string param;
+    size_t offset = 0;
+    std::vector<int64_t> shape;
+  };
+  std::vector<Span> spans;
 };
 
 /// Elements [first, first + second) of `g.buffer` that piece `piece` of

@@ -47,6 +47,8 @@ struct RunOptions {
   std::vector<std::string> dims;
   std::string planProfile;
   std::string gradDtype; ///< f32 | bf16 | f16; empty: not given (f32)
+  std::string compress;  ///< off | powersgd:R | auto[:R]; empty: not given
+  int64_t compressStart = 0; ///< --compress-start
   std::string precision; ///< f32 | tf32 | bf16 | f16; empty: not given
   bool allowInferenceGraph = false; ///< train a folded-BN export anyway
   /// --timeout: seconds a collective may go without progress before every
@@ -186,10 +188,12 @@ CommPriorityChoice chooseCommPriority(const RunOptions &options,
 
 /// Whether and when the run re-plans: --replan, checked against the
 /// algorithm and the plan's strategy, else once for sync-sgd on several CPU
-/// ranks with a strategy that plans with a model (mgwfbp, optimal, oasr).
-/// Errors name --replan or --replan-profile.
+/// ranks with a strategy that plans with a model (mgwfbp, optimal, oasr)
+/// and sends no group compressed (`compresses`: re-planning does not
+/// choose forms). Errors name --replan or --replan-profile.
 llvm::Expected<ReplanOptions> replanFor(const RunOptions &options, int ranks,
-                                        llvm::StringRef planStrategy);
+                                        llvm::StringRef planStrategy,
+                                        bool compresses = false);
 
 /// The checkpoint schedule (--checkpoint-every, else once after the last
 /// step) and what a resumed run must match.

@@ -111,6 +111,19 @@ public:
                                    name(), state.size());
   }
 
+  /// State of this rank's own that a checkpoint holds (PowerSGD's error
+  /// feedback), saved and restored on each rank; the same size on every
+  /// rank. Restored after restoreAlgorithmState.
+  virtual std::vector<float> saveRankState() { return {}; }
+  virtual llvm::Error restoreRankState(const std::vector<float> &state) {
+    if (state.empty())
+      return llvm::Error::success();
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "%s keeps no state per rank, the "
+                                   "checkpoint holds %zu value(s)",
+                                   name(), state.size());
+  }
+
 protected:
   bool resumed = false; ///< restoreAlgorithmState was called
   /// Nanoseconds blocked on communication since takeBlockedUs (the hooks
@@ -118,9 +131,14 @@ protected:
   int64_t blockedNs = 0;
 };
 
-/// Synchronous SGD over the planned fused allreduces.
+/// Synchronous SGD over the planned fused allreduces. Groups the plan
+/// compresses (GradGroup::powerSgdRank) travel plain for the first
+/// `compressStart` steps, then as PowerSGD factors (PowerSGD.h; `seed`
+/// draws the first Q).
 std::unique_ptr<TrainingAlgorithm> createSyncSGD(Executor &exec,
-                                                 CommEngine &engine);
+                                                 CommEngine &engine,
+                                                 int64_t compressStart = 0,
+                                                 uint64_t seed = 0);
 
 /// Synchronous Elastic Averaging SGD (Zhang, Choromanska, LeCun, 2015): every
 /// rank takes local steps on its own gradients (the planned allreduces are
@@ -182,6 +200,10 @@ struct AlgorithmOptions {
   std::string server = "shared"; ///< shared | dedicated (parameter servers)
   int64_t easgdTau = 1;          ///< steps between elastic exchanges
   double easgdAlpha = 0; ///< > 0: the elastic rate; else 0.9 / training ranks
+  /// --compress-start: steps whose groups travel plain before the plan's
+  /// PowerSGD groups compress (PyTorch's start_powerSGD_iter).
+  int64_t compressStart = 0;
+  uint64_t seed = 0; ///< draws PowerSGD's first Q
 };
 
 /// Every algorithm name, in the order the help lists them: sync-sgd,

@@ -15,6 +15,7 @@
 #ifndef OASR_SCHEDULE_SCHEDULE_H
 #define OASR_SCHEDULE_SCHEDULE_H
 
+#include "oasr/Schedule/Compression.h"
 #include "oasr/Schedule/JSON.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -38,6 +39,10 @@ namespace schedule {
 struct GradTensor {
   std::string name;
   uint64_t bytes = 0;
+  /// The tensor's first dimension when it has two or more (JSON `rows`):
+  /// PowerSGD compresses it as a rows x (elements / rows) matrix. 0 for a
+  /// vector or where the profile does not say.
+  uint64_t rows = 0;
 };
 
 /// One layer of the model. Its gradients become ready together when its
@@ -137,6 +142,11 @@ struct CommModel {
   double callComputeUs = 0;
   /// The element type gradients travel in (see "Wire type" above).
   WireDType wire = WireDType::F32;
+  /// Compression's compute on the communication channel (Compression.h,
+  /// formCost): microseconds per multiply-add of PowerSGD's products and
+  /// per element of its compressed matrices. Charged only to compressed
+  /// groups.
+  double compressUsPerMac = 0, compressUsPerElement = 0;
 
   /// Time of one allreduce of `bytes` bytes in the basic model
   /// (microseconds); `timeUs(0) == 0`.
@@ -321,6 +331,7 @@ struct ReadyGrad {
   /// When the gradient is ready (end of its layer's backward), microseconds
   /// from the start of the iteration.
   double readyUs = 0;
+  uint64_t rows = 0; ///< GradTensor::rows
 };
 
 /// Gradients in ready order: layers last to first; within a layer, tensors
@@ -336,8 +347,19 @@ std::vector<ReadyGrad> readyOrder(const Profile &profile);
 struct Plan {
   std::string strategy;
   std::vector<unsigned> groupEnds;
+  /// How each group travels (Compression.h); empty: every group plain.
+  std::vector<GroupForm> forms;
 
   unsigned numGroups() const { return groupEnds.size(); }
+  GroupForm form(unsigned k) const {
+    return k < forms.size() ? forms[k] : GroupForm::plain();
+  }
+  bool compresses() const {
+    for (const GroupForm &f : forms)
+      if (f.compressed())
+        return true;
+    return false;
+  }
   /// First gradient index of group `k`.
   unsigned groupBegin(unsigned k) const { return k ? groupEnds[k - 1] : 0; }
   /// The gradient indices of every group, in communication order.
@@ -356,6 +378,7 @@ struct GroupTiming {
   double readyUs = 0; ///< when its last gradient is ready
   double startUs = 0; ///< max(ready, end of previous group)
   double endUs = 0;   ///< start + communication time
+  GroupForm form;     ///< how it travels (Plan::forms)
 };
 
 /// Backward span of one layer on the compute lane.
@@ -385,8 +408,14 @@ struct Timeline {
   std::vector<LayerSpan> backward; ///< in execution (backward) order
 };
 
-/// Scores `plan` on `profile` under `comm` (including its extra costs). The
-/// plan must be valid for the profile (see verifyPlan); asserts otherwise.
+/// The channel time of group `k` of `plan` (its form's, Compression.h
+/// formCost) over the ready-ordered gradients `ready`.
+double groupChannelUs(const CommModel &comm, llvm::ArrayRef<ReadyGrad> ready,
+                      const Plan &plan, unsigned k);
+
+/// Scores `plan` on `profile` under `comm` (including its extra costs and
+/// each group's form). The plan must be valid for the profile (see
+/// verifyPlan); asserts otherwise.
 Timeline simulate(const Profile &profile, const CommModel &comm,
                   const Plan &plan);
 

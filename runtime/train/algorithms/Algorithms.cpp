@@ -39,6 +39,22 @@ llvm::Error checkTrainingAlgorithm(llvm::StringRef name,
       list += (k == 0 ? "" : k + 1 == names.size() ? " or " : ", ") + names[k];
     return fail("--algo=" + name + ": expected " + list);
   }
+  if (exec && llvm::any_of(exec->groups(), [](const GradGroup &g) {
+        return g.powerSgdRank > 0;
+      })) {
+    if (name != "sync-sgd")
+      return fail("--compress: --algo=" + name +
+                  " does not run the planned allreduces that PowerSGD "
+                  "compresses (sync-sgd does)");
+    if (!exec->backend().hostAddressable())
+      return fail("--compress: PowerSGD runs on host memory, and the " +
+                  llvm::Twine(exec->backend().name()) +
+                  " backend's gradients are on the device (not yet "
+                  "supported; use --device=cpu)");
+  }
+  if (o.compressStart < 0)
+    return fail("--compress-start=" + llvm::Twine(o.compressStart) +
+                ": must be >= 0");
   if (server)
     if (std::string why = comm.pointToPointUnavailable(); !why.empty())
       return fail("--algo=" + name + " exchanges with a parameter server: " +
@@ -87,7 +103,7 @@ createTrainingAlgorithm(llvm::StringRef name, Executor &exec,
     return createSyncEASGD(exec, engine, o.easgdTau,
                            o.easgdAlpha > 0 ? o.easgdAlpha
                                             : 0.9 / double(size));
-  return createSyncSGD(exec, engine);
+  return createSyncSGD(exec, engine, o.compressStart, o.seed);
 }
 
 } // namespace oasr::rt

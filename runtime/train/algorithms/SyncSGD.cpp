@@ -2,6 +2,10 @@
 
 #include "../TrainImpl.h"
 
+#include "oasr/Runtime/PowerSGD.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
 namespace oasr::rt {
 
 //===----------------------------------------------------------------------===//
@@ -11,8 +15,57 @@ namespace oasr::rt {
 namespace {
 class SyncSGD final : public TrainingAlgorithm {
 public:
-  SyncSGD(Executor &exec, CommEngine &engine)
-      : exec(exec), engine(engine), jobs(exec.groups().size(), 0) {}
+  SyncSGD(Executor &exec, CommEngine &engine, int64_t compressStart,
+          uint64_t seed)
+      : exec(exec), engine(engine), jobs(exec.groups().size(), 0),
+        compressStart(compressStart) {
+    for (const GradGroup &g : exec.groups())
+      if (g.powerSgdRank)
+        powerSgd = std::make_unique<PowerSgd>(seed);
+  }
+  std::vector<float> saveAlgorithmState() override {
+    if (!powerSgd)
+      return {};
+    engine.drain(); // the state is the communication thread's
+    return powerSgd->saveShared(exec.groups());
+  }
+  llvm::Error restoreAlgorithmState(const std::vector<float> &state) override {
+    resumed = true;
+    if (!powerSgd)
+      return TrainingAlgorithm::restoreAlgorithmState(state);
+    sharedState = state;
+    return llvm::Error::success();
+  }
+  std::vector<float> saveRankState() override {
+    if (!powerSgd)
+      return {};
+    engine.drain();
+    return powerSgd->saveLocal(exec.groups());
+  }
+  llvm::Error restoreRankState(const std::vector<float> &state) override {
+    if (!powerSgd)
+      return TrainingAlgorithm::restoreRankState(state);
+    return powerSgd->restore(exec.groups(), sharedState, state);
+  }
+  std::string report() const override {
+    if (!powerSgd)
+      return "";
+    PowerSgd::Stats s = powerSgd->stats();
+    if (!s.groups)
+      return llvm::formatv("powersgd: no group compressed yet (the first {0} "
+                           "step(s) travel plain, --compress-start)",
+                           compressStart)
+          .str();
+    return llvm::formatv(
+               "powersgd: {0} compressed group allreduce(s), {1:f1}x fewer "
+               "floats on the wire than the groups hold, {2:f1} ms of "
+               "compression compute per group on the communication thread",
+               s.groups,
+               double(s.denseFloats) /
+                   double(std::max<uint64_t>(s.wireFloats, 1)),
+               s.computeUs * 1e-3 / double(s.groups))
+        .str();
+  }
   const char *name() const override { return kSyncSGDName; }
   CheckpointKind checkpointKind() const override {
     return CheckpointKind::Shared;
@@ -89,7 +142,12 @@ private:
     if (!gather)
       engine.communicator().markComputeReady();
     std::function<void(Communicator &)> job;
-    if (!g.scatterRanks) {
+    if (g.powerSgdRank && exec.updateCount() >= compressStart) {
+      // Backward-only plans only: one piece per group, no regrouping.
+      PowerSgd *ps = powerSgd.get();
+      const GradGroup *group = &g;
+      job = [ps, group](Communicator &c) { ps->reduce(c, *group); };
+    } else if (!g.scatterRanks) {
       job = [=](Communicator &c) {
         c.allreduceGradients(data, count, dtype, wire, scratch);
       };
@@ -115,12 +173,17 @@ private:
   std::vector<unsigned> held;
   std::vector<char> ready; ///< steady order: groups ready this step
   size_t next = 0;         ///< steady order: the next unit to enqueue
+  int64_t compressStart = 0;
+  std::unique_ptr<PowerSgd> powerSgd; ///< when the plan compresses a group
+  std::vector<float> sharedState;     ///< restored Q, until the rank state
 };
 } // namespace
 
 std::unique_ptr<TrainingAlgorithm> createSyncSGD(Executor &exec,
-                                                 CommEngine &engine) {
-  return std::make_unique<SyncSGD>(exec, engine);
+                                                 CommEngine &engine,
+                                                 int64_t compressStart,
+                                                 uint64_t seed) {
+  return std::make_unique<SyncSGD>(exec, engine, compressStart, seed);
 }
 
 } // namespace oasr::rt

@@ -1,0 +1,90 @@
+//===- PowerSGD.h - Groups sent as low-rank factors -------------*- C++ -*-===//
+//
+// PowerSGD (Vogels, Karimireddy, Jaggi, NeurIPS 2019), as PyTorch's
+// powerSGD_hook runs it, on a fused group in host memory, on the
+// communication thread. For each gradient matrix G (n x m: the gradient
+// reshaped to its first dimension by the rest) that compression pays for
+// (schedule::powerSgdCompresses):
+//   M = G + E                      (E: this rank's error feedback)
+//   P = M Q                        (Q: m x r, warm-started across steps)
+//   P = average of P over ranks    (one collective, with the group's vectors)
+//   P = orthonormal columns of P   (Gram-Schmidt)
+//   Q = average of M^T P           (the second collective)
+//   G = P Q^T,  E = M - G
+// Every rank computes the same P, Q and G bit for bit: they come out of
+// the collectives or from them alone, by fixed-order loops (no threads,
+// no library whose blocking depends on the thread count). E stays on its
+// rank; checkpoints carry Q and every rank's E, so a resumed run continues
+// bitwise.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OASR_RUNTIME_POWERSGD_H
+#define OASR_RUNTIME_POWERSGD_H
+
+#include "oasr/Runtime/Executor.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace oasr::rt {
+
+class Communicator;
+
+class PowerSgd {
+public:
+  /// `seed` draws the first Q of every matrix (the same on every rank).
+  explicit PowerSgd(uint64_t seed) : seed(seed) {}
+
+  /// Averages group `g` (f32, host memory) over the ranks in place, sending
+  /// its matrices as rank `g.powerSgdRank` factors. Called on the
+  /// communication thread, one group at a time.
+  void reduce(Communicator &c, const GradGroup &g);
+
+  /// Bytes sent per rank by the last reduce of each kind, for reports.
+  struct Stats {
+    uint64_t groups = 0;      ///< compressed reduces so far
+    uint64_t wireFloats = 0;  ///< floats of their collectives
+    uint64_t denseFloats = 0; ///< floats the groups hold
+    double computeUs = 0;     ///< time in compression's own loops
+  };
+  Stats stats() const { return totals; }
+
+  /// The state a checkpoint carries, laid out by `groups` (every compressed
+  /// matrix in group and buffer order): every matrix's Q (the same on every
+  /// rank), and this rank's error feedback. A matrix not compressed yet
+  /// saves zeros and a flag.
+  std::vector<float> saveShared(const std::vector<GradGroup> &groups) const;
+  std::vector<float> saveLocal(const std::vector<GradGroup> &groups) const;
+  /// Restores what saveShared/saveLocal wrote for the same groups; an empty
+  /// `shared` (a checkpoint of a run that did not compress) starts fresh.
+  /// Errors say what does not fit.
+  llvm::Error restore(const std::vector<GradGroup> &groups,
+                      const std::vector<float> &shared,
+                      const std::vector<float> &local);
+
+  /// Floats of state kept for `groups` (Q and error feedback).
+  static size_t stateFloats(const std::vector<GradGroup> &groups);
+
+private:
+  struct Matrix {
+    std::vector<float> qt;    ///< Q^T: r x m, the warm start
+    std::vector<float> error; ///< E: n x m
+    bool started = false;
+  };
+  Matrix &matrixFor(const std::string &param, int64_t rows, int64_t cols,
+                    unsigned rank);
+
+  uint64_t seed;
+  std::map<std::string, Matrix> matrices; ///< by parameter
+  std::vector<float> first, second;       ///< the two collectives' buffers
+  Stats totals;
+};
+
+} // namespace oasr::rt
+
+#endif // OASR_RUNTIME_POWERSGD_H

@@ -1,0 +1,127 @@
+//===- Compression.h - What each fused group sends ---------------*- C++
+//-*-===//
+//
+// A fused group travels plain (its gradients, in the wire type) or
+// compressed by PowerSGD (Vogels, Karimireddy, Jaggi, NeurIPS 2019): each
+// gradient matrix M (n x m, a weight's gradient reshaped to its first
+// dimension by the rest) is replaced by a rank-r product P Q^T with error
+// feedback, so the group sends r(n + m) floats per matrix instead of n m,
+// in two collectives (P's, with the group's uncompressed vectors, then
+// Q's), and computes about three n x m x r products on the communication
+// channel. The planner charges both and chooses per group
+// (docs/compression.md); the runtime's side is runtime/comm/PowerSGD.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef OASR_SCHEDULE_COMPRESSION_H
+#define OASR_SCHEDULE_COMPRESSION_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+
+namespace oasr {
+namespace schedule {
+
+struct CommModel;
+struct Plan;
+struct Profile;
+struct ReadyGrad;
+
+/// How one fused group travels.
+struct GroupForm {
+  enum class Kind : uint8_t { Plain, PowerSGD };
+  Kind kind = Kind::Plain;
+  unsigned rank = 0; ///< PowerSGD's rank r
+
+  static GroupForm plain() { return {}; }
+  static GroupForm powerSGD(unsigned rank) { return {Kind::PowerSGD, rank}; }
+  bool compressed() const { return kind == Kind::PowerSGD; }
+  /// "plain" or "powersgd:R".
+  std::string name() const;
+  bool operator==(const GroupForm &o) const {
+    return kind == o.kind && rank == o.rank;
+  }
+};
+
+/// Whether PowerSGD at `rank` compresses a gradient of `elements` f32
+/// elements whose first dimension is `rows` (0: a vector): a matrix of at
+/// least two rows and two columns whose factors r(n + m) are under half of
+/// its n m elements (PyTorch's powerSGD_hook's min_compression_rate 2).
+/// Others travel uncompressed inside the group.
+bool powerSgdCompresses(uint64_t rows, uint64_t elements, unsigned rank);
+
+/// `--compress`: what the planner may send.
+///  - off: every group plain (the default);
+///  - powersgd:R: every group that holds a matrix PowerSGD compresses is
+///    compressed at rank R (as PyTorch's hook does for every bucket);
+///  - auto[:R]: per group, plain or PowerSGD at rank R (default 4),
+///    whichever the cost model says ends sooner; the grouping is chosen
+///    with it (compressionAwarePlan).
+struct CompressPolicy {
+  enum class Mode { Off, PowerSGD, Auto };
+  Mode mode = Mode::Off;
+  unsigned rank = 0;
+  static constexpr unsigned kDefaultAutoRank = 4;
+  bool off() const { return mode == Mode::Off; }
+  /// The option's text: "off", "powersgd:R", "auto:R".
+  std::string name() const;
+};
+
+/// Parses `off`, `powersgd:R`, `auto` or `auto:R` (R a positive integer at
+/// most 1024). The error says what is accepted.
+llvm::Expected<CompressPolicy> parseCompressPolicy(llvm::StringRef text);
+
+/// What a group sends in one form, and the channel time the model charges.
+struct FormCost {
+  uint64_t wireBytes = 0;   ///< bytes over all of its collectives
+  unsigned collectives = 0; ///< 1 plain, 2 PowerSGD (P with vectors, Q)
+  double computeUs = 0;     ///< compression's own compute (channel)
+  double channelUs = 0;     ///< the whole: collectives plus compute
+  unsigned compressed = 0;  ///< tensors sent as factors
+};
+
+/// The cost of sending the ready-ordered gradients `grads` (one group) in
+/// `form` under `comm`. PowerSGD's factors and the group's vectors travel
+/// as f32 (the model's wire type applies to plain groups); its compute is
+/// charged at CommModel::compressUsPerMac per multiply-add (P = M Q,
+/// Q = M^T P, the product P Q^T, and the orthogonalisation) and
+/// CommModel::compressUsPerElement per element of the compressed matrices
+/// (adding the error, and the new error). A PowerSGD form of a group with
+/// no matrix to compress costs what the plain form does.
+FormCost formCost(const CommModel &comm, llvm::ArrayRef<ReadyGrad> grads,
+                  GroupForm form);
+
+/// Sets each group's form of `plan` under `policy`: powersgd:R on every
+/// group holding a matrix it compresses; auto on those where PowerSGD's
+/// channel time is the smaller (for a fixed grouping that is the best
+/// choice: a group's end never decreases with an earlier group's). Off, or
+/// nothing compressed: `forms` empty.
+Plan chooseForms(const Profile &profile, const CommModel &comm,
+                 const CompressPolicy &policy, Plan plan);
+
+/// The exact minimum under `comm` of the iteration over grouping and forms
+/// together: the optimal program with each group's cost the smaller of its
+/// plain and PowerSGD channel times (powersgd:R: the PowerSGD one wherever
+/// it compresses). O(n^2) in the gradients.
+Plan compressionAwarePlan(const Profile &profile, const CommModel &comm,
+                          const CompressPolicy &policy);
+/// Profiles with more gradients plan auto's forms on the strategy's
+/// grouping only (compressionAwarePlan is quadratic).
+constexpr unsigned kCompressionAwareMaxGrads = 4096;
+
+/// makePlan, then the forms (chooseForms). With auto and a strategy that
+/// plans on the model (mgwfbp, optimal, oasr), also compressionAwarePlan,
+/// keeping whichever the simulator says ends sooner.
+llvm::Expected<Plan> makeCompressedPlan(llvm::StringRef strategy,
+                                        const Profile &profile,
+                                        const CommModel &comm,
+                                        const CompressPolicy &policy);
+
+} // namespace schedule
+} // namespace oasr
+
+#endif // OASR_SCHEDULE_COMPRESSION_H

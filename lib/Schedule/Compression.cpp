@@ -1,0 +1,267 @@
+//===- Compression.cpp - What each fused group sends ----------------------===//
+//
+// The cost of a group's form, and the planning of forms: per group for a
+// given grouping, or together with the grouping (compressionAwarePlan).
+//
+//===----------------------------------------------------------------------===//
+
+#include "oasr/Schedule/Compression.h"
+#include "oasr/Schedule/Schedule.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+#include <algorithm>
+#include <limits>
+
+using namespace llvm;
+using namespace oasr::schedule;
+
+std::string GroupForm::name() const {
+  return compressed() ? "powersgd:" + std::to_string(rank) : "plain";
+}
+
+bool oasr::schedule::powerSgdCompresses(uint64_t rows, uint64_t elements,
+                                        unsigned rank) {
+  if (rows < 2 || rank == 0 || elements % rows)
+    return false;
+  uint64_t cols = elements / rows;
+  if (cols < 2)
+    return false;
+  // r (n + m) * 2 < n m, in doubles: no overflow for any real tensor.
+  return 2.0 * double(rank) * double(rows + cols) < double(rows) * double(cols);
+}
+
+std::string CompressPolicy::name() const {
+  switch (mode) {
+  case Mode::Off:
+    return "off";
+  case Mode::PowerSGD:
+    return "powersgd:" + std::to_string(rank);
+  case Mode::Auto:
+    return "auto:" + std::to_string(rank);
+  }
+  return "off";
+}
+
+Expected<CompressPolicy> oasr::schedule::parseCompressPolicy(StringRef text) {
+  auto bad = [&](const Twine &why) {
+    return createStringError(inconvertibleErrorCode(),
+                             "'" + text + "': " + why +
+                                 " (expected off, powersgd:R or auto[:R], R "
+                                 "the rank, 1 to 1024)");
+  };
+  CompressPolicy p;
+  StringRef rest = text;
+  if (text == "off")
+    return p;
+  if (rest.consume_front("powersgd")) {
+    p.mode = CompressPolicy::Mode::PowerSGD;
+    if (!rest.consume_front(":"))
+      return bad("powersgd needs its rank");
+  } else if (rest.consume_front("auto")) {
+    p.mode = CompressPolicy::Mode::Auto;
+    p.rank = CompressPolicy::kDefaultAutoRank;
+    if (rest.empty())
+      return p;
+    if (!rest.consume_front(":"))
+      return bad("unknown form");
+  } else {
+    return bad("unknown form");
+  }
+  int64_t r = 0;
+  if (rest.getAsInteger(10, r))
+    return bad("the rank must be an integer");
+  if (r < 1 || r > 1024)
+    return bad("the rank must be at least 1 and at most 1024");
+  p.rank = unsigned(r);
+  return p;
+}
+
+FormCost oasr::schedule::formCost(const CommModel &comm,
+                                  ArrayRef<ReadyGrad> grads, GroupForm form) {
+  FormCost c;
+  uint64_t bytes = 0;
+  for (const ReadyGrad &g : grads)
+    bytes += g.bytes;
+  auto plain = [&] {
+    c.wireBytes = uint64_t(double(bytes) * wireFactor(comm.wire));
+    c.collectives = bytes ? 1 : 0;
+    c.channelUs = comm.groupTimeUs(bytes, grads.size());
+    return c;
+  };
+  if (!form.compressed())
+    return plain();
+  const double r = form.rank;
+  uint64_t first = 0, second = 0; // f32 bytes of the two collectives
+  unsigned firstTensors = 0;
+  double macs = 0, elements = 0;
+  for (const ReadyGrad &g : grads) {
+    uint64_t n = g.bytes / 4;
+    if (!powerSgdCompresses(g.rows, n, form.rank)) {
+      first += g.bytes;
+      firstTensors += g.bytes ? 1 : 0;
+      continue;
+    }
+    double rows = double(g.rows), cols = double(n / g.rows);
+    first += uint64_t(4 * r * rows);
+    second += uint64_t(4 * r * cols);
+    ++firstTensors;
+    ++c.compressed;
+    // P = M Q, Q = M^T P, P Q^T; Gram-Schmidt on P (n x r).
+    macs += 3 * rows * cols * r + rows * r * r;
+    elements += rows * cols;
+  }
+  if (!c.compressed)
+    return plain();
+  // Factors and vectors travel as f32 whatever the plain wire type.
+  CommModel f32 = comm;
+  f32.wire = WireDType::F32;
+  c.wireBytes = first + second;
+  c.collectives = 2;
+  c.computeUs =
+      macs * comm.compressUsPerMac + elements * comm.compressUsPerElement;
+  c.channelUs = f32.groupTimeUs(first, firstTensors) +
+                f32.groupTimeUs(second, c.compressed) + c.computeUs;
+  return c;
+}
+
+double oasr::schedule::groupChannelUs(const CommModel &comm,
+                                      ArrayRef<ReadyGrad> ready,
+                                      const Plan &plan, unsigned k) {
+  unsigned b = plan.groupBegin(k), e = plan.groupEnds[k];
+  GroupForm f = plan.form(k);
+  if (!f.compressed())
+    return comm.groupTimeUs(
+        [&] {
+          uint64_t s = 0;
+          for (unsigned i = b; i < e; ++i)
+            s += ready[i].bytes;
+          return s;
+        }(),
+        e - b);
+  return formCost(comm, ready.slice(b, e - b), f).channelUs;
+}
+
+Plan oasr::schedule::chooseForms(const Profile &profile, const CommModel &comm,
+                                 const CompressPolicy &policy, Plan plan) {
+  plan.forms.clear();
+  if (policy.off())
+    return plan;
+  std::vector<ReadyGrad> ready = readyOrder(profile);
+  const GroupForm psgd = GroupForm::powerSGD(policy.rank);
+  for (unsigned k = 0; k < plan.numGroups(); ++k) {
+    ArrayRef<ReadyGrad> g(ready.data() + plan.groupBegin(k),
+                          plan.groupEnds[k] - plan.groupBegin(k));
+    FormCost pc = formCost(comm, g, psgd);
+    bool use = pc.compressed > 0;
+    // A group's end never decreases with an earlier group's, so for a
+    // fixed grouping the cheaper form of each group is the best plan.
+    if (use && policy.mode == CompressPolicy::Mode::Auto)
+      use = pc.channelUs < formCost(comm, g, GroupForm::plain()).channelUs;
+    plan.forms.push_back(use ? psgd : GroupForm::plain());
+  }
+  if (!plan.compresses())
+    plan.forms.clear();
+  return plan;
+}
+
+// The grouping and the forms together: the optimal program of
+// Strategies.cpp with c(i, j) = min over forms of the group's channel time.
+// Exact for the same reason (a group's end never decreases with the
+// previous group's). The PowerSGD cost of (i, j] comes from prefix sums of
+// its terms, so each pair is O(1); the scan is O(n^2).
+Plan oasr::schedule::compressionAwarePlan(const Profile &profile,
+                                          const CommModel &comm,
+                                          const CompressPolicy &policy) {
+  std::vector<ReadyGrad> ready = readyOrder(profile);
+  const unsigned n = ready.size();
+  const double backwardEnd = profile.forwardUs + profile.backwardUs();
+  const GroupForm psgd = GroupForm::powerSGD(policy.rank);
+  // Prefix sums: bytes; uncompressed bytes and tensors (the first
+  // collective's vectors); P bytes, Q bytes and compressed tensors; the
+  // compute.
+  std::vector<double> bytes(n + 1), vecBytes(n + 1), vecTensors(n + 1),
+      pBytes(n + 1), qBytes(n + 1), mats(n + 1), compute(n + 1);
+  for (unsigned i = 0; i < n; ++i) {
+    const ReadyGrad &g = ready[i];
+    FormCost one = formCost(comm, ArrayRef<ReadyGrad>(g), psgd);
+    bool c = one.compressed > 0;
+    double rows = double(g.rows), cols = c ? double(g.bytes / 4 / g.rows) : 0;
+    bytes[i + 1] = bytes[i] + double(g.bytes);
+    vecBytes[i + 1] = vecBytes[i] + (c ? 0 : double(g.bytes));
+    vecTensors[i + 1] = vecTensors[i] + (c || !g.bytes ? 0 : 1);
+    pBytes[i + 1] = pBytes[i] + (c ? 4.0 * policy.rank * rows : 0);
+    qBytes[i + 1] = qBytes[i] + (c ? 4.0 * policy.rank * cols : 0);
+    mats[i + 1] = mats[i] + (c ? 1 : 0);
+    compute[i + 1] = compute[i] + one.computeUs;
+  }
+  CommModel f32 = comm;
+  f32.wire = WireDType::F32;
+  auto cost = [&](unsigned i, unsigned j, bool &compressed) {
+    double plain = comm.groupTimeUs(uint64_t(bytes[j] - bytes[i]), j - i);
+    compressed = false;
+    double m = mats[j] - mats[i];
+    if (m == 0)
+      return plain;
+    double first = vecBytes[j] - vecBytes[i] + pBytes[j] - pBytes[i];
+    unsigned firstTensors = unsigned(vecTensors[j] - vecTensors[i] + m);
+    double c = f32.groupTimeUs(uint64_t(first), firstTensors) +
+               f32.groupTimeUs(uint64_t(qBytes[j] - qBytes[i]), unsigned(m)) +
+               compute[j] - compute[i];
+    if (policy.mode == CompressPolicy::Mode::PowerSGD || c < plain) {
+      compressed = true;
+      return c;
+    }
+    return plain;
+  };
+  std::vector<double> f(n + 1, 0);
+  std::vector<unsigned> arg(n + 1, 0);
+  std::vector<char> form(n + 1, 0);
+  for (unsigned j = 1; j <= n; ++j) {
+    double r = comm.capacityAt(ready[j - 1].readyUs, backwardEnd);
+    double best = std::numeric_limits<double>::infinity();
+    for (unsigned i = 0; i < j; ++i) {
+      bool compressed;
+      double v = std::max(f[i], r) + cost(i, j, compressed);
+      if (v <= best) { // ties go to the largest i (fewer groups)
+        best = v;
+        arg[j] = i;
+        form[j] = compressed;
+      }
+    }
+    f[j] = best;
+  }
+  Plan p;
+  for (unsigned j = n; j > 0; j = arg[j]) {
+    p.groupEnds.push_back(j);
+    p.forms.push_back(form[j] ? psgd : GroupForm::plain());
+  }
+  std::reverse(p.groupEnds.begin(), p.groupEnds.end());
+  std::reverse(p.forms.begin(), p.forms.end());
+  if (!p.compresses())
+    p.forms.clear();
+  return p;
+}
+
+Expected<Plan>
+oasr::schedule::makeCompressedPlan(StringRef strategy, const Profile &profile,
+                                   const CommModel &comm,
+                                   const CompressPolicy &policy) {
+  Expected<Plan> plan = makePlan(strategy, profile, comm);
+  if (!plan || policy.off())
+    return plan;
+  Plan best = chooseForms(profile, comm, policy, std::move(*plan));
+  // auto with a strategy that plans on the model: the grouping chosen with
+  // the forms, where the quadratic scan stays quick; kept when the
+  // simulator says it ends sooner.
+  if (policy.mode == CompressPolicy::Mode::Auto &&
+      strategyNeedsCommModel(strategy) &&
+      profile.numGrads() <= kCompressionAwareMaxGrads) {
+    Plan joint = compressionAwarePlan(profile, comm, policy);
+    if (simulate(profile, comm, joint).iterationUs <
+        simulate(profile, comm, best).iterationUs)
+      best = std::move(joint);
+  }
+  best.strategy = strategy.str();
+  return best;
+}

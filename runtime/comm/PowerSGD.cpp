@@ -1,0 +1,292 @@
+//===- PowerSGD.cpp - Groups sent as low-rank factors ---------------------===//
+//
+// The loops are serial and fixed in order, so every rank computes the same
+// factors bit for bit (PowerSGD.h). Each is a pass over a matrix with
+// r <= a few columns of factors beside it: memory-bound streams that the
+// compiler vectorizes (the dot products in 16 independent lanes, no
+// reassociation).
+//
+//===----------------------------------------------------------------------===//
+
+#include "oasr/Runtime/PowerSGD.h"
+
+#include "oasr/Runtime/Communicator.h"
+#include "oasr/Schedule/Compression.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+
+namespace oasr::rt {
+
+namespace {
+
+float dot(const float *a, const float *b, size_t n) {
+  float lane[16] = {};
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (size_t l = 0; l < 16; ++l)
+      lane[l] += a[i + l] * b[i + l];
+  float s = 0;
+  for (float v : lane)
+    s += v;
+  for (; i < n; ++i)
+    s += a[i] * b[i];
+  return s;
+}
+
+void axpy(float a, const float *x, float *y, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    y[i] += a * x[i];
+}
+
+/// Gram-Schmidt on the r rows of `pt` (P's columns, each n long): each
+/// row made orthogonal to those before it, then of unit length. A row that
+/// vanishes stays zero (its factor contributes nothing).
+void orthogonalize(float *pt, unsigned r, size_t n) {
+  for (unsigned k = 0; k < r; ++k) {
+    float *col = pt + k * n;
+    for (unsigned j = 0; j < k; ++j) {
+      const float *prev = pt + j * n;
+      axpy(-dot(col, prev, n), prev, col, n);
+    }
+    double norm = std::sqrt(double(dot(col, col, n)));
+    float inv = norm > 0 ? float(1.0 / norm) : 0.0f;
+    for (size_t i = 0; i < n; ++i)
+      col[i] *= inv;
+  }
+}
+
+/// A span's matrix shape under PowerSGD at `rank`: rows and columns, or
+/// {0, numel} when it travels as it is.
+std::pair<int64_t, int64_t> matrixShape(const GradGroup::Span &s,
+                                        unsigned rank) {
+  int64_t numel = 1;
+  for (int64_t d : s.shape)
+    numel *= d;
+  if (s.shape.size() >= 2 &&
+      schedule::powerSgdCompresses(uint64_t(s.shape[0]), uint64_t(numel), rank))
+    return {s.shape[0], numel / s.shape[0]};
+  return {0, numel};
+}
+
+double nowUs() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+} // namespace
+
+PowerSgd::Matrix &PowerSgd::matrixFor(const std::string &param, int64_t rows,
+                                      int64_t cols, unsigned rank) {
+  Matrix &m = matrices[param];
+  if (!m.started) {
+    // The first Q: standard normal, from the parameter's name and the
+    // run's seed, the same on every rank.
+    m.qt.resize(size_t(rank) * size_t(cols));
+    std::mt19937_64 rng(std::hash<std::string>()(param) ^
+                        (seed * 0x9e3779b97f4a7c15ull));
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (float &v : m.qt)
+      v = normal(rng);
+    m.error.assign(size_t(rows) * size_t(cols), 0.0f);
+    m.started = true;
+  }
+  return m;
+}
+
+void PowerSgd::reduce(Communicator &c, const GradGroup &g) {
+  const unsigned r = g.powerSgdRank;
+  float *buf = static_cast<float *>(g.buffer.data);
+  struct Item {
+    const GradGroup::Span *span;
+    int64_t rows, cols;  // rows 0: sent as it is, cols elements
+    size_t atP, atQ;     // offsets in `first` and `second`
+    Matrix *m = nullptr; // compressed
+  };
+  std::vector<Item> items;
+  size_t n1 = 0, n2 = 0;
+  for (const GradGroup::Span &s : g.spans) {
+    auto [rows, cols] = matrixShape(s, r);
+    Item it{&s, rows, cols, n1, n2};
+    if (rows) {
+      n1 += size_t(r) * size_t(rows);
+      n2 += size_t(r) * size_t(cols);
+      totals.denseFloats += uint64_t(rows * cols);
+    } else {
+      n1 += size_t(cols);
+      totals.denseFloats += uint64_t(cols);
+    }
+    items.push_back(it);
+  }
+  first.assign(n1, 0.0f);
+  second.assign(n2, 0.0f);
+
+  // M = G + E in E's memory; P^T[k][i] = M[i] . Q^T[k].
+  double t0 = nowUs();
+  for (Item &it : items) {
+    const float *grad = buf + it.span->offset;
+    if (!it.rows) {
+      std::memcpy(first.data() + it.atP, grad, size_t(it.cols) * 4);
+      continue;
+    }
+    it.m = &matrixFor(it.span->param, it.rows, it.cols, r);
+    float *mm = it.m->error.data();
+    const size_t n = size_t(it.rows) * size_t(it.cols);
+    for (size_t e = 0; e < n; ++e)
+      mm[e] += grad[e];
+    float *pt = first.data() + it.atP;
+    for (int64_t i = 0; i < it.rows; ++i)
+      for (unsigned k = 0; k < r; ++k)
+        pt[k * size_t(it.rows) + size_t(i)] =
+            dot(mm + size_t(i) * size_t(it.cols),
+                it.m->qt.data() + k * size_t(it.cols), size_t(it.cols));
+  }
+  double computeUs = nowUs() - t0;
+  c.allreduceAverage(first.data(), n1, DType::F32);
+
+  // P orthonormal; Q^T[k] = sum_i P^T[k][i] M[i].
+  t0 = nowUs();
+  for (Item &it : items) {
+    if (!it.rows) {
+      std::memcpy(buf + it.span->offset, first.data() + it.atP,
+                  size_t(it.cols) * 4);
+      continue;
+    }
+    float *pt = first.data() + it.atP;
+    orthogonalize(pt, r, size_t(it.rows));
+    float *qt = second.data() + it.atQ;
+    const float *mm = it.m->error.data();
+    for (int64_t i = 0; i < it.rows; ++i)
+      for (unsigned k = 0; k < r; ++k)
+        axpy(pt[k * size_t(it.rows) + size_t(i)],
+             mm + size_t(i) * size_t(it.cols), qt + k * size_t(it.cols),
+             size_t(it.cols));
+  }
+  computeUs += nowUs() - t0;
+  c.allreduceAverage(second.data(), n2, DType::F32);
+
+  // G = P Q^T; E = M - G; Q kept for the next step.
+  t0 = nowUs();
+  for (Item &it : items) {
+    if (!it.rows)
+      continue;
+    const float *pt = first.data() + it.atP;
+    const float *qt = second.data() + it.atQ;
+    float *grad = buf + it.span->offset;
+    float *mm = it.m->error.data();
+    const size_t cols = size_t(it.cols);
+    for (int64_t i = 0; i < it.rows; ++i) {
+      float *row = grad + size_t(i) * cols;
+      std::fill(row, row + cols, 0.0f);
+      for (unsigned k = 0; k < r; ++k)
+        axpy(pt[k * size_t(it.rows) + size_t(i)], qt + k * cols, row, cols);
+      float *e = mm + size_t(i) * cols;
+      for (size_t j = 0; j < cols; ++j)
+        e[j] -= row[j];
+    }
+    std::memcpy(it.m->qt.data(), qt, size_t(r) * cols * 4);
+  }
+  computeUs += nowUs() - t0;
+  ++totals.groups;
+  totals.wireFloats += n1 + n2;
+  totals.computeUs += computeUs;
+}
+
+/// Calls `fn(span, rows, cols)` for every compressed matrix of `groups`, in
+/// group and buffer order.
+template <typename Fn>
+static void forEachMatrix(const std::vector<GradGroup> &groups, Fn fn) {
+  for (const GradGroup &g : groups) {
+    if (!g.powerSgdRank)
+      continue;
+    for (const GradGroup::Span &s : g.spans) {
+      auto [rows, cols] = matrixShape(s, g.powerSgdRank);
+      if (rows)
+        fn(s, g.powerSgdRank, rows, cols);
+    }
+  }
+}
+
+size_t PowerSgd::stateFloats(const std::vector<GradGroup> &groups) {
+  size_t n = 0;
+  forEachMatrix(groups, [&](const GradGroup::Span &, unsigned r, int64_t rows,
+                            int64_t cols) {
+    n += 1 + size_t(r) * size_t(cols) + size_t(rows) * size_t(cols);
+  });
+  return n;
+}
+
+std::vector<float>
+PowerSgd::saveShared(const std::vector<GradGroup> &groups) const {
+  std::vector<float> out;
+  forEachMatrix(
+      groups, [&](const GradGroup::Span &s, unsigned r, int64_t, int64_t cols) {
+        auto it = matrices.find(s.param);
+        bool started = it != matrices.end() && it->second.started;
+        out.push_back(started ? 1.0f : 0.0f);
+        if (started)
+          out.insert(out.end(), it->second.qt.begin(), it->second.qt.end());
+        else
+          out.resize(out.size() + size_t(r) * size_t(cols), 0.0f);
+      });
+  return out;
+}
+
+std::vector<float>
+PowerSgd::saveLocal(const std::vector<GradGroup> &groups) const {
+  std::vector<float> out;
+  forEachMatrix(groups, [&](const GradGroup::Span &s, unsigned, int64_t rows,
+                            int64_t cols) {
+    auto it = matrices.find(s.param);
+    if (it != matrices.end() && it->second.started)
+      out.insert(out.end(), it->second.error.begin(), it->second.error.end());
+    else
+      out.resize(out.size() + size_t(rows) * size_t(cols), 0.0f);
+  });
+  return out;
+}
+
+llvm::Error PowerSgd::restore(const std::vector<GradGroup> &groups,
+                              const std::vector<float> &shared,
+                              const std::vector<float> &local) {
+  matrices.clear();
+  if (shared.empty() && local.empty())
+    return llvm::Error::success();
+  size_t wantShared = 0, wantLocal = 0;
+  forEachMatrix(groups, [&](const GradGroup::Span &, unsigned r, int64_t rows,
+                            int64_t cols) {
+    wantShared += 1 + size_t(r) * size_t(cols);
+    wantLocal += size_t(rows) * size_t(cols);
+  });
+  if (shared.size() != wantShared || local.size() != wantLocal)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("the checkpoint's PowerSGD state holds {0} + {1} "
+                      "floats, and this plan's compressed groups keep {2} + "
+                      "{3}: it was written with another --compress or plan",
+                      shared.size(), local.size(), wantShared, wantLocal)
+            .str());
+  size_t at = 0, atLocal = 0;
+  forEachMatrix(groups, [&](const GradGroup::Span &s, unsigned r, int64_t rows,
+                            int64_t cols) {
+    bool started = shared[at++] != 0.0f;
+    size_t nq = size_t(r) * size_t(cols), ne = size_t(rows) * size_t(cols);
+    if (started) {
+      Matrix &m = matrices[s.param];
+      m.qt.assign(shared.begin() + at, shared.begin() + at + nq);
+      m.error.assign(local.begin() + atLocal, local.begin() + atLocal + ne);
+      m.started = true;
+    }
+    at += nq;
+    atLocal += ne;
+  });
+  return llvm::Error::success();
+}
+
+} // namespace oasr::rt

@@ -1,0 +1,36 @@
+// compress= errors, reported on the module before any rewrite.
+// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 compress=powersgd:0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 compress=powersgd:-3" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEG
+// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 compress=powersgd" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NORANK
+// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 compress=topk" -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 compress=auto grad-dtype=bf16" -o /dev/null 2>&1 | FileCheck %s --check-prefix=WIRE
+// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 compress=auto strategy=oasr-step" -o /dev/null 2>&1 | FileCheck %s --check-prefix=STEADY
+// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="strategy=wfbp compress=auto" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOMODEL
+// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 compress=auto compress-gmacs=0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=GMACS
+// The verifier: a rank below 1, and factors of a non-f32 gradient.
+// RUN: oasr-opt %s -split-input-file -verify-diagnostics
+
+// ZERO: error: 'compress='powersgd:0': the rank must be at least 1 and at most 1024 (expected off, powersgd:R or auto[:R], R the rank, 1 to 1024)
+// NEG: error: 'compress='powersgd:-3': the rank must be at least 1 and at most 1024
+// NORANK: error: 'compress='powersgd': powersgd needs its rank
+// UNKNOWN: error: 'compress='topk': unknown form
+// WIRE: error: 'compress=auto' sends PowerSGD's factors in f32; it does not combine with 'grad-dtype=bf16'
+// STEADY: error: 'compress=auto': strategy 'oasr-step' plans the steady-state step, which does not compress yet; use oasr, optimal, mgwfbp, wfbp, single, ddp, horovod or bucket:N
+// NOMODEL: error: 'compress=auto' chooses each group's form on the allreduce model, and strategy 'wfbp' was given none: give 'comm=', 'alpha' and 'beta', or 'compress=powersgd:R'
+// GMACS: error: 'compress-gmacs' must be > 0, got 0
+
+func.func @zero(%g: tensor<4x4xf32>) {
+  // expected-error @+1 {{powersgd_rank must be at least 1, got 0}}
+  %t = oasr.allreduce_start %g {group = 0 : i64, powersgd_rank = 0 : i64} : tensor<4x4xf32>
+  %r = oasr.allreduce_wait %t : tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @half(%g: tensor<4x4xf16>) {
+  // expected-error @+1 {{gradient #0 is not f32: PowerSGD compresses f32 gradients}}
+  %t = oasr.allreduce_start %g {group = 0 : i64, powersgd_rank = 2 : i64} : tensor<4x4xf16>
+  %r = oasr.allreduce_wait %t : tensor<4x4xf16>
+  return
+}

@@ -1,0 +1,65 @@
+// compress=powersgd:R|auto[:R]: groups may travel as PowerSGD factors
+// (docs/compression.md). On Inputs/mlp8 (145 MB of gradients):
+//  - at 200 Mbit/s (beta = 40 ns/B) auto compresses every group of its
+//    oasr plan, and chooses the grouping with the forms: 3 groups, where
+//    wfbp's grouping with the same forms predicts more (123.0 ms) and
+//    leaves fc8's small group plain (its factors save 6 KB and cost a
+//    second collective);
+//  - on the profile's link (2.5 GB/s) the factors' compute costs more than
+//    the bytes they save: auto sends everything plain, as with compress=off;
+//  - powersgd:4 compresses every group that holds a matrix worth it.
+// RUN: oasr-opt %S/Inputs/mlp8.mlir --oasr-autodiff --oasr-annotate-cost=profile=%S/Inputs/mlp8.profile.json -o %t.step.mlir
+// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto alpha=5e-4 beta=4e-8" --oasr-plan-report -o %t.slow.mlir | FileCheck %s --check-prefix=SLOWREPORT
+// RUN: FileCheck %s --check-prefix=SLOW < %t.slow.mlir
+// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto strategy=wfbp alpha=5e-4 beta=4e-8" --oasr-plan-report="format=json" -o /dev/null | FileCheck %s --check-prefix=WFBP
+// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto" | FileCheck %s --check-prefix=FAST
+// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=powersgd:4 strategy=wfbp" | FileCheck %s --check-prefix=FORCED
+// The pipeline option reaches the pass, and the layout keeps the attribute.
+// RUN: oasr-opt %S/Inputs/mlp8.mlir --oasr-train-pipeline="profile=%S/Inputs/mlp8.profile.json compress=powersgd:2" | FileCheck %s --check-prefix=PIPELINE
+// A vectors-only group (mlp3's biases alone under wfbp would be one; here
+// a 1-D model) is sent plain even under powersgd:R, and the report says so.
+// RUN: oasr-opt %s --oasr-plan-allreduce="compress=powersgd:4 strategy=wfbp" --oasr-plan-report -o /dev/null | FileCheck %s --check-prefix=VECTORS
+// Errors: plan-allreduce-compress-invalid.mlir.
+
+// SLOWREPORT: oasr plan: model 'mlp8', strategy oasr, 3 groups, 16 gradients, 145294376 bytes
+// SLOWREPORT: predicted iteration: 118864.99{{[0-9]}} us
+// SLOWREPORT-NEXT: lower bound: n/a (it carries every gradient byte; compressed groups send fewer)
+// SLOWREPORT: compression auto:4: 3 of 3 groups send PowerSGD factors
+// SLOWREPORT-NEXT: group         form     plain_us  powersgd_us   wire_bytes  why
+// SLOWREPORT-NEXT:     0   powersgd:4   105891.680     4333.495        44232  3 of 6 tensors as factors, 59.6x fewer bytes; the factors end sooner
+// SLOWREPORT-NEXT:     1   powersgd:4  1007624.480    21035.564       126976  2 of 4 tensors as factors, 198.3x fewer bytes; the factors end sooner
+// SLOWREPORT-NEXT:     2   powersgd:4  4699758.880    84885.934       352256  3 of 6 tensors as factors, 333.5x fewer bytes; the factors end sooner
+
+// SLOW: oasr.plan = {alpha_s = 5.000000e-04 : f64, beta_s_per_byte = 4.000000e-08 : f64, compress = "auto:4", {{.*}}compressed_groups = 3 : i64, {{.*}}groups = 3 : i64,
+// SLOW-NOT: lower_bound_us
+// SLOW-SAME: strategy = "oasr"
+// SLOW-COUNT-3: oasr.allreduce_start {{.*}}{group = {{[0-2]}} : i64, powersgd_rank = 4 : i64}
+
+// WFBP: "compress": "auto:4"
+// WFBP: "forms": [
+// WFBP-NEXT: {
+// WFBP-NEXT: "form": "plain",
+// WFBP-NEXT: "plain_us": 911.2
+// WFBP-NEXT: "powersgd_us": 1177.9
+// WFBP: "form": "powersgd:4",
+// WFBP: "iteration_us": 123048.26
+// WFBP: "lower_bound_us": null,
+
+// FAST: compress = "auto:4", {{.*}}compressed_groups = 0 : i64
+// FAST-NOT: powersgd_rank
+
+// FORCED: compressed_groups = 8 : i64
+// FORCED-COUNT-8: powersgd_rank = 4 : i64
+
+// PIPELINE: oasr.allreduce_start {{.*}}{buffer_bytes = {{[0-9]+}} : i64, group = 0 : i64, offsets = array<i64: {{.*}}>, powersgd_rank = 2 : i64}
+
+// VECTORS: compression powersgd:4: 0 of 1 groups send PowerSGD factors
+// VECTORS:     0        plain {{.*}}  -  {{.*}}no matrix worth compressing (vectors, or factors over half the elements): sent as it is
+module {
+  func.func @train_step(%a: tensor<64xf32> {oasr.param = "a"})
+      -> (tensor<f32> {oasr.output = "loss"}, tensor<64xf32> {oasr.grad = "a"}) {
+    %l = oasr.node "ReduceMean"(%a) {keepdims = 0 : i64, oasr.cost = #oasr.cost<forward_us = 1.0>} : (tensor<64xf32>) -> tensor<f32>
+    %ga = oasr.node "Neg"(%a) {oasr.cost = #oasr.cost<backward_us = 1.0>, oasr.layer = "/a"} : (tensor<64xf32>) -> tensor<64xf32>
+    return %l, %ga : tensor<f32>, tensor<64xf32>
+  }
+}
