@@ -1,7 +1,7 @@
 #===- test/unit/Runtime.cmake - executor, data loaders, comm engine -------===#
 oasr_add_unittest(OASRRuntimeTests Runtime/RuntimeTests.cpp Runtime/ArenaPlanTest.cpp
   Runtime/SetupTests.cpp Runtime/GradWireTest.cpp Runtime/RunTests.cpp
-  Runtime/LossScaleTest.cpp Runtime/StepGraphsTest.cpp
+  Runtime/LossScaleTest.cpp Runtime/StepGraphsTest.cpp Runtime/PowerSgdTest.cpp
   LIBS OASRRuntime OASRDialect MLIR)
 # StepGraphs is private to the runtime.
 target_include_directories(OASRRuntimeTests PRIVATE

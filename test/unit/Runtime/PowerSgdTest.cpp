@@ -1,0 +1,147 @@
+//===- PowerSgdTest.cpp - PowerSGD on a fused group, one rank -------------===//
+//
+// On the one-process communicator (averaging is the identity): a matrix of
+// rank <= r comes back whole, the error feedback holds exactly what the
+// factors left out, vectors pass through, and a state saved and restored
+// continues bit for bit. test/runtime/compress.test runs it on 2 MPI ranks.
+//
+//===----------------------------------------------------------------------===//
+
+#include "oasr/Runtime/PowerSGD.h"
+#include "oasr/Runtime/Communicator.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+using namespace oasr::rt;
+
+namespace {
+
+/// A group of a 40 x 30 matrix and a 7-element vector (at element 1216,
+/// after padding), compressed at `rank`.
+struct Group {
+  std::vector<float> buf = std::vector<float>(1216 + 16, -7.0f);
+  GradGroup g;
+  explicit Group(unsigned rank) {
+    g.buffer.data = buf.data();
+    g.buffer.desc.dtype = DType::F32;
+    g.buffer.desc.shape = {int64_t(buf.size())};
+    g.powerSgdRank = rank;
+    g.spans = {{"w", 0, {40, 30}}, {"b", 1216, {7}}};
+  }
+  float *w() { return buf.data(); }
+  float *b() { return buf.data() + 1216; }
+};
+
+std::vector<float> randomMatrix(std::mt19937 &rng, int rows, int cols,
+                                int rank) {
+  std::normal_distribution<float> n;
+  std::vector<float> u(rows * rank), v(cols * rank), m(rows * cols, 0);
+  for (float &x : u)
+    x = n(rng);
+  for (float &x : v)
+    x = n(rng);
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j)
+      for (int k = 0; k < rank; ++k)
+        m[i * cols + j] += u[i * rank + k] * v[j * rank + k];
+  return m;
+}
+
+double norm(const std::vector<float> &x) {
+  double s = 0;
+  for (float v : x)
+    s += double(v) * v;
+  return std::sqrt(s);
+}
+
+TEST(PowerSgd, LowRankComesBackWhole) {
+  auto self = createSelfCommunicator();
+  std::mt19937 rng(1);
+  Group grp(2);
+  std::vector<float> m = randomMatrix(rng, 40, 30, 2);
+  std::copy(m.begin(), m.end(), grp.w());
+  for (int i = 0; i < 7; ++i)
+    grp.b()[i] = float(i) - 3.0f;
+  PowerSgd ps(42);
+  ps.reduce(*self, grp.g);
+  std::vector<float> diff(m.size());
+  for (size_t e = 0; e < m.size(); ++e)
+    diff[e] = grp.w()[e] - m[e];
+  EXPECT_LT(norm(diff), 1e-5 * norm(m));
+  for (int i = 0; i < 7; ++i)
+    EXPECT_EQ(grp.b()[i], float(i) - 3.0f);
+  // The padding between the spans is not touched.
+  EXPECT_EQ(grp.buf[1200], -7.0f);
+  PowerSgd::Stats s = ps.stats();
+  EXPECT_EQ(s.groups, 1u);
+  EXPECT_EQ(s.wireFloats, uint64_t(2 * 40 + 7 + 2 * 30));
+  EXPECT_EQ(s.denseFloats, uint64_t(40 * 30 + 7));
+}
+
+TEST(PowerSgd, ErrorFeedbackKeepsWhatTheFactorsLeaveOut) {
+  auto self = createSelfCommunicator();
+  std::mt19937 rng(2);
+  Group grp(2);
+  std::vector<float> m = randomMatrix(rng, 40, 30, 30); // full rank
+  std::copy(m.begin(), m.end(), grp.w());
+  PowerSgd ps(42);
+  ps.reduce(*self, grp.g);
+  std::vector<float> g1(grp.w(), grp.w() + m.size());
+  // The error is M - G: sending a zero gradient next sends the error.
+  std::vector<float> e = ps.saveLocal({grp.g});
+  ASSERT_EQ(e.size(), m.size());
+  std::vector<float> sum(m.size());
+  for (size_t k = 0; k < m.size(); ++k)
+    sum[k] = e[k] + g1[k] - m[k];
+  EXPECT_LT(norm(sum), 1e-6 * norm(m));
+  // Rank 2 of a full-rank matrix leaves a real error.
+  EXPECT_GT(norm(e), 0.1 * norm(m));
+  // Over steps the sum of what was sent approaches what was given: the
+  // error feedback loses nothing.
+  std::vector<float> sent = g1, given = m;
+  for (int step = 0; step < 30; ++step) {
+    std::fill(grp.w(), grp.w() + m.size(), 0.0f);
+    ps.reduce(*self, grp.g);
+    for (size_t k = 0; k < m.size(); ++k)
+      sent[k] += grp.w()[k];
+  }
+  std::vector<float> left(m.size());
+  for (size_t k = 0; k < m.size(); ++k)
+    left[k] = given[k] - sent[k];
+  EXPECT_LT(norm(left), 0.05 * norm(m));
+}
+
+TEST(PowerSgd, SavedStateContinuesBitwise) {
+  auto self = createSelfCommunicator();
+  std::mt19937 rng(3);
+  std::vector<std::vector<float>> grads;
+  for (int s = 0; s < 4; ++s)
+    grads.push_back(randomMatrix(rng, 40, 30, 30));
+  auto step = [&](PowerSgd &ps, Group &grp, int s) {
+    std::copy(grads[s].begin(), grads[s].end(), grp.w());
+    ps.reduce(*self, grp.g);
+    return std::vector<float>(grp.w(), grp.w() + 1200);
+  };
+  Group a(3), b(3);
+  PowerSgd straight(9), resumed(9);
+  step(straight, a, 0);
+  step(straight, a, 1);
+  std::vector<float> shared = straight.saveShared({a.g}),
+                     local = straight.saveLocal({a.g});
+  EXPECT_EQ(shared.size() + local.size(), PowerSgd::stateFloats({a.g}));
+  ASSERT_FALSE(bool(resumed.restore({b.g}, shared, local)));
+  for (int s = 2; s < 4; ++s)
+    EXPECT_EQ(step(straight, a, s), step(resumed, b, s)) << "step " << s;
+  // The state of a plan at another PowerSGD rank does not fit.
+  Group c(4);
+  llvm::Error err = resumed.restore({c.g}, shared, local);
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(llvm::toString(std::move(err)).find("another --compress or plan"),
+            std::string::npos);
+}
+
+} // namespace

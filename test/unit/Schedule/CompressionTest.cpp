@@ -1,0 +1,185 @@
+//===- CompressionTest.cpp - Group forms, their cost and their planning ---===//
+//
+// --compress's parser, which matrices PowerSGD compresses, each form's
+// channel time against a hand count, and the joint plan of grouping and
+// forms against enumeration of every partition with every form choice.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "oasr/Schedule/Compression.h"
+
+#include "gtest/gtest.h"
+
+using namespace oasr::schedule;
+using namespace oasr::schedule::test;
+
+namespace {
+
+TEST(CompressPolicy, Parses) {
+  auto off = parseCompressPolicy("off");
+  ASSERT_TRUE(bool(off));
+  EXPECT_TRUE(off->off());
+  auto p = parseCompressPolicy("powersgd:8");
+  ASSERT_TRUE(bool(p));
+  EXPECT_EQ(p->mode, CompressPolicy::Mode::PowerSGD);
+  EXPECT_EQ(p->rank, 8u);
+  EXPECT_EQ(p->name(), "powersgd:8");
+  auto a = parseCompressPolicy("auto");
+  ASSERT_TRUE(bool(a));
+  EXPECT_EQ(a->mode, CompressPolicy::Mode::Auto);
+  EXPECT_EQ(a->rank, CompressPolicy::kDefaultAutoRank);
+  auto a2 = parseCompressPolicy("auto:2");
+  ASSERT_TRUE(bool(a2));
+  EXPECT_EQ(a2->name(), "auto:2");
+  for (const char *bad : {"powersgd:0", "powersgd:-1", "powersgd",
+                          "auto:", "powersgd:2x", "topk:4", "", "auto:2000"}) {
+    auto e = parseCompressPolicy(bad);
+    EXPECT_FALSE(bool(e)) << bad;
+    if (!e)
+      EXPECT_NE(llvm::toString(e.takeError()).find("expected off, powersgd:R"),
+                std::string::npos)
+          << bad;
+  }
+}
+
+TEST(Compression, WhichMatricesCompress) {
+  // 64 x 64 at rank 4: 512 factor floats against 4096.
+  EXPECT_TRUE(powerSgdCompresses(64, 64 * 64, 4));
+  // Vectors, one row, one column, and factors over half the elements.
+  EXPECT_FALSE(powerSgdCompresses(0, 4096, 4));
+  EXPECT_FALSE(powerSgdCompresses(1, 4096, 4));
+  EXPECT_FALSE(powerSgdCompresses(4096, 4096, 4));
+  EXPECT_FALSE(powerSgdCompresses(16, 16 * 16, 4));     // 128 * 2 == 256
+  EXPECT_TRUE(powerSgdCompresses(17, 17 * 17, 4));      // 136 * 2 < 289
+  EXPECT_FALSE(powerSgdCompresses(64, 64 * 64 + 1, 4)); // not rows x cols
+}
+
+TEST(Compression, FormCostCountsBytesCallsAndCompute) {
+  CommModel m = unitModel(100, 0.01); // us, us per byte
+  m.compressUsPerMac = 1e-3;
+  m.compressUsPerElement = 1e-2;
+  // A 100 x 50 matrix and a 100-element vector, ready together.
+  std::vector<ReadyGrad> g = {{0, 0, "w", 100 * 50 * 4, 0, 100},
+                              {0, 1, "b", 100 * 4, 0, 0}};
+  FormCost plain = formCost(m, g, GroupForm::plain());
+  EXPECT_EQ(plain.collectives, 1u);
+  EXPECT_EQ(plain.wireBytes, 20400u);
+  EXPECT_TRUE(close(plain.channelUs, 100 + 0.01 * 20400));
+  FormCost c = formCost(m, g, GroupForm::powerSGD(2));
+  EXPECT_EQ(c.collectives, 2u);
+  EXPECT_EQ(c.compressed, 1u);
+  // P (100 x 2) with the vector, then Q (50 x 2).
+  const double first = 4 * 200 + 400, second = 4 * 100;
+  EXPECT_EQ(c.wireBytes, uint64_t(first + second));
+  const double macs = 3.0 * 100 * 50 * 2 + 100 * 2 * 2;
+  EXPECT_TRUE(close(c.computeUs, macs * 1e-3 + 5000 * 1e-2));
+  EXPECT_TRUE(close(c.channelUs, (100 + 0.01 * first) + (100 + 0.01 * second) +
+                                     c.computeUs));
+  // A group of vectors alone costs what plain does.
+  std::vector<ReadyGrad> v = {g[1]};
+  FormCost cv = formCost(m, v, GroupForm::powerSGD(2));
+  EXPECT_EQ(cv.compressed, 0u);
+  EXPECT_TRUE(
+      close(cv.channelUs, formCost(m, v, GroupForm::plain()).channelUs));
+}
+
+/// Every partition with every choice of form, scored by the simulator.
+double bruteForce(const Profile &p, const CommModel &m,
+                  const CompressPolicy &policy) {
+  unsigned n = p.numGrads();
+  double best = INFINITY;
+  for (uint64_t cuts = 0; cuts < (1ull << (n - 1)); ++cuts) {
+    Plan plan;
+    for (unsigned i = 1; i < n; ++i)
+      if (cuts >> (i - 1) & 1)
+        plan.groupEnds.push_back(i);
+    plan.groupEnds.push_back(n);
+    unsigned k = plan.numGroups();
+    for (uint64_t forms = 0; forms < (1ull << k); ++forms) {
+      plan.forms.clear();
+      for (unsigned g = 0; g < k; ++g)
+        plan.forms.push_back(forms >> g & 1 ? GroupForm::powerSGD(policy.rank)
+                                            : GroupForm::plain());
+      best = std::min(best, simulate(p, m, plan).iterationUs);
+    }
+  }
+  return best;
+}
+
+TEST(Compression, JointPlanIsTheOptimum) {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> time(0, 50), beta(0.001, 0.2);
+  std::uniform_int_distribution<uint64_t> rows(1, 64), cols(1, 64);
+  for (int trial = 0; trial < 60; ++trial) {
+    Profile p;
+    p.model = "random";
+    unsigned layers = 1 + trial % 7;
+    for (unsigned l = 0; l < layers; ++l) {
+      Layer layer;
+      layer.name = "l" + std::to_string(l);
+      layer.backwardUs = time(rng);
+      uint64_t r = rows(rng), c = cols(rng);
+      // Some matrices, some vectors.
+      layer.grads.push_back({layer.name + ".w", r * c * 4, trial % 3 ? r : 0});
+      p.layers.push_back(layer);
+    }
+    CommModel m = unitModel(time(rng), beta(rng));
+    m.compressUsPerMac = 1e-4;
+    m.compressUsPerElement = 1e-3;
+    CompressPolicy auto2{CompressPolicy::Mode::Auto, 2};
+    Plan joint = compressionAwarePlan(p, m, auto2);
+    ASSERT_FALSE(bool(verifyPlan(joint, p.numGrads())));
+    double got = simulate(p, m, joint).iterationUs;
+    EXPECT_NEAR(got, bruteForce(p, m, auto2), 1e-6 * std::max(1.0, got))
+        << "trial " << trial;
+    // makeCompressedPlan is never slower than the joint plan nor than the
+    // strategy's grouping with the best forms.
+    auto made = makeCompressedPlan("oasr", p, m, auto2);
+    ASSERT_TRUE(bool(made));
+    EXPECT_LE(simulate(p, m, *made).iterationUs, got * (1 + 1e-9));
+    Plan forms = chooseForms(p, m, auto2, *makePlan("wfbp", p, m));
+    EXPECT_LE(simulate(p, m, *made).iterationUs,
+              simulate(p, m, forms).iterationUs * (1 + 1e-9));
+  }
+}
+
+TEST(Compression, ChooseFormsPerGroup) {
+  // Two 256 x 256 matrices on a slow link: both compress under auto; on a
+  // link whose bytes cost nothing next to the compute, neither does.
+  Profile p = makeProfile({10, 10}, {256 * 256 * 4, 256 * 256 * 4});
+  for (Layer &l : p.layers)
+    l.grads[0].rows = 256;
+  CommModel slow = unitModel(10, 1);
+  slow.compressUsPerMac = 1e-4;
+  Plan a = chooseForms(p, slow, {CompressPolicy::Mode::Auto, 4},
+                       *makePlan("wfbp", p, slow));
+  ASSERT_EQ(a.forms.size(), 2u);
+  EXPECT_TRUE(a.form(0).compressed() && a.form(1).compressed());
+  CommModel fast = unitModel(10, 1e-6);
+  fast.compressUsPerMac = 1e-4;
+  Plan b = chooseForms(p, fast, {CompressPolicy::Mode::Auto, 4},
+                       *makePlan("wfbp", p, fast));
+  EXPECT_FALSE(b.compresses());
+  EXPECT_TRUE(b.forms.empty());
+  // powersgd:R compresses whatever it can, cost or not.
+  Plan c = chooseForms(p, fast, {CompressPolicy::Mode::PowerSGD, 4},
+                       *makePlan("wfbp", p, fast));
+  EXPECT_TRUE(c.form(0).compressed() && c.form(1).compressed());
+  // Off leaves the plan as it was.
+  Plan d = chooseForms(p, slow, {}, *makePlan("wfbp", p, slow));
+  EXPECT_TRUE(d.forms.empty());
+}
+
+TEST(Compression, ProfileRowsRoundTrip) {
+  Profile p = makeProfile({1}, {4096});
+  p.layers[0].grads[0].rows = 32;
+  std::string text;
+  llvm::raw_string_ostream(text) << toJSON(p);
+  auto back = parseProfile(text, "rows.json");
+  ASSERT_TRUE(bool(back));
+  EXPECT_EQ(back->layers[0].grads[0].rows, 32u);
+}
+
+} // namespace
