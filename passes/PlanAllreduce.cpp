@@ -209,16 +209,8 @@ void PlanAllreducePass::runOnOperation() {
   }
   sched::CommModel model = hasModel ? **cm : sched::CommModel();
   model.wire = *wire;
-  if (!policy->off()) {
-    // Compression runs on the communication thread, one core: the build
-    // machine's oneDNN rate (185 GFLOP/s on 2 threads, docs/passes.md) per
-    // core, and its memory bandwidth for the passes over the matrices
-    // (about 36 bytes an element: the error added, three products reading
-    // or writing M, the new error).
-    double gmacs = compressGmacs > 0 ? compressGmacs.getValue() : 185.0 / 4;
-    model.compressUsPerMac = 1e-3 / gmacs;
-    model.compressUsPerElement = 36.0 / 17.0e3;
-  }
+  if (!policy->off())
+    sched::setCompressionCosts(model, compressGmacs);
   if (wireType)
     for (const StepGrad &g : step->grads)
       if (!cast<ShapedType>(g.value.getType()).getElementType().isF32()) {

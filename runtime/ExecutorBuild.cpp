@@ -565,7 +565,10 @@ private:
               gradOrder.push_back(
                   {wr->second, s.getValue().str(),
                    groups[wr->second.first].gradLayers[wr->second.second],
-                   I.values[ins[1]].desc.bytes()});
+                   I.values[ins[1]].desc.bytes(),
+                   I.values[ins[1]].desc.rank() >= 2
+                       ? uint64_t(I.values[ins[1]].desc.shape[0])
+                       : 0});
           }
         exec->stepInfos.push_back(PlanStepInfo{
             "update " + opName(op), "optimizer_update", "", StepKind::Update});
@@ -1061,7 +1064,8 @@ private:
         gradOrder.begin(), gradOrder.end(),
         [](const GradOrder &a, const GradOrder &b) { return a.at < b.at; });
     for (GradOrder &g : gradOrder)
-      exec->gradInfos.push_back(Executor::GradInfo{g.param, g.layer, g.bytes});
+      exec->gradInfos.push_back(
+          Executor::GradInfo{g.param, g.layer, g.bytes, g.rows});
     if (I.forwardEnd == 0)
       I.forwardEnd = unsigned(I.instrs.size());
     return checkSteady();
@@ -1178,6 +1182,7 @@ private:
     std::pair<unsigned, unsigned> at;
     std::string param, layer;
     size_t bytes;
+    uint64_t rows;
   };
   std::vector<GradOrder> gradOrder;
   // Liveness and memory.

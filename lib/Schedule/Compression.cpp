@@ -142,6 +142,13 @@ double oasr::schedule::groupChannelUs(const CommModel &comm,
   return formCost(comm, ready.slice(b, e - b), f).channelUs;
 }
 
+void oasr::schedule::setCompressionCosts(CommModel &comm, double gmacs) {
+  if (gmacs <= 0)
+    gmacs = 185.0 / 4;
+  comm.compressUsPerMac = 1e-3 / gmacs;
+  comm.compressUsPerElement = 36.0 / 17.0e3;
+}
+
 Plan oasr::schedule::chooseForms(const Profile &profile, const CommModel &comm,
                                  const CompressPolicy &policy, Plan plan) {
   plan.forms.clear();

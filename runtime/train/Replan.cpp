@@ -65,7 +65,7 @@ schedule::Profile measuredProfile(const Executor &exec,
   }
   std::map<std::string, std::vector<schedule::GradTensor>> grads;
   for (const auto &g : exec.gradients())
-    grads[g.layer].push_back(schedule::GradTensor{g.param, g.bytes});
+    grads[g.layer].push_back(schedule::GradTensor{g.param, g.bytes, g.rows});
   schedule::Profile p;
   p.model = exec.modelName().empty() ? "model" : exec.modelName();
   p.source = source.str();

@@ -83,6 +83,19 @@ cl::opt<std::string> gradDtypeOpt(
              "(half the bytes on the wire: beta counts half per gradient "
              "byte; alpha stays)"),
     cl::value_desc("f32|bf16|f16"), cl::init("f32"), cl::cat(planCat));
+cl::opt<std::string> compressOpt(
+    "compress",
+    cl::desc("What groups may send: off (default), powersgd:R or auto[:R] "
+             "(PowerSGD factors where the model says they end sooner; "
+             "docs/compression.md)"),
+    cl::value_desc("off|powersgd:R|auto[:R]"), cl::init("off"),
+    cl::cat(planCat));
+cl::opt<double> compressGmacsOpt(
+    "compress-gmacs",
+    cl::desc("Multiply-adds per second (1e9) of compression on the "
+             "communication thread (default: one core of the build "
+             "machine's oneDNN rate)"),
+    cl::init(-1), cl::cat(planCat));
 cl::opt<double> computeScale("compute-scale",
                              cl::desc("Multiply every compute time by F "
                                       "(0.05 asks: what on a 20x faster GPU)"),
@@ -330,9 +343,21 @@ int main(int argc, char **argv) {
   if (!comm)
     return fail(toString(comm.takeError()));
 
+  Expected<CompressPolicy> policy = parseCompressPolicy(compressOpt);
+  if (!policy)
+    return fail("--compress=" + toString(policy.takeError()));
+  if (compressGmacsOpt.getNumOccurrences() && !(compressGmacsOpt > 0))
+    return fail("--compress-gmacs must be > 0");
+  if (!policy->off() && comm->wire != WireDType::F32)
+    return fail("--compress=" + compressOpt +
+                ": PowerSGD's factors travel in f32; it does not combine "
+                "with --grad-dtype=" +
+                gradDtypeOpt);
+  if (!policy->off())
+    setCompressionCosts(*comm, compressGmacsOpt);
   std::vector<Scored> scored;
   for (const std::string &s : *strategies) {
-    Expected<Plan> plan = makePlan(s, profile, *comm);
+    Expected<Plan> plan = makeCompressedPlan(s, profile, *comm, *policy);
     if (!plan)
       return fail(toString(plan.takeError()));
     Timeline t = simulate(profile, *comm, *plan);
@@ -355,7 +380,8 @@ int main(int argc, char **argv) {
   }
   Plan wfbp = *makePlan("wfbp", profile, *comm);
   double wfbpUs = simulate(profile, *comm, wfbp).iterationUs;
-  double bound = lowerBoundUs(profile, *comm);
+  // The bound carries every gradient byte: none where groups compress.
+  double bound = policy->off() ? lowerBoundUs(profile, *comm) : 0;
   std::vector<ReadyGrad> ready = readyOrder(profile);
   auto speedup = [&](const Timeline &t) {
     return ratio(wfbpUs, t.iterationUs, 1.0);
@@ -376,17 +402,21 @@ int main(int argc, char **argv) {
         groups.push_back(std::move(names));
       }
       const Timeline &t = s.timeline;
-      list.push_back(
-          json::Object{{"name", s.plan.strategy},
-                       {"iteration_us", t.iterationUs},
-                       {"backward_end_us", t.backwardEndUs},
-                       {"comm_end_us", t.commEndUs},
-                       {"non_overlapped_comm_us", t.nonOverlappedCommUs},
-                       {"overlap_ratio", t.overlapRatio},
-                       {"speedup_over_wfbp", orNull(speedup(t))},
-                       {"gap_to_lower_bound", orNull(gap(t))},
-                       {"num_groups", int64_t(t.groups.size())},
-                       {"groups", std::move(groups)}});
+      list.push_back(json::Object{
+          {"name", s.plan.strategy},
+          {"iteration_us", t.iterationUs},
+          {"backward_end_us", t.backwardEndUs},
+          {"comm_end_us", t.commEndUs},
+          {"non_overlapped_comm_us", t.nonOverlappedCommUs},
+          {"overlap_ratio", t.overlapRatio},
+          {"speedup_over_wfbp", orNull(speedup(t))},
+          {"gap_to_lower_bound", orNull(gap(t))},
+          {"num_groups", int64_t(t.groups.size())},
+          {"compressed_groups", int64_t(llvm::count_if(s.plan.forms,
+                                                       [](const GroupForm &f) {
+                                                         return f.compressed();
+                                                       }))},
+          {"groups", std::move(groups)}});
     }
     json::Object doc{
         {"model", profile.model},
@@ -401,7 +431,8 @@ int main(int argc, char **argv) {
                               {"compute_rate", comm->computeRate},
                               {"call_compute_us", comm->callComputeUs},
                               {"grad_dtype", wireDTypeName(comm->wire)}}},
-        {"lower_bound_us", bound},
+        {"lower_bound_us", policy->off() ? json::Value(bound) : nullptr},
+        {"compress", policy->name()},
         {"strategies", std::move(list)}};
     if (!steady.empty()) {
       json::Array plans;
@@ -447,17 +478,30 @@ int main(int argc, char **argv) {
                   profile.forwardUs, profile.backwardUs(), profile.updateUs,
                   double(computeScale));
     os << "comm: " << comm->describe() << "\n";
-    os << formatv("lower bound: {0:f1} us\n\n", bound);
-    os << formatv("{0,-16} {1,7} {2,14} {3,8} {4,16} {5,8}\n", "strategy",
-                  "groups", "iteration_us", "speedup", "non_overlap_us", "gap");
+    if (policy->off())
+      os << formatv("lower bound: {0:f1} us\n\n", bound);
+    else
+      os << "compress: " << policy->name()
+         << " (speedup: over uncompressed wfbp; no lower bound: it carries "
+            "every gradient byte)\n\n";
+    os << formatv("{0,-16} {1,7} {2,14} {3,8} {4,16} {5,8}{6}\n", "strategy",
+                  "groups", "iteration_us", "speedup", "non_overlap_us", "gap",
+                  policy->off() ? "" : "  compressed");
     for (const Scored &s : scored) {
       const Timeline &t = s.timeline;
       std::optional<double> up = speedup(t), g = gap(t);
-      os << formatv("{0,-16} {1,7} {2,14:f1} {3,8} {4,16:f1} {5,8}\n",
-                    s.plan.strategy, t.groups.size(), t.iterationUs,
-                    up ? formatv("{0:f3}x", *up).str() : "-",
-                    t.nonOverlappedCommUs,
-                    g ? formatv("{0:f1}%", 100 * *g).str() : "-");
+      os << formatv(
+          "{0,-16} {1,7} {2,14:f1} {3,8} {4,16:f1} {5,8}{6}\n", s.plan.strategy,
+          t.groups.size(), t.iterationUs,
+          up ? formatv("{0:f3}x", *up).str() : "-", t.nonOverlappedCommUs,
+          g && policy->off() ? formatv("{0:f1}%", 100 * *g).str() : "-",
+          policy->off()
+              ? std::string()
+              : formatv("  {0,10}", llvm::count_if(s.plan.forms,
+                                                   [](const GroupForm &f) {
+                                                     return f.compressed();
+                                                   }))
+                    .str());
     }
     if (!steady.empty()) {
       os << formatv("\nsteady state (the next forward waits per layer): "

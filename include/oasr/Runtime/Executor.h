@@ -211,6 +211,7 @@ public:
   struct GradInfo {
     std::string param, layer;
     size_t bytes = 0;
+    uint64_t rows = 0; ///< first dimension of a matrix (rank >= 2), else 0
   };
   const std::vector<GradInfo> &gradients() const { return gradInfos; }
   /// The plan in execution order.

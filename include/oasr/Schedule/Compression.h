@@ -95,6 +95,14 @@ struct FormCost {
 FormCost formCost(const CommModel &comm, llvm::ArrayRef<ReadyGrad> grads,
                   GroupForm form);
 
+/// Sets `comm`'s compression costs for a communication thread of
+/// `gmacs` * 1e9 multiply-adds per second (<= 0: the build machine's
+/// oneDNN rate per core, 185 GFLOP/s on 2 threads, docs/passes.md) and 17
+/// GB/s of memory for the passes over the matrices (about 36 bytes an
+/// element: the error added, three products reading or writing M, the new
+/// error). oasr-opt's compress-gmacs and oasr-plan's --compress-gmacs.
+void setCompressionCosts(CommModel &comm, double gmacs);
+
 /// Sets each group's form of `plan` under `policy`: powersgd:R on every
 /// group holding a matrix it compresses; auto on those where PowerSGD's
 /// channel time is the smaller (for a fixed grouping that is the best
