@@ -52,7 +52,7 @@ def measure(name, batch, iters, device, image):
 
     # Layers: modules with their own parameters, in first-forward order.
     owners = {}  # param name -> layer name
-    layers = {}  # layer name -> list of (param name, bytes)
+    layers = {}  # layer name -> list of (param name, bytes, rows)
     for mname, mod in model.named_modules():
         own = list(mod.named_parameters(recurse=False))
         if not own:
@@ -61,7 +61,9 @@ def measure(name, batch, iters, device, image):
         for pname, p in own:
             full = f"{mname}.{pname}" if mname else pname
             owners[full] = mname
-            layers[mname].append((full, p.numel() * p.element_size()))
+            # rows: the first dimension of a matrix (PowerSGD's n), else 0.
+            layers[mname].append((full, p.numel() * p.element_size(),
+                                  p.shape[0] if p.dim() >= 2 else 0))
 
     ready = {}
     clock = {"t0": 0.0}
@@ -108,7 +110,7 @@ def measure(name, batch, iters, device, image):
     # A layer is ready when its last parameter's gradient is.
     layer_ready = {}
     for lname, params in layers.items():
-        layer_ready[lname] = med(max(s[3][p] for p, _ in params) for s in samples)
+        layer_ready[lname] = med(max(s[3][p] for p, _, _ in params) for s in samples)
     backward_order = sorted(layers, key=lambda l: layer_ready[l])
     out_layers = []
     prev = 0.0
@@ -116,7 +118,8 @@ def measure(name, batch, iters, device, image):
         out_layers.append({
             "name": lname,
             "backward_us": round(max(0.0, layer_ready[lname] - prev), 3),
-            "grads": [{"name": p, "bytes": b} for p, b in layers[lname]],
+            "grads": [dict({"name": p, "bytes": b}, **({"rows": r} if r else {}))
+                      for p, b, r in layers[lname]],
         })
         prev = layer_ready[lname]
     out_layers.reverse()  # forward order
