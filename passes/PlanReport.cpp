@@ -88,7 +88,8 @@ compressionRows(const sched::Profile &profile, const sched::CommModel &cm,
                                 ? (chosen ? "the factors end sooner"
                                           : "plain ends sooner")
                                 : (chosen ? "compressed as powersgd:R asks"
-                                          : "plain in this grouping"))
+                                          : "plain: its factors end sooner "
+                                            "but not the step"))
                   .str();
     }
     rows.push_back(std::move(r));

@@ -269,6 +269,24 @@ oasr::schedule::makeCompressedPlan(StringRef strategy, const Profile &profile,
         simulate(profile, comm, best).iterationUs)
       best = std::move(joint);
   }
+  // Compression changes what a step learns: auto keeps a group plain
+  // wherever compressing it does not shorten the step (a group hidden
+  // behind backward gains nothing from fewer bytes).
+  if (policy.mode == CompressPolicy::Mode::Auto && best.compresses()) {
+    double t = simulate(profile, comm, best).iterationUs;
+    for (unsigned k = 0; k < best.numGroups(); ++k) {
+      if (!best.forms[k].compressed())
+        continue;
+      best.forms[k] = GroupForm::plain();
+      double u = simulate(profile, comm, best).iterationUs;
+      if (u <= t * (1 + 1e-12))
+        t = std::min(t, u);
+      else
+        best.forms[k] = GroupForm::powerSGD(policy.rank);
+    }
+    if (!best.compresses())
+      best.forms.clear();
+  }
   best.strategy = strategy.str();
   return best;
 }

@@ -123,7 +123,10 @@ constexpr unsigned kCompressionAwareMaxGrads = 4096;
 
 /// makePlan, then the forms (chooseForms). With auto and a strategy that
 /// plans on the model (mgwfbp, optimal, oasr), also compressionAwarePlan,
-/// keeping whichever the simulator says ends sooner.
+/// keeping whichever the simulator says ends sooner. Then auto sends plain
+/// every compressed group whose compression does not shorten the simulated
+/// step (compression changes what a step learns; a group hidden behind
+/// backward gains nothing from fewer bytes).
 llvm::Expected<Plan> makeCompressedPlan(llvm::StringRef strategy,
                                         const Profile &profile,
                                         const CommModel &comm,
