@@ -30,6 +30,8 @@
 # round's plans and predictions come from it), PROFILE_REPLAN (that run's
 # --replan, every:2xSTEPS-1: one re-plan from all its steps), PRECISION
 # (f32; bf16: oasr-run --precision=bf16 and DDP under torch.autocast bf16).
+# A strategy written NAME+compress=C runs NAME with oasr-run --compress=C
+# (docs/compression.md), e.g. STRATEGIES="oasr oasr+compress=auto".
 # Writes bench/results/cluster-MODEL-NODESxRATE[-GRAD_DTYPE][-ampPRECISION][SUFFIX]
 # .{json,md}. Needs root (namespaces).
 set -euo pipefail
@@ -170,8 +172,11 @@ for rep in $(seq "$REPS"); do
       runs+=("{\"round\": $rep, \"strategy\": \"$S\", \"groups\": $groups, \"measured_ms\": $measured, \"mean_ms\": $mean, \"predicted_ms\": null, \"replayed_ms\": null, \"exposed_comm_ms\": $exposed, \"load\": $load, \"torch\": \"$torch\"}")
       continue
     fi
-    log=$($CLUSTER run "$NODES" -- $BASE --steps="$STEPS" --strategy="$S" \
-      "${PLAN_MODEL[@]}")
+    # NAME+compress=C: the strategy with oasr-run --compress=C.
+    extra=()
+    [[ "$S" == *+compress=* ]] && extra=(--compress="${S#*+compress=}")
+    log=$($CLUSTER run "$NODES" -- $BASE --steps="$STEPS" --strategy="${S%%+*}" \
+      "${extra[@]}" "${PLAN_MODEL[@]}")
     measured=$(step_median "$log")
     mean=$(step_mean "$log")
     predicted=$(echo "$log" | awk '/^  predicted/ {print $2}')
