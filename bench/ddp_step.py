@@ -36,24 +36,15 @@ import statistics
 import sys
 import time
 
+import ddp_launch
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
-
-
-def env_int(names):
-    for n in names:
-        if n in os.environ:
-            return int(os.environ[n])
-    return None
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("model", help="a scripts/export_models.py model (resnet18, resnet50, transformer, ...)")
-    p.add_argument("--master", default=os.environ.get("MASTER_ADDR"),
-                   help="rank 0's address (MASTER_ADDR)")
-    p.add_argument("--port", type=int, default=int(os.environ.get("MASTER_PORT", "29500")))
-    p.add_argument("--ifname", default=os.environ.get("GLOO_SOCKET_IFNAME", "eth0"),
-                   help="interface gloo's sockets use (GLOO_SOCKET_IFNAME)")
+    ddp_launch.add_rendezvous_args(p)
     p.add_argument("--batch", type=int, default=8, help="per-rank batch")
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--compute-steps", type=int, default=3)
@@ -65,13 +56,7 @@ def main():
                    help="bf16: forward and loss under torch.autocast(\"cpu\", bfloat16), "
                         "PyTorch's mixed precision on the CPU")
     a = p.parse_args()
-    rank = env_int(["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "RANK"])
-    world = env_int(["OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"])
-    if rank is None or world is None:
-        sys.exit("ddp_step.py: error: no rank/world size in the environment "
-                 "(launch it with mpirun or scripts/cluster.sh run, or set RANK and WORLD_SIZE)")
-    if not a.master:
-        sys.exit("ddp_step.py: error: --master (or MASTER_ADDR) is required: rank 0's address")
+    rank, world = ddp_launch.rank_and_world("ddp_step.py", a)
     if a.steps < 2 or a.compute_steps < 2:
         sys.exit("ddp_step.py: error: --steps and --compute-steps must be >= 2 (the first is not timed)")
     if not a.bucket_cap_mb > 0:
@@ -85,11 +70,7 @@ def main():
     import torch.distributed as dist
     import torch.nn.functional as F
 
-    torch.set_num_threads(1)
-    torch.set_num_interop_threads(1)
-    os.environ["GLOO_SOCKET_IFNAME"] = a.ifname
-    dist.init_process_group("gloo", init_method=f"tcp://{a.master}:{a.port}",
-                            rank=rank, world_size=world)
+    ddp_launch.init_gloo(a, rank, world)
 
     torch.manual_seed(0)
     model, example = export_models.build(a.model)

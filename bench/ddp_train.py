@@ -95,6 +95,8 @@ import sys
 import time
 import warnings
 
+import ddp_launch
+
 import numpy as np
 
 RECORD = 1 + 3 * 32 * 32
@@ -222,13 +224,6 @@ def ordered_powersgd_hook(ordered, bucket):
     return ordered.previous
 
 
-def env_int(names):
-    for n in names:
-        if n in os.environ:
-            return int(os.environ[n])
-    return None
-
-
 def parse_hook(text):
     if text in ("none", "bf16", "fp16"):
         return text, None
@@ -283,11 +278,7 @@ def main():
     p.add_argument("--data", required=True, help="CIFAR-10 binary directory")
     p.add_argument("--model", default="resnet18", help="a torchvision classification model")
     p.add_argument("--init-onnx", help="copy the initial weights from this ONNX export")
-    p.add_argument("--master", default=os.environ.get("MASTER_ADDR"),
-                   help="rank 0's address (MASTER_ADDR)")
-    p.add_argument("--port", type=int, default=int(os.environ.get("MASTER_PORT", "29500")))
-    p.add_argument("--ifname", default=os.environ.get("GLOO_SOCKET_IFNAME", "eth0"),
-                   help="interface gloo's sockets use (GLOO_SOCKET_IFNAME)")
+    ddp_launch.add_rendezvous_args(p)
     p.add_argument("--batch", type=int, default=32, help="per-rank batch")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--eval-every", type=int, default=25)
@@ -303,13 +294,7 @@ def main():
                         "first (>= 2)")
     a = p.parse_args()
     hook, psgd_rank = parse_hook(a.hook)
-    rank = env_int(["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "RANK"])
-    world = env_int(["OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"])
-    if rank is None or world is None:
-        sys.exit("ddp_train.py: error: no rank/world size in the environment "
-                 "(launch it with mpirun or scripts/cluster.sh run, or set RANK and WORLD_SIZE)")
-    if not a.master:
-        sys.exit("ddp_train.py: error: --master (or MASTER_ADDR) is required: rank 0's address")
+    rank, world = ddp_launch.rank_and_world("ddp_train.py", a)
     if a.steps < 1 or a.batch < 1 or a.eval_every < 0:
         sys.exit("ddp_train.py: error: --steps and --batch must be >= 1, --eval-every >= 0")
     if hook == "powersgd" and a.powersgd_start < 2:
@@ -327,11 +312,7 @@ def main():
     # broadcast_buffers=False is deprecated in favour of forward_sync_buffers,
     # which still syncs at init: every rank loads the same weights anyway.
     warnings.filterwarnings("ignore", message=".*broadcast_buffers.*")
-    torch.set_num_threads(1)
-    torch.set_num_interop_threads(1)
-    os.environ["GLOO_SOCKET_IFNAME"] = a.ifname
-    dist.init_process_group("gloo", init_method=f"tcp://{a.master}:{a.port}",
-                            rank=rank, world_size=world)
+    ddp_launch.init_gloo(a, rank, world)
 
     torch.manual_seed(0)
     model = getattr(torchvision.models, a.model)(weights=None, num_classes=classes)
