@@ -67,7 +67,7 @@ struct StepGrad {
   Operation *readyOp = nullptr;
   int64_t readyPos = 0;
   uint64_t bytes = 0;
-  uint64_t rows = 0; ///< first dimension of a tensor of rank >= 2, else 0
+  uint64_t rows = 0; ///< first dimension of an f32 matrix (rank >= 2), else 0
 };
 
 /// One planner layer: the backward nodes up to (and including) a node that

@@ -92,8 +92,10 @@ FailureOr<StepAnalysis> StepAnalysis::build(func::FuncOp func) {
              << g.param << "' is not made by a backward node";
     g.readyPos = position[g.readyOp];
     g.bytes = tensorBytes(g.value.getType());
+    // PowerSGD compresses f32 matrices only.
     if (auto t = dyn_cast<RankedTensorType>(g.value.getType());
-        t && t.getRank() >= 2 && t.hasStaticShape())
+        t && t.getRank() >= 2 && t.hasStaticShape() &&
+        t.getElementType().isF32())
       g.rows = uint64_t(t.getDimSize(0));
     a.grads.push_back(std::move(g));
   }

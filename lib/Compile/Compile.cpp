@@ -105,6 +105,11 @@ mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
                   ": PowerSGD's factors travel in f32; it does not combine "
                   "with --grad-dtype=" +
                   o.gradDtype);
+    else if (!c->off() && o.precision == "f16")
+      return fail("--compress=" + o.compress +
+                  ": f16's loss scaler skips steps whose gradients "
+                  "overflow, and PowerSGD's error feedback would keep the "
+                  "overflow; use --precision=bf16");
   if (!o.precision.empty() && o.precision != "f32" && o.precision != "tf32" &&
       o.precision != "bf16" && o.precision != "f16")
     return fail("--precision=" + o.precision +
