@@ -307,12 +307,10 @@ void PlanAllreducePass::runOnOperation() {
     planAttrs.push_back(b.getNamedAttr(
         "grad_dtype", b.getStringAttr(sched::wireDTypeName(*wire))));
   if (!policy->off()) {
-    int64_t compressed = 0;
-    for (unsigned k = 0; k < plan->numGroups(); ++k)
-      compressed += plan->form(k).compressed();
     planAttrs.append(
         {b.getNamedAttr("compress", b.getStringAttr(policy->name())),
-         b.getNamedAttr("compressed_groups", b.getI64IntegerAttr(compressed)),
+         b.getNamedAttr("compressed_groups",
+                        b.getI64IntegerAttr(plan->numCompressed())),
          b.getNamedAttr("compress_us_per_mac",
                         b.getF64FloatAttr(model.compressUsPerMac)),
          b.getNamedAttr("compress_us_per_element",

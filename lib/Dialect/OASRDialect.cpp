@@ -206,8 +206,7 @@ LogicalResult AllreduceStartOp::verify() {
       for (auto [i, grad] : llvm::enumerate(getGrads()))
         if (!cast<RankedTensorType>(grad.getType()).getElementType().isF32())
           return emitOpError("gradient #")
-                 << i << " is not f32: only f32 gradients travel as "
-                 << *wire;
+                 << i << " is not f32: only f32 gradients travel as " << *wire;
   }
   if (std::optional<int64_t> rank = getPowersgdRank()) {
     if (*rank < 1)

@@ -128,18 +128,9 @@ FormCost oasr::schedule::formCost(const CommModel &comm,
 double oasr::schedule::groupChannelUs(const CommModel &comm,
                                       ArrayRef<ReadyGrad> ready,
                                       const Plan &plan, unsigned k) {
-  unsigned b = plan.groupBegin(k), e = plan.groupEnds[k];
-  GroupForm f = plan.form(k);
-  if (!f.compressed())
-    return comm.groupTimeUs(
-        [&] {
-          uint64_t s = 0;
-          for (unsigned i = b; i < e; ++i)
-            s += ready[i].bytes;
-          return s;
-        }(),
-        e - b);
-  return formCost(comm, ready.slice(b, e - b), f).channelUs;
+  unsigned b = plan.groupBegin(k);
+  return formCost(comm, ready.slice(b, plan.groupEnds[k] - b), plan.form(k))
+      .channelUs;
 }
 
 void oasr::schedule::setCompressionCosts(CommModel &comm, double gmacs) {

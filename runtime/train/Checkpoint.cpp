@@ -226,12 +226,11 @@ llvm::Expected<std::string> saveCheckpoint(Executor &exec, DataLoader &data,
   // Every rank's own state to rank 0, after everything else.
   std::vector<char> rankStates;
   std::vector<size_t> rankStateSizes;
-  if (!content.rankState.empty() || engine.communicator().size() > 1)
-    engine.run([&](Communicator &c) {
-      c.gatherBytes(content.rankState.data(),
-                    content.rankState.size() * sizeof(float), 0, rankStates,
-                    rankStateSizes);
-    });
+  engine.run([&](Communicator &c) {
+    c.gatherBytes(content.rankState.data(),
+                  content.rankState.size() * sizeof(float), 0, rankStates,
+                  rankStateSizes);
+  });
   if (content.perRank) {
     std::vector<char> all;
     std::vector<size_t> sizes;
@@ -635,7 +634,8 @@ llvm::Expected<ResumeState> restoreCheckpoint(const CheckpointBytes &bytes,
     state.rankState.resize(size_t(n));
     if (n)
       std::memcpy(state.rankState.data(),
-                  bytes.blob.data() + off + size_t(rank) * size_t(n) * 4,
+                  bytes.blob.data() + off +
+                      size_t(rank) * size_t(n) * sizeof(float),
                   size_t(n) * sizeof(float));
   }
 

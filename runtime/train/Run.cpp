@@ -257,9 +257,7 @@ void Run::checkTraining() {
   // strategy plans with a model (the others group by layer or size).
   if (exec && !failure.failed) {
     if (auto r = replanFor(o, size, exec->planStrategy(),
-                           llvm::any_of(exec->groups(), [](const GradGroup &g) {
-                             return g.powerSgdRank > 0;
-                           })))
+                           anyCompressed(exec->groups())))
       replanOptions = *r;
     else
       failure.set(r.takeError());

@@ -402,21 +402,18 @@ int main(int argc, char **argv) {
         groups.push_back(std::move(names));
       }
       const Timeline &t = s.timeline;
-      list.push_back(json::Object{
-          {"name", s.plan.strategy},
-          {"iteration_us", t.iterationUs},
-          {"backward_end_us", t.backwardEndUs},
-          {"comm_end_us", t.commEndUs},
-          {"non_overlapped_comm_us", t.nonOverlappedCommUs},
-          {"overlap_ratio", t.overlapRatio},
-          {"speedup_over_wfbp", orNull(speedup(t))},
-          {"gap_to_lower_bound", orNull(gap(t))},
-          {"num_groups", int64_t(t.groups.size())},
-          {"compressed_groups", int64_t(llvm::count_if(s.plan.forms,
-                                                       [](const GroupForm &f) {
-                                                         return f.compressed();
-                                                       }))},
-          {"groups", std::move(groups)}});
+      list.push_back(
+          json::Object{{"name", s.plan.strategy},
+                       {"iteration_us", t.iterationUs},
+                       {"backward_end_us", t.backwardEndUs},
+                       {"comm_end_us", t.commEndUs},
+                       {"non_overlapped_comm_us", t.nonOverlappedCommUs},
+                       {"overlap_ratio", t.overlapRatio},
+                       {"speedup_over_wfbp", orNull(speedup(t))},
+                       {"gap_to_lower_bound", orNull(gap(t))},
+                       {"num_groups", int64_t(t.groups.size())},
+                       {"compressed_groups", int64_t(s.plan.numCompressed())},
+                       {"groups", std::move(groups)}});
     }
     json::Object doc{
         {"model", profile.model},
@@ -495,13 +492,8 @@ int main(int argc, char **argv) {
           t.groups.size(), t.iterationUs,
           up ? formatv("{0:f3}x", *up).str() : "-", t.nonOverlappedCommUs,
           g && policy->off() ? formatv("{0:f1}%", 100 * *g).str() : "-",
-          policy->off()
-              ? std::string()
-              : formatv("  {0,10}", llvm::count_if(s.plan.forms,
-                                                   [](const GroupForm &f) {
-                                                     return f.compressed();
-                                                   }))
-                    .str());
+          policy->off() ? std::string()
+                        : formatv("  {0,10}", s.plan.numCompressed()).str());
     }
     if (!steady.empty()) {
       os << formatv("\nsteady state (the next forward waits per layer): "

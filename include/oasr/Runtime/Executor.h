@@ -91,6 +91,14 @@ struct GradGroup {
   std::vector<Span> spans;
 };
 
+/// Whether any of `groups` travels as PowerSGD factors.
+inline bool anyCompressed(const std::vector<GradGroup> &groups) {
+  for (const GradGroup &g : groups)
+    if (g.powerSgdRank)
+      return true;
+  return false;
+}
+
 /// Elements [first, first + second) of `g.buffer` that piece `piece` of
 /// `pieces` covers: equal parts, the last taking the rest; for a
 /// reduce-scatter group each a multiple of 16 x ranks elements, so every

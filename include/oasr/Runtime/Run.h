@@ -46,10 +46,10 @@ struct RunOptions {
   std::string commFile; ///< --comm: oasr-bench comm calibration
   std::vector<std::string> dims;
   std::string planProfile;
-  std::string gradDtype; ///< f32 | bf16 | f16; empty: not given (f32)
-  std::string compress;  ///< off | powersgd:R | auto[:R]; empty: not given
+  std::string gradDtype;     ///< f32 | bf16 | f16; empty: not given (f32)
+  std::string compress;      ///< off | powersgd:R | auto[:R]; empty: not given
   int64_t compressStart = 0; ///< --compress-start
-  std::string precision; ///< f32 | tf32 | bf16 | f16; empty: not given
+  std::string precision;     ///< f32 | tf32 | bf16 | f16; empty: not given
   bool allowInferenceGraph = false; ///< train a folded-BN export anyway
   /// --timeout: seconds a collective may go without progress before every
   /// rank stops (unset: 10x the predicted step, at least 60 s).

@@ -354,12 +354,14 @@ struct Plan {
   GroupForm form(unsigned k) const {
     return k < forms.size() ? forms[k] : GroupForm::plain();
   }
-  bool compresses() const {
+  /// Groups sent as PowerSGD factors.
+  unsigned numCompressed() const {
+    unsigned n = 0;
     for (const GroupForm &f : forms)
-      if (f.compressed())
-        return true;
-    return false;
+      n += f.compressed();
+    return n;
   }
+  bool compresses() const { return numCompressed() > 0; }
   /// First gradient index of group `k`.
   unsigned groupBegin(unsigned k) const { return k ? groupEnds[k - 1] : 0; }
   /// The gradient indices of every group, in communication order.

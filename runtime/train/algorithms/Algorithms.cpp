@@ -39,9 +39,7 @@ llvm::Error checkTrainingAlgorithm(llvm::StringRef name,
       list += (k == 0 ? "" : k + 1 == names.size() ? " or " : ", ") + names[k];
     return fail("--algo=" + name + ": expected " + list);
   }
-  if (exec && llvm::any_of(exec->groups(), [](const GradGroup &g) {
-        return g.powerSgdRank > 0;
-      })) {
+  if (exec && anyCompressed(exec->groups())) {
     if (name != "sync-sgd")
       return fail("--compress: --algo=" + name +
                   " does not run the planned allreduces that PowerSGD "

@@ -19,9 +19,8 @@ public:
           uint64_t seed)
       : exec(exec), engine(engine), jobs(exec.groups().size(), 0),
         compressStart(compressStart) {
-    for (const GradGroup &g : exec.groups())
-      if (g.powerSgdRank)
-        powerSgd = std::make_unique<PowerSgd>(seed);
+    if (anyCompressed(exec.groups()))
+      powerSgd = std::make_unique<PowerSgd>(seed);
   }
   std::vector<float> saveAlgorithmState() override {
     if (!powerSgd)
