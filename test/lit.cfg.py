@@ -92,6 +92,22 @@ def can_sched_fifo():
 if can_sched_fifo():
     config.available_features.add("sched-fifo")
 
+# Whether a test may mount a small tmpfs in a mount namespace of its own
+# (a full disk: root or CAP_SYS_ADMIN).
+def can_mount_tmpfs():
+    import subprocess, tempfile
+    if not shutil.which("unshare"):
+        return False
+    with tempfile.TemporaryDirectory() as d:
+        return subprocess.call(
+            ["unshare", "-m", "sh", "-c",
+             "mount -t tmpfs -o size=64k tmpfs '%s'" % d],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            timeout=30) == 0
+
+if can_mount_tmpfs():
+    config.available_features.add("tmpfs")
+
 def has_python_module(name):
     import subprocess
     return subprocess.call([config.oasr_python, "-c", "import " + name],

@@ -142,9 +142,13 @@ llvm::Error readIdxLabels(llvm::StringRef path, std::vector<int64_t> &labels) {
 
 namespace {
 
-/// "epoch E pos P": a shuffled loader's position.
-static std::string shardState(uint64_t epoch, size_t pos) {
-  return "epoch " + std::to_string(epoch) + " pos " + std::to_string(pos);
+/// "epoch E pos P": a shuffled loader's position; "epoch E from G pos P"
+/// when the epoch was recut at its G-th sample for another number of ranks
+/// (a resized resume).
+static std::string shardState(uint64_t epoch, size_t from, size_t pos) {
+  return "epoch " + std::to_string(epoch) +
+         (from ? " from " + std::to_string(from) : std::string()) + " pos " +
+         std::to_string(pos);
 }
 
 static llvm::Error badState(llvm::StringRef what, llvm::StringRef state) {
@@ -156,31 +160,20 @@ static llvm::Error badState(llvm::StringRef what, llvm::StringRef state) {
 
 /// Parses shardState's text.
 static llvm::Error parseShardState(llvm::StringRef what, llvm::StringRef state,
-                                   uint64_t &epoch, size_t &pos) {
-  llvm::SmallVector<llvm::StringRef, 4> parts;
+                                   uint64_t &epoch, size_t &from, size_t &pos) {
+  llvm::SmallVector<llvm::StringRef, 6> parts;
   state.split(parts, ' ');
-  unsigned long long e = 0, p = 0;
-  if (parts.size() != 4 || parts[0] != "epoch" || parts[2] != "pos" ||
-      parts[1].getAsInteger(10, e) || parts[3].getAsInteger(10, p))
+  unsigned long long e = 0, g = 0, p = 0;
+  bool recut = parts.size() == 6;
+  if ((parts.size() != 4 && !recut) || parts[0] != "epoch" ||
+      parts[1].getAsInteger(10, e) ||
+      (recut && (parts[2] != "from" || parts[3].getAsInteger(10, g))) ||
+      parts[parts.size() - 2] != "pos" ||
+      parts[parts.size() - 1].getAsInteger(10, p))
     return badState(what, state);
   epoch = e;
+  from = size_t(g);
   pos = size_t(p);
-  return llvm::Error::success();
-}
-
-/// Continues a shuffled loader at shardState's (epoch, pos): `reshuffle`
-/// rebuilds the shard of `epoch` and returns its size.
-static llvm::Error restoreShard(llvm::StringRef what, llvm::StringRef state,
-                                uint64_t &epoch, size_t &pos,
-                                llvm::function_ref<size_t()> reshuffle) {
-  uint64_t e = 0;
-  size_t p = 0;
-  if (auto err = parseShardState(what, state, e, p))
-    return err;
-  epoch = e;
-  if (p > reshuffle())
-    return badState(what, state);
-  pos = p;
   return llvm::Error::success();
 }
 
@@ -205,16 +198,18 @@ static llvm::Error parseRngState(llvm::StringRef what, llvm::StringRef state,
 }
 
 /// This rank's samples of one epoch: a permutation of [0, count) drawn from
-/// (seed, epoch), the same on every rank; element i goes to rank i % size.
+/// (seed, epoch), the same on every rank; from its `from`-th element on,
+/// element from + i goes to rank i % size.
 std::vector<int64_t> epochShard(int64_t count, int rank, int size,
-                                uint64_t seed, uint64_t epoch) {
+                                uint64_t seed, uint64_t epoch,
+                                size_t from = 0) {
   std::vector<int64_t> order(static_cast<size_t>(count));
   std::iota(order.begin(), order.end(), 0);
   std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + epoch);
   for (size_t i = order.size(); i > 1; --i)
     std::swap(order[i - 1], order[size_t(rng() % i)]);
   std::vector<int64_t> mine;
-  for (size_t i = size_t(rank); i < order.size(); i += size_t(size))
+  for (size_t i = from + size_t(rank); i < order.size(); i += size_t(size))
     mine.push_back(order[i]);
   return mine;
 }
@@ -229,31 +224,70 @@ public:
   }
   /// The next sample index, starting a new epoch when this one is done.
   int64_t next() {
-    if (pos >= mine.size()) {
+    while (pos >= mine.size()) {
       ++epoch;
+      from = 0;
       newEpoch();
     }
     return mine[pos++];
   }
   /// Samples per epoch on this rank.
   int64_t perRank() const { return (count - rank + size - 1) / size; }
-  std::string save() const { return shardState(epoch, pos); }
+  std::string save() const { return shardState(epoch, from, pos); }
   llvm::Error restore(llvm::StringRef what, llvm::StringRef state) {
-    return restoreShard(what, state, epoch, pos, [&] {
-      newEpoch();
-      return mine.size();
-    });
+    uint64_t e = 0;
+    size_t g = 0, p = 0;
+    if (auto err = parseShardState(what, state, e, g, p))
+      return err;
+    if (g > size_t(count))
+      return badState(what, state);
+    epoch = e;
+    from = g;
+    newEpoch();
+    if (p > mine.size())
+      return badState(what, state);
+    pos = p;
+    return llvm::Error::success();
+  }
+  /// Continues the walks of `states.size()` ranks (each one's save()) as
+  /// this rank of `size`: the epoch is recut after the samples every old
+  /// rank has read (a rank ahead of the slowest re-reads at most its lead).
+  llvm::Error restoreResized(llvm::StringRef what,
+                             const std::vector<std::string> &states) {
+    const size_t oldSize = states.size();
+    uint64_t slowest = UINT64_MAX;
+    size_t done = SIZE_MAX;
+    for (const std::string &s : states) {
+      uint64_t e = 0;
+      size_t g = 0, p = 0;
+      if (auto err = parseShardState(what, s, e, g, p))
+        return err;
+      // Samples [0, g + p * oldSize) of epoch e: read by this rank's turn.
+      size_t read = std::min(g + p * oldSize, size_t(count));
+      if (e < slowest || (e == slowest && read < done)) {
+        slowest = e;
+        done = read;
+      }
+    }
+    if (oldSize == 0 || slowest == UINT64_MAX)
+      return badState(what, "");
+    epoch = slowest;
+    from = done;
+    newEpoch();
+    pos = 0;
+    return llvm::Error::success();
   }
 
 private:
   void newEpoch() {
-    mine = epochShard(count, rank, size, seed, epoch);
+    mine = epochShard(count, rank, size, seed, epoch, from);
     pos = 0;
   }
 
   int64_t count;
   int rank, size;
   uint64_t seed, epoch = 0;
+  size_t from = 0; ///< the sample of the epoch its shards start at
   std::vector<int64_t> mine;
   size_t pos = 0;
 };
@@ -285,6 +319,10 @@ public:
   std::string saveState() const override { return walk.save(); }
   llvm::Error restoreState(llvm::StringRef state) override {
     return walk.restore(what, state);
+  }
+  llvm::Error restoreResized(const std::vector<std::string> &states,
+                             int) override {
+    return walk.restoreResized(what, states);
   }
 
 private:
@@ -533,6 +571,10 @@ public:
   std::string saveState() const override { return walk.save(); }
   llvm::Error restoreState(llvm::StringRef state) override {
     return walk.restore(what, state);
+  }
+  llvm::Error restoreResized(const std::vector<std::string> &states,
+                             int) override {
+    return walk.restoreResized(what, states);
   }
 
 private:

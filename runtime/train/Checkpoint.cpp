@@ -290,6 +290,7 @@ llvm::Expected<std::string> saveCheckpoint(Executor &exec, DataLoader &data,
       {"source", exec.sourcePath()},
       {"fingerprint", modelFingerprint(exec)},
       {"world_size", size},
+      {"batch", exec.batch()},
       {"algorithm", options.algorithm},
       {"optimizer", exec.optimizerName()},
       {"update_count", exec.updateCount()},
@@ -336,9 +337,18 @@ llvm::Expected<std::string> saveCheckpoint(Executor &exec, DataLoader &data,
   std::string text =
       llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))).str() +
       "\n";
+  // A write that fails (a full disk, say) leaves the older checkpoints as
+  // they were: the error names the one to resume from.
   auto fail = [&](llvm::Error err) -> llvm::Error {
     fs::remove_directories(tmp);
-    return err;
+    std::map<int64_t, std::string> older = listCheckpoints(dir);
+    std::string resume =
+        older.empty() ? "no older checkpoint is in " + dir
+                      : "the older checkpoints are intact: the newest is " +
+                            older.rbegin()->second + " (--resume=" + dir +
+                            " continues from it)";
+    return makeError("--checkpoint=" + dir + ": cannot write " + name + ": " +
+                     llvm::toString(std::move(err)) + "; " + resume);
   };
   if (llvm::Error err = writeAndSync(blobPath, blob))
     return fail(std::move(err));
@@ -478,10 +488,13 @@ readCheckpoint(llvm::StringRef stepDir, Executor &exec, int worldSize,
                      (why.empty() ? "fingerprint differs" : why) + ")");
   }
   int64_t ranks = m->getInteger("world_size").value_or(-1);
-  if (ranks != worldSize)
+  if (ranks < 1)
+    return damaged(manifestPath + ": no world_size");
+  if (ranks != worldSize && !options.allowResize)
     return makeError(llvm::formatv("{0}checkpoint written by {1} rank(s); "
                                    "this run has {2} (resume on as many ranks "
-                                   "as wrote it: the data order is per rank)",
+                                   "as wrote it, or pass --allow-resize to "
+                                   "recut the data and go on with {2})",
                                    where, ranks, worldSize)
                          .str());
   if (str("algorithm") != options.algorithm)
@@ -558,7 +571,7 @@ readNewestIntactCheckpoint(llvm::StringRef dir, Executor &exec, int worldSize,
 
 llvm::Expected<ResumeState> restoreCheckpoint(const CheckpointBytes &bytes,
                                               Executor &exec, DataLoader &data,
-                                              int rank) {
+                                              int rank, int worldSize) {
   auto parsed = oasr::schedule::parseJSON(bytes.manifest, bytes.path);
   if (!parsed)
     return parsed.takeError();
@@ -570,6 +583,10 @@ llvm::Expected<ResumeState> restoreCheckpoint(const CheckpointBytes &bytes,
   state.path = bytes.path;
   state.step = m.getInteger("step").value_or(0);
   state.worldSize = int(m.getInteger("world_size").value_or(0));
+  state.batch = m.getInteger("batch").value_or(0);
+  const bool resized = state.worldSize != worldSize;
+  // A rank the writing run did not have starts from rank 0's copy.
+  const int source = rank < state.worldSize ? rank : 0;
 
   const llvm::json::Array *table = m.getArray("tensors");
   auto &mine = exec.persistent();
@@ -578,7 +595,7 @@ llvm::Expected<ResumeState> restoreCheckpoint(const CheckpointBytes &bytes,
   // This rank's copy when every rank has one.
   const int64_t base =
       m.getBoolean("per_rank").value_or(false)
-          ? int64_t(rank) * m.getInteger("rank_bytes").value_or(0)
+          ? int64_t(source) * m.getInteger("rank_bytes").value_or(0)
           : 0;
   for (size_t k = 0; k < mine.size(); ++k) {
     const llvm::json::Object *t = (*table)[k].getAsObject();
@@ -627,12 +644,12 @@ llvm::Expected<ResumeState> restoreCheckpoint(const CheckpointBytes &bytes,
     int64_t off = a->getInteger("offset").value_or(-1);
     int64_t n = a->getInteger("floats_per_rank").value_or(-1);
     if (off < 0 || n < 0 ||
-        uint64_t(off) + uint64_t(rank + 1) * uint64_t(n) * sizeof(float) >
+        uint64_t(off) + uint64_t(source + 1) * uint64_t(n) * sizeof(float) >
             bytes.blob.size())
-      return makeError(where + "rank " + std::to_string(rank) +
+      return makeError(where + "rank " + std::to_string(source) +
                        "'s own state lies outside tensors.bin");
-    state.rankState.resize(size_t(n));
-    if (n)
+    state.rankState.assign(size_t(n), 0.0f);
+    if (n && !resized)
       std::memcpy(state.rankState.data(),
                   bytes.blob.data() + off +
                       size_t(rank) * size_t(n) * sizeof(float),
@@ -641,14 +658,40 @@ llvm::Expected<ResumeState> restoreCheckpoint(const CheckpointBytes &bytes,
 
   const llvm::json::Object *d = m.getObject("data");
   const llvm::json::Array *ranks = d ? d->getArray("ranks") : nullptr;
-  if (!ranks || rank >= int(ranks->size()))
-    return makeError(where + "no data position for rank " +
-                     std::to_string(rank));
-  std::string dataState =
-      (*ranks)[size_t(rank)].getAsString().value_or("").str();
-  if (llvm::Error err = data.restoreState(dataState))
+  if (!ranks || int(ranks->size()) != state.worldSize)
+    return makeError(where + "the data positions are not one per rank");
+  std::vector<std::string> dataStates;
+  for (const llvm::json::Value &v : *ranks)
+    dataStates.push_back(v.getAsString().value_or("").str());
+  llvm::Error err = resized ? data.restoreResized(dataStates, rank)
+                            : data.restoreState(dataStates[size_t(rank)]);
+  if (err)
     return makeError(where + llvm::toString(std::move(err)));
   return state;
+}
+
+llvm::Expected<CheckpointShape> peekCheckpoint(llvm::StringRef dir) {
+  auto latest = findLatestCheckpoint(dir);
+  if (!latest)
+    return latest.takeError();
+  llvm::SmallString<256> manifestPath(*latest);
+  path::append(manifestPath, "manifest.json");
+  auto text = readWhole(manifestPath);
+  if (!text)
+    return text.takeError();
+  auto parsed = oasr::schedule::parseJSON(*text, manifestPath);
+  if (!parsed)
+    return parsed.takeError();
+  const llvm::json::Object *m = parsed->getAsObject();
+  CheckpointShape shape;
+  shape.path = *latest;
+  if (m) {
+    shape.worldSize = int(m->getInteger("world_size").value_or(0));
+    shape.batch = m->getInteger("batch").value_or(0);
+  }
+  if (shape.worldSize < 1)
+    return makeError(manifestPath + ": no world_size");
+  return shape;
 }
 
 void broadcastCheckpoint(CheckpointBytes &bytes, CommEngine &engine) {

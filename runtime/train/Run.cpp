@@ -90,6 +90,9 @@ public:
 
 private:
   /// Every rank's set-up; failures go to `failure`.
+  /// --keep-global-batch: the per-rank batch that keeps the checkpoint's
+  /// global batch on this run's ranks (collective).
+  void keepGlobalBatch();
   void loadModel();
   void loadWeights();
   void openData();
@@ -106,10 +109,13 @@ private:
   void stalled(const CommEngine::Stall &s);
   bool onSeveralHosts();
   bool severalHosts = false; ///< onSeveralHosts(), asked once at start
+  /// The world size of the checkpoint a resized resume continued (0: none).
+  int resizedFrom = 0;
   /// The watchdog's limit (--timeout, or derived from the plan).
   double watchdogS = 0;
 
-  const RunOptions &o;
+  /// The options; --keep-global-batch sets the batch (keepGlobalBatch).
+  RunOptions o;
   const RunModelHooks &hooks;
   // Destroyed in reverse: the module before its context, the engine before
   // the backend and the communicator.
@@ -131,6 +137,39 @@ private:
   CheckpointOptions checkpointOptions;
   CheckpointBytes resumeBytes;
 };
+
+void Run::keepGlobalBatch() {
+  if (!o.keepGlobalBatch)
+    return;
+  // Rank 0 reads the manifest; every rank learns its world size and batch.
+  int64_t shape[2] = {0, 0};
+  std::string why = "rank 0 could not read --resume=" + o.resumeDir;
+  if (rank == 0 && !o.resumeDir.empty()) {
+    if (auto peek = peekCheckpoint(o.resumeDir)) {
+      shape[0] = peek->worldSize;
+      shape[1] = peek->batch;
+      if (!peek->batch)
+        why = peek->path + ": the checkpoint does not record its per-rank "
+                           "batch (written before oasr recorded it), so "
+                           "--keep-global-batch cannot keep it; give --batch";
+    } else {
+      why = "--keep-global-batch: " + llvm::toString(peek.takeError());
+    }
+  }
+  engine->run([&](Communicator &c) { c.broadcast(shape, sizeof shape, 0); });
+  if (o.resumeDir.empty())
+    return; // a --max-restarts first attempt: nothing to keep yet
+  if (shape[0] < 1 || shape[1] < 1)
+    return failure.set(why);
+  const int64_t global = shape[0] * shape[1];
+  if (global % size != 0)
+    return failure.set(llvm::formatv("--keep-global-batch: the checkpoint's "
+                                     "global batch of {0} ({1} rank(s) x {2}) "
+                                     "does not divide among {3} rank(s)",
+                                     global, shape[0], shape[1], size)
+                           .str());
+  o.batch = global / size;
+}
 
 void Run::loadModel() {
   if (!failure.failed) {
@@ -437,7 +476,7 @@ void Run::describe() {
 int64_t Run::resume(std::vector<float> &algorithmState,
                     std::vector<float> &rankState) {
   broadcastCheckpoint(resumeBytes, *engine);
-  auto resumed = restoreCheckpoint(resumeBytes, *exec, *data, rank);
+  auto resumed = restoreCheckpoint(resumeBytes, *exec, *data, rank, size);
   if (!resumed)
     abortRun(*comm, "oasr-run: " + rankName(*comm) + ": error: --resume: " +
                         llvm::toString(resumed.takeError()));
@@ -450,6 +489,36 @@ int64_t Run::resume(std::vector<float> &algorithmState,
     std::printf("oasr-run: resumed from %s: step %lld of %lld\n",
                 resumed->path.c_str(), (long long)startStep,
                 (long long)o.steps);
+  resizedFrom = resumed->worldSize != size ? resumed->worldSize : 0;
+  if (rank == 0 && resizedFrom) {
+    const int64_t before = resumed->batch * resizedFrom,
+                  after = exec->batch() * size;
+    std::string batch =
+        !resumed->batch ? llvm::formatv("global batch {0} ({1}/rank; the "
+                                        "checkpoint does not record its own)",
+                                        after, exec->batch())
+                              .str()
+        : before == after
+            ? llvm::formatv("global batch {0} kept ({1}/rank, was {2}/rank)",
+                            after, exec->batch(), resumed->batch)
+                  .str()
+            : llvm::formatv("global batch {0} -> {1} ({2}/rank; "
+                            "--keep-global-batch keeps {0})",
+                            before, after, exec->batch())
+                  .str();
+    std::printf("oasr-run: resized: the checkpoint was written by %d "
+                "rank(s), this run has %d: %s; the data shards are recut "
+                "after the samples every old rank had read%s%s\n",
+                resizedFrom, size, batch.c_str(),
+                size > resizedFrom
+                    ? (o.algorithm == "sync-easgd"
+                           ? "; the new ranks start from the center variable"
+                           : "; the new ranks start from rank 0's weights")
+                    : "",
+                anyCompressed(exec->groups())
+                    ? "; PowerSGD's error feedback restarts at zero"
+                    : "");
+  }
   // Nothing left to train: the run still evaluates and writes --save and
   // --dump-grads from the checkpoint's weights (a checkpoint to ONNX).
   if (rank == 0 && startStep >= o.steps)
@@ -624,6 +693,7 @@ int Run::run(int *argc, char ***argv) {
     if (std::error_code ec = llvm::sys::fs::create_directories(o.checkpointDir))
       failure.set("--checkpoint=" + o.checkpointDir +
                   ": cannot create: " + ec.message());
+  keepGlobalBatch();
   loadModel();
   loadWeights();
   openData();
@@ -660,6 +730,8 @@ int Run::run(int *argc, char ***argv) {
           if (llvm::Error e =
                   algo->restoreAlgorithmState(resumedAlgorithmState))
             return e;
+          if (resizedFrom && rank >= resizedFrom)
+            algo->joinResized();
           return algo->restoreRankState(resumedRankState);
         }())
       abortRun(*comm, "oasr-run: " + rankName(*comm) + ": error: --resume: " +

@@ -105,6 +105,23 @@ std::string checkRunOptions(const RunOptions &o) {
            o.device + " runs each kernel as it is called)";
   if ((o.checkpointEvery || o.keepCheckpoints) && o.checkpointDir.empty())
     return "--checkpoint-every/--keep-checkpoints need --checkpoint=DIR";
+  if (o.keepGlobalBatch && !o.allowResize)
+    return "--keep-global-batch changes the per-rank batch of a resized "
+           "resume; it needs --allow-resize";
+  if (o.keepGlobalBatch && o.batch)
+    return name("batch", std::to_string(*o.batch)) +
+           "--keep-global-batch chooses the per-rank batch (the "
+           "checkpoint's global batch over this run's ranks); give one of "
+           "them";
+  if (o.allowResize && o.resumeDir.empty() && o.checkpointDir.empty())
+    return "--allow-resize lets --resume=DIR (or a --max-restarts restart "
+           "from --checkpoint=DIR) continue on another number of ranks; it "
+           "needs one of them";
+  if (o.allowResize && !algorithmResizes(o.algorithm))
+    return "--allow-resize: --algo=" + o.algorithm +
+           " cannot resume on another number of ranks (each worker's "
+           "exchanges with the parameter server are its own); sync-sgd and "
+           "sync-easgd can";
   if (std::string bad = checkRestartOptions(o.maxRestarts, o.checkpointDir);
       !bad.empty())
     return bad;
@@ -282,6 +299,7 @@ CheckpointOptions checkpointOptionsFor(const RunOptions &o) {
                     : o.algorithm;
   c.dataSource = o.dataSpec;
   c.seed = o.seed;
+  c.allowResize = o.allowResize;
   return c;
 }
 

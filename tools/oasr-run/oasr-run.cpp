@@ -265,6 +265,21 @@ static cl::opt<std::string> resumeDir(
     cl::desc("Continue from the newest complete checkpoint in DIR (or the "
              "step directory DIR); --steps stays the total"),
     cl::value_desc("DIR"), cl::init(""), cl::cat(runCat));
+static cl::opt<bool> allowResize(
+    "allow-resize",
+    cl::desc("With --resume: continue a checkpoint written by another number "
+             "of ranks (sync-sgd, sync-easgd). The data shards are recut "
+             "after the samples every old rank had read, the plan is made "
+             "for this run's ranks, new ranks start from rank 0's weights "
+             "(sync-easgd: from the center variable), and each rank's own "
+             "state (PowerSGD's error feedback) restarts at zero. The per-rank "
+             "batch stays, so the global batch changes, and the run says so"),
+    cl::init(false), cl::cat(runCat));
+static cl::opt<bool> keepGlobalBatch(
+    "keep-global-batch",
+    cl::desc("With --allow-resize: set the per-rank batch to the checkpoint's "
+             "global batch over this run's ranks (it must divide)"),
+    cl::init(false), cl::cat(runCat));
 static cl::opt<int> maxRestarts(
     "max-restarts",
     cl::desc("When the job fails (a rank dies, the watchdog stops it, any "
@@ -475,6 +490,8 @@ RunOptions runOptions() {
   o.keepCheckpoints = given(keepCheckpoints);
   o.resumeDir = resumeDir;
   o.maxRestarts = given(maxRestarts);
+  o.allowResize = allowResize;
+  o.keepGlobalBatch = keepGlobalBatch;
   o.progressFile = progressFile;
   o.replan = replan;
   o.replanProfile = replanProfile;

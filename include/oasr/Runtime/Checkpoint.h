@@ -51,6 +51,8 @@ struct CheckpointOptions {
   std::string algorithm;  ///< "sync-sgd", ...
   std::string dataSource; ///< the --data spec
   uint64_t seed = 0;
+  /// --allow-resize: a checkpoint written by another number of ranks fits.
+  bool allowResize = false;
 };
 
 /// What a checkpoint restores besides the executor's tensors.
@@ -58,6 +60,7 @@ struct ResumeState {
   std::string path;  ///< the step directory read
   int64_t step = 0;  ///< steps completed when it was written
   int worldSize = 0; ///< ranks of the run that wrote it
+  int64_t batch = 0; ///< its per-rank batch (0: not recorded)
   /// The training algorithm's own state (TrainingAlgorithm::
   /// saveAlgorithmState), to hand to restoreAlgorithmState.
   std::vector<float> algorithmState;
@@ -120,13 +123,27 @@ llvm::Expected<ResumeChoice>
 readNewestIntactCheckpoint(llvm::StringRef dir, Executor &exec, int worldSize,
                            const CheckpointOptions &options);
 
-/// Restores a checkpoint read (and checked) by readCheckpoint, on any rank:
-/// every persistent tensor (this rank's own when the checkpoint holds one
-/// copy per rank), the update count, the random-number positions, this
-/// rank's data-loader position and the algorithm's state.
+/// Restores a checkpoint read (and checked) by readCheckpoint, on any rank
+/// of `worldSize`: every persistent tensor (this rank's own when the
+/// checkpoint holds one copy per rank), the update count, the random-number
+/// positions, this rank's data-loader position and the algorithm's state.
+/// Written by another number of ranks (--allow-resize), a rank the old run
+/// did not have takes rank 0's copy, the data positions of every old rank
+/// are recut for this run (DataLoader::restoreResized), and each rank's own
+/// state starts at zero.
 llvm::Expected<ResumeState> restoreCheckpoint(const CheckpointBytes &bytes,
                                               Executor &exec, DataLoader &data,
-                                              int rank);
+                                              int rank, int worldSize);
+
+/// The world size and per-rank batch of the newest complete checkpoint
+/// under `dir` (as findLatestCheckpoint finds it), from its manifest alone:
+/// what --keep-global-batch needs before the model is compiled.
+struct CheckpointShape {
+  std::string path;
+  int worldSize = 0;
+  int64_t batch = 0; ///< 0: the checkpoint does not record it
+};
+llvm::Expected<CheckpointShape> peekCheckpoint(llvm::StringRef dir);
 
 /// Broadcasts rank 0's `bytes` to every rank (collective).
 void broadcastCheckpoint(CheckpointBytes &bytes, CommEngine &engine);

@@ -70,6 +70,18 @@ public:
   /// Continues from a `saveState()` of a loader with the same source, rank,
   /// ranks and seed. Errors name what does not fit.
   virtual llvm::Error restoreState(llvm::StringRef state) = 0;
+  /// Continues from the saveState() of every rank of a run with another
+  /// number of ranks (`states[r]`: old rank r's), as rank `rank` of this
+  /// one (--allow-resize). A shuffled source recuts the rest of the epoch
+  /// after the samples the slowest old rank had reached, so no sample is
+  /// skipped; a per-rank random stream continues where old rank `rank` left
+  /// it, or starts fresh on a rank the old run did not have.
+  virtual llvm::Error restoreResized(const std::vector<std::string> &states,
+                                     int rank) {
+    if (rank < int(states.size()))
+      return restoreState(states[size_t(rank)]);
+    return llvm::Error::success();
+  }
   /// The held-out split of this rank (null when the source has none).
   virtual const Dataset *testSet() const { return nullptr; }
   /// Test samples of this rank's shard: indices into testSet().

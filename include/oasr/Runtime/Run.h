@@ -89,6 +89,10 @@ struct RunOptions {
   std::optional<int64_t> checkpointEvery;
   std::optional<int64_t> keepCheckpoints; ///< default 2
   std::string resumeDir;
+  /// --allow-resize: resume a checkpoint written by another number of ranks
+  /// (sync-sgd, sync-easgd); --keep-global-batch: and change the per-rank
+  /// batch so that the global batch stays the checkpoint's.
+  bool allowResize = false, keepGlobalBatch = false;
   /// --max-restarts: given to a rank only when mpirun started it directly,
   /// where nothing can restart the job (an error; the launcher that
   /// `oasr-run --np P` starts takes it out of the ranks' arguments).

@@ -111,6 +111,12 @@ public:
                                    name(), state.size());
   }
 
+  /// On a rank that a resized resume added (--allow-resize), after
+  /// restoreAlgorithmState: it holds rank 0's restored tensors. Default:
+  /// keep them (sync-sgd's weights are the same on every rank); the EASGD
+  /// family starts the new worker from the center variable.
+  virtual void joinResized() {}
+
   /// State of this rank's own that a checkpoint holds (PowerSGD's error
   /// feedback), saved and restored on each rank; the same size on every
   /// rank. Restored after restoreAlgorithmState.
@@ -212,6 +218,9 @@ std::vector<std::string> trainingAlgorithmNames();
 /// Whether `name` exchanges with a parameter server (point-to-point
 /// messages; --ps-server applies).
 bool usesParameterServer(llvm::StringRef name);
+/// Whether a checkpoint of `name` resumes on another number of ranks
+/// (--allow-resize): sync-sgd and sync-easgd.
+bool algorithmResizes(llvm::StringRef name);
 /// Checks an algorithm and its options against this run before anything
 /// trains; the error names the option at fault. `exec` may be null (the
 /// module failed to load), which skips the checks that need it.

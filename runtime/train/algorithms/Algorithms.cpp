@@ -25,6 +25,10 @@ bool usesParameterServer(llvm::StringRef name) {
   return llvm::is_contained(kServerAlgorithms, name);
 }
 
+bool algorithmResizes(llvm::StringRef name) {
+  return name == kSyncSGDName || name == "sync-easgd";
+}
+
 llvm::Error checkTrainingAlgorithm(llvm::StringRef name,
                                    const AlgorithmOptions &o,
                                    Communicator &comm, Executor *exec) {

@@ -47,6 +47,15 @@ public:
     return llvm::Error::success();
   }
 
+  void joinResized() override {
+    size_t k = 0;
+    for (PersistentTensor &t : exec.persistent())
+      if (t.kind == PersistentTensor::Param && t.ref.desc.dtype == DType::F32 &&
+          k < center.size())
+        exec.backend().copyToDevice(t.ref.data, center[k++].data(),
+                                    size_t(t.ref.bytes()));
+  }
+
   void setup(Executor &, CommEngine &) override {
     // A resumed run keeps every rank's restored weights and the center.
     if (resumed)

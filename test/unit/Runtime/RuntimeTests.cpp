@@ -582,6 +582,84 @@ TEST(DataLoader, SavedStateContinuesTheStream) {
   llvm::consumeError(std::move(beyond));
 }
 
+TEST(DataLoader, ResizedResumeRecutsTheRestOfTheEpoch) {
+  // 4 ranks read 3 samples each of a 40-sample epoch, then 2 or 8 ranks
+  // continue from their states: together the old and the new ranks read
+  // every sample of the epoch once. The next epoch is the one a run of the
+  // new size reads, and a resized position saves and restores.
+  TempDir d;
+  writeMnist(d, 40, 2);
+  const std::string spec = "mnist:" + std::string(d.path);
+  auto make = [&](int rank, int size) {
+    return std::move(
+        *createDataLoader(spec, SampleShape{2, 10}, rank, size, 7));
+  };
+  auto read = [](DataLoader &l, int64_t n) {
+    std::vector<float> x(static_cast<size_t>(n) * 2);
+    std::vector<int64_t> y(static_cast<size_t>(n));
+    l.nextBatch(x.data(), y.data(), n);
+    std::vector<int> ids;
+    for (int64_t k = 0; k < n; ++k)
+      ids.push_back(int(std::lround(x[size_t(k) * 2] * 255.0f)));
+    return ids;
+  };
+  for (int newSize : {2, 8}) {
+    std::multiset<int> seen;
+    std::vector<std::string> states;
+    for (int r = 0; r < 4; ++r) {
+      auto l = make(r, 4);
+      for (int i : read(*l, 3))
+        seen.insert(i);
+      states.push_back(l->saveState());
+    }
+    for (int r = 0; r < newSize; ++r) {
+      auto l = make(r, newSize);
+      ASSERT_FALSE(llvm::errorToBool(l->restoreResized(states, r)));
+      EXPECT_NE(l->saveState().find(" from 12 "), std::string::npos)
+          << l->saveState();
+      // Its turns among the 28 samples left.
+      for (int i : read(*l, (28 - r + newSize - 1) / newSize))
+        seen.insert(i);
+      // The state saved mid-way restores on a loader of the new size.
+      auto again = make(r, newSize);
+      ASSERT_FALSE(llvm::errorToBool(again->restoreState(l->saveState())));
+      auto fresh = make(r, newSize);
+      // The next epoch, as a run of the new size reads it.
+      ASSERT_FALSE(llvm::errorToBool(fresh->restoreState("epoch 1 pos 0")));
+      EXPECT_EQ(read(*l, 5), read(*fresh, 5)) << "rank " << r;
+      EXPECT_EQ(read(*again, 0), std::vector<int>{});
+    }
+    EXPECT_EQ(seen.size(), 40u);
+    for (int i = 0; i < 40; ++i)
+      EXPECT_EQ(seen.count(i), 1u) << "sample " << i << " of " << newSize;
+  }
+  // A rank ahead of the slowest re-reads its lead, and skips nothing.
+  auto slow = make(0, 2), fast = make(1, 2);
+  read(*slow, 2);
+  read(*fast, 3);
+  auto l = make(0, 1);
+  ASSERT_FALSE(llvm::errorToBool(
+      l->restoreResized({slow->saveState(), fast->saveState()}, 0)));
+  EXPECT_EQ(l->saveState(), "epoch 0 from 4 pos 0");
+  // Synthetic streams: an old rank's continues, a new rank's starts fresh.
+  auto s0 =
+      std::move(*createDataLoader("synthetic", SampleShape{2, 10}, 0, 1, 7));
+  std::vector<float> x(2 * 2);
+  std::vector<int64_t> y(2);
+  s0->nextBatch(x.data(), y.data(), 2);
+  auto n0 =
+      std::move(*createDataLoader("synthetic", SampleShape{2, 10}, 0, 2, 7));
+  auto n1 =
+      std::move(*createDataLoader("synthetic", SampleShape{2, 10}, 1, 2, 7));
+  ASSERT_FALSE(llvm::errorToBool(n0->restoreResized({s0->saveState()}, 0)));
+  ASSERT_FALSE(llvm::errorToBool(n1->restoreResized({s0->saveState()}, 1)));
+  EXPECT_EQ(n0->saveState(), s0->saveState());
+  EXPECT_EQ(
+      n1->saveState(),
+      std::move(*createDataLoader("synthetic", SampleShape{2, 10}, 1, 2, 7))
+          ->saveState());
+}
+
 TEST(AtomicFile, ReplacesTheTargetOrLeavesIt) {
   TempDir d;
   std::string target = d.file("model.bin");
