@@ -34,12 +34,16 @@ def rank_and_world(prog, a):
     return rank, world
 
 
-def init_gloo(a, rank, world):
-    """One compute thread, gloo over --ifname, the rendezvous on --master."""
+def init_gloo(a, rank, world, timeout_s=None):
+    """One compute thread, gloo over --ifname, the rendezvous on --master;
+    `timeout_s` sets the process group's timeout (default: PyTorch's, 30
+    minutes for gloo)."""
+    import datetime
     import torch
     import torch.distributed as dist
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
     os.environ["GLOO_SOCKET_IFNAME"] = a.ifname
+    extra = {} if timeout_s is None else {"timeout": datetime.timedelta(seconds=timeout_s)}
     dist.init_process_group("gloo", init_method=f"tcp://{a.master}:{a.port}",
-                            rank=rank, world_size=world)
+                            rank=rank, world_size=world, **extra)

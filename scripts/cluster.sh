@@ -7,9 +7,10 @@
 # hostfile of the nodes' addresses and an rsh agent that enters a node's
 # namespace, so Open MPI launches across the nodes as across the hosts of a
 # real cluster (a daemon per node, TCP between nodes). mpirun gets TCP
-# keepalives on its daemons' connections (4 s idle, 3 probes 2 s apart): it
-# then gives up a node whose link is cut in about 10 s and ends the job,
-# where Open MPI's defaults (300 s, 9 probes 20 s apart) leave it waiting
+# keepalives on its daemons' connections (5 s idle, 3 probes 5 s apart): it
+# then gives up a node whose link is cut within 15-20 s and ends the job
+# (a link down for less than 10 s goes unnoticed), where Open MPI's
+# defaults (300 s, 9 probes 20 s apart) leave it waiting
 # for 8 minutes. docs/cluster.md.
 #
 # `run NP -- oasr-run ... --max-restarts=N` restarts a failed job: the
@@ -21,6 +22,7 @@
 #
 #   scripts/cluster.sh up N [--rate=1gbit|none] [--subnet=10.77.0.0/24]
 #   scripts/cluster.sh run NP [--pin=core|none] [--plain] -- COMMAND [ARG...]
+#   scripts/cluster.sh loss P
 #   scripts/cluster.sh status
 #   scripts/cluster.sh down
 #
@@ -50,6 +52,10 @@ usage: scripts/cluster.sh [--name=NAME] COMMAND ...
                                            `-- oasr-run ... --max-restarts=N`
                                            restarts a failed job from its
                                            newest checkpoint
+  loss P                                   every node drops a fraction P
+                                           (0..1) of the packets it sends
+                                           (iptables' statistic match: netem
+                                           is not in every kernel); 0 stops
   status                                   nodes, addresses, rate, bytes sent
   down                                     remove everything `up` created
 EOF
@@ -76,9 +82,9 @@ sw=$name-sw
 [ $# -ge 1 ] || { usage >&2; exit 2; }
 cmd=$1; shift
 case "$cmd" in
-  up|down|status|run) ;;
+  up|down|status|run|loss) ;;
   -h|--help|help) usage; exit 0 ;;
-  *) usage >&2; die "unknown command '$cmd' (expected up, down, status or run)" ;;
+  *) usage >&2; die "unknown command '$cmd' (expected up, down, status, run or loss)" ;;
 esac
 
 # Namespaces are made and entered with CAP_SYS_ADMIN; say so up front.
@@ -361,6 +367,30 @@ cmd_down() {
   echo "$prog: cluster $name removed"
 }
 
+cmd_loss() {
+  [ $# -eq 1 ] || die "loss: expected one fraction of packets to drop (0..1)"
+  local p=$1
+  [[ "$p" =~ ^(0(\.[0-9]+)?|1(\.0*)?|\.[0-9]+)$ ]] ||
+    die "loss: '$p': expected a fraction of packets between 0 and 1"
+  need_netns
+  command -v iptables >/dev/null ||
+    die "loss: 'iptables' not found (Debian's iptables package; scripts/setup.sh installs it)"
+  load_state || die "loss: cluster $name is not up"
+  local i node
+  for (( i = 0; i < NODES; i++ )); do
+    node=$name-n$i
+    # One rule of ours per node: replaced, or removed for 0.
+    ip netns exec "$node" iptables -F OUTPUT ||
+      die "loss: iptables does not work in $node's namespace"
+    if [ "$p" != 0 ] && ! [[ "$p" =~ ^0?\.0*$ ]]; then
+      ip netns exec "$node" iptables -A OUTPUT -o eth0 -m statistic \
+        --mode random --probability "$p" -j DROP ||
+        die "loss: cannot add the drop rule in $node's namespace"
+    fi
+  done
+  echo "$prog: cluster $name: every node drops $p of the packets it sends"
+}
+
 cmd_status() {
   [ $# -eq 0 ] || die "status: unexpected argument '$1'"
   need_netns
@@ -460,7 +490,7 @@ cmd_run() {
     --mca plm_rsh_agent "$statedir/agent" --mca plm_rsh_no_tree_spawn 1 \
     --mca btl_tcp_if_include "$SUBNET" --mca oob_tcp_if_include "$SUBNET" \
     "${coll[@]}" \
-    --mca oob_tcp_keepalive_time 4 --mca oob_tcp_keepalive_intvl 2 \
+    --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 5 \
     --mca oob_tcp_keepalive_probes 3 \
     -x OASR_CLUSTER_CPUS -x OASR_CLUSTER_NAME \
     "${launch[@]}" "$@"
@@ -471,4 +501,5 @@ case "$cmd" in
   down) cmd_down "$@" ;;
   status) cmd_status "$@" ;;
   run) cmd_run "$@" ;;
+  loss) cmd_loss "$@" ;;
 esac

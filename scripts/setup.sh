@@ -16,6 +16,8 @@ PKGS=(
   cmake ninja-build ccache g++ libgtest-dev libbenchmark-dev zlib1g-dev libzstd-dev libedit-dev libcurl4-openssl-dev libxml2-dev
   # the libFuzzer targets (scripts/fuzz.sh): clang with its runtimes
   clang-14 libclang-rt-14-dev
+  # the emulated cluster (scripts/cluster.sh): namespaces and links, packet loss
+  iproute2 iptables
   # Python used only to generate test models and reference numbers
   python3-onnx python3-numpy python3-torch python3-torchvision python3-sklearn
   # the virtual environment for PyPI's onnxruntime-training (below)

@@ -445,9 +445,10 @@ void Run::describe() {
       (!keepalive || std::atof(keepalive) <= 0 || std::atof(keepalive) > 60))
     llvm::errs() << "oasr-run: note: ranks on several hosts: when a node "
                     "cannot be reached, mpirun waits up to 8 minutes for its "
-                    "daemon; launch with --mca oob_tcp_keepalive_time 4 "
-                    "--mca oob_tcp_keepalive_intvl 2 --mca "
-                    "oob_tcp_keepalive_probes 3 to end the job in about 10 s "
+                    "daemon; launch with --mca oob_tcp_keepalive_time 5 "
+                    "--mca oob_tcp_keepalive_intvl 5 --mca "
+                    "oob_tcp_keepalive_probes 3 to end the job within 15-20 s "
+                    "(a link down for less than 10 s goes unnoticed) "
                     "(scripts/cluster.sh does)\n";
   if (size > 1)
     std::printf("oasr-run: watchdog: a collective without progress for %.0f "

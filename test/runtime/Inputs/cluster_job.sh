@@ -2,7 +2,8 @@
 # Runs COMMAND on NP ranks of an emulated cluster of NODES nodes
 # (scripts/cluster.sh) made for this job alone, and always tears it down:
 #   cluster_job.sh SRC OUT NODES NP [--down-while-running |
-#                  --cut-link-after=S] [--as-is] [--plain] -- COMMAND...
+#                  --cut-link-after=S | --blip-link=S:D] [--as-is]
+#                  [--plain] -- COMMAND...
 # SRC is the source tree, OUT a fresh directory (state, per-rank records).
 # Prints the cluster's name, what each rank recorded (rank, namespace,
 # hostname, address), the bytes the second node sent over its link during the
@@ -10,7 +11,10 @@
 # (1 when something is left behind). --down-while-running calls `down` while
 # the ranks run and checks that it ends them. --cut-link-after=S takes the
 # last node's link down S seconds after its ranks start (the switch port:
-# a cut cable) and says how long the run went on after that. --as-is runs
+# a cut cable) and says how long the run went on after that. --blip-link=S:D
+# takes it down S seconds after the ranks start and up again D seconds later,
+# and says whether the run was still going when the link came back.
+# --as-is runs
 # COMMAND as it is, without the per-rank records (`cluster.sh run -- oasr-run
 # ... --max-restarts=N` needs oasr-run as the command). --plain launches
 # without cluster.sh's allreduce choices, as a user's own mpirun would.
@@ -20,6 +24,8 @@ shift 4
 down_while_running=0 cut_after=
 if [ "${1:-}" = --down-while-running ]; then down_while_running=1; shift; fi
 if [[ ${1:-} == --cut-link-after=* ]]; then cut_after=${1#*=}; shift; fi
+blip=
+if [[ ${1:-} == --blip-link=* ]]; then blip=${1#*=}; shift; fi
 as_is=0
 if [ "${1:-}" = --as-is ]; then as_is=1; shift; fi
 plain=()
@@ -62,6 +68,32 @@ tx_of() { "$cluster" status | sed -n "s/^  $1 .*tx_bytes=\([0-9]*\).*/\1/p"; }
     wait $job
     rc=$?
     echo "job: the run ended with status $rc, $(( $(date +%s) - start )) s after the cut"
+    exit $rc
+  fi
+  if [ -n "$blip" ]; then
+    start_job "$@"
+    sleep "${blip%%:*}"
+    port="p$(( nodes - 1 ))"
+    ip -n "$name-sw" link set "$port" down ||
+      { echo "job: cannot cut $last's link"; exit 1; }
+    echo "job: cut $last's link for ${blip#*:} s"
+    cut=$(date +%s)
+    # The link stays down D seconds, or until the run ends.
+    while kill -0 $job 2>/dev/null && (( $(date +%s) - cut < ${blip#*:} )); do
+      sleep 0.2
+    done
+    if kill -0 $job 2>/dev/null; then
+      ip -n "$name-sw" link set "$port" up
+      echo "job: the link is back and the run is still going"
+      start=$(date +%s)
+      wait $job
+      rc=$?
+      echo "job: the run ended with status $rc, $(( $(date +%s) - start )) s after the link came back"
+    else
+      wait $job
+      rc=$?
+      echo "job: the run ended with status $rc, $(( $(date +%s) - cut )) s into the cut"
+    fi
     exit $rc
   fi
   if [ "$down_while_running" = 1 ]; then
