@@ -35,6 +35,8 @@ import subprocess
 import sys
 import time
 
+import results_io
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLUSTER = os.path.join(ROOT, "scripts", "cluster.sh")
 STEP_RE = re.compile(r"mean iteration\s+([0-9.]+) ms \(median ([0-9.]+) ms")
@@ -118,16 +120,9 @@ def main():
     a = p.parse_args()
     date = datetime.datetime.now(datetime.timezone.utc)
     name = a.name or f"faults-2x{a.rate}-{date:%Y-%m-%d}"
-    out = os.path.join(ROOT, "bench", "results", name)
-    if os.path.exists(out + ".json"):
-        p.error(f"bench/results/{name}.json exists: results are never overwritten")
+    out = results_io.new_results(p, name)
     bin_dir = os.path.join(a.build, "bin")
-    models = os.path.join(a.build, "bench-models")
-    onnx = os.path.join(models, a.model + ".onnx")
-    if not os.path.exists(onnx):
-        subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "export_models.py"),
-                        models, "--models", a.model], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    onnx, = results_io.exported_models(a.build, a.model)
     work = os.path.join(a.build, "bench-faults")
     os.makedirs(work, exist_ok=True)
     mlp = os.path.join(work, "mlp.mlir")

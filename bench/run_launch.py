@@ -26,6 +26,8 @@ import statistics
 import subprocess
 import sys
 
+import results_io
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLUSTER = os.path.join(ROOT, "scripts", "cluster.sh")
 STEP_RE = re.compile(r"mean iteration\s+([0-9.]+) ms \(median ([0-9.]+) ms")
@@ -43,15 +45,8 @@ def main():
     a = p.parse_args()
     date = datetime.datetime.now(datetime.timezone.utc)
     name = a.name or f"launch-{a.model}-{date:%Y-%m-%d}"
-    out = os.path.join(ROOT, "bench", "results", name)
-    if os.path.exists(out + ".json"):
-        p.error(f"bench/results/{name}.json exists: results are never overwritten")
-    models = os.path.join(a.build, "bench-models")
-    onnx = os.path.join(models, a.model + ".onnx")
-    if not os.path.exists(onnx):
-        subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "export_models.py"),
-                        models, "--models", a.model], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out = results_io.new_results(p, name)
+    onnx, = results_io.exported_models(a.build, a.model)
     env = dict(os.environ, OASR_CLUSTER="launch%d" % os.getpid())
     up = subprocess.run([CLUSTER, "up", "2", f"--rate={a.rate}"], env=env,
                         capture_output=True, text=True)

@@ -24,6 +24,8 @@ import statistics
 import subprocess
 import sys
 
+import results_io
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -90,19 +92,9 @@ def main():
                 "pass --allow-debian-torch and say so")
     date = datetime.datetime.now(datetime.timezone.utc)
     name = a.name or f"runtime-1rank-{date:%Y-%m-%d}"
-    out = os.path.join(ROOT, "bench", "results", name)
-    if os.path.exists(out + ".json") or os.path.exists(out + ".md"):
-        p.error(f"bench/results/{name}.json exists: results are never overwritten; "
-                "pass another --name")
-    models_dir = os.path.join(a.build, "bench-models")
-    os.makedirs(models_dir, exist_ok=True)
+    out = results_io.new_results(p, name)
     models = a.models.split(",")
-    # Exported for training by the TorchScript exporter (Debian's torch):
-    # PyTorch 2.x's default dynamo exporter folds BatchNormalization away,
-    # which oasr-run refuses (an inference graph).
-    subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "export_models.py"),
-                    models_dir, "--models", a.models], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    models_dir = os.path.dirname(results_io.exported_models(a.build, a.models)[0])
     loads = [load()]
     runs = {m: {"oasr": [], "torch": []} for m in models}
     for r in range(a.rounds):
