@@ -237,19 +237,10 @@ private:
     return llvm::Error::success();
   }
 
-  /// Ops to instructions, gradient groups and the state write-back.
+  /// Ops to instructions, gradient groups and the state write-back: one
+  /// method per op the runtime executes.
   llvm::Error buildInstructions() {
-    // Ops -> instructions.
-    Block &body = fn.getBody().front();
-    std::vector<int> copyBack; // pairs flattened: dst, src
-    bool seenBackward = false;
-
-    llvm::DenseMap<int, std::pair<unsigned, unsigned>> waitResult; // id -> g, k
-
-    llvm::DenseMap<Operation *, unsigned> groupOfStart;
-    std::map<std::string, std::string> layerOfGradValue;
-
-    for (Operation &opRef : body) {
+    for (Operation &opRef : fn.getBody().front()) {
       Operation *op = &opRef;
       std::vector<int> ins;
       for (Value v : op->getOperands()) {
@@ -261,368 +252,21 @@ private:
         }
         ins.push_back(it->second);
       }
-
-      if (auto node = dyn_cast<mlir::oasr::NodeOp>(op)) {
-        // A custom domain's op runs when the registry gives it kernels
-        // (com.microsoft::FusedMatMul, which the compiler emits).
-        const ::oasr::ops::OpDef *def =
-            node.getDomain().empty()
-                ? nullptr
-                : ::oasr::ops::OpRegistry::get().lookup(node);
-        if (!node.getDomain().empty() &&
-            (!def || def->kernels == ::oasr::ops::Kernels::None))
-          return opError(op, "custom domain '" + node.getDomain() +
-                                 "' is not supported by the runtime");
-        StringRef opType = node.getOpType();
-        const ::oasr::ops::OpRoles &roles = ::oasr::ops::rolesOf(node);
-        std::string layer;
-        if (auto l = op->getAttrOfType<StringAttr>(mlir::oasr::kLayerAttr))
-          layer = l.getValue().str();
-        if (roles.constant) {
-          if (op->getNumResults() != 1)
-            return opError(op, "a Constant has one result");
-          auto id = newValue(op->getResult(0), op);
-          if (!id)
-            return id.takeError();
-          newPersistent(*id);
-          if (op->hasAttr(mlir::oasr::kLossScaleAttr)) {
-            if (I.values[*id].desc.dtype != DType::F32 ||
-                I.values[*id].desc.numel() != 1)
-              return opError(op, "the loss-scale seed must be one f32");
-            I.lossScaleValue = *id;
-          }
-          // Big constants (Swin's relative-position index) arrive as resource
-          // blobs holding the raw little-endian elements.
-          if (auto blobAttr =
-                  op->getAttrOfType<DenseResourceElementsAttr>("value")) {
-            AsmResourceBlob *blob = blobAttr.getRawHandle().getBlob();
-            if (!blob)
-              return opError(op, "its resource blob is missing (was the module "
-                                 "printed with elided resources?)");
-            ArrayRef<char> data = blob->getData();
-            if (data.size() != I.values[*id].desc.bytes())
-              return opError(
-                  op, "its resource blob has " + std::to_string(data.size()) +
-                          " bytes; the type needs " +
-                          std::to_string(I.values[*id].desc.bytes()));
-            I.persist.back().init.assign(data.begin(), data.end());
-            continue;
-          }
-          auto dense = op->getAttrOfType<DenseElementsAttr>("value");
-          if (!dense)
-            return opError(op, "needs a dense or resource `value` attribute");
-          if (auto err = materialize(dense, I.values[*id].desc,
-                                     I.persist.back().init, op))
-            return std::move(err);
-          continue;
-        }
-        if (isView(opType) && op->getNumResults() == 1 && !ins.empty()) {
-          auto id = newValue(op->getResult(0), op);
-          if (!id)
-            return id.takeError();
-          if (I.values[*id].desc.bytes() != I.values[ins[0]].desc.bytes())
-            return opError(op, "view changes the number of bytes");
-          I.values[*id].where = Where::Alias;
-          I.values[*id].aliasOf = ins[0];
-          I.values[ins[0]].used = true;
-          // The view reads its input when its own readers run: handled by the
-          // liveness pass through `root`.
-          continue;
-        }
-        Instr instr;
-        instr.op = InstrOp::Kernel;
-        instr.ins = ins;
-        if (auto absent = op->getAttrOfType<DenseI64ArrayAttr>(
-                mlir::oasr::kAbsentInputsAttr))
-          instr.absent.assign(absent.asArrayRef().begin(),
-                              absent.asArrayRef().end());
-        // Kernel.h: these may alias their result to a same-shaped operand
-        // (the op registry's InPlace trait).
-        instr.elementwise = ::oasr::ops::OpRegistry::get().hasTrait(
-            opType, ::oasr::ops::InPlace);
-        std::string name = opName(op);
-        for (Value r : op->getResults()) {
-          auto id = newValue(r, op);
-          if (!id)
-            return id.takeError();
-          I.values[*id].def = int(I.instrs.size());
-          I.values[*id].kernelOutput = true;
-          instr.outs.push_back(*id);
-        }
-        bool backward = !layer.empty();
-        if (backward)
-          seenBackward = true;
-        if (roles.lookupIndices > 0 &&
-            size_t(roles.lookupIndices) < ins.size() &&
-            ins[size_t(roles.lookupIndices)] == I.inputValue && !I.inputVocab &&
-            I.values[ins[0]].desc.rank() >= 1)
-          I.inputVocab = I.values[ins[0]].desc.shape[0];
-        if (roles.loss) {
-          I.lossValue = instr.outs.empty() ? -1 : instr.outs[0];
-          I.scoresValue = ins.empty() ? -1 : ins[0];
-          I.forwardEnd = unsigned(I.instrs.size()) + 1;
-        }
-        if (!seenBackward && I.lossValue < 0)
-          I.forwardEnd = unsigned(I.instrs.size()) + 1;
-        exec->stepInfos.push_back(
-            PlanStepInfo{name, opType.str(), backward ? layer : name,
-                         backward ? StepKind::Backward : StepKind::Forward});
-        instrOf[op] = int(I.instrs.size());
-        // Kernels are created after buffer planning, when outputUsed is known.
-        I.instrs.push_back(std::move(instr));
-        continue;
-      }
-
-      if (auto start = dyn_cast<mlir::oasr::AllreduceStartOp>(op)) {
-        PendingGroup g;
-        g.index = unsigned(groups.size());
-        // The wire type (f32 gradients only, as the verifier checks); one
-        // for the whole step, so that a regroup keeps it.
-        GradWire wire = GradWire::F32;
-        if (std::optional<Type> t = start.getWireType())
-          wire = t->isBF16()  ? GradWire::BF16
-                 : t->isF16() ? GradWire::F16
-                              : GradWire::F32;
-        if (groups.empty())
-          exec->wire = wire;
-        else if (wire != exec->wire)
-          return opError(op, llvm::formatv("sends its gradients as {0} but "
-                                           "the first group as {1}; a step's "
-                                           "groups travel in one type",
-                                           gradWireName(wire),
-                                           gradWireName(exec->wire))
-                                 .str());
-        if (std::optional<int64_t> r = start.getPowersgdRank())
-          g.powerSgdRank = unsigned(*r);
-        std::optional<ArrayRef<int64_t>> offs = start.getOffsets();
-        size_t end = 0;
-        for (auto [k, v] : llvm::enumerate(ins)) {
-          size_t off = offs ? size_t((*offs)[k]) : alignUp(end);
-          g.grads.push_back(v);
-          g.offsets.push_back(off);
-          end = off + I.values[v].desc.bytes();
-          if (I.values[v].desc.dtype != I.values[ins[0]].desc.dtype)
-            return opError(op, "a fused group must hold one element type");
-          std::string gl;
-          if (Operation *p = start.getGrads()[k].getDefiningOp())
-            if (auto l = p->getAttrOfType<StringAttr>(mlir::oasr::kLayerAttr))
-              gl = l.getValue().str();
-          g.gradLayers.push_back(gl);
-        }
-        g.bytes =
-            start.getBufferBytes() ? size_t(*start.getBufferBytes()) : end;
-        Operation *producer = start.getGrads().front().getDefiningOp();
-        for (Value v : start.getGrads())
-          if (Operation *p = v.getDefiningOp())
-            if (!producer || (p->getBlock() == producer->getBlock() &&
-                              producer->isBeforeInBlock(p)))
-              producer = p;
-        if (producer)
-          if (auto l =
-                  producer->getAttrOfType<StringAttr>(mlir::oasr::kLayerAttr))
-            g.layer = l.getValue().str();
-        groupOfStart[op] = g.index;
-        // Place each gradient straight into the group buffer when nothing else
-        // reads it; otherwise copy it in at this point.
-        Instr copyIn;
-        copyIn.op = InstrOp::Copy;
-        for (auto [k, v] : llvm::enumerate(g.grads)) {
-          ValueInfo &vi = I.values[v];
-          Value irValue = start.getGrads()[k];
-          bool onlyStart = llvm::all_of(irValue.getUsers(),
-                                        [&](Operation *u) { return u == op; });
-          bool inOtherGroup = vi.where == Where::Group;
-          if (vi.where == Where::Arena && vi.kernelOutput && onlyStart &&
-              !inOtherGroup && !vi.used) {
-            vi.where = Where::Group;
-            vi.group = int(g.index);
-            vi.offset = g.offsets[k];
-            g.slots.push_back(GradSlot{v, -1, vi.def});
-          } else {
-            int slot = int(I.values.size());
-            I.values.push_back(ValueInfo{});
-            I.values[slot].desc = vi.desc;
-            I.values[slot].where = Where::Group;
-            I.values[slot].group = int(g.index);
-            I.values[slot].offset = g.offsets[k];
-            copyIn.copies.push_back({slot, v});
-            copyIn.ins.push_back(v);
-            copyIn.outs.push_back(slot);
-            g.slots.push_back(GradSlot{slot, -1, int(I.instrs.size())});
-          }
-        }
-        copyIn.pack = true;
-        if (!copyIn.copies.empty()) {
-          exec->stepInfos.push_back(
-              PlanStepInfo{llvm::formatv("pack group {0}", g.index).str(),
-                           "Copy", g.layer, StepKind::Copy});
-          I.instrs.push_back(std::move(copyIn));
-        }
-        Instr s;
-        s.op = InstrOp::Start;
-        s.group = g.index;
-        s.ins = ins;
-        exec->stepInfos.push_back(
-            PlanStepInfo{llvm::formatv("allreduce_start {0}", g.index).str(),
-                         "allreduce_start", g.layer, StepKind::Comm});
-        I.instrs.push_back(std::move(s));
-        groups.push_back(std::move(g));
-        continue;
-      }
-
-      if (auto wait = dyn_cast<mlir::oasr::AllreduceWaitOp>(op)) {
-        auto it = groupOfStart.find(wait.getStart().getOperation());
-        if (it == groupOfStart.end())
-          return opError(op, "waits for an allreduce that was not started");
-        PendingGroup &g = groups[it->second];
-        Instr w;
-        w.op = InstrOp::Wait;
-        w.group = g.index;
-        for (auto [k, r] : llvm::enumerate(op->getResults())) {
-          auto id = newValue(r, op);
-          if (!id)
-            return id.takeError();
-          I.values[*id].where = Where::Group;
-          I.values[*id].group = int(g.index);
-          I.values[*id].offset = g.offsets[k];
-          I.values[*id].def = int(I.instrs.size());
-          waitResult[*id] = {g.index, unsigned(k)};
-          g.slots[k].wait = *id;
-          w.outs.push_back(*id);
-        }
-        exec->stepInfos.push_back(
-            PlanStepInfo{llvm::formatv("allreduce_wait {0}", g.index).str(),
-                         "allreduce_wait", g.layer, StepKind::Comm});
-        I.instrs.push_back(std::move(w));
-        continue;
-      }
-
-      if (auto upd = dyn_cast<mlir::oasr::OptimizerUpdateOp>(op)) {
-        Instr u;
-        u.op = InstrOp::Update;
-        u.rule =
-            UpdateRule{upd.getAlgo().str(),
-                       options.lrOverride >= 0 ? options.lrOverride
-                                               : upd.getLr().convertToDouble(),
-                       upd.getMomentum().convertToDouble(),
-                       upd.getWeightDecay().convertToDouble(),
-                       upd.getDampening().convertToDouble(),
-                       upd.getLrDecay().convertToDouble(),
-                       upd.getBeta1().convertToDouble(),
-                       upd.getBeta2().convertToDouble(),
-                       upd.getEpsilon().convertToDouble(),
-                       upd.getWeightDecayPost().convertToDouble(),
-                       upd.getNesterov()};
-        u.ins = ins;
-        if (I.values[ins[0]].desc.dtype != DType::F32)
-          return opError(
-              op, std::string("the parameter is ") +
-                      dtypeName(I.values[ins[0]].desc.dtype) +
-                      " (a model exported after .half()?): the runtime updates "
-                      "f32 master weights only; export the model in f32 and "
-                      "train it with --precision=f16 or bf16 "
-                      "(docs/precision.md)");
-        // New parameter / state in place when the old value is an argument
-        // and nothing reads it after this update.
-        for (auto [k, r] : llvm::enumerate(op->getResults())) {
-          Value old = k == 0 ? upd.getParam() : upd.getState()[k - 1];
-          int oldId = idOf[old];
-          bool inPlace = I.values[oldId].where == Where::Persistent &&
-                         isa<BlockArgument>(old) &&
-                         llvm::all_of(old.getUsers(), [&](Operation *user) {
-                           return user == op || user->isBeforeInBlock(op);
-                         });
-          // Views of the old value read it too.
-          for (Operation *user : old.getUsers())
-            if (auto n = dyn_cast<mlir::oasr::NodeOp>(user))
-              if (isView(n.getOpType()))
-                for (Operation *vu : n->getResult(0).getUsers())
-                  if (vu != op && !vu->isBeforeInBlock(op))
-                    inPlace = false;
-          auto id = newValue(r, op);
-          if (!id)
-            return id.takeError();
-          if (inPlace) {
-            I.values[*id].where = Where::Alias;
-            I.values[*id].aliasOf = oldId;
-          } else {
-            I.values[*id].def = int(I.instrs.size());
-            I.values[*id].kernelOutput = true;
-            if (isa<BlockArgument>(old)) {
-              copyBack.push_back(oldId);
-              copyBack.push_back(*id);
-            }
-          }
-          u.outs.push_back(*id);
-        }
-        // The averaged gradient of this parameter, for --dump-grads.
-        if (auto arg = dyn_cast<BlockArgument>(upd.getParam()))
-          if (auto s = fn.getArgAttrOfType<StringAttr>(
-                  arg.getArgNumber(), mlir::oasr::kParamAttr)) {
-            I.gradOfParam[s.getValue().str()] = ins[1];
-            auto wr = waitResult.find(ins[1]);
-            if (wr != waitResult.end())
-              gradOrder.push_back(
-                  {wr->second, s.getValue().str(),
-                   groups[wr->second.first].gradLayers[wr->second.second],
-                   I.values[ins[1]].desc.bytes(),
-                   I.values[ins[1]].desc.rank() >= 2
-                       ? uint64_t(I.values[ins[1]].desc.shape[0])
-                       : 0});
-          }
-        exec->stepInfos.push_back(PlanStepInfo{
-            "update " + opName(op), "optimizer_update", "", StepKind::Update});
-        I.instrs.push_back(std::move(u));
-        continue;
-      }
-
-      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-        // Results tagged new_* (or produced by BN training outputs) overwrite
-        // the argument of the same name at the end of the step.
-        for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
-          int id = ins[k];
-          I.values[id].used = true;
-          auto tagged = [&](StringRef tag) -> std::string {
-            if (auto s = fn.getResultAttrOfType<StringAttr>(unsigned(k), tag))
-              return s.getValue().str();
-            return "";
-          };
-          int target = -1;
-          std::string n;
-          if (!(n = tagged(mlir::oasr::kNewParamAttr)).empty() &&
-              paramArg.count(n))
-            target = paramArg[n];
-          else if (!(n = tagged(mlir::oasr::kNewOptStateAttr)).empty() &&
-                   optStateArg.count(n))
-            target = optStateArg[n];
-          else if (!(n = tagged(mlir::oasr::kNewStateAttr)).empty() &&
-                   stateArg.count(n))
-            target = stateArg[n];
-          else if (auto res = dyn_cast<OpResult>(v)) {
-            auto node = dyn_cast<mlir::oasr::NodeOp>(res.getOwner());
-            const ::oasr::ops::OpRoles *roles =
-                node ? &::oasr::ops::rolesOf(node) : nullptr;
-            int r = int(res.getResultNumber());
-            if (roles && roles->statsResult >= 0 && r >= roles->statsResult &&
-                r < roles->statsResult + roles->statsCount) {
-              Value old = node.getInputs()[size_t(roles->statsOperand + r -
-                                                  roles->statsResult)];
-              if (isa<BlockArgument>(old))
-                target = idOf[old];
-            }
-          }
-          if (target >= 0 && I.root(id) != I.root(target) &&
-              std::find(copyBack.begin(), copyBack.end(), id) ==
-                  copyBack.end()) {
-            copyBack.push_back(target);
-            copyBack.push_back(id);
-          }
-          if (k == 0 && I.lossValue < 0)
-            I.lossValue = id;
-        }
-        continue;
-      }
-      return opError(op, "is not an op the runtime executes");
+      auto add = [&]() -> llvm::Error {
+        if (auto node = dyn_cast<mlir::oasr::NodeOp>(op))
+          return addNode(node, ins);
+        if (auto start = dyn_cast<mlir::oasr::AllreduceStartOp>(op))
+          return addAllreduceStart(start, ins);
+        if (auto wait = dyn_cast<mlir::oasr::AllreduceWaitOp>(op))
+          return addAllreduceWait(wait);
+        if (auto upd = dyn_cast<mlir::oasr::OptimizerUpdateOp>(op))
+          return addUpdate(upd, ins);
+        if (auto ret = dyn_cast<func::ReturnOp>(op))
+          return addReturn(ret, ins);
+        return opError(op, "is not an op the runtime executes");
+      };
+      if (llvm::Error err = add())
+        return err;
     }
     if (I.lossValue < 0)
       return notTraining("@train_step computes no loss");
@@ -637,6 +281,374 @@ private:
       exec->stepInfos.push_back(
           PlanStepInfo{"write back state", "Copy", "", StepKind::Copy});
       I.instrs.push_back(std::move(c));
+    }
+    return llvm::Error::success();
+  }
+
+  /// A node: a constant (persistent), a view (an alias of its operand) or
+  /// a kernel instruction.
+  llvm::Error addNode(mlir::oasr::NodeOp node, const std::vector<int> &ins) {
+    Operation *op = node;
+    // A custom domain's op runs when the registry gives it kernels
+    // (com.microsoft::FusedMatMul, which the compiler emits).
+    const ::oasr::ops::OpDef *def =
+        node.getDomain().empty() ? nullptr
+                                 : ::oasr::ops::OpRegistry::get().lookup(node);
+    if (!node.getDomain().empty() &&
+        (!def || def->kernels == ::oasr::ops::Kernels::None))
+      return opError(op, "custom domain '" + node.getDomain() +
+                             "' is not supported by the runtime");
+    StringRef opType = node.getOpType();
+    const ::oasr::ops::OpRoles &roles = ::oasr::ops::rolesOf(node);
+    std::string layer;
+    if (auto l = op->getAttrOfType<StringAttr>(mlir::oasr::kLayerAttr))
+      layer = l.getValue().str();
+    if (roles.constant) {
+      if (op->getNumResults() != 1)
+        return opError(op, "a Constant has one result");
+      auto id = newValue(op->getResult(0), op);
+      if (!id)
+        return id.takeError();
+      newPersistent(*id);
+      if (op->hasAttr(mlir::oasr::kLossScaleAttr)) {
+        if (I.values[*id].desc.dtype != DType::F32 ||
+            I.values[*id].desc.numel() != 1)
+          return opError(op, "the loss-scale seed must be one f32");
+        I.lossScaleValue = *id;
+      }
+      // Big constants (Swin's relative-position index) arrive as resource
+      // blobs holding the raw little-endian elements.
+      if (auto blobAttr =
+              op->getAttrOfType<DenseResourceElementsAttr>("value")) {
+        AsmResourceBlob *blob = blobAttr.getRawHandle().getBlob();
+        if (!blob)
+          return opError(op, "its resource blob is missing (was the module "
+                             "printed with elided resources?)");
+        ArrayRef<char> data = blob->getData();
+        if (data.size() != I.values[*id].desc.bytes())
+          return opError(op, "its resource blob has " +
+                                 std::to_string(data.size()) +
+                                 " bytes; the type needs " +
+                                 std::to_string(I.values[*id].desc.bytes()));
+        I.persist.back().init.assign(data.begin(), data.end());
+        return llvm::Error::success();
+      }
+      auto dense = op->getAttrOfType<DenseElementsAttr>("value");
+      if (!dense)
+        return opError(op, "needs a dense or resource `value` attribute");
+      if (auto err =
+              materialize(dense, I.values[*id].desc, I.persist.back().init, op))
+        return std::move(err);
+      return llvm::Error::success();
+    }
+    if (isView(opType) && op->getNumResults() == 1 && !ins.empty()) {
+      auto id = newValue(op->getResult(0), op);
+      if (!id)
+        return id.takeError();
+      if (I.values[*id].desc.bytes() != I.values[ins[0]].desc.bytes())
+        return opError(op, "view changes the number of bytes");
+      I.values[*id].where = Where::Alias;
+      I.values[*id].aliasOf = ins[0];
+      I.values[ins[0]].used = true;
+      // The view reads its input when its own readers run: handled by the
+      // liveness pass through `root`.
+      return llvm::Error::success();
+    }
+    Instr instr;
+    instr.op = InstrOp::Kernel;
+    instr.ins = ins;
+    if (auto absent =
+            op->getAttrOfType<DenseI64ArrayAttr>(mlir::oasr::kAbsentInputsAttr))
+      instr.absent.assign(absent.asArrayRef().begin(),
+                          absent.asArrayRef().end());
+    // Kernel.h: these may alias their result to a same-shaped operand
+    // (the op registry's InPlace trait).
+    instr.elementwise =
+        ::oasr::ops::OpRegistry::get().hasTrait(opType, ::oasr::ops::InPlace);
+    std::string name = opName(op);
+    for (Value r : op->getResults()) {
+      auto id = newValue(r, op);
+      if (!id)
+        return id.takeError();
+      I.values[*id].def = int(I.instrs.size());
+      I.values[*id].kernelOutput = true;
+      instr.outs.push_back(*id);
+    }
+    bool backward = !layer.empty();
+    if (backward)
+      seenBackward = true;
+    if (roles.lookupIndices > 0 && size_t(roles.lookupIndices) < ins.size() &&
+        ins[size_t(roles.lookupIndices)] == I.inputValue && !I.inputVocab &&
+        I.values[ins[0]].desc.rank() >= 1)
+      I.inputVocab = I.values[ins[0]].desc.shape[0];
+    if (roles.loss) {
+      I.lossValue = instr.outs.empty() ? -1 : instr.outs[0];
+      I.scoresValue = ins.empty() ? -1 : ins[0];
+      I.forwardEnd = unsigned(I.instrs.size()) + 1;
+    }
+    if (!seenBackward && I.lossValue < 0)
+      I.forwardEnd = unsigned(I.instrs.size()) + 1;
+    exec->stepInfos.push_back(
+        PlanStepInfo{name, opType.str(), backward ? layer : name,
+                     backward ? StepKind::Backward : StepKind::Forward});
+    instrOf[op] = int(I.instrs.size());
+    // Kernels are created after buffer planning, when outputUsed is known.
+    I.instrs.push_back(std::move(instr));
+    return llvm::Error::success();
+  }
+
+  /// An allreduce start: its fused group, the copy that packs the
+  /// gradients not produced in place, and the Start instruction.
+  llvm::Error addAllreduceStart(mlir::oasr::AllreduceStartOp start,
+                                const std::vector<int> &ins) {
+    Operation *op = start;
+    PendingGroup g;
+    g.index = unsigned(groups.size());
+    // The wire type (f32 gradients only, as the verifier checks); one
+    // for the whole step, so that a regroup keeps it.
+    GradWire wire = GradWire::F32;
+    if (std::optional<Type> t = start.getWireType())
+      wire = t->isBF16()  ? GradWire::BF16
+             : t->isF16() ? GradWire::F16
+                          : GradWire::F32;
+    if (groups.empty())
+      exec->wire = wire;
+    else if (wire != exec->wire)
+      return opError(op,
+                     llvm::formatv("sends its gradients as {0} but "
+                                   "the first group as {1}; a step's "
+                                   "groups travel in one type",
+                                   gradWireName(wire), gradWireName(exec->wire))
+                         .str());
+    if (std::optional<int64_t> r = start.getPowersgdRank())
+      g.powerSgdRank = unsigned(*r);
+    std::optional<ArrayRef<int64_t>> offs = start.getOffsets();
+    size_t end = 0;
+    for (auto [k, v] : llvm::enumerate(ins)) {
+      size_t off = offs ? size_t((*offs)[k]) : alignUp(end);
+      g.grads.push_back(v);
+      g.offsets.push_back(off);
+      end = off + I.values[v].desc.bytes();
+      if (I.values[v].desc.dtype != I.values[ins[0]].desc.dtype)
+        return opError(op, "a fused group must hold one element type");
+      std::string gl;
+      if (Operation *p = start.getGrads()[k].getDefiningOp())
+        if (auto l = p->getAttrOfType<StringAttr>(mlir::oasr::kLayerAttr))
+          gl = l.getValue().str();
+      g.gradLayers.push_back(gl);
+    }
+    g.bytes = start.getBufferBytes() ? size_t(*start.getBufferBytes()) : end;
+    Operation *producer = start.getGrads().front().getDefiningOp();
+    for (Value v : start.getGrads())
+      if (Operation *p = v.getDefiningOp())
+        if (!producer || (p->getBlock() == producer->getBlock() &&
+                          producer->isBeforeInBlock(p)))
+          producer = p;
+    if (producer)
+      if (auto l = producer->getAttrOfType<StringAttr>(mlir::oasr::kLayerAttr))
+        g.layer = l.getValue().str();
+    groupOfStart[op] = g.index;
+    // Place each gradient straight into the group buffer when nothing else
+    // reads it; otherwise copy it in at this point.
+    Instr copyIn;
+    copyIn.op = InstrOp::Copy;
+    for (auto [k, v] : llvm::enumerate(g.grads)) {
+      ValueInfo &vi = I.values[v];
+      Value irValue = start.getGrads()[k];
+      bool onlyStart = llvm::all_of(irValue.getUsers(),
+                                    [&](Operation *u) { return u == op; });
+      bool inOtherGroup = vi.where == Where::Group;
+      if (vi.where == Where::Arena && vi.kernelOutput && onlyStart &&
+          !inOtherGroup && !vi.used) {
+        vi.where = Where::Group;
+        vi.group = int(g.index);
+        vi.offset = g.offsets[k];
+        g.slots.push_back(GradSlot{v, -1, vi.def});
+      } else {
+        int slot = int(I.values.size());
+        I.values.push_back(ValueInfo{});
+        I.values[slot].desc = vi.desc;
+        I.values[slot].where = Where::Group;
+        I.values[slot].group = int(g.index);
+        I.values[slot].offset = g.offsets[k];
+        copyIn.copies.push_back({slot, v});
+        copyIn.ins.push_back(v);
+        copyIn.outs.push_back(slot);
+        g.slots.push_back(GradSlot{slot, -1, int(I.instrs.size())});
+      }
+    }
+    copyIn.pack = true;
+    if (!copyIn.copies.empty()) {
+      exec->stepInfos.push_back(
+          PlanStepInfo{llvm::formatv("pack group {0}", g.index).str(), "Copy",
+                       g.layer, StepKind::Copy});
+      I.instrs.push_back(std::move(copyIn));
+    }
+    Instr s;
+    s.op = InstrOp::Start;
+    s.group = g.index;
+    s.ins = ins;
+    exec->stepInfos.push_back(
+        PlanStepInfo{llvm::formatv("allreduce_start {0}", g.index).str(),
+                     "allreduce_start", g.layer, StepKind::Comm});
+    I.instrs.push_back(std::move(s));
+    groups.push_back(std::move(g));
+    return llvm::Error::success();
+  }
+
+  /// An allreduce wait: the averaged gradients, read in the group buffer.
+  llvm::Error addAllreduceWait(mlir::oasr::AllreduceWaitOp wait) {
+    Operation *op = wait;
+    auto it = groupOfStart.find(wait.getStart().getOperation());
+    if (it == groupOfStart.end())
+      return opError(op, "waits for an allreduce that was not started");
+    PendingGroup &g = groups[it->second];
+    Instr w;
+    w.op = InstrOp::Wait;
+    w.group = g.index;
+    for (auto [k, r] : llvm::enumerate(op->getResults())) {
+      auto id = newValue(r, op);
+      if (!id)
+        return id.takeError();
+      I.values[*id].where = Where::Group;
+      I.values[*id].group = int(g.index);
+      I.values[*id].offset = g.offsets[k];
+      I.values[*id].def = int(I.instrs.size());
+      waitResult[*id] = {g.index, unsigned(k)};
+      g.slots[k].wait = *id;
+      w.outs.push_back(*id);
+    }
+    exec->stepInfos.push_back(
+        PlanStepInfo{llvm::formatv("allreduce_wait {0}", g.index).str(),
+                     "allreduce_wait", g.layer, StepKind::Comm});
+    I.instrs.push_back(std::move(w));
+    return llvm::Error::success();
+  }
+
+  /// An optimizer update, in place where nothing reads the old value later.
+  llvm::Error addUpdate(mlir::oasr::OptimizerUpdateOp upd,
+                        const std::vector<int> &ins) {
+    Operation *op = upd;
+    Instr u;
+    u.op = InstrOp::Update;
+    u.rule = UpdateRule{upd.getAlgo().str(),
+                        options.lrOverride >= 0 ? options.lrOverride
+                                                : upd.getLr().convertToDouble(),
+                        upd.getMomentum().convertToDouble(),
+                        upd.getWeightDecay().convertToDouble(),
+                        upd.getDampening().convertToDouble(),
+                        upd.getLrDecay().convertToDouble(),
+                        upd.getBeta1().convertToDouble(),
+                        upd.getBeta2().convertToDouble(),
+                        upd.getEpsilon().convertToDouble(),
+                        upd.getWeightDecayPost().convertToDouble(),
+                        upd.getNesterov()};
+    u.ins = ins;
+    if (I.values[ins[0]].desc.dtype != DType::F32)
+      return opError(
+          op, std::string("the parameter is ") +
+                  dtypeName(I.values[ins[0]].desc.dtype) +
+                  " (a model exported after .half()?): the runtime updates "
+                  "f32 master weights only; export the model in f32 and "
+                  "train it with --precision=f16 or bf16 "
+                  "(docs/precision.md)");
+    // New parameter / state in place when the old value is an argument
+    // and nothing reads it after this update.
+    for (auto [k, r] : llvm::enumerate(op->getResults())) {
+      Value old = k == 0 ? upd.getParam() : upd.getState()[k - 1];
+      int oldId = idOf[old];
+      bool inPlace = I.values[oldId].where == Where::Persistent &&
+                     isa<BlockArgument>(old) &&
+                     llvm::all_of(old.getUsers(), [&](Operation *user) {
+                       return user == op || user->isBeforeInBlock(op);
+                     });
+      // Views of the old value read it too.
+      for (Operation *user : old.getUsers())
+        if (auto n = dyn_cast<mlir::oasr::NodeOp>(user))
+          if (isView(n.getOpType()))
+            for (Operation *vu : n->getResult(0).getUsers())
+              if (vu != op && !vu->isBeforeInBlock(op))
+                inPlace = false;
+      auto id = newValue(r, op);
+      if (!id)
+        return id.takeError();
+      if (inPlace) {
+        I.values[*id].where = Where::Alias;
+        I.values[*id].aliasOf = oldId;
+      } else {
+        I.values[*id].def = int(I.instrs.size());
+        I.values[*id].kernelOutput = true;
+        if (isa<BlockArgument>(old)) {
+          copyBack.push_back(oldId);
+          copyBack.push_back(*id);
+        }
+      }
+      u.outs.push_back(*id);
+    }
+    // The averaged gradient of this parameter, for --dump-grads.
+    if (auto arg = dyn_cast<BlockArgument>(upd.getParam()))
+      if (auto s = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                   mlir::oasr::kParamAttr)) {
+        I.gradOfParam[s.getValue().str()] = ins[1];
+        auto wr = waitResult.find(ins[1]);
+        if (wr != waitResult.end())
+          gradOrder.push_back(
+              {wr->second, s.getValue().str(),
+               groups[wr->second.first].gradLayers[wr->second.second],
+               I.values[ins[1]].desc.bytes(),
+               I.values[ins[1]].desc.rank() >= 2
+                   ? uint64_t(I.values[ins[1]].desc.shape[0])
+                   : 0});
+      }
+    exec->stepInfos.push_back(PlanStepInfo{
+        "update " + opName(op), "optimizer_update", "", StepKind::Update});
+    I.instrs.push_back(std::move(u));
+    return llvm::Error::success();
+  }
+
+  /// The return: results tagged new_* (or a node's running statistics)
+  /// written back over their argument at the end of the step.
+  llvm::Error addReturn(func::ReturnOp ret, const std::vector<int> &ins) {
+    // Results tagged new_* (or produced by BN training outputs) overwrite
+    // the argument of the same name at the end of the step.
+    for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+      int id = ins[k];
+      I.values[id].used = true;
+      auto tagged = [&](StringRef tag) -> std::string {
+        if (auto s = fn.getResultAttrOfType<StringAttr>(unsigned(k), tag))
+          return s.getValue().str();
+        return "";
+      };
+      int target = -1;
+      std::string n;
+      if (!(n = tagged(mlir::oasr::kNewParamAttr)).empty() && paramArg.count(n))
+        target = paramArg[n];
+      else if (!(n = tagged(mlir::oasr::kNewOptStateAttr)).empty() &&
+               optStateArg.count(n))
+        target = optStateArg[n];
+      else if (!(n = tagged(mlir::oasr::kNewStateAttr)).empty() &&
+               stateArg.count(n))
+        target = stateArg[n];
+      else if (auto res = dyn_cast<OpResult>(v)) {
+        auto node = dyn_cast<mlir::oasr::NodeOp>(res.getOwner());
+        const ::oasr::ops::OpRoles *roles =
+            node ? &::oasr::ops::rolesOf(node) : nullptr;
+        int r = int(res.getResultNumber());
+        if (roles && roles->statsResult >= 0 && r >= roles->statsResult &&
+            r < roles->statsResult + roles->statsCount) {
+          Value old = node.getInputs()[size_t(roles->statsOperand + r -
+                                              roles->statsResult)];
+          if (isa<BlockArgument>(old))
+            target = idOf[old];
+        }
+      }
+      if (target >= 0 && I.root(id) != I.root(target) &&
+          std::find(copyBack.begin(), copyBack.end(), id) == copyBack.end()) {
+        copyBack.push_back(target);
+        copyBack.push_back(id);
+      }
+      if (k == 0 && I.lossValue < 0)
+        I.lossValue = id;
     }
     return llvm::Error::success();
   }
@@ -1167,6 +1179,10 @@ private:
   std::vector<int> persistValue;
   // Instructions.
   llvm::DenseMap<Operation *, int> instrOf;
+  std::vector<int> copyBack; ///< pairs flattened: dst, src
+  bool seenBackward = false;
+  llvm::DenseMap<int, std::pair<unsigned, unsigned>> waitResult; ///< id -> g, k
+  llvm::DenseMap<Operation *, unsigned> groupOfStart;
   struct PendingGroup {
     unsigned index;
     std::vector<int> grads;
