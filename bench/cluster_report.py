@@ -95,12 +95,32 @@ if torch:
           "thread/rank and plain SGD; `torch-ddp:N` is bucket_cap_mb=N "
           "(25: DDP's default; the other: the bucket size oasr-plan predicts "
           f"fastest on this profile, {d.get('ddp_plan_bucket_mb')} MB); groups = "
-          "DDP's buckets after its rebuild; exposed comm = the step minus the "
-          "same step under no_sync().\n")
+          "DDP's buckets after its rebuild"
+          + ("; broadcast_buffers=False (oasr does not broadcast BatchNorm's "
+             "statistics either)" if d.get("ddp_broadcast_buffers") is False else "")
+          + (".\n" if d.get("compute_only") else
+             "; exposed comm = the step minus the same step under no_sync().\n"))
+# One definition of exposed communication for every system: its step minus
+# its own step without communication (oasr: the same ranks under
+# --algo=sync-easgd with no exchange in the run; DDP: no_sync()).
+oasr_compute = [r["measured_ms"] for r in d.get("compute_only", []) if r["system"] == "oasr"]
+one_def = bool(oasr_compute)
+if one_def:
+    print("Compute only: the same system's step with no communication, on the same "
+          "ranks (oasr: `--algo=sync-easgd --easgd-tau=1000000000`, the same executor "
+          "without any exchange, median over rounds "
+          f"{statistics.median(oasr_compute):.1f} ms, range {min(oasr_compute):.1f}-"
+          f"{max(oasr_compute):.1f}; DDP: its no_sync() steps in the same run). Exposed "
+          "comm = the measured step minus that, by this one definition for every row; "
+          "*blocked* is oasr's own measure, the time its compute thread waited for "
+          "communication, which leaves out compute slowed by communication beside it.\n")
 means = d.get("step_stat") == "median"
 print("| strategy | groups | measured (ms) | range (ms) |" + (" mean (ms) |" if means else "")
-      + " predicted (ms) | error | replayed (ms) | exposed comm (ms) | runs above load flag |")
-print("|---|---|---|---|" + ("---|" if means else "") + "---|---|---|---|---|")
+      + " predicted (ms) | error | replayed (ms) |"
+      + (" compute only (ms) | exposed comm (ms) | blocked (ms) |" if one_def else
+         " exposed comm (ms) |") + " runs above load flag |")
+print("|---|---|---|---|" + ("---|" if means else "") + "---|---|---|"
+      + ("---|---|---|" if one_def else "---|") + "---|")
 by = {}
 for r in d["runs"]:
     by.setdefault(r["strategy"], []).append(r)
@@ -131,8 +151,16 @@ for s, med, times, flagged in rows:
     reps = f"{rep:.1f}" if rep else "n/a"
     mean = (f" {statistics.median(r['mean_ms'] for r in rs):.1f} |"
             if means else "")
+    if one_def:
+        ddp_compute = [r["compute_only_ms"] for r in rs if r.get("compute_only_ms")]
+        comp = statistics.median(ddp_compute or oasr_compute)
+        blocked = "n/a" if ddp_compute else f"{med['exposed_comm_ms']:.1f}"
+        exposed = (f" {comp:.1f} | {max(med['measured_ms'] - comp, 0.0):.1f} | "
+                   f"{blocked} |")
+    else:
+        exposed = f" {med['exposed_comm_ms']:.1f} |"
     print(f"| {s}{mark} | {med['groups']} | {med['measured_ms']:.1f} | {lo:.1f}-{hi:.1f} |{mean} "
-          f"{pred} | {err} | {reps} | {med['exposed_comm_ms']:.1f} | {flagged}/{len(times)} |")
+          f"{pred} | {err} | {reps} |{exposed} {flagged}/{len(times)} |")
 print(f"\n*(tied)*: its fastest round is faster than the fastest strategy's slowest "
       f"round. Load flag: runs started with the 1-minute load average above "
       f"{d['load_flag']} (the host is shared).")

@@ -30,6 +30,12 @@
 # round's plans and predictions come from it), PROFILE_REPLAN (that run's
 # --replan, every:2xSTEPS-1: one re-plan from all its steps), PRECISION
 # (f32; bf16: oasr-run --precision=bf16 and DDP under torch.autocast bf16).
+# Exposed communication is the step minus the same system's step without
+# communication, by one definition for both: each round also times oasr's
+# ranks training with no communication at all (--algo=sync-easgd with an
+# exchange period longer than the run: the same executor, per-rank steps),
+# and DDP's no_sync() steps (bench/ddp_step.py). DDP runs with
+# broadcast_buffers=False, as oasr does not broadcast BatchNorm's statistics.
 # A strategy written NAME+compress=C runs NAME with oasr-run --compress=C
 # (docs/compression.md), e.g. STRATEGIES="oasr oasr+compress=auto".
 # Writes bench/results/cluster-MODEL-NODESxRATE[-GRAD_DTYPE][-ampPRECISION][SUFFIX]
@@ -152,7 +158,13 @@ step_median() { echo "$1" | awk '/mean iteration/ {print $6}'; }
 step_mean() { echo "$1" | awk '/mean iteration/ {print $3}'; }
 runs=()
 run_models=()
+compute_only=()
 for rep in $(seq "$REPS"); do
+  # oasr's step without communication on the same ranks (see the top).
+  log=$($CLUSTER run "$NODES" -- $BASE --steps="$STEPS" --strategy=single \
+    --algo=sync-easgd --easgd-tau=1000000000 "${PLAN_MODEL[@]}")
+  echo "round $rep oasr compute only: $(step_median "$log") ms" >&2
+  compute_only+=("{\"round\": $rep, \"system\": \"oasr\", \"measured_ms\": $(step_median "$log"), \"load\": $(cut -d' ' -f1 /proc/loadavg)}")
   [ "$MODEL_FROM" = run ] && [ "$PROFILE_EVERY_ROUND" = 1 ] && [ "$rep" -gt 1 ] &&
     profile_run "${PROFILE%.json}-r$rep.json"
   [ "$MODEL_FROM" = run ] && run_models+=("$(profile_comm "$ROUND_PROFILE")")
@@ -168,8 +180,9 @@ for rep in $(seq "$REPS"); do
       measured=$(step_median "$log")
       mean=$(step_mean "$log")
       exposed=$(echo "$log" | awk '/exposed comm/ {print $3}')
-      echo "round $rep $S: $measured ms (load $load)" >&2
-      runs+=("{\"round\": $rep, \"strategy\": \"$S\", \"groups\": $groups, \"measured_ms\": $measured, \"mean_ms\": $mean, \"predicted_ms\": null, \"replayed_ms\": null, \"exposed_comm_ms\": $exposed, \"load\": $load, \"torch\": \"$torch\"}")
+      compute=$(echo "$log" | awk '/^  compute/ {print $2}')
+      echo "round $rep $S: $measured ms (compute only $compute ms, load $load)" >&2
+      runs+=("{\"round\": $rep, \"strategy\": \"$S\", \"groups\": $groups, \"measured_ms\": $measured, \"mean_ms\": $mean, \"predicted_ms\": null, \"replayed_ms\": null, \"exposed_comm_ms\": $exposed, \"compute_only_ms\": $compute, \"load\": $load, \"torch\": \"$torch\"}")
       continue
     fi
     # NAME+compress=C: the strategy with oasr-run --compress=C.
@@ -201,6 +214,8 @@ calib=$($PY -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dump
   echo " \"profile_every_round\": $([ "$PROFILE_EVERY_ROUND" = 1 ] && echo true || echo false),"
   echo " \"profile_replan\": \"$PROFILE_REPLAN\","
   echo " \"run_models\": [$(IFS=,; echo "${run_models[*]-}")],"
+  echo " \"compute_only\": [$(IFS=,; echo "${compute_only[*]-}")],"
+  echo " \"ddp_broadcast_buffers\": false,"
   echo " \"runs\": ["
   (IFS=$',\n'; echo "  ${runs[*]}")
   echo "]}"
