@@ -99,7 +99,10 @@ if torch:
           + ("; broadcast_buffers=False (oasr does not broadcast BatchNorm's "
              "statistics either)" if d.get("ddp_broadcast_buffers") is False else "")
           + (".\n" if d.get("compute_only") else
-             "; exposed comm = the step minus the same step under no_sync().\n"))
+             "; exposed comm = the step minus the same step under no_sync(), "
+             "and for oasr the time its compute thread was blocked: two "
+             "definitions, not comparable across the systems (this table "
+             "predates run_cluster.sh's compute-only runs).\n"))
 # One definition of exposed communication for every system: its step minus
 # its own step without communication (oasr: the same ranks under
 # --algo=sync-easgd with no exchange in the run; DDP: no_sync()).
