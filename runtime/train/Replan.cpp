@@ -385,32 +385,89 @@ void Replanner::recordStep(const OpTiming *times, bool warmup, bool alone) {
     ++measuredSteps;
 }
 
+schedule::CommModel
+fitReplanModel(llvm::ArrayRef<schedule::MeasuredAllreduce> measured, int ranks,
+               double planAlphaS, double planOverlapRate, bool &rateFitted,
+               bool &alphaFromPlan) {
+  const double planAlpha = std::max(0.0, planAlphaS);
+  if (auto fit =
+          schedule::fitRunAllreduces(measured, ranks, planOverlapRate,
+                                     rateFitted, planAlpha, &alphaFromPlan))
+    // The plan's alpha (a calibration's small-message time) where the
+    // run does not resolve the start-up: ResNet-50's allreduces at 1 Gbit/s
+    // fitted 0 at sleep priority, and the plans made from it cut the model
+    // into 59-145 groups that each paid the real start-up; at realtime
+    // priority its 5 groups fitted 3.3 ms, within their noise of the
+    // calibration's 0.2 ms, and wfbp's 107 groups were predicted 10 % slow.
+    return *fit;
+  else
+    llvm::consumeError(fit.takeError());
+  // One size: alpha from the plan's model, beta from the times (the work
+  // at the plan's overlap rate).
+  const double rate = std::clamp(planOverlapRate, 0.05, 1.0);
+  std::vector<double> betas;
+  for (const schedule::MeasuredAllreduce &m : measured)
+    if (m.bytes > 0)
+      betas.push_back(std::max(0.0, rate * m.besideS + m.aloneS - planAlpha) /
+                      m.bytes);
+  std::sort(betas.begin(), betas.end());
+  schedule::CommModel model = schedule::CommModel::alphaBeta(
+      planAlpha, betas.empty() ? 0.0 : betas[betas.size() / 2], ranks);
+  model.overlapRate = rate;
+  rateFitted = false;
+  alphaFromPlan = true;
+  return model;
+}
+
+llvm::Expected<GroupChoice> chooseGroups(const schedule::Profile &profile,
+                                         const schedule::CommModel &model,
+                                         llvm::ArrayRef<unsigned> oldSizes,
+                                         llvm::ArrayRef<unsigned> newEnds,
+                                         llvm::StringRef strategy) {
+  schedule::Plan oldPlan = schedule::planFromSizes("current", oldSizes);
+  schedule::Plan newPlan;
+  newPlan.strategy = strategy.str();
+  newPlan.groupEnds.assign(newEnds.begin(), newEnds.end());
+  if (auto err = schedule::verifyPlan(newPlan, profile.numGrads()))
+    return std::move(err);
+  GroupChoice c;
+  c.oldGroups = c.newGroups = oldPlan.numGroups();
+  c.oldPredictedUs = schedule::simulate(profile, model, oldPlan).iterationUs;
+  c.newPredictedUs = schedule::simulate(profile, model, newPlan).iterationUs;
+  c.newGroups = newPlan.numGroups();
+  c.changed = newPlan.groupEnds != oldPlan.groupEnds;
+  // A switch must be predicted to gain: under a compute rate below 1 the
+  // strategy's plan is a local optimum and may lose to the groups in place
+  // (the same decision on every rank: agreed profile, model and plan).
+  if (c.changed && c.newPredictedUs >= c.oldPredictedUs) {
+    c.notFasterGroups = c.newGroups;
+    c.notFasterUs = c.newPredictedUs;
+    c.changed = false;
+    c.newGroups = c.oldGroups;
+    c.newPredictedUs = c.oldPredictedUs;
+  }
+  return c;
+}
+
 bool Replanner::due() const {
   if (options.mode == ReplanOptions::Mode::Off || done)
     return false;
   return measuredSteps >= planSteps() && (aloneMeasured || !measuresAlone());
 }
 
-llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
-  ReplanEvent ev;
-  ev.step = stepsDone;
-  ev.atUs = engine.nowUs();
-  const double t0 = nowUs();
-  Communicator &comm = engine.communicator();
-  const int size = comm.size();
-  if (options.mode == ReplanOptions::Mode::Once)
-    done = true;
-  // The next re-plan measures the groups then in place from scratch.
-  auto restart = [&] {
-    stepUs.clear();
-    besideUs.assign(exec.steps().size(), 0.0);
-    aloneUs.assign(exec.steps().size(), 0.0);
-    jobs.clear();
-    idleStarts.clear();
-    measuredSteps = 0;
-    aloneMeasured = false;
-  };
+void Replanner::forgetMeasurements() {
+  stepUs.clear();
+  besideUs.assign(exec.steps().size(), 0.0);
+  aloneUs.assign(exec.steps().size(), 0.0);
+  jobs.clear();
+  idleStarts.clear();
+  measuredSteps = 0;
+  aloneMeasured = false;
+}
 
+std::vector<double>
+Replanner::agreeLayerTimes(ReplanEvent &ev, int64_t stepsDone, bool &sameJobs) {
+  const int size = engine.communicator().size();
   // The compute rate beside communication: per instruction that ran beside
   // an allreduce, its time alone is its time there less the time beside,
   // plus the work done beside at rate kappa; kappa is the ratio of the
@@ -458,7 +515,7 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
   // slowest: a sum of per-layer maxima over noisy ranks exceeds every
   // rank's step (+3 to +7 % measured).
   const auto &steps = exec.steps();
-  const int rank = comm.rank();
+  const int rank = engine.communicator().rank();
   std::vector<double> totals(size_t(size) + 1, 0.0);
   for (size_t k = 0; k < nInstr; ++k)
     if (steps[k].kind != StepKind::Comm)
@@ -483,60 +540,31 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
   std::vector<double> paced = perStepMaxUs(engine, stepCompute, &maxMedian);
   ev.stragglerFactor = stragglerFactor(paced, maxMedian);
   scaleCompute(kinds, mean, ev.stragglerFactor);
-  const KindSums agreed = kindSums(kinds, mean);
-  const double fwd = agreed[size_t(StepKind::Forward)], upd = updateUs(agreed);
-  const bool sameJobs = size_t(totals[size_t(size)]) == nJobs;
-  std::vector<schedule::MeasuredAllreduce> measured =
-      sameJobs ? onOneClock(engine, jobs, ev.clockSkewUs)
-               : std::vector<schedule::MeasuredAllreduce>();
+  sameJobs = size_t(totals[size_t(size)]) == nJobs;
+  return mean;
+}
 
-  schedule::Profile profile =
-      measuredProfile(exec, mean, fwd, upd,
-                      "oasr-run measured, " + std::to_string(size) +
-                          " rank(s), the slowest rank's median step per layer");
-  // Compute alone when the rate was measured; else as it ran.
-  profile.computeBesideComm =
-      !ev.computeRateMeasured && besideCommunication(exec, size);
-
+schedule::CommModel
+Replanner::agreeModel(ReplanEvent &ev,
+                      llvm::ArrayRef<schedule::MeasuredAllreduce> measured,
+                      bool sameJobs) {
+  const int size = engine.communicator().size();
   // alpha, beta and the overlap rate, by least squares on the time of
   // every allreduce (schedule::fitRunAllreduces).
   std::map<double, unsigned> sizes;
   for (const schedule::MeasuredAllreduce &m : measured)
     ++sizes[m.bytes];
-  ev.jobs = unsigned(nJobs);
+  ev.jobs = unsigned(jobs.size());
   ev.sizes = unsigned(sizes.size());
   schedule::CommModel model;
   bool rateFitted = false;
-  if (!sameJobs || measured.empty()) {
+  if (!sameJobs || measured.empty())
     ev.note = sameJobs ? "no allreduce was measured"
                        : "the ranks measured different allreduces";
-  } else if (auto fit = schedule::fitRunAllreduces(
-                 measured, size, exec.planOverlapRate(), rateFitted,
-                 std::max(0.0, exec.planAlphaS()), &ev.alphaFromPlan)) {
-    // The plan's alpha (a calibration's small-message time) where the
-    // run does not resolve the start-up: ResNet-50's allreduces at 1 Gbit/s
-    // fitted 0 at sleep priority, and the plans made from it cut the model
-    // into 59-145 groups that each paid the real start-up; at realtime
-    // priority its 5 groups fitted 3.3 ms, within their noise of the
-    // calibration's 0.2 ms, and wfbp's 107 groups were predicted 10 % slow.
-    model = *fit;
-  } else {
-    // One size: alpha from the plan's model, beta from the times (the work
-    // at the plan's overlap rate).
-    llvm::consumeError(fit.takeError());
-    double alpha = std::max(0.0, exec.planAlphaS());
-    double rate = std::clamp(exec.planOverlapRate(), 0.05, 1.0);
-    std::vector<double> betas;
-    for (const schedule::MeasuredAllreduce &m : measured)
-      if (m.bytes > 0)
-        betas.push_back(std::max(0.0, rate * m.besideS + m.aloneS - alpha) /
-                        m.bytes);
-    std::sort(betas.begin(), betas.end());
-    model = schedule::CommModel::alphaBeta(
-        alpha, betas.empty() ? 0.0 : betas[betas.size() / 2], size);
-    model.overlapRate = rate;
-    ev.alphaFromPlan = true;
-  }
+  else
+    model =
+        fitReplanModel(measured, size, exec.planAlphaS(),
+                       exec.planOverlapRate(), rateFitted, ev.alphaFromPlan);
   model.groupOverheadUs = exec.planGroupOverheadUs();
   model.computeRate = ev.computeRate;
   // A call's start on compute: the mean over the ranks that measured one
@@ -548,16 +576,15 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
   model.callComputeUs = call[1] > 0 ? call[0] / call[1] : 0.0;
   ev.overlapFromPlan = !rateFitted;
   ev.comm = model;
-  agreedProfile = profile;
-  agreedProfile.comm = model;
 
+  return model;
+}
+
+std::vector<unsigned>
+Replanner::agreeGroupEnds(ReplanEvent &ev, const schedule::Profile &profile,
+                          const schedule::CommModel &model) {
   // Plan with the configured strategy; rank 0's plan is every rank's.
-  std::vector<unsigned> oldSizes;
-  for (const GradGroup &g : exec.groups())
-    oldSizes.push_back(unsigned(g.params.size()));
-  schedule::Plan oldPlan = schedule::planFromSizes("current", oldSizes);
-  ev.oldGroups = oldPlan.numGroups();
-  ev.newGroups = ev.oldGroups;
+  ev.oldGroups = ev.newGroups = unsigned(exec.groups().size());
   std::vector<schedule::ReadyGrad> order = schedule::readyOrder(profile);
   bool sameOrder = order.size() == exec.gradients().size();
   for (size_t i = 0; sameOrder && i < order.size(); ++i)
@@ -580,10 +607,7 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
   if (count[1] != 0 || count[0] == 0) {
     if (ev.note.empty())
       ev.note = "rank 0 could not re-plan";
-    ev.endUs = engine.nowUs();
-    ev.planUs = nowUs() - t0;
-    restart();
-    return ev;
+    return {};
   }
   ends.resize(size_t(count[0]));
   engine.run([&](Communicator &c) {
@@ -592,26 +616,61 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
   std::vector<unsigned> groupEnds;
   for (double e : ends)
     groupEnds.push_back(unsigned(e));
-  schedule::Plan newPlan;
-  newPlan.strategy = exec.planStrategy();
-  newPlan.groupEnds = groupEnds;
-  if (auto err = schedule::verifyPlan(newPlan, profile.numGrads()))
-    return std::move(err);
-  ev.oldPredictedUs = schedule::simulate(profile, model, oldPlan).iterationUs;
-  schedule::Timeline timeline = schedule::simulate(profile, model, newPlan);
-  ev.newPredictedUs = timeline.iterationUs;
-  ev.newGroups = newPlan.numGroups();
-  ev.changed = groupEnds != oldPlan.groupEnds;
-  // A switch must be predicted to gain: under a compute rate below 1 the
-  // strategy's plan is a local optimum and may lose to the groups in place
-  // (the same decision on every rank: agreed profile, model and plan).
-  if (ev.changed && ev.newPredictedUs >= ev.oldPredictedUs) {
-    ev.notFasterGroups = ev.newGroups;
-    ev.notFasterUs = ev.newPredictedUs;
-    ev.changed = false;
-    ev.newGroups = ev.oldGroups;
-    ev.newPredictedUs = ev.oldPredictedUs;
+  return groupEnds;
+}
+
+llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
+  ReplanEvent ev;
+  ev.step = stepsDone;
+  ev.atUs = engine.nowUs();
+  const double t0 = nowUs();
+  const int size = engine.communicator().size();
+  if (options.mode == ReplanOptions::Mode::Once)
+    done = true;
+  // The next re-plan measures the groups then in place from scratch.
+  auto finish = [&] {
+    ev.endUs = engine.nowUs();
+    forgetMeasurements();
+    return ev;
+  };
+
+  // Per instruction, the agreed time; per allreduce, its time on one clock.
+  bool sameJobs = false;
+  std::vector<double> mean = agreeLayerTimes(ev, stepsDone, sameJobs);
+  const KindSums agreed = kindSums(stepKinds(exec), mean);
+  std::vector<schedule::MeasuredAllreduce> measured =
+      sameJobs ? onOneClock(engine, jobs, ev.clockSkewUs)
+               : std::vector<schedule::MeasuredAllreduce>();
+  schedule::Profile profile = measuredProfile(
+      exec, mean, agreed[size_t(StepKind::Forward)], updateUs(agreed),
+      "oasr-run measured, " + std::to_string(size) +
+          " rank(s), the slowest rank's median step per layer");
+  // Compute alone when the rate was measured; else as it ran.
+  profile.computeBesideComm =
+      !ev.computeRateMeasured && besideCommunication(exec, size);
+
+  // The allreduce model, then rank 0's plan with the configured strategy.
+  schedule::CommModel model = agreeModel(ev, measured, sameJobs);
+  agreedProfile = profile;
+  agreedProfile.comm = model;
+  std::vector<unsigned> groupEnds = agreeGroupEnds(ev, profile, model);
+  if (groupEnds.empty()) {
+    ev.planUs = nowUs() - t0;
+    return finish();
   }
+  std::vector<unsigned> oldSizes;
+  for (const GradGroup &g : exec.groups())
+    oldSizes.push_back(unsigned(g.params.size()));
+  auto choice =
+      chooseGroups(profile, model, oldSizes, groupEnds, exec.planStrategy());
+  if (!choice)
+    return choice.takeError();
+  ev.oldPredictedUs = choice->oldPredictedUs;
+  ev.newPredictedUs = choice->newPredictedUs;
+  ev.newGroups = choice->newGroups;
+  ev.changed = choice->changed;
+  ev.notFasterGroups = choice->notFasterGroups;
+  ev.notFasterUs = choice->notFasterUs;
   const double t1 = nowUs();
   ev.planUs = t1 - t0;
   if (ev.changed)
@@ -620,9 +679,7 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
   exec.setPlanModel(ev.newPredictedUs, model.alphaS, model.betaSPerByte,
                     model.groupOverheadUs, model.overlapRate);
   ev.switchUs = nowUs() - t1;
-  ev.endUs = engine.nowUs();
-  restart();
-  return ev;
+  return finish();
 }
 
 } // namespace oasr::rt

@@ -198,6 +198,32 @@ ComputeRateSums computeRateSums(llvm::ArrayRef<StepKind> kinds,
 /// (the rate would be noise).
 llvm::Expected<double> computeRateFrom(const ComputeRateSums &sums);
 
+/// The allreduce model of a re-plan: fitted to the run's allreduces by
+/// least squares (schedule::fitRunAllreduces, with the plan's alpha where
+/// the run does not resolve the start-up), or where that fails (one size),
+/// alpha from the plan and beta the median over the allreduces of their
+/// work at the plan's overlap rate. `rateFitted`: the overlap rate is the
+/// run's; `alphaFromPlan`: alpha is the plan's.
+schedule::CommModel
+fitReplanModel(llvm::ArrayRef<schedule::MeasuredAllreduce> measured, int ranks,
+               double planAlphaS, double planOverlapRate, bool &rateFitted,
+               bool &alphaFromPlan);
+
+/// A re-plan's decision between the groups in place (`oldSizes`: the
+/// gradients of each) and the strategy's new `newEnds`, both predicted on
+/// the agreed profile and model: a switch must be predicted faster, else
+/// the groups stay and `notFaster*` says what was declined.
+struct GroupChoice {
+  bool changed = false;
+  unsigned oldGroups = 0, newGroups = 0, notFasterGroups = 0;
+  double oldPredictedUs = 0, newPredictedUs = 0, notFasterUs = 0;
+};
+llvm::Expected<GroupChoice> chooseGroups(const schedule::Profile &profile,
+                                         const schedule::CommModel &model,
+                                         llvm::ArrayRef<unsigned> oldSizes,
+                                         llvm::ArrayRef<unsigned> newEnds,
+                                         llvm::StringRef strategy);
+
 /// Measures sync SGD's steps and re-plans (collective: every rank calls
 /// `recordStep` after the same steps and `replan` at the same step).
 class Replanner {
@@ -240,6 +266,27 @@ private:
   static std::vector<schedule::MeasuredAllreduce>
   onOneClock(CommEngine &engine, llvm::ArrayRef<Job> jobs,
              double &clockSpreadUs);
+  // The phases of `replan`, each collective.
+  /// Per instruction its time, agreed: the compute rate beside
+  /// communication (from the alone step), then the slowest rank's medians
+  /// paced by the per-step slowest. `sameJobs`: every rank measured as many
+  /// allreduces.
+  std::vector<double> agreeLayerTimes(ReplanEvent &ev, int64_t stepsDone,
+                                      bool &sameJobs);
+  /// The allreduce model (fitReplanModel) with the call's start on compute
+  /// agreed across the ranks.
+  schedule::CommModel
+  agreeModel(ReplanEvent &ev,
+             llvm::ArrayRef<schedule::MeasuredAllreduce> measured,
+             bool sameJobs);
+  /// Rank 0's new group ends, every rank's; empty (and `ev.note` saying
+  /// why) when there is none.
+  std::vector<unsigned> agreeGroupEnds(ReplanEvent &ev,
+                                       const schedule::Profile &profile,
+                                       const schedule::CommModel &model);
+  /// Clears the measurements: the next re-plan measures the groups then
+  /// in place from scratch.
+  void forgetMeasurements();
   Executor &exec;
   CommEngine &engine;
   ReplanOptions options;

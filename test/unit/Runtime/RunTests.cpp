@@ -20,6 +20,7 @@
 #include <cmath>
 
 using namespace oasr::rt;
+namespace schedule = oasr::schedule;
 
 namespace {
 
@@ -490,6 +491,72 @@ TEST(Replan, StragglerFactorIsTheSlowestRankOfEachStep) {
   std::vector<double> us = {2, 4, 8, 1};
   scaleCompute(kinds, us, 1.5);
   EXPECT_EQ(us, (std::vector<double>{3, 6, 8, 1.5}));
+}
+
+TEST(Replan, ModelFromOneSizeTakesAlphaFromThePlan) {
+  // Every allreduce the same size: the least squares cannot separate alpha
+  // from beta, so alpha is the plan's and beta the median work per byte at
+  // the plan's overlap rate (0.5): (0.5 * beside + after - alpha) / bytes.
+  std::vector<schedule::MeasuredAllreduce> one = {
+      {1e6, 0.02, 0.0}, {1e6, 0.0, 0.011}, {1e6, 0.004, 0.009}};
+  bool rateFitted = true, alphaFromPlan = false;
+  schedule::CommModel m =
+      fitReplanModel(one, 2, 1e-3, 0.5, rateFitted, alphaFromPlan);
+  EXPECT_FALSE(rateFitted);
+  EXPECT_TRUE(alphaFromPlan);
+  EXPECT_DOUBLE_EQ(m.alphaS, 1e-3);
+  EXPECT_DOUBLE_EQ(m.overlapRate, 0.5);
+  // Works 0.009, 0.010 and 0.010 s after alpha: the median 0.010.
+  EXPECT_NEAR(m.betaSPerByte, 0.010 / 1e6, 1e-15);
+  // Several sizes: the fit's own alpha and beta.
+  const double alpha = 2e-3, beta = 40e-9;
+  std::vector<schedule::MeasuredAllreduce> many;
+  for (double bytes : {1e5, 5e5, 2e6, 9e6})
+    many.push_back({bytes, 0, alpha + beta * bytes});
+  m = fitReplanModel(many, 2, 0, 1.0, rateFitted, alphaFromPlan);
+  EXPECT_FALSE(alphaFromPlan);
+  EXPECT_NEAR(m.alphaS, alpha, 1e-9);
+  EXPECT_NEAR(m.betaSPerByte, beta, 1e-15);
+}
+
+TEST(Replan, SwitchesOnlyToFasterGroups) {
+  // Four layers of 1 ms backward, each with a 1 MB gradient.
+  schedule::Profile p;
+  p.model = "four";
+  p.forwardUs = 1000;
+  for (int l = 0; l < 4; ++l) {
+    schedule::Layer layer;
+    layer.name = "l" + std::to_string(l);
+    layer.backwardUs = 1000;
+    layer.grads.push_back({layer.name + ".w", 1000000, 0});
+    p.layers.push_back(layer);
+  }
+  // A large start-up: one group of four beats four groups of one.
+  schedule::CommModel slowStart = schedule::CommModel::alphaBeta(5e-3, 1e-10);
+  auto merge = chooseGroups(p, slowStart, {1, 1, 1, 1}, {4}, "oasr");
+  ASSERT_TRUE(bool(merge)) << llvm::toString(merge.takeError());
+  EXPECT_TRUE(merge->changed);
+  EXPECT_EQ(merge->oldGroups, 4u);
+  EXPECT_EQ(merge->newGroups, 1u);
+  EXPECT_LT(merge->newPredictedUs, merge->oldPredictedUs);
+  // The other way round is predicted slower: the groups stay, and the
+  // choice says what it declined.
+  auto split = chooseGroups(p, slowStart, {4}, {1, 2, 3, 4}, "oasr");
+  ASSERT_TRUE(bool(split)) << llvm::toString(split.takeError());
+  EXPECT_FALSE(split->changed);
+  EXPECT_EQ(split->newGroups, 1u);
+  EXPECT_EQ(split->notFasterGroups, 4u);
+  EXPECT_GT(split->notFasterUs, split->oldPredictedUs);
+  EXPECT_DOUBLE_EQ(split->newPredictedUs, split->oldPredictedUs);
+  // The same groups: nothing to switch.
+  auto same = chooseGroups(p, slowStart, {2, 2}, {2, 4}, "oasr");
+  ASSERT_TRUE(bool(same));
+  EXPECT_FALSE(same->changed);
+  EXPECT_EQ(same->notFasterGroups, 0u);
+  // Ends that do not cover the gradients are an error.
+  auto bad = chooseGroups(p, slowStart, {4}, {2}, "oasr");
+  EXPECT_FALSE(bool(bad));
+  llvm::consumeError(bad.takeError());
 }
 
 TEST(Replan, IdleStartsAreTheStartsWhoseJobFoundTheThreadIdle) {
