@@ -789,4 +789,48 @@ void CommEngine::loop() {
     ::close(schedstat);
 }
 
+//===----------------------------------------------------------------------===//
+// The calibration's priority
+//===----------------------------------------------------------------------===//
+
+std::vector<CommEngine::Priority>
+calibrationCandidates(std::optional<CommEngine::Priority> given,
+                      bool idleRaisable, bool realtimePermitted) {
+  using P = CommEngine::Priority;
+  if (given)
+    return {*given};
+  std::vector<P> c;
+  if (idleRaisable)
+    c.push_back(P::Idle);
+  c.push_back(P::Sleep);
+  c.push_back(P::Normal);
+  if (realtimePermitted)
+    c.push_back(P::Realtime);
+  return c;
+}
+
+size_t
+chooseCalibratedPriority(const std::vector<CommEngine::Priority> &candidates,
+                         const std::vector<double> &scores,
+                         const std::vector<double> &aloneS) {
+  using P = CommEngine::Priority;
+  const bool comparable = !scores.empty() &&
+                          scores.size() == candidates.size() &&
+                          aloneS.size() == candidates.size() &&
+                          std::all_of(aloneS.begin(), aloneS.end(),
+                                      [](double s) { return s >= 1e-3; });
+  if (!comparable) {
+    for (P want : {P::Idle, P::Normal})
+      for (size_t i = 0; i < candidates.size(); ++i)
+        if (candidates[i] == want)
+          return i;
+    return 0;
+  }
+  size_t best = 0;
+  for (size_t i = 1; i < scores.size(); ++i)
+    if (scores[i] > scores[best] + 0.05)
+      best = i;
+  return best;
+}
+
 } // namespace oasr::rt

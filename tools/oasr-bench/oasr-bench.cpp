@@ -531,30 +531,28 @@ int commBench(Communicator &comm) {
     return failed != 0;
   };
 
-  // The communication thread's priority: the one given, or of idle (where
-  // the process may raise it while waited on), sleep, normal and realtime
-  // (where the process may use SCHED_FIFO) the one that keeps more work
-  // going (Overlap::score); an earlier one stays unless a later one beats it by
-  // more than 0.05. Sleep comes before normal: on a shaped link training ran
-  // far faster with the sleeping thread than with the spinning one where this
-  // measurement nearly tied them, and over shared memory they trained alike
-  // (docs/cluster.md, docs/runtime.md).
+  // The communication thread's priority: the one given, or the one of the
+  // candidates that keeps more work going (chooseCalibratedPriority).
   using Priority = CommEngine::Priority;
-  std::vector<Priority> candidates;
-  if (commPriority == PriorityOpt::Idle ||
-      (commPriority == PriorityOpt::Auto && CommEngine::idleIsRaisable()))
-    candidates.push_back(Priority::Idle);
-  if (commPriority == PriorityOpt::Sleep || commPriority == PriorityOpt::Auto)
-    candidates.push_back(Priority::Sleep);
-  if (commPriority == PriorityOpt::Normal || commPriority == PriorityOpt::Auto)
-    candidates.push_back(Priority::Normal);
-  // Realtime last, where this process may use SCHED_FIFO: it must beat the
-  // best before it by more than 0.05 to be chosen.
+  std::optional<Priority> given;
+  switch (commPriority) {
+  case PriorityOpt::Auto:
+    break;
+  case PriorityOpt::Idle:
+    given = Priority::Idle;
+    break;
+  case PriorityOpt::Sleep:
+    given = Priority::Sleep;
+    break;
+  case PriorityOpt::Normal:
+    given = Priority::Normal;
+    break;
+  case PriorityOpt::Realtime:
+    given = Priority::Realtime;
+    break;
+  }
   const bool realtimePermitted = CommEngine::realtimeIsPermitted();
-  if (commPriority == PriorityOpt::Realtime ||
-      (commPriority == PriorityOpt::Auto && realtimePermitted))
-    candidates.push_back(Priority::Realtime);
-  if (commPriority == PriorityOpt::Realtime && !realtimePermitted) {
+  if (given == Priority::Realtime && !realtimePermitted) {
     if (comm.rank() == 0)
       std::fprintf(stderr,
                    "oasr-bench: error: --comm-priority=realtime: this process "
@@ -562,28 +560,24 @@ int commBench(Communicator &comm) {
                    "`ulimit -r 1`)\n");
     return 1;
   }
+  const std::vector<Priority> candidates = calibrationCandidates(
+      given, CommEngine::idleIsRaisable(), realtimePermitted);
   const uint64_t ovBytes = std::min<uint64_t>(overlapBytes, maxBytes);
   std::vector<std::pair<Priority, Overlap>> overlaps;
+  std::vector<double> scores, alones;
   if (overlapBytes > 0)
     for (Priority p : candidates) {
       AllreduceTimer t(comm, buf, p);
       if (pinFailed(t))
         return 1;
       overlaps.push_back({p, measureOverlap(comm, t, ovBytes)});
+      scores.push_back(overlaps.back().second.score());
+      alones.push_back(overlaps.back().second.aloneS);
     }
-  // Under a millisecond the work beside the allreduce is a few blocks, too
-  // coarse to compare by; then (and with nothing measured) oasr-run's
-  // default stays: idle where it may be raised, else normal.
   const bool comparable =
-      !overlaps.empty() && llvm::all_of(overlaps, [](const auto &po) {
-        return po.second.aloneS >= 1e-3;
-      });
-  size_t best = 0;
-  if (!comparable && candidates.front() != Priority::Idle)
-    best = candidates.size() - 1;
-  for (size_t i = 1; comparable && i < overlaps.size(); ++i)
-    if (overlaps[i].second.score() > overlaps[best].second.score() + 0.05)
-      best = i;
+      !overlaps.empty() &&
+      llvm::all_of(alones, [](double s) { return s >= 1e-3; });
+  const size_t best = chooseCalibratedPriority(candidates, scores, alones);
   const Priority chosen = candidates[best];
 
   AllreduceTimer timer(comm, buf, chosen);

@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -353,6 +354,27 @@ private:
   std::condition_variable watchdogWake;
   std::thread thread, watchdog;
 };
+
+/// The calibration's choice of the communication thread's priority
+/// (`oasr-bench comm`, which records it for oasr-run's --comm=FILE).
+/// The candidates it measures, in order: `given` alone when the user named
+/// one; else idle (where this process may raise it while waited on), sleep,
+/// normal, and realtime last (where it may use SCHED_FIFO).
+std::vector<CommEngine::Priority>
+calibrationCandidates(std::optional<CommEngine::Priority> given,
+                      bool idleRaisable, bool realtimePermitted);
+/// Of the candidates, the index of the one that keeps more work going
+/// beside an allreduce (`scores[i]`: its overlap score, in [0, 2]); an
+/// earlier one stays unless a later one beats it by more than 0.05. Sleep
+/// comes before normal: on a shaped link training ran far faster with the
+/// sleeping thread where the measurement nearly tied them. With nothing
+/// measured, or an allreduce under 1 ms alone (`aloneS`; a few blocks of
+/// work beside it, too coarse to compare), oasr-run's default: idle where
+/// it is a candidate, else normal, else the first.
+size_t
+chooseCalibratedPriority(const std::vector<CommEngine::Priority> &candidates,
+                         const std::vector<double> &scores,
+                         const std::vector<double> &aloneS);
 
 } // namespace oasr::rt
 

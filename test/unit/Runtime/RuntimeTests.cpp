@@ -700,6 +700,34 @@ TEST(AtomicFile, ReplacesTheTargetOrLeavesIt) {
 // Communication engine
 //===----------------------------------------------------------------------===//
 
+TEST(CommEngine, CalibrationChoosesThePriorityThatKeepsMoreWorkGoing) {
+  using P = CommEngine::Priority;
+  // What the calibration measures: the given one, else idle (if it can be
+  // raised), sleep, normal, realtime (if permitted).
+  EXPECT_EQ(calibrationCandidates(P::Normal, true, true),
+            std::vector<P>{P::Normal});
+  EXPECT_EQ(calibrationCandidates(std::nullopt, true, true),
+            (std::vector<P>{P::Idle, P::Sleep, P::Normal, P::Realtime}));
+  EXPECT_EQ(calibrationCandidates(std::nullopt, false, false),
+            (std::vector<P>{P::Sleep, P::Normal}));
+  std::vector<P> all = {P::Idle, P::Sleep, P::Normal, P::Realtime};
+  // A later candidate must beat the best before it by more than 0.05.
+  EXPECT_EQ(chooseCalibratedPriority(all, {1.0, 1.5, 1.54, 1.549},
+                                     {0.01, 0.01, 0.01, 0.01}),
+            1u);
+  EXPECT_EQ(chooseCalibratedPriority(all, {1.0, 1.5, 1.54, 1.56 + 0.05},
+                                     {0.01, 0.01, 0.01, 0.01}),
+            3u);
+  // Under 1 ms alone, or nothing measured: oasr-run's default, idle where
+  // it is a candidate, else normal.
+  EXPECT_EQ(chooseCalibratedPriority(all, {1.0, 1.9, 1.9, 1.9},
+                                     {0.01, 0.0005, 0.01, 0.01}),
+            0u);
+  std::vector<P> noIdle = {P::Sleep, P::Normal, P::Realtime};
+  EXPECT_EQ(chooseCalibratedPriority(noIdle, {}, {}), 1u);
+  EXPECT_EQ(chooseCalibratedPriority({P::Sleep}, {}, {}), 0u);
+}
+
 TEST(CommEngine, RunsJobsInOrderOnItsThreadAndWaitBlocksUntilDone) {
   auto comm = createSelfCommunicator();
   CommEngine engine(*comm);
