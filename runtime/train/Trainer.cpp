@@ -45,6 +45,151 @@ static std::string formatDuration(double s) {
   return buf;
 }
 
+/// --fail-at-step/--fail-rank (testing): a crash by --fail-signal, else an
+/// MPI_Abort naming the step.
+static void injectFailure(const TrainOptions &options, Communicator &comm,
+                          int64_t step) {
+  if (step != options.failAtStep || comm.rank() != options.failRank)
+    return;
+  if (options.failSignal > 0)
+    std::raise(options.failSignal); // a crash: no message, no MPI_Abort
+  silenceFailureReport();
+  comm.abort("oasr-run: " + rankName(comm) +
+                 ": error: injected failure at step " + std::to_string(step) +
+                 " (--fail-at-step)",
+             3);
+}
+
+/// The next batch of the data loader into the model's input and label
+/// tensors, converted to their element types.
+class BatchFeeder {
+public:
+  BatchFeeder(DataLoader &data, const TensorRef &in, const TensorRef &lab,
+              int64_t n, bool tokens)
+      : data(data), in(in), lab(lab), n(n), tokens(tokens),
+        labelCount(lab.data ? lab.numel() : n),
+        labels(static_cast<size_t>(labelCount)),
+        ids(tokens ? size_t(in.numel()) : 0) {}
+  /// Labels per batch: one per sample, or one per token.
+  int64_t labelsPerBatch() const { return labelCount; }
+  void next() {
+    if (tokens) {
+      data.nextTokens(ids.data(), labels.data(), n);
+      if (in.desc.dtype == DType::I64)
+        std::copy(ids.begin(), ids.end(), in.as<int64_t>());
+      else
+        for (size_t k = 0; k < ids.size(); ++k)
+          in.as<int32_t>()[k] = int32_t(ids[k]);
+    } else {
+      data.nextBatch(in.as<float>(), labels.data(), n);
+    }
+    if (lab.data) {
+      if (lab.desc.dtype == DType::I64)
+        std::copy(labels.begin(), labels.end(), lab.as<int64_t>());
+      else
+        for (int64_t k = 0; k < labelCount; ++k)
+          lab.as<int32_t>()[k] = int32_t(labels[size_t(k)]);
+    }
+  }
+
+private:
+  DataLoader &data;
+  const TensorRef &in, &lab;
+  int64_t n;
+  bool tokens;
+  int64_t labelCount;
+  std::vector<int64_t> labels, ids;
+};
+
+/// The progress lines (every --log-every steps and after the last): the
+/// interval's mean loss, accuracy and throughput, summed over the ranks of
+/// a lockstep algorithm.
+class ProgressLog {
+public:
+  ProgressLog(const TrainOptions &options, TrainingAlgorithm &algo,
+              CommEngine &engine, bool tokens, bool labelled, int64_t first,
+              int64_t runStartNs)
+      : options(options), algo(algo), engine(engine), tokens(tokens),
+        labelled(labelled), first(first), runStartNs(runStartNs),
+        intervalStartNs(runStartNs) {}
+  void add(double loss, double correct, double samples, double labels) {
+    intervalLoss += loss;
+    intervalCorrect += correct;
+    intervalSamples += samples;
+    intervalLabels += labels;
+    ++intervalSteps;
+  }
+  /// After step `step` (0-based): prints when one is due, and sets the
+  /// summary's loss and accuracy to the interval's.
+  void stepDone(int64_t step, TrainSummary &summary) {
+    bool last = step + 1 == options.steps;
+    if (options.quiet ||
+        ((step + 1) % std::max<int64_t>(options.logEvery, 1) != 0 && !last))
+      return;
+    double agg[5] = {intervalLoss, intervalCorrect, intervalSamples,
+                     double(intervalSteps), intervalLabels};
+    if (algo.lockstep())
+      engine.run([&](Communicator &c) { c.allreduceSum(agg, 5); });
+    int64_t now = steadyNs();
+    double secs = double(now - intervalStartNs) * 1e-9;
+    double totalSecs = double(now - runStartNs) * 1e-9;
+    double meanLoss = agg[0] / std::max(agg[3], 1.0);
+    double acc = agg[4] > 0 ? agg[1] / agg[4] : 0;
+    summary.trainAccuracy = labelled ? acc : -1;
+    summary.lastLoss = meanLoss;
+    if (engine.communicator().rank() == 0) {
+      double ips = secs > 0 ? agg[2] / secs : 0;
+      double eta = totalSecs / double(step + 1 - first) *
+                   double(options.steps - step - 1);
+      const char *who = algo.lockstep() ? "" : "  [rank 0]";
+      const char *unit = tokens ? "seq" : "img";
+      if (labelled)
+        std::printf("step %lld/%lld  loss %.4f  acc %5.1f%%  %.1f %s/s  "
+                    "ETA %s%s\n",
+                    (long long)(step + 1), (long long)options.steps, meanLoss,
+                    100.0 * acc, ips, unit, formatDuration(eta).c_str(), who);
+      else
+        std::printf("step %lld/%lld  loss %.4f  %.1f %s/s  ETA %s%s\n",
+                    (long long)(step + 1), (long long)options.steps, meanLoss,
+                    ips, unit, formatDuration(eta).c_str(), who);
+      std::fflush(stdout);
+    }
+    intervalLoss = intervalCorrect = intervalSamples = intervalLabels = 0;
+    intervalSteps = 0;
+    intervalStartNs = steadyNs();
+  }
+
+private:
+  const TrainOptions &options;
+  TrainingAlgorithm &algo;
+  CommEngine &engine;
+  bool tokens, labelled;
+  int64_t first, runStartNs, intervalStartNs;
+  double intervalLoss = 0, intervalCorrect = 0, intervalSamples = 0,
+         intervalLabels = 0;
+  int64_t intervalSteps = 0;
+};
+
+/// A non-finite loss stops the run (unless --allow-nonfinite, or the f16
+/// loss scaler skipped the step, which changed nothing): the error names
+/// the first non-finite tensor after the step's update.
+static llvm::Error checkFinite(Executor &exec, TrainingAlgorithm &algo,
+                               const TrainOptions &options, int64_t step,
+                               double loss) {
+  if (std::isfinite(loss) || options.allowNonFinite || exec.lastStepSkipped())
+    return llvm::Error::success();
+  exec.completeUpdates(algo); // "after the step's update"
+  std::string what = exec.firstNonFinite();
+  what = what.empty() ? "every parameter and forward result is finite"
+                      : "the first non-finite tensor is " + what;
+  return llvm::createStringError(
+      llvm::inconvertibleErrorCode(),
+      "step %lld: the loss is %s; after the step's update, %s "
+      "(--allow-nonfinite keeps going)",
+      (long long)(step + 1), std::isnan(loss) ? (const char *)"NaN" : "Inf",
+      what.c_str());
+}
+
 llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
                   CommEngine &engine, const TrainOptions &options,
                   TrainSummary &summary) {
@@ -78,9 +223,8 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
         "%s cannot be checkpointed (its ranks do not step together)",
         algo.name());
   // One label per sample, or one per token (next-token labels).
-  const int64_t labelCount = lab.data ? lab.numel() : n;
-  std::vector<int64_t> labels(static_cast<size_t>(labelCount));
-  std::vector<int64_t> ids(tokens ? size_t(in.numel()) : 0);
+  BatchFeeder feeder(data, in, lab, n, tokens);
+  const int64_t labelCount = feeder.labelsPerBatch();
 
   std::vector<OpTiming> times(planSteps);
   std::vector<double> sumUs(planSteps, 0.0), durations(planSteps, 0.0);
@@ -117,10 +261,7 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
 
   double measuredIterUs = 0, measuredComputeUs = 0, measuredBlockedUs = 0;
   int64_t measured = 0;
-  double intervalLoss = 0, intervalCorrect = 0, intervalSamples = 0,
-         intervalLabels = 0;
-  int64_t intervalSteps = 0;
-  int64_t runStartNs = steadyNs(), intervalStartNs = runStartNs;
+  int64_t runStartNs = steadyNs();
   size_t commEventsBefore = 0;
   double commBusyUs = 0;
 
@@ -207,34 +348,11 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
       if (evalDue(done))
         evaluateNow(done);
     }
+  ProgressLog progress(options, algo, engine, tokens, lab.data != nullptr,
+                       first, runStartNs);
   for (int64_t step = first; step < mySteps; ++step) {
-    if (step == options.failAtStep && rank == options.failRank &&
-        options.failSignal > 0)
-      std::raise(options.failSignal); // a crash: no message, no MPI_Abort
-    if (step == options.failAtStep && rank == options.failRank) {
-      silenceFailureReport();
-      comm.abort("oasr-run: " + rankName(comm) +
-                     ": error: injected failure at step " +
-                     std::to_string(step) + " (--fail-at-step)",
-                 3);
-    }
-    if (tokens) {
-      data.nextTokens(ids.data(), labels.data(), n);
-      if (in.desc.dtype == DType::I64)
-        std::copy(ids.begin(), ids.end(), in.as<int64_t>());
-      else
-        for (size_t k = 0; k < ids.size(); ++k)
-          in.as<int32_t>()[k] = int32_t(ids[k]);
-    } else {
-      data.nextBatch(in.as<float>(), labels.data(), n);
-    }
-    if (lab.data) {
-      if (lab.desc.dtype == DType::I64)
-        std::copy(labels.begin(), labels.end(), lab.as<int64_t>());
-      else
-        for (int64_t k = 0; k < labelCount; ++k)
-          lab.as<int32_t>()[k] = int32_t(labels[size_t(k)]);
-    }
+    injectFailure(options, comm, step);
+    feeder.next();
     // The step re-planning measures compute alone in (its allreduces held
     // until backward ended); not one of the plan's steps in the summary.
     const bool aloneStep = replanning && step + 1 < options.steps &&
@@ -284,68 +402,17 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
       summary.lossScale = exec.lossScaler().scale;
       summary.skippedSteps = exec.lossScaler().skipped;
     }
-    // A step the loss scaler skipped changed nothing: not a NaN stop.
-    if (!std::isfinite(loss) && !options.allowNonFinite &&
-        !exec.lastStepSkipped()) {
-      exec.completeUpdates(algo); // "after the step's update"
-      std::string what = exec.firstNonFinite();
-      what = what.empty() ? "every parameter and forward result is finite"
-                          : "the first non-finite tensor is " + what;
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          "step %lld: the loss is %s; after the step's update, %s "
-          "(--allow-nonfinite keeps going)",
-          (long long)(step + 1), std::isnan(loss) ? (const char *)"NaN" : "Inf",
-          what.c_str());
-    }
+    if (llvm::Error err = checkFinite(exec, algo, options, step, loss))
+      return err;
     noteProgress(step + 1);
     if (checkpointDue(step + 1))
       if (llvm::Error err = writeCheckpoint(step + 1))
         return err;
     if (evalDue(step + 1))
       evaluateNow(step + 1);
-    intervalLoss += loss;
-    intervalCorrect += double(exec.correct());
-    intervalSamples += double(n);
-    intervalLabels += double(labelCount);
-    ++intervalSteps;
+    progress.add(loss, double(exec.correct()), double(n), double(labelCount));
     summary.lastLoss = loss;
-
-    bool last = step + 1 == options.steps;
-    if (!options.quiet &&
-        ((step + 1) % std::max<int64_t>(options.logEvery, 1) == 0 || last)) {
-      double agg[5] = {intervalLoss, intervalCorrect, intervalSamples,
-                       double(intervalSteps), intervalLabels};
-      if (algo.lockstep())
-        engine.run([&](Communicator &c) { c.allreduceSum(agg, 5); });
-      int64_t now = steadyNs();
-      double secs = double(now - intervalStartNs) * 1e-9;
-      double totalSecs = double(now - runStartNs) * 1e-9;
-      double meanLoss = agg[0] / std::max(agg[3], 1.0);
-      double acc = agg[4] > 0 ? agg[1] / agg[4] : 0;
-      summary.trainAccuracy = lab.data ? acc : -1;
-      summary.lastLoss = meanLoss;
-      if (rank == 0) {
-        double ips = secs > 0 ? agg[2] / secs : 0;
-        double eta = totalSecs / double(step + 1 - first) *
-                     double(options.steps - step - 1);
-        const char *who = algo.lockstep() ? "" : "  [rank 0]";
-        const char *unit = tokens ? "seq" : "img";
-        if (lab.data)
-          std::printf("step %lld/%lld  loss %.4f  acc %5.1f%%  %.1f %s/s  "
-                      "ETA %s%s\n",
-                      (long long)(step + 1), (long long)options.steps, meanLoss,
-                      100.0 * acc, ips, unit, formatDuration(eta).c_str(), who);
-        else
-          std::printf("step %lld/%lld  loss %.4f  %.1f %s/s  ETA %s%s\n",
-                      (long long)(step + 1), (long long)options.steps, meanLoss,
-                      ips, unit, formatDuration(eta).c_str(), who);
-        std::fflush(stdout);
-      }
-      intervalLoss = intervalCorrect = intervalSamples = intervalLabels = 0;
-      intervalSteps = 0;
-      intervalStartNs = steadyNs();
-    }
+    progress.stepDone(step, summary);
 
     // At a step boundary on every rank alike: measure, agree, re-plan,
     // switch. The summary then measures the new groups from the step after
