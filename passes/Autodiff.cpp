@@ -75,6 +75,24 @@ struct AutodiffPass : mlir::oasr::impl::AutodiffBase<AutodiffPass> {
 
 private:
   LogicalResult run(ModuleOp module, func::FuncOp forward);
+  // The phases of `run`, in order.
+  LogicalResult classifyArguments(ModuleOp module, struct StepBuild &sb);
+  LogicalResult chooseOutput(struct StepBuild &sb);
+  LogicalResult buildStep(ModuleOp module, struct StepBuild &sb);
+  Value appendLoss(struct StepBuild &sb, NodeBuilder &nb);
+  LogicalResult activeNodes(struct StepBuild &sb, Value loss,
+                            SmallVector<BlockArgument> &paramArgs,
+                            llvm::DenseSet<Value> &needsGrad,
+                            SmallVector<Operation *> &active);
+  LogicalResult backwardSweep(ModuleOp module, struct StepBuild &sb,
+                              NodeBuilder &nb, Value loss,
+                              const llvm::DenseSet<Value> &needsGrad,
+                              ArrayRef<Operation *> active,
+                              DenseMap<Value, SmallVector<Value, 2>> &contribs);
+  void returnResults(struct StepBuild &sb, NodeBuilder &nb, Value loss,
+                     ArrayRef<BlockArgument> paramArgs,
+                     DenseMap<Value, SmallVector<Value, 2>> &contribs,
+                     Location returnLoc);
 };
 } // namespace
 
@@ -161,13 +179,44 @@ void AutodiffPass::runOnOperation() {
     signalPassFailure();
 }
 
-LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
-  MLIRContext *ctx = module.getContext();
-  if (!llvm::hasSingleElement(forward.getBody()))
-    return forward.emitError("@forward must have exactly one block");
-  Block &oldBody = forward.getBody().front();
-  auto oldReturn = cast<func::ReturnOp>(oldBody.getTerminator());
+namespace {
+/// The training step being built from @forward: what the phases of
+/// AutodiffPass::run share.
+struct StepBuild {
+  func::FuncOp forward, step;
+  Block *body = nullptr; ///< the step's
+  /// @forward's arguments by role.
+  SmallVector<unsigned> inputs, params, frozen, states;
+  SmallVector<std::pair<unsigned, unsigned>> argMap; ///< old -> new
+  SmallVector<Type> argTypes;
+  /// The model output trained on: a scalar loss, or logits to put one on.
+  int outputIndex = -1;
+  Value output; ///< in @forward, then in the step
+  RankedTensorType outputType;
+  bool hasLoss = false, tokenLoss = false;
+  int labelIndex = -1; ///< the label argument (-1: the model's own loss)
+  int64_t opset = 17;
+};
+} // namespace
 
+/// Sums the backward contributions to `v` (tagged with `layer`); null when
+/// there is none.
+static Value gradOf(DenseMap<Value, SmallVector<Value, 2>> &contribs,
+                    NodeBuilder &nb, Value v, StringAttr layer, Location loc) {
+  auto it = contribs.find(v);
+  if (it == contribs.end() || it->second.empty())
+    return Value();
+  SmallVector<Value, 2> &parts = it->second;
+  if (parts.size() == 1)
+    return parts.front();
+  NodeOp sum =
+      nb.node(loc, parts.size() == 2 ? "Add" : "Sum", v.getType(), parts);
+  sum->setAttr(kLayerAttr, layer);
+  return sum->getResult(0);
+}
+
+LogicalResult AutodiffPass::classifyArguments(ModuleOp module, StepBuild &sb) {
+  func::FuncOp forward = sb.forward;
   // Which parameters are trained (ONNX TrainingInfo), if the module says.
   std::optional<llvm::StringSet<>> trained;
   if (auto list = module->getAttrOfType<ArrayAttr>(kTrainedAttr)) {
@@ -178,32 +227,37 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
   }
 
   // Classify the arguments.
-  SmallVector<unsigned> inputs, params, frozen, states;
   for (unsigned i = 0, e = forward.getNumArguments(); i < e; ++i) {
     std::string p = argTag(forward, i, kParamAttr);
     if (!p.empty()) {
-      (trained && !trained->contains(p) ? frozen : params).push_back(i);
+      (trained && !trained->contains(p) ? sb.frozen : sb.params).push_back(i);
     } else if (!argTag(forward, i, kStateAttr).empty()) {
-      states.push_back(i);
+      sb.states.push_back(i);
     } else {
-      inputs.push_back(i);
+      sb.inputs.push_back(i);
     }
   }
   if (trained)
     for (auto &entry : *trained)
-      if (llvm::none_of(params, [&](unsigned i) {
+      if (llvm::none_of(sb.params, [&](unsigned i) {
             return argTag(forward, i, kParamAttr) == entry.getKey();
           }))
         return module.emitError("oasr.trained names '")
                << entry.getKey() << "', which is not a parameter of @forward";
 
+  return success();
+}
+
+LogicalResult AutodiffPass::chooseOutput(StepBuild &sb) {
+  func::FuncOp forward = sb.forward;
+  auto oldReturn =
+      cast<func::ReturnOp>(forward.getBody().front().getTerminator());
   // Choose the model output: the loss itself, or logits to put a loss on.
-  int outputIndex = -1;
   for (unsigned i = 0, e = forward.getNumResults(); i < e; ++i) {
     auto name = forward.getResultAttrOfType<StringAttr>(i, kOutputAttr);
     if (!outputName.empty()) {
       if (name && name.getValue() == outputName) {
-        outputIndex = i;
+        sb.outputIndex = i;
         break;
       }
       continue;
@@ -212,119 +266,124 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
     if (!isFloatTensor(type))
       continue;
     if (type.getRank() == 0) {
-      outputIndex = i;
+      sb.outputIndex = i;
       break;
     }
-    if (outputIndex < 0)
-      outputIndex = i;
+    if (sb.outputIndex < 0)
+      sb.outputIndex = i;
   }
-  if (outputIndex < 0) {
+  if (sb.outputIndex < 0) {
     if (!outputName.empty())
       return forward.emitError("no output named '") << outputName << "'";
     return forward.emitError("the model has no float output to train on");
   }
-  Value output = oldReturn.getOperand(outputIndex);
-  auto outputType = dyn_cast<RankedTensorType>(output.getType());
+  sb.output = oldReturn.getOperand(sb.outputIndex);
+  sb.outputType = dyn_cast<RankedTensorType>(sb.output.getType());
   auto describeOutput = [&]() {
-    std::string text = llvm::formatv("output #{0}", outputIndex).str();
-    if (auto name =
-            forward.getResultAttrOfType<StringAttr>(outputIndex, kOutputAttr))
+    std::string text = llvm::formatv("output #{0}", sb.outputIndex).str();
+    if (auto name = forward.getResultAttrOfType<StringAttr>(sb.outputIndex,
+                                                            kOutputAttr))
       text += (" '" + name.getValue() + "'").str();
-    return text + llvm::formatv(" ({0})", output.getType()).str();
+    return text + llvm::formatv(" ({0})", sb.output.getType()).str();
   };
-  if (!isFloatTensor(outputType))
+  if (!isFloatTensor(sb.outputType))
     return forward.emitError()
            << describeOutput() << " is not a float tensor to train on";
-  bool hasLoss = outputType.getRank() == 0;
-  if (!hasLoss && outputType.getRank() < 2)
+  sb.hasLoss = sb.outputType.getRank() == 0;
+  if (!sb.hasLoss && sb.outputType.getRank() < 2)
     return forward.emitError()
            << describeOutput()
            << " must be a scalar loss or logits [N, C, ...]";
 
+  return success();
+}
+
+LogicalResult AutodiffPass::buildStep(ModuleOp module, StepBuild &sb) {
+  MLIRContext *ctx = module.getContext();
+  func::FuncOp forward = sb.forward;
+  Block &oldBody = forward.getBody().front();
   // The new signature: inputs, label, trained params, frozen params + state.
   OpBuilder b(forward);
-  SmallVector<Type> argTypes;
   SmallVector<DictionaryAttr> argAttrs;
-  SmallVector<std::pair<unsigned, unsigned>> argMap; // old -> new
   auto addArg = [&](unsigned old, DictionaryAttr attrs) {
     if (!attrs)
       attrs = DictionaryAttr::get(ctx);
-    argMap.push_back({old, argTypes.size()});
-    argTypes.push_back(forward.getArgumentTypes()[old]);
+    sb.argMap.push_back({old, sb.argTypes.size()});
+    sb.argTypes.push_back(forward.getArgumentTypes()[old]);
     argAttrs.push_back(attrs);
   };
-  for (unsigned i : inputs)
+  for (unsigned i : sb.inputs)
     addArg(i, forward.getArgAttrDict(i));
   // A sequence model: logits [N, T, V] from an integer [N, T] input get one
   // label per token.
-  bool tokenLoss = false;
-  if (!hasLoss && outputType.getRank() == 3)
-    for (unsigned i : inputs) {
+  if (!sb.hasLoss && sb.outputType.getRank() == 3)
+    for (unsigned i : sb.inputs) {
       auto t = dyn_cast<RankedTensorType>(forward.getArgumentTypes()[i]);
       if (t && t.getRank() == 2 && isa<IntegerType>(t.getElementType()) &&
-          t.getDimSize(0) == outputType.getDimSize(0) &&
-          t.getDimSize(1) == outputType.getDimSize(1))
-        tokenLoss = true;
+          t.getDimSize(0) == sb.outputType.getDimSize(0) &&
+          t.getDimSize(1) == sb.outputType.getDimSize(1))
+        sb.tokenLoss = true;
     }
-  int labelIndex = -1;
-  if (!hasLoss) {
-    labelIndex = argTypes.size();
-    SmallVector<int64_t> labelShape = {outputType.getDimSize(0)};
-    if (tokenLoss)
-      labelShape.push_back(outputType.getDimSize(1));
-    argTypes.push_back(RankedTensorType::get(labelShape, b.getI64Type()));
+  if (!sb.hasLoss) {
+    sb.labelIndex = sb.argTypes.size();
+    SmallVector<int64_t> labelShape = {sb.outputType.getDimSize(0)};
+    if (sb.tokenLoss)
+      labelShape.push_back(sb.outputType.getDimSize(1));
+    sb.argTypes.push_back(RankedTensorType::get(labelShape, b.getI64Type()));
     argAttrs.push_back(b.getDictionaryAttr(
         b.getNamedAttr(kLabelAttr, b.getStringAttr(labelName))));
   }
-  for (unsigned i : params)
+  for (unsigned i : sb.params)
     addArg(i, forward.getArgAttrDict(i));
-  for (unsigned i : frozen) {
+  for (unsigned i : sb.frozen) {
     NamedAttrList attrs(forward.getArgAttrDict(i));
     Attribute name = attrs.erase(kParamAttr);
     attrs.set(kStateAttr, name);
     addArg(i, attrs.getDictionary(ctx));
   }
-  for (unsigned i : states)
+  for (unsigned i : sb.states)
     addArg(i, forward.getArgAttrDict(i));
 
-  auto step = b.create<func::FuncOp>(forward.getLoc(), kTrainStepFn,
-                                     b.getFunctionType(argTypes, {}));
-  step.setAllArgAttrs(argAttrs);
-  Block *body = step.addEntryBlock();
+  sb.step = b.create<func::FuncOp>(forward.getLoc(), kTrainStepFn,
+                                   b.getFunctionType(sb.argTypes, {}));
+  sb.step.setAllArgAttrs(argAttrs);
+  Block *body = sb.body = sb.step.addEntryBlock();
   IRMapping mapping;
-  for (auto [old, fresh] : argMap)
+  for (auto [old, fresh] : sb.argMap)
     mapping.map(forward.getArgument(old), body->getArgument(fresh));
   b.setInsertionPointToEnd(body);
   for (Operation &op : oldBody.without_terminator())
     b.clone(op, mapping);
-  output = mapping.lookup(output);
+  sb.output = mapping.lookup(sb.output);
 
   nameNodes(*body);
-  int64_t opset = 17;
   if (auto a = module->getAttrOfType<IntegerAttr>(kOpsetAttr))
-    opset = a.getInt();
+    sb.opset = a.getInt();
   // Training-form rewrites replace nodes (a model's own
   // SoftmaxCrossEntropyLoss gains its log_prob result): a placeholder use
   // keeps `output` pointing at the live value.
   auto keepOutput = b.create<UnrealizedConversionCastOp>(
-      forward.getLoc(), TypeRange{}, ValueRange{output});
-  if (failed(toTrainingForm(*body, opset)))
+      forward.getLoc(), TypeRange{}, ValueRange{sb.output});
+  if (failed(toTrainingForm(*body, sb.opset)))
     return failure();
-  output = keepOutput->getOperand(0);
+  sb.output = keepOutput->getOperand(0);
   keepOutput->erase();
-  NodeBuilder nb{b};
-  b.setInsertionPointToEnd(body);
 
+  return success();
+}
+
+Value AutodiffPass::appendLoss(StepBuild &sb, NodeBuilder &nb) {
+  OpBuilder &b = nb.b;
   // The loss.
-  Value loss = output;
-  if (!hasLoss) {
+  Value loss = sb.output;
+  if (!sb.hasLoss) {
     Location lossLoc = NameLoc::get(b.getStringAttr(lossName));
     Value scores = loss;
-    Value labels = body->getArgument(labelIndex);
-    if (tokenLoss) {
-      int64_t rows = outputType.getDimSize(0) * outputType.getDimSize(1);
-      auto flat = RankedTensorType::get({rows, outputType.getDimSize(2)},
-                                        outputType.getElementType());
+    Value labels = sb.body->getArgument(sb.labelIndex);
+    if (sb.tokenLoss) {
+      int64_t rows = sb.outputType.getDimSize(0) * sb.outputType.getDimSize(1);
+      auto flat = RankedTensorType::get({rows, sb.outputType.getDimSize(2)},
+                                        sb.outputType.getElementType());
       auto flatLabels = RankedTensorType::get({rows}, b.getI64Type());
       Location at = NameLoc::get(b.getStringAttr(lossName + "/Reshape"));
       scores = nb.node(at, "Reshape", flat,
@@ -333,11 +392,11 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
       labels = nb.node(at, "Reshape", flatLabels,
                        {labels, nb.shapeConstant(at, flatLabels.getShape())})
                    ->getResult(0);
-    } else if (outputType.getRank() > 2) {
+    } else if (sb.outputType.getRank() > 2) {
       auto flat = RankedTensorType::get(
-          {outputType.getDimSize(0),
-           outputType.getNumElements() / outputType.getDimSize(0)},
-          outputType.getElementType());
+          {sb.outputType.getDimSize(0),
+           sb.outputType.getNumElements() / sb.outputType.getDimSize(0)},
+          sb.outputType.getElementType());
       scores = nb.node(NameLoc::get(b.getStringAttr(lossName + "/Flatten")),
                        "Flatten", flat, {scores},
                        {b.getNamedAttr("axis", b.getI64IntegerAttr(1))})
@@ -345,7 +404,7 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
     }
     NodeOp sce =
         nb.node(lossLoc, "SoftmaxCrossEntropyLoss",
-                {RankedTensorType::get({}, outputType.getElementType()),
+                {RankedTensorType::get({}, sb.outputType.getElementType()),
                  scores.getType()},
                 {scores, labels},
                 {b.getNamedAttr("reduction", b.getStringAttr("mean"))});
@@ -354,18 +413,23 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
     loss = sce->getResult(0);
   }
 
-  if (hasLoss)
-    tagOwnLossLabels(step, loss);
+  if (sb.hasLoss)
+    tagOwnLossLabels(sb.step, loss);
 
+  return loss;
+}
+
+LogicalResult AutodiffPass::activeNodes(StepBuild &sb, Value loss,
+                                        SmallVector<BlockArgument> &paramArgs,
+                                        llvm::DenseSet<Value> &needsGrad,
+                                        SmallVector<Operation *> &active) {
   // needsGrad: values that depend on a trained parameter.
-  llvm::DenseSet<Value> needsGrad;
-  SmallVector<BlockArgument> paramArgs;
-  for (auto [old, fresh] : argMap)
-    if (llvm::is_contained(params, old))
-      paramArgs.push_back(body->getArgument(fresh));
+  for (auto [old, fresh] : sb.argMap)
+    if (llvm::is_contained(sb.params, old))
+      paramArgs.push_back(sb.body->getArgument(fresh));
   for (BlockArgument a : paramArgs)
     needsGrad.insert(a);
-  for (Operation &op : *body)
+  for (Operation &op : *sb.body)
     if (llvm::any_of(op.getOperands(),
                      [&](Value v) { return needsGrad.contains(v); }))
       for (Value r : op.getResults())
@@ -375,7 +439,7 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
   // reachesLoss: values the loss depends on.
   llvm::DenseSet<Value> reaches;
   reaches.insert(loss);
-  for (Operation &op : llvm::reverse(*body))
+  for (Operation &op : llvm::reverse(*sb.body))
     if (llvm::any_of(op.getResults(),
                      [&](Value v) { return reaches.contains(v); }))
       for (Value v : op.getOperands())
@@ -383,14 +447,13 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
           reaches.insert(v);
 
   // Forward nodes on a path from a parameter to the loss, in block order.
-  SmallVector<Operation *> active;
-  for (Operation &op : *body)
+  for (Operation &op : *sb.body)
     if (llvm::any_of(op.getResults(), [&](Value v) {
           return needsGrad.contains(v) && reaches.contains(v);
         }))
       active.push_back(&op);
   numForwardNodes =
-      llvm::count_if(*body, [](Operation &op) { return isa<NodeOp>(op); });
+      llvm::count_if(*sb.body, [](Operation &op) { return isa<NodeOp>(op); });
 
   // Check every active node has a rule before building anything.
   for (Operation *op : active) {
@@ -398,35 +461,30 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
     if (!node)
       return op->emitError("cannot differentiate '")
              << op->getName() << "' on the path from a parameter to the loss";
-    if (!findRule(node, opset))
+    if (!findRule(node, sb.opset))
       return node.emitError("no gradient rule for '")
              << node.getOpType() << "' node \"" << *nodeName(node.getLoc())
              << "\" on the path from a parameter to the loss";
   }
 
+  return success();
+}
+
+LogicalResult
+AutodiffPass::backwardSweep(ModuleOp module, StepBuild &sb, NodeBuilder &nb,
+                            Value loss, const llvm::DenseSet<Value> &needsGrad,
+                            ArrayRef<Operation *> active,
+                            DenseMap<Value, SmallVector<Value, 2>> &contribs) {
+  OpBuilder &b = nb.b;
   // The backward sweep.
-  DenseMap<Value, SmallVector<Value, 2>> contribs;
   auto wants = [&](Value v) {
     return needsGrad.contains(v) && isFloatTensor(v.getType());
-  };
-  /// Sums the contributions of `v` (tagged with `layer`).
-  auto gradOf = [&](Value v, StringAttr layer, Location loc) -> Value {
-    auto it = contribs.find(v);
-    if (it == contribs.end() || it->second.empty())
-      return Value();
-    SmallVector<Value, 2> &parts = it->second;
-    if (parts.size() == 1)
-      return parts.front();
-    NodeOp sum =
-        nb.node(loc, parts.size() == 2 ? "Add" : "Sum", v.getType(), parts);
-    sum->setAttr(kLayerAttr, layer);
-    return sum->getResult(0);
   };
   {
     // A loss that is a graph input has no node to name its layer.
     StringAttr lossLayer = b.getStringAttr(
         nodeName(loss.getDefiningOp() ? loss.getDefiningOp()->getLoc()
-                                      : forward.getLoc())
+                                      : sb.forward.getLoc())
             .value_or(lossName));
     Value seed = nb.splat(loss.getLoc(), loss.getType(), 1.0);
     seed.getDefiningOp()->setAttr(kLayerAttr, lossLayer);
@@ -442,30 +500,38 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
     StringAttr layer = b.getStringAttr(*nodeName(node.getLoc()));
     SmallVector<Value> dOuts;
     for (Value r : node->getResults())
-      dOuts.push_back(gradOf(r, layer, node.getLoc()));
-    GradContext c{nb, node, layer, dOuts, wants, opset, {}};
-    if (failed(findRule(node, opset)->grad(c)))
+      dOuts.push_back(gradOf(contribs, nb, r, layer, node.getLoc()));
+    GradContext c{nb, node, layer, dOuts, wants, sb.opset, {}};
+    if (failed(findRule(node, sb.opset)->grad(c)))
       return failure();
     for (auto [v, d] : llvm::zip(node->getOperands(), c.dIns))
       if (d && wants(v))
         contribs[v].push_back(d);
   }
 
+  return success();
+}
+
+void AutodiffPass::returnResults(
+    StepBuild &sb, NodeBuilder &nb, Value loss,
+    ArrayRef<BlockArgument> paramArgs,
+    DenseMap<Value, SmallVector<Value, 2>> &contribs, Location returnLoc) {
+  OpBuilder &b = nb.b;
   // One gradient per trained parameter, ready where its last part is made.
   SmallVector<Value> results = {loss};
   SmallVector<DictionaryAttr> resultAttrs = {b.getDictionaryAttr(
       b.getNamedAttr(kOutputAttr, b.getStringAttr(lossName)))};
   for (BlockArgument p : paramArgs) {
     StringAttr name =
-        step.getArgAttrOfType<StringAttr>(p.getArgNumber(), kParamAttr);
+        sb.step.getArgAttrOfType<StringAttr>(p.getArgNumber(), kParamAttr);
     Value g;
     auto it = contribs.find(p);
     if (it != contribs.end() && !it->second.empty()) {
       Operation *last = it->second.back().getDefiningOp();
-      g = gradOf(p, last->getAttrOfType<StringAttr>(kLayerAttr),
+      g = gradOf(contribs, nb, p, last->getAttrOfType<StringAttr>(kLayerAttr),
                  last->getLoc());
     } else {
-      mlir::emitWarning(forward.getLoc())
+      mlir::emitWarning(sb.forward.getLoc())
           << "parameter '" << name.getValue()
           << "' does not reach the loss; its gradient is zero";
       g = nb.splat(NameLoc::get(name), p.getType(), 0.0);
@@ -477,7 +543,7 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
 
   // Updated batch-norm statistics, in state order.
   DenseMap<Value, Value> newState;
-  for (Operation &op : *body) {
+  for (Operation &op : *sb.body) {
     auto node = dyn_cast<NodeOp>(op);
     if (!node)
       continue;
@@ -490,9 +556,9 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
                 node->getOperand(unsigned(roles.statsOperand + j))))
           newState[arg] = node->getResult(unsigned(roles.statsResult + j));
   }
-  for (BlockArgument arg : body->getArguments()) {
+  for (BlockArgument arg : sb.body->getArguments()) {
     auto name =
-        step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kStateAttr);
+        sb.step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kStateAttr);
     if (!name || !newState.count(arg))
       continue;
     results.push_back(newState[arg]);
@@ -500,25 +566,52 @@ LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
         b.getDictionaryAttr(b.getNamedAttr(kNewStateAttr, name)));
   }
 
-  b.setInsertionPointToEnd(body);
-  b.create<func::ReturnOp>(oldReturn.getLoc(), results);
-  step.setFunctionType(
-      b.getFunctionType(argTypes, ValueRange(results).getTypes()));
-  step.setAllResultAttrs(resultAttrs);
+  b.setInsertionPointToEnd(sb.body);
+  b.create<func::ReturnOp>(returnLoc, results);
+  sb.step.setFunctionType(
+      b.getFunctionType(sb.argTypes, ValueRange(results).getTypes()));
+  sb.step.setAllResultAttrs(resultAttrs);
 
   // Drop forward nodes that no longer feed anything (other model outputs).
   SmallVector<Operation *> forwardOps;
-  for (Operation &op : body->without_terminator())
+  for (Operation &op : sb.body->without_terminator())
     if (isa<NodeOp>(op) && !isBackwardNode(&op))
       forwardOps.push_back(&op);
   for (Operation *op : llvm::reverse(forwardOps))
     if (op->use_empty())
       op->erase();
 
-  numBackwardNodes =
-      llvm::count_if(*body, [](Operation &op) { return isBackwardNode(&op); });
-  numParams = params.size();
-  numFrozen = frozen.size();
+  numBackwardNodes = llvm::count_if(
+      *sb.body, [](Operation &op) { return isBackwardNode(&op); });
+}
+
+LogicalResult AutodiffPass::run(ModuleOp module, func::FuncOp forward) {
+  if (!llvm::hasSingleElement(forward.getBody()))
+    return forward.emitError("@forward must have exactly one block");
+  Location returnLoc = forward.getBody().front().getTerminator()->getLoc();
+  StepBuild sb;
+  sb.forward = forward;
+  if (failed(classifyArguments(module, sb)) || failed(chooseOutput(sb)) ||
+      failed(buildStep(module, sb)))
+    return failure();
+  OpBuilder b(sb.step);
+  NodeBuilder nb{b};
+  b.setInsertionPointToEnd(sb.body);
+  Value loss = appendLoss(sb, nb);
+
+  // The forward nodes on a path from a trained parameter to the loss, each
+  // with a gradient rule; then backward through them in reverse.
+  SmallVector<BlockArgument> paramArgs;
+  llvm::DenseSet<Value> needsGrad;
+  SmallVector<Operation *> active;
+  if (failed(activeNodes(sb, loss, paramArgs, needsGrad, active)))
+    return failure();
+  DenseMap<Value, SmallVector<Value, 2>> contribs;
+  if (failed(backwardSweep(module, sb, nb, loss, needsGrad, active, contribs)))
+    return failure();
+  returnResults(sb, nb, loss, paramArgs, contribs, returnLoc);
+  numParams = sb.params.size();
+  numFrozen = sb.frozen.size();
   forward.erase();
   return success();
 }
