@@ -11,7 +11,6 @@
 
 #include "ExecutorImpl.h"
 
-using namespace mlir;
 using llvm::Expected;
 
 namespace oasr::rt {

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ExecutorImpl.h"
+#include "ExecutorLower.h"
 
 using namespace mlir;
 using llvm::Expected;

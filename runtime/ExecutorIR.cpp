@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ExecutorImpl.h"
+#include "ExecutorLower.h"
 
 using namespace mlir;
 using llvm::Expected;
@@ -252,15 +252,6 @@ llvm::Error materialize(DenseElementsAttr dense, const TensorDesc &desc,
 /// Views alias their result to operand 0 (the op registry's View trait).
 bool isView(StringRef opType) {
   return ::oasr::ops::OpRegistry::get().hasTrait(opType, ::oasr::ops::View);
-}
-
-uint64_t hashName(const std::string &s, uint64_t seed) {
-  uint64_t h = 1469598103934665603ull ^ seed;
-  for (char c : s) {
-    h ^= uint8_t(c);
-    h *= 1099511628211ull;
-  }
-  return h;
 }
 
 } // namespace oasr::rt

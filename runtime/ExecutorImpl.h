@@ -2,25 +2,20 @@
 //
 // Private to the runtime: the plan Executor::create builds and the other
 // executor files run, regroup and inspect (Executor::Impl: value storage,
-// instructions, group buffers, the deferred updates and graphs), and the
-// helpers that read the IR while planning.
+// instructions, group buffers, the deferred updates and graphs). Plain C++
+// and LLVM Support: the lowering from MLIR (ExecutorLower.h) is a library
+// of its own.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef OASR_RUNTIME_EXECUTORIMPL_H
 #define OASR_RUNTIME_EXECUTORIMPL_H
 
-#include "oasr/Dialect/OASRDialect.h"
-#include "oasr/Ops/OpRegistry.h"
 #include "oasr/Runtime/ArenaPlan.h"
 #include "oasr/Runtime/Executor.h"
 
 #include "StepGraphs.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
@@ -37,7 +32,6 @@
 
 #include <sys/sysinfo.h>
 
-using namespace mlir;
 using llvm::Expected;
 
 namespace oasr::rt {
@@ -289,30 +283,6 @@ struct Executor::Impl {
   }
 };
 
-//===----------------------------------------------------------------------===//
-// Reading the IR (ExecutorIR.cpp)
-//===----------------------------------------------------------------------===//
-
-/// "file:line:col" of an IR location ("" when unknown).
-std::string locName(mlir::Location loc);
-/// The node's name for messages ('name' (OpType) or the op's name).
-std::string opName(mlir::Operation *op);
-/// An error naming the node and where it is.
-llvm::Error opError(mlir::Operation *op, const llvm::Twine &msg);
-/// A ranked tensor type as a TensorDesc; errors name the node, or the
-/// function argument's tag when `argument` is given.
-llvm::Expected<TensorDesc> descOf(mlir::Type type, mlir::Operation *op,
-                                  llvm::StringRef argument = "");
-/// Bytes of RAM plus swap of this machine (0 when unknown).
-uint64_t hostMemoryBytes();
-/// ONNX attribute -> runtime attribute. Returns false for attributes the
-/// runtime does not pass to kernels.
-bool convertAttr(mlir::Attribute a, AttrValue &out);
-/// Bytes of a dense constant in the runtime's layout.
-llvm::Error materialize(mlir::DenseElementsAttr dense, const TensorDesc &desc,
-                        std::vector<char> &bytes, mlir::Operation *op);
-/// Views alias their result to operand 0 (the op registry's View trait).
-bool isView(llvm::StringRef opType);
 /// FNV-1a of `s` from `seed`: per-parameter seeds of the initial weights.
 uint64_t hashName(const std::string &s, uint64_t seed);
 

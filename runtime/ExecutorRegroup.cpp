@@ -2,7 +2,6 @@
 
 #include "ExecutorImpl.h"
 
-using namespace mlir;
 using llvm::Expected;
 
 namespace oasr::rt {

@@ -2,10 +2,18 @@
 
 #include "ExecutorImpl.h"
 
-using namespace mlir;
 using llvm::Expected;
 
 namespace oasr::rt {
+
+uint64_t hashName(const std::string &s, uint64_t seed) {
+  uint64_t h = 1469598103934665603ull ^ seed;
+  for (char c : s) {
+    h ^= uint8_t(c);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
 
 //===----------------------------------------------------------------------===//
 // Weights

@@ -22,7 +22,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "oasr/Runtime/Run.h"
 #include "oasr/Runtime/Training.h"
 
 #include <algorithm>

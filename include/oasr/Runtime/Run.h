@@ -274,12 +274,7 @@ int runTraining(const RunOptions &options, const RunModelHooks &hooks,
 // "setup-error T" when the ranks agreed on a set-up error (a bad option or
 // model: not restarted, it would fail again); T is seconds since the epoch.
 
-/// Rank 0: opens `path` for appending and writes "start `startStep`"; from
-/// then on noteProgress appends each completed step. Nothing when `path`
-/// is empty or cannot be opened (the launcher then knows less).
-void startProgressLog(const std::string &path, int64_t startStep);
-/// Appends "setup-error" to `path` (any rank; nothing when empty).
-void noteSetupError(const std::string &path);
+// startProgressLog and noteSetupError (Training.h) write that file.
 
 /// Takes every occurrence of option `name` (without dashes) out of
 /// command-line `args`: `-name` or `--name`, with `=VALUE` or, when

@@ -328,6 +328,13 @@ std::pair<int64_t, int64_t> evaluate(Executor &exec, DataLoader &data,
 /// alive on this host prints. Collective: every rank's host and pid are
 /// exchanged; call once on every rank before training.
 void installFailureReport(CommEngine &engine);
+/// Rank 0: opens `path` for appending and writes "start `startStep`"; from
+/// then on noteProgress appends each completed step. Nothing when `path`
+/// is empty or cannot be opened (the launcher then knows less). The
+/// --max-restarts launcher reads it (Run.h).
+void startProgressLog(const std::string &path, int64_t startStep);
+/// Appends "setup-error" to `path` (any rank; nothing when empty).
+void noteSetupError(const std::string &path);
 /// What that report says: steps completed, the newest checkpoint.
 void noteProgress(int64_t completedSteps);
 void noteCheckpoint(const std::string &path);
