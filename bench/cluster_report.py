@@ -60,7 +60,9 @@ print(f"{d['date']}, {d['machine']}; load average (1 min) before the runs "
          + (", a call's start {:.0f} us on compute".format(d["run_model"]["call_compute_us"])
             if d["run_model"].get("call_compute_us") else "")
          + (model_spread(d["run_models"]) if d.get("profile_every_round") else "")
-         + "); the calibration above only chose the priority")
+         + "); the calibration above chose the priority, and its alpha is the "
+         "floor of the run model's (where a run's allreduces do not resolve the "
+         "start-up, the re-planner keeps the plan's alpha: compare the alphas)")
       + "; replayed: the same model on the run's own profile (compute rate 1: "
       "its layer times already ran beside its communication).\n")
 def calls(v):
