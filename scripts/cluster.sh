@@ -372,10 +372,10 @@ cmd_loss() {
   local p=$1
   [[ "$p" =~ ^(0(\.[0-9]+)?|1(\.0*)?|\.[0-9]+)$ ]] ||
     die "loss: '$p': expected a fraction of packets between 0 and 1"
+  load_state || die "loss: cluster $name is not up (scripts/cluster.sh up N first)"
   need_netns
   command -v iptables >/dev/null ||
     die "loss: 'iptables' not found (Debian's iptables package; scripts/setup.sh installs it)"
-  load_state || die "loss: cluster $name is not up"
   local i node
   for (( i = 0; i < NODES; i++ )); do
     node=$name-n$i
