@@ -33,6 +33,16 @@ struct PlanAllreducePass
 
 private:
   FailureOr<std::optional<sched::CommModel>> commModel(ModuleOp module);
+  // The phases of runOnOperation, in order; errors are reported where
+  // they are found.
+  LogicalResult checkOptions(ModuleOp module, struct PlanChoice &c);
+  FailureOr<StepAnalysis> analyze(ModuleOp module, func::FuncOp fn,
+                                  struct PlanChoice &c);
+  LogicalResult makeStepPlan(ModuleOp module, const StepAnalysis &step,
+                             struct PlanChoice &c);
+  void insertCollectives(func::FuncOp fn, const StepAnalysis &step,
+                         ArrayRef<unsigned> order, const struct PlanChoice &c);
+  DictionaryAttr planAttributes(MLIRContext *ctx, const struct PlanChoice &c);
 };
 } // namespace
 
@@ -129,22 +139,31 @@ PlanAllreducePass::commModel(ModuleOp module) {
   return std::optional<sched::CommModel>(m);
 }
 
-void PlanAllreducePass::runOnOperation() {
-  ModuleOp module = getOperation();
-  func::FuncOp fn = getTrainStep(module, "--oasr-plan-allreduce");
-  if (!fn)
-    return signalPassFailure();
-  if (!fn.getBody().getOps<AllreduceStartOp>().empty()) {
-    fn.emitError("@train_step is already planned");
-    return signalPassFailure();
-  }
+namespace {
+/// What the pass decided, phase by phase: the options, then the analysis
+/// and model, then the plan.
+struct PlanChoice {
+  bool steady = false; ///< a steady-state strategy (the whole step)
+  sched::WireDType wire = sched::WireDType::F32;
+  Type wireType; ///< bf16/f16 on the wire; null for f32
+  sched::CompressPolicy policy;
+  bool hasModel = false; ///< an allreduce model was given
+  sched::CommModel model;
+  double updateUs = 0;
+  sched::Profile profile;
+  sched::Plan plan;
+  std::optional<sched::LoweredSteadyPlan> lowered; ///< steady strategies
+};
+} // namespace
+
+LogicalResult PlanAllreducePass::checkOptions(ModuleOp module, PlanChoice &c) {
   // Checked before any analysis so a typo fails fast; makePlan reports the
   // same errors.
-  const bool steady = sched::isSteadyStrategy(strategy);
+  c.steady = sched::isSteadyStrategy(strategy);
   if (llvm::Error e =
-          steady ? llvm::Error::success() : sched::checkStrategy(strategy)) {
+          c.steady ? llvm::Error::success() : sched::checkStrategy(strategy)) {
     optionError(module) << llvm::toString(std::move(e));
-    return signalPassFailure();
+    return failure();
   }
   llvm::Expected<sched::WireDType> wire = sched::parseWireDType(gradDtype);
   if (!wire) {
@@ -152,136 +171,153 @@ void PlanAllreducePass::runOnOperation() {
     optionError(module) << "'grad-dtype' must be f32, bf16 or f16 (the "
                            "element type gradients travel in), got '"
                         << gradDtype << "'";
-    return signalPassFailure();
+    return failure();
   }
-  Type wireType;
+  c.wire = *wire;
   if (*wire == sched::WireDType::BF16)
-    wireType = BFloat16Type::get(module.getContext());
+    c.wireType = BFloat16Type::get(module.getContext());
   else if (*wire == sched::WireDType::F16)
-    wireType = Float16Type::get(module.getContext());
+    c.wireType = Float16Type::get(module.getContext());
   llvm::Expected<sched::CompressPolicy> policy =
       sched::parseCompressPolicy(compress);
   if (!policy) {
     optionError(module) << "'compress=" << llvm::toString(policy.takeError());
-    return signalPassFailure();
+    return failure();
   }
-  if (!policy->off() && wireType) {
+  c.policy = *policy;
+  if (!c.policy.off() && c.wireType) {
     optionError(module) << "'compress=" << compress
                         << "' sends PowerSGD's factors in f32; it does not "
                            "combine with 'grad-dtype="
                         << gradDtype << "'";
-    return signalPassFailure();
+    return failure();
   }
-  if (!policy->off() && steady) {
+  if (!c.policy.off() && c.steady) {
     optionError(module) << "'compress=" << compress << "': strategy '"
                         << strategy
                         << "' plans the steady-state step, which does not "
                            "compress yet; use oasr, optimal, mgwfbp, wfbp, "
                            "single, ddp, horovod or bucket:N";
-    return signalPassFailure();
+    return failure();
   }
   if (compressGmacs != -1.0 && !(compressGmacs > 0)) {
     optionError(module) << "'compress-gmacs' must be > 0, got "
                         << compressGmacs;
-    return signalPassFailure();
+    return failure();
   }
-  FailureOr<StepAnalysis> step = StepAnalysis::build(fn);
-  if (failed(step))
-    return signalPassFailure();
-  if (!step->hasCosts) {
+  return success();
+}
+
+FailureOr<StepAnalysis>
+PlanAllreducePass::analyze(ModuleOp module, func::FuncOp fn, PlanChoice &c) {
+  FailureOr<StepAnalysis> built = StepAnalysis::build(fn);
+  if (failed(built))
+    return failure();
+  if (!built->hasCosts) {
     fn.emitError("nodes without 'oasr.cost': run --oasr-annotate-cost first");
-    return signalPassFailure();
+    return failure();
   }
   FailureOr<std::optional<sched::CommModel>> cm = commModel(module);
   if (failed(cm))
-    return signalPassFailure();
+    return failure();
   // Without a model (a simple strategy) the grouping is the same under any
   // one; the plan records no model and no predicted time.
-  const bool hasModel = cm->has_value();
-  if (policy->mode == sched::CompressPolicy::Mode::Auto && !hasModel) {
+  c.hasModel = cm->has_value();
+  if (c.policy.mode == sched::CompressPolicy::Mode::Auto && !c.hasModel) {
     optionError(module) << "'compress=" << compress
                         << "' chooses each group's form on the allreduce "
                            "model, and strategy '"
                         << strategy
                         << "' was given none: give 'comm=', 'alpha' and "
                            "'beta', or 'compress=powersgd:R'";
-    return signalPassFailure();
+    return failure();
   }
-  sched::CommModel model = hasModel ? **cm : sched::CommModel();
-  model.wire = *wire;
-  if (!policy->off())
-    sched::setCompressionCosts(model, compressGmacs);
-  if (wireType)
-    for (const StepGrad &g : step->grads)
+  c.model = c.hasModel ? **cm : sched::CommModel();
+  c.model.wire = c.wire;
+  if (!c.policy.off())
+    sched::setCompressionCosts(c.model, compressGmacs);
+  if (c.wireType)
+    for (const StepGrad &g : built->grads)
       if (!cast<ShapedType>(g.value.getType()).getElementType().isF32()) {
         optionError(module) << "'grad-dtype=" << gradDtype
                             << "' converts f32 gradients; gradient '" << g.param
                             << "' is " << g.value.getType();
-        return signalPassFailure();
+        return failure();
       }
 
-  double updateUs = 0;
+  return built;
+}
+
+LogicalResult PlanAllreducePass::makeStepPlan(ModuleOp module,
+                                              const StepAnalysis &step,
+                                              PlanChoice &c) {
+  c.updateUs = 0;
   if (auto costModel = module->getAttrOfType<DictionaryAttr>(kCostModelAttr))
     if (auto u = costModel.getAs<FloatAttr>("update_us"))
-      updateUs = u.getValueAsDouble();
-  sched::Profile profile = step->toProfile(updateUs);
+      c.updateUs = u.getValueAsDouble();
+  c.profile = step.toProfile(c.updateUs);
   // A steady-state strategy (docs/planner.md, "The steady-state step")
   // plans the whole step; the runtime runs its allreduce plans.
-  std::optional<sched::LoweredSteadyPlan> lowered;
   llvm::Expected<sched::Plan> plan = [&]() -> llvm::Expected<sched::Plan> {
-    if (!steady)
-      return sched::makeCompressedPlan(strategy, profile, model, *policy);
-    sched::SteadyComm sc = sched::SteadyComm::fromAllreduce(model);
+    if (!c.steady)
+      return sched::makeCompressedPlan(strategy, c.profile, c.model, c.policy);
+    sched::SteadyComm sc = sched::SteadyComm::fromAllreduce(c.model);
     // A calibration's measured reduce-scatter and all-gather (oasr-bench
     // comm --collectives=...), else halves of the allreduce.
     if (!comm.empty()) {
       bool measured[2] = {false, false};
       auto halves =
-          sched::SteadyComm::fromCalibrationFile(model, comm, measured);
+          sched::SteadyComm::fromCalibrationFile(c.model, comm, measured);
       if (!halves)
         return halves.takeError();
       sc = *halves;
     }
     // The runtime reduce-scatters f32 gradients only, and updates on the
     // compute lane after the all-gather (DeAR's form).
-    sc.allowReduceScatter = !wireType;
+    sc.allowReduceScatter = !c.wireType;
     sc.shardUpdate = false;
-    auto sp = sched::makeSteadyPlan(strategy, profile, sc);
+    auto sp = sched::makeSteadyPlan(strategy, c.profile, sc);
     if (!sp)
       return sp.takeError();
-    auto low = sched::lowerSteadyPlan(*sp, profile, sc);
+    auto low = sched::lowerSteadyPlan(*sp, c.profile, sc);
     if (!low)
       return low.takeError();
-    lowered = std::move(*low);
-    lowered->plan.strategy = strategy;
-    return lowered->plan;
+    c.lowered = std::move(*low);
+    c.lowered->plan.strategy = strategy;
+    return c.lowered->plan;
   }();
   if (!plan) {
     optionError(module) << llvm::toString(plan.takeError());
-    return signalPassFailure();
+    return failure();
   }
-  SmallVector<unsigned> order = step->readyOrder();
+  c.plan = std::move(*plan);
+  return success();
+}
 
+void PlanAllreducePass::insertCollectives(func::FuncOp fn,
+                                          const StepAnalysis &step,
+                                          ArrayRef<unsigned> order,
+                                          const PlanChoice &c) {
   // Starts: right after the node that makes the group's last gradient ready
   // (several groups after one node keep their order).
-  OpBuilder b(module.getContext());
+  OpBuilder b(fn.getContext());
   Block &body = fn.getBody().front();
   DenseMap<Operation *, Operation *> lastInsertedAfter;
   SmallVector<AllreduceStartOp> starts;
-  for (unsigned k = 0; k < plan->numGroups(); ++k) {
+  for (unsigned k = 0; k < c.plan.numGroups(); ++k) {
     SmallVector<Value> grads;
-    for (unsigned i = plan->groupBegin(k); i < plan->groupEnds[k]; ++i)
-      grads.push_back(step->grads[order[i]].value);
+    for (unsigned i = c.plan.groupBegin(k); i < c.plan.groupEnds[k]; ++i)
+      grads.push_back(step.grads[order[i]].value);
     // Gradients are in ready order: the last one is ready last.
-    Operation *readyOp = step->grads[order[plan->groupEnds[k] - 1]].readyOp;
+    Operation *readyOp = step.grads[order[c.plan.groupEnds[k] - 1]].readyOp;
     Operation *after = lastInsertedAfter.lookup(readyOp);
     b.setInsertionPointAfter(after ? after : readyOp);
     auto start = b.create<AllreduceStartOp>(
-        readyOp->getLoc(), TokenType::get(module.getContext()), grads,
+        readyOp->getLoc(), TokenType::get(fn.getContext()), grads,
         b.getI64IntegerAttr(k), DenseI64ArrayAttr(), IntegerAttr(),
-        wireType ? TypeAttr::get(wireType) : TypeAttr(),
-        plan->form(k).compressed() ? b.getI64IntegerAttr(plan->form(k).rank)
-                                   : IntegerAttr());
+        c.wireType ? TypeAttr::get(c.wireType) : TypeAttr(),
+        c.plan.form(k).compressed() ? b.getI64IntegerAttr(c.plan.form(k).rank)
+                                    : IntegerAttr());
     lastInsertedAfter[readyOp] = start;
     starts.push_back(start);
   }
@@ -298,26 +334,31 @@ void PlanAllreducePass::runOnOperation() {
         return use.getOwner() == ret.getOperation();
       });
   }
+}
 
+DictionaryAttr PlanAllreducePass::planAttributes(MLIRContext *ctx,
+                                                 const PlanChoice &c) {
+  OpBuilder b(ctx);
   SmallVector<NamedAttribute> planAttrs{
-      b.getNamedAttr("strategy", b.getStringAttr(plan->strategy)),
-      b.getNamedAttr("groups", b.getI64IntegerAttr(plan->numGroups())),
-      b.getNamedAttr("update_us", b.getF64FloatAttr(updateUs))};
-  if (wireType)
+      b.getNamedAttr("strategy", b.getStringAttr(c.plan.strategy)),
+      b.getNamedAttr("groups", b.getI64IntegerAttr(c.plan.numGroups())),
+      b.getNamedAttr("update_us", b.getF64FloatAttr(c.updateUs))};
+  if (c.wireType)
     planAttrs.push_back(b.getNamedAttr(
-        "grad_dtype", b.getStringAttr(sched::wireDTypeName(*wire))));
-  if (!policy->off()) {
+        "grad_dtype", b.getStringAttr(sched::wireDTypeName(c.wire))));
+  if (!c.policy.off()) {
     planAttrs.append(
-        {b.getNamedAttr("compress", b.getStringAttr(policy->name())),
+        {b.getNamedAttr("compress", b.getStringAttr(c.policy.name())),
          b.getNamedAttr("compressed_groups",
-                        b.getI64IntegerAttr(plan->numCompressed())),
+                        b.getI64IntegerAttr(c.plan.numCompressed())),
          b.getNamedAttr("compress_us_per_mac",
-                        b.getF64FloatAttr(model.compressUsPerMac)),
+                        b.getF64FloatAttr(c.model.compressUsPerMac)),
          b.getNamedAttr("compress_us_per_element",
-                        b.getF64FloatAttr(model.compressUsPerElement))});
+                        b.getF64FloatAttr(c.model.compressUsPerElement))});
   }
-  if (hasModel) {
-    sched::Timeline timeline = sched::simulate(profile, model, *plan);
+  if (c.hasModel) {
+    const sched::CommModel &model = c.model;
+    sched::Timeline timeline = sched::simulate(c.profile, model, c.plan);
     planAttrs.append(
         {b.getNamedAttr("predicted_iteration_us",
                         b.getF64FloatAttr(timeline.iterationUs)),
@@ -328,10 +369,10 @@ void PlanAllreducePass::runOnOperation() {
                         b.getF64FloatAttr(model.groupOverheadUs)),
          b.getNamedAttr("overlap_rate", b.getF64FloatAttr(model.overlapRate))});
     // The bound carries every gradient byte; compressed groups carry fewer.
-    if (!plan->compresses())
+    if (!c.plan.compresses())
       planAttrs.push_back(b.getNamedAttr(
           "lower_bound_us",
-          b.getF64FloatAttr(sched::lowerBoundUs(profile, model))));
+          b.getF64FloatAttr(sched::lowerBoundUs(c.profile, model))));
     if (model.computeRate != 1)
       planAttrs.push_back(
           b.getNamedAttr("compute_rate", b.getF64FloatAttr(model.computeRate)));
@@ -340,7 +381,7 @@ void PlanAllreducePass::runOnOperation() {
           "call_compute_us", b.getF64FloatAttr(model.callComputeUs)));
     predictedUs = uint64_t(std::llround(timeline.iterationUs));
   }
-  if (lowered) {
+  if (const std::optional<sched::LoweredSteadyPlan> &lowered = c.lowered) {
     // The steady step: the period is the predicted time per step.
     SmallVector<int64_t> pieces(lowered->pieces.begin(), lowered->pieces.end());
     SmallVector<int64_t> scatter(lowered->scatter.begin(),
@@ -361,7 +402,27 @@ void PlanAllreducePass::runOnOperation() {
              b.getNamedAttr("order", b.getDenseI64ArrayAttr(order))})));
     predictedUs = uint64_t(std::llround(lowered->periodUs));
   }
-  module->setAttr(kPlanAttr, b.getDictionaryAttr(planAttrs));
-  numGroups = plan->numGroups();
+  return b.getDictionaryAttr(planAttrs);
+}
+
+void PlanAllreducePass::runOnOperation() {
+  ModuleOp module = getOperation();
+  func::FuncOp fn = getTrainStep(module, "--oasr-plan-allreduce");
+  if (!fn)
+    return signalPassFailure();
+  if (!fn.getBody().getOps<AllreduceStartOp>().empty()) {
+    fn.emitError("@train_step is already planned");
+    return signalPassFailure();
+  }
+  PlanChoice c;
+  if (failed(checkOptions(module, c)))
+    return signalPassFailure();
+  FailureOr<StepAnalysis> step = analyze(module, fn, c);
+  if (failed(step) || failed(makeStepPlan(module, *step, c)))
+    return signalPassFailure();
+  SmallVector<unsigned> order = step->readyOrder();
+  insertCollectives(fn, *step, order, c);
+  module->setAttr(kPlanAttr, planAttributes(module.getContext(), c));
+  numGroups = c.plan.numGroups();
   numGrads = order.size();
 }
