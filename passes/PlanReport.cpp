@@ -28,6 +28,16 @@ namespace {
 struct PlanReportPass : mlir::oasr::impl::PlanReportBase<PlanReportPass> {
   using Base::Base;
   void runOnOperation() final;
+
+private:
+  /// The plan as the IR has it: the step's profile, the recorded model, the
+  /// groups of its allreduce starts and their simulated timeline.
+  LogicalResult readPlan(ModuleOp module, func::FuncOp fn,
+                         DictionaryAttr planAttr, struct PlanRead &R);
+  void writeJson(llvm::raw_ostream &os, DictionaryAttr planAttr,
+                 const struct PlanRead &R);
+  void writeText(llvm::raw_ostream &os, DictionaryAttr planAttr,
+                 const struct PlanRead &R);
 };
 } // namespace
 
@@ -97,6 +107,274 @@ compressionRows(const sched::Profile &profile, const sched::CommModel &cm,
   return rows;
 }
 
+namespace {
+/// What the report reads back from the planned module.
+struct PlanRead {
+  sched::Profile profile;
+  sched::CommModel cm;
+  bool hasModel = false; ///< the plan records an allreduce model
+  sched::Plan plan;
+  SmallVector<unsigned> order;          ///< gradients in ready order
+  std::vector<std::string> params;      ///< their parameters, in that order
+  SmallVector<AllreduceStartOp> starts; ///< the groups' starts
+  sched::Timeline timeline;
+  double bound = 0;
+  // A steady-state plan: its period and shape.
+  bool steady = false, forwardWaits = false;
+  double periodUs = -1;
+  int64_t pieces = 0, scattered = 0;
+};
+} // namespace
+
+LogicalResult PlanReportPass::readPlan(ModuleOp module, func::FuncOp fn,
+                                       DictionaryAttr planAttr, PlanRead &R) {
+  FailureOr<StepAnalysis> step = StepAnalysis::build(fn);
+  if (failed(step))
+    return failure();
+  R.profile = step->toProfile(getF64(planAttr, "update_us"));
+  // A simple strategy planned without a communication model records none:
+  // its groups and ready times are reported, no communication timeline.
+  R.hasModel = bool(planAttr.get("alpha_s"));
+  sched::CommModel &cm = R.cm;
+  cm = sched::CommModel::alphaBeta(getF64(planAttr, "alpha_s"),
+                                   getF64(planAttr, "beta_s_per_byte"));
+  cm.groupOverheadUs = getF64(planAttr, "group_overhead_us");
+  if (planAttr.get("overlap_rate"))
+    cm.overlapRate = getF64(planAttr, "overlap_rate");
+  if (planAttr.get("compute_rate"))
+    cm.computeRate = getF64(planAttr, "compute_rate");
+  if (planAttr.get("call_compute_us"))
+    cm.callComputeUs = getF64(planAttr, "call_compute_us");
+  if (auto d = planAttr.getAs<StringAttr>("grad_dtype")) {
+    llvm::Expected<sched::WireDType> wire = sched::parseWireDType(d.getValue());
+    if (!wire) {
+      mlir::emitError(module.getLoc(), "oasr.plan: ")
+          << llvm::toString(wire.takeError());
+      return failure();
+    }
+    cm.wire = *wire;
+  }
+
+  // The plan as the IR has it.
+  R.order = step->readyOrder();
+  SmallVector<unsigned> &order = R.order;
+  DenseMap<Value, unsigned> readyIndex;
+  for (auto [i, g] : llvm::enumerate(order))
+    readyIndex[step->grads[g].value] = i;
+  sched::Plan &plan = R.plan;
+  if (auto s = planAttr.getAs<StringAttr>("strategy"))
+    plan.strategy = s.getValue().str();
+  R.starts.assign(fn.getBody().front().getOps<AllreduceStartOp>().begin(),
+                  fn.getBody().front().getOps<AllreduceStartOp>().end());
+  for (AllreduceStartOp start : R.starts) {
+    unsigned end = 0;
+    for (Value g : start.getGrads())
+      end = std::max(end, readyIndex.lookup(g) + 1);
+    plan.groupEnds.push_back(end);
+  }
+  for (AllreduceStartOp start : R.starts)
+    plan.forms.push_back(
+        start.getPowersgdRank()
+            ? sched::GroupForm::powerSGD(unsigned(*start.getPowersgdRank()))
+            : sched::GroupForm::plain());
+  if (!plan.compresses())
+    plan.forms.clear();
+  cm.compressUsPerMac = getF64(planAttr, "compress_us_per_mac");
+  cm.compressUsPerElement = getF64(planAttr, "compress_us_per_element");
+  if (llvm::Error e = sched::verifyPlan(plan, order.size())) {
+    fn.emitError("the allreduce groups are not a plan: ")
+        << llvm::toString(std::move(e));
+    return failure();
+  }
+  R.timeline = sched::simulate(R.profile, cm, plan);
+  R.bound = sched::lowerBoundUs(R.profile, cm);
+  // A steady-state plan (docs/runtime.md, "Steady-state plans"): its
+  // predicted time is the steady-state model's period; the timeline and
+  // bound below are the backward-only model's for the same groups.
+  auto steady = planAttr.getAs<DictionaryAttr>("steady");
+  R.steady = bool(steady);
+  if (steady) {
+    if (auto p = planAttr.getAs<FloatAttr>("predicted_iteration_us"))
+      R.periodUs = p.getValueAsDouble();
+    if (auto w = steady.getAs<BoolAttr>("forward_waits"))
+      R.forwardWaits = w.getValue();
+    auto sc = steady.getAs<DenseI64ArrayAttr>("scatter");
+    if (auto p = steady.getAs<DenseI64ArrayAttr>("pieces"))
+      for (auto [g, v] : llvm::enumerate(p.asArrayRef())) {
+        bool rs = sc && g < sc.asArrayRef().size() && sc.asArrayRef()[g];
+        (rs ? R.scattered : R.pieces) += v;
+      }
+  }
+
+  for (unsigned g : order)
+    R.params.push_back(step->grads[g].param);
+  return success();
+}
+
+void PlanReportPass::writeJson(llvm::raw_ostream &os, DictionaryAttr planAttr,
+                               const PlanRead &R) {
+  llvm::json::Array groups;
+  for (const sched::GroupTiming &g : R.timeline.groups) {
+    llvm::json::Array names;
+    for (unsigned i = g.begin; i < g.end; ++i)
+      names.push_back(R.params[i]);
+    groups.push_back(std::move(names));
+  }
+  // Without a model the timeline's communication fields are null.
+  auto timed = [&](double v) -> llvm::json::Value {
+    return R.hasModel ? llvm::json::Value(v) : llvm::json::Value(nullptr);
+  };
+  llvm::json::Value commObj =
+      R.hasModel ? llvm::json::Value(llvm::json::Object{
+                       {"alpha_s", R.cm.alphaS},
+                       {"beta_s_per_byte", R.cm.betaSPerByte},
+                       {"group_overhead_us", R.cm.groupOverheadUs},
+                       {"overlap_rate", R.cm.overlapRate},
+                       {"compute_rate", R.cm.computeRate},
+                       {"call_compute_us", R.cm.callComputeUs}})
+                 : llvm::json::Value(nullptr);
+  llvm::json::Object doc{
+      {"model", R.profile.model},
+      {"name", R.plan.strategy},
+      {"num_grads", int64_t(R.order.size())},
+      {"total_bytes", int64_t(R.profile.totalBytes())},
+      {"comm", std::move(commObj)},
+      {"grad_dtype", sched::wireDTypeName(R.cm.wire)},
+      {"iteration_us", timed(R.timeline.iterationUs)},
+      {"backward_end_us", R.timeline.backwardEndUs},
+      {"comm_end_us", timed(R.timeline.commEndUs)},
+      {"non_overlapped_comm_us", timed(R.timeline.nonOverlappedCommUs)},
+      {"overlap_ratio", timed(R.timeline.overlapRatio)},
+      {"lower_bound_us",
+       R.plan.compresses() ? llvm::json::Value(nullptr) : timed(R.bound)},
+      {"num_groups", int64_t(R.plan.numGroups())},
+      {"groups", std::move(groups)}};
+  if (auto c = planAttr.getAs<StringAttr>("compress")) {
+    llvm::json::Array forms;
+    for (const CompressionRow &r :
+         compressionRows(R.profile, R.cm, R.plan, policyRank(c)))
+      forms.push_back(llvm::json::Object{{"form", r.form},
+                                         {"plain_us", r.plainUs},
+                                         {"powersgd_us", r.powerSgdUs},
+                                         {"wire_bytes", int64_t(r.wireBytes)},
+                                         {"why", r.why}});
+    doc["compress"] = c.getValue();
+    doc["forms"] = std::move(forms);
+  }
+  if (R.steady)
+    doc["steady"] = llvm::json::Object{
+        {"period_us", R.periodUs >= 0 ? llvm::json::Value(R.periodUs)
+                                      : llvm::json::Value(nullptr)},
+        {"forward_waits", R.forwardWaits},
+        {"pieces", R.pieces + R.scattered},
+        {"reduce_scatters", R.scattered}};
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(doc))) << "\n";
+}
+
+void PlanReportPass::writeText(llvm::raw_ostream &os, DictionaryAttr planAttr,
+                               const PlanRead &R) {
+  os << llvm::formatv("oasr plan: model '{0}', strategy {1}, {2} groups, {3} "
+                      "gradients, {4} bytes\n",
+                      R.profile.model, R.plan.strategy, R.plan.numGroups(),
+                      R.order.size(), R.profile.totalBytes());
+  if (R.cm.wire != sched::WireDType::F32)
+    os << "gradients travel as " << sched::wireDTypeName(R.cm.wire)
+       << " (half the bytes on the wire)\n";
+  if (!R.hasModel) {
+    os << "comm: none (planned without a communication model; "
+          "`oasr-bench comm` measures one)\n";
+    os << llvm::formatv("predicted iteration: n/a (forward {0:f3}, backward "
+                        "end {1:f3}, update {2:f3})\n",
+                        R.timeline.forwardUs, R.timeline.backwardEndUs,
+                        R.timeline.updateUs);
+  } else {
+    os << "comm: " << R.cm.describe() << "\n";
+    os << llvm::formatv(
+        "predicted iteration: {0:f3} us (forward {1:f3}, "
+        "backward end {2:f3}, comm end {3:f3}, update {4:f3})\n",
+        R.timeline.iterationUs, R.timeline.forwardUs, R.timeline.backwardEndUs,
+        R.timeline.commEndUs, R.timeline.updateUs);
+    if (R.plan.compresses())
+      os << llvm::formatv("lower bound: n/a (it carries every gradient byte; "
+                          "compressed groups send fewer), non-overlapped comm "
+                          "{0:f3} us, overlap {1:f1}%\n",
+                          R.timeline.nonOverlappedCommUs,
+                          100.0 * R.timeline.overlapRatio);
+    else
+      os << llvm::formatv(
+          "lower bound: {0:f3} us (gap {1:f2}%), non-overlapped "
+          "comm {2:f3} us, overlap {3:f1}%\n",
+          R.bound,
+          R.bound > 0 ? 100.0 * (R.timeline.iterationUs - R.bound) / R.bound
+                      : 0.0,
+          R.timeline.nonOverlappedCommUs, 100.0 * R.timeline.overlapRatio);
+  }
+  if (R.steady)
+    os << llvm::formatv(
+        "steady-state step: period {0:f3} us ({1}, {2} allreduce(s){3} in "
+        "the plan's order); the timeline above is the same groups' "
+        "backward-only one\n",
+        R.periodUs,
+        R.forwardWaits ? "the next forward waits per layer"
+                       : "the next forward waits for every group",
+        R.pieces,
+        R.scattered ? llvm::formatv(" and {0} reduce-scatter(s) with their "
+                                    "all-gather(s)",
+                                    R.scattered)
+                          .str()
+                    : std::string());
+  os << llvm::formatv("{0,5} {1,6} {2,12} {3,12} {4,12} {5,12} {6,12}  {7}\n",
+                      "group", "grads", "bytes", "buffer", "ready_us",
+                      "start_us", "end_us", "after node -> gradients");
+  for (auto [k, constStart] : llvm::enumerate(R.starts)) {
+    AllreduceStartOp start = constStart; // op handles are values
+    const sched::GroupTiming &g = R.timeline.groups[k];
+    std::string buffer = start.getBufferBytes()
+                             ? std::to_string(*start.getBufferBytes())
+                             : std::string("-");
+    Operation *after = start->getPrevNode();
+    while (after && isa<AllreduceStartOp>(after))
+      after = after->getPrevNode();
+    std::string names;
+    unsigned shown = 0;
+    for (unsigned i = g.begin; i < g.end; ++i) {
+      if (shown++ == 3) {
+        names += llvm::formatv(", ... ({0} more)", g.end - i).str();
+        break;
+      }
+      names += (names.empty() ? "" : ", ") + R.params[i];
+    }
+    std::string startUs = R.hasModel ? llvm::formatv("{0:f3}", g.startUs).str()
+                                     : std::string("-");
+    std::string endUs =
+        R.hasModel ? llvm::formatv("{0:f3}", g.endUs).str() : std::string("-");
+    os << llvm::formatv("{0,5} {1,6} {2,12} {3,12} {4,12:f3} {5,12} "
+                        "{6,12}  {7} -> {8}\n",
+                        k, g.end - g.begin, g.bytes, buffer, g.readyUs, startUs,
+                        endUs, after ? layerOf(after) : StringRef("?"), names);
+  }
+  if (auto c = planAttr.getAs<StringAttr>("compress")) {
+    std::vector<CompressionRow> rows =
+        compressionRows(R.profile, R.cm, R.plan, policyRank(c));
+    unsigned n = 0;
+    for (const CompressionRow &r : rows)
+      n += r.form != "plain";
+    os << llvm::formatv("compression {0}: {1} of {2} groups send PowerSGD "
+                        "factors (channel time per form, model above; "
+                        "compute {3:e2} us/multiply-add, {4:e2} us/element)\n",
+                        c.getValue(), n, rows.size(), R.cm.compressUsPerMac,
+                        R.cm.compressUsPerElement);
+    os << llvm::formatv("{0,5} {1,12} {2,12} {3,12} {4,12}  {5}\n", "group",
+                        "form", "plain_us", "powersgd_us", "wire_bytes", "why");
+    for (auto [k, r] : llvm::enumerate(rows))
+      os << llvm::formatv(
+          "{0,5} {1,12} {2,12:f3} {3,12} {4,12}  {5}\n", k, r.form, r.plainUs,
+          r.powerSgdUs >= 0 ? llvm::formatv("{0:f3}", r.powerSgdUs).str()
+                            : std::string("-"),
+          r.wireBytes, r.why);
+  }
+}
+
 void PlanReportPass::runOnOperation() {
   markAllAnalysesPreserved();
   ModuleOp module = getOperation();
@@ -114,91 +392,16 @@ void PlanReportPass::runOnOperation() {
                     "no 'oasr.plan': run --oasr-plan-allreduce first");
     return signalPassFailure();
   }
-  FailureOr<StepAnalysis> step = StepAnalysis::build(fn);
-  if (failed(step))
+  PlanRead R;
+  if (failed(readPlan(module, fn, planAttr, R)))
     return signalPassFailure();
-  sched::Profile profile = step->toProfile(getF64(planAttr, "update_us"));
-  // A simple strategy planned without a communication model records none:
-  // its groups and ready times are reported, no communication timeline.
-  const bool hasModel = bool(planAttr.get("alpha_s"));
-  sched::CommModel cm = sched::CommModel::alphaBeta(
-      getF64(planAttr, "alpha_s"), getF64(planAttr, "beta_s_per_byte"));
-  cm.groupOverheadUs = getF64(planAttr, "group_overhead_us");
-  if (planAttr.get("overlap_rate"))
-    cm.overlapRate = getF64(planAttr, "overlap_rate");
-  if (planAttr.get("compute_rate"))
-    cm.computeRate = getF64(planAttr, "compute_rate");
-  if (planAttr.get("call_compute_us"))
-    cm.callComputeUs = getF64(planAttr, "call_compute_us");
-  if (auto d = planAttr.getAs<StringAttr>("grad_dtype")) {
-    llvm::Expected<sched::WireDType> wire = sched::parseWireDType(d.getValue());
-    if (!wire) {
-      mlir::emitError(module.getLoc(), "oasr.plan: ")
-          << llvm::toString(wire.takeError());
-      return signalPassFailure();
-    }
-    cm.wire = *wire;
-  }
-
-  // The plan as the IR has it.
-  SmallVector<unsigned> order = step->readyOrder();
-  DenseMap<Value, unsigned> readyIndex;
-  for (auto [i, g] : llvm::enumerate(order))
-    readyIndex[step->grads[g].value] = i;
-  sched::Plan plan;
-  if (auto s = planAttr.getAs<StringAttr>("strategy"))
-    plan.strategy = s.getValue().str();
-  SmallVector<AllreduceStartOp> starts(
-      fn.getBody().front().getOps<AllreduceStartOp>());
-  for (AllreduceStartOp start : starts) {
-    unsigned end = 0;
-    for (Value g : start.getGrads())
-      end = std::max(end, readyIndex.lookup(g) + 1);
-    plan.groupEnds.push_back(end);
-  }
-  for (AllreduceStartOp start : starts)
-    plan.forms.push_back(
-        start.getPowersgdRank()
-            ? sched::GroupForm::powerSGD(unsigned(*start.getPowersgdRank()))
-            : sched::GroupForm::plain());
-  if (!plan.compresses())
-    plan.forms.clear();
-  cm.compressUsPerMac = getF64(planAttr, "compress_us_per_mac");
-  cm.compressUsPerElement = getF64(planAttr, "compress_us_per_element");
-  if (llvm::Error e = sched::verifyPlan(plan, order.size())) {
-    fn.emitError("the allreduce groups are not a plan: ")
-        << llvm::toString(std::move(e));
-    return signalPassFailure();
-  }
-  sched::Timeline t = sched::simulate(profile, cm, plan);
-  double bound = sched::lowerBoundUs(profile, cm);
-  // A steady-state plan (docs/runtime.md, "Steady-state plans"): its
-  // predicted time is the steady-state model's period; the timeline and
-  // bound below are the backward-only model's for the same groups.
-  auto steady = planAttr.getAs<DictionaryAttr>("steady");
-  double periodUs = -1;
-  bool forwardWaits = false;
-  int64_t pieces = 0, scattered = 0;
-  if (steady) {
-    if (auto p = planAttr.getAs<FloatAttr>("predicted_iteration_us"))
-      periodUs = p.getValueAsDouble();
-    if (auto w = steady.getAs<BoolAttr>("forward_waits"))
-      forwardWaits = w.getValue();
-    auto sc = steady.getAs<DenseI64ArrayAttr>("scatter");
-    if (auto p = steady.getAs<DenseI64ArrayAttr>("pieces"))
-      for (auto [g, v] : llvm::enumerate(p.asArrayRef())) {
-        bool rs = sc && g < sc.asArrayRef().size() && sc.asArrayRef()[g];
-        (rs ? scattered : pieces) += v;
-      }
-  }
-
-  numGroups = plan.numGroups();
-  numGrads = order.size();
-  gradBytes = profile.totalBytes();
-  if (hasModel) {
-    predictedUs = uint64_t(std::llround(t.iterationUs));
-    if (!plan.compresses())
-      lowerBoundUs = uint64_t(std::llround(bound));
+  numGroups = R.plan.numGroups();
+  numGrads = R.order.size();
+  gradBytes = R.profile.totalBytes();
+  if (R.hasModel) {
+    predictedUs = uint64_t(std::llround(R.timeline.iterationUs));
+    if (!R.plan.compresses())
+      lowerBoundUs = uint64_t(std::llround(R.bound));
   }
 
   std::string error;
@@ -207,160 +410,9 @@ void PlanReportPass::runOnOperation() {
     mlir::emitError(module.getLoc(), "cannot write the plan report: ") << error;
     return signalPassFailure();
   }
-  llvm::raw_ostream &os = file->os();
-  if (format == "json") {
-    llvm::json::Array groups;
-    for (const sched::GroupTiming &g : t.groups) {
-      llvm::json::Array names;
-      for (unsigned i = g.begin; i < g.end; ++i)
-        names.push_back(step->grads[order[i]].param);
-      groups.push_back(std::move(names));
-    }
-    // Without a model the timeline's communication fields are null.
-    auto timed = [&](double v) -> llvm::json::Value {
-      return hasModel ? llvm::json::Value(v) : llvm::json::Value(nullptr);
-    };
-    llvm::json::Value commObj =
-        hasModel ? llvm::json::Value(llvm::json::Object{
-                       {"alpha_s", cm.alphaS},
-                       {"beta_s_per_byte", cm.betaSPerByte},
-                       {"group_overhead_us", cm.groupOverheadUs},
-                       {"overlap_rate", cm.overlapRate},
-                       {"compute_rate", cm.computeRate},
-                       {"call_compute_us", cm.callComputeUs}})
-                 : llvm::json::Value(nullptr);
-    llvm::json::Object doc{
-        {"model", profile.model},
-        {"name", plan.strategy},
-        {"num_grads", int64_t(order.size())},
-        {"total_bytes", int64_t(profile.totalBytes())},
-        {"comm", std::move(commObj)},
-        {"grad_dtype", sched::wireDTypeName(cm.wire)},
-        {"iteration_us", timed(t.iterationUs)},
-        {"backward_end_us", t.backwardEndUs},
-        {"comm_end_us", timed(t.commEndUs)},
-        {"non_overlapped_comm_us", timed(t.nonOverlappedCommUs)},
-        {"overlap_ratio", timed(t.overlapRatio)},
-        {"lower_bound_us",
-         plan.compresses() ? llvm::json::Value(nullptr) : timed(bound)},
-        {"num_groups", int64_t(plan.numGroups())},
-        {"groups", std::move(groups)}};
-    if (auto c = planAttr.getAs<StringAttr>("compress")) {
-      llvm::json::Array forms;
-      for (const CompressionRow &r :
-           compressionRows(profile, cm, plan, policyRank(c)))
-        forms.push_back(llvm::json::Object{{"form", r.form},
-                                           {"plain_us", r.plainUs},
-                                           {"powersgd_us", r.powerSgdUs},
-                                           {"wire_bytes", int64_t(r.wireBytes)},
-                                           {"why", r.why}});
-      doc["compress"] = c.getValue();
-      doc["forms"] = std::move(forms);
-    }
-    if (steady)
-      doc["steady"] = llvm::json::Object{
-          {"period_us", periodUs >= 0 ? llvm::json::Value(periodUs)
-                                      : llvm::json::Value(nullptr)},
-          {"forward_waits", forwardWaits},
-          {"pieces", pieces + scattered},
-          {"reduce_scatters", scattered}};
-    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(doc))) << "\n";
-    file->keep();
-    return;
-  }
-  os << llvm::formatv("oasr plan: model '{0}', strategy {1}, {2} groups, {3} "
-                      "gradients, {4} bytes\n",
-                      profile.model, plan.strategy, plan.numGroups(),
-                      order.size(), profile.totalBytes());
-  if (cm.wire != sched::WireDType::F32)
-    os << "gradients travel as " << sched::wireDTypeName(cm.wire)
-       << " (half the bytes on the wire)\n";
-  if (!hasModel) {
-    os << "comm: none (planned without a communication model; "
-          "`oasr-bench comm` measures one)\n";
-    os << llvm::formatv("predicted iteration: n/a (forward {0:f3}, backward "
-                        "end {1:f3}, update {2:f3})\n",
-                        t.forwardUs, t.backwardEndUs, t.updateUs);
-  } else {
-    os << "comm: " << cm.describe() << "\n";
-    os << llvm::formatv(
-        "predicted iteration: {0:f3} us (forward {1:f3}, "
-        "backward end {2:f3}, comm end {3:f3}, update {4:f3})\n",
-        t.iterationUs, t.forwardUs, t.backwardEndUs, t.commEndUs, t.updateUs);
-    if (plan.compresses())
-      os << llvm::formatv("lower bound: n/a (it carries every gradient byte; "
-                          "compressed groups send fewer), non-overlapped comm "
-                          "{0:f3} us, overlap {1:f1}%\n",
-                          t.nonOverlappedCommUs, 100.0 * t.overlapRatio);
-    else
-      os << llvm::formatv(
-          "lower bound: {0:f3} us (gap {1:f2}%), non-overlapped "
-          "comm {2:f3} us, overlap {3:f1}%\n",
-          bound, bound > 0 ? 100.0 * (t.iterationUs - bound) / bound : 0.0,
-          t.nonOverlappedCommUs, 100.0 * t.overlapRatio);
-  }
-  if (steady)
-    os << llvm::formatv(
-        "steady-state step: period {0:f3} us ({1}, {2} allreduce(s){3} in "
-        "the plan's order); the timeline above is the same groups' "
-        "backward-only one\n",
-        periodUs,
-        forwardWaits ? "the next forward waits per layer"
-                     : "the next forward waits for every group",
-        pieces,
-        scattered ? llvm::formatv(" and {0} reduce-scatter(s) with their "
-                                  "all-gather(s)",
-                                  scattered)
-                        .str()
-                  : std::string());
-  os << llvm::formatv("{0,5} {1,6} {2,12} {3,12} {4,12} {5,12} {6,12}  {7}\n",
-                      "group", "grads", "bytes", "buffer", "ready_us",
-                      "start_us", "end_us", "after node -> gradients");
-  for (auto [k, start] : llvm::enumerate(starts)) {
-    const sched::GroupTiming &g = t.groups[k];
-    std::string buffer = start.getBufferBytes()
-                             ? std::to_string(*start.getBufferBytes())
-                             : std::string("-");
-    Operation *after = start->getPrevNode();
-    while (after && isa<AllreduceStartOp>(after))
-      after = after->getPrevNode();
-    std::string names;
-    unsigned shown = 0;
-    for (unsigned i = g.begin; i < g.end; ++i) {
-      if (shown++ == 3) {
-        names += llvm::formatv(", ... ({0} more)", g.end - i).str();
-        break;
-      }
-      names += (names.empty() ? "" : ", ") + step->grads[order[i]].param;
-    }
-    std::string startUs =
-        hasModel ? llvm::formatv("{0:f3}", g.startUs).str() : std::string("-");
-    std::string endUs =
-        hasModel ? llvm::formatv("{0:f3}", g.endUs).str() : std::string("-");
-    os << llvm::formatv("{0,5} {1,6} {2,12} {3,12} {4,12:f3} {5,12} "
-                        "{6,12}  {7} -> {8}\n",
-                        k, g.end - g.begin, g.bytes, buffer, g.readyUs, startUs,
-                        endUs, after ? layerOf(after) : StringRef("?"), names);
-  }
-  if (auto c = planAttr.getAs<StringAttr>("compress")) {
-    std::vector<CompressionRow> rows =
-        compressionRows(profile, cm, plan, policyRank(c));
-    unsigned n = 0;
-    for (const CompressionRow &r : rows)
-      n += r.form != "plain";
-    os << llvm::formatv("compression {0}: {1} of {2} groups send PowerSGD "
-                        "factors (channel time per form, model above; "
-                        "compute {3:e2} us/multiply-add, {4:e2} us/element)\n",
-                        c.getValue(), n, rows.size(), cm.compressUsPerMac,
-                        cm.compressUsPerElement);
-    os << llvm::formatv("{0,5} {1,12} {2,12} {3,12} {4,12}  {5}\n", "group",
-                        "form", "plain_us", "powersgd_us", "wire_bytes", "why");
-    for (auto [k, r] : llvm::enumerate(rows))
-      os << llvm::formatv(
-          "{0,5} {1,12} {2,12:f3} {3,12} {4,12}  {5}\n", k, r.form, r.plainUs,
-          r.powerSgdUs >= 0 ? llvm::formatv("{0:f3}", r.powerSgdUs).str()
-                            : std::string("-"),
-          r.wireBytes, r.why);
-  }
+  if (format == "json")
+    writeJson(file->os(), planAttr, R);
+  else
+    writeText(file->os(), planAttr, R);
   file->keep();
 }
