@@ -153,6 +153,8 @@ struct PlanChoice {
   sched::Profile profile;
   sched::Plan plan;
   std::optional<sched::LoweredSteadyPlan> lowered; ///< steady strategies
+  sched::CompressionCostSource compressFrom =
+      sched::CompressionCostSource::Default;
 };
 } // namespace
 
@@ -235,7 +237,7 @@ PlanAllreducePass::analyze(ModuleOp module, func::FuncOp fn, PlanChoice &c) {
   c.model = c.hasModel ? **cm : sched::CommModel();
   c.model.wire = c.wire;
   if (!c.policy.off())
-    sched::setCompressionCosts(c.model, compressGmacs);
+    c.compressFrom = sched::setCompressionCosts(c.model, compressGmacs);
   if (c.wireType)
     for (const StepGrad &g : built->grads)
       if (!cast<ShapedType>(g.value.getType()).getElementType().isF32()) {
@@ -354,7 +356,10 @@ DictionaryAttr PlanAllreducePass::planAttributes(MLIRContext *ctx,
          b.getNamedAttr("compress_us_per_mac",
                         b.getF64FloatAttr(c.model.compressUsPerMac)),
          b.getNamedAttr("compress_us_per_element",
-                        b.getF64FloatAttr(c.model.compressUsPerElement))});
+                        b.getF64FloatAttr(c.model.compressUsPerElement)),
+         b.getNamedAttr("compress_from",
+                        b.getStringAttr(sched::compressionCostSourceName(
+                            c.compressFrom)))});
   }
   if (c.hasModel) {
     const sched::CommModel &model = c.model;

@@ -359,11 +359,19 @@ void PlanReportPass::writeText(llvm::raw_ostream &os, DictionaryAttr planAttr,
     unsigned n = 0;
     for (const CompressionRow &r : rows)
       n += r.form != "plain";
-    os << llvm::formatv("compression {0}: {1} of {2} groups send PowerSGD "
-                        "factors (channel time per form, model above; "
-                        "compute {3:e2} us/multiply-add, {4:e2} us/element)\n",
-                        c.getValue(), n, rows.size(), R.cm.compressUsPerMac,
-                        R.cm.compressUsPerElement);
+    StringRef from;
+    if (auto f = planAttr.getAs<StringAttr>("compress_from"))
+      from = f.getValue();
+    os << llvm::formatv(
+        "compression {0}: {1} of {2} groups send PowerSGD "
+        "factors (channel time per form, model above; "
+        "compute {3:e2} us/multiply-add, {4:e2} us/element{5})\n",
+        c.getValue(), n, rows.size(), R.cm.compressUsPerMac,
+        R.cm.compressUsPerElement,
+        from == "calibration"      ? ", as oasr-bench comm measured them"
+        : from == "compress-gmacs" ? ", from compress-gmacs"
+        : from == "default"        ? ", the default rates"
+                                   : "");
     os << llvm::formatv("{0,5} {1,12} {2,12} {3,12} {4,12}  {5}\n", "group",
                         "form", "plain_us", "powersgd_us", "wire_bytes", "why");
     for (auto [k, r] : llvm::enumerate(rows))

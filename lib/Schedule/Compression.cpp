@@ -133,11 +133,31 @@ double oasr::schedule::groupChannelUs(const CommModel &comm,
       .channelUs;
 }
 
-void oasr::schedule::setCompressionCosts(CommModel &comm, double gmacs) {
-  if (gmacs <= 0)
-    gmacs = 185.0 / 4;
-  comm.compressUsPerMac = 1e-3 / gmacs;
+CompressionCostSource oasr::schedule::setCompressionCosts(CommModel &comm,
+                                                          double gmacs) {
+  if (gmacs > 0) {
+    comm.compressUsPerMac = 1e-3 / gmacs;
+    if (comm.compressUsPerElement <= 0)
+      comm.compressUsPerElement = 36.0 / 17.0e3;
+    return CompressionCostSource::Option;
+  }
+  if (comm.compressUsPerMac > 0 && comm.compressUsPerElement > 0)
+    return CompressionCostSource::Calibration;
+  comm.compressUsPerMac = 1e-3 / (185.0 / 4);
   comm.compressUsPerElement = 36.0 / 17.0e3;
+  return CompressionCostSource::Default;
+}
+
+const char *oasr::schedule::compressionCostSourceName(CompressionCostSource s) {
+  switch (s) {
+  case CompressionCostSource::Option:
+    return "compress-gmacs";
+  case CompressionCostSource::Calibration:
+    return "calibration";
+  case CompressionCostSource::Default:
+    return "default";
+  }
+  return "default";
 }
 
 Plan oasr::schedule::chooseForms(const Profile &profile, const CommModel &comm,

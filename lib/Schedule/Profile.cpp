@@ -298,7 +298,14 @@ public:
                    "progresses beside an allreduce), got " +
                        formatv("{0}", compute).str());
     m.computeRate = compute;
-    return number(obj, "call_compute_us", where, m.callComputeUs, false);
+    if (Error e = number(obj, "call_compute_us", where, m.callComputeUs, false))
+      return e;
+    // Compression's compute as `oasr-bench comm` measured it (>= 0).
+    if (Error e = number(obj, "compress_us_per_mac", where, m.compressUsPerMac,
+                         false))
+      return e;
+    return number(obj, "compress_us_per_element", where, m.compressUsPerElement,
+                  false);
   }
 
   /// A non-negative integer field.
@@ -558,6 +565,10 @@ json::Value oasr::schedule::toJSON(const Profile &p) {
       c["compute_rate"] = m.computeRate;
     if (m.callComputeUs != 0)
       c["call_compute_us"] = m.callComputeUs;
+    if (m.compressUsPerMac != 0)
+      c["compress_us_per_mac"] = m.compressUsPerMac;
+    if (m.compressUsPerElement != 0)
+      c["compress_us_per_element"] = m.compressUsPerElement;
     root["comm"] = std::move(c);
   }
   return root;

@@ -15,10 +15,12 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 
 namespace oasr::rt {
@@ -287,6 +289,42 @@ llvm::Error PowerSgd::restore(const std::vector<GradGroup> &groups,
     atLocal += ne;
   });
   return llvm::Error::success();
+}
+
+CompressionRate measureCompressionRate(int64_t rows, int64_t cols, int reps) {
+  std::unique_ptr<Communicator> self = createSelfCommunicator();
+  const size_t n = size_t(rows) * size_t(cols);
+  std::vector<float> grad(n);
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto timeAt = [&](unsigned rank) {
+    GradGroup g;
+    g.buffer.data = grad.data();
+    g.buffer.desc = TensorDesc{DType::F32, {int64_t(n)}};
+    g.bytes = n * 4;
+    g.powerSgdRank = rank;
+    g.spans.push_back(GradGroup::Span{"m", 0, {rows, cols}});
+    PowerSgd p(1);
+    std::vector<double> times;
+    for (int k = 0; k <= reps; ++k) {
+      for (float &v : grad)
+        v = normal(rng);
+      double before = p.stats().computeUs;
+      p.reduce(*self, g);
+      if (k > 0) // the first allocates the matrix's state
+        times.push_back(p.stats().computeUs - before);
+    }
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  };
+  auto macs = [&](double r) {
+    return 3 * double(rows) * double(cols) * r + double(rows) * r * r;
+  };
+  const double t1 = timeAt(1), t8 = timeAt(8);
+  CompressionRate c;
+  c.usPerMac = std::max(0.0, (t8 - t1) / (macs(8) - macs(1)));
+  c.usPerElement = std::max(0.0, (t1 - c.usPerMac * macs(1)) / double(n));
+  return c;
 }
 
 } // namespace oasr::rt

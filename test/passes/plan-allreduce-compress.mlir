@@ -19,6 +19,18 @@
 // A vectors-only group (mlp3's biases alone under wfbp would be one; here
 // a 1-D model) is sent plain even under powersgd:R, and the report says so.
 // RUN: oasr-opt %s --oasr-plan-allreduce="compress=powersgd:4 strategy=wfbp" --oasr-plan-report -o /dev/null | FileCheck %s --check-prefix=VECTORS
+// Compression's compute rates: a calibration's (`oasr-bench comm` records
+// compress_us_per_mac and compress_us_per_element), else compress-gmacs,
+// else the default; the plan and its report say which.
+// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto comm=%S/Inputs/comm-compress.json" --oasr-plan-report -o %t.cal.mlir | FileCheck %s --check-prefix=CALREPORT
+// RUN: FileCheck %s --check-prefix=CAL < %t.cal.mlir
+// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto comm=%S/Inputs/comm-compress.json compress-gmacs=40" --oasr-plan-report -o /dev/null | FileCheck %s --check-prefix=GMACS
+// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto alpha=5e-4 beta=4e-8" -o - | FileCheck %s --check-prefix=DEFAULT
+// CALREPORT: compression auto:4: 3 of 3 groups send PowerSGD factors (channel time per form, model above; compute 1.00e-03 us/multiply-add, 1.00e-03 us/element, as oasr-bench comm measured them)
+// CAL: compress_from = "calibration", compress_us_per_element = 1.000000e-03 : f64, compress_us_per_mac = 1.000000e-03 : f64
+// GMACS: compute 2.50e-05 us/multiply-add, 1.00e-03 us/element, from compress-gmacs)
+// DEFAULT: compress_from = "default"
+
 // Errors: plan-allreduce-compress-invalid.mlir.
 
 // SLOWREPORT: oasr plan: model 'mlp8', strategy oasr, 3 groups, 16 gradients, 145294376 bytes

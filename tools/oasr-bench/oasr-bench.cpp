@@ -36,6 +36,7 @@
 
 #include "oasr/Config.h"
 #include "oasr/Runtime/Communicator.h"
+#include "oasr/Runtime/PowerSGD.h"
 #include "oasr/Schedule/Schedule.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -120,6 +121,12 @@ static cl::opt<uint64_t> workingSetBytes(
     cl::init(uint64_t(64) << 20), cl::cat(benchCat));
 static cl::opt<bool> quiet("quiet", cl::desc("No table"), cl::init(false),
                            cl::cat(benchCat));
+static cl::opt<bool> compressRate(
+    "compress-rate",
+    cl::desc("Also time PowerSGD's compression on one thread (a 1024x1024 "
+             "matrix at ranks 1 and 8) and record its rates, which plans "
+             "with --compress then charge"),
+    cl::init(true), cl::cat(benchCat));
 static cl::opt<uint64_t> latencyBytes(
     "latency-bytes",
     cl::desc("Also time an allreduce of this many bytes and take its time as "
@@ -724,6 +731,12 @@ int commBench(Communicator &comm) {
                                OASR_VERSION, size, comm.name(), host)
                      .str()},
       {"points", std::move(points)}};
+  std::optional<CompressionRate> compression;
+  if (compressRate) {
+    compression = measureCompressionRate();
+    doc["compress_us_per_mac"] = compression->usPerMac;
+    doc["compress_us_per_element"] = compression->usPerElement;
+  }
   if (!latency.empty())
     doc["alpha_from"] =
         llvm::json::Object{{"bytes", int64_t(latency.front().bytes)},
@@ -813,6 +826,13 @@ int commBench(Communicator &comm) {
               b, b > 0 ? 1e-9 / b : 0.0, 100 * worst);
   for (const std::string &line : halfFits)
     std::printf("%s\n", line.c_str());
+  if (compression)
+    std::printf("compression: %.3g us per multiply-add (%.2f GMAC/s), %.3g us "
+                "per element (PowerSGD on a 1024x1024 matrix at ranks 1 and "
+                "8, one thread)\n",
+                compression->usPerMac,
+                compression->usPerMac > 0 ? 1e-3 / compression->usPerMac : 0.0,
+                compression->usPerElement);
   // A line through a bursty or token-bucket link's small and large sizes
   // fits neither; say so, and what to do.
   if (worst > 0.5 && worstAt)

@@ -85,6 +85,19 @@ private:
   Stats totals;
 };
 
+/// Compression's compute on this thread, as the planner charges it
+/// (schedule::formCost: per multiply-add of PowerSGD's products, 3nmr + nr^2
+/// for an n x m matrix at rank r, and per element of the matrix for the
+/// passes over it): PowerSgd::reduce timed on a `rows` x `cols` matrix at
+/// ranks 1 and 8 over a one-rank communicator (no network), the median of
+/// `reps` reduces each, and the two rates solved from the two times
+/// (`oasr-bench comm` records them; never negative).
+struct CompressionRate {
+  double usPerMac = 0, usPerElement = 0;
+};
+CompressionRate measureCompressionRate(int64_t rows = 1024, int64_t cols = 1024,
+                                       int reps = 5);
+
 } // namespace oasr::rt
 
 #endif // OASR_RUNTIME_POWERSGD_H

@@ -95,13 +95,25 @@ struct FormCost {
 FormCost formCost(const CommModel &comm, llvm::ArrayRef<ReadyGrad> grads,
                   GroupForm form);
 
-/// Sets `comm`'s compression costs for a communication thread of
-/// `gmacs` * 1e9 multiply-adds per second (<= 0: the build machine's
-/// oneDNN rate per core, 185 GFLOP/s on 2 threads, docs/passes.md) and 17
-/// GB/s of memory for the passes over the matrices (about 36 bytes an
-/// element: the error added, three products reading or writing M, the new
-/// error). oasr-opt's compress-gmacs and oasr-plan's --compress-gmacs.
-void setCompressionCosts(CommModel &comm, double gmacs);
+/// Where a plan's compression costs came from.
+enum class CompressionCostSource {
+  Option,      ///< compress-gmacs / --compress-gmacs
+  Calibration, ///< `oasr-bench comm` measured them (the comm file's)
+  Default,     ///< the build machine's rates below
+};
+/// "compress-gmacs", "calibration" or "default".
+const char *compressionCostSourceName(CompressionCostSource s);
+
+/// Sets `comm`'s compression costs: with `gmacs` > 0, a communication
+/// thread of `gmacs` * 1e9 multiply-adds per second (oasr-opt's
+/// compress-gmacs, oasr-plan's --compress-gmacs); else the ones `comm`
+/// already holds when a calibration measured both (`oasr-bench comm`'s
+/// compress_us_per_mac and compress_us_per_element); else the build
+/// machine's oneDNN rate per core, 185 GFLOP/s on 2 threads
+/// (docs/passes.md), and 17 GB/s of memory for the passes over the
+/// matrices (about 36 bytes an element: the error added, three products
+/// reading or writing M, the new error). Returns which.
+CompressionCostSource setCompressionCosts(CommModel &comm, double gmacs);
 
 /// Sets each group's form of `plan` under `policy`: powersgd:R on every
 /// group holding a matrix it compresses; auto on those where PowerSGD's

@@ -108,6 +108,38 @@ double bruteForce(const Profile &p, const CommModel &m,
   return best;
 }
 
+TEST(Compression, CostsFromTheOptionTheCalibrationOrTheDefault) {
+  // A calibration that measured both rates keeps them.
+  llvm::Expected<CommModel> cal = parseCalibration(
+      R"({"format": "oasr-comm-v1", "alpha_s": 1e-4, "beta_s_per_byte": 1e-9,
+          "compress_us_per_mac": 2e-4, "compress_us_per_element": 5e-4})",
+      "c.json");
+  ASSERT_TRUE(bool(cal)) << llvm::toString(cal.takeError());
+  CommModel m = *cal;
+  EXPECT_EQ(setCompressionCosts(m, -1), CompressionCostSource::Calibration);
+  EXPECT_DOUBLE_EQ(m.compressUsPerMac, 2e-4);
+  EXPECT_DOUBLE_EQ(m.compressUsPerElement, 5e-4);
+  // compress-gmacs overrides the multiply-add rate only.
+  EXPECT_EQ(setCompressionCosts(m, 10), CompressionCostSource::Option);
+  EXPECT_DOUBLE_EQ(m.compressUsPerMac, 1e-4);
+  EXPECT_DOUBLE_EQ(m.compressUsPerElement, 5e-4);
+  // Nothing measured: the default rates.
+  CommModel plain = CommModel::alphaBeta(1e-4, 1e-9);
+  EXPECT_EQ(setCompressionCosts(plain, -1), CompressionCostSource::Default);
+  EXPECT_GT(plain.compressUsPerMac, 0);
+  EXPECT_GT(plain.compressUsPerElement, 0);
+  EXPECT_STREQ(compressionCostSourceName(CompressionCostSource::Calibration),
+               "calibration");
+  // A negative rate in the file is an error naming the field.
+  llvm::Expected<CommModel> bad = parseCalibration(
+      R"({"format": "oasr-comm-v1", "alpha_s": 1e-4, "beta_s_per_byte": 1e-9,
+          "compress_us_per_mac": -1})",
+      "c.json");
+  ASSERT_FALSE(bool(bad));
+  EXPECT_NE(llvm::toString(bad.takeError()).find("compress_us_per_mac"),
+            std::string::npos);
+}
+
 TEST(Compression, JointPlanIsTheOptimum) {
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> time(0, 50), beta(0.001, 0.2);
