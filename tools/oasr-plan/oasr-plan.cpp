@@ -316,6 +316,156 @@ Expected<std::vector<SteadyScored>> scoreSteady(const Profile &profile,
 }
 } // namespace
 
+namespace {
+/// What main scored, for the report in either format.
+struct Scores {
+  Profile profile;
+  CommModel comm;
+  CompressPolicy policy;
+  std::vector<Scored> scored;
+  std::vector<SteadyScored> steady;
+  std::string steadyCollectives;
+  double steadyBound = 0, oasrUs = 0, wfbpUs = 0;
+  double bound = 0; ///< the lower bound (0 where groups compress)
+  std::vector<ReadyGrad> ready;
+  std::optional<double> speedup(const Timeline &t) const {
+    return ratio(wfbpUs, t.iterationUs, 1.0);
+  }
+  std::optional<double> gap(const Timeline &t) const {
+    return ratio(t.iterationUs - bound, bound, 0.0);
+  }
+};
+
+void printJson(raw_ostream &os, const Scores &r) {
+  json::Array list;
+  for (const Scored &s : r.scored) {
+    json::Array groups;
+    for (const GroupTiming &g : s.timeline.groups) {
+      json::Array names;
+      for (unsigned i = g.begin; i < g.end; ++i)
+        names.push_back(r.ready[i].name);
+      groups.push_back(std::move(names));
+    }
+    const Timeline &t = s.timeline;
+    list.push_back(
+        json::Object{{"name", s.plan.strategy},
+                     {"iteration_us", t.iterationUs},
+                     {"backward_end_us", t.backwardEndUs},
+                     {"comm_end_us", t.commEndUs},
+                     {"non_overlapped_comm_us", t.nonOverlappedCommUs},
+                     {"overlap_ratio", t.overlapRatio},
+                     {"speedup_over_wfbp", orNull(r.speedup(t))},
+                     {"gap_to_lower_bound", orNull(r.gap(t))},
+                     {"num_groups", int64_t(t.groups.size())},
+                     {"compressed_groups", int64_t(s.plan.numCompressed())},
+                     {"groups", std::move(groups)}});
+  }
+  json::Object doc{
+      {"model", r.profile.model},
+      {"num_grads", int64_t(r.ready.size())},
+      {"total_bytes", int64_t(r.profile.totalBytes())},
+      {"compute_scale", double(computeScale)},
+      {"comm", json::Object{{"alpha_s", r.comm.alphaS},
+                            {"beta_s_per_byte", r.comm.betaSPerByte},
+                            {"group_overhead_us", r.comm.groupOverheadUs},
+                            {"pack_us_per_byte", r.comm.packUsPerByte},
+                            {"overlap_rate", r.comm.overlapRate},
+                            {"compute_rate", r.comm.computeRate},
+                            {"call_compute_us", r.comm.callComputeUs},
+                            {"grad_dtype", wireDTypeName(r.comm.wire)}}},
+      {"lower_bound_us", r.policy.off() ? json::Value(r.bound) : nullptr},
+      {"compress", r.policy.name()},
+      {"strategies", std::move(list)}};
+  if (!r.steady.empty()) {
+    json::Array plans;
+    for (const SteadyScored &s : r.steady) {
+      json::Array groups;
+      for (const SteadyGroup &g : s.plan.groups)
+        groups.push_back(
+            json::Object{{"first_layer", r.profile.layers[g.firstLayer].name},
+                         {"last_layer", r.profile.layers[g.lastLayer].name},
+                         {"pieces", int64_t(g.pieces)},
+                         {"collective", g.form == Collective::AllReduce
+                                            ? "allreduce"
+                                            : "reduce_scatter_all_gather"}});
+      const SteadyTimeline &t = s.timeline;
+      plans.push_back(json::Object{
+          {"name", s.plan.strategy},
+          {"period_us", t.periodUs},
+          {"speedup_over_oasr", orNull(ratio(r.oasrUs, t.periodUs, 1.0))},
+          {"gap_to_lower_bound",
+           orNull(ratio(t.periodUs - r.steadyBound, r.steadyBound, 0.0))},
+          {"wait_us", t.waitUs},
+          {"comm_busy_us", t.commBusyUs},
+          {"priority", s.plan.barrier ? "barrier"
+                       : s.plan.priority == Priority::LayerIndex
+                           ? "layer_index"
+                           : "ready_order"},
+          {"num_units", int64_t(s.plan.numUnits())},
+          {"plan_ms", s.planMs},
+          {"groups", std::move(groups)}});
+    }
+    doc["steady"] = json::Object{{"oasr_iteration_us", r.oasrUs},
+                                 {"lower_bound_us", r.steadyBound},
+                                 {"collectives", r.steadyCollectives},
+                                 {"strategies", std::move(plans)}};
+  }
+  os << formatv("{0:2}", json::Value(std::move(doc))) << "\n";
+}
+
+void printText(raw_ostream &os, const Scores &r) {
+  os << formatv("model: {0}  layers: {1}  gradients: {2}  bytes: {3}\n",
+                r.profile.model.empty() ? "?" : r.profile.model,
+                r.profile.layers.size(), r.ready.size(),
+                r.profile.totalBytes());
+  os << formatv("forward: {0:f1} us  backward: {1:f1} us  update: {2:f1} us"
+                "  compute scale: {3}\n",
+                r.profile.forwardUs, r.profile.backwardUs(), r.profile.updateUs,
+                double(computeScale));
+  os << "comm: " << r.comm.describe() << "\n";
+  if (r.policy.off())
+    os << formatv("lower bound: {0:f1} us\n\n", r.bound);
+  else
+    os << "compress: " << r.policy.name()
+       << " (speedup: over uncompressed wfbp; no lower bound: it carries "
+          "every gradient byte)\n\n";
+  os << formatv("{0,-16} {1,7} {2,14} {3,8} {4,16} {5,8}{6}\n", "strategy",
+                "groups", "iteration_us", "speedup", "non_overlap_us", "gap",
+                r.policy.off() ? "" : "  compressed");
+  for (const Scored &s : r.scored) {
+    const Timeline &t = s.timeline;
+    std::optional<double> up = r.speedup(t), g = r.gap(t);
+    os << formatv(
+        "{0,-16} {1,7} {2,14:f1} {3,8} {4,16:f1} {5,8}{6}\n", s.plan.strategy,
+        t.groups.size(), t.iterationUs,
+        up ? formatv("{0:f3}x", *up).str() : "-", t.nonOverlappedCommUs,
+        g && r.policy.off() ? formatv("{0:f1}%", 100 * *g).str() : "-",
+        r.policy.off() ? std::string()
+                       : formatv("  {0,10}", s.plan.numCompressed()).str());
+  }
+  if (!r.steady.empty()) {
+    os << formatv("\nsteady state (the next forward waits per layer): "
+                  "lower bound {0:f1} us; {1}\n\n",
+                  r.steadyBound, r.steadyCollectives);
+    os << formatv("{0,-22} {1,7} {2,7} {3,13} {4,8} {5,8} {6,9}  {7}\n",
+                  "strategy", "groups", "units", "period_us", "vs_oasr", "gap",
+                  "plan_ms", "plan");
+    for (const SteadyScored &s : r.steady) {
+      const SteadyTimeline &t = s.timeline;
+      std::optional<double> up = ratio(r.oasrUs, t.periodUs, 1.0);
+      std::optional<double> g =
+          ratio(t.periodUs - r.steadyBound, r.steadyBound, 0.0);
+      os << formatv("{0,-22} {1,7} {2,7} {3,13:f1} {4,8} {5,8} {6,9:f1}  "
+                    "{7}\n",
+                    s.plan.strategy, s.plan.groups.size(), s.plan.numUnits(),
+                    t.periodUs, up ? formatv("{0:f3}x", *up).str() : "-",
+                    g ? formatv("{0:f1}%", 100 * *g).str() : "-", s.planMs,
+                    s.plan.describe());
+    }
+  }
+}
+} // namespace
+
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(planCat);
@@ -355,180 +505,51 @@ int main(int argc, char **argv) {
                 gradDtypeOpt);
   if (!policy->off())
     setCompressionCosts(*comm, compressGmacsOpt);
-  std::vector<Scored> scored;
+  Scores r;
+  r.profile = std::move(profile);
+  r.comm = *comm;
+  r.policy = *policy;
   for (const std::string &s : *strategies) {
-    Expected<Plan> plan = makeCompressedPlan(s, profile, *comm, *policy);
+    Expected<Plan> plan = makeCompressedPlan(s, r.profile, r.comm, r.policy);
     if (!plan)
       return fail(toString(plan.takeError()));
-    Timeline t = simulate(profile, *comm, *plan);
-    scored.push_back({std::move(*plan), std::move(t)});
+    Timeline t = simulate(r.profile, r.comm, *plan);
+    r.scored.push_back({std::move(*plan), std::move(t)});
   }
-  std::vector<SteadyScored> steady;
-  std::string steadyCollectives;
-  double steadyBound = 0, oasrUs = 0;
   if (steadyOpt.getNumOccurrences()) {
-    Expected<SteadyComm> sc = steadyComm(*comm, steadyCollectives);
+    Expected<SteadyComm> sc = steadyComm(r.comm, r.steadyCollectives);
     if (!sc)
       return fail(toString(sc.takeError()));
-    auto scoredSteady = scoreSteady(profile, *sc);
+    auto scoredSteady = scoreSteady(r.profile, *sc);
     if (!scoredSteady)
       return fail(toString(scoredSteady.takeError()));
-    steady = std::move(*scoredSteady);
-    steadyBound = steadyLowerBoundUs(profile, *sc);
-    oasrUs =
-        simulate(profile, *comm, *makePlan("oasr", profile, *comm)).iterationUs;
+    r.steady = std::move(*scoredSteady);
+    r.steadyBound = steadyLowerBoundUs(r.profile, *sc);
+    r.oasrUs = simulate(r.profile, r.comm, *makePlan("oasr", r.profile, r.comm))
+                   .iterationUs;
   }
-  Plan wfbp = *makePlan("wfbp", profile, *comm);
-  double wfbpUs = simulate(profile, *comm, wfbp).iterationUs;
+  Plan wfbp = *makePlan("wfbp", r.profile, r.comm);
+  r.wfbpUs = simulate(r.profile, r.comm, wfbp).iterationUs;
   // The bound carries every gradient byte: none where groups compress.
-  double bound = policy->off() ? lowerBoundUs(profile, *comm) : 0;
-  std::vector<ReadyGrad> ready = readyOrder(profile);
-  auto speedup = [&](const Timeline &t) {
-    return ratio(wfbpUs, t.iterationUs, 1.0);
-  };
-  auto gap = [&](const Timeline &t) {
-    return ratio(t.iterationUs - bound, bound, 0.0);
-  };
-
-  raw_ostream &os = outs();
-  if (formatOpt == OutputFormat::JSON) {
-    json::Array list;
-    for (const Scored &s : scored) {
-      json::Array groups;
-      for (const GroupTiming &g : s.timeline.groups) {
-        json::Array names;
-        for (unsigned i = g.begin; i < g.end; ++i)
-          names.push_back(ready[i].name);
-        groups.push_back(std::move(names));
-      }
-      const Timeline &t = s.timeline;
-      list.push_back(
-          json::Object{{"name", s.plan.strategy},
-                       {"iteration_us", t.iterationUs},
-                       {"backward_end_us", t.backwardEndUs},
-                       {"comm_end_us", t.commEndUs},
-                       {"non_overlapped_comm_us", t.nonOverlappedCommUs},
-                       {"overlap_ratio", t.overlapRatio},
-                       {"speedup_over_wfbp", orNull(speedup(t))},
-                       {"gap_to_lower_bound", orNull(gap(t))},
-                       {"num_groups", int64_t(t.groups.size())},
-                       {"compressed_groups", int64_t(s.plan.numCompressed())},
-                       {"groups", std::move(groups)}});
-    }
-    json::Object doc{
-        {"model", profile.model},
-        {"num_grads", int64_t(ready.size())},
-        {"total_bytes", int64_t(profile.totalBytes())},
-        {"compute_scale", double(computeScale)},
-        {"comm", json::Object{{"alpha_s", comm->alphaS},
-                              {"beta_s_per_byte", comm->betaSPerByte},
-                              {"group_overhead_us", comm->groupOverheadUs},
-                              {"pack_us_per_byte", comm->packUsPerByte},
-                              {"overlap_rate", comm->overlapRate},
-                              {"compute_rate", comm->computeRate},
-                              {"call_compute_us", comm->callComputeUs},
-                              {"grad_dtype", wireDTypeName(comm->wire)}}},
-        {"lower_bound_us", policy->off() ? json::Value(bound) : nullptr},
-        {"compress", policy->name()},
-        {"strategies", std::move(list)}};
-    if (!steady.empty()) {
-      json::Array plans;
-      for (const SteadyScored &s : steady) {
-        json::Array groups;
-        for (const SteadyGroup &g : s.plan.groups)
-          groups.push_back(
-              json::Object{{"first_layer", profile.layers[g.firstLayer].name},
-                           {"last_layer", profile.layers[g.lastLayer].name},
-                           {"pieces", int64_t(g.pieces)},
-                           {"collective", g.form == Collective::AllReduce
-                                              ? "allreduce"
-                                              : "reduce_scatter_all_gather"}});
-        const SteadyTimeline &t = s.timeline;
-        plans.push_back(json::Object{
-            {"name", s.plan.strategy},
-            {"period_us", t.periodUs},
-            {"speedup_over_oasr", orNull(ratio(oasrUs, t.periodUs, 1.0))},
-            {"gap_to_lower_bound",
-             orNull(ratio(t.periodUs - steadyBound, steadyBound, 0.0))},
-            {"wait_us", t.waitUs},
-            {"comm_busy_us", t.commBusyUs},
-            {"priority", s.plan.barrier ? "barrier"
-                         : s.plan.priority == Priority::LayerIndex
-                             ? "layer_index"
-                             : "ready_order"},
-            {"num_units", int64_t(s.plan.numUnits())},
-            {"plan_ms", s.planMs},
-            {"groups", std::move(groups)}});
-      }
-      doc["steady"] = json::Object{{"oasr_iteration_us", oasrUs},
-                                   {"lower_bound_us", steadyBound},
-                                   {"collectives", steadyCollectives},
-                                   {"strategies", std::move(plans)}};
-    }
-    os << formatv("{0:2}", json::Value(std::move(doc))) << "\n";
-  } else {
-    os << formatv("model: {0}  layers: {1}  gradients: {2}  bytes: {3}\n",
-                  profile.model.empty() ? "?" : profile.model,
-                  profile.layers.size(), ready.size(), profile.totalBytes());
-    os << formatv("forward: {0:f1} us  backward: {1:f1} us  update: {2:f1} us"
-                  "  compute scale: {3}\n",
-                  profile.forwardUs, profile.backwardUs(), profile.updateUs,
-                  double(computeScale));
-    os << "comm: " << comm->describe() << "\n";
-    if (policy->off())
-      os << formatv("lower bound: {0:f1} us\n\n", bound);
-    else
-      os << "compress: " << policy->name()
-         << " (speedup: over uncompressed wfbp; no lower bound: it carries "
-            "every gradient byte)\n\n";
-    os << formatv("{0,-16} {1,7} {2,14} {3,8} {4,16} {5,8}{6}\n", "strategy",
-                  "groups", "iteration_us", "speedup", "non_overlap_us", "gap",
-                  policy->off() ? "" : "  compressed");
-    for (const Scored &s : scored) {
-      const Timeline &t = s.timeline;
-      std::optional<double> up = speedup(t), g = gap(t);
-      os << formatv(
-          "{0,-16} {1,7} {2,14:f1} {3,8} {4,16:f1} {5,8}{6}\n", s.plan.strategy,
-          t.groups.size(), t.iterationUs,
-          up ? formatv("{0:f3}x", *up).str() : "-", t.nonOverlappedCommUs,
-          g && policy->off() ? formatv("{0:f1}%", 100 * *g).str() : "-",
-          policy->off() ? std::string()
-                        : formatv("  {0,10}", s.plan.numCompressed()).str());
-    }
-    if (!steady.empty()) {
-      os << formatv("\nsteady state (the next forward waits per layer): "
-                    "lower bound {0:f1} us; {1}\n\n",
-                    steadyBound, steadyCollectives);
-      os << formatv("{0,-22} {1,7} {2,7} {3,13} {4,8} {5,8} {6,9}  {7}\n",
-                    "strategy", "groups", "units", "period_us", "vs_oasr",
-                    "gap", "plan_ms", "plan");
-      for (const SteadyScored &s : steady) {
-        const SteadyTimeline &t = s.timeline;
-        std::optional<double> up = ratio(oasrUs, t.periodUs, 1.0);
-        std::optional<double> g =
-            ratio(t.periodUs - steadyBound, steadyBound, 0.0);
-        os << formatv("{0,-22} {1,7} {2,7} {3,13:f1} {4,8} {5,8} {6,9:f1}  "
-                      "{7}\n",
-                      s.plan.strategy, s.plan.groups.size(), s.plan.numUnits(),
-                      t.periodUs, up ? formatv("{0:f3}x", *up).str() : "-",
-                      g ? formatv("{0:f1}%", 100 * *g).str() : "-", s.planMs,
-                      s.plan.describe());
-      }
-    }
-  }
+  r.bound = r.policy.off() ? lowerBoundUs(r.profile, r.comm) : 0;
+  r.ready = readyOrder(r.profile);
+  if (formatOpt == OutputFormat::JSON)
+    printJson(outs(), r);
+  else
+    printText(outs(), r);
 
   std::vector<Timeline> timelines;
-  for (const Scored &s : scored)
+  for (const Scored &s : r.scored)
     timelines.push_back(s.timeline);
   if (!traceOpt.empty()) {
     std::string text;
     raw_string_ostream ts(text);
-    ts << chromeTrace(profile, timelines) << "\n";
+    ts << chromeTrace(r.profile, timelines) << "\n";
     if (Error e = writeFile(traceOpt, "trace", text))
       return fail(toString(std::move(e)));
   }
   if (!svgOpt.empty())
-    if (Error e = writeFile(svgOpt, "SVG", ganttSVG(profile, timelines)))
+    if (Error e = writeFile(svgOpt, "SVG", ganttSVG(r.profile, timelines)))
       return fail(toString(std::move(e)));
   return 0;
 }
