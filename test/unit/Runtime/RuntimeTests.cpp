@@ -167,6 +167,90 @@ TEST(ExecutorPlan, ReduceScatterGroupsArePaddedForTheirRanks) {
   EXPECT_EQ(hooks.needed, 1);
 }
 
+/// Two linear layers, each gradient in a group of its own.
+const char *kTwoLayers = R"mlir(
+module attributes {oasr.plan = {strategy = "wfbp", groups = 2 : i64}} {
+  func.func @train_step(%x: tensor<4x8xf32> {oasr.input = "input"},
+                        %label: tensor<4xi64> {oasr.label = "label"},
+                        %w1: tensor<6x8xf32> {oasr.param = "fc1.weight"},
+                        %w2: tensor<3x6xf32> {oasr.param = "fc2.weight"})
+      -> (tensor<f32>, tensor<6x8xf32>, tensor<3x6xf32>) {
+    %h = oasr.node "Gemm"(%x, %w1) {transB = 1 : i64} : (tensor<4x8xf32>, tensor<6x8xf32>) -> tensor<4x6xf32> loc("fc1")
+    %y = oasr.node "Gemm"(%h, %w2) {transB = 1 : i64} : (tensor<4x6xf32>, tensor<3x6xf32>) -> tensor<4x3xf32> loc("fc2")
+    %loss, %logp = oasr.node "SoftmaxCrossEntropyLoss"(%y, %label) {reduction = "mean"} : (tensor<4x3xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<4x3xf32>) loc("loss")
+    %one = oasr.node "Constant"() {value = dense<1.0> : tensor<f32>} : () -> tensor<f32>
+    %dy = oasr.node "SoftmaxCrossEntropyLossGrad"(%one, %logp, %label) {reduction = "mean", oasr.layer = "loss"} : (tensor<f32>, tensor<4x3xf32>, tensor<4xi64>) -> tensor<4x3xf32>
+    %dh, %dw2 = oasr.node "GemmGrad"(%dy, %h, %w2) {transB = 1 : i64, oasr.layer = "fc2"} : (tensor<4x3xf32>, tensor<4x6xf32>, tensor<3x6xf32>) -> (tensor<4x6xf32>, tensor<3x6xf32>)
+    %t2 = oasr.allreduce_start %dw2 {group = 0 : i64} : tensor<3x6xf32>
+    %dx, %dw1 = oasr.node "GemmGrad"(%dh, %x, %w1) {transB = 1 : i64, oasr.layer = "fc1"} : (tensor<4x6xf32>, tensor<4x8xf32>, tensor<6x8xf32>) -> (tensor<4x8xf32>, tensor<6x8xf32>)
+    %t1 = oasr.allreduce_start %dw1 {group = 1 : i64} : tensor<6x8xf32>
+    %r2 = oasr.allreduce_wait %t2 : tensor<3x6xf32>
+    %r1 = oasr.allreduce_wait %t1 : tensor<6x8xf32>
+    %n1 = oasr.optimizer_update "sgd" %w1, %r1 {lr = 0.1 : f64} : tensor<6x8xf32>
+    %n2 = oasr.optimizer_update "sgd" %w2, %r2 {lr = 0.1 : f64} : tensor<3x6xf32>
+    return %loss, %n1, %n2 : tensor<f32>, tensor<6x8xf32>, tensor<3x6xf32>
+  }
+}
+)mlir";
+
+TEST(ExecutorRegroup, NewGroupsTrainAsTheOldOnes) {
+  // Three steps; one run merges the two groups into one after the first.
+  // Grouping changes where the gradients live, not what they are: the
+  // weights end bit for bit alike, and every gradient sits in the new
+  // group's buffer.
+  auto train = [](bool merge) {
+    Parsed p(kTwoLayers);
+    EXPECT_TRUE(p.module);
+    auto backend = createCpuBackend();
+    auto exec = Executor::create(*p.module, *backend, ExecutorOptions{});
+    EXPECT_TRUE(bool(exec)) << llvm::toString(exec.takeError());
+    Executor &e = **exec;
+    EXPECT_TRUE(bool(initializeWeights(e, nullptr, 3)));
+    EXPECT_EQ(e.groups().size(), 2u);
+    auto all = [&] {
+      std::vector<float> w;
+      for (const PersistentTensor &t : e.persistent())
+        w.insert(w.end(), t.ref.as<float>(), t.ref.as<float>() + t.ref.numel());
+      return w;
+    };
+    const std::vector<float> initial = all();
+    CountingHooks hooks;
+    for (int step = 0; step < 3; ++step) {
+      for (int64_t i = 0; i < e.input().numel(); ++i)
+        e.input().as<float>()[i] = float((i * 7 + step) % 11) * 0.1f - 0.5f;
+      for (int64_t i = 0; i < 4; ++i)
+        e.label().as<int64_t>()[i] = (i + step) % 3;
+      e.runStep(hooks, nullptr, 0);
+      if (merge && step == 0) {
+        EXPECT_FALSE(llvm::errorToBool(e.regroup({2})));
+        EXPECT_EQ(e.groups().size(), 1u);
+        const GradGroup &g = e.groups()[0];
+        EXPECT_EQ(g.params.size(), 2u);
+        for (const char *name : {"fc1.weight", "fc2.weight"}) {
+          auto *at = static_cast<const char *>(e.gradient(name).data);
+          auto *begin = static_cast<const char *>(g.buffer.data);
+          EXPECT_TRUE(at >= begin && at < begin + g.buffer.bytes()) << name;
+        }
+      }
+    }
+    e.completeUpdates(hooks);
+    std::vector<float> weights = all();
+    EXPECT_NE(weights, initial) << "the steps trained nothing";
+    // Ends that are not a grouping are refused, naming why.
+    for (std::vector<unsigned> bad :
+         {std::vector<unsigned>{1}, {2, 2}, {3}, {}}) {
+      llvm::Error err = e.regroup(bad);
+      EXPECT_TRUE(bool(err));
+      EXPECT_NE(llvm::toString(std::move(err)).find("cannot regroup"),
+                std::string::npos);
+    }
+    return weights;
+  };
+  std::vector<float> kept = train(false), merged = train(true);
+  ASSERT_EQ(kept.size(), 6u * 8 + 3 * 6);
+  EXPECT_EQ(kept, merged);
+}
+
 TEST(ExecutorPlan, ReduceScatterOrderErrorsNameTheUnit) {
   auto error = [](const std::string &steady) {
     Parsed p(withSteady(steady).c_str());
