@@ -6,12 +6,103 @@ using llvm::Expected;
 
 namespace oasr::rt {
 
+namespace {
+/// Where each gradient goes in a new grouping: one buffer per group,
+/// gradients in order and 64-byte aligned, the buffers back to back.
+struct Layout {
+  std::vector<GroupBuf> bufs;
+  std::vector<std::pair<int, size_t>> at; ///< gradient -> (group, offset)
+  std::vector<size_t> dataBytes, slabAt;
+  size_t slabBytes = 0;
+};
+} // namespace
+
+static llvm::Error regroupError(const llvm::Twine &why) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "cannot regroup the gradients: " + why);
+}
+
+/// The buffers of the groups `groupEnds` cuts the grouped gradients into.
+static llvm::Expected<Layout> layOut(const Executor::Impl &I,
+                                     llvm::ArrayRef<unsigned> groupEnds) {
+  const size_t n = I.gradSlots.size();
+  Layout L;
+  L.at.resize(n);
+  for (size_t g = 0, i = 0; g < groupEnds.size(); ++g) {
+    size_t end = 0, data = 0;
+    GroupBuf b;
+    b.dtype = I.values[size_t(I.gradSlots[i].slot)].desc.dtype;
+    for (; i < groupEnds[g]; ++i) {
+      const ValueInfo &vi = I.values[size_t(I.gradSlots[i].slot)];
+      if (vi.desc.dtype != b.dtype)
+        return regroupError("a fused group must hold one element type");
+      end = alignUp(end);
+      L.at[i] = {int(g), end};
+      end += vi.desc.bytes();
+      data += vi.desc.bytes();
+    }
+    b.bytes = alignUp(std::max<size_t>(end, 4));
+    L.slabAt.push_back(L.slabBytes);
+    L.slabBytes += b.bytes;
+    L.bufs.push_back(b);
+    L.dataBytes.push_back(data);
+  }
+  return L;
+}
+
+/// Puts the layout in the gradient slab (the same memory when it fits; its
+/// padding, which held gradients, zeroed) and repoints every grouped value
+/// at it. Fails before anything changes when memory cannot be had.
+static llvm::Error place(Executor::Impl &I, Layout &L, GradWire wire,
+                         size_t &wireBytes) {
+  const size_t n = I.gradSlots.size();
+  // Room for the largest new group on a 16-bit wire, before anything
+  // changes (a failure leaves the old groups as they were).
+  wireBytes = Executor::Impl::wireBytesFor(wire, L.bufs);
+  if (!I.reserveWire(wireBytes))
+    return regroupError(llvm::formatv("cannot allocate {0} bytes for "
+                                      "gradients sent as {1}",
+                                      wireBytes, gradWireName(wire)));
+  const bool reuse = L.slabBytes <= I.gradSlabBytes;
+  void *slab = reuse ? I.gradSlab : I.zeroedBuffer(L.slabBytes);
+  if (!slab)
+    return regroupError(
+        llvm::formatv("cannot allocate {0} bytes", L.slabBytes));
+  for (size_t g = 0; g < L.bufs.size(); ++g)
+    L.bufs[g].ptr = static_cast<char *>(slab) + L.slabAt[g];
+  if (reuse) {
+    size_t covered = 0; // slab bytes known to hold a gradient or zeroed
+    for (size_t i = 0; i < n; ++i) {
+      size_t begin = L.slabAt[size_t(L.at[i].first)] + L.at[i].second;
+      I.zero(static_cast<char *>(slab) + covered, begin - covered);
+      covered = begin + I.values[size_t(I.gradSlots[i].slot)].desc.bytes();
+    }
+    I.zero(static_cast<char *>(slab) + covered, L.slabBytes - covered);
+  } else {
+    I.backend->deallocate(I.gradSlab);
+    I.gradSlab = slab;
+    I.gradSlabBytes = L.slabBytes;
+  }
+
+  // Repoint the gradients' slots and the wait results at the new buffers.
+  I.groupBufs = L.bufs;
+  for (size_t i = 0; i < n; ++i)
+    for (int v : {I.gradSlots[i].slot, I.gradSlots[i].wait}) {
+      ValueInfo &vi = I.values[size_t(v)];
+      vi.group = L.at[i].first;
+      vi.offset = L.at[i].second;
+      vi.ptr =
+          static_cast<char *>(I.groupBufs[size_t(vi.group)].ptr) + vi.offset;
+    }
+  for (size_t v = 0; v < I.values.size(); ++v)
+    if (I.values[v].where == Where::Alias)
+      I.values[v].ptr = I.values[size_t(I.root(int(v)))].ptr;
+  return llvm::Error::success();
+}
+
 llvm::Error Executor::regroup(llvm::ArrayRef<unsigned> groupEnds) {
   Impl &I = *impl;
-  auto fail = [](const llvm::Twine &why) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "cannot regroup the gradients: " + why);
-  };
+  auto fail = regroupError;
   const size_t n = I.gradSlots.size();
   if (n != gradInfos.size())
     return fail(llvm::formatv("{0} grouped gradient(s) but {1} with an "
@@ -26,73 +117,15 @@ llvm::Error Executor::regroup(llvm::ArrayRef<unsigned> groupEnds) {
   if (steadyExec.hasScatter())
     return fail("the plan reduce-scatters; its groups are not regrouped");
 
-  // Layout: each new group one buffer, gradients in order, 64-byte aligned,
-  // the buffers back to back in the gradient slab.
-  std::vector<GroupBuf> bufs;
-  std::vector<std::pair<int, size_t>> at(n); // gradient -> (group, offset)
-  std::vector<size_t> dataBytes, slabAt;
-  size_t slabBytes = 0;
-  for (size_t g = 0, i = 0; g < groupEnds.size(); ++g) {
-    size_t end = 0, data = 0;
-    GroupBuf b;
-    b.dtype = I.values[size_t(I.gradSlots[i].slot)].desc.dtype;
-    for (; i < groupEnds[g]; ++i) {
-      const ValueInfo &vi = I.values[size_t(I.gradSlots[i].slot)];
-      if (vi.desc.dtype != b.dtype)
-        return fail("a fused group must hold one element type");
-      end = alignUp(end);
-      at[i] = {int(g), end};
-      end += vi.desc.bytes();
-      data += vi.desc.bytes();
-    }
-    b.bytes = alignUp(std::max<size_t>(end, 4));
-    slabAt.push_back(slabBytes);
-    slabBytes += b.bytes;
-    bufs.push_back(b);
-    dataBytes.push_back(data);
-  }
-  // Room for the largest new group on a 16-bit wire, before anything
-  // changes (a failure leaves the old groups as they were).
-  const size_t wireBytes = Impl::wireBytesFor(wire, bufs);
-  if (!I.reserveWire(wireBytes))
-    return fail(llvm::formatv("cannot allocate {0} bytes for gradients sent "
-                              "as {1}",
-                              wireBytes, gradWireName(wire)));
-  // The same memory when it fits (the usual case: the same gradients with
-  // different padding); its padding, which held gradients, is zeroed.
-  const bool reuse = slabBytes <= I.gradSlabBytes;
-  void *slab = reuse ? I.gradSlab : I.zeroedBuffer(slabBytes);
-  if (!slab)
-    return fail(llvm::formatv("cannot allocate {0} bytes", slabBytes));
-  for (size_t g = 0; g < bufs.size(); ++g)
-    bufs[g].ptr = static_cast<char *>(slab) + slabAt[g];
-  if (reuse) {
-    size_t covered = 0; // slab bytes known to hold a gradient or zeroed
-    for (size_t i = 0; i < n; ++i) {
-      size_t begin = slabAt[size_t(at[i].first)] + at[i].second;
-      I.zero(static_cast<char *>(slab) + covered, begin - covered);
-      covered = begin + I.values[size_t(I.gradSlots[i].slot)].desc.bytes();
-    }
-    I.zero(static_cast<char *>(slab) + covered, slabBytes - covered);
-  } else {
-    I.backend->deallocate(I.gradSlab);
-    I.gradSlab = slab;
-    I.gradSlabBytes = slabBytes;
-  }
-
-  // Repoint the gradients' slots and the wait results at the new buffers.
-  I.groupBufs = std::move(bufs);
-  for (size_t i = 0; i < n; ++i)
-    for (int v : {I.gradSlots[i].slot, I.gradSlots[i].wait}) {
-      ValueInfo &vi = I.values[size_t(v)];
-      vi.group = at[i].first;
-      vi.offset = at[i].second;
-      vi.ptr =
-          static_cast<char *>(I.groupBufs[size_t(vi.group)].ptr) + vi.offset;
-    }
-  for (size_t v = 0; v < I.values.size(); ++v)
-    if (I.values[v].where == Where::Alias)
-      I.values[v].ptr = I.values[size_t(I.root(int(v)))].ptr;
+  auto laid = layOut(I, groupEnds);
+  if (!laid)
+    return laid.takeError();
+  Layout &L = *laid;
+  size_t wireBytes = 0;
+  if (llvm::Error err = place(I, L, wire, wireBytes))
+    return err;
+  const std::vector<std::pair<int, size_t>> &at = L.at;
+  const std::vector<size_t> &dataBytes = L.dataBytes;
 
   // The instructions without the old starts and waits. Pack copies stay
   // where they were (their sources' lifetimes were planned with them).
