@@ -130,8 +130,8 @@ def main():
             res["restart"] = {"status": [rc0, rc1], "straight_s": round(straight, 1),
                               "restarted_s": round(restarted, 1),
                               "launcher": [l for l in text1.splitlines()
-                                           if l.startswith("oasr-run: attempt")
-                                           or "restart" in l.lower()][:12],
+                                           if l.startswith(("oasr-run: attempt",
+                                                            "restarts:", "  restart "))],
                               "weights": same[1].strip()[:300], "weights_equal": same[0] == 0}
             print(f"restart: {straight:.1f} s straight, {restarted:.1f} s with the restart; "
                   f"{same[1].strip()[:120]}", flush=True)

@@ -809,16 +809,19 @@ calibrationCandidates(std::optional<CommEngine::Priority> given,
   return c;
 }
 
+bool calibrationComparable(const std::vector<double> &aloneS) {
+  return !aloneS.empty() && std::all_of(aloneS.begin(), aloneS.end(),
+                                        [](double s) { return s >= 1e-3; });
+}
+
 size_t
 chooseCalibratedPriority(const std::vector<CommEngine::Priority> &candidates,
                          const std::vector<double> &scores,
                          const std::vector<double> &aloneS) {
   using P = CommEngine::Priority;
-  const bool comparable = !scores.empty() &&
-                          scores.size() == candidates.size() &&
+  const bool comparable = scores.size() == candidates.size() &&
                           aloneS.size() == candidates.size() &&
-                          std::all_of(aloneS.begin(), aloneS.end(),
-                                      [](double s) { return s >= 1e-3; });
+                          calibrationComparable(aloneS);
   if (!comparable) {
     for (P want : {P::Idle, P::Normal})
       for (size_t i = 0; i < candidates.size(); ++i)

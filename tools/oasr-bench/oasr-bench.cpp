@@ -581,9 +581,7 @@ int commBench(Communicator &comm) {
       scores.push_back(overlaps.back().second.score());
       alones.push_back(overlaps.back().second.aloneS);
     }
-  const bool comparable =
-      !overlaps.empty() &&
-      llvm::all_of(alones, [](double s) { return s >= 1e-3; });
+  const bool comparable = calibrationComparable(alones);
   const size_t best = chooseCalibratedPriority(candidates, scores, alones);
   const Priority chosen = candidates[best];
 

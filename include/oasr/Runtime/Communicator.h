@@ -371,6 +371,9 @@ calibrationCandidates(std::optional<CommEngine::Priority> given,
 /// measured, or an allreduce under 1 ms alone (`aloneS`; a few blocks of
 /// work beside it, too coarse to compare), oasr-run's default: idle where
 /// it is a candidate, else normal, else the first.
+/// Whether the candidates' overlap was measured and each allreduce took at
+/// least 1 ms alone (`aloneS`), so that their scores can be compared.
+bool calibrationComparable(const std::vector<double> &aloneS);
 size_t
 chooseCalibratedPriority(const std::vector<CommEngine::Priority> &candidates,
                          const std::vector<double> &scores,
