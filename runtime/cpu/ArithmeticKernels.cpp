@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Dnnl.h"
+#include "VectorSums.h"
 #include "oasr/Runtime/LowFloat.h"
 
 #include <algorithm>
@@ -430,44 +431,48 @@ private:
     return off;
   }
 
-  // Each result element sums `redCount` contiguous runs of `inner` values.
-  void reduceInner(const float *dy, float *dx) {
+  void reduceInner(const float *dy, float *dx) const {
     const int64_t outs = outerKept;
 #pragma omp parallel for schedule(static)
-    for (int64_t o = 0; o < outs; ++o) {
-      int64_t base = offsetOf(o, keptDims);
-      double acc = 0;
-      for (int64_t r = 0; r < redCount; ++r) {
-        const float *p = dy + base + offsetOf(r, redDims);
-        float part = 0;
-        for (int64_t i = 0; i < inner; ++i)
-          part += p[i];
-        acc += part;
-      }
-      dx[o] = float(acc * scale);
-    }
+    for (int64_t o = 0; o < outs; ++o)
+      dx[o] = sumRuns(*this, dy, o);
   }
 
-  // The result keeps dY's inner dimension: accumulate rows, column blocks
-  // spread over threads.
-  void reduceOuter(const float *dy, float *dx) {
-    constexpr int64_t kBlock = 256;
-    const int64_t blocks = (inner + kBlock - 1) / kBlock;
+  // The result keeps dY's inner dimension: column blocks spread over
+  // threads.
+  void reduceOuter(const float *dy, float *dx) const {
+    const int64_t blocks = (inner + kSumBlock - 1) / kSumBlock;
     const int64_t units = outerKept * blocks;
 #pragma omp parallel for schedule(static)
-    for (int64_t u = 0; u < units; ++u) {
-      int64_t o = u / blocks, c0 = (u % blocks) * kBlock;
-      int64_t c1 = std::min(inner, c0 + kBlock);
-      float acc[kBlock] = {0};
-      int64_t base = offsetOf(o, keptDims) + c0;
-      for (int64_t r = 0; r < redCount; ++r) {
-        const float *p = dy + base + offsetOf(r, redDims);
-        for (int64_t c = 0; c < c1 - c0; ++c)
-          acc[c] += p[c];
-      }
-      for (int64_t c = c0; c < c1; ++c)
-        dx[o * inner + c] = acc[c - c0] * scale;
+    for (int64_t u = 0; u < units; ++u)
+      sumColumns(*this, dy, dx, u / blocks, (u % blocks) * kSumBlock);
+  }
+
+  /// Result element `o` (reduceInner): the sum of its `redCount`
+  /// contiguous runs of `inner` values.
+  OASR_VECTOR_CLONES static float sumRuns(const ReduceSumToKernel &k,
+                                          const float *dy, int64_t o) {
+    const int64_t base = offsetOf(o, k.keptDims);
+    double acc = 0;
+    for (int64_t r = 0; r < k.redCount; ++r) {
+      const float *p = dy + base + offsetOf(r, k.redDims);
+      acc += blockSum(k.inner, [&](int64_t i) { return p[i]; });
     }
+    return float(acc * k.scale);
+  }
+  /// Result elements [c0, c0 + kSumBlock) of row `o` (reduceOuter).
+  OASR_VECTOR_CLONES static void sumColumns(const ReduceSumToKernel &k,
+                                            const float *dy, float *dx,
+                                            int64_t o, int64_t c0) {
+    const int64_t w = std::min(k.inner, c0 + kSumBlock) - c0;
+    const int64_t base = offsetOf(o, k.keptDims) + c0;
+    double tot[kSumBlock] = {0};
+    columnSums(k.redCount, w, tot, [&](int64_t r) {
+      const float *p = dy + base + offsetOf(r, k.redDims);
+      return [p](int64_t c) { return p[c]; };
+    });
+    for (int64_t c = 0; c < w; ++c)
+      dx[o * k.inner + c0 + c] = float(tot[c] * k.scale);
   }
 
   float scale;

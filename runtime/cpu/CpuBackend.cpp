@@ -153,6 +153,7 @@ void registerCpuKernels(KernelRegistry &registry) {
   registerShapeKernels(registry);
   registerPoolingLossKernels(registry);
   registerTransformerKernels(registry);
+  registerNormKernels(registry);
   registerPointwiseKernels(registry);
   registerRecurrentKernels(registry);
 }

@@ -41,9 +41,11 @@ void registerShapeKernels(KernelRegistry &registry);
 /// Adds Dropout, MaxPool, GlobalAveragePool and SoftmaxCrossEntropyLoss,
 /// with their gradients (PoolingLossKernels.cpp).
 void registerPoolingLossKernels(KernelRegistry &registry);
-/// Adds Gather, LayerNormalization and Gelu/Erf, with their gradients
+/// Adds Gather, Softmax/LogSoftmax and Gelu/Erf, with their gradients
 /// (TransformerKernels.cpp).
 void registerTransformerKernels(KernelRegistry &registry);
+/// Adds LayerNormalization and its gradient, f32 and bf16 (NormKernels.cpp).
+void registerNormKernels(KernelRegistry &registry);
 /// Adds the activations, comparisons, logic, Where and mask builders
 /// (PointwiseKernels.cpp).
 void registerPointwiseKernels(KernelRegistry &registry);

@@ -133,8 +133,9 @@ static bool takesLowFloat(const std::string &op) {
   static const std::set<std::string> ops = {
       // oneDNN bf16 primitives, f32 accumulation and statistics.
       "Conv", "ConvGrad", "MatMul", "FusedMatMul", "Gemm", "GemmGrad",
-      "Transpose", "BatchNormalization", "BatchNormalizationGrad", "Add", "Sub",
-      "Mul", "Div", "Relu", "ReluGrad", "LeakyRelu", "LeakyReluGrad", "Sigmoid",
+      "Transpose", "BatchNormalization", "BatchNormalizationGrad",
+      "LayerNormalization", "LayerNormalizationGrad", "Add", "Sub", "Mul",
+      "Div", "Relu", "ReluGrad", "LeakyRelu", "LeakyReluGrad", "Sigmoid",
       "SigmoidGrad", "Tanh", "TanhGrad", "Elu", "EluGrad", "Abs", "Gelu",
       "GeluGrad",
       // Byte moves of any element type.

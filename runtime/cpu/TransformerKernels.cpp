@@ -1,7 +1,8 @@
 //===- TransformerKernels.cpp - Embedding, layer norm and GELU ------------===//
 //
 // The transformer ops' kernels: Gather/GatherGrad (embedding lookups and
-// their scatter-add), LayerNormalization(Grad), and Gelu/GeluGrad/Erf.
+// their scatter-add), Softmax/LogSoftmax and Gelu/GeluGrad/Erf, with their
+// gradients (LayerNormalization is NormKernels.cpp's).
 //
 //===----------------------------------------------------------------------===//
 
@@ -137,167 +138,6 @@ std::unique_ptr<Kernel> createGatherGrad(const OpSpec &spec,
                   error))
     return nullptr;
   return std::make_unique<GatherKernel>(spec, g, true);
-}
-
-//===----------------------------------------------------------------------===//
-// LayerNormalization / LayerNormalizationGrad
-//===----------------------------------------------------------------------===//
-
-/// X viewed as [rows, cols]: normalized over the dims from `axis` on.
-struct LnGeom {
-  int64_t rows = 1, cols = 1;
-  float eps;
-};
-
-bool lnGeom(const OpSpec &spec, const TensorDesc &x, const TensorDesc &scale,
-            LnGeom &g, std::string &error) {
-  int64_t axis;
-  if (!normAxis(spec, int64_t(x.rank()), -1, axis, error))
-    return false;
-  for (int64_t k = 0; k < axis; ++k)
-    g.rows *= x.shape[k];
-  for (size_t k = axis; k < x.rank(); ++k)
-    g.cols *= x.shape[k];
-  g.eps = float(spec.attrs.getFloat("epsilon", 1e-5));
-  if (scale.numel() != g.cols) {
-    error =
-        nodeError(spec, "Scale has " + std::to_string(scale.numel()) +
-                            " elements, expected " + std::to_string(g.cols));
-    return false;
-  }
-  return true;
-}
-
-/// LayerNormalization: X, Scale[, B] -> Y[, Mean[, InvStdDev]].
-class LayerNormKernel final : public CpuKernel {
-public:
-  LayerNormKernel(const OpSpec &spec, const LnGeom &g)
-      : CpuKernel(spec), g(g) {}
-  void compute(const std::vector<TensorRef> &in,
-               const std::vector<TensorRef> &out) override {
-    const float *x = in[0].as<float>(), *sc = in[1].as<float>();
-    const float *b = in.size() > 2 && in[2].data ? in[2].as<float>() : nullptr;
-    float *y = out[0].as<float>();
-    float *meanOut = out.size() > 1 ? out[1].as<float>() : nullptr;
-    float *invOut = out.size() > 2 ? out[2].as<float>() : nullptr;
-    const LnGeom p = g;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < p.rows; ++r) {
-      const float *xr = x + r * p.cols;
-      float *yr = y + r * p.cols;
-      double s = 0;
-      for (int64_t c = 0; c < p.cols; ++c)
-        s += xr[c];
-      const float mean = float(s / double(p.cols));
-      double v = 0;
-      for (int64_t c = 0; c < p.cols; ++c) {
-        double d = double(xr[c]) - mean;
-        v += d * d;
-      }
-      const float inv = float(1.0 / std::sqrt(v / double(p.cols) + p.eps));
-      for (int64_t c = 0; c < p.cols; ++c)
-        yr[c] = (xr[c] - mean) * inv * sc[c] + (b ? b[c] : 0.0f);
-      if (meanOut)
-        meanOut[r] = mean;
-      if (invOut)
-        invOut[r] = inv;
-    }
-  }
-
-private:
-  LnGeom g;
-};
-
-std::unique_ptr<Kernel> createLayerNorm(const OpSpec &spec,
-                                        std::string &error) {
-  if (!checkSpec(spec, 2, 3, 1, 3, {0, 1, 2}, {0, 1, 2}, error))
-    return nullptr;
-  LnGeom g;
-  if (!lnGeom(spec, spec.inputs[0], spec.inputs[1], g, error))
-    return nullptr;
-  if ((spec.inputs.size() > 2 && spec.inputs[2].numel() != g.cols) ||
-      spec.outputs[0].shape != spec.inputs[0].shape ||
-      (spec.outputs.size() > 1 && spec.outputs[1].numel() != g.rows) ||
-      (spec.outputs.size() > 2 && spec.outputs[2].numel() != g.rows)) {
-    error = nodeError(spec, "B, Y, Mean or InvStdDev has the wrong size");
-    return nullptr;
-  }
-  return std::make_unique<LayerNormKernel>(spec, g);
-}
-
-/// LayerNormalizationGrad: dY, X, Scale, Mean, InvStdDev -> dX, dScale[, dB].
-class LayerNormGradKernel final : public CpuKernel {
-public:
-  LayerNormGradKernel(const OpSpec &spec, const LnGeom &g)
-      : CpuKernel(spec), g(g) {}
-  void compute(const std::vector<TensorRef> &in,
-               const std::vector<TensorRef> &out) override {
-    const float *dy = in[0].as<float>(), *x = in[1].as<float>();
-    const float *sc = in[2].as<float>(), *mean = in[3].as<float>();
-    const float *inv = in[4].as<float>();
-    float *dx = out[0].as<float>();
-    float *ds = out.size() > 1 ? out[1].as<float>() : nullptr;
-    float *db = out.size() > 2 ? out[2].as<float>() : nullptr;
-    const LnGeom p = g;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < p.rows; ++r) {
-      const float *xr = x + r * p.cols, *gr = dy + r * p.cols;
-      float *dr = dx + r * p.cols;
-      const float m = mean[r], iv = inv[r];
-      double sg = 0, sgx = 0;
-      for (int64_t c = 0; c < p.cols; ++c) {
-        float gs = gr[c] * sc[c];
-        sg += gs;
-        sgx += double(gs) * (xr[c] - m) * iv;
-      }
-      const float mg = float(sg / double(p.cols));
-      const float mgx = float(sgx / double(p.cols));
-      for (int64_t c = 0; c < p.cols; ++c)
-        dr[c] = iv * (gr[c] * sc[c] - mg - (xr[c] - m) * iv * mgx);
-    }
-    if (!ds && !db)
-      return;
-    constexpr int64_t kBlock = 256;
-    const int64_t blocks = (p.cols + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static)
-    for (int64_t bk = 0; bk < blocks; ++bk) {
-      int64_t c0 = bk * kBlock, c1 = std::min(p.cols, c0 + kBlock);
-      double accS[kBlock] = {0}, accB[kBlock] = {0};
-      for (int64_t r = 0; r < p.rows; ++r) {
-        const float *xr = x + r * p.cols, *gr = dy + r * p.cols;
-        const float m = mean[r], iv = inv[r];
-        for (int64_t c = c0; c < c1; ++c) {
-          accS[c - c0] += double(gr[c]) * ((xr[c] - m) * iv);
-          accB[c - c0] += gr[c];
-        }
-      }
-      for (int64_t c = c0; c < c1; ++c) {
-        if (ds)
-          ds[c] = float(accS[c - c0]);
-        if (db)
-          db[c] = float(accB[c - c0]);
-      }
-    }
-  }
-
-private:
-  LnGeom g;
-};
-
-std::unique_ptr<Kernel> createLayerNormGrad(const OpSpec &spec,
-                                            std::string &error) {
-  if (!checkSpec(spec, 5, 5, 1, 3, {0, 1, 2, 3, 4}, {0, 1, 2}, error))
-    return nullptr;
-  LnGeom g;
-  if (!lnGeom(spec, spec.inputs[1], spec.inputs[2], g, error))
-    return nullptr;
-  if (spec.inputs[0].shape != spec.inputs[1].shape ||
-      spec.outputs[0].shape != spec.inputs[1].shape ||
-      spec.inputs[3].numel() != g.rows || spec.inputs[4].numel() != g.rows) {
-    error = nodeError(spec, "dY, X, dX, Mean or InvStdDev has the wrong size");
-    return nullptr;
-  }
-  return std::make_unique<LayerNormGradKernel>(spec, g);
 }
 
 //===----------------------------------------------------------------------===//
@@ -460,8 +300,6 @@ void registerTransformerKernels(KernelRegistry &r) {
     r[op] = createSoftmax;
   r["Gather"] = createGather;
   r["GatherGrad"] = createGatherGrad;
-  r["LayerNormalization"] = createLayerNorm;
-  r["LayerNormalizationGrad"] = createLayerNormGrad;
   for (const char *op : {"Gelu", "GeluGrad", "Erf"})
     r[op] = createGelu;
 }
