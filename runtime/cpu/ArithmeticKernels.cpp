@@ -631,6 +631,11 @@ private:
 #pragma omp parallel for schedule(static) if (chunks > 4)
     for (int64_t c = 0; c < chunks; ++c) {
       int64_t b = c * kChunk, len = std::min(kChunk, n - b);
+      if (to == DType::F32) {
+        widenToF32(from, static_cast<const uint16_t *>(src) + b,
+                   static_cast<float *>(dst) + b, size_t(len));
+        continue;
+      }
       float tmp[kChunk];
       const float *f = static_cast<const float *>(src) + b;
       if (from != DType::F32) {
@@ -638,10 +643,7 @@ private:
                    size_t(len));
         f = tmp;
       }
-      if (to == DType::F32)
-        std::memcpy(static_cast<float *>(dst) + b, f, size_t(len) * 4);
-      else
-        narrowFromF32(to, f, static_cast<uint16_t *>(dst) + b, size_t(len));
+      narrowFromF32(to, f, static_cast<uint16_t *>(dst) + b, size_t(len));
     }
   }
 
