@@ -104,6 +104,7 @@ void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
            1e-3;
   };
   I.uploadBatch();
+  I.refreshCopies();
   const bool defer = I.deferUpdates;
   const bool scaling = I.lossScaleValue >= 0;
   if (scaling) {
@@ -288,10 +289,12 @@ llvm::Error planDeferredUpdates(Executor::Impl &I,
       for (const GroupBuf &b : I.groupBufs)
         if (reads(instr, b.ptr, b.bytes))
           return true;
+      // (A parameter's 16-bit copy, Instr::weightCopy, is not: a reader
+      // before the deferred update reads the copy of the old parameter.)
       for (const Instr &u : I.instrs)
         if (u.op == InstrOp::Update)
-          for (const TensorRef &w : u.outRefs)
-            if (reads(instr, w.data, w.bytes()))
+          for (size_t k = 0; k < u.outs.size(); ++k)
+            if (reads(instr, u.outRefs[k].data, u.outRefs[k].bytes()))
               return true;
       return false;
     };
@@ -328,9 +331,15 @@ llvm::Error planDeferredUpdates(Executor::Impl &I,
   return llvm::Error::success();
 }
 
+std::vector<PersistentTensor> &Executor::persistent() {
+  impl->copiesStale = true;
+  return persistentTensors;
+}
+
 void Executor::runForward() {
   Impl &I = *impl;
   I.uploadBatch();
+  I.refreshCopies();
   for (unsigned k = 0; k < I.forwardEnd && k < I.instrs.size(); ++k) {
     Instr &instr = I.instrs[k];
     if (instr.op == InstrOp::Kernel)

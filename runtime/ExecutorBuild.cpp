@@ -354,6 +354,21 @@ private:
       // liveness pass through `root`.
       return llvm::Error::success();
     }
+    if (roles.convert && isWeightCopy(node)) {
+      // The parameter's 16-bit copy: kept by its update, not made here.
+      auto id = newValue(op->getResult(0), op);
+      if (!id)
+        return id.takeError();
+      newPersistent(*id);
+      I.values[*id].used = true;
+      copyOfParam[ins[0]] = *id;
+      Instr cast;
+      cast.ins = ins;
+      cast.outs = {*id};
+      copyCastOf[op] = int(I.copyCasts.size());
+      I.copyCasts.push_back(std::move(cast));
+      return llvm::Error::success();
+    }
     Instr instr;
     instr.op = InstrOp::Kernel;
     instr.ins = ins;
@@ -395,6 +410,43 @@ private:
     // Kernels are created after buffer planning, when outputUsed is known.
     I.instrs.push_back(std::move(instr));
     return llvm::Error::success();
+  }
+
+  /// A forward Cast of an f32 parameter to bf16/f16 whose readers (and
+  /// their views') all run before the parameter's optimizer update, on a
+  /// backend whose update writes such copies: the update keeps it.
+  bool isWeightCopy(mlir::oasr::NodeOp node) {
+    Operation *op = node;
+    auto arg = dyn_cast<BlockArgument>(op->getOperand(0));
+    if (op->getNumOperands() != 1 || op->getNumResults() != 1 || !arg ||
+        op->hasAttr(mlir::oasr::kLayerAttr) || !options.weightCopies ||
+        !backend.updatesWeightCopies() ||
+        !fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                         mlir::oasr::kParamAttr))
+      return false;
+    auto from = dyn_cast<RankedTensorType>(arg.getType());
+    auto to = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+    if (!from || !to || !from.getElementType().isF32() ||
+        !(to.getElementType().isBF16() || to.getElementType().isF16()))
+      return false;
+    Operation *update = nullptr;
+    for (Operation *user : arg.getUsers())
+      if (auto u = dyn_cast<mlir::oasr::OptimizerUpdateOp>(user))
+        if (u.getParam() == arg)
+          update = user;
+    if (!update)
+      return false;
+    std::function<bool(Value)> readBefore = [&](Value v) {
+      for (Operation *user : v.getUsers()) {
+        if (!user->isBeforeInBlock(update))
+          return false;
+        if (auto n = dyn_cast<mlir::oasr::NodeOp>(user))
+          if (isView(n.getOpType()) && !readBefore(n->getResult(0)))
+            return false;
+      }
+      return true;
+    };
+    return readBefore(op->getResult(0));
   }
 
   /// An allreduce start: its fused group, the copy that packs the
@@ -600,6 +652,8 @@ private:
                    ? uint64_t(I.values[ins[1]].desc.shape[0])
                    : 0});
       }
+    if (auto copy = copyOfParam.find(ins[0]); copy != copyOfParam.end())
+      u.weightCopy = copy->second;
     exec->stepInfos.push_back(PlanStepInfo{
         "update " + opName(op), "optimizer_update", "", StepKind::Update});
     I.instrs.push_back(std::move(u));
@@ -753,9 +807,11 @@ private:
         readViaAlias[size_t(vi.aliasOf)] = 1;
     for (Operation &opRef : body) {
       auto node = dyn_cast<mlir::oasr::NodeOp>(&opRef);
-      if (!node || !instrOf.count(&opRef))
+      if (!node || (!instrOf.count(&opRef) && !copyCastOf.count(&opRef)))
         continue;
-      Instr &instr = I.instrs[size_t(instrOf[&opRef])];
+      Instr &instr = instrOf.count(&opRef)
+                         ? I.instrs[size_t(instrOf[&opRef])]
+                         : I.copyCasts[size_t(copyCastOf[&opRef])];
       OpSpec spec;
       spec.opType = node.getOpType().str();
       spec.name = opName(&opRef);
@@ -961,6 +1017,8 @@ private:
       if (I.values[v].where == Where::Alias)
         I.values[v].ptr = I.values[I.root(int(v))].ptr;
 
+    for (Instr &cast : I.copyCasts)
+      I.bindRefs(cast);
     for (Instr &instr : I.instrs) {
       if (instr.workspaceBytes)
         instr.kernel->setWorkspace(static_cast<char *>(I.arena) +
@@ -1179,6 +1237,10 @@ private:
   std::vector<int> persistValue;
   // Instructions.
   llvm::DenseMap<Operation *, int> instrOf;
+  /// Parameter Casts the updates keep (isWeightCopy): the op's index in
+  /// Impl::copyCasts, and each parameter's copy.
+  llvm::DenseMap<Operation *, int> copyCastOf;
+  llvm::DenseMap<int, int> copyOfParam;
   std::vector<int> copyBack; ///< pairs flattened: dst, src
   bool seenBackward = false;
   llvm::DenseMap<int, std::pair<unsigned, unsigned>> waitResult; ///< id -> g, k

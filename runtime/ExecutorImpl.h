@@ -71,6 +71,10 @@ struct Instr {
   size_t workspaceBytes = 0, workspaceOffset = 0;
   bool elementwise = false; ///< may write its result over a dying input
   bool pack = false;        ///< Copy: gradients into their group buffer
+  /// Update: the parameter's 16-bit copy the backend writes with it
+  /// (KernelBackend::updatesWeightCopies), bound after the results; -1:
+  /// none.
+  int weightCopy = -1;
   /// ONNX positions of optional operands left out in the middle
   /// (oasr.absent_inputs): the kernel sees them as TensorRefs without data.
   std::vector<int64_t> absent;
@@ -194,6 +198,22 @@ struct Executor::Impl {
     instr.inRefs = instr.withAbsent(instr.inRefs, TensorRef{});
     for (int v : instr.outs)
       instr.outRefs.push_back(ref(v));
+    if (instr.weightCopy >= 0)
+      instr.outRefs.push_back(ref(instr.weightCopy));
+  }
+  /// Mixed precision: the Casts of parameters to the 16-bit copies the
+  /// forward reads, taken out of the step because the updates keep the
+  /// copies (Instr::weightCopy). They run before a step when the
+  /// parameters were written from outside (loaded, initialised, averaged
+  /// by an algorithm): Executor::persistent() marks the copies stale.
+  std::vector<Instr> copyCasts;
+  bool copiesStale = true;
+  void refreshCopies() {
+    if (!copiesStale)
+      return;
+    for (Instr &c : copyCasts)
+      c.kernel->run(c.inRefs, c.outRefs);
+    copiesStale = false;
   }
   /// A zeroed buffer of `bytes` on the backend (null when it cannot).
   void *zeroedBuffer(size_t bytes) {

@@ -456,12 +456,15 @@ void ::oasr::ops::registerArithmeticOps(OpRegistry &r) {
       .shape(shapeWhere)
       .fold(foldElementwise)
       .grad(gradWhere);
+  OpRoles convert;
+  convert.convert = true;
   r.add("Cast")
       .precision(Precision::Keep)
       .traits(Elementwise)
       .shape(shapeCast)
       .fold(foldCopy)
-      .grad(gradCast);
+      .grad(gradCast)
+      .roles(convert);
   // Comparisons and logic (attention masks): no gradient.
   for (const char *op : {"Equal", "Less", "Greater", "LessOrEqual",
                          "GreaterOrEqual", "And", "Or", "Xor"})

@@ -170,6 +170,7 @@ public:
   bool supportsUpdate(const std::string &algo) const override {
     return isStandardUpdate(algo);
   }
+  bool updatesWeightCopies() const override { return true; }
   void update(const UpdateRule &rule, int64_t t,
               const std::vector<TensorRef> &in,
               const std::vector<TensorRef> &out) override {

@@ -3,25 +3,33 @@
 // KernelBackend::update for host memory: sgd, momentum (dampening,
 // Nesterov), adagrad and adam, the ONNX preview-training rules
 // (docs/runtime.md "Optimizers"), in the float arithmetic the CUDA
-// backend's update kernel uses. One pass over the parameter, in order.
+// backend's update kernel uses. One pass over the parameter, in order, in
+// chunks; a 16-bit copy of the parameter (mixed precision) is rounded from
+// each chunk while it is in cache.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
 
+#include "oasr/Runtime/LowFloat.h"
+
+#include <algorithm>
 #include <cmath>
 
 namespace oasr::rt::cpu {
 
-/// One optimizer step on the host, oasr.optimizer_update's rules (the
-/// ONNX preview-training optimizers); `t` is the number of earlier updates.
-/// Arithmetic in float, as the reference implementations do.
-void update(const UpdateRule &u, int64_t t, const std::vector<TensorRef> &in,
-            const std::vector<TensorRef> &out) {
-  float *p = in[0].as<float>();
-  const float *g = in[1].as<float>();
-  float *np = out[0].as<float>();
-  const int64_t n = in[0].numel();
+namespace {
+
+/// One rule over `n` elements: the parameter p, its gradient g, up to two
+/// state tensors v and h, and their new values (which may alias them).
+struct UpdateSpan {
+  const float *p, *g, *v, *h;
+  float *np, *nv, *nh;
+};
+
+void applyRule(const UpdateRule &u, int64_t t, const UpdateSpan &s, int64_t n) {
+  const float *p = s.p, *g = s.g, *v = s.v, *h = s.h;
+  float *np = s.np, *nv = s.nv, *nh = s.nh;
   const float lr = float(u.lr), wd = float(u.weightDecay);
   if (u.algo == "sgd") {
     if (wd == 0.0f)
@@ -32,8 +40,6 @@ void update(const UpdateRule &u, int64_t t, const std::vector<TensorRef> &in,
         np[i] = p[i] - lr * (g[i] + wd * p[i]);
     return;
   }
-  const float *v = in[2].as<float>();
-  float *nv = out[1].as<float>();
   if (u.algo == "momentum") {
     // v' = m v + c g_r, c = 1 - dampening after the first update;
     // p' = p - lr v' or, Nesterov, p - lr (g_r + m v').
@@ -62,8 +68,6 @@ void update(const UpdateRule &u, int64_t t, const std::vector<TensorRef> &in,
   // adam: v' = b1 v + (1 - b1) g_r; h' = b2 h + (1 - b2) g_r^2;
   // r = lr sqrt(1 - b2^t) / (1 - b1^t) after the first update;
   // p' = (1 - wd_post) (p - r v' / (sqrt(h') + eps)).
-  const float *h = in[3].as<float>();
-  float *nh = out[2].as<float>();
   const float b1 = float(u.beta1), b2 = float(u.beta2);
   const float r =
       t > 0 ? float(u.lr * std::sqrt(1.0 - std::pow(u.beta2, double(t))) /
@@ -77,6 +81,39 @@ void update(const UpdateRule &u, int64_t t, const std::vector<TensorRef> &in,
     nv[i] = vi;
     nh[i] = hi;
     np[i] = keep * (p[i] - r * vi / (std::sqrt(hi) + eps));
+  }
+}
+
+} // namespace
+
+/// One optimizer step on the host, oasr.optimizer_update's rules (the
+/// ONNX preview-training optimizers); `t` is the number of earlier updates.
+/// Arithmetic in float, as the reference implementations do. A 16-bit
+/// last result is the parameter's copy (KernelBackend::updatesWeightCopies).
+void update(const UpdateRule &u, int64_t t, const std::vector<TensorRef> &in,
+            const std::vector<TensorRef> &out) {
+  const int64_t n = in[0].numel();
+  const TensorRef *copy = out.size() > 1 && isLowFloat(out.back().desc.dtype)
+                              ? &out.back()
+                              : nullptr;
+  auto at = [](const TensorRef *r, int64_t b) {
+    return r && r->data ? r->as<float>() + b : nullptr;
+  };
+  auto input = [&](size_t k) { return k < in.size() ? &in[k] : nullptr; };
+  auto result = [&](size_t k) {
+    return k < out.size() - (copy ? 1 : 0) ? &out[k] : nullptr;
+  };
+  // Chunks small enough that the copy rounds them from the cache.
+  constexpr int64_t kChunk = 4096;
+  for (int64_t b = 0; b < n; b += kChunk) {
+    const int64_t len = std::min(kChunk, n - b);
+    UpdateSpan s{at(input(0), b), at(input(1), b),  at(input(2), b),
+                 at(input(3), b), at(result(0), b), at(result(1), b),
+                 at(result(2), b)};
+    applyRule(u, t, s, len);
+    if (copy)
+      narrowFromF32(copy->desc.dtype, s.np,
+                    static_cast<uint16_t *>(copy->data) + b, size_t(len));
   }
 }
 

@@ -237,6 +237,10 @@ struct OpRoles {
   /// The node's value is its attribute (Constant): materialized once into
   /// a buffer, not run.
   bool constant = false;
+  /// The node converts operand 0 to its result's element type (Cast): the
+  /// executor may keep a parameter's 16-bit copy up to date in the
+  /// optimizer update instead of running the node (docs/precision.md).
+  bool convert = false;
 };
 
 /// Everything oasr knows about one op since one opset.

@@ -129,6 +129,10 @@ struct ExecutorOptions {
   /// --cuda-graph: replay the step's runs of kernels as captured graphs
   /// from the second step on (KernelBackend::beginCapture).
   bool deviceGraphs = false;
+  /// Mixed precision: the optimizer updates keep the parameters' 16-bit
+  /// copies where the backend can (KernelBackend::updatesWeightCopies)
+  /// instead of the forward casting them every step. Off: the casts run.
+  bool weightCopies = true;
 };
 
 /// What --cuda-graph did: the step's runs of two or more kernels and
@@ -211,8 +215,12 @@ public:
   /// The backend the plan's kernels and buffers belong to.
   KernelBackend &backend() const;
 
-  /// Persistent tensors, in argument order.
-  std::vector<PersistentTensor> &persistent() { return persistentTensors; }
+  /// Persistent tensors, in argument order. Writable: the parameters'
+  /// 16-bit copies (mixed precision) are made again before the next step.
+  std::vector<PersistentTensor> &persistent();
+  const std::vector<PersistentTensor> &persistent() const {
+    return persistentTensors;
+  }
   const std::vector<GradGroup> &groups() const { return gradGroups; }
   const MemoryStats &memory() const { return memStats; }
   /// Parameter gradients in ready order: parameter, producing layer, bytes.

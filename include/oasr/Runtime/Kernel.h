@@ -230,10 +230,15 @@ public:
     (void)algo;
     return false;
   }
+  /// Whether `update` also writes a parameter's 16-bit copy, a bf16 or
+  /// f16 result after param'[, state'...], rounded from param' in the same
+  /// pass. The executor then keeps the copy that a mixed-precision step's
+  /// forward reads instead of casting the parameter every step.
+  virtual bool updatesWeightCopies() const { return false; }
   /// One update of `rule` after `t` earlier updates, issued after every
   /// kernel so far: operands (param, grad[, state...]) and results
-  /// (param'[, state'...]) as in oasr.optimizer_update; a result may alias
-  /// its operand. Called only when supportsUpdate(rule.algo).
+  /// (param'[, state'...][, copy]) as in oasr.optimizer_update; a result
+  /// may alias its operand. Called only when supportsUpdate(rule.algo).
   virtual void update(const UpdateRule &rule, int64_t t,
                       const std::vector<TensorRef> &inputs,
                       const std::vector<TensorRef> &outputs) {
