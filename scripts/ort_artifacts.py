@@ -20,12 +20,15 @@ onnxruntime-training):
       of the same name as the graph input. Writes one batch for
       `oasr-run --data=mnist:DIR/data`.
   ort_artifacts.py fold DIR
-      Only the checkpoint conversion, for artifacts made elsewhere.
+      Only the checkpoint conversion, for artifacts made elsewhere. oasr
+      reads DIR/checkpoint itself (`oasr-run DIR/training_model.onnx`); the
+      folded model is the cross-check of that native read.
   ort_artifacts.py checkpoint SAVED.onnx DIR OUT
       The other way: DIR/checkpoint with the parameters replaced by the
       initializers of SAVED.onnx (what oasr-run --save wrote), written with
       ORT's CheckpointState.save_checkpoint, for ORT to go on from. (The
-      optimizer's moments are not carried.)
+      optimizer's moments are not carried; `oasr-run --save-ort=OUT` writes
+      them natively.)
   ort_artifacts.py text FILE.onnx OUT.txtpb
       Writes a model as a text ModelProto (the committed test inputs).
   ort_artifacts.py ops FILE.onnx
@@ -34,6 +37,7 @@ onnxruntime-training):
       Writes N samples of NAME's input shape as IDX files (for several
       ranks: each rank trains on its shard).
   ort_artifacts.py step DIR OUT.npz [--steps K] [--data D] [--update-last]
+                    [--checkpoint CKPT] [--save-checkpoint OUT]
       Runs ORT's training step (Module's forward + backward) on the batch of
       DIR/data (the same batch every step), K steps (default 1) with ORT's
       AdamW optimizer model between them, and writes NAME.grad (the
@@ -41,6 +45,9 @@ onnxruntime-training):
       last step's update, or after it with --update-last) and `loss`. With
       --data D holding several batches, one step's gradient is the mean
       over its batches (what equal shards on several ranks allreduce to).
+      --checkpoint starts from another checkpoint than DIR/checkpoint (with
+      its AdamW moments and step, when it has them); --save-checkpoint
+      writes ORT's state after the steps, optimizer state included.
   ort_artifacts.py torch NAME DATA OUT.npz [--seed S]
       PyTorch's float64 gradients of NAME (built as `export` builds it) on
       the batch in DATA: the exact reference both float32 runs approach.
@@ -328,7 +335,8 @@ def cmd_ops(a):
 
 def cmd_step(a):
     from onnxruntime.training import api
-    state = api.CheckpointState.load_checkpoint(os.path.join(a.dir, "checkpoint"))
+    state = api.CheckpointState.load_checkpoint(
+        a.checkpoint or os.path.join(a.dir, "checkpoint"))
     # No eval model: ORT cannot load the eval_model.onnx it writes for a
     # model with BatchNormalization ('number of op outputs should be 1 when
     # Training_mode = False'), and the training step does not need it.
@@ -359,6 +367,9 @@ def cmd_step(a):
             if chunks != 1:
                 sys.exit("several batches per step only with --steps 1")
             optimizer.step()
+    if a.save_checkpoint:
+        api.CheckpointState.save_checkpoint(state, a.save_checkpoint,
+                                            include_optimizer_state=True)
     out = {"loss": np.asarray(loss, dtype=np.float32)}
     for n, p in state.parameters:
         if p.requires_grad:
@@ -520,6 +531,11 @@ def main():
                    "when not given)")
     s.add_argument("--update-last", action="store_true",
                    help="also apply the optimizer after the last step")
+    s.add_argument("--checkpoint", help="start from this ORT checkpoint "
+                   "(default DIR/checkpoint; its optimizer state, when it has "
+                   "one, is AdamW's)")
+    s.add_argument("--save-checkpoint", help="write ORT's state after the "
+                   "steps, with the optimizer's, as an ORT checkpoint")
     d = sub.add_parser("data")
     d.add_argument("model", choices=NAMES)
     d.add_argument("out")

@@ -10,6 +10,8 @@ PKGS=(
   libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
   # ONNX import
   libonnx-dev libprotobuf-dev protobuf-compiler
+  # ONNX Runtime training checkpoints (a FlatBuffer): flatc and the headers
+  libflatbuffers-dev flatbuffers-compiler
   # distributed runtime and CPU kernels
   libopenmpi-dev openmpi-bin libdnnl-dev ocl-icd-opencl-dev opencl-headers
   # build tools

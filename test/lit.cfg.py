@@ -28,6 +28,9 @@ config.substitutions.insert(0, ("%python", config.oasr_python))
 config.substitutions.append(("%oasr_src", config.oasr_src_root))
 config.substitutions.append(("%oasr_obj", config.oasr_obj_root))
 config.substitutions.append(("%mpirun", config.mpiexec + " --oversubscribe"))
+# flatc: ONNX Runtime checkpoints written from JSON, read back as JSON
+# (lib/Import/ORTCheckpoint.fbs).
+config.substitutions.append(("%flatc", config.oasr_flatc))
 
 tools = ["oasr-opt", "oasr-translate", "oasr-plan", "oasr-run", "oasr-bench"]
 llvm_config.add_tool_substitutions(

@@ -515,6 +515,12 @@ const onnx::TensorProto *ModelFile::findInitializer(StringRef name) const {
   return &impl->proto.graph().initializer(it->second);
 }
 
+void ModelFile::addInitializer(onnx::TensorProto tensor) {
+  onnx::GraphProto *graph = impl->proto.mutable_graph();
+  impl->initializerIndex[tensor.name()] = graph->initializer_size();
+  *graph->add_initializer() = std::move(tensor);
+}
+
 /// Number of bytes a tensor's dims and type call for, or -1 on overflow or
 /// for a type without a fixed size.
 static int64_t getExpectedBytes(const onnx::TensorProto &tensor) {

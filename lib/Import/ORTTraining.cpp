@@ -28,6 +28,7 @@
 #include "oasr/Dialect/OASRDialect.h"
 #include "oasr/Import/ONNXImporter.h"
 #include "oasr/Import/ONNXModel.h"
+#include "oasr/Import/ORTCheckpoint.h"
 #include "oasr/Ops/GradContext.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -38,6 +39,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 
 #include <onnx/onnx_pb.h>
@@ -52,6 +54,7 @@ namespace {
 constexpr llvm::StringLiteral kMs = "com.microsoft";
 constexpr llvm::StringLiteral kBufferSuffix = "_grad.accumulation.buffer";
 constexpr llvm::StringLiteral kResetInput = "lazy_reset_grad";
+constexpr llvm::StringLiteral kCheckpointFile = "checkpoint";
 
 /// com.microsoft gradient ops oasr registers under the same name and
 /// operand order in the default domain.
@@ -216,10 +219,9 @@ LogicalResult Rewriter::findParameters(llvm::StringSet<> &dropInputs,
   for (const std::string &p : params)
     if (!inits.contains(p))
       return error() << "parameter '" << p
-                     << "' has no value: ONNX Runtime keeps parameters in the "
-                        "checkpoint; fold them into the model with "
-                        "`scripts/ort_artifacts.py fold DIR` (writes "
-                        "training_model.ckpt.onnx)";
+                     << "' has no value: it is neither an initializer of the "
+                        "model nor a tensor of the ONNX Runtime checkpoint "
+                        "beside it";
   return success();
 }
 
@@ -742,10 +744,139 @@ static LogicalResult readOptimizer(ModuleOp module, StringRef modelPath) {
             "oasr maps from ONNX Runtime's optimizer model)";
 }
 
+//===----------------------------------------------------------------------===//
+// The checkpoint beside it
+//===----------------------------------------------------------------------===//
+
+static llvm::Error makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 message.str().c_str());
+}
+
+/// Graph inputs an ORT training model trains (it accumulates or returns
+/// their gradients) without giving them a value.
+static SmallVector<std::string> parametersWithoutValue(const ModelFile &model) {
+  const onnx::GraphProto &graph = model.proto().graph();
+  llvm::StringSet<> inputs, outputs;
+  for (const onnx::ValueInfoProto &i : graph.input())
+    inputs.insert(i.name());
+  for (const onnx::ValueInfoProto &o : graph.output())
+    outputs.insert(o.name());
+  SmallVector<std::string> out;
+  for (const onnx::ValueInfoProto &i : graph.input())
+    if (!model.findInitializer(i.name()) &&
+        (inputs.contains(i.name() + kBufferSuffix.str()) ||
+         outputs.contains(i.name() + "_grad")))
+      out.push_back(i.name());
+  return out;
+}
+
+static std::string dimsText(llvm::ArrayRef<int64_t> dims) {
+  std::string s = "[";
+  for (auto [i, d] : llvm::enumerate(dims))
+    s += (i ? ", " : "") + std::to_string(d);
+  return s + "]";
+}
+
+/// Checks a checkpoint tensor against the graph input it gives a value.
+static llvm::Error checkAgainstInput(const ::oasr::ort::CheckpointTensor &t,
+                                     const onnx::ValueInfoProto &input,
+                                     StringRef ckpt, StringRef modelPath) {
+  const onnx::TypeProto_Tensor &type = input.type().tensor_type();
+  if (type.elem_type() != t.dataType)
+    return makeError(llvm::formatv(
+        "{0}: tensor '{1}' has data type {2}; graph input '{1}' of {3} is {4}",
+        ckpt, t.name, ::oasr::onnximport::getDataTypeName(t.dataType),
+        modelPath, ::oasr::onnximport::getDataTypeName(type.elem_type())));
+  if (!type.has_shape())
+    return llvm::Error::success();
+  SmallVector<int64_t> want;
+  bool mismatch = type.shape().dim_size() != int(t.dims.size());
+  for (auto [i, d] : llvm::enumerate(type.shape().dim())) {
+    want.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    if (d.has_dim_value() && i < t.dims.size() && t.dims[i] != d.dim_value())
+      mismatch = true;
+  }
+  if (mismatch)
+    return makeError(llvm::formatv(
+        "{0}: tensor '{1}' has dims {2}; graph input '{1}' of {3} has {4}",
+        ckpt, t.name, dimsText(t.dims), modelPath, dimsText(want)));
+  return llvm::Error::success();
+}
+
+/// The tensor as an initializer whose data is its bytes in the checkpoint.
+static onnx::TensorProto
+externalInitializer(const ::oasr::ort::CheckpointTensor &t) {
+  onnx::TensorProto tensor;
+  tensor.set_name(t.name);
+  for (int64_t d : t.dims)
+    tensor.add_dims(d);
+  tensor.set_data_type(t.dataType);
+  tensor.set_data_location(onnx::TensorProto::EXTERNAL);
+  auto add = [&](StringRef key, std::string value) {
+    onnx::StringStringEntryProto *e = tensor.add_external_data();
+    e->set_key(key.str());
+    e->set_value(std::move(value));
+  };
+  add("location", kCheckpointFile.str());
+  add("offset", std::to_string(t.offset));
+  add("length", std::to_string(t.bytes.size()));
+  return tensor;
+}
+
+namespace oasr::onnximport {
+llvm::Expected<std::string> attachORTCheckpoint(ModelFile &model) {
+  if (!isORTTrainingModel(model.proto()))
+    return std::string();
+  SmallVector<std::string> missing = parametersWithoutValue(model);
+  if (missing.empty())
+    return std::string();
+  SmallString<256> path(model.directory());
+  llvm::sys::path::append(path, kCheckpointFile);
+  if (!llvm::sys::fs::exists(path))
+    return makeError(model.path() + ": parameter '" + missing.front() +
+                     "' has no value and there is no checkpoint '" + path +
+                     "' beside the model (ONNX Runtime's generate_artifacts "
+                     "writes the parameters' values there)");
+  auto ckpt = ::oasr::ort::readCheckpoint(path);
+  if (!ckpt)
+    return ckpt.takeError();
+  llvm::StringMap<const onnx::ValueInfoProto *> inputs;
+  for (const onnx::ValueInfoProto &i : model.proto().graph().input())
+    inputs[i.name()] = &i;
+  for (const auto *list : {&ckpt->trainable, &ckpt->frozen})
+    for (const ::oasr::ort::CheckpointTensor &t : *list) {
+      if (model.findInitializer(t.name))
+        continue; // the model gives it a value itself
+      const onnx::ValueInfoProto *input = inputs.lookup(t.name);
+      if (!input)
+        return makeError(path + ": tensor '" + t.name +
+                         "' is not a graph input of " + model.path() +
+                         " (is the checkpoint another model's?)");
+      if (llvm::Error err = checkAgainstInput(t, *input, path, model.path()))
+        return std::move(err);
+      model.addInitializer(externalInitializer(t));
+    }
+  for (const std::string &p : missing)
+    if (!ckpt->find(p))
+      return makeError(path + ": no tensor '" + p + "', a parameter of " +
+                       model.path() + " (the checkpoint holds " +
+                       std::to_string(ckpt->trainable.size()) +
+                       " trainable and " + std::to_string(ckpt->frozen.size()) +
+                       " frozen tensors)");
+  return std::string(path);
+}
+} // namespace oasr::onnximport
+
 namespace oasr::onnximport {
 OwningOpRef<ModuleOp> importORTTraining(MLIRContext &context, ModelFile &model,
                                         const ImportOptions &options) {
   context.loadDialect<OASRDialect, func::FuncDialect>();
+  if (auto ckpt = attachORTCheckpoint(model); !ckpt) {
+    mlir::emitError(FileLineColLoc::get(&context, model.path(), 0, 0))
+        << llvm::toString(ckpt.takeError());
+    return {};
+  }
   Rewriter rewriter(context, model);
   if (failed(rewriter.run()))
     return {};

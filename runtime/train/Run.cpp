@@ -236,10 +236,15 @@ void Run::loadWeights() {
       loader = source->loader();
     if (!failure.failed) {
       auto loaded = initializeWeights(*exec, loader, o.seed);
+      llvm::Expected<int64_t> step = int64_t(0);
+      if (loaded && source)
+        step = source->restoreOptimizerState(*exec);
       if (!loaded)
         // Only the ONNX source's initializers can fail to load: name it.
         failure.set(exec->sourcePath() + ": " +
                     llvm::toString(loaded.takeError()));
+      else if (!step)
+        failure.set(step.takeError());
       else if (rank == 0 && !o.quiet) {
         size_t weights = 0;
         for (const PersistentTensor &t : exec->persistent())
@@ -249,6 +254,9 @@ void Run::loadWeights() {
                     o.modelPath.c_str(), weights, *loaded,
                     source ? exec->sourcePath().c_str() : "(no ONNX source)",
                     *loaded < weights ? ", the rest seeded random" : "");
+        if (*step)
+          std::printf("oasr-run: Adam's moments and step %lld from %s\n",
+                      (long long)*step, source->ortCheckpoint().c_str());
       }
     }
   }
@@ -291,6 +299,11 @@ void Run::checkTraining() {
   if (!o.savePath.empty() && !failure.failed && !source)
     failure.set("--save needs the model's ONNX source (module attribute "
                 "oasr.source naming an existing .onnx file)");
+  if (!o.saveOrtPath.empty() && !failure.failed &&
+      (!source || source->ortCheckpoint().empty()))
+    failure.set("--save-ort needs an ONNX Runtime training model whose "
+                "parameters come from the checkpoint beside it (" +
+                o.modelPath + " is none)");
 
   // Re-planning: by default once for sync SGD on several ranks when the
   // strategy plans with a model (the others group by layer or size).
@@ -620,6 +633,14 @@ void Run::report(const TrainSummary &summary, const TrainingAlgorithm &algo) {
                "oasr-run: error: --save: " + llvm::toString(saved.takeError()));
     std::printf("saved %s (%zu initializers updated)\n", o.savePath.c_str(),
                 *saved);
+  }
+  if (!o.saveOrtPath.empty()) {
+    auto saved = source->saveORT(*exec, o.saveOrtPath, o.lr.value_or(-1));
+    if (!saved)
+      abortRun(*comm, "oasr-run: error: --save-ort: " +
+                          llvm::toString(saved.takeError()));
+    std::printf("saved %s (ONNX Runtime checkpoint, %zu parameters)\n",
+                o.saveOrtPath.c_str(), *saved);
   }
 }
 

@@ -335,6 +335,7 @@ std::string checkOutputPaths(const RunOptions &o) {
         {"--replan-profile", &o.replanProfile},
         {"--dump-grads", &o.dumpGrads},
         {"--save", &o.savePath},
+        {"--save-ort", &o.saveOrtPath},
         {"--emit-mlir", &o.emitMlir}})
     if (!path->empty())
       if (std::string why = unwritable(*path); !why.empty())

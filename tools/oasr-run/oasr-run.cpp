@@ -164,6 +164,12 @@ static cl::opt<std::string>
 static cl::opt<std::string> savePath("save",
                                      cl::desc("Write the trained ONNX model"),
                                      cl::init(""), cl::cat(runCat));
+static cl::opt<std::string> saveOrtPath(
+    "save-ort",
+    cl::desc("Write the trained parameters, Adam's moments and step as an "
+             "ONNX Runtime checkpoint (an ORT training model's run; ORT's "
+             "CheckpointState.load_checkpoint reads it)"),
+    cl::value_desc("file"), cl::init(""), cl::cat(runCat));
 static cl::opt<std::string>
     dumpGrads("dump-grads",
               cl::desc("Write the loss, parameters and averaged gradients of "
@@ -473,6 +479,7 @@ RunOptions runOptions() {
   o.tracePath = tracePath;
   o.profilePath = profilePath;
   o.savePath = savePath;
+  o.saveOrtPath = saveOrtPath;
   o.dumpGrads = dumpGrads;
   o.emitMlir = emitMlir;
   o.communicator = commKind;
@@ -553,6 +560,14 @@ public:
   llvm::Expected<size_t> save(Executor &exec,
                               llvm::StringRef path) const override {
     return model->save(exec, path);
+  }
+  std::string ortCheckpoint() const override { return model->ortCheckpoint(); }
+  llvm::Expected<int64_t> restoreOptimizerState(Executor &exec) override {
+    return model->restoreOptimizerState(exec);
+  }
+  llvm::Expected<size_t> saveORT(Executor &exec, llvm::StringRef path,
+                                 double learningRate) const override {
+    return model->saveORT(exec, path, learningRate);
   }
 
 private:

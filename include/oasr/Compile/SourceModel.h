@@ -41,9 +41,32 @@ public:
   /// Returns the number of initializers updated.
   llvm::Expected<size_t> save(rt::Executor &exec, llvm::StringRef path) const;
 
+  /// The ONNX Runtime checkpoint the parameters come from (an ORT training
+  /// model's `checkpoint`, see onnximport::attachORTCheckpoint), or "".
+  const std::string &ortCheckpoint() const { return ortCheckpointPath; }
+
+  /// After initializeWeights: when the ORT checkpoint holds optimizer state
+  /// and the run trains with Adam, AdamW's moments ("momentum0",
+  /// "momentum1") become Adam's state and the group's step advances the
+  /// update count T. Returns the step restored (0 when none). Errors name
+  /// the checkpoint and the parameter.
+  llvm::Expected<int64_t> restoreOptimizerState(rt::Executor &exec);
+
+  /// Writes an ONNX Runtime checkpoint to `path` atomically: the ORT
+  /// checkpoint's tensors with `exec`'s trained values, Adam's moments and
+  /// step as its optimizer group (when the run trains with Adam), and its
+  /// properties. `learningRate` < 0 keeps the checkpoint's. Returns the
+  /// number of parameters written.
+  llvm::Expected<size_t> saveORT(rt::Executor &exec, llvm::StringRef path,
+                                 double learningRate) const;
+
 private:
   SourceModel() = default;
   std::unique_ptr<onnximport::ModelFile> model;
+  std::string ortCheckpointPath;
+  /// The update count before the first update of the run, less the
+  /// checkpoint's step: T = base + ORT's step.
+  int64_t baseUpdateCount = 0;
 };
 
 } // namespace oasr

@@ -152,6 +152,8 @@ public:
 
   /// The main graph's initializer called `name`, or null.
   const onnx::TensorProto *findInitializer(llvm::StringRef name) const;
+  /// Appends an initializer to the main graph (findInitializer finds it).
+  void addInitializer(onnx::TensorProto tensor);
   /// Where the bytes of initializer `name` live, or an error if there is no
   /// such initializer.
   llvm::Expected<InitializerLocation>

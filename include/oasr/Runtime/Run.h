@@ -72,6 +72,8 @@ struct RunOptions {
   bool allowNonFinite = false;
   // Outputs (rank 0 writes them).
   std::string tracePath, profilePath, savePath, dumpGrads, emitMlir;
+  /// --save-ort: write the trained state as an ONNX Runtime checkpoint.
+  std::string saveOrtPath;
   // Device and communication.
   std::string communicator; ///< mpi | self; empty: mpi under mpirun
   std::string device = "cpu";
@@ -238,6 +240,17 @@ public:
   /// Returns the number of initializers updated.
   virtual llvm::Expected<size_t> save(Executor &exec,
                                       llvm::StringRef path) const = 0;
+  /// The ONNX Runtime checkpoint the weights come from, or "".
+  virtual std::string ortCheckpoint() const { return ""; }
+  /// After the weights: the optimizer state of an ONNX Runtime checkpoint
+  /// (Adam's moments, the step). Returns the step restored (0: none).
+  virtual llvm::Expected<int64_t> restoreOptimizerState(Executor &) {
+    return 0;
+  }
+  /// `--save-ort`: the trained state as an ONNX Runtime checkpoint.
+  /// Returns the number of parameters written.
+  virtual llvm::Expected<size_t> saveORT(Executor &exec, llvm::StringRef path,
+                                         double learningRate) const = 0;
 };
 
 /// What a run needs from the compiler side (lib/Compile).
