@@ -34,7 +34,12 @@ line with one of the words faster, slower, step(s), speed-up, over, vs,
 against, than, DDP, PyTorch (a table row: in the row or its table's
 header row).
 
-A line holding the comment `<!-- claim: design -->` is exempt from both
+Rule 3, the headline: README.md's opening (its text before the first
+`## ` heading) leads with the headline numbers, and bench/results/README.md
+indexes them in its "## Headline numbers" table. Each claim of the opening
+must also be in a row of that table that links to the same results file.
+
+A line holding the comment `<!-- claim: design -->` is exempt from the
 rules: its numbers are design parameters or quoted from elsewhere, not
 measurements (a model's size, a configured timeout). A link to a results
 file that does not exist is a failure too.
@@ -316,6 +321,65 @@ def check_doc(path, root, results, report):
     return nclaims
 
 
+def check_headline(root, report):
+    """Rule 3: README.md's opening against bench/results/README.md's
+    headline table; returns the number of claims checked (0 when either
+    is missing)."""
+    readme = os.path.join(root, "README.md")
+    index = os.path.join(root, "bench", "results", "README.md")
+    if not (os.path.isfile(readme) and os.path.isfile(index)):
+        return 0
+    with open(index, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    start = next((i for i, l in enumerate(lines)
+                  if l.strip().lower() == "## headline numbers"), None)
+    if start is None:
+        return 0
+    end = next((i for i in range(start + 1, len(lines))
+                if lines[i].startswith("## ")), len(lines))
+    rows = []  # (files it links to, its claims)
+    for b in blocks_of(lines[:end]):
+        if b.kind != "row" or b.lines[0][0] <= start:
+            continue
+        files = {p for _, p in cited_files(b, os.path.dirname(index), root)}
+        rows.append((files, claims_in(readable(b.text()), 0)))
+    with open(readme, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    end = next((i for i, l in enumerate(lines) if l.startswith("## ")),
+               len(lines))
+    checked = 0
+    results = os.path.join(root, "bench", "results") + os.sep
+    for b in blocks_of(lines[:end]):
+        # Each claim's file: the first results link after it in its block
+        # (README writes "1.22x ([name](file))").
+        links = []  # ((line, column), path)
+        for n, text in b.lines:
+            for m in LINK.finditer(text):
+                path = os.path.normpath(os.path.join(
+                    root, m.group(1).split("#")[0]))
+                if path.startswith(results):
+                    links.append(((n, m.start()), path))
+        for n, text in b.lines:
+            if DESIGN_MARK in text:
+                continue
+            at = 0
+            for c in claims_in(readable(text), n):
+                checked += 1
+                col = text.find(c.text, at)
+                at = max(at, col)
+                after = [p for pos, p in links if pos >= (n, col)]
+                cited = after[:1] or [p for _, p in links][-1:]
+                half = _half(c.decimals)
+                ok = any(files_row & set(cited) and any(
+                    r.kind == c.kind and abs(r.value - c.value) <= half
+                    for r in claims) for files_row, claims in rows)
+                if not ok:
+                    report(f"README.md:{n}: headline claim '{c.text}' is in "
+                           "no row of bench/results/README.md's headline "
+                           "table that links to the same file")
+    return checked
+
+
 def main(argv=None):
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(
@@ -365,6 +429,8 @@ exit status: 0 all traced; 1 failures listed; 2 usage error""")
 
     total = sum(check_doc(os.path.abspath(f), root, results, failures.append)
                 for f in files)
+    if os.path.join(root, "README.md") in [os.path.abspath(f) for f in files]:
+        check_headline(root, failures.append)
     for line in failures:
         print(line)
     if not args.quiet:
