@@ -331,6 +331,77 @@ llvm::Error planDeferredUpdates(Executor::Impl &I,
   return llvm::Error::success();
 }
 
+/// The plan's steady execution (oasr.plan's `steady`) against the groups
+/// it orders: counts, forms and the order checked before any step; per-layer
+/// forward waits place the deferred updates.
+llvm::Error Executor::checkSteady() {
+  Impl &I = *impl;
+  SteadyExecution &se = steadyExec;
+  const size_t G = gradGroups.size();
+  auto bad = [](const llvm::Twine &why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "oasr.plan's steady execution: " + why);
+  };
+  if (se.pieces.empty() && se.order.empty() && !se.forwardWaits &&
+      se.scatter.empty())
+    return llvm::Error::success();
+  if (se.pieces.size() != G)
+    return bad(llvm::formatv("{0} piece count(s) for {1} group(s)",
+                             se.pieces.size(), G));
+  if (se.scatter.empty())
+    se.scatter.assign(G, 0);
+  if (se.scatter.size() != G)
+    return bad(llvm::formatv("{0} collective form(s) for {1} group(s)",
+                             se.scatter.size(), G));
+  if (se.hasScatter() && wire != GradWire::F32)
+    return bad(llvm::formatv("reduce-scatter groups travel in f32; the "
+                             "plan sends gradients as {0}",
+                             gradWireName(wire)));
+  for (size_t g = 0; g < G; ++g)
+    if (se.scatter[g] && I.groupBufs[g].dtype != DType::F32)
+      return bad(llvm::formatv("group {0} reduce-scatters {1} gradients; "
+                               "only f32 ones are",
+                               g, dtypeName(I.groupBufs[g].dtype)));
+  std::set<std::pair<unsigned, unsigned>> seen;
+  size_t units = 0;
+  for (unsigned p : se.pieces) {
+    if (p == 0)
+      return bad("a group is cut into 0 pieces");
+    units += p;
+  }
+  std::set<std::pair<unsigned, unsigned>> gathered;
+  for (const SteadyExecution::Unit &u : se.order) {
+    if (u.group >= G || u.piece >= se.pieces[u.group] ||
+        (u.gather && !se.scatter[u.group]) ||
+        (u.gather && !seen.count({u.group, u.piece})) ||
+        !(u.gather ? gathered : seen).insert({u.group, u.piece}).second)
+      return bad(llvm::formatv("the order names group {0} piece {1}{2} "
+                               "twice, out of range or before its "
+                               "reduce-scatter",
+                               u.group, u.piece,
+                               u.gather ? " (all-gather)" : ""));
+  }
+  size_t gathers = 0;
+  for (size_t g = 0; g < G; ++g)
+    gathers += se.scatter[g] ? se.pieces[g] : 0;
+  if (gathered.size() != gathers)
+    return bad(llvm::formatv("the order has {0} of the {1} all-gathers",
+                             gathered.size(), gathers));
+  if (seen.size() != units)
+    return bad(llvm::formatv("the order has {0} of the {1} pieces", seen.size(),
+                             units));
+  if (se.forwardWaits) {
+    if (I.lossScaleValue >= 0)
+      return bad("its next forward waits per layer, and an f16 step's loss "
+                 "scaling decides the whole step's updates on every "
+                 "gradient first; plan it with a backward-only strategy "
+                 "(--strategy=oasr) or use --precision=bf16");
+    I.deferUpdates = true;
+    return planDeferredUpdates(I, stepInfos);
+  }
+  return llvm::Error::success();
+}
+
 std::vector<PersistentTensor> &Executor::persistent() {
   impl->copiesStale = true;
   return persistentTensors;

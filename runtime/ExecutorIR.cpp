@@ -111,14 +111,6 @@ Expected<TensorDesc> descOf(Type type, Operation *op, StringRef argument) {
 }
 
 /// Bytes of RAM plus swap of this machine (0 when unknown).
-uint64_t hostMemoryBytes() {
-  struct sysinfo info;
-  if (::sysinfo(&info) != 0)
-    return 0;
-  return (uint64_t(info.totalram) + uint64_t(info.totalswap)) *
-         uint64_t(info.mem_unit);
-}
-
 /// ONNX attribute -> runtime attribute. Returns false for attributes the
 /// runtime does not pass to kernels.
 bool convertAttr(Attribute a, AttrValue &out) {
@@ -252,6 +244,40 @@ llvm::Error materialize(DenseElementsAttr dense, const TensorDesc &desc,
 /// Views alias their result to operand 0 (the op registry's View trait).
 bool isView(StringRef opType) {
   return ::oasr::ops::OpRegistry::get().hasTrait(opType, ::oasr::ops::View);
+}
+
+bool isParamCopyCast(func::FuncOp fn, mlir::oasr::NodeOp node) {
+  Operation *op = node;
+  if (op->getNumOperands() != 1 || op->getNumResults() != 1)
+    return false;
+  auto arg = dyn_cast<BlockArgument>(op->getOperand(0));
+  if (!arg || op->hasAttr(mlir::oasr::kLayerAttr) ||
+      !fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                       mlir::oasr::kParamAttr))
+    return false;
+  auto from = dyn_cast<RankedTensorType>(arg.getType());
+  auto to = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  if (!from || !to || !from.getElementType().isF32() ||
+      !(to.getElementType().isBF16() || to.getElementType().isF16()))
+    return false;
+  Operation *update = nullptr;
+  for (Operation *user : arg.getUsers())
+    if (auto u = dyn_cast<mlir::oasr::OptimizerUpdateOp>(user))
+      if (u.getParam() == arg)
+        update = user;
+  if (!update)
+    return false;
+  std::function<bool(Value)> readBefore = [&](Value v) {
+    for (Operation *user : v.getUsers()) {
+      if (!user->isBeforeInBlock(update))
+        return false;
+      if (auto n = dyn_cast<mlir::oasr::NodeOp>(user))
+        if (isView(n.getOpType()) && !readBefore(n->getResult(0)))
+          return false;
+    }
+    return true;
+  };
+  return readBefore(op->getResult(0));
 }
 
 } // namespace oasr::rt

@@ -13,6 +13,7 @@
 
 #include "oasr/Runtime/ArenaPlan.h"
 #include "oasr/Runtime/Executor.h"
+#include "oasr/Runtime/Program.h"
 
 #include "StepGraphs.h"
 
@@ -36,63 +37,13 @@ using llvm::Expected;
 
 namespace oasr::rt {
 
-constexpr size_t kAlign = 64;
-inline size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-/// Where a value lives.
-enum class Where : uint8_t { Arena, Persistent, Group, Alias };
-
-struct ValueInfo {
-  TensorDesc desc;
-  Where where = Where::Arena;
-  int aliasOf = -1;    ///< Where::Alias: the value whose storage it shares
-  int persistent = -1; ///< Where::Persistent: index into Impl::persist
-  int group = -1;      ///< Where::Group
-  size_t offset = 0;   ///< arena or group byte offset
-  int def = -1;        ///< defining instruction (-1: argument / constant)
-  int lastUse = -1;    ///< last instruction reading it (after aliasing)
-  bool used = false;   ///< read by anything (incl. returns)
-  bool kernelOutput = false;
-  void *ptr = nullptr; ///< resolved address
-};
-
-enum class InstrOp : uint8_t { Kernel, Copy, Start, Wait, Update };
-
-struct Instr {
-  InstrOp op = InstrOp::Kernel;
+/// An instruction as the executor runs it: the compiled one, its kernel
+/// and the views bound to its operands' storage.
+struct Instr : ProgramInstr {
   std::unique_ptr<Kernel> kernel;
-  std::vector<int> ins, outs;
   std::vector<TensorRef> inRefs, outRefs;
-  unsigned group = 0;
-  // Copy: pairs of (dst, src) values.
-  std::vector<std::pair<int, int>> copies;
-  UpdateRule rule; ///< Update: oasr.optimizer_update's algorithm and attributes
   // Kernel scratch in the arena.
   size_t workspaceBytes = 0, workspaceOffset = 0;
-  bool elementwise = false; ///< may write its result over a dying input
-  bool pack = false;        ///< Copy: gradients into their group buffer
-  /// Update: the parameter's 16-bit copy the backend writes with it
-  /// (KernelBackend::updatesWeightCopies), bound after the results; -1:
-  /// none.
-  int weightCopy = -1;
-  /// ONNX positions of optional operands left out in the middle
-  /// (oasr.absent_inputs): the kernel sees them as TensorRefs without data.
-  std::vector<int64_t> absent;
-
-  /// `items` (one per operand in `ins`) with `hole` at the absent positions.
-  template <typename T>
-  std::vector<T> withAbsent(std::vector<T> items, const T &hole) const {
-    for (int64_t pos : absent)
-      if (pos <= int64_t(items.size()))
-        items.insert(items.begin() + pos, hole);
-    return items;
-  }
-};
-
-struct PersistBuf {
-  TensorDesc desc;
-  void *ptr = nullptr;
-  std::vector<char> init; ///< constants: bytes to upload
 };
 
 struct GroupBuf {
@@ -100,15 +51,6 @@ struct GroupBuf {
   void *ptr = nullptr;
   DType dtype = DType::F32;
   void *shard = nullptr; ///< a reduce-scatter group's block of this rank
-};
-
-/// Where one gradient (in communication order) lives in the fused groups:
-/// the value stored in the group buffer (the producer's output itself, or
-/// the slot a pack copy fills) and the allreduce_wait result the optimizer
-/// reads (both at the same bytes).
-struct GradSlot {
-  int slot = -1, wait = -1;
-  int readyInstr = -1; ///< the instruction after which it is in the buffer
 };
 
 struct Executor::Impl {

@@ -1,16 +1,17 @@
 //===- ExecutorLower.h - Lowering the IR to the executor's plan -*- C++ -*-===//
 //
 // Private to the lowering library (OASRLower: ExecutorBuild.cpp,
-// ExecutorIR.cpp): Executor::create reads the compiled training module and
-// builds the plan of ExecutorImpl.h. The only part of the runtime that links
-// MLIR; the plan then runs without it.
+// ExecutorIR.cpp): lowerToProgram reads the compiled training module and
+// writes it as a Program (oasr/Runtime/Program.h). The only part that links
+// MLIR on the way to the executor; the program then loads without it.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef OASR_RUNTIME_EXECUTORLOWER_H
 #define OASR_RUNTIME_EXECUTORLOWER_H
 
-#include "ExecutorImpl.h"
+#include "oasr/Runtime/Lower.h"
+#include "oasr/Runtime/Program.h"
 
 #include "oasr/Dialect/OASRDialect.h"
 #include "oasr/Ops/OpRegistry.h"
@@ -44,8 +45,10 @@ llvm::Error materialize(mlir::DenseElementsAttr dense, const TensorDesc &desc,
                         std::vector<char> &bytes, mlir::Operation *op);
 /// Views alias their result to operand 0 (the op registry's View trait).
 bool isView(llvm::StringRef opType);
-/// Bytes of RAM plus swap of this machine (0 when unknown).
-uint64_t hostMemoryBytes();
+/// A forward Cast of an f32 parameter to bf16/f16 whose readers (and their
+/// views') all run before the parameter's optimizer update: a copy the
+/// update can keep (KernelBackend::updatesWeightCopies).
+bool isParamCopyCast(mlir::func::FuncOp fn, mlir::oasr::NodeOp node);
 
 } // namespace oasr::rt
 

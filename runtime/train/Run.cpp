@@ -113,6 +113,9 @@ private:
   int resizedFrom = 0;
   /// The watchdog's limit (--timeout, or derived from the plan).
   double watchdogS = 0;
+  /// The model's static batch that --batch replaced when compiling (0:
+  /// none).
+  int64_t rebatchedFrom = 0;
 
   /// The options; --keep-global-batch sets the batch (keepGlobalBatch).
   RunOptions o;
@@ -187,8 +190,18 @@ void Run::loadModel() {
     if (std::string why = checkOutputPaths(o); !why.empty())
       failure.set(why);
 
-  if (module.module && backend && !failure.failed) {
-    if (rank == 0 && !o.emitMlir.empty()) {
+  if (module.program)
+    rebatchedFrom = module.program->rebatchedFrom;
+  else if (module.module)
+    if (auto from = (*module.module)
+                        ->getAttrOfType<mlir::IntegerAttr>(
+                            mlir::oasr::kRebatchedFromAttr))
+      rebatchedFrom = from.getInt();
+  if (module.program && !o.emitMlir.empty() && !failure.failed)
+    failure.set("--emit-mlir: " + o.modelPath +
+                " is a compiled program, which holds no MLIR");
+  if ((module.module || module.program) && backend && !failure.failed) {
+    if (module.module && rank == 0 && !o.emitMlir.empty()) {
       std::error_code ec;
       llvm::raw_fd_ostream os(o.emitMlir, ec);
       if (ec)
@@ -202,7 +215,11 @@ void Run::loadModel() {
     eo.ranks = size;
     eo.lrOverride = o.lr.value_or(-1);
     eo.deviceGraphs = o.cudaGraph;
-    auto created = Executor::create(*module.module, *backend, eo);
+    auto created =
+        module.program
+            ? Executor::create(std::move(*module.program), *backend, eo)
+            : Executor::create(*module.module, *backend, eo);
+    module.program.reset();
     if (!created)
       failure.set(llvm::Twine(o.modelPath) + ": " +
                   llvm::toString(created.takeError()));
@@ -411,13 +428,10 @@ void Run::describe() {
           : "";
   // What the run changed about the model or the data, said here.
   std::string rebatched;
-  if (module.module)
-    if (auto from = (*module.module)
-                        ->getAttrOfType<mlir::IntegerAttr>(
-                            mlir::oasr::kRebatchedFromAttr))
-      rebatched = llvm::formatv(" (--batch replaced the model's static {0})",
-                                from.getInt())
-                      .str();
+  if (rebatchedFrom)
+    rebatched = llvm::formatv(" (--batch replaced the model's static {0})",
+                              rebatchedFrom)
+                    .str();
   std::printf(
       "oasr-run: %d rank(s) [%s], %d thread(s)/rank%s, batch %lld/rank%s, "
       "data %s, plan %s with %zu fused group(s); memory: "

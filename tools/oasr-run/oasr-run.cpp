@@ -18,12 +18,17 @@
 #include "oasr/Config.h"
 #include "oasr/Runtime/Communicator.h"
 #include "oasr/Runtime/DeviceSetup.h"
+#include "oasr/Runtime/Lower.h"
+#include "oasr/Runtime/ProgramIO.h"
 #include "oasr/Runtime/Run.h"
 #include "oasr/Schedule/Schedule.h"
 #if OASR_HAVE_PASSES
 #include "oasr/Compile/Compile.h"
 #include "oasr/Passes/Passes.h"
 #else
+#include "oasr/Dialect/OASRDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Parser/Parser.h"
 #endif
 
@@ -36,6 +41,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <unistd.h>
 
@@ -52,7 +58,8 @@ static llvm::StringRef strategyDesc() {
   return desc;
 }
 static cl::opt<std::string> modelPath(cl::Positional, cl::Required,
-                                      cl::desc("<model.mlir | model.onnx>"),
+                                      cl::desc("<model.onnx | model.mlir | "
+                                               "model.oasrprog>"),
                                       cl::cat(runCat));
 static cl::opt<int>
     np("np",
@@ -252,6 +259,12 @@ static cl::opt<bool> quiet("quiet", cl::desc("No progress lines"),
 static cl::opt<std::string>
     emitMlir("emit-mlir", cl::desc("Write the compiled module (rank 0)"),
              cl::init(""), cl::cat(runCat));
+static cl::opt<std::string> compileOnly(
+    "compile-only",
+    cl::desc("Compile the model into FILE.oasrprog and exit without "
+             "training; `oasr-run FILE.oasrprog` then runs it on every rank "
+             "with no compiler"),
+    cl::value_desc("FILE"), cl::init(""), cl::cat(runCat));
 static cl::opt<std::string> checkpointDir(
     "checkpoint",
     cl::desc("Write checkpoints (parameters, optimizer and BN state, step, "
@@ -514,6 +527,29 @@ RunOptions runOptions() {
 llvm::Expected<RunModule> loadModule(mlir::MLIRContext &ctx,
                                      const RunOptions &ro) {
   RunModule m;
+  if (oasr::rt::isProgramFile(ro.modelPath)) {
+    // A compiled program carries its plan, precision and optimizer.
+    const cl::Option *compileOptions[] = {
+        &strategy,    &alpha,
+        &beta,        &commFile,
+        &overlapRate, &planProfile,
+        &gradDtype,   &compress,
+        &precision,   &optimizer,
+        &momentum,    static_cast<const cl::Option *>(std::addressof(dims))};
+    for (const cl::Option *opt : compileOptions)
+      if (opt->getNumOccurrences())
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            "--" + opt->ArgStr.str() + " applies to .onnx inputs; " +
+                ro.modelPath +
+                " is a compiled program that carries its plan (compile it "
+                "again with oasr-run --compile-only)");
+    auto program = oasr::rt::readProgram(ro.modelPath);
+    if (!program)
+      return program.takeError();
+    m.program = std::move(*program);
+    return m;
+  }
 #if OASR_HAVE_PASSES
   mlir::oasr::TrainingCompileOptions o;
   o.batch = ro.batch.value_or(0);
@@ -584,6 +620,39 @@ openSource(const Executor &exec) {
   return std::make_unique<OnnxSource>(std::move(*source));
 }
 
+/// --compile-only=FILE: the model compiled as for training, lowered to a
+/// program and written; no MPI, no training.
+int compileProgram() {
+  auto fail = [](const llvm::Twine &msg) {
+    llvm::errs() << "oasr-run: error: " << msg << "\n";
+    return 1;
+  };
+  if (!oasr::rt::isProgramFile(compileOnly))
+    return fail("--compile-only=" + compileOnly +
+                ": the program file's name must end in .oasrprog");
+  if (oasr::rt::isProgramFile(modelPath))
+    return fail("--compile-only: " + modelPath +
+                " is already a compiled program");
+  mlir::DialectRegistry registry;
+  registry.insert<mlir::func::FuncDialect, mlir::oasr::OASRDialect>();
+  mlir::MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  auto loaded = loadModule(ctx, runOptions());
+  if (!loaded)
+    return fail(llvm::toString(loaded.takeError()));
+  auto program = oasr::rt::lowerToProgram(*loaded->module);
+  if (!program)
+    return fail(modelPath + ": " + llvm::toString(program.takeError()));
+  if (llvm::Error err = oasr::rt::writeProgram(*program, compileOnly))
+    return fail(llvm::toString(std::move(err)));
+  std::printf("oasr-run: %s: compiled into %s (%zu instructions, %zu "
+              "fused group(s), %s, %s)\n",
+              modelPath.c_str(), compileOnly.c_str(), program->instrs.size(),
+              program->groups.size(), program->strategy.c_str(),
+              program->precision.c_str());
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -622,5 +691,7 @@ int main(int argc, char **argv) {
 #if OASR_HAVE_PASSES
   mlir::oasr::registerAllPasses();
 #endif
+  if (compileOnly.getNumOccurrences())
+    return compileProgram();
   return runTraining(runOptions(), {loadModule, openSource}, &argc, &argv);
 }

@@ -32,6 +32,8 @@ class ModuleOp;
 
 namespace oasr::rt {
 
+struct Program;
+
 /// What the executor asks of the training algorithm inside a step: a fused
 /// group's gradients are complete (`allreduce_start`), and the averaged
 /// gradients are needed now (`allreduce_wait`).
@@ -193,11 +195,19 @@ class Executor {
 public:
   ~Executor();
 
-  /// Builds the plan for `@train_step` of `module`. Errors name the op (its
-  /// location) and the reason; a module without a training step or without
-  /// optimizer updates is rejected as "not compiled for training".
+  /// Builds the plan for `@train_step` of `module`: lowerToProgram, then
+  /// the program's create (the lowering library, OASRLower). Errors name
+  /// the op (its location) and the reason; a module without a training step
+  /// or without optimizer updates is rejected as "not compiled for
+  /// training".
   static llvm::Expected<std::unique_ptr<Executor>>
   create(mlir::ModuleOp module, KernelBackend &backend,
+         const ExecutorOptions &options);
+  /// Builds the plan of a compiled program (Program.h) on `backend`: its
+  /// kernels, memory and public views. A program whose indices do not hold
+  /// together (a damaged file) is refused as "invalid program".
+  static llvm::Expected<std::unique_ptr<Executor>>
+  create(Program program, KernelBackend &backend,
          const ExecutorOptions &options);
 
   /// Model input (the batch) and labels, written by the data loader before
@@ -328,10 +338,11 @@ public:
   TensorRef gradient(const std::string &name) const;
 
   struct Impl;
-  friend class ExecutorBuilder;
+  friend class ExecutorLoader;
 
 private:
   Executor();
+  llvm::Error checkSteady();
   std::unique_ptr<Impl> impl;
   TensorRef inputRef, labelRef;
   std::vector<PersistentTensor> persistentTensors;

@@ -17,6 +17,7 @@
 #include "oasr/Runtime/Checkpoint.h"
 #include "oasr/Runtime/Communicator.h"
 #include "oasr/Runtime/Executor.h"
+#include "oasr/Runtime/Program.h"
 #include "oasr/Runtime/Replan.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -223,7 +224,9 @@ std::string checkOutputPaths(const RunOptions &options);
 
 /// A compiled training module and where its allreduce model came from.
 struct RunModule {
+  /// The compiled module, or (an .oasrprog input) the program read.
   mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::optional<Program> program;
   /// For the summary's "predicted from" (empty for a .mlir module).
   std::string commSource;
   /// The plan used the default allreduce model, these alpha (s) and beta
