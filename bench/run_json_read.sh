@@ -37,7 +37,7 @@ c++ $flags -DOASR_JSON_OLD -I"$work/old/include" \
 import datetime, os, statistics, subprocess, sys
 old, new, profile, rounds, runs, out, old_rev, head = sys.argv[1:9]
 rounds, runs = int(rounds), int(runs)
-cols = ["parse", "copy", "walk", "error", "where"]
+cols = ["first", "parse", "copy", "walk", "error", "where"]
 got = {"old": [], "new": []}
 load = [os.getloadavg()[0]]
 for _ in range(rounds):
@@ -70,7 +70,10 @@ with open(out, "x") as f:
     f.write("- new: simdjson 3.0.1 (Debian) with the tape walk and the error "
             "scanner (lib/Support/JSON*.cpp)\n\n")
     f.write("Milliseconds, median over rounds of each round's median (range "
-            "of the round medians). parse: JSONDocument::parse; copy: the text "
+            "of the round medians). first: the first JSONDocument::parse of each "
+            "process (a tool reading one file; simdjson's buffers and the "
+            "tape are faulted in); parse: JSONDocument::parse, the median over "
+            "the process's reads; copy: the text "
             "copied into a fresh buffer (simdjson's padded copy costs about "
             "this, inside parse); walk: parse and a walk over every value; "
             "error: parse of the text with its last byte made wrong (the "
