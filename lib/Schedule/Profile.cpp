@@ -248,9 +248,9 @@ public:
   }
 
   /// A non-negative finite number field; `required` says if absence is an
-  /// error. Writes `out` only when present. (The reader refuses a literal
-  /// too large for a double, such as 1e400; the finite check stays for
-  /// documents built otherwise.)
+  /// error. Writes `out` only when present. (The reader already refuses a
+  /// literal too large for a double, such as 1e400; the finite check stays
+  /// as a guard.)
   Error number(JSONValue obj, StringRef key, const Where &where, double &out,
                bool required) const {
     return field(obj, key, where, required, "a number", &JSONValue::getAsNumber,
