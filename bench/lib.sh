@@ -15,3 +15,12 @@ bench_model() {
   fi
   echo "$model"
 }
+
+# bench_fresh_out SCRIPT OUT: fails unless OUT is a new file (results files
+# are never overwritten; bench/results/README.md).
+bench_fresh_out() {
+  if [ -e "$2" ]; then
+    echo "$1: $2 exists; results files are never overwritten" >&2
+    exit 1
+  fi
+}

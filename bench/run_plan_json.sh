@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 #===- bench/run_plan_json.sh - oasr-plan end to end on a 10^5-tensor profile ===#
-# Usage: bench/run_plan_json.sh BEFORE_BIN AFTER_BIN [RUNS]   (default 10)
+# Usage: bench/run_plan_json.sh BEFORE_BIN AFTER_BIN RUNS OUT.md
 #
 # Times `oasr-plan PROFILE` (every strategy, table output, process start
 # included) on a synthetic 10^5-tensor profile (10.8 MB, written by
 # bench/planner/gen_synthetic_profile.py), running the two binaries in
 # turn (A B A B ...) so that load on the host hits both alike, and checks
-# they print the same table. Writes bench/results/planner-json.md; the
-# labels of the two binaries come from $BEFORE_LABEL and $AFTER_LABEL.
+# they print the same table. Writes OUT.md, which must not exist (results
+# files are never overwritten); the labels of the two binaries come from
+# $BEFORE_LABEL and $AFTER_LABEL.
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-before="$1" after="$2" runs="${3:-10}"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+root="$ROOT"
+. "$ROOT/bench/lib.sh"
+before="$1" after="$2" runs="$3" out="$4"
+bench_fresh_out run_plan_json "$out"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 /usr/bin/python3 "$root/bench/planner/gen_synthetic_profile.py" \
   "$work/p100k.json" --tensors 100000
-/usr/bin/python3 - "$before" "$after" "$runs" "$work/p100k.json" \
-  "$root/bench/results/planner-json.md" <<'PY'
+/usr/bin/python3 - "$before" "$after" "$runs" "$work/p100k.json" "$out" <<'PY'
 import datetime, os, statistics, subprocess, sys, time
 before, after, runs, profile, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 def run(binary):
@@ -50,7 +53,7 @@ def row(name):
     t = times[name]
     return (f"| {name} | {statistics.median(t):.3f} | {min(t):.3f}-{max(t):.3f} "
             f"| {rss[name]:.0f} |")
-with open(out, "w") as f:
+with open(out, "x") as f:
     f.write("# oasr-plan end to end on a 10^5-tensor profile\n\n")
     f.write(f"Machine: {cpu}, {os.cpu_count()} cores shared with other builds; "
             f"date {datetime.date.today()}; load average (1 min) "
@@ -59,7 +62,7 @@ with open(out, "w") as f:
             f"50,000 layers, {size / 1e6:.1f} MB. Command: `oasr-plan PROFILE` "
             "(all seven strategies scored, table printed), wall time of the "
             f"process, {runs} runs each, interleaved A/B. Both print the same table.\n")
-    f.write("Produced by `bench/run_plan_json.sh BEFORE AFTER`.\n\n")
+    f.write(f"Produced by `bench/run_plan_json.sh BEFORE AFTER {runs} OUT`.\n\n")
     f.write(f"- before: {os.environ.get('BEFORE_LABEL', before)}\n")
     f.write(f"- after: {os.environ.get('AFTER_LABEL', after)}\n\n")
     f.write("| oasr-plan | median (s) | range (s) | peak RSS (MB) |\n"

@@ -14,6 +14,8 @@ PKGS=(
   libflatbuffers-dev flatbuffers-compiler
   # distributed runtime and CPU kernels
   libopenmpi-dev openmpi-bin libdnnl-dev ocl-icd-opencl-dev opencl-headers
+  # JSON input files (profiles, calibrations, checkpoint manifests)
+  libsimdjson-dev
   # build tools
   cmake ninja-build ccache g++ libgtest-dev libbenchmark-dev zlib1g-dev libzstd-dev libedit-dev libcurl4-openssl-dev libxml2-dev
   # the libFuzzer targets (scripts/fuzz.sh): clang with its runtimes

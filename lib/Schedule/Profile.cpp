@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "oasr/Schedule/JSON.h"
 #include "oasr/Schedule/Schedule.h"
+#include "oasr/Support/JSON.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
@@ -21,6 +21,7 @@
 #include <map>
 
 using namespace llvm;
+using namespace oasr;
 using namespace oasr::schedule;
 
 //===----------------------------------------------------------------------===//
@@ -185,16 +186,6 @@ Profile oasr::schedule::scaleCompute(Profile p, double factor) {
 // JSON reading
 //===----------------------------------------------------------------------===//
 
-Expected<json::Value> oasr::schedule::parseJSON(StringRef text,
-                                                StringRef fileNameForErrors,
-                                                unsigned maxDepth) {
-  Expected<JSONDocument> doc =
-      JSONDocument::parse(text, fileNameForErrors, maxDepth);
-  if (!doc)
-    return doc.takeError();
-  return doc->root().toLLVM();
-}
-
 namespace {
 /// The key path of a field ("layers[3] ('conv2') grads[0] ('conv2.w')"),
 /// spelled only when an error needs it: a chain of steps from the top.
@@ -257,8 +248,9 @@ public:
   }
 
   /// A non-negative finite number field; `required` says if absence is an
-  /// error. Writes `out` only when present. (A JSON literal too large for a
-  /// double, such as 1e400, reads as infinity.)
+  /// error. Writes `out` only when present. (The reader already refuses a
+  /// literal too large for a double, such as 1e400; the finite check stays
+  /// as a guard.)
   Error number(JSONValue obj, StringRef key, const Where &where, double &out,
                bool required) const {
     return field(obj, key, where, required, "a number", &JSONValue::getAsNumber,

@@ -2,6 +2,7 @@
 
 #include "oasr/Runtime/Checkpoint.h"
 #include "oasr/Schedule/Schedule.h"
+#include "oasr/Support/JSON.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -444,7 +445,7 @@ readCheckpoint(llvm::StringRef stepDir, Executor &exec, int worldSize,
     return damaged(manifest.takeError());
   bytes.manifest = std::move(*manifest);
   // Nesting bounded before parsing, as for every JSON file oasr reads.
-  auto parsed = oasr::schedule::parseJSON(bytes.manifest, manifestPath);
+  auto parsed = oasr::parseJSON(bytes.manifest, manifestPath);
   if (!parsed)
     return damaged(parsed.takeError());
   const llvm::json::Object *m = parsed->getAsObject();
@@ -572,7 +573,7 @@ readNewestIntactCheckpoint(llvm::StringRef dir, Executor &exec, int worldSize,
 llvm::Expected<ResumeState> restoreCheckpoint(const CheckpointBytes &bytes,
                                               Executor &exec, DataLoader &data,
                                               int rank, int worldSize) {
-  auto parsed = oasr::schedule::parseJSON(bytes.manifest, bytes.path);
+  auto parsed = oasr::parseJSON(bytes.manifest, bytes.path);
   if (!parsed)
     return parsed.takeError();
   if (!parsed->getAsObject())
@@ -679,7 +680,7 @@ llvm::Expected<CheckpointShape> peekCheckpoint(llvm::StringRef dir) {
   auto text = readWhole(manifestPath);
   if (!text)
     return text.takeError();
-  auto parsed = oasr::schedule::parseJSON(*text, manifestPath);
+  auto parsed = oasr::parseJSON(*text, manifestPath);
   if (!parsed)
     return parsed.takeError();
   const llvm::json::Object *m = parsed->getAsObject();

@@ -1,7 +1,6 @@
 #===- test/unit/Schedule.cmake - planner library units --------------------===#
 oasr_add_unittest(OASRScheduleTests
   Schedule/CompressionTest.cpp
-  Schedule/JSONTest.cpp
   Schedule/ProfileTest.cpp
   Schedule/SimulatorTest.cpp
   Schedule/StrategyTest.cpp

@@ -16,7 +16,7 @@
 #define OASR_SCHEDULE_SCHEDULE_H
 
 #include "oasr/Schedule/Compression.h"
-#include "oasr/Schedule/JSON.h"
+#include "oasr/Support/JSON.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -216,15 +216,6 @@ struct Profile {
   /// Sum of all gradient bytes.
   uint64_t totalBytes() const;
 };
-
-/// Parses JSON `text` read from `fileNameForErrors` with JSONDocument (so
-/// arrays and objects nest at most `maxDepth` deep and errors carry the
-/// file, line, column and key path) and copies it into an llvm::json::Value,
-/// for readers that walk llvm::json (checkpoint manifests). Profiles and
-/// calibrations are read from the JSONDocument directly.
-llvm::Expected<llvm::json::Value> parseJSON(llvm::StringRef text,
-                                            llvm::StringRef fileNameForErrors,
-                                            unsigned maxDepth = kMaxJSONDepth);
 
 /// Parses an `oasr-profile-v1` JSON document. Errors name the file, the
 /// field and, where relevant, the layer, then the line and column of the

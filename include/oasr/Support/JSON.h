@@ -1,21 +1,24 @@
-//===- JSON.h - Fast JSON reading with bounded nesting ----------*- C++ -*-===//
+//===- JSON.h - JSON reading on simdjson, with located errors --*- C++ -*-===//
 //
 // The one JSON reader of oasr's input files (profiles, calibrations,
-// checkpoint manifests). One recursive-descent pass writes every value of
-// the text into a flat tape (an array of 32-byte nodes; strings without
-// escapes point into the text, decoded ones into an arena), so reading a
-// 10 MB profile allocates a handful of times instead of once per value, and
-// freeing it is one call. Nesting is bounded (kMaxJSONDepth) before the
-// parser recurses, so no input can overflow the stack.
+// checkpoint manifests). simdjson (Debian's libsimdjson) parses and
+// validates the text; one walk over its DOM copies every value into a flat
+// tape of 24-byte nodes in document order, so that JSONValue stays a cheap
+// handle with random access. Nesting is bounded (kMaxJSONDepth) by
+// simdjson's max_depth, and neither simdjson (an iterative parser) nor the
+// walk (bounded by it) can overflow the stack.
 //
-// Errors name the file, the byte, line and column, and the key path to the
-// value at fault ("f.json: invalid JSON: expected ',' or '}' after an object
-// member (at byte 212), line 9 column 7, in layers[3].grads[0]").
+// simdjson reports only an error code. When it refuses a text, a second,
+// small scanner (lib/Support/JSONLocate.cpp) runs over it to name the file,
+// the byte, line and column, and the key path to the value at fault
+// ("f.json: invalid JSON: expected ',' or '}' after an object member (at
+// byte 212), line 9 column 7, in layers[3].grads[0]"). The same scanner
+// finds a value's position for validation errors.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef OASR_SCHEDULE_JSON_H
-#define OASR_SCHEDULE_JSON_H
+#ifndef OASR_SUPPORT_JSON_H
+#define OASR_SUPPORT_JSON_H
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -28,7 +31,6 @@
 #include <string>
 
 namespace oasr {
-namespace schedule {
 
 /// Deepest nesting of arrays and objects the reader accepts. oasr's own
 /// documents nest at most 5 levels; a recursive parser recurses once per
@@ -37,7 +39,7 @@ constexpr unsigned kMaxJSONDepth = 256;
 
 class JSONDocument;
 namespace detail {
-/// The tape of a JSONDocument (lib/Schedule/JSON.cpp); it does not move
+/// The tape of a JSONDocument (lib/Support/JSON.cpp); it does not move
 /// when the document does, so values stay valid.
 struct JSONTape;
 } // namespace detail
@@ -73,9 +75,12 @@ public:
   class MemberIterator;
   llvm::iterator_range<MemberIterator> members() const;
 
-  /// Byte offset of the value's first character in the text.
+  /// Byte offset of the value's first character in the text. The tape does
+  /// not store offsets: this rescans the text up to the value (linear in
+  /// its offset), so it is meant for error messages.
   size_t offset() const;
-  /// "line L column C" (1-based) of the value, for error messages.
+  /// "line L column C" (1-based) of the value, for error messages (it calls
+  /// offset()).
   std::string position() const;
   /// A deep copy as an llvm::json::Value (for code that walks llvm::json).
   llvm::json::Value toLLVM() const;
@@ -127,15 +132,18 @@ private:
   uint32_t index; // the key's node; the value follows it
 };
 
-/// A parsed JSON text. It refers to the text it was parsed from (strings
-/// without escapes are not copied): keep the text alive as long as the
-/// document and its values.
+/// A parsed JSON text. Its strings live in the document (simdjson's string
+/// buffer); offset() and position() rescan the text it was parsed from:
+/// keep the text alive as long as the document and its values.
 class JSONDocument {
 public:
   /// Parses `text`, read from `fileNameForErrors`, accepting arrays and
   /// objects nested at most `maxDepth` deep. Errors start with
   /// "FILE: invalid JSON: " and end with the byte, line and column and the
-  /// key path to the value at fault.
+  /// key path to the value at fault. Stricter than llvm::json where
+  /// simdjson is: an integer literal must fit in int64_t or uint64_t, a
+  /// number in a double, and a \u escape of a surrogate must be one half of
+  /// a pair. `maxDepth` must be at least 1.
   static llvm::Expected<JSONDocument> parse(llvm::StringRef text,
                                             llvm::StringRef fileNameForErrors,
                                             unsigned maxDepth = kMaxJSONDepth);
@@ -151,7 +159,15 @@ private:
   std::unique_ptr<detail::JSONTape> tape;
 };
 
-} // namespace schedule
+/// Parses JSON `text` read from `fileNameForErrors` with JSONDocument (so
+/// arrays and objects nest at most `maxDepth` deep and errors carry the
+/// file, line, column and key path) and copies it into an llvm::json::Value,
+/// for readers that walk llvm::json (checkpoint manifests). Profiles and
+/// calibrations are read from the JSONDocument directly.
+llvm::Expected<llvm::json::Value> parseJSON(llvm::StringRef text,
+                                            llvm::StringRef fileNameForErrors,
+                                            unsigned maxDepth = kMaxJSONDepth);
+
 } // namespace oasr
 
-#endif // OASR_SCHEDULE_JSON_H
+#endif // OASR_SUPPORT_JSON_H
