@@ -68,15 +68,17 @@ private:
   llvm::Error validate() const {
     const int nv = int(P.values.size()), ni = int(P.instrs.size());
     auto value = [&](int v) { return v >= 0 && v < nv; };
+    // The lowering's own bounds (descOf): dimensions below 2^31, byte
+    // counts within 63 bits.
     auto sane = [](const TensorDesc &d) {
-      constexpr int64_t kMaxDim = int64_t(1) << 40;
+      constexpr int64_t kMaxDim = int64_t(1) << 31, kMaxElems = INT64_MAX / 8;
       int64_t n = 1;
       for (int64_t x : d.shape) {
-        if (x < 0 || x > kMaxDim || (x && n > kMaxDim / x))
+        if (x < 0 || x >= kMaxDim || (x && n > kMaxElems / x))
           return false;
         n *= x;
       }
-      return d.shape.size() <= 16;
+      return d.shape.size() <= 64;
     };
     for (const PersistBuf &p : P.persist)
       if (!sane(p.desc) || (!p.init.empty() && p.init.size() != p.desc.bytes()))
