@@ -25,10 +25,15 @@ using namespace mlir;
 using namespace mlir::oasr;
 
 namespace {
+struct Hyper;
 struct InsertOptimizerPass
     : mlir::oasr::impl::InsertOptimizerBase<InsertOptimizerPass> {
   using Base::Base;
   void runOnOperation() final;
+
+private:
+  LogicalResult chooseHyper(ModuleOp module, std::string &algoName,
+                            int &numState, Hyper &hyper);
 };
 } // namespace
 
@@ -91,32 +96,27 @@ static void fromOnnx(StringRef algo, DictionaryAttr m, Hyper &h) {
   }
 }
 
-void InsertOptimizerPass::runOnOperation() {
-  ModuleOp module = getOperation();
-  func::FuncOp fn = getTrainStep(module, "--oasr-insert-optimizer");
-  if (!fn)
-    return signalPassFailure();
-  if (!fn.getBody().getOps<OptimizerUpdateOp>().empty()) {
-    fn.emitError("@train_step already has optimizer updates");
-    return signalPassFailure();
-  }
+/// The optimizer and its hyperparameters: the option's, else the model's
+/// training info's, else SGD; options override the model's values.
+LogicalResult InsertOptimizerPass::chooseHyper(ModuleOp module,
+                                               std::string &algoName,
+                                               int &numState, Hyper &hyper) {
   auto fromModel = module->getAttrOfType<DictionaryAttr>(kOptimizerAttr);
   std::string modelAlgo;
   if (fromModel)
     if (auto a = fromModel.getAs<StringAttr>("algo"))
       modelAlgo = a.getValue().str();
-  std::string algoName = algo.empty() ? modelAlgo : std::string(algo);
+  algoName = algo.empty() ? modelAlgo : std::string(algo);
   if (algoName.empty())
     algoName = "sgd";
-  int numState = OptimizerUpdateOp::numStateTensors(algoName);
+  numState = OptimizerUpdateOp::numStateTensors(algoName);
   if (numState < 0) {
     module.emitError("unknown optimizer '")
         << algoName << "'"
         << (algo.empty() ? " in the model's training info" : "")
         << ", expected 'sgd', 'momentum', 'adagrad' or 'adam'";
-    return signalPassFailure();
+    return failure();
   }
-  Hyper hyper;
   if (algoName == "momentum")
     hyper.momentum = 0.9;
   if (algoName == "adagrad")
@@ -148,8 +148,25 @@ void InsertOptimizerPass::runOnOperation() {
   if (hyper.nesterov && algoName != "momentum") {
     module.emitError("nesterov applies to the 'momentum' optimizer, not '")
         << algoName << "'";
+    return failure();
+  }
+  return success();
+}
+
+void InsertOptimizerPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  func::FuncOp fn = getTrainStep(module, "--oasr-insert-optimizer");
+  if (!fn)
+    return signalPassFailure();
+  if (!fn.getBody().getOps<OptimizerUpdateOp>().empty()) {
+    fn.emitError("@train_step already has optimizer updates");
     return signalPassFailure();
   }
+  std::string algoName;
+  int numState = 0;
+  Hyper hyper;
+  if (failed(chooseHyper(module, algoName, numState, hyper)))
+    return signalPassFailure();
 
   MLIRContext *ctx = module.getContext();
   OpBuilder b(ctx);

@@ -1,7 +1,7 @@
 //===- Executor.cpp - Running a compiled training step --------------------===//
 //
-// Executor::create (ExecutorBuild.cpp) walks @train_step once and records a
-// flat list of instructions on the storage it assigned; this file runs that
+// Executor::create (ExecutorCreate.cpp) loads a compiled Program: a flat
+// list of instructions on the storage it assigned; this file runs that
 // list every step without touching IR: kernels, gradient packing, allreduce
 // starts and waits through the step's hooks, optimizer updates (now or,
 // under a steady plan's per-layer waits, in the next step), CUDA graph

@@ -3,8 +3,7 @@
 // Private to the runtime: the plan Executor::create builds and the other
 // executor files run, regroup and inspect (Executor::Impl: value storage,
 // instructions, group buffers, the deferred updates and graphs). Plain C++
-// and LLVM Support: the lowering from MLIR (ExecutorLower.h) is a library
-// of its own.
+// and LLVM Support: the lowering from MLIR to a Program is lib/Lower.
 //
 //===----------------------------------------------------------------------===//
 

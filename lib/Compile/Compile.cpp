@@ -35,54 +35,10 @@ static llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
-llvm::Expected<CompiledTraining>
-mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
-                               const TrainingCompileOptions &o) {
-  std::string diags;
-  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &d) {
-    llvm::raw_string_ostream os(diags);
-    if (!diags.empty())
-      os << "\n";
-    std::string loc;
-    llvm::raw_string_ostream(loc) << d.getLocation();
-    os << loc << ": " << d.str();
-    return success();
-  });
-  auto failWithDiags = [&](const llvm::Twine &otherwise) {
-    return fail(diags.empty() ? otherwise.str() : diags);
-  };
-  if (!llvm::sys::fs::exists(path))
-    return fail(path + ": no such file");
-  CompiledTraining out;
 #if OASR_HAVE_IMPORT
-  bool onnx = ::oasr::onnximport::ModelFile::isONNX(path);
-#else
-  bool onnx = llvm::sys::path::extension(path) == ".onnx";
-#endif
-  if (!onnx) {
-    if (o.anyCompileOption())
-      return fail(
-          "--strategy/--alpha/--beta/--overlap-rate/--comm/"
-          "--plan-profile/--grad-dtype/--compress/--precision/--optimizer/"
-          "--momentum/"
-          "--dim "
-          "apply to .onnx "
-          "inputs; a .mlir module carries its plan (recompile it with "
-          "oasr-opt)");
-    // --batch is checked against the module after parsing.
-    out.module = parseSourceFile<ModuleOp>(path, &ctx);
-    if (!out.module)
-      return failWithDiags(path + ": cannot parse");
-    return std::move(out);
-  }
-#if OASR_HAVE_IMPORT
-  ::oasr::onnximport::ImportOptions io;
-  io.batch = o.batch;
-  for (const std::string &d : o.dims) {
-    std::string error;
-    if (!::oasr::onnximport::parseDimOption(d, io, error))
-      return fail("--dim=" + d + ": " + error);
-  }
+/// The planning and precision options of an .onnx input, checked before
+/// anything is imported.
+static llvm::Error checkOnnxOptions(const TrainingCompileOptions &o) {
   if (o.overlapRate && !(*o.overlapRate >= 0 && *o.overlapRate <= 1))
     return fail("--overlap-rate must be in [0, 1] (the rate communication "
                 "progresses while backward computes)");
@@ -95,7 +51,7 @@ mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
                   ": expected f32, bf16 or f16 (the element type gradients "
                   "travel in)");
     }
-  if (!o.compress.empty())
+  if (!o.compress.empty()) {
     if (llvm::Expected<::oasr::schedule::CompressPolicy> c =
             ::oasr::schedule::parseCompressPolicy(o.compress);
         !c)
@@ -110,35 +66,19 @@ mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
                   ": f16's loss scaler skips steps whose gradients "
                   "overflow, and PowerSGD's error feedback would keep the "
                   "overflow; use --precision=bf16");
+  }
   if (!o.precision.empty() && o.precision != "f32" && o.precision != "tf32" &&
       o.precision != "bf16" && o.precision != "f16")
     return fail("--precision=" + o.precision +
                 ": expected f32, tf32, bf16 or f16 (docs/precision.md)");
-  if (!o.allowInferenceGraph) {
-    // A graph exported for inference imports fine and trains another
-    // network: refuse it, naming the evidence and the fix.
-    // (A file that does not load is reported by the import below; ONNX
-    // Runtime's training graphs are training steps already.)
-    auto model = ::oasr::onnximport::ModelFile::load(path);
-    std::string why;
-    if (!model)
-      llvm::consumeError(model.takeError());
-    else if (!::oasr::onnximport::isORTTrainingModel((*model)->proto()))
-      why = ::oasr::onnximport::inferenceGraphReason((*model)->proto());
-    if (!why.empty())
-      return fail(path + ": an inference graph: " + why +
-                  ". Training it would train a different network (no "
-                  "normalisation). Export it for training with `python3 -m "
-                  "oasr.export` or oasr.export(model, inputs, path) "
-                  "(docs/pytorch.md), or torch.onnx.export(..., dynamo=False, "
-                  "training=torch.onnx.TrainingMode.TRAINING); "
-                  "--allow-inference-graph trains it as it is");
-  }
-  out.module = ::oasr::onnximport::importONNX(ctx, path, io);
-  if (!out.module)
-    return failWithDiags(path + ": cannot import");
+  return llvm::Error::success();
+}
 
-  TrainPipelineOptions po;
+/// The training pipeline's options `po`; `out` learns where the allreduce
+/// model comes from.
+static void setPipelineOptions(const TrainingCompileOptions &o,
+                               CompiledTraining &out,
+                               TrainPipelineOptions &po) {
   po.ignoreIndex = o.ignoreIndex;
   if (!o.strategy.empty())
     po.strategy = o.strategy;
@@ -192,6 +132,85 @@ mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
     po.momentum = o.momentum;
   if (o.lr >= 0)
     po.lr = o.lr;
+}
+#endif
+
+llvm::Expected<CompiledTraining>
+mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
+                               const TrainingCompileOptions &o) {
+  std::string diags;
+  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &d) {
+    llvm::raw_string_ostream os(diags);
+    if (!diags.empty())
+      os << "\n";
+    std::string loc;
+    llvm::raw_string_ostream(loc) << d.getLocation();
+    os << loc << ": " << d.str();
+    return success();
+  });
+  auto failWithDiags = [&](const llvm::Twine &otherwise) {
+    return fail(diags.empty() ? otherwise.str() : diags);
+  };
+  if (!llvm::sys::fs::exists(path))
+    return fail(path + ": no such file");
+  CompiledTraining out;
+#if OASR_HAVE_IMPORT
+  bool onnx = ::oasr::onnximport::ModelFile::isONNX(path);
+#else
+  bool onnx = llvm::sys::path::extension(path) == ".onnx";
+#endif
+  if (!onnx) {
+    if (o.anyCompileOption())
+      return fail(
+          "--strategy/--alpha/--beta/--overlap-rate/--comm/"
+          "--plan-profile/--grad-dtype/--compress/--precision/--optimizer/"
+          "--momentum/"
+          "--dim "
+          "apply to .onnx "
+          "inputs; a .mlir module carries its plan (recompile it with "
+          "oasr-opt)");
+    // --batch is checked against the module after parsing.
+    out.module = parseSourceFile<ModuleOp>(path, &ctx);
+    if (!out.module)
+      return failWithDiags(path + ": cannot parse");
+    return std::move(out);
+  }
+#if OASR_HAVE_IMPORT
+  ::oasr::onnximport::ImportOptions io;
+  io.batch = o.batch;
+  for (const std::string &d : o.dims) {
+    std::string error;
+    if (!::oasr::onnximport::parseDimOption(d, io, error))
+      return fail("--dim=" + d + ": " + error);
+  }
+  if (llvm::Error err = checkOnnxOptions(o))
+    return std::move(err);
+  if (!o.allowInferenceGraph) {
+    // A graph exported for inference imports fine and trains another
+    // network: refuse it, naming the evidence and the fix.
+    // (A file that does not load is reported by the import below; ONNX
+    // Runtime's training graphs are training steps already.)
+    auto model = ::oasr::onnximport::ModelFile::load(path);
+    std::string why;
+    if (!model)
+      llvm::consumeError(model.takeError());
+    else if (!::oasr::onnximport::isORTTrainingModel((*model)->proto()))
+      why = ::oasr::onnximport::inferenceGraphReason((*model)->proto());
+    if (!why.empty())
+      return fail(path + ": an inference graph: " + why +
+                  ". Training it would train a different network (no "
+                  "normalisation). Export it for training with `python3 -m "
+                  "oasr.export` or oasr.export(model, inputs, path) "
+                  "(docs/pytorch.md), or torch.onnx.export(..., dynamo=False, "
+                  "training=torch.onnx.TrainingMode.TRAINING); "
+                  "--allow-inference-graph trains it as it is");
+  }
+  out.module = ::oasr::onnximport::importONNX(ctx, path, io);
+  if (!out.module)
+    return failWithDiags(path + ": cannot import");
+
+  TrainPipelineOptions po;
+  setPipelineOptions(o, out, po);
   PassManager pm(&ctx);
   populateTrainPipeline(pm, po);
   if (failed(pm.run(*out.module)))

@@ -113,6 +113,8 @@ public:
         graph(model.proto().graph()), builder(&context) {}
 
   OwningOpRef<ModuleOp> run();
+  /// Every initializer: its type, folded value and role.
+  LogicalResult readInitializers();
 
 private:
   // Diagnostics.

@@ -176,6 +176,31 @@ LogicalResult ONNXImporter::checkSingleAssignment() {
 // Driver
 //===----------------------------------------------------------------------===//
 
+/// Initializers: types, folded values, external data, roles.
+LogicalResult ONNXImporter::readInitializers() {
+  for (const onnx::TensorProto &init : graph.initializer()) {
+    if (!getElementType(init.data_type())) {
+      emitModelError() << "initializer '" << init.name()
+                       << "' has unsupported data type "
+                       << getDataTypeName(init.data_type());
+      return failure();
+    }
+    // The location rule holds even when the side files are not checked.
+    if (llvm::Error err =
+            model.checkExternalData(init, options.checkExternalData)) {
+      emitModelError()
+          << llvm::toString(std::move(err)).substr(model.path().size() + 2);
+      return failure();
+    }
+    infos[init.name()] = TensorInfo::get(
+        init.data_type(),
+        SmallVector<int64_t>(init.dims().begin(), init.dims().end()));
+    foldInitializer(init);
+  }
+  classifyInitializers();
+  return success();
+}
+
 OwningOpRef<ModuleOp> ONNXImporter::run() {
   context.loadDialect<mlir::oasr::OASRDialect, func::FuncDialect>();
   fileLoc = FileLineColLoc::get(&context, model.path(), 0, 0);
@@ -191,27 +216,8 @@ OwningOpRef<ModuleOp> ONNXImporter::run() {
     declared[vi.name()] = &vi.type();
   collectTrained();
 
-  // Initializers: types, folded values, external data, roles.
-  for (const onnx::TensorProto &init : graph.initializer()) {
-    if (!getElementType(init.data_type())) {
-      emitModelError() << "initializer '" << init.name()
-                       << "' has unsupported data type "
-                       << getDataTypeName(init.data_type());
-      return {};
-    }
-    // The location rule holds even when the side files are not checked.
-    if (llvm::Error err =
-            model.checkExternalData(init, options.checkExternalData)) {
-      emitModelError()
-          << llvm::toString(std::move(err)).substr(model.path().size() + 2);
-      return {};
-    }
-    infos[init.name()] = TensorInfo::get(
-        init.data_type(),
-        SmallVector<int64_t>(init.dims().begin(), init.dims().end()));
-    foldInitializer(init);
-  }
-  classifyInitializers();
+  if (failed(readInitializers()))
+    return {};
 
   // Graph inputs (those that are not initializers).
   SmallVector<const onnx::ValueInfoProto *> inputs;

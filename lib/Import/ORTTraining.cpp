@@ -113,6 +113,10 @@ private:
                                llvm::StringSet<> &dropOutputs);
   LogicalResult translate(const onnx::NodeProto &node,
                           SmallVectorImpl<onnx::NodeProto> &out);
+  /// DropoutGrad(dY, mask, ratio[, training_mode]) -> oasr's (dY, mask)
+  /// {ratio}.
+  LogicalResult translateDropoutGrad(onnx::NodeProto node,
+                                     SmallVectorImpl<onnx::NodeProto> &out);
 
   ModelFile &model;
   onnx::ModelProto &proto;
@@ -222,6 +226,31 @@ LogicalResult Rewriter::findParameters(llvm::StringSet<> &dropInputs,
                      << "' has no value: it is neither an initializer of the "
                         "model nor a tensor of the ONNX Runtime checkpoint "
                         "beside it";
+  return success();
+}
+
+LogicalResult
+Rewriter::translateDropoutGrad(onnx::NodeProto node,
+                               SmallVectorImpl<onnx::NodeProto> &out) {
+  if (node.input_size() < 2 || node.output_size() != 1)
+    return nodeError(node) << "expected (dY, mask[, ratio, training_mode]) "
+                              "-> dX";
+  double ratio = 0.5;
+  if (node.input_size() > 2 && !node.input(2).empty()) {
+    std::optional<double> value = floatScalar(node.input(2));
+    if (!value)
+      return nodeError(node) << "the ratio '" << node.input(2)
+                             << "' is not a constant float scalar";
+    ratio = *value;
+  }
+  node.mutable_input()->DeleteSubrange(2, node.input_size() - 2);
+  node.set_domain("");
+  node.clear_attribute();
+  onnx::AttributeProto *r = node.add_attribute();
+  r->set_name("ratio");
+  r->set_type(onnx::AttributeProto::FLOAT);
+  r->set_f(float(ratio));
+  out.push_back(std::move(node));
   return success();
 }
 
@@ -346,29 +375,8 @@ LogicalResult Rewriter::translate(const onnx::NodeProto &in,
                             {node.output(0)}));
     return success();
   }
-  if (op == "DropoutGrad") {
-    // ORT: (dY, mask, ratio[, training_mode]); oasr: (dY, mask) {ratio}.
-    if (node.input_size() < 2 || node.output_size() != 1)
-      return nodeError(node) << "expected (dY, mask[, ratio, training_mode]) "
-                                "-> dX";
-    double ratio = 0.5;
-    if (node.input_size() > 2 && !node.input(2).empty()) {
-      std::optional<double> value = floatScalar(node.input(2));
-      if (!value)
-        return nodeError(node) << "the ratio '" << node.input(2)
-                               << "' is not a constant float scalar";
-      ratio = *value;
-    }
-    node.mutable_input()->DeleteSubrange(2, node.input_size() - 2);
-    node.set_domain("");
-    node.clear_attribute();
-    onnx::AttributeProto *r = node.add_attribute();
-    r->set_name("ratio");
-    r->set_type(onnx::AttributeProto::FLOAT);
-    r->set_f(float(ratio));
-    out.push_back(std::move(node));
-    return success();
-  }
+  if (op == "DropoutGrad")
+    return translateDropoutGrad(std::move(node), out);
   if (op == "PassThrough") {
     if (node.input_size() != node.output_size())
       return nodeError(node) << "expected as many inputs as outputs";

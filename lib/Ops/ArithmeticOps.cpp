@@ -344,9 +344,11 @@ static LogicalResult gradCast(GradContext &c) {
 // Entries
 //===----------------------------------------------------------------------===//
 
-void ::oasr::ops::registerArithmeticOps(OpRegistry &r) {
-  constexpr unsigned kEw = Elementwise | InPlace;
-  // Activations and math with a gradient rule.
+/// Elementwise: what in-place may write over.
+constexpr unsigned kEw = Elementwise | InPlace;
+
+/// Activations and math with a gradient rule.
+static void registerActivationOps(OpRegistry &r) {
   r.add("Relu").traits(kEw).shape(shapeUnary).grad(gradRelu);
   r.add("ReluGrad").traits(Gradient | Elementwise).shape(shapeUnary);
   r.add("LeakyRelu")
@@ -433,7 +435,10 @@ void ::oasr::ops::registerArithmeticOps(OpRegistry &r) {
       .cost(costPerOutput<12>);
   r.add("Clip").traits(Elementwise).shape(shapeUnary).grad(gradClip);
   r.add("ClipGrad").traits(Gradient | Elementwise);
+}
 
+/// Broadcast arithmetic, Cast, comparisons and the shape-only entries.
+static void registerBroadcastOps(OpRegistry &r) {
   // Arithmetic with numpy broadcasting.
   for (const char *op : {"Add", "Sub", "Mul", "Div"})
     r.add(op)
@@ -498,4 +503,9 @@ void ::oasr::ops::registerArithmeticOps(OpRegistry &r) {
       .traits(Elementwise)
       .shape(shapeCast)
       .noKernels(kNoKernel);
+}
+
+void ::oasr::ops::registerArithmeticOps(OpRegistry &r) {
+  registerActivationOps(r);
+  registerBroadcastOps(r);
 }

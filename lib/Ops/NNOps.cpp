@@ -773,7 +773,8 @@ static Work costRecurrent(Operation *op) {
 // Entries
 //===----------------------------------------------------------------------===//
 
-void ::oasr::ops::registerNNOps(OpRegistry &r) {
+/// Convolutions and pooling.
+static void registerWindowOps(OpRegistry &r) {
   r.add("Conv")
       .precision(Precision::Lower)
       .shape(shapeWindow)
@@ -822,6 +823,10 @@ void ::oasr::ops::registerNNOps(OpRegistry &r) {
     r.add(op)
         .shape(shapeGlobalPool)
         .noKernels("shape rule for import and planning; no kernel yet");
+}
+
+/// The normalizations and their gradients.
+static void registerNormOps(OpRegistry &r) {
   // X, scale, B, input_mean, input_var: the running mean and variance
   // come back as results 1 and 2; scale and variance start at one.
   OpRoles bnRoles;
@@ -861,6 +866,10 @@ void ::oasr::ops::registerNNOps(OpRegistry &r) {
       .traits(Gradient)
       .shape(shapeNormGrad)
       .cost(costNormGrad);
+}
+
+/// Products, dropout, softmax and losses, resizing and the recurrent layers.
+static void registerProductAndLossOps(OpRegistry &r) {
   r.add("Gemm")
       .precision(Precision::Lower)
       .traits(WideResults)
@@ -946,4 +955,10 @@ void ::oasr::ops::registerNNOps(OpRegistry &r) {
       .precision(Precision::F32)
       .traits(Gradient)
       .cost(costRecurrent);
+}
+
+void ::oasr::ops::registerNNOps(OpRegistry &r) {
+  registerWindowOps(r);
+  registerNormOps(r);
+  registerProductAndLossOps(r);
 }

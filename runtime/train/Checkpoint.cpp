@@ -201,61 +201,69 @@ static std::map<int64_t, std::string> listCheckpoints(llvm::StringRef dir) {
   return found;
 }
 
-llvm::Expected<std::string> saveCheckpoint(Executor &exec, DataLoader &data,
-                                           CommEngine &engine,
-                                           const CheckpointOptions &options,
-                                           int64_t completedSteps,
-                                           const CheckpointContent &content) {
+namespace {
+
+/// What a checkpoint gathers on rank 0: the tensors (rank 0's, or every
+/// rank's copy rank after rank), every rank's data position and own state.
+struct CheckpointBlob {
+  std::string blob;
+  size_t rankBytes = 0; ///< one rank's tensors
+  std::vector<char> dataStates, rankStates;
+  std::vector<size_t> dataCounts, rankStateSizes;
+};
+
+/// Collective: every rank's part of the checkpoint to rank 0.
+CheckpointBlob gatherCheckpoint(const Executor &exec, DataLoader &data,
+                                CommEngine &engine,
+                                const CheckpointContent &content) {
+  CheckpointBlob g;
   // Every rank's data position to rank 0.
   std::string mine = data.saveState();
-  std::vector<char> gathered;
-  std::vector<size_t> counts;
   engine.run([&](Communicator &c) {
-    c.gatherBytes(mine.data(), mine.size(), 0, gathered, counts);
+    c.gatherBytes(mine.data(), mine.size(), 0, g.dataStates, g.dataCounts);
   });
-  // Tensors back to back (rank 0's, or every rank's copy rank after rank).
-  std::string blob;
   const bool writer = engine.communicator().rank() == 0;
   if (writer || content.perRank) {
     for (const PersistentTensor &t : exec.persistent()) {
-      size_t bytes = t.ref.bytes(), at = blob.size();
-      blob.resize(at + bytes);
-      exec.backend().copyToHost(blob.data() + at, t.ref.data, bytes);
+      size_t bytes = t.ref.bytes(), at = g.blob.size();
+      g.blob.resize(at + bytes);
+      exec.backend().copyToHost(g.blob.data() + at, t.ref.data, bytes);
     }
   }
-  const size_t rankBytes = blob.size();
+  g.rankBytes = g.blob.size();
   // Every rank's own state to rank 0, after everything else.
-  std::vector<char> rankStates;
-  std::vector<size_t> rankStateSizes;
   engine.run([&](Communicator &c) {
     c.gatherBytes(content.rankState.data(),
-                  content.rankState.size() * sizeof(float), 0, rankStates,
-                  rankStateSizes);
+                  content.rankState.size() * sizeof(float), 0, g.rankStates,
+                  g.rankStateSizes);
   });
   if (content.perRank) {
     std::vector<char> all;
     std::vector<size_t> sizes;
     engine.run([&](Communicator &c) {
-      c.gatherBytes(blob.data(), blob.size(), 0, all, sizes);
+      c.gatherBytes(g.blob.data(), g.blob.size(), 0, all, sizes);
     });
     if (writer)
-      blob.assign(all.data(), all.size());
+      g.blob.assign(all.data(), all.size());
   }
-  const std::string name = stepDirName(completedSteps);
-  llvm::SmallString<256> final(options.dir);
-  path::append(final, name);
-  // The other ranks only know where it goes (rank 0 aborts the job if it
-  // cannot write it).
-  if (!writer)
-    return final.str().str();
-  const int size = engine.communicator().size();
+  return g;
+}
+
+/// Rank 0: the algorithm's and the ranks' own states appended to the blob,
+/// and the manifest describing it.
+llvm::Expected<llvm::json::Object>
+checkpointManifest(Executor &exec, const CheckpointOptions &options,
+                   int64_t completedSteps, const CheckpointContent &content,
+                   int size, CheckpointBlob &g) {
+  std::string &blob = g.blob;
+  const size_t rankBytes = g.rankBytes;
   llvm::json::Array dataStates;
   size_t off = 0;
-  for (size_t r = 0; r < counts.size(); ++r) {
-    dataStates.push_back(std::string(gathered.data() + off, counts[r]));
-    off += counts[r];
+  for (size_t r = 0; r < g.dataCounts.size(); ++r) {
+    dataStates.push_back(
+        std::string(g.dataStates.data() + off, g.dataCounts[r]));
+    off += g.dataCounts[r];
   }
-
   llvm::json::Array table;
   // The algorithm's state after the tensors.
   const size_t algorithmOffset = blob.size();
@@ -263,12 +271,12 @@ llvm::Expected<std::string> saveCheckpoint(Executor &exec, DataLoader &data,
               content.algorithmState.size() * sizeof(float));
   const size_t rankStateOffset = blob.size();
   const size_t rankStateFloats = content.rankState.size();
-  for (size_t n : rankStateSizes)
+  for (size_t n : g.rankStateSizes)
     if (n != rankStateFloats * sizeof(float))
       return makeError("--checkpoint: the ranks' own states differ in size");
-  blob.append(rankStates.data(), rankStates.size());
+  blob.append(g.rankStates.data(), g.rankStates.size());
   size_t at = 0;
-  for (const PersistentTensor &t : exec.persistent()) {
+  for (const PersistentTensor &t : std::as_const(exec).persistent()) {
     size_t bytes = t.ref.bytes();
     llvm::json::Array shape;
     for (int64_t d : t.ref.desc.shape)
@@ -284,7 +292,7 @@ llvm::Expected<std::string> saveCheckpoint(Executor &exec, DataLoader &data,
   llvm::json::Array positions;
   for (uint64_t p : exec.randomPositions())
     positions.push_back(p);
-  llvm::json::Object manifest{
+  return llvm::json::Object{
       {"format", kFormat},
       {"step", completedSteps},
       {"model", exec.modelName()},
@@ -321,8 +329,15 @@ llvm::Expected<std::string> saveCheckpoint(Executor &exec, DataLoader &data,
       {"rank_state",
        llvm::json::Object{{"offset", int64_t(rankStateOffset)},
                           {"floats_per_rank", int64_t(rankStateFloats)}}}};
+}
 
-  // DIR/.tmp-step-N-PID, filled and synced, renamed to DIR/step-N.
+/// Rank 0: DIR/.tmp-step-N-PID filled and synced, renamed to DIR/step-N;
+/// the newest --checkpoint-keep kept.
+llvm::Error writeStepDirectory(const CheckpointOptions &options,
+                               const std::string &name,
+                               const llvm::SmallString<256> &final,
+                               const std::string &blob,
+                               llvm::json::Object manifest) {
   const std::string &dir = options.dir;
   if (std::error_code ec = fs::create_directories(dir))
     return makeError("--checkpoint=" + dir +
@@ -393,6 +408,32 @@ llvm::Expected<std::string> saveCheckpoint(Executor &exec, DataLoader &data,
     for (auto it = all.begin(); extra > 0 && it != all.end(); ++it, --extra)
       fs::remove_directories(it->second);
   }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<std::string> saveCheckpoint(Executor &exec, DataLoader &data,
+                                           CommEngine &engine,
+                                           const CheckpointOptions &options,
+                                           int64_t completedSteps,
+                                           const CheckpointContent &content) {
+  const Executor &reader = exec;
+  CheckpointBlob g = gatherCheckpoint(reader, data, engine, content);
+  const std::string name = stepDirName(completedSteps);
+  llvm::SmallString<256> final(options.dir);
+  path::append(final, name);
+  // The other ranks only know where it goes (rank 0 aborts the job if it
+  // cannot write it).
+  if (engine.communicator().rank() != 0)
+    return final.str().str();
+  auto manifest = checkpointManifest(exec, options, completedSteps, content,
+                                     engine.communicator().size(), g);
+  if (!manifest)
+    return manifest.takeError();
+  if (llvm::Error err = writeStepDirectory(options, name, final, g.blob,
+                                           std::move(*manifest)))
+    return std::move(err);
   return final.str().str();
 }
 

@@ -1,12 +1,15 @@
 //===- Trainer.cpp - The training loop ------------------------------------===//
 //
-// train(): feeds batches, runs the algorithm's steps, logs, checkpoints,
-// evaluates and re-plans; the algorithms live in algorithms/, evaluation in
-// Evaluation.cpp, traces and profiles in TraceProfile.cpp.
+// train(): a StepLoop feeds batches, runs the algorithm's steps, records,
+// logs, checkpoints, evaluates and re-plans, then summarizes; the
+// algorithms live in algorithms/, evaluation in Evaluation.cpp, traces and
+// profiles in TraceProfile.cpp.
 //
 //===----------------------------------------------------------------------===//
 
 #include "TrainImpl.h"
+
+#include <optional>
 
 namespace oasr::rt {
 
@@ -190,87 +193,177 @@ static llvm::Error checkFinite(Executor &exec, TrainingAlgorithm &algo,
       what.c_str());
 }
 
-llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
-                  CommEngine &engine, const TrainOptions &options,
-                  TrainSummary &summary) {
-  Communicator &comm = engine.communicator();
-  const int rank = comm.rank();
-  // The plan's instructions (re-planning changes them between steps).
-  size_t planSteps = exec.steps().size();
-  const TensorRef &in = exec.input();
-  const TensorRef &lab = exec.label();
-  const int64_t n = exec.batch();
-  const bool tokens =
-      in.desc.dtype == DType::I64 || in.desc.dtype == DType::I32;
-  if (!tokens && in.desc.dtype != DType::F32)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "the model's input is %s; the data "
-                                   "loaders feed f32 images or integer "
-                                   "token ids",
-                                   dtypeName(in.desc.dtype));
-  if (tokens != data.givesTokens())
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        tokens ? "the model's input is token ids (%s); --data=%s gives images"
-               : "the model's input is f32 images; --data=%s gives token ids",
-        tokens ? dtypeName(in.desc.dtype) : data.describe().c_str(),
-        data.describe().c_str());
-  // A checkpoint is written where every rank has taken the same steps.
-  if (options.checkpoint.every > 0 &&
-      algo.checkpointKind() == TrainingAlgorithm::CheckpointKind::None)
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        "%s cannot be checkpointed (its ranks do not step together)",
-        algo.name());
-  // One label per sample, or one per token (next-token labels).
-  BatchFeeder feeder(data, in, lab, n, tokens);
-  const int64_t labelCount = feeder.labelsPerBatch();
+/// The step loop: feed, run, record, log, checkpoint, evaluate and
+/// re-plan, then the summary. train() is one StepLoop's run().
+class StepLoop {
+public:
+  StepLoop(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
+           CommEngine &engine, const TrainOptions &options,
+           TrainSummary &summary)
+      : exec(exec), data(data), algo(algo), engine(engine), options(options),
+        summary(summary), comm(engine.communicator()), rank(comm.rank()),
+        in(exec.input()), lab(exec.label()), n(exec.batch()),
+        tokens(in.desc.dtype == DType::I64 || in.desc.dtype == DType::I32),
+        replanner(exec, engine, options.replan) {}
 
-  std::vector<OpTiming> times(planSteps);
-  std::vector<double> sumUs(planSteps, 0.0), durations(planSteps, 0.0);
-  // Each measured step's time per instruction kind: the written profile
-  // is scaled to their medians (a typical step, as Replan.h's
-  // typicalStepUs).
-  std::vector<KindSums> stepKindSums;
-  std::vector<StepKind> kinds = stepKinds(exec);
-  // The measured steps' allreduce starts (at most kMaxStarts), for the
-  // time a call's start takes from compute (the replay charges it).
-  std::vector<std::pair<double, double>> startSpans;
-  constexpr size_t kMaxStarts = 1 << 16;
-  // Re-planning from this run's measurements (sync SGD only: the plan
-  // describes its allreduces).
-  const bool replanning = options.replan.mode != ReplanOptions::Mode::Off &&
-                          llvm::StringRef(algo.name()) == kSyncSGDName;
-  Replanner replanner(exec, engine, options.replan);
-  PlanHistory history;
-  history.add(exec);
-  summary.initialPredictedUs = exec.predictedIterationUs();
-  std::vector<double> iterationsUs, beforeUs;
-  int64_t warmupStep = -1; // the first step after a switch
-  std::vector<Rec> trace;
-  if (!options.tracePath.empty())
-    trace.reserve(size_t(std::min(options.steps, options.traceSteps)) *
-                  planSteps);
+  llvm::Error run() {
+    if (llvm::Error err = check())
+      return err;
+    setUp();
+    // A rank that does not train (a dedicated server) skips the steps; the
+    // loop has no other collectives for such algorithms (they are not
+    // lockstep), but every checkpoint and evaluation is one: that rank
+    // joins each in turn.
+    const int64_t mySteps = algo.trainsOn(rank) ? options.steps : 0;
+    if (!algo.trainsOn(rank))
+      for (int64_t done = first + 1; done <= options.steps; ++done)
+        if (llvm::Error err = afterStep(done))
+          return err;
+    progress.emplace(options, algo, engine, tokens, lab.data != nullptr, first,
+                     runStartNs);
+    for (int64_t step = first; step < mySteps; ++step)
+      if (llvm::Error err = runOne(step))
+        return err;
+    exec.completeUpdates(algo);
+    algo.finish(exec, engine);
+    engine.drain();
+    return summarize();
+  }
 
-  algo.setup(exec, engine);
-  engine.run([](Communicator &c) { c.barrier(); });
-  // The compute thread's timings on the events' clock: a start is matched
-  // with the job it queued (idleStartUs).
-  const int64_t epochNs = engine.resetEpoch();
-  engine.clearEvents();
+private:
+  /// The data against the model's input; checkpoints against the algorithm.
+  llvm::Error check() const {
+    if (!tokens && in.desc.dtype != DType::F32)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "the model's input is %s; the data "
+                                     "loaders feed f32 images or integer "
+                                     "token ids",
+                                     dtypeName(in.desc.dtype));
+    if (tokens != data.givesTokens())
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          tokens ? "the model's input is token ids (%s); --data=%s gives images"
+                 : "the model's input is f32 images; --data=%s gives token ids",
+          tokens ? dtypeName(in.desc.dtype) : data.describe().c_str(),
+          data.describe().c_str());
+    // A checkpoint is written where every rank has taken the same steps.
+    if (options.checkpoint.every > 0 &&
+        algo.checkpointKind() == TrainingAlgorithm::CheckpointKind::None)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "%s cannot be checkpointed (its ranks do not step together)",
+          algo.name());
+    return llvm::Error::success();
+  }
 
-  double measuredIterUs = 0, measuredComputeUs = 0, measuredBlockedUs = 0;
-  int64_t measured = 0;
-  int64_t runStartNs = steadyNs();
-  size_t commEventsBefore = 0;
-  double commBusyUs = 0;
+  void setUp() {
+    // One label per sample, or one per token (next-token labels).
+    feeder.emplace(data, in, lab, n, tokens);
+    labelCount = feeder->labelsPerBatch();
+    planSteps = exec.steps().size();
+    times.assign(planSteps, OpTiming{});
+    sumUs.assign(planSteps, 0.0);
+    durations.assign(planSteps, 0.0);
+    kinds = stepKinds(exec);
+    // Re-planning from this run's measurements (sync SGD only: the plan
+    // describes its allreduces).
+    replanning = options.replan.mode != ReplanOptions::Mode::Off &&
+                 llvm::StringRef(algo.name()) == kSyncSGDName;
+    history.add(exec);
+    summary.initialPredictedUs = exec.predictedIterationUs();
+    if (!options.tracePath.empty())
+      trace.reserve(size_t(std::min(options.steps, options.traceSteps)) *
+                    planSteps);
+    algo.setup(exec, engine);
+    engine.run([](Communicator &c) { c.barrier(); });
+    // The compute thread's timings on the events' clock: a start is
+    // matched with the job it queued (idleStartUs).
+    epochNs = engine.resetEpoch();
+    engine.clearEvents();
+    runStartNs = steadyNs();
+    first = std::max<int64_t>(options.startStep, 0);
+  }
 
-  // Checkpoints after every `checkpoint.every`-th step (collective).
-  auto checkpointDue = [&](int64_t completed) {
-    return options.checkpoint.every > 0 &&
-           completed % options.checkpoint.every == 0;
-  };
-  auto writeCheckpoint = [&](int64_t completed) -> llvm::Error {
+  /// One training step and what follows it.
+  llvm::Error runOne(int64_t step) {
+    injectFailure(options, comm, step);
+    feeder->next();
+    // The step re-planning measures compute alone in (its allreduces held
+    // until backward ended); not one of the plan's steps in the summary.
+    const bool aloneStep = replanning && step + 1 < options.steps &&
+                           replanner.wantsAloneStep() &&
+                           algo.holdCommunication(true);
+    replanner.beginStep();
+    int64_t t0 = steadyNs();
+    exec.runStep(algo, times.data(), epochNs);
+    algo.afterStep(exec, engine, step);
+    int64_t t1 = steadyNs();
+    double blocked = algo.takeBlockedUs();
+    record(step, double(t1 - t0) * 1e-3, blocked, aloneStep);
+
+    double loss = exec.loss();
+    if (exec.scalesLoss()) {
+      summary.lossScale = exec.lossScaler().scale;
+      summary.skippedSteps = exec.lossScaler().skipped;
+    }
+    if (llvm::Error err = checkFinite(exec, algo, options, step, loss))
+      return err;
+    noteProgress(step + 1);
+    if (llvm::Error err = afterStep(step + 1))
+      return err;
+    progress->add(loss, double(exec.correct()), double(n), double(labelCount));
+    summary.lastLoss = loss;
+    progress->stepDone(step, summary);
+    return replanAfter(step);
+  }
+
+  /// A measured step's times (bookkeeping, not part of the measured step).
+  void record(int64_t step, double stepUs, double blocked, bool aloneStep) {
+    double compute = 0;
+    for (size_t k = 0; k < planSteps; ++k)
+      if (exec.steps()[k].kind != StepKind::Comm)
+        compute += times[k].endUs - times[k].startUs;
+    bool warmup = (step == first && options.steps > first + 1) ||
+                  (step == warmupStep && options.steps > step + 1);
+    if (aloneStep)
+      algo.holdCommunication(false);
+    if (replanning)
+      replanner.recordStep(times.data(), warmup, aloneStep);
+    if (warmup)
+      commEventsBefore = engine.events().size();
+    if (!warmup && !aloneStep) {
+      measuredIterUs += stepUs;
+      measuredComputeUs += compute;
+      measuredBlockedUs += blocked;
+      ++measured;
+      iterationsUs.push_back(stepUs);
+      for (size_t k = 0; k < planSteps; ++k) {
+        durations[k] = times[k].endUs - times[k].startUs;
+        sumUs[k] += durations[k];
+      }
+      stepKindSums.push_back(kindSums(kinds, durations));
+      if (startSpans.size() < kMaxStarts)
+        appendStartSpans(exec, times.data(), startSpans);
+    }
+    if (!options.tracePath.empty() && step - first < options.traceSteps)
+      for (size_t k = 0; k < planSteps; ++k)
+        trace.push_back(
+            Rec{0, double(history.base + k), times[k].startUs, times[k].endUs});
+  }
+
+  /// The checkpoint and evaluation due after `completed` steps (collective).
+  llvm::Error afterStep(int64_t completed) {
+    if (options.checkpoint.every > 0 &&
+        completed % options.checkpoint.every == 0)
+      if (llvm::Error err = writeCheckpoint(completed))
+        return err;
+    if (options.evalEvery > 0 && completed % options.evalEvery == 0 &&
+        options.evaluate && data.testSet() && lab.data)
+      evaluateNow(completed);
+    return llvm::Error::success();
+  }
+
+  llvm::Error writeCheckpoint(int64_t completed) {
     exec.completeUpdates(algo); // a steady plan's last updates
     int64_t c0 = steadyNs();
     CheckpointContent content;
@@ -285,7 +378,7 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
     noteCheckpoint(*written);
     if (rank == 0 && !options.quiet) {
       size_t bytes = 0;
-      for (const PersistentTensor &t : exec.persistent())
+      for (const PersistentTensor &t : std::as_const(exec).persistent())
         bytes += t.ref.bytes();
       std::printf("checkpoint %s (%.1f MiB of tensors, %.0f ms)\n",
                   written->c_str(), double(bytes) / 1048576.0,
@@ -293,24 +386,19 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
       std::fflush(stdout);
     }
     return llvm::Error::success();
-  };
+  }
 
-  // --eval-every: the test accuracy after every N-th step, evaluated as
-  // after the last step (all ranks' shards summed; the weights
-  // beginEvaluation puts in place). Collective. BN statistics that the
-  // evaluation's forward passes update are put back, so training goes on
-  // as without it. The time printed is the run's wall time since the first
-  // step began, less the evaluations' own.
-  int64_t evalNs = 0;
-  auto evalDue = [&](int64_t completed) {
-    return options.evalEvery > 0 && completed % options.evalEvery == 0 &&
-           options.evaluate && data.testSet() && lab.data;
-  };
-  auto evaluateNow = [&](int64_t completed) {
+  /// --eval-every: the test accuracy after every N-th step, evaluated as
+  /// after the last step (all ranks' shards summed; the weights
+  /// beginEvaluation puts in place). Collective. BN statistics that the
+  /// evaluation's forward passes update are put back, so training goes on
+  /// as without it. The time printed is the run's wall time since the first
+  /// step began, less the evaluations' own.
+  void evaluateNow(int64_t completed) {
     exec.completeUpdates(algo);
     int64_t e0 = steadyNs();
     std::vector<std::vector<char>> bnState;
-    for (const PersistentTensor &t : exec.persistent())
+    for (const PersistentTensor &t : std::as_const(exec).persistent())
       if (t.kind == PersistentTensor::State)
         bnState.emplace_back(t.ref.as<char>(),
                              t.ref.as<char>() + t.ref.bytes());
@@ -332,151 +420,75 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
       std::fflush(stdout);
     }
     evalNs += steadyNs() - e0;
-  };
+  }
 
-  // A rank that does not train (a dedicated server) skips the steps; the
-  // loop has no other collectives for such algorithms (they are not
-  // lockstep), but every checkpoint and evaluation is one: that rank joins
-  // each in turn.
-  const int64_t mySteps = algo.trainsOn(rank) ? options.steps : 0;
-  const int64_t first = std::max<int64_t>(options.startStep, 0);
-  if (!algo.trainsOn(rank))
-    for (int64_t done = first + 1; done <= options.steps; ++done) {
-      if (checkpointDue(done))
-        if (llvm::Error err = writeCheckpoint(done))
-          return err;
-      if (evalDue(done))
-        evaluateNow(done);
+  /// At a step boundary on every rank alike: measure, agree, re-plan,
+  /// switch. The summary then measures the new groups from the step after
+  /// the next (the next warms the new buffers up).
+  llvm::Error replanAfter(int64_t step) {
+    if (!replanning || step + 1 >= options.steps || !replanner.due())
+      return llvm::Error::success();
+    auto ev = replanner.replan(step + 1);
+    if (!ev)
+      return ev.takeError();
+    if (rank == 0 && !options.quiet) {
+      std::printf("%s\n", formatReplan(*ev, iterationsUs).c_str());
+      std::fflush(stdout);
     }
-  ProgressLog progress(options, algo, engine, tokens, lab.data != nullptr,
-                       first, runStartNs);
-  for (int64_t step = first; step < mySteps; ++step) {
-    injectFailure(options, comm, step);
-    feeder.next();
-    // The step re-planning measures compute alone in (its allreduces held
-    // until backward ended); not one of the plan's steps in the summary.
-    const bool aloneStep = replanning && step + 1 < options.steps &&
-                           replanner.wantsAloneStep() &&
-                           algo.holdCommunication(true);
-    replanner.beginStep();
-    int64_t t0 = steadyNs();
-    exec.runStep(algo, times.data(), epochNs);
-    algo.afterStep(exec, engine, step);
-    int64_t t1 = steadyNs();
-    double blocked = algo.takeBlockedUs();
-
-    // Bookkeeping (not part of the measured step).
-    double compute = 0;
-    for (size_t k = 0; k < planSteps; ++k)
-      if (exec.steps()[k].kind != StepKind::Comm)
-        compute += times[k].endUs - times[k].startUs;
-    bool warmup = (step == first && options.steps > first + 1) ||
-                  (step == warmupStep && options.steps > step + 1);
-    if (aloneStep)
-      algo.holdCommunication(false);
-    if (replanning)
-      replanner.recordStep(times.data(), warmup, aloneStep);
-    if (warmup)
-      commEventsBefore = engine.events().size();
-    if (!warmup && !aloneStep) {
-      measuredIterUs += double(t1 - t0) * 1e-3;
-      measuredComputeUs += compute;
-      measuredBlockedUs += blocked;
-      ++measured;
-      iterationsUs.push_back(double(t1 - t0) * 1e-3);
-      for (size_t k = 0; k < planSteps; ++k) {
-        durations[k] = times[k].endUs - times[k].startUs;
-        sumUs[k] += durations[k];
-      }
-      stepKindSums.push_back(kindSums(kinds, durations));
-      if (startSpans.size() < kMaxStarts)
-        appendStartSpans(exec, times.data(), startSpans);
-    }
-    if (!options.tracePath.empty() && step - first < options.traceSteps)
-      for (size_t k = 0; k < planSteps; ++k)
-        trace.push_back(
-            Rec{0, double(history.base + k), times[k].startUs, times[k].endUs});
-
-    double loss = exec.loss();
-    if (exec.scalesLoss()) {
-      summary.lossScale = exec.lossScaler().scale;
-      summary.skippedSteps = exec.lossScaler().skipped;
-    }
-    if (llvm::Error err = checkFinite(exec, algo, options, step, loss))
-      return err;
-    noteProgress(step + 1);
-    if (checkpointDue(step + 1))
-      if (llvm::Error err = writeCheckpoint(step + 1))
+    summary.replans.push_back(*ev);
+    if (!options.replanProfilePath.empty() && rank == 0 && ev->note.empty())
+      if (auto err = writeJson(options.replanProfilePath,
+                               schedule::toJSON(replanner.lastProfile())))
         return err;
-    if (evalDue(step + 1))
-      evaluateNow(step + 1);
-    progress.add(loss, double(exec.correct()), double(n), double(labelCount));
-    summary.lastLoss = loss;
-    progress.stepDone(step, summary);
-
-    // At a step boundary on every rank alike: measure, agree, re-plan,
-    // switch. The summary then measures the new groups from the step after
-    // the next (the next warms the new buffers up).
-    if (replanning && step + 1 < options.steps && replanner.due()) {
-      auto ev = replanner.replan(step + 1);
-      if (!ev)
-        return ev.takeError();
-      if (rank == 0 && !options.quiet) {
-        std::printf("%s\n", formatReplan(*ev, iterationsUs).c_str());
-        std::fflush(stdout);
-      }
-      summary.replans.push_back(*ev);
-      if (!options.replanProfilePath.empty() && rank == 0 && ev->note.empty())
-        if (auto err = writeJson(options.replanProfilePath,
-                                 schedule::toJSON(replanner.lastProfile())))
-          return err;
-      if (ev->changed) {
-        history.add(exec);
-        planSteps = exec.steps().size();
-        times.assign(exec.steps().size(), OpTiming{});
-        sumUs.assign(exec.steps().size(), 0.0);
-        durations.assign(exec.steps().size(), 0.0);
-        kinds = stepKinds(exec);
-      }
-      stepKindSums.clear();
-      startSpans.clear();
-      // The summary describes the last plan's steps.
-      beforeUs.insert(beforeUs.end(), iterationsUs.begin(), iterationsUs.end());
-      iterationsUs.clear();
-      measuredIterUs = measuredComputeUs = measuredBlockedUs = 0;
-      measured = 0;
-      std::fill(sumUs.begin(), sumUs.end(), 0.0);
-      warmupStep = step + 1;
+    if (ev->changed) {
+      history.add(exec);
+      planSteps = exec.steps().size();
+      times.assign(exec.steps().size(), OpTiming{});
+      sumUs.assign(exec.steps().size(), 0.0);
+      durations.assign(exec.steps().size(), 0.0);
+      kinds = stepKinds(exec);
     }
+    stepKindSums.clear();
+    startSpans.clear();
+    // The summary describes the last plan's steps.
+    beforeUs.insert(beforeUs.end(), iterationsUs.begin(), iterationsUs.end());
+    iterationsUs.clear();
+    measuredIterUs = measuredComputeUs = measuredBlockedUs = 0;
+    measured = 0;
+    std::fill(sumUs.begin(), sumUs.end(), 0.0);
+    warmupStep = step + 1;
+    return llvm::Error::success();
   }
-  exec.completeUpdates(algo);
-  algo.finish(exec, engine);
-  engine.drain();
-  // The fitted model's time for the allreduces since the last re-plan
-  // (their groups are the current ones).
-  const ReplanEvent *fit = nullptr;
-  for (const ReplanEvent &ev : summary.replans)
-    if (ev.note.empty())
-      fit = &ev;
-  std::map<unsigned, uint64_t> groupBytes;
-  for (const GradGroup &g : exec.groups())
-    groupBytes[g.id] = g.buffer.bytes();
-  double fittedUs = 0;
-  for (size_t k = commEventsBefore; k < engine.events().size(); ++k) {
-    const CommEvent &e = engine.events()[k];
-    commBusyUs += e.endUs - e.startUs;
-    summary.commCpuWaitUs += e.cpuWaitUs;
-    summary.commDispatchUs += e.dispatchUs;
-    auto g = groupBytes.find(e.job);
-    if (fit && g != groupBytes.end())
-      fittedUs += std::min(e.endUs - e.startUs,
-                           1e6 * (fit->comm.alphaS +
-                                  fit->comm.betaSPerByte * double(g->second)));
-  }
-  summary.cpuWaitMeasured = engine.measuresCpuWait();
 
-  summary.steps = options.steps;
-  if (measured) {
+  /// The communication thread's time since the last re-plan, and the
+  /// fitted model's time for the same allreduces (their groups are the
+  /// current ones).
+  double communicationSummary() {
+    const ReplanEvent *fit = nullptr;
+    for (const ReplanEvent &ev : summary.replans)
+      if (ev.note.empty())
+        fit = &ev;
+    std::map<unsigned, uint64_t> groupBytes;
+    for (const GradGroup &g : exec.groups())
+      groupBytes[g.id] = g.buffer.bytes();
+    double fittedUs = 0;
+    for (size_t k = commEventsBefore; k < engine.events().size(); ++k) {
+      const CommEvent &e = engine.events()[k];
+      commBusyUs += e.endUs - e.startUs;
+      summary.commCpuWaitUs += e.cpuWaitUs;
+      summary.commDispatchUs += e.dispatchUs;
+      auto g = groupBytes.find(e.job);
+      if (fit && g != groupBytes.end())
+        fittedUs += std::min(e.endUs - e.startUs,
+                             1e6 * (fit->comm.alphaS + fit->comm.betaSPerByte *
+                                                           double(g->second)));
+    }
+    summary.cpuWaitMeasured = engine.measuresCpuWait();
+    return fit ? fittedUs : -1;
+  }
+
+  /// The measured steps' means, and the profile they make.
+  llvm::Error measuredSummary(double fittedUs) {
     double m = double(measured);
     summary.meanIterationUs = measuredIterUs / m;
     summary.computeUs = measuredComputeUs / m;
@@ -485,7 +497,7 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
     summary.commCpuWaitUs /= m;
     summary.commDispatchUs /= m;
     summary.commRunningUs = summary.commBusyUs - summary.commCpuWaitUs;
-    if (fit)
+    if (fittedUs >= 0)
       summary.commFittedUs = fittedUs / m;
     summary.medianIterationUs = median(iterationsUs);
     summary.minIterationUs =
@@ -525,22 +537,77 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
     if (!options.profilePath.empty() && rank == 0)
       if (auto err = writeJson(options.profilePath, schedule::toJSON(profile)))
         return err;
+    return llvm::Error::success();
   }
-  summary.predictedUs = exec.predictedIterationUs();
-  summary.beforeSteps = int64_t(beforeUs.size());
-  summary.beforeMedianIterationUs = median(beforeUs);
-  if (!options.tracePath.empty())
-    if (auto err = writeTrace(options.tracePath, engine, trace, history,
-                              summary.replans))
-      return err;
-  if (options.evaluate && data.testSet() && lab.data) {
-    auto [ok, total] = evaluate(exec, data, engine, algo.trainsOn(rank));
-    if (total) {
-      summary.testAccuracy = double(ok) / double(total);
-      summary.testSamples = total;
+
+  /// The run's summary, trace and final test accuracy.
+  llvm::Error summarize() {
+    const double fittedUs = communicationSummary();
+    summary.steps = options.steps;
+    if (measured)
+      if (llvm::Error err = measuredSummary(fittedUs))
+        return err;
+    summary.predictedUs = exec.predictedIterationUs();
+    summary.beforeSteps = int64_t(beforeUs.size());
+    summary.beforeMedianIterationUs = median(beforeUs);
+    if (!options.tracePath.empty())
+      if (auto err = writeTrace(options.tracePath, engine, trace, history,
+                                summary.replans))
+        return err;
+    if (options.evaluate && data.testSet() && lab.data) {
+      auto [ok, total] = evaluate(exec, data, engine, algo.trainsOn(rank));
+      if (total) {
+        summary.testAccuracy = double(ok) / double(total);
+        summary.testSamples = total;
+      }
     }
+    return llvm::Error::success();
   }
-  return llvm::Error::success();
+
+  Executor &exec;
+  DataLoader &data;
+  TrainingAlgorithm &algo;
+  CommEngine &engine;
+  const TrainOptions &options;
+  TrainSummary &summary;
+  Communicator &comm;
+  const int rank;
+  const TensorRef &in, &lab;
+  const int64_t n;
+  const bool tokens;
+  std::optional<BatchFeeder> feeder;
+  int64_t labelCount = 0;
+  std::optional<ProgressLog> progress;
+  // The plan's instructions (re-planning changes them between steps).
+  size_t planSteps = 0;
+  std::vector<OpTiming> times;
+  std::vector<double> sumUs, durations;
+  // Each measured step's time per instruction kind: the written profile
+  // is scaled to their medians (a typical step, as Replan.h's
+  // typicalStepUs).
+  std::vector<KindSums> stepKindSums;
+  std::vector<StepKind> kinds;
+  // The measured steps' allreduce starts (at most kMaxStarts), for the
+  // time a call's start takes from compute (the replay charges it).
+  std::vector<std::pair<double, double>> startSpans;
+  static constexpr size_t kMaxStarts = 1 << 16;
+  bool replanning = false;
+  Replanner replanner;
+  PlanHistory history;
+  std::vector<double> iterationsUs, beforeUs;
+  int64_t warmupStep = -1; ///< the first step after a switch
+  std::vector<Rec> trace;
+  int64_t epochNs = 0, runStartNs = 0, evalNs = 0, first = 0;
+  double measuredIterUs = 0, measuredComputeUs = 0, measuredBlockedUs = 0;
+  int64_t measured = 0;
+  size_t commEventsBefore = 0;
+  double commBusyUs = 0;
+};
+
+llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
+                  CommEngine &engine, const TrainOptions &options,
+                  TrainSummary &summary) {
+  return StepLoop(exec, data, algo, engine, options, summary).run();
 }
 
 } // namespace oasr::rt

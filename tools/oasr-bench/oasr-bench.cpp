@@ -520,160 +520,180 @@ std::string verifyCollective(Communicator &comm,
   return wrong;
 }
 
-int commBench(Communicator &comm) {
-  const int rank = comm.rank(), size = comm.size();
-  if (rank == 0 && !quiet)
-    std::printf("oasr-bench comm: %d rank(s) [%s], allreduce average of f32 "
-                "in place\n%12s %8s %14s %14s\n",
-                size, comm.name(), "bytes", "iters", "seconds", "GB/s(bus)");
-  std::vector<float> buf(std::max<uint64_t>(maxBytes, 4) / 4 + 1, 1.0f);
-  std::vector<Point> pts;
-  // --comm-cpu failures, agreed on by all ranks.
-  auto pinFailed = [&](const AllreduceTimer &t) {
+/// `oasr-bench comm` in phases: the communication thread's priority, the
+/// sweeps of sizes (allreduce and its halves), the fits, the calibration
+/// file and its report.
+class CommBench {
+public:
+  explicit CommBench(Communicator &comm)
+      : comm(comm), rank(comm.rank()), size(comm.size()),
+        buf(std::max<uint64_t>(maxBytes, 4) / 4 + 1, 1.0f),
+        ovBytes(std::min<uint64_t>(overlapBytes, maxBytes)) {}
+
+  int run() {
+    if (rank == 0 && !quiet)
+      std::printf("oasr-bench comm: %d rank(s) [%s], allreduce average of "
+                  "f32 in place\n%12s %8s %14s %14s\n",
+                  size, comm.name(), "bytes", "iters", "seconds", "GB/s(bus)");
+    if (!choosePriority() || !measure())
+      return 1;
+    if (rank != 0)
+      return 0;
+    return writeCalibration();
+  }
+
+private:
+  using Priority = CommEngine::Priority;
+  using Collective = AllreduceTimer::Collective;
+  /// A half of an allreduce, measured at the same sizes and priority.
+  struct Half {
+    const char *name, *key;
+    Collective collective;
+    std::vector<Point> pts, latency;
+  };
+
+  /// --comm-cpu failures, agreed on by all ranks.
+  bool pinFailed(const AllreduceTimer &t) {
     double failed = t.pinError.empty() ? 0 : 1;
     comm.allreduceMax(&failed, 1);
     if (failed && !t.pinError.empty())
       std::fprintf(stderr, "oasr-bench: error: --comm-cpu=%d: %s\n",
                    int(commCpu), t.pinError.c_str());
     return failed != 0;
-  };
+  }
 
-  // The communication thread's priority: the one given, or the one of the
-  // candidates that keeps more work going (chooseCalibratedPriority).
-  using Priority = CommEngine::Priority;
-  std::optional<Priority> given;
-  switch (commPriority) {
-  case PriorityOpt::Auto:
-    break;
-  case PriorityOpt::Idle:
-    given = Priority::Idle;
-    break;
-  case PriorityOpt::Sleep:
-    given = Priority::Sleep;
-    break;
-  case PriorityOpt::Normal:
-    given = Priority::Normal;
-    break;
-  case PriorityOpt::Realtime:
-    given = Priority::Realtime;
-    break;
-  }
-  const bool realtimePermitted = CommEngine::realtimeIsPermitted();
-  if (given == Priority::Realtime && !realtimePermitted) {
-    if (comm.rank() == 0)
-      std::fprintf(stderr,
-                   "oasr-bench: error: --comm-priority=realtime: this process "
-                   "may not run a thread at SCHED_FIFO (needs CAP_SYS_NICE or "
-                   "`ulimit -r 1`)\n");
-    return 1;
-  }
-  const std::vector<Priority> candidates = calibrationCandidates(
-      given, CommEngine::idleIsRaisable(), realtimePermitted);
-  const uint64_t ovBytes = std::min<uint64_t>(overlapBytes, maxBytes);
-  std::vector<std::pair<Priority, Overlap>> overlaps;
-  std::vector<double> scores, alones;
-  if (overlapBytes > 0)
-    for (Priority p : candidates) {
-      AllreduceTimer t(comm, buf, p);
-      if (pinFailed(t))
-        return 1;
-      overlaps.push_back({p, measureOverlap(comm, t, ovBytes)});
-      scores.push_back(overlaps.back().second.score());
-      alones.push_back(overlaps.back().second.aloneS);
+  /// The communication thread's priority: the one given, or the one of the
+  /// candidates that keeps more work going (chooseCalibratedPriority).
+  bool choosePriority() {
+    std::optional<Priority> given;
+    switch (commPriority) {
+    case PriorityOpt::Auto:
+      break;
+    case PriorityOpt::Idle:
+      given = Priority::Idle;
+      break;
+    case PriorityOpt::Sleep:
+      given = Priority::Sleep;
+      break;
+    case PriorityOpt::Normal:
+      given = Priority::Normal;
+      break;
+    case PriorityOpt::Realtime:
+      given = Priority::Realtime;
+      break;
     }
-  const bool comparable = calibrationComparable(alones);
-  const size_t best = chooseCalibratedPriority(candidates, scores, alones);
-  const Priority chosen = candidates[best];
+    const bool realtimePermitted = CommEngine::realtimeIsPermitted();
+    if (given == Priority::Realtime && !realtimePermitted) {
+      if (comm.rank() == 0)
+        std::fprintf(stderr,
+                     "oasr-bench: error: --comm-priority=realtime: this "
+                     "process may not run a thread at SCHED_FIFO (needs "
+                     "CAP_SYS_NICE or `ulimit -r 1`)\n");
+      return false;
+    }
+    candidates = calibrationCandidates(given, CommEngine::idleIsRaisable(),
+                                       realtimePermitted);
+    std::vector<double> scores, alones;
+    if (overlapBytes > 0)
+      for (Priority p : candidates) {
+        AllreduceTimer t(comm, buf, p);
+        if (pinFailed(t))
+          return false;
+        overlaps.push_back({p, measureOverlap(comm, t, ovBytes)});
+        scores.push_back(overlaps.back().second.score());
+        alones.push_back(overlaps.back().second.aloneS);
+      }
+    comparable = calibrationComparable(alones);
+    best = chooseCalibratedPriority(candidates, scores, alones);
+    chosen = candidates[best];
+    return true;
+  }
 
-  AllreduceTimer timer(comm, buf, chosen);
-  if (pinFailed(timer))
-    return 1;
-  if (!overlaps.empty())
-    timer.engine.setPollCapUs(overlaps[best].second.pollCapUs);
-  const double burst = burstUs * 1e-6;
-  using Collective = AllreduceTimer::Collective;
-  // One sweep of sizes for the timer's collective, into `pts`.
-  auto sweep = [&](std::vector<Point> &pts, uint64_t lo, uint64_t hi) {
-    const bool half = timer.collective != Collective::AllReduce;
+  /// The sweeps: the allreduce's sizes and its small message, then each
+  /// half asked for, checked against known values first.
+  bool measure() {
+    timer.emplace(comm, buf, chosen);
+    if (pinFailed(*timer))
+      return false;
+    if (!overlaps.empty())
+      timer->engine.setPollCapUs(overlaps[best].second.pollCapUs);
+    sweep(pts, minBytes, maxBytes);
+    // The start-up measured on one small message (--latency-bytes).
+    if (latencyBytes > 0)
+      sweep(latency, latencyBytes, latencyBytes);
+    for (const std::string &c : collectives)
+      if (c == "reduce-scatter" || c == "all-gather")
+        halves.push_back(
+            Half{c == "reduce-scatter" ? "reduce-scatter" : "all-gather",
+                 c == "reduce-scatter" ? "reduce_scatter" : "all_gather",
+                 c == "reduce-scatter" ? Collective::ReduceScatter
+                                       : Collective::AllGather,
+                 {},
+                 {}});
+    for (Half &h : halves) {
+      std::string wrong = verifyCollective(comm, h.collective);
+      if (!wrong.empty()) {
+        std::fprintf(stderr, "oasr-bench: error: %s\n", wrong.c_str());
+        return false;
+      }
+      if (rank == 0 && !quiet)
+        std::printf("%s of f32 (bytes: the whole buffer; checked against "
+                    "known values first)\n",
+                    h.name);
+      timer->collective = h.collective;
+      sweep(h.pts, minBytes, maxBytes);
+      // Its own start-up, as the allreduce's: a fit from large sizes alone
+      // extrapolates alpha to about 0, which lets a plan cut reduce-scatter
+      // groups into dozens that each pay the real per-call time.
+      if (latencyBytes > 0)
+        sweep(h.latency, latencyBytes, latencyBytes);
+    }
+    return true;
+  }
+
+  /// One sweep of sizes for the timer's collective, into `out`.
+  void sweep(std::vector<Point> &out, uint64_t lo, uint64_t hi) {
+    const double burst = burstUs * 1e-6;
+    const bool half = timer->collective != Collective::AllReduce;
     for (uint64_t bytes = std::max<uint64_t>(lo, 4); bytes <= hi; bytes *= 2) {
       size_t count = size_t(bytes / 4);
       if (half && count < size_t(size))
         continue; // less than one element per rank
       // Warm up and estimate the per-call time; every rank uses rank 0's
       // iteration count so the collectives match.
-      timer.timed(count, 1); // page faults
+      timer->timed(count, 1); // page faults
       comm.barrier();
-      double est = timer.timed(count, 3) + burst;
+      double est = timer->timed(count, 3) + burst;
       comm.allreduceMax(&est, 1);
       double iters =
           std::clamp(std::floor(budget / std::max(est, 1e-7)), 2.0, 2000.0);
       comm.broadcast(&iters, sizeof iters, 0);
-      double best = 1e30;
+      double fastest = 1e30;
       for (int rep = 0; rep < 3; ++rep) {
         comm.barrier();
-        double t = timer.timed(count, int(iters));
+        double t = timer->timed(count, int(iters));
         comm.allreduceMax(&t, 1);
-        best = std::min(best, t);
+        fastest = std::min(fastest, t);
       }
-      pts.push_back(Point{double(bytes), best});
+      out.push_back(Point{double(bytes), fastest});
       if (rank == 0 && !quiet) {
         // Bus bandwidth: each rank sends 2(P-1)/P of the buffer in an
         // allreduce, (P-1)/P in either half.
         double busBw = size > 1 ? (half ? 1.0 : 2.0) * (size - 1) / size *
-                                      bytes / best * 1e-9
-                                : bytes / best * 1e-9;
+                                      bytes / fastest * 1e-9
+                                : bytes / fastest * 1e-9;
         std::printf("%12llu %8d %14.9f %14.3f\n", (unsigned long long)bytes,
-                    int(iters), best, busBw);
+                    int(iters), fastest, busBw);
         std::fflush(stdout);
       }
     }
-  };
-  sweep(pts, minBytes, maxBytes);
-  // The start-up measured on one small message (--latency-bytes).
-  std::vector<Point> latency;
-  if (latencyBytes > 0)
-    sweep(latency, latencyBytes, latencyBytes);
-  // The halves of an allreduce, at the same sizes and priority.
-  struct Half {
-    const char *name, *key;
-    Collective collective;
-    std::vector<Point> pts, latency;
-  };
-  std::vector<Half> halves;
-  for (const std::string &c : collectives)
-    if (c == "reduce-scatter" || c == "all-gather")
-      halves.push_back(
-          Half{c == "reduce-scatter" ? "reduce-scatter" : "all-gather",
-               c == "reduce-scatter" ? "reduce_scatter" : "all_gather",
-               c == "reduce-scatter" ? Collective::ReduceScatter
-                                     : Collective::AllGather,
-               {}});
-  for (Half &h : halves) {
-    std::string wrong = verifyCollective(comm, h.collective);
-    if (!wrong.empty()) {
-      std::fprintf(stderr, "oasr-bench: error: %s\n", wrong.c_str());
-      return 1;
-    }
-    if (rank == 0 && !quiet)
-      std::printf("%s of f32 (bytes: the whole buffer; checked against "
-                  "known values first)\n",
-                  h.name);
-    timer.collective = h.collective;
-    sweep(h.pts, minBytes, maxBytes);
-    // Its own start-up, as the allreduce's: a fit from large sizes alone
-    // extrapolates alpha to about 0, which lets a plan cut reduce-scatter
-    // groups into dozens that each pay the real per-call time.
-    if (latencyBytes > 0)
-      sweep(h.latency, latencyBytes, latencyBytes);
   }
-  if (rank != 0)
-    return 0;
-  // alpha and beta of a sweep: the least-squares fit, or with a latency
-  // point, alpha is the small message's time and beta the relative-error
-  // slope of what the sweep's times leave above it (never negative).
-  auto fit = [&](const std::vector<Point> &sizes,
-                 const std::vector<Point> &small)
-      -> std::optional<std::pair<double, double>> {
+
+  /// alpha and beta of a sweep: the least-squares fit, or with a latency
+  /// point, alpha is the small message's time and beta the relative-error
+  /// slope of what the sweep's times leave above it (never negative).
+  std::optional<std::pair<double, double>>
+  fit(const std::vector<Point> &sizes, const std::vector<Point> &small) const {
     std::vector<std::pair<double, double>> xy;
     for (const Point &p : sizes)
       xy.push_back({p.bytes, p.seconds});
@@ -695,51 +715,16 @@ int commBench(Communicator &comm) {
       b = den > 0 ? std::max(0.0, num / den) : 0.0;
     }
     return std::pair{a, b};
-  };
-  std::optional<std::pair<double, double>> fitted = fit(pts, latency);
-  if (!fitted) {
-    llvm::errs() << "oasr-bench: error: --min-bytes=" << minBytes
-                 << " --max-bytes=" << maxBytes
-                 << " measure one message size (sizes double from the "
-                    "smallest); alpha and beta need two\n";
-    return 1;
   }
-  auto [a, b] = *fitted;
-  double worst = 0;
-  const Point *worstAt = nullptr;
-  for (const Point &p : pts) {
-    double e = std::fabs(a + b * p.bytes - p.seconds) / p.seconds;
-    if (e > worst)
-      worst = e, worstAt = &p;
+
+  static llvm::json::Array pointsJSON(const std::vector<Point> &pts) {
+    llvm::json::Array points;
+    for (const Point &p : pts)
+      points.push_back(llvm::json::Object{{"bytes", int64_t(p.bytes)},
+                                          {"seconds", p.seconds}});
+    return points;
   }
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  llvm::json::Array points;
-  for (const Point &p : pts)
-    points.push_back(llvm::json::Object{{"bytes", int64_t(p.bytes)},
-                                        {"seconds", p.seconds}});
-  llvm::json::Object doc{
-      {"format", "oasr-comm-v1"},
-      {"alpha_s", a},
-      {"beta_s_per_byte", b},
-      {"ranks", int64_t(size)},
-      {"burst_us", double(burstUs)},
-      {"comm_priority", priorityName(chosen)},
-      {"source", llvm::formatv("oasr-bench comm {0}, {1} rank(s) [{2}] on {3}",
-                               OASR_VERSION, size, comm.name(), host)
-                     .str()},
-      {"points", std::move(points)}};
-  std::optional<CompressionRate> compression;
-  if (compressRate) {
-    compression = measureCompressionRate();
-    doc["compress_us_per_mac"] = compression->usPerMac;
-    doc["compress_us_per_element"] = compression->usPerElement;
-  }
-  if (!latency.empty())
-    doc["alpha_from"] =
-        llvm::json::Object{{"bytes", int64_t(latency.front().bytes)},
-                           {"seconds", latency.front().seconds}};
-  auto overlapJSON = [](const Overlap &o) {
+  static llvm::json::Object overlapJSON(const Overlap &o) {
     llvm::json::Array calls;
     for (const Overlap::Call &c : o.calls)
       calls.push_back(llvm::json::Object{{"bytes", int64_t(c.bytes)},
@@ -757,36 +742,42 @@ int commBench(Communicator &comm) {
                               {"calls", std::move(calls)},
                               {"call_compute_us", o.callComputeUs()},
                               {"score", o.score()}};
-  };
-  std::vector<std::string> halfFits;
-  for (const Half &h : halves) {
-    llvm::json::Array hpoints;
-    for (const Point &p : h.pts) {
-      hpoints.push_back(llvm::json::Object{{"bytes", int64_t(p.bytes)},
-                                           {"seconds", p.seconds}});
-    }
-    llvm::json::Object o{{"points", std::move(hpoints)}};
-    if (!h.latency.empty())
-      o["alpha_from"] =
-          llvm::json::Object{{"bytes", int64_t(h.latency.front().bytes)},
-                             {"seconds", h.latency.front().seconds}};
-    if (std::optional<std::pair<double, double>> f = fit(h.pts, h.latency)) {
-      o["alpha_s"] = f->first;
-      o["beta_s_per_byte"] = f->second;
-      halfFits.push_back(
-          llvm::formatv("{0} fit: alpha = {1:e3} s{2}, beta = "
-                        "{3:e3} s/B",
-                        h.name, f->first,
-                        h.latency.empty() ? "" : " (its small message's time)",
-                        f->second)
-              .str());
-    } else {
-      halfFits.push_back(std::string(h.name) +
-                         ": too few sizes to fit (points recorded)");
-    }
-    doc[h.key] = std::move(o);
   }
-  if (!overlaps.empty()) {
+
+  /// The halves' points and fits into `doc`; a line each for the report.
+  std::vector<std::string> halvesInto(llvm::json::Object &doc) const {
+    std::vector<std::string> halfFits;
+    for (const Half &h : halves) {
+      llvm::json::Object o{{"points", pointsJSON(h.pts)}};
+      if (!h.latency.empty())
+        o["alpha_from"] =
+            llvm::json::Object{{"bytes", int64_t(h.latency.front().bytes)},
+                               {"seconds", h.latency.front().seconds}};
+      if (std::optional<std::pair<double, double>> f = fit(h.pts, h.latency)) {
+        o["alpha_s"] = f->first;
+        o["beta_s_per_byte"] = f->second;
+        halfFits.push_back(llvm::formatv("{0} fit: alpha = {1:e3} s{2}, beta = "
+                                         "{3:e3} s/B",
+                                         h.name, f->first,
+                                         h.latency.empty()
+                                             ? ""
+                                             : " (its small message's time)",
+                                         f->second)
+                               .str());
+      } else {
+        halfFits.push_back(std::string(h.name) +
+                           ": too few sizes to fit (points recorded)");
+      }
+      doc[h.key] = std::move(o);
+    }
+    return halfFits;
+  }
+
+  /// The measured overlap of the chosen priority (and every candidate's)
+  /// into `doc`.
+  void overlapInto(llvm::json::Object &doc) const {
+    if (overlaps.empty())
+      return;
     const Overlap &o = overlaps[best].second;
     doc["overlap_rate"] = o.rate;
     doc["compute_rate"] = std::clamp(o.computeRate, 0.01, 1.0);
@@ -804,76 +795,144 @@ int commBench(Communicator &comm) {
     ov["by_priority"] = std::move(byPriority);
     doc["overlap"] = std::move(ov);
   }
-  std::error_code ec;
-  llvm::raw_fd_ostream os(outPath, ec, llvm::sys::fs::OF_Text);
-  if (ec) {
-    llvm::errs() << "oasr-bench: error: cannot write " << outPath << ": "
-                 << ec.message() << "\n";
-    return 1;
+
+  /// Rank 0: the fits, the oasr-comm-v1 file and the report.
+  int writeCalibration() {
+    std::optional<std::pair<double, double>> fitted = fit(pts, latency);
+    if (!fitted) {
+      llvm::errs() << "oasr-bench: error: --min-bytes=" << minBytes
+                   << " --max-bytes=" << maxBytes
+                   << " measure one message size (sizes double from the "
+                      "smallest); alpha and beta need two\n";
+      return 1;
+    }
+    auto [a, b] = *fitted;
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    llvm::json::Object doc{
+        {"format", "oasr-comm-v1"},
+        {"alpha_s", a},
+        {"beta_s_per_byte", b},
+        {"ranks", int64_t(size)},
+        {"burst_us", double(burstUs)},
+        {"comm_priority", priorityName(chosen)},
+        {"source",
+         llvm::formatv("oasr-bench comm {0}, {1} rank(s) [{2}] on {3}",
+                       OASR_VERSION, size, comm.name(), host)
+             .str()},
+        {"points", pointsJSON(pts)}};
+    std::optional<CompressionRate> compression;
+    if (compressRate) {
+      compression = measureCompressionRate();
+      doc["compress_us_per_mac"] = compression->usPerMac;
+      doc["compress_us_per_element"] = compression->usPerElement;
+    }
+    if (!latency.empty())
+      doc["alpha_from"] =
+          llvm::json::Object{{"bytes", int64_t(latency.front().bytes)},
+                             {"seconds", latency.front().seconds}};
+    std::vector<std::string> halfFits = halvesInto(doc);
+    overlapInto(doc);
+    std::error_code ec;
+    llvm::raw_fd_ostream os(outPath, ec, llvm::sys::fs::OF_Text);
+    if (ec) {
+      llvm::errs() << "oasr-bench: error: cannot write " << outPath << ": "
+                   << ec.message() << "\n";
+      return 1;
+    }
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(doc))) << "\n";
+    report(a, b, halfFits, compression);
+    return 0;
   }
-  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(doc))) << "\n";
-  std::printf("fit: alpha = %.4g s%s, beta = %.4g s/B (%.2f GB/s), worst "
-              "relative error %.0f%%\n",
-              a,
-              latency.empty()
-                  ? ""
-                  : llvm::formatv(" (the {0}-byte allreduce's time)",
-                                  uint64_t(latency.front().bytes))
-                        .str()
-                        .c_str(),
-              b, b > 0 ? 1e-9 / b : 0.0, 100 * worst);
-  for (const std::string &line : halfFits)
-    std::printf("%s\n", line.c_str());
-  if (compression)
-    std::printf("compression: %.3g us per multiply-add (%.2f GMAC/s), %.3g us "
-                "per element (PowerSGD on a 1024x1024 matrix at ranks 1 and "
-                "8, one thread)\n",
-                compression->usPerMac,
-                compression->usPerMac > 0 ? 1e-3 / compression->usPerMac : 0.0,
-                compression->usPerElement);
-  // A line through a bursty or token-bucket link's small and large sizes
-  // fits neither; say so, and what to do.
-  if (worst > 0.5 && worstAt)
-    std::fprintf(stderr,
-                 "oasr-bench: note: the line alpha + beta * bytes misses the "
-                 "measured times by up to %.0f%% (%llu B: %.4g s measured, "
-                 "%.4g s on the line); where the link serves small messages "
-                 "faster than its rate, calibrate from the sizes your groups "
-                 "have (--min-bytes), or let oasr-run re-plan from the run's "
-                 "own allreduces (--replan)\n",
-                 100 * worst, (unsigned long long)worstAt->bytes,
-                 worstAt->seconds, a + b * worstAt->bytes);
-  for (auto &[p, o] : overlaps) {
-    std::string tested, call;
-    if (p == Priority::Realtime)
-      tested = llvm::formatv(", tested at least every {0} us", o.pollCapUs);
-    for (const Overlap::Call &c : o.calls)
-      call += llvm::formatv("; a {0}-byte allreduce {1:f3} ms alone, {2:f3} "
-                            "ms beside compute (call rate {3:f2}), its start "
-                            "{4:f0} us on the compute thread",
-                            c.bytes, c.aloneS * 1e3, c.besideS * 1e3, c.rate(),
-                            c.startS * 1e6);
-    std::printf("overlap rate %.2f: a %llu-byte allreduce took %.3f ms alone, "
-                "%.3f ms beside %u busy compute thread(s) per rank for "
-                "%.3f ms (%s priority%s); compute ran at %.0f%% meanwhile%s\n",
-                o.rate, (unsigned long long)ovBytes, o.aloneS * 1e3,
-                o.loadedS * 1e3, unsigned(loadThreads), o.loadS * 1e3,
-                priorityName(p), tested.c_str(), 100 * o.computeRate,
-                call.c_str());
+
+  /// What was measured, chosen and written.
+  void report(double a, double b, const std::vector<std::string> &halfFits,
+              const std::optional<CompressionRate> &compression) const {
+    double worst = 0;
+    const Point *worstAt = nullptr;
+    for (const Point &p : pts) {
+      double e = std::fabs(a + b * p.bytes - p.seconds) / p.seconds;
+      if (e > worst)
+        worst = e, worstAt = &p;
+    }
+    std::printf("fit: alpha = %.4g s%s, beta = %.4g s/B (%.2f GB/s), worst "
+                "relative error %.0f%%\n",
+                a,
+                latency.empty()
+                    ? ""
+                    : llvm::formatv(" (the {0}-byte allreduce's time)",
+                                    uint64_t(latency.front().bytes))
+                          .str()
+                          .c_str(),
+                b, b > 0 ? 1e-9 / b : 0.0, 100 * worst);
+    for (const std::string &line : halfFits)
+      std::printf("%s\n", line.c_str());
+    if (compression)
+      std::printf(
+          "compression: %.3g us per multiply-add (%.2f GMAC/s), %.3g us "
+          "per element (PowerSGD on a 1024x1024 matrix at ranks 1 and "
+          "8, one thread)\n",
+          compression->usPerMac,
+          compression->usPerMac > 0 ? 1e-3 / compression->usPerMac : 0.0,
+          compression->usPerElement);
+    // A line through a bursty or token-bucket link's small and large sizes
+    // fits neither; say so, and what to do.
+    if (worst > 0.5 && worstAt)
+      std::fprintf(stderr,
+                   "oasr-bench: note: the line alpha + beta * bytes misses the "
+                   "measured times by up to %.0f%% (%llu B: %.4g s measured, "
+                   "%.4g s on the line); where the link serves small messages "
+                   "faster than its rate, calibrate from the sizes your groups "
+                   "have (--min-bytes), or let oasr-run re-plan from the run's "
+                   "own allreduces (--replan)\n",
+                   100 * worst, (unsigned long long)worstAt->bytes,
+                   worstAt->seconds, a + b * worstAt->bytes);
+    for (auto &[p, o] : overlaps) {
+      std::string tested, call;
+      if (p == Priority::Realtime)
+        tested = llvm::formatv(", tested at least every {0} us", o.pollCapUs);
+      for (const Overlap::Call &c : o.calls)
+        call += llvm::formatv("; a {0}-byte allreduce {1:f3} ms alone, {2:f3} "
+                              "ms beside compute (call rate {3:f2}), its start "
+                              "{4:f0} us on the compute thread",
+                              c.bytes, c.aloneS * 1e3, c.besideS * 1e3,
+                              c.rate(), c.startS * 1e6);
+      std::printf(
+          "overlap rate %.2f: a %llu-byte allreduce took %.3f ms alone, "
+          "%.3f ms beside %u busy compute thread(s) per rank for "
+          "%.3f ms (%s priority%s); compute ran at %.0f%% meanwhile%s\n",
+          o.rate, (unsigned long long)ovBytes, o.aloneS * 1e3, o.loadedS * 1e3,
+          unsigned(loadThreads), o.loadS * 1e3, priorityName(p), tested.c_str(),
+          100 * o.computeRate, call.c_str());
+    }
+    const bool idleMeasured = candidates.front() == Priority::Idle;
+    const char *why = commPriority != PriorityOpt::Auto ? "--comm-priority"
+                      : overlaps.empty() ? "the default; no overlap measured"
+                      : !comparable  ? "the default; the allreduce is under "
+                                       "1 ms alone, too short to compare"
+                      : idleMeasured ? "the best overlap"
+                                     : "the best overlap; this process may "
+                                       "not raise an idle thread";
+    std::printf("communication thread: %s priority (%s)\n",
+                priorityName(chosen), why);
+    std::printf("wrote %s\n", outPath.c_str());
   }
-  const bool idleMeasured = candidates.front() == Priority::Idle;
-  const char *why = commPriority != PriorityOpt::Auto ? "--comm-priority"
-                    : overlaps.empty() ? "the default; no overlap measured"
-                    : !comparable      ? "the default; the allreduce is under "
-                                         "1 ms alone, too short to compare"
-                    : idleMeasured     ? "the best overlap"
-                                       : "the best overlap; this process may "
-                                         "not raise an idle thread";
-  std::printf("communication thread: %s priority (%s)\n", priorityName(chosen),
-              why);
-  std::printf("wrote %s\n", outPath.c_str());
-  return 0;
-}
+
+  Communicator &comm;
+  const int rank, size;
+  std::vector<float> buf;
+  const uint64_t ovBytes;
+  std::vector<Priority> candidates;
+  std::vector<std::pair<Priority, Overlap>> overlaps;
+  bool comparable = false;
+  size_t best = 0;
+  Priority chosen = Priority::Normal;
+  std::optional<AllreduceTimer> timer;
+  std::vector<Point> pts, latency;
+  std::vector<Half> halves;
+};
+
+int commBench(Communicator &comm) { return CommBench(comm).run(); }
 } // namespace
 
 int main(int argc, char **argv) {

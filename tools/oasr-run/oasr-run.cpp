@@ -16,11 +16,11 @@
 
 #include "oasr/Compile/SourceModel.h"
 #include "oasr/Config.h"
+#include "oasr/Driver/Run.h"
+#include "oasr/Lower/Lower.h"
 #include "oasr/Runtime/Communicator.h"
 #include "oasr/Runtime/DeviceSetup.h"
-#include "oasr/Runtime/Lower.h"
 #include "oasr/Runtime/ProgramIO.h"
-#include "oasr/Runtime/Run.h"
 #include "oasr/Schedule/Schedule.h"
 #if OASR_HAVE_PASSES
 #include "oasr/Compile/Compile.h"

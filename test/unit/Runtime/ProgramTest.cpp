@@ -2,8 +2,8 @@
 
 #include "oasr/Runtime/Program.h"
 #include "oasr/Dialect/OASRDialect.h"
+#include "oasr/Lower/Lower.h"
 #include "oasr/Runtime/Executor.h"
-#include "oasr/Runtime/Lower.h"
 #include "oasr/Runtime/ProgramIO.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "oasr/Driver/Run.h"
 #include "oasr/Runtime/Report.h"
-#include "oasr/Runtime/Run.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"

@@ -1,14 +1,14 @@
 //===- Lower.h - A compiled module as a Program ------------------*- C++
 //-*-===//
 //
-// The last step of compilation (the lowering library, OASRLower): the
+// The last step of compilation (the lowering library, lib/Lower): the
 // training module's @train_step as the plain Program the runtime loads
 // (Program.h), in process or from an .oasrprog file.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef OASR_RUNTIME_LOWER_H
-#define OASR_RUNTIME_LOWER_H
+#ifndef OASR_LOWER_LOWER_H
+#define OASR_LOWER_LOWER_H
 
 #include "oasr/Runtime/Program.h"
 
@@ -24,4 +24,4 @@ llvm::Expected<Program> lowerToProgram(mlir::ModuleOp module);
 
 } // namespace oasr::rt
 
-#endif // OASR_RUNTIME_LOWER_H
+#endif // OASR_LOWER_LOWER_H

@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef OASR_RUNTIME_RUN_H
-#define OASR_RUNTIME_RUN_H
+#ifndef OASR_DRIVER_RUN_H
+#define OASR_DRIVER_RUN_H
 
 #include "oasr/Runtime/Checkpoint.h"
 #include "oasr/Runtime/Communicator.h"
@@ -371,4 +371,4 @@ int runWithRestarts(const RestartPlan &plan);
 
 } // namespace oasr::rt
 
-#endif // OASR_RUNTIME_RUN_H
+#endif // OASR_DRIVER_RUN_H

@@ -1,4 +1,4 @@
-//===- ExecutorBuild.cpp - lowerToProgram: the IR as a Program ------------===//
+//===- LowerProgram.cpp - lowerToProgram: the IR as a Program ------------===//
 //
 // Walks @train_step once: gives every SSA value a slot and its storage
 // (activation arena, persistent buffer, fused group buffer or alias) and
@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ExecutorLower.h"
+#include "LowerImpl.h"
 
 using namespace mlir;
 using llvm::Expected;

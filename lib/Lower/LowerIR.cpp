@@ -1,11 +1,11 @@
-//===- ExecutorIR.cpp - Reading the IR for the plan -----------------------===//
+//===- LowerIR.cpp - Reading the IR for the program ----------------------===//
 //
 // Names, locations and errors of IR operations, tensor types as TensorDescs,
 // attributes as kernel attributes, constants materialized into buffers.
 //
 //===----------------------------------------------------------------------===//
 
-#include "ExecutorLower.h"
+#include "LowerImpl.h"
 
 using namespace mlir;
 using llvm::Expected;

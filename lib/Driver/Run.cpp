@@ -1,6 +1,6 @@
 //===- Run.cpp - A training run from its options to its exit code ---------===//
 
-#include "oasr/Runtime/Run.h"
+#include "oasr/Driver/Run.h"
 #include "oasr/Dialect/OASRDialect.h"
 #include "oasr/Runtime/DataLoader.h"
 #include "oasr/Runtime/DeviceSetup.h"

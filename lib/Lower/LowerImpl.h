@@ -1,16 +1,16 @@
-//===- ExecutorLower.h - Lowering the IR to the executor's plan -*- C++ -*-===//
+//===- LowerImpl.h - Lowering the IR to a Program -------------*- C++ -*-===//
 //
-// Private to the lowering library (OASRLower: ExecutorBuild.cpp,
-// ExecutorIR.cpp): lowerToProgram reads the compiled training module and
+// Private to the lowering library (OASRLower: LowerProgram.cpp,
+// LowerIR.cpp): lowerToProgram reads the compiled training module and
 // writes it as a Program (oasr/Runtime/Program.h). The only part that links
 // MLIR on the way to the executor; the program then loads without it.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef OASR_RUNTIME_EXECUTORLOWER_H
-#define OASR_RUNTIME_EXECUTORLOWER_H
+#ifndef OASR_LIB_LOWER_LOWERIMPL_H
+#define OASR_LIB_LOWER_LOWERIMPL_H
 
-#include "oasr/Runtime/Lower.h"
+#include "oasr/Lower/Lower.h"
 #include "oasr/Runtime/Program.h"
 
 #include "oasr/Dialect/OASRDialect.h"
@@ -25,7 +25,7 @@ using namespace mlir;
 
 namespace oasr::rt {
 
-// Reading the IR (ExecutorIR.cpp).
+// Reading the IR (LowerIR.cpp).
 
 /// "file:line:col" of an IR location ("" when unknown).
 std::string locName(mlir::Location loc);
@@ -52,4 +52,4 @@ bool isParamCopyCast(mlir::func::FuncOp fn, mlir::oasr::NodeOp node);
 
 } // namespace oasr::rt
 
-#endif // OASR_RUNTIME_EXECUTORLOWER_H
+#endif // OASR_LIB_LOWER_LOWERIMPL_H

@@ -6,10 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "oasr/Driver/Run.h"
 #include "oasr/Runtime/DataLoader.h"
 #include "oasr/Runtime/DeviceSetup.h"
 #include "oasr/Runtime/Report.h"
-#include "oasr/Runtime/Run.h"
 #include "oasr/Runtime/Training.h"
 #include "oasr/Schedule/Schedule.h"
 
