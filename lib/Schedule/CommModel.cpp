@@ -1,0 +1,141 @@
+//===- CommModel.cpp - Communication models -------------------------------===//
+//
+// The allreduce cost models the planner charges (DESIGN.md "Timeline
+// model"): alpha-beta, the ring form over P ranks, the overlap rate's
+// capacity, and the element types gradients travel in.
+//
+//===----------------------------------------------------------------------===//
+
+#include "oasr/Schedule/Schedule.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+using namespace llvm;
+using namespace oasr;
+using namespace oasr::schedule;
+
+//===----------------------------------------------------------------------===//
+// CommModel
+//===----------------------------------------------------------------------===//
+
+StringRef oasr::schedule::wireDTypeName(WireDType dtype) {
+  switch (dtype) {
+  case WireDType::F32:
+    return "f32";
+  case WireDType::BF16:
+    return "bf16";
+  case WireDType::F16:
+    return "f16";
+  }
+  return "f32";
+}
+
+Expected<WireDType> oasr::schedule::parseWireDType(StringRef name) {
+  for (WireDType d : {WireDType::F32, WireDType::BF16, WireDType::F16})
+    if (name == wireDTypeName(d))
+      return d;
+  return createStringError(inconvertibleErrorCode(),
+                           "unknown gradient wire type '%s': expected f32, "
+                           "bf16 or f16",
+                           name.str().c_str());
+}
+
+double oasr::schedule::wireFactor(WireDType dtype) {
+  return dtype == WireDType::F32 ? 1.0 : 0.5;
+}
+
+double CommModel::timeUs(uint64_t bytes) const {
+  if (bytes == 0)
+    return 0;
+  return alphaUs() + betaUsPerByte() * static_cast<double>(bytes);
+}
+
+double CommModel::groupTimeUs(uint64_t bytes, unsigned numTensors) const {
+  if (bytes == 0 || numTensors == 0)
+    return 0;
+  double t = timeUs(bytes) + groupOverheadUs;
+  if (numTensors > 1)
+    t += packUsPerByte * static_cast<double>(bytes);
+  return t;
+}
+
+CommModel CommModel::basic() const {
+  CommModel m = *this;
+  m.groupOverheadUs = 0;
+  m.packUsPerByte = 0;
+  m.overlapRate = 1;
+  m.computeRate = 1;
+  m.callComputeUs = 0;
+  return m;
+}
+
+double CommModel::capacityAt(double t, double backwardEndUs) const {
+  if (overlapRate >= 1)
+    return t;
+  if (t <= backwardEndUs)
+    return overlapRate * t;
+  return overlapRate * backwardEndUs + (t - backwardEndUs);
+}
+
+double CommModel::timeAtCapacity(double u, double backwardEndUs) const {
+  if (overlapRate >= 1)
+    return u;
+  double atEnd = overlapRate * backwardEndUs;
+  if (overlapRate > 0 && u <= atEnd)
+    return u / overlapRate;
+  return backwardEndUs + std::max(0.0, u - atEnd);
+}
+
+std::string CommModel::describe() const {
+  std::string s;
+  if (kind == Kind::Ring)
+    s = formatv("ring P={0} alpha0={1:e3} s B={2:e3} B/s (alpha={3:e3} s "
+                "beta={4:e3} s/B)",
+                ranks, alpha0S, bandwidthBytesPerS, alphaS, betaSPerByte)
+            .str();
+  else
+    s = formatv("alpha={0:e3} s beta={1:e3} s/B", alphaS, betaSPerByte).str();
+  if (groupOverheadUs != 0)
+    s += formatv(" group_overhead={0} us", groupOverheadUs).str();
+  if (packUsPerByte != 0)
+    s += formatv(" pack={0:e3} us/B", packUsPerByte).str();
+  if (overlapRate != 1)
+    s += formatv(" overlap_rate={0:f3}", overlapRate).str();
+  if (computeRate != 1)
+    s += formatv(" compute_rate={0:f3}", computeRate).str();
+  if (callComputeUs != 0)
+    s += formatv(" call_compute={0:f1} us", callComputeUs).str();
+  if (wire != WireDType::F32)
+    s += formatv(" grad_dtype={0} (beta x {1} per gradient byte)",
+                 wireDTypeName(wire), wireFactor(wire))
+             .str();
+  return s;
+}
+
+CommModel CommModel::alphaBeta(double alphaS, double betaSPerByte, int ranks) {
+  CommModel m;
+  m.kind = Kind::AlphaBeta;
+  m.alphaS = alphaS;
+  m.betaSPerByte = betaSPerByte;
+  m.ranks = ranks;
+  return m;
+}
+
+CommModel CommModel::ring(int ranks, double alpha0S,
+                          double bandwidthBytesPerS) {
+  CommModel m;
+  m.kind = Kind::Ring;
+  m.ranks = ranks;
+  m.alpha0S = alpha0S;
+  m.bandwidthBytesPerS = bandwidthBytesPerS;
+  double p = ranks;
+  // 2(P-1) steps of latency alpha0; each rank sends 2(P-1)/P of the buffer.
+  m.alphaS = 2.0 * (p - 1) * alpha0S;
+  m.betaSPerByte =
+      bandwidthBytesPerS > 0 ? 2.0 * (p - 1) / p / bandwidthBytesPerS : 0;
+  return m;
+}
