@@ -187,8 +187,8 @@ void Run::loadModel() {
   // Rank 0 writes every output file: refuse paths it cannot write before
   // training instead of after it.
   if (rank == 0 && !failure.failed)
-    if (std::string why = checkOutputPaths(o); !why.empty())
-      failure.set(why);
+    if (llvm::Error err = checkOutputPaths(o))
+      failure.set(llvm::toString(std::move(err)));
 
   if (module.program)
     rebatchedFrom = module.program->rebatchedFrom;
@@ -723,8 +723,8 @@ int Run::run(int *argc, char ***argv) {
   registry.insert<mlir::func::FuncDialect, mlir::oasr::OASRDialect>();
   ctx = std::make_unique<mlir::MLIRContext>(registry);
   ctx->loadAllAvailableDialects();
-  if (std::string bad = checkRunOptions(o); !bad.empty())
-    failure.set(bad);
+  if (llvm::Error err = checkRunOptions(o))
+    failure.set(llvm::toString(std::move(err)));
   if (!o.checkpointDir.empty() && rank == 0 && !failure.failed)
     if (std::error_code ec = llvm::sys::fs::create_directories(o.checkpointDir))
       failure.set("--checkpoint=" + o.checkpointDir +

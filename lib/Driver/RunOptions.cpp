@@ -46,7 +46,10 @@ std::string numberText(double v) {
   return buf;
 }
 
-std::string checkRunOptions(const RunOptions &o) {
+static std::string restartProblem(std::optional<int> maxRestarts,
+                                  llvm::StringRef checkpointDir);
+
+static std::string runOptionsProblem(const RunOptions &o) {
   auto finiteAtLeast = [](const std::optional<double> &v, double low) {
     return !v || (std::isfinite(*v) && *v >= low);
   };
@@ -122,7 +125,7 @@ std::string checkRunOptions(const RunOptions &o) {
            " cannot resume on another number of ranks (each worker's "
            "exchanges with the parameter server are its own); sync-sgd and "
            "sync-easgd can";
-  if (std::string bad = checkRestartOptions(o.maxRestarts, o.checkpointDir);
+  if (std::string bad = restartProblem(o.maxRestarts, o.checkpointDir);
       !bad.empty())
     return bad;
   if (o.maxRestarts)
@@ -133,8 +136,8 @@ std::string checkRunOptions(const RunOptions &o) {
   return "";
 }
 
-std::string checkRestartOptions(std::optional<int> maxRestarts,
-                                llvm::StringRef checkpointDir) {
+static std::string restartProblem(std::optional<int> maxRestarts,
+                                  llvm::StringRef checkpointDir) {
   if (!maxRestarts)
     return "";
   std::string name = "--max-restarts=" + std::to_string(*maxRestarts) + ": ";
@@ -328,7 +331,7 @@ std::string unwritable(llvm::StringRef path) {
   return "";
 }
 
-std::string checkOutputPaths(const RunOptions &o) {
+static std::string outputPathProblem(const RunOptions &o) {
   for (auto [name, path] :
        {std::pair<const char *, const std::string *>{"--trace", &o.tracePath},
         {"--profile", &o.profilePath},
@@ -366,6 +369,30 @@ std::vector<std::string> cpuWarnings(const RunOptions &o, int threads,
         "measured iteration to exceed the prediction (docs/runtime.md)",
         localRanks, threads, onlineCpus));
   return warnings;
+}
+
+} // namespace oasr::rt
+
+namespace oasr::rt {
+
+/// "" as success, anything else as the error it says.
+static llvm::Error problemError(const std::string &why) {
+  if (why.empty())
+    return llvm::Error::success();
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), why);
+}
+
+llvm::Error checkRunOptions(const RunOptions &o) {
+  return problemError(runOptionsProblem(o));
+}
+
+llvm::Error checkRestartOptions(std::optional<int> maxRestarts,
+                                llvm::StringRef checkpointDir) {
+  return problemError(restartProblem(maxRestarts, checkpointDir));
+}
+
+llvm::Error checkOutputPaths(const RunOptions &o) {
+  return problemError(outputPathProblem(o));
 }
 
 } // namespace oasr::rt

@@ -678,10 +678,10 @@ int main(int argc, char **argv) {
   }
   // The launcher (not a rank): --max-restarts, else a plain --np relaunch.
   if (maxRestarts.getNumOccurrences() && !launchedByMpi()) {
-    if (std::string bad =
-            checkRestartOptions(given(maxRestarts), checkpointDir);
-        !bad.empty()) {
-      llvm::errs() << "oasr-run: error: " << bad << "\n";
+    if (llvm::Error err =
+            checkRestartOptions(given(maxRestarts), checkpointDir)) {
+      llvm::errs() << "oasr-run: error: " << llvm::toString(std::move(err))
+                   << "\n";
       return 1;
     }
     return restartLoop(argc, argv);

@@ -115,15 +115,15 @@ struct RunOptions {
 
 /// The first option given out of its range, or given without the option it
 /// needs, as an error naming it ("--steps=0: expected a positive number of
-/// steps"); "" when every one is valid.
-std::string checkRunOptions(const RunOptions &options);
+/// steps"); success when every one is valid.
+llvm::Error checkRunOptions(const RunOptions &options);
 /// `v` as the command line would spell it (-1, 0.5, nan, inf), for
 /// messages that name an option's value.
 std::string numberText(double v);
 
 /// --max-restarts=N: a number >= 0, with --checkpoint=DIR to restart from;
-/// the error naming both, or "".
-std::string checkRestartOptions(std::optional<int> maxRestarts,
+/// the error naming both.
+llvm::Error checkRestartOptions(std::optional<int> maxRestarts,
                                 llvm::StringRef checkpointDir);
 
 /// CPUs this process may run on (its affinity mask: mpirun's --bind-to,
@@ -219,8 +219,8 @@ DataShard dataShardFor(const RunOptions &options, int rank, int ranks);
 std::string unwritable(llvm::StringRef path);
 /// The first output file option (--trace, --profile, --replan-profile,
 /// --dump-grads, --save, --emit-mlir) that cannot be written, as an error
-/// naming it; "" when all can.
-std::string checkOutputPaths(const RunOptions &options);
+/// naming it; success when all can.
+llvm::Error checkOutputPaths(const RunOptions &options);
 
 /// A compiled training module and where its allreduce model came from.
 struct RunModule {

@@ -28,13 +28,15 @@ std::string errorOf(llvm::Error err) {
   return err ? llvm::toString(std::move(err)) : "";
 }
 
-TEST(RunOptions, DefaultsAreValid) { EXPECT_EQ(checkRunOptions({}), ""); }
+TEST(RunOptions, DefaultsAreValid) {
+  EXPECT_EQ(errorOf(checkRunOptions({})), "");
+}
 
 TEST(RunOptions, RangeErrorsNameTheOptionAndValue) {
   auto check = [](auto set) {
     RunOptions o;
     set(o);
-    return checkRunOptions(o);
+    return errorOf(checkRunOptions(o));
   };
   EXPECT_EQ(check([](RunOptions &o) { o.batch = 0; }),
             "--batch=0: expected a positive per-rank batch");
@@ -88,32 +90,34 @@ TEST(RunOptions, OptionsThatNeedAnother) {
   RunOptions o;
   o.replan = "off";
   o.replanProfile = "r.json";
-  EXPECT_EQ(checkRunOptions(o),
+  EXPECT_EQ(errorOf(checkRunOptions(o)),
             "--replan-profile needs re-planning (not --replan=off)");
   o = RunOptions();
   o.keepCheckpoints = 3;
-  EXPECT_EQ(checkRunOptions(o),
+  EXPECT_EQ(errorOf(checkRunOptions(o)),
             "--checkpoint-every/--keep-checkpoints need --checkpoint=DIR");
   o.checkpointDir = "ckpt";
-  EXPECT_EQ(checkRunOptions(o), "");
+  EXPECT_EQ(errorOf(checkRunOptions(o)), "");
 }
 
 TEST(RunOptions, MaxRestartsNeedsACheckpointAndTheLauncher) {
-  EXPECT_EQ(checkRestartOptions(std::nullopt, ""), "");
-  EXPECT_EQ(checkRestartOptions(2, ""),
+  EXPECT_EQ(errorOf(checkRestartOptions(std::nullopt, "")), "");
+  EXPECT_EQ(errorOf(checkRestartOptions(2, "")),
             "--max-restarts=2: needs --checkpoint=DIR (a failed job restarts "
             "from the newest complete checkpoint in DIR)");
-  EXPECT_EQ(checkRestartOptions(-1, "ckpt"),
+  EXPECT_EQ(errorOf(checkRestartOptions(-1, "ckpt")),
             "--max-restarts=-1: expected a number of restarts >= 0");
-  EXPECT_EQ(checkRestartOptions(0, "ckpt"), "");
+  EXPECT_EQ(errorOf(checkRestartOptions(0, "ckpt")), "");
   // A rank sees the option only when mpirun started it directly.
   RunOptions o;
   o.maxRestarts = 1;
-  EXPECT_NE(checkRunOptions(o).find("--max-restarts=1: needs --checkpoint"),
-            std::string::npos);
+  EXPECT_NE(
+      errorOf(checkRunOptions(o)).find("--max-restarts=1: needs --checkpoint"),
+      std::string::npos);
   o.checkpointDir = "ckpt";
-  EXPECT_NE(checkRunOptions(o).find("--max-restarts=1: restarts are made by "
-                                    "the launcher"),
+  EXPECT_NE(errorOf(checkRunOptions(o))
+                .find("--max-restarts=1: restarts are made by "
+                      "the launcher"),
             std::string::npos);
 }
 
@@ -121,7 +125,7 @@ TEST(RunOptions, TheFirstBadOptionIsReported) {
   RunOptions o;
   o.steps = 0;
   o.vocab = 0;
-  EXPECT_EQ(checkRunOptions(o),
+  EXPECT_EQ(errorOf(checkRunOptions(o)),
             "--steps=0: expected a positive number of steps");
 }
 
@@ -434,14 +438,14 @@ TEST(RunOutputs, RefusedBeforeTrainingWithoutTouchingThem) {
   EXPECT_NE(unwritable(tmp.path("nowhere/t.json")), "");
 
   RunOptions o;
-  EXPECT_EQ(checkOutputPaths(o), "");
+  EXPECT_EQ(errorOf(checkOutputPaths(o)), "");
   o.tracePath = fresh;
   o.savePath = tmp.path("nowhere/model.onnx");
-  std::string error = checkOutputPaths(o);
+  std::string error = errorOf(checkOutputPaths(o));
   EXPECT_EQ(error.rfind("--save=" + o.savePath + ": cannot write: ", 0), 0u)
       << error;
   o.profilePath = tmp.path("");
-  EXPECT_EQ(checkOutputPaths(o),
+  EXPECT_EQ(errorOf(checkOutputPaths(o)),
             "--profile=" + o.profilePath + ": cannot write: is a directory");
 }
 
