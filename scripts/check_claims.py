@@ -39,14 +39,21 @@ Rule 3, the headline: README.md's opening (its text before the first
 indexes them in its "## Headline numbers" table. Each claim of the opening
 must also be in a row of that table that links to the same results file.
 
+Rule 4, the index: bench/results/README.md links to every results file,
+that is every .md file under bench/results/ (archive/ and any other folder
+included) but itself; one it does not link to fails, and so does a link
+of it to a results file that does not exist. Rules 3 and 4 run when
+README.md is among the files checked, as it is by default.
+
 A line holding the comment `<!-- claim: design -->` is exempt from the
 rules: its numbers are design parameters or quoted from elsewhere, not
 measurements (a model's size, a configured timeout). A link to a results
 file that does not exist is a failure too.
 
 Exit status: 0 when every claim is traced, 1 listing each failure as
-`FILE:LINE: claim '...' not found in bench/results/X` or
-`FILE:LINE: claim '...' cites no results file`, 2 on a usage error.
+`FILE:LINE: claim '...' not found in bench/results/X`,
+`FILE:LINE: claim '...' cites no results file` or
+`bench/results/README.md: X is not indexed`, 2 on a usage error.
 """
 
 import argparse
@@ -380,6 +387,42 @@ def check_headline(root, report):
     return checked
 
 
+def check_index(root, report):
+    """Rule 4: bench/results/README.md links to every results file under
+    bench/results/ (folders included) and to none that is missing; returns
+    the number of results files (0 when there is no index)."""
+    results = os.path.join(root, "bench", "results")
+    index = os.path.join(results, "README.md")
+    if not os.path.isfile(index):
+        return 0
+    with open(index, encoding="utf-8") as f:
+        text = f.read()
+    shown_index = "bench/results/README.md"
+    linked = set()
+    for m in LINK.finditer(text):
+        target = m.group(1).split("#")[0]
+        if not target or re.match(r"^[a-z]+:", target):
+            continue
+        path = os.path.normpath(os.path.join(results, target))
+        if not path.startswith(results + os.sep):
+            continue
+        if os.path.isfile(path):
+            linked.add(path)
+        else:
+            n = text.count("\n", 0, m.start()) + 1
+            shown = os.path.relpath(path, root).replace(os.sep, "/")
+            report(f"{shown_index}:{n}: link to {shown}: no such file")
+    files = []
+    for folder, _, names in os.walk(results):
+        files += [os.path.join(folder, n) for n in names if n.endswith(".md")]
+    files = sorted((os.path.relpath(p, results).replace(os.sep, "/"), p)
+                   for p in files if p != index)
+    for shown, path in files:
+        if path not in linked:
+            report(f"{shown_index}: {shown} is not indexed")
+    return len(files)
+
+
 def main(argv=None):
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(
@@ -396,6 +439,8 @@ rules, in short (the script's docstring has them whole):
   One in a block without such a link may not stand on a line that
   compares performance (faster, slower, step, speed-up, over, vs,
   against, than, DDP, PyTorch).
+  README.md's opening numbers must be in bench/results/README.md's
+  headline table, and that index must link to every results file.
   A line of design numbers, not measurements, is marked with
     <!-- claim: design -->
 exit status: 0 all traced; 1 failures listed; 2 usage error""")
@@ -431,6 +476,7 @@ exit status: 0 all traced; 1 failures listed; 2 usage error""")
                 for f in files)
     if os.path.join(root, "README.md") in [os.path.abspath(f) for f in files]:
         check_headline(root, failures.append)
+        check_index(root, failures.append)
     for line in failures:
         print(line)
     if not args.quiet:
