@@ -695,13 +695,4 @@ llvm::Expected<Program> lowerToProgram(ModuleOp module) {
   return ProgramLowering(module).lower();
 }
 
-Expected<std::unique_ptr<Executor>>
-Executor::create(ModuleOp module, KernelBackend &backend,
-                 const ExecutorOptions &options) {
-  auto program = lowerToProgram(module);
-  if (!program)
-    return program.takeError();
-  return create(std::move(*program), backend, options);
-}
-
 } // namespace oasr::rt

@@ -9,18 +9,6 @@
 
 namespace oasr::rt {
 
-const char *gradWireName(GradWire wire) {
-  switch (wire) {
-  case GradWire::F32:
-    return "f32";
-  case GradWire::BF16:
-    return "bf16";
-  case GradWire::F16:
-    return "f16";
-  }
-  return "f32";
-}
-
 void toWire(GradWire wire, const float *src, uint16_t *dst, size_t n) {
   if (wire == GradWire::BF16)
     for (size_t i = 0; i < n; ++i)

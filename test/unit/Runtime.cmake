@@ -3,7 +3,7 @@ oasr_add_unittest(OASRRuntimeTests Runtime/RuntimeTests.cpp Runtime/ArenaPlanTes
   Runtime/SetupTests.cpp Runtime/GradWireTest.cpp Runtime/RunTests.cpp
   Runtime/LossScaleTest.cpp Runtime/StepGraphsTest.cpp Runtime/PowerSgdTest.cpp
   Runtime/ProgramTest.cpp
-  LIBS OASRRunDriver OASRLower OASRRuntime OASRDialect MLIR)
+  LIBS OASRRunDriver OASRLowerRun OASRLower OASRRuntime OASRDialect MLIR)
 # StepGraphs is private to the runtime.
 target_include_directories(OASRRuntimeTests PRIVATE
   ${PROJECT_SOURCE_DIR}/runtime)

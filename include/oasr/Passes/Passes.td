@@ -424,3 +424,24 @@ def PlanReport : Pass<"oasr-plan-report", "::mlir::ModuleOp"> {
 }
 
 #endif // OASR_PASSES_PASSES_TD
+
+//===----------------------------------------------------------------------===//
+// EmitProgram
+//===----------------------------------------------------------------------===//
+
+def EmitProgram : Pass<"oasr-emit-program", "::mlir::ModuleOp"> {
+  let summary = "Write the compiled step as an .oasrprog program file";
+  let description = [{
+    The compiler's last step as a pass: lowers `@train_step` to the plain
+    Program the runtime loads (lib/Lower's `lowerToProgram`) and writes it
+    to `file=PATH.oasrprog` (a FlatBuffer, runtime/Program.fbs), which
+    `oasr-run PATH.oasrprog` trains with no compiler. The IR is unchanged.
+    It is `oasr-run MODEL --compile-only=PATH` for a pipeline run by
+    `oasr-opt`. A module the runtime could not run (no training step, an op
+    it does not execute) is an error naming the op.
+  }];
+  let options = [
+    Option<"file", "file", "std::string", "\"\"",
+           "The program file to write (its name ends in .oasrprog)">
+  ];
+}

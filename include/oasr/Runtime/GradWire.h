@@ -24,7 +24,17 @@ namespace oasr::rt {
 enum class GradWire : uint8_t { F32, BF16, F16 };
 
 /// "f32", "bf16", "f16".
-const char *gradWireName(GradWire wire);
+inline const char *gradWireName(GradWire wire) {
+  switch (wire) {
+  case GradWire::F32:
+    return "f32";
+  case GradWire::BF16:
+    return "bf16";
+  case GradWire::F16:
+    return "f16";
+  }
+  return "f32";
+}
 
 /// dst[i] = round(src[i]) in `wire` (BF16 or F16).
 void toWire(GradWire wire, const float *src, uint16_t *dst, size_t n);
