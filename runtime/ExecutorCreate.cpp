@@ -235,18 +235,18 @@ private:
     for (size_t k = 0; k < n; ++k)
       if (I.instrs[k].op == InstrOp::Update)
         updateOf[size_t(I.instrs[k].ins[0])] = int(k);
-    auto kept16 = [&](const Instr &in) {
+    auto isKeptCopy = [&](const Instr &in) {
       return in.paramCopy && in.ins.size() == 1 && in.outs.size() == 1 &&
              updateOf[size_t(in.ins[0])] >= 0;
     };
-    if (llvm::none_of(I.instrs, kept16))
+    if (llvm::none_of(I.instrs, isKeptCopy))
       return llvm::Error::success();
     std::vector<int> newIndex(n, -1);
     std::vector<Instr> kept;
     std::vector<PlanStepInfo> keptSteps;
     for (size_t k = 0; k < n; ++k) {
       Instr &in = I.instrs[k];
-      int u = kept16(in) ? updateOf[size_t(in.ins[0])] : -1;
+      int u = isKeptCopy(in) ? updateOf[size_t(in.ins[0])] : -1;
       if (u < 0) {
         newIndex[k] = int(kept.size());
         kept.push_back(std::move(in));

@@ -166,7 +166,7 @@ static std::string tensorLine(const PersistentTensor &t) {
          dtypeName(t.ref.desc.dtype) + " [" + shape + "]";
 }
 
-std::string modelFingerprint(Executor &exec) {
+std::string modelFingerprint(const Executor &exec) {
   std::string text = exec.optimizerName() + "\n";
   for (const PersistentTensor &t : exec.persistent())
     text += tensorLine(t) + "\n";

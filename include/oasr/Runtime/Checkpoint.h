@@ -150,7 +150,7 @@ void broadcastCheckpoint(CheckpointBytes &bytes, CommEngine &engine);
 
 /// A fingerprint of the model's persistent tensors (names, kinds, types,
 /// shapes) and its optimizer updates, as 16 hex digits.
-std::string modelFingerprint(Executor &exec);
+std::string modelFingerprint(const Executor &exec);
 
 } // namespace oasr::rt
 
