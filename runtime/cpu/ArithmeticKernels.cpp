@@ -1,22 +1,22 @@
 //===- ArithmeticKernels.cpp - Broadcast arithmetic and reductions --------===//
 //
 // The hand-written numeric kernels (plain OpenMP loops): numpy-broadcast
-// Add/Sub/Mul/Div/Pow, Sum and Neg, the reduction of a broadcast gradient
-// (ReduceSumTo), ReduceMean/ReduceSum, Clip and Cast; and the helpers the
-// other CPU kernel files share (broadcast plans, scalar operands, copies).
+// Add/Sub/Mul/Div/Pow, Sum and Neg (bf16 results on oneDNN's binary and sum
+// primitives), the reduction of a broadcast gradient (ReduceSumTo) and
+// ReduceMean/ReduceSum, the ops of the CUDA backend's ArithmeticKernels.cpp;
+// and the helpers the other CPU kernel files share (broadcast plans, scalar
+// operands, copies).
 //
 //===----------------------------------------------------------------------===//
 
 #include "Dnnl.h"
 #include "VectorSums.h"
-#include "oasr/Runtime/LowFloat.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <type_traits>
 
 namespace oasr::rt::cpu {
@@ -119,15 +119,85 @@ void parallelCopy(void *dst, const void *src, size_t bytes) {
   }
 }
 
-namespace {
+//===----------------------------------------------------------------------===//
+// Add/Sub/Mul/Div and Sum with a bf16 result (oneDNN binary and sum)
+//===----------------------------------------------------------------------===//
+
+static std::unique_ptr<Kernel> createDnnlSum(const OpSpec &spec,
+                                             std::string &error) {
+  if (!checkArity(spec, 1, 1024, 1, 1, error))
+    return nullptr;
+  const auto &ys = spec.outputs[0].shape;
+  for (size_t i = 0; i < spec.inputs.size(); ++i)
+    if (spec.inputs[i].dtype != DType::BF16 || spec.inputs[i].shape != ys ||
+        ys.empty() || ys.size() > DNNL_MAX_NDIMS) {
+      error = nodeError(spec, "no oneDNN sum form; the backend widens it");
+      return nullptr;
+    }
+  return guardCreate(spec, error, [&]() -> std::unique_ptr<Kernel> {
+    auto md = plainDesc(ys, dt::bf16);
+    std::vector<memory::desc> srcs(spec.inputs.size(), md);
+    std::vector<float> scales(spec.inputs.size(), 1.0f);
+    PlainPrimitive p(
+        dnnl::sum(dnnl::sum::primitive_desc(md, scales, srcs, engine())));
+    for (size_t i = 0; i < spec.inputs.size(); ++i)
+      p.in(DNNL_ARG_MULTIPLE_SRC + int(i), md, i);
+    p.out(DNNL_ARG_DST, md, 0);
+    return std::make_unique<PrimitiveKernel>(spec, std::move(p));
+  });
+}
+
+static std::unique_ptr<Kernel> createDnnlBinary(const OpSpec &spec,
+                                                std::string &error) {
+  if (!checkArity(spec, 2, 2, 1, 1, error))
+    return nullptr;
+  const auto &ys = spec.outputs[0].shape;
+  size_t a = 0, b = 1;
+  bool commutes = spec.opType == "Add" || spec.opType == "Mul";
+  // oneDNN broadcasts its second source onto the first, which has the
+  // result's shape.
+  if (spec.inputs[0].shape != ys && commutes)
+    std::swap(a, b);
+  for (size_t i : {size_t(0), size_t(1)})
+    if (!isLowFloat(spec.inputs[i].dtype) && spec.inputs[i].dtype != DType::F32)
+      return checkDType(spec, true, i, DType::BF16, error), nullptr;
+  if (spec.inputs[a].shape != ys || !broadcastsTo(spec.inputs[b].shape, ys) ||
+      ys.empty() || ys.size() > DNNL_MAX_NDIMS ||
+      spec.inputs[0].dtype == DType::F16 ||
+      spec.inputs[1].dtype == DType::F16) {
+    error = nodeError(spec, "no oneDNN binary form; the backend widens it");
+    return nullptr;
+  }
+  std::vector<int64_t> bs = spec.inputs[b].shape;
+  bs.insert(bs.begin(), ys.size() - bs.size(), 1);
+  dnnl::algorithm alg = spec.opType == "Add"   ? dnnl::algorithm::binary_add
+                        : spec.opType == "Sub" ? dnnl::algorithm::binary_sub
+                        : spec.opType == "Mul" ? dnnl::algorithm::binary_mul
+                                               : dnnl::algorithm::binary_div;
+  return guardCreate(spec, error, [&]() -> std::unique_ptr<Kernel> {
+    auto amd = plainDesc(ys, dataType(spec.inputs[a])),
+         bmd = plainDesc(bs, dataType(spec.inputs[b])),
+         ymd = plainDesc(ys, dt::bf16);
+    PlainPrimitive p(dnnl::binary(dnnl::binary::primitive_desc(
+        dnnl::binary::desc(alg, amd, bmd, ymd), engine())));
+    p.in(DNNL_ARG_SRC_0, amd, a)
+        .in(DNNL_ARG_SRC_1, bmd, b)
+        .out(DNNL_ARG_DST, ymd, 0);
+    return std::make_unique<PrimitiveKernel>(spec, std::move(p));
+  });
+}
 
 //===----------------------------------------------------------------------===//
 // Numpy broadcasting
 //===----------------------------------------------------------------------===//
 
+namespace {
+
 enum class BinOp { Add, Sub, Mul, Div, Pow };
 
-template <typename T, BinOp Op> inline T apply(T a, T b) {
+} // namespace
+
+template <typename T, BinOp Op> static T apply(T a, T b) {
   if constexpr (Op == BinOp::Add)
     return a + b;
   else if constexpr (Op == BinOp::Sub)
@@ -143,7 +213,7 @@ template <typename T, BinOp Op> inline T apply(T a, T b) {
 }
 
 template <typename T, BinOp Op>
-void binaryLoop(const BroadcastPlan &p, const T *a, const T *b, T *y) {
+static void binaryLoop(const BroadcastPlan &p, const T *a, const T *b, T *y) {
   const int64_t rows = p.rows(), inner = p.inner();
   const int64_t sa = p.strides[0].back(), sb = p.strides[1].back();
 #pragma omp parallel for schedule(static) if (rows * inner > 16384)
@@ -172,8 +242,8 @@ void binaryLoop(const BroadcastPlan &p, const T *a, const T *b, T *y) {
 }
 
 template <typename T>
-void binaryDispatch(BinOp op, const BroadcastPlan &p, const void *a,
-                    const void *b, void *y) {
+static void binaryDispatch(BinOp op, const BroadcastPlan &p, const void *a,
+                           const void *b, void *y) {
   auto *ta = static_cast<const T *>(a), *tb = static_cast<const T *>(b);
   auto *ty = static_cast<T *>(y);
   switch (op) {
@@ -190,8 +260,8 @@ void binaryDispatch(BinOp op, const BroadcastPlan &p, const void *a,
   }
 }
 
-void binary(DType t, BinOp op, const BroadcastPlan &p, const void *a,
-            const void *b, void *y) {
+static void binary(DType t, BinOp op, const BroadcastPlan &p, const void *a,
+                   const void *b, void *y) {
   switch (t) {
   case DType::F32:
     return binaryDispatch<float>(op, p, a, b, y);
@@ -203,6 +273,8 @@ void binary(DType t, BinOp op, const BroadcastPlan &p, const void *a,
     return;
   }
 }
+
+namespace {
 
 /// Add/Sub/Mul/Div with numpy broadcasting.
 class BinaryKernel final : public CpuKernel {
@@ -222,7 +294,10 @@ private:
   BroadcastPlan plan;
 };
 
-std::unique_ptr<Kernel> createBinary(const OpSpec &spec, std::string &error) {
+} // namespace
+
+static std::unique_ptr<Kernel> createBinary(const OpSpec &spec,
+                                            std::string &error) {
   if (spec.opType != "Pow" && spec.outputs.size() == 1 &&
       spec.outputs[0].dtype == DType::BF16)
     return createDnnlBinary(spec, error);
@@ -236,6 +311,8 @@ std::unique_ptr<Kernel> createBinary(const OpSpec &spec, std::string &error) {
                                     : BinOp::Pow;
   return std::make_unique<BinaryKernel>(spec, op);
 }
+
+namespace {
 
 /// Sum: variadic, broadcasting. Equal shapes are summed in one pass (safe
 /// when the result aliases an operand).
@@ -292,7 +369,10 @@ private:
   std::vector<BroadcastPlan> rest;
 };
 
-std::unique_ptr<Kernel> createSum(const OpSpec &spec, std::string &error) {
+} // namespace
+
+static std::unique_ptr<Kernel> createSum(const OpSpec &spec,
+                                         std::string &error) {
   if (spec.outputs.size() == 1 && spec.outputs[0].dtype == DType::BF16)
     return createDnnlSum(spec, error);
   if (!checkArity(spec, 1, 1024, 1, 1, error) ||
@@ -305,6 +385,8 @@ std::unique_ptr<Kernel> createSum(const OpSpec &spec, std::string &error) {
   }
   return std::make_unique<SumKernel>(spec);
 }
+
+namespace {
 
 /// Neg on f32 / i64 / i32.
 class NegKernel final : public CpuKernel {
@@ -337,7 +419,10 @@ private:
   int64_t n;
 };
 
-std::unique_ptr<Kernel> createNeg(const OpSpec &spec, std::string &error) {
+} // namespace
+
+static std::unique_ptr<Kernel> createNeg(const OpSpec &spec,
+                                         std::string &error) {
   if (!checkArity(spec, 1, 1, 1, 1, error) ||
       !checkDType(spec, true, 0, spec.outputs[0].dtype, error))
     return nullptr;
@@ -352,6 +437,8 @@ std::unique_ptr<Kernel> createNeg(const OpSpec &spec, std::string &error) {
 //===----------------------------------------------------------------------===//
 // ReduceSumTo
 //===----------------------------------------------------------------------===//
+
+namespace {
 
 /// ReduceSumTo: dY -> dX, summing dY over the axes along which dX's shape
 /// broadcasts to dY's, times `scale` (ReduceSum/ReduceMean reuse it with
@@ -481,8 +568,10 @@ private:
   std::vector<std::pair<int64_t, int64_t>> keptDims, redDims; // (size, stride)
 };
 
-std::unique_ptr<Kernel> createReduceSumTo(const OpSpec &spec,
-                                          std::string &error) {
+} // namespace
+
+static std::unique_ptr<Kernel> createReduceSumTo(const OpSpec &spec,
+                                                 std::string &error) {
   if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
     return nullptr;
   if (!broadcastsTo(spec.outputs[0].shape, spec.inputs[0].shape)) {
@@ -496,64 +585,13 @@ std::unique_ptr<Kernel> createReduceSumTo(const OpSpec &spec,
 }
 
 //===----------------------------------------------------------------------===//
-// Clip / ClipGrad
-//===----------------------------------------------------------------------===//
-
-/// Clip: X[, min[, max]] -> Y; ClipGrad: dY, X -> dX (dY where min <= X <=
-/// max, PyTorch's convention at the bounds). Bounds come from the operands
-/// when given, else from the f32 attributes min/max.
-class ClipKernel final : public CpuKernel {
-public:
-  ClipKernel(const OpSpec &spec, bool grad)
-      : CpuKernel(spec), grad(grad), n(spec.outputs[0].numel()),
-        attrMin(spec.attrs.getFloat("min",
-                                    -std::numeric_limits<double>::infinity())),
-        attrMax(spec.attrs.getFloat("max",
-                                    std::numeric_limits<double>::infinity())) {}
-  void compute(const std::vector<TensorRef> &in,
-               const std::vector<TensorRef> &out) override {
-    double lo = attrMin, hi = attrMax;
-    size_t first = grad ? 2 : 1;
-    scalarOperand(in, first, lo);
-    scalarOperand(in, first + 1, hi);
-    const float flo = float(lo), fhi = float(hi);
-    float *y = out[0].as<float>();
-    const int64_t count = n;
-    if (grad) {
-      const float *dy = in[0].as<float>(), *x = in[1].as<float>();
-#pragma omp parallel for schedule(static) if (count > 16384)
-      for (int64_t i = 0; i < count; ++i)
-        y[i] = (x[i] >= flo && x[i] <= fhi) ? dy[i] : 0.0f;
-      return;
-    }
-    const float *x = in[0].as<float>();
-#pragma omp parallel for schedule(static) if (count > 16384)
-    for (int64_t i = 0; i < count; ++i)
-      y[i] = std::min(std::max(x[i], flo), fhi);
-  }
-
-private:
-  bool grad;
-  int64_t n;
-  double attrMin, attrMax;
-};
-
-std::unique_ptr<Kernel> createClip(const OpSpec &spec, std::string &error) {
-  bool grad = spec.opType == "ClipGrad";
-  if (!checkSpec(spec, grad ? 2 : 1, grad ? 4 : 3, 1, 1, {0, 1, 2, 3}, {0},
-                 error) ||
-      !checkSameShapes(spec, grad ? 2 : 1, error))
-    return nullptr;
-  return std::make_unique<ClipKernel>(spec, grad);
-}
-
-//===----------------------------------------------------------------------===//
 // ReduceMean / ReduceSum
 //===----------------------------------------------------------------------===//
 
 /// ReduceMean / ReduceSum {axes, keepdims}: axes from the attribute, else
 /// (keepdims = 1) from where the result has 1s, else all axes.
-std::unique_ptr<Kernel> createReduce(const OpSpec &spec, std::string &error) {
+static std::unique_ptr<Kernel> createReduce(const OpSpec &spec,
+                                            std::string &error) {
   std::vector<int64_t> kept;
   float scale = 1.0f;
   if (!checkSpec(spec, 1, 2, 1, 1, {0}, {0}, error) ||
@@ -563,194 +601,14 @@ std::unique_ptr<Kernel> createReduce(const OpSpec &spec, std::string &error) {
                                              scale);
 }
 
-//===----------------------------------------------------------------------===//
-// Cast
-//===----------------------------------------------------------------------===//
-
-template <typename From, typename To>
-void castLoop(const void *src, void *dst, int64_t n) {
-  const From *s = static_cast<const From *>(src);
-  To *d = static_cast<To *>(dst);
-#pragma omp parallel for schedule(static) if (n > 16384)
-  for (int64_t i = 0; i < n; ++i) {
-    if constexpr (std::is_same_v<To, uint8_t>)
-      d[i] = s[i] != From(0);
-    else
-      d[i] = To(s[i]);
-  }
-}
-
-template <typename From>
-void castFrom(DType to, const void *src, void *dst, int64_t n) {
-  switch (to) {
-  case DType::F32:
-    return castLoop<From, float>(src, dst, n);
-  case DType::I64:
-    return castLoop<From, int64_t>(src, dst, n);
-  case DType::I32:
-    return castLoop<From, int32_t>(src, dst, n);
-  case DType::Bool:
-    return castLoop<From, uint8_t>(src, dst, n);
-  default:
-    return;
-  }
-}
-
-/// Cast {to}: between f32, i64, i32 and bool (the result's type says which).
-class CastKernel final : public CpuKernel {
-public:
-  explicit CastKernel(const OpSpec &spec)
-      : CpuKernel(spec), from(spec.inputs[0].dtype), to(spec.outputs[0].dtype),
-        n(spec.outputs[0].numel()) {}
-  void compute(const std::vector<TensorRef> &in,
-               const std::vector<TensorRef> &out) override {
-    if (from == to)
-      return parallelCopy(out[0].data, in[0].data, out[0].bytes());
-    if (isLowFloat(from) || isLowFloat(to))
-      return castLowFloat(in[0].data, out[0].data);
-    switch (from) {
-    case DType::F32:
-      return castFrom<float>(to, in[0].data, out[0].data, n);
-    case DType::I64:
-      return castFrom<int64_t>(to, in[0].data, out[0].data, n);
-    case DType::I32:
-      return castFrom<int32_t>(to, in[0].data, out[0].data, n);
-    case DType::Bool:
-      return castFrom<uint8_t>(to, in[0].data, out[0].data, n);
-    default:
-      return;
-    }
-  }
-
-private:
-  /// Between f32, bf16 and f16 (bf16 <-> f16 through f32, exact on the way
-  /// in), in chunks of a stack buffer.
-  void castLowFloat(const void *src, void *dst) {
-    constexpr int64_t kChunk = 4096;
-    const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (chunks > 4)
-    for (int64_t c = 0; c < chunks; ++c) {
-      int64_t b = c * kChunk, len = std::min(kChunk, n - b);
-      if (to == DType::F32) {
-        widenToF32(from, static_cast<const uint16_t *>(src) + b,
-                   static_cast<float *>(dst) + b, size_t(len));
-        continue;
-      }
-      float tmp[kChunk];
-      const float *f = static_cast<const float *>(src) + b;
-      if (from != DType::F32) {
-        widenToF32(from, static_cast<const uint16_t *>(src) + b, tmp,
-                   size_t(len));
-        f = tmp;
-      }
-      narrowFromF32(to, f, static_cast<uint16_t *>(dst) + b, size_t(len));
-    }
-  }
-
-  DType from, to;
-  int64_t n;
-};
-
-std::unique_ptr<Kernel> createCast(const OpSpec &spec, std::string &error) {
-  if (!checkArity(spec, 1, 1, 1, 1, error))
-    return nullptr;
-  DType from = spec.inputs[0].dtype, to = spec.outputs[0].dtype;
-  auto isFloat = [](DType t) { return t == DType::F32 || isLowFloat(t); };
-  if ((isLowFloat(from) || isLowFloat(to)) && !(isFloat(from) && isFloat(to))) {
-    // The backend widens the 16-bit side and casts from or to f32.
-    error = nodeError(spec, std::string("no direct cast from ") +
-                                dtypeName(from) + " to " + dtypeName(to));
-    return nullptr;
-  }
-  if (spec.inputs[0].shape != spec.outputs[0].shape) {
-    error = nodeError(spec, "operand and result must have one shape");
-    return nullptr;
-  }
-  return std::make_unique<CastKernel>(spec);
-}
-
-//===----------------------------------------------------------------------===//
-// Add/Sub/Mul/Div with a bf16 result (oneDNN binary)
-//===----------------------------------------------------------------------===//
-
-} // namespace
-
-std::unique_ptr<Kernel> createDnnlSum(const OpSpec &spec, std::string &error) {
-  if (!checkArity(spec, 1, 1024, 1, 1, error))
-    return nullptr;
-  const auto &ys = spec.outputs[0].shape;
-  for (size_t i = 0; i < spec.inputs.size(); ++i)
-    if (spec.inputs[i].dtype != DType::BF16 || spec.inputs[i].shape != ys ||
-        ys.empty() || ys.size() > DNNL_MAX_NDIMS) {
-      error = nodeError(spec, "no oneDNN sum form; the backend widens it");
-      return nullptr;
-    }
-  return guardCreate(spec, error, [&]() -> std::unique_ptr<Kernel> {
-    auto md = plainDesc(ys, dt::bf16);
-    std::vector<memory::desc> srcs(spec.inputs.size(), md);
-    std::vector<float> scales(spec.inputs.size(), 1.0f);
-    PlainPrimitive p(
-        dnnl::sum(dnnl::sum::primitive_desc(md, scales, srcs, engine())));
-    for (size_t i = 0; i < spec.inputs.size(); ++i)
-      p.in(DNNL_ARG_MULTIPLE_SRC + int(i), md, i);
-    p.out(DNNL_ARG_DST, md, 0);
-    return std::make_unique<PrimitiveKernel>(spec, std::move(p));
-  });
-}
-
-std::unique_ptr<Kernel> createDnnlBinary(const OpSpec &spec,
-                                         std::string &error) {
-  if (!checkArity(spec, 2, 2, 1, 1, error))
-    return nullptr;
-  const auto &ys = spec.outputs[0].shape;
-  size_t a = 0, b = 1;
-  bool commutes = spec.opType == "Add" || spec.opType == "Mul";
-  // oneDNN broadcasts its second source onto the first, which has the
-  // result's shape.
-  if (spec.inputs[0].shape != ys && commutes)
-    std::swap(a, b);
-  for (size_t i : {size_t(0), size_t(1)})
-    if (!isLowFloat(spec.inputs[i].dtype) && spec.inputs[i].dtype != DType::F32)
-      return checkDType(spec, true, i, DType::BF16, error), nullptr;
-  if (spec.inputs[a].shape != ys || !broadcastsTo(spec.inputs[b].shape, ys) ||
-      ys.empty() || ys.size() > DNNL_MAX_NDIMS ||
-      spec.inputs[0].dtype == DType::F16 ||
-      spec.inputs[1].dtype == DType::F16) {
-    error = nodeError(spec, "no oneDNN binary form; the backend widens it");
-    return nullptr;
-  }
-  std::vector<int64_t> bs = spec.inputs[b].shape;
-  bs.insert(bs.begin(), ys.size() - bs.size(), 1);
-  dnnl::algorithm alg = spec.opType == "Add"   ? dnnl::algorithm::binary_add
-                        : spec.opType == "Sub" ? dnnl::algorithm::binary_sub
-                        : spec.opType == "Mul" ? dnnl::algorithm::binary_mul
-                                               : dnnl::algorithm::binary_div;
-  return guardCreate(spec, error, [&]() -> std::unique_ptr<Kernel> {
-    auto amd = plainDesc(ys, dataType(spec.inputs[a])),
-         bmd = plainDesc(bs, dataType(spec.inputs[b])),
-         ymd = plainDesc(ys, dt::bf16);
-    PlainPrimitive p(dnnl::binary(dnnl::binary::primitive_desc(
-        dnnl::binary::desc(alg, amd, bmd, ymd), engine())));
-    p.in(DNNL_ARG_SRC_0, amd, a)
-        .in(DNNL_ARG_SRC_1, bmd, b)
-        .out(DNNL_ARG_DST, ymd, 0);
-    return std::make_unique<PrimitiveKernel>(spec, std::move(p));
-  });
-}
-
-namespace {} // namespace
-
 void registerArithmeticKernels(KernelRegistry &r) {
   for (const char *op : {"Add", "Sub", "Mul", "Div", "Pow"})
     r[op] = createBinary;
   r["Sum"] = createSum;
   r["Neg"] = createNeg;
   r["ReduceSumTo"] = createReduceSumTo;
-  r["Clip"] = createClip;
-  r["ClipGrad"] = createClip;
   r["ReduceMean"] = createReduce;
   r["ReduceSum"] = createReduce;
-  r["Cast"] = createCast;
 }
 
 } // namespace oasr::rt::cpu

@@ -144,19 +144,22 @@ dnnl::memory::desc plainDesc(const std::vector<int64_t> &shape,
   return dnnl::memory::desc(dims, dt, strides);
 }
 
-namespace {
-
 /// Every family's kernels: the one list the backend and cpuKernelOps() use.
-void registerCpuKernels(KernelRegistry &registry) {
-  registerDnnlKernels(registry);
-  registerArithmeticKernels(registry);
-  registerShapeKernels(registry);
-  registerPoolingLossKernels(registry);
-  registerTransformerKernels(registry);
+static void registerCpuKernels(KernelRegistry &registry) {
+  registerConvKernels(registry);
+  registerGemmKernels(registry);
   registerNormKernels(registry);
+  registerPoolKernels(registry);
+  registerDropoutKernels(registry);
+  registerLossKernels(registry);
   registerPointwiseKernels(registry);
+  registerShapeKernels(registry);
+  registerArithmeticKernels(registry);
+  registerLowPrecisionKernels(registry);
   registerRecurrentKernels(registry);
 }
+
+namespace {
 
 class CpuBackend final : public KernelBackend {
 public:

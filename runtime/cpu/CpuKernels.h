@@ -29,28 +29,28 @@ using KernelFactory =
     std::function<std::unique_ptr<Kernel>(const OpSpec &, std::string &)>;
 using KernelRegistry = std::map<std::string, KernelFactory>;
 
-/// Adds the oneDNN-backed kernels (conv, batchnorm, pools, gemm, matmul,
-/// eltwise, softmax, transpose).
-void registerDnnlKernels(KernelRegistry &registry);
-/// Adds the broadcast arithmetic, Sum, Neg, ReduceSumTo, ReduceMean/Sum,
-/// Clip and Cast (ArithmeticKernels.cpp).
-void registerArithmeticKernels(KernelRegistry &registry);
-/// Adds the copies and views, Concat/Split, Pad, Constant, Shape, Expand and
-/// Slice (ShapeKernels.cpp).
-void registerShapeKernels(KernelRegistry &registry);
-/// Adds Dropout, MaxPool, GlobalAveragePool and SoftmaxCrossEntropyLoss,
-/// with their gradients (PoolingLossKernels.cpp).
-void registerPoolingLossKernels(KernelRegistry &registry);
-/// Adds Gather, Softmax/LogSoftmax and Gelu/Erf, with their gradients
-/// (TransformerKernels.cpp).
-void registerTransformerKernels(KernelRegistry &registry);
-/// Adds LayerNormalization and its gradient, f32 and bf16 (NormKernels.cpp).
-void registerNormKernels(KernelRegistry &registry);
-/// Adds the activations, comparisons, logic, Where and mask builders
-/// (PointwiseKernels.cpp).
-void registerPointwiseKernels(KernelRegistry &registry);
-/// Adds LSTM and GRU and their gradients on oneDNN's RNN primitives
+/// Each op family's kernels, one file each, named as the CUDA backend's
+/// (docs/adding-an-op.md): Conv/ConvGrad/ConvTranspose(Grad)
+/// (ConvKernels.cpp); Gemm/GemmGrad/MatMul/FusedMatMul (GemmKernels.cpp);
+/// BatchNormalization and LayerNormalization with their gradients
+/// (NormKernels.cpp); MaxPool, AveragePool and GlobalAveragePool with their
+/// gradients (PoolKernels.cpp); Dropout/DropoutGrad (DropoutKernels.cpp);
+/// SoftmaxCrossEntropyLoss(Grad) (LossKernels.cpp); the activations, Clip,
+/// comparisons, logic, Where and softmax (PointwiseKernels.cpp); copies,
+/// views, gathers and fills (ShapeKernels.cpp); broadcast arithmetic and
+/// reductions (ArithmeticKernels.cpp); Cast (LowPrecision.cpp); LSTM and
+/// GRU with their gradients on oneDNN's RNN primitives
 /// (RecurrentKernels.cpp).
+void registerConvKernels(KernelRegistry &registry);
+void registerGemmKernels(KernelRegistry &registry);
+void registerNormKernels(KernelRegistry &registry);
+void registerPoolKernels(KernelRegistry &registry);
+void registerDropoutKernels(KernelRegistry &registry);
+void registerLossKernels(KernelRegistry &registry);
+void registerPointwiseKernels(KernelRegistry &registry);
+void registerShapeKernels(KernelRegistry &registry);
+void registerArithmeticKernels(KernelRegistry &registry);
+void registerLowPrecisionKernels(KernelRegistry &registry);
 void registerRecurrentKernels(KernelRegistry &registry);
 
 /// The kernel of a node with bf16/f16 tensors (LowPrecision.cpp): the
@@ -59,26 +59,6 @@ void registerRecurrentKernels(KernelRegistry &registry);
 std::unique_ptr<Kernel> createLowPrecision(const OpSpec &spec,
                                            const KernelFactory &factory,
                                            std::string &error);
-
-/// Add/Sub/Mul/Div with a bf16 result on oneDNN's binary primitive (the
-/// first operand of the result's shape, the second broadcast onto it, each
-/// f32 or bf16); null with `error` for other forms.
-std::unique_ptr<Kernel> createDnnlBinary(const OpSpec &spec,
-                                         std::string &error);
-
-/// BatchNormalization / BatchNormalizationGrad with bf16 X, Y, dY and dX
-/// (validated by the oneDNN factories; LowPrecision.cpp).
-std::unique_ptr<Kernel> createBatchNormBF16(const OpSpec &spec, bool training);
-std::unique_ptr<Kernel> createBatchNormGradBF16(const OpSpec &spec);
-
-/// Gelu (X -> Y) or GeluGrad (dY, X -> dX) on oneDNN's eltwise gelu, for
-/// bf16 tensors.
-std::unique_ptr<Kernel> createDnnlGelu(const OpSpec &spec, bool tanh, bool grad,
-                                       std::string &error);
-
-/// Sum of bf16 operands of the result's shape on oneDNN's sum primitive
-/// (f32 accumulation); null with `error` for other forms.
-std::unique_ptr<Kernel> createDnnlSum(const OpSpec &spec, std::string &error);
 
 /// The process-wide oneDNN CPU engine.
 dnnl::engine &engine();

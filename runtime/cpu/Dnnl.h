@@ -4,9 +4,8 @@
 // primitives (BoundArg, BlockedKernel for primitives that pick their own
 // layouts, PlainPrimitive/PrimitiveKernel for plain ones) and the type
 // checks every oneDNN-backed kernel shares. The kernels themselves live in
-// their op family's file (DnnlKernels.cpp: convolutions, batch
-// normalization, Gemm/MatMul; the others: pooling, activations, softmax,
-// bf16 arithmetic, Transpose).
+// their op family's file (convolutions, products, batch normalization,
+// average pooling, activations, softmax, bf16 arithmetic, Transpose).
 //
 //===----------------------------------------------------------------------===//
 

@@ -20,9 +20,9 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <type_traits>
 
 namespace oasr::rt::cpu {
-namespace {
 
 /// Converts in parallel chunks (conversions are bandwidth-bound).
 template <typename F> static void chunked(size_t n, F &&f) {
@@ -34,6 +34,8 @@ template <typename F> static void chunked(size_t n, F &&f) {
     f(b, std::min(kChunk, n - b));
   }
 }
+
+namespace {
 
 /// A node with 16-bit tensors run by the f32 kernel of the same node.
 class WidenedKernel final : public CpuKernel {
@@ -162,180 +164,117 @@ std::unique_ptr<Kernel> createLowPrecision(const OpSpec &spec,
       error);
 }
 
-} // namespace oasr::rt::cpu
-
 //===----------------------------------------------------------------------===//
-// BatchNormalization on bf16 data
+// Cast
 //===----------------------------------------------------------------------===//
-//
-// oneDNN 2.6 runs bf16 batch normalization on plain NCHW with a reference
-// implementation (slower than widening to its f32 JIT kernel), so bf16 data
-// gets these loops: statistics, scale and bias in f32, every plane summed
-// in f32 lanes and the planes added in double (no long running f32 sum),
-// one pass for the statistics and one for the result, reading bf16.
 
-namespace oasr::rt::cpu {
-namespace {
-
-/// The sums over one plane of `n` bf16 elements: of x - shift and of its
-/// square (shifted by an estimate of the mean, for accuracy).
-static void planeSums(const uint16_t *x, int64_t n, float shift, double &s1,
-                      double &s2) {
-  float a1 = 0, a2 = 0;
-#pragma omp simd reduction(+ : a1, a2)
+template <typename From, typename To>
+static void castLoop(const void *src, void *dst, int64_t n) {
+  const From *s = static_cast<const From *>(src);
+  To *d = static_cast<To *>(dst);
+#pragma omp parallel for schedule(static) if (n > 16384)
   for (int64_t i = 0; i < n; ++i) {
-    float d = bf16ToFloat(x[i]) - shift;
-    a1 += d;
-    a2 += d * d;
+    if constexpr (std::is_same_v<To, uint8_t>)
+      d[i] = s[i] != From(0);
+    else
+      d[i] = To(s[i]);
   }
-  s1 += a1;
-  s2 += a2;
 }
 
-class BatchNormBF16Kernel final : public CpuKernel {
-public:
-  BatchNormBF16Kernel(const OpSpec &spec, bool training)
-      : CpuKernel(spec), training(training) {
-    const auto &xs = spec.inputs[0].shape;
-    n = xs[0];
-    c = xs[1];
-    plane = 1;
-    for (size_t i = 2; i < xs.size(); ++i)
-      plane *= xs[i];
-    eps = float(spec.attrs.getFloat("epsilon", 1e-5));
-    momentum = float(spec.attrs.getFloat("momentum", 0.9));
-    numOutputs = spec.outputs.size();
+template <typename From>
+static void castFrom(DType to, const void *src, void *dst, int64_t n) {
+  switch (to) {
+  case DType::F32:
+    return castLoop<From, float>(src, dst, n);
+  case DType::I64:
+    return castLoop<From, int64_t>(src, dst, n);
+  case DType::I32:
+    return castLoop<From, int32_t>(src, dst, n);
+  case DType::Bool:
+    return castLoop<From, uint8_t>(src, dst, n);
+  default:
+    return;
   }
+}
 
-protected:
+namespace {
+
+/// Cast {to}: between f32, i64, i32 and bool (the result's type says which).
+class CastKernel final : public CpuKernel {
+public:
+  explicit CastKernel(const OpSpec &spec)
+      : CpuKernel(spec), from(spec.inputs[0].dtype), to(spec.outputs[0].dtype),
+        n(spec.outputs[0].numel()) {}
   void compute(const std::vector<TensorRef> &in,
                const std::vector<TensorRef> &out) override {
-    const uint16_t *x = in[0].as<uint16_t>();
-    uint16_t *y = out[0].as<uint16_t>();
-    const float *scale = in[1].as<float>(), *bias = in[2].as<float>();
-    const float *rm = in[3].as<float>(), *rv = in[4].as<float>();
-    float *rmOut = training && numOutputs >= 2 ? out[1].as<float>() : nullptr;
-    float *rvOut = training && numOutputs >= 3 ? out[2].as<float>() : nullptr;
-    float *savedMean =
-        training && numOutputs >= 4 ? out[3].as<float>() : nullptr;
-    float *invStdOut =
-        training && numOutputs >= 5 ? out[4].as<float>() : nullptr;
-    const int64_t count = n * plane;
-    const float unbias = count > 1 ? float(count) / float(count - 1) : 1.0f;
-#pragma omp parallel for schedule(static)
-    for (int64_t ch = 0; ch < c; ++ch) {
-      float mean = rm[ch], var = rv[ch];
-      if (training) {
-        float shift = bf16ToFloat(x[ch * plane]);
-        double s1 = 0, s2 = 0;
-        for (int64_t b = 0; b < n; ++b)
-          planeSums(x + (b * c + ch) * plane, plane, shift, s1, s2);
-        double m = s1 / double(count);
-        mean = float(shift + m);
-        var = float(std::max(0.0, s2 / double(count) - m * m));
-        if (rmOut)
-          rmOut[ch] = momentum * rm[ch] + (1 - momentum) * mean;
-        if (rvOut)
-          rvOut[ch] = momentum * rv[ch] + (1 - momentum) * var * unbias;
-        if (savedMean)
-          savedMean[ch] = mean;
-      }
-      float invStd = 1.0f / std::sqrt(var + eps);
-      if (invStdOut)
-        invStdOut[ch] = invStd;
-      float a = scale[ch] * invStd, b0 = bias[ch] - mean * a;
-      for (int64_t b = 0; b < n; ++b) {
-        const uint16_t *xp = x + (b * c + ch) * plane;
-        uint16_t *yp = y + (b * c + ch) * plane;
-#pragma omp simd
-        for (int64_t i = 0; i < plane; ++i)
-          yp[i] = floatToBF16(bf16ToFloat(xp[i]) * a + b0);
-      }
+    if (from == to)
+      return parallelCopy(out[0].data, in[0].data, out[0].bytes());
+    if (isLowFloat(from) || isLowFloat(to))
+      return castLowFloat(in[0].data, out[0].data);
+    switch (from) {
+    case DType::F32:
+      return castFrom<float>(to, in[0].data, out[0].data, n);
+    case DType::I64:
+      return castFrom<int64_t>(to, in[0].data, out[0].data, n);
+    case DType::I32:
+      return castFrom<int32_t>(to, in[0].data, out[0].data, n);
+    case DType::Bool:
+      return castFrom<uint8_t>(to, in[0].data, out[0].data, n);
+    default:
+      return;
     }
   }
 
 private:
-  bool training;
-  int64_t n, c, plane;
-  float eps, momentum;
-  size_t numOutputs;
-};
-
-/// dY, X (bf16), scale, saved_mean, saved_inv_std -> dX (bf16), dScale,
-/// dBias.
-class BatchNormGradBF16Kernel final : public CpuKernel {
-public:
-  explicit BatchNormGradBF16Kernel(const OpSpec &spec) : CpuKernel(spec) {
-    const auto &xs = spec.inputs[1].shape;
-    n = xs[0];
-    c = xs[1];
-    plane = 1;
-    for (size_t i = 2; i < xs.size(); ++i)
-      plane *= xs[i];
-    numOutputs = spec.outputs.size();
-  }
-
-protected:
-  void compute(const std::vector<TensorRef> &in,
-               const std::vector<TensorRef> &out) override {
-    const uint16_t *dy = in[0].as<uint16_t>(), *x = in[1].as<uint16_t>();
-    const float *scale = in[2].as<float>(), *mean = in[3].as<float>(),
-                *invStd = in[4].as<float>();
-    uint16_t *dx = out[0].as<uint16_t>();
-    float *dScale = numOutputs >= 2 ? out[1].as<float>() : nullptr;
-    float *dBias = numOutputs >= 3 ? out[2].as<float>() : nullptr;
-    const double count = double(n * plane);
-#pragma omp parallel for schedule(static)
-    for (int64_t ch = 0; ch < c; ++ch) {
-      const float m = mean[ch], is = invStd[ch];
-      double sdy = 0, sdyx = 0;
-      for (int64_t b = 0; b < n; ++b) {
-        const uint16_t *dp = dy + (b * c + ch) * plane,
-                       *xp = x + (b * c + ch) * plane;
-        float a1 = 0, a2 = 0;
-#pragma omp simd reduction(+ : a1, a2)
-        for (int64_t i = 0; i < plane; ++i) {
-          float g = bf16ToFloat(dp[i]);
-          a1 += g;
-          a2 += g * (bf16ToFloat(xp[i]) - m);
-        }
-        sdy += a1;
-        sdyx += a2;
+  /// Between f32, bf16 and f16 (bf16 <-> f16 through f32, exact on the way
+  /// in), in chunks of a stack buffer.
+  void castLowFloat(const void *src, void *dst) {
+    constexpr int64_t kChunk = 4096;
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 4)
+    for (int64_t c = 0; c < chunks; ++c) {
+      int64_t b = c * kChunk, len = std::min(kChunk, n - b);
+      if (to == DType::F32) {
+        widenToF32(from, static_cast<const uint16_t *>(src) + b,
+                   static_cast<float *>(dst) + b, size_t(len));
+        continue;
       }
-      // dScale = sum(dy * xhat), dBias = sum(dy).
-      float ds = float(sdyx * is), db = float(sdy);
-      if (dScale)
-        dScale[ch] = ds;
-      if (dBias)
-        dBias[ch] = db;
-      // dx = scale * invStd * (dy - dBias/M - xhat * dScale/M).
-      const float k = scale[ch] * is, meanDy = float(sdy / count),
-                  kx = float(ds / count) * is;
-      for (int64_t b = 0; b < n; ++b) {
-        const uint16_t *dp = dy + (b * c + ch) * plane,
-                       *xp = x + (b * c + ch) * plane;
-        uint16_t *op = dx + (b * c + ch) * plane;
-#pragma omp simd
-        for (int64_t i = 0; i < plane; ++i)
-          op[i] = floatToBF16(k * (bf16ToFloat(dp[i]) - meanDy -
-                                   (bf16ToFloat(xp[i]) - m) * kx));
+      float tmp[kChunk];
+      const float *f = static_cast<const float *>(src) + b;
+      if (from != DType::F32) {
+        widenToF32(from, static_cast<const uint16_t *>(src) + b, tmp,
+                   size_t(len));
+        f = tmp;
       }
+      narrowFromF32(to, f, static_cast<uint16_t *>(dst) + b, size_t(len));
     }
   }
 
-private:
-  int64_t n, c, plane;
-  size_t numOutputs;
+  DType from, to;
+  int64_t n;
 };
 
 } // namespace
 
-std::unique_ptr<Kernel> createBatchNormBF16(const OpSpec &spec, bool training) {
-  return std::make_unique<BatchNormBF16Kernel>(spec, training);
+static std::unique_ptr<Kernel> createCast(const OpSpec &spec,
+                                          std::string &error) {
+  if (!checkArity(spec, 1, 1, 1, 1, error))
+    return nullptr;
+  DType from = spec.inputs[0].dtype, to = spec.outputs[0].dtype;
+  auto isFloat = [](DType t) { return t == DType::F32 || isLowFloat(t); };
+  if ((isLowFloat(from) || isLowFloat(to)) && !(isFloat(from) && isFloat(to))) {
+    // The backend widens the 16-bit side and casts from or to f32.
+    error = nodeError(spec, std::string("no direct cast from ") +
+                                dtypeName(from) + " to " + dtypeName(to));
+    return nullptr;
+  }
+  if (spec.inputs[0].shape != spec.outputs[0].shape) {
+    error = nodeError(spec, "operand and result must have one shape");
+    return nullptr;
+  }
+  return std::make_unique<CastKernel>(spec);
 }
 
-std::unique_ptr<Kernel> createBatchNormGradBF16(const OpSpec &spec) {
-  return std::make_unique<BatchNormGradBF16Kernel>(spec);
-}
+void registerLowPrecisionKernels(KernelRegistry &r) { r["Cast"] = createCast; }
 
 } // namespace oasr::rt::cpu

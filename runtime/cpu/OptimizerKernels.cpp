@@ -27,7 +27,10 @@ struct UpdateSpan {
   float *np, *nv, *nh;
 };
 
-void applyRule(const UpdateRule &u, int64_t t, const UpdateSpan &s, int64_t n) {
+} // namespace
+
+static void applyRule(const UpdateRule &u, int64_t t, const UpdateSpan &s,
+                      int64_t n) {
   const float *p = s.p, *g = s.g, *v = s.v, *h = s.h;
   float *np = s.np, *nv = s.nv, *nh = s.nh;
   const float lr = float(u.lr), wd = float(u.weightDecay);
@@ -83,8 +86,6 @@ void applyRule(const UpdateRule &u, int64_t t, const UpdateSpan &s, int64_t n) {
     np[i] = keep * (p[i] - r * vi / (std::sqrt(hi) + eps));
   }
 }
-
-} // namespace
 
 /// One optimizer step on the host, oasr.optimizer_update's rules (the
 /// ONNX preview-training optimizers); `t` is the number of earlier updates.

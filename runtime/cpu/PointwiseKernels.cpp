@@ -1,11 +1,12 @@
-//===- PointwiseKernels.cpp - Activations, comparisons, masks -------------===//
+//===- PointwiseKernels.cpp - Activations, comparisons, softmax -----------===//
 //
-// Plain-loop CPU kernels for what transformers, EfficientNet and MobileNet
-// need beyond oneDNN's eltwise table: HardSigmoid, HardSwish, Mish and
-// Reciprocal with their gradients; the comparisons and boolean logic that
-// build attention masks, Where, and the mask builders ConstantOfShape, Range
-// and Trilu; Resize (nearest and linear) and its gradient. Broadcasting follows
-// numpy (BroadcastPlan, as the arithmetic kernels do).
+// The elementwise ops and their gradients, the ops of the CUDA backend's
+// PointwiseKernels.cpp: the activations on oneDNN's eltwise table (Relu,
+// LeakyRelu, Sigmoid, Tanh, Elu, Exp, Sqrt, Log, Abs) and in plain loops
+// (HardSigmoid, HardSwish, Mish, Reciprocal, Gelu and Erf; bf16 Gelu on
+// oneDNN), Clip; the comparisons and boolean logic that build attention
+// masks, and Where, with numpy broadcasting (BroadcastPlan, as the
+// arithmetic kernels); and Softmax/LogSoftmax with their gradients.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,16 +14,17 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
+#include <cstdlib>
+#include <limits>
 #include <map>
 
 namespace oasr::rt::cpu {
-namespace {
 
 //===----------------------------------------------------------------------===//
 // Activations and their gradients
 //===----------------------------------------------------------------------===//
+
+namespace {
 
 enum class Act {
   HardSigmoid,
@@ -34,10 +36,14 @@ enum class Act {
   MishGrad
 };
 
-inline float softplus(float x) {
+} // namespace
+
+static float softplus(float x) {
   // log(1 + e^x) without overflow, as PyTorch's threshold of 20.
   return x > 20.0f ? x : std::log1p(std::exp(x));
 }
+
+namespace {
 
 /// One activation (X -> Y) or its gradient (dY, X -> dX) per element.
 class ActivationKernel final : public CpuKernel {
@@ -107,8 +113,10 @@ private:
   float alpha, beta;
 };
 
-std::unique_ptr<Kernel> createActivation(const OpSpec &spec,
-                                         std::string &error) {
+} // namespace
+
+static std::unique_ptr<Kernel> createActivation(const OpSpec &spec,
+                                                std::string &error) {
   static const std::map<std::string, Act> acts = {
       {"HardSigmoid", Act::HardSigmoid},
       {"HardSwish", Act::HardSwish},
@@ -130,6 +138,8 @@ std::unique_ptr<Kernel> createActivation(const OpSpec &spec,
 // Comparisons, logic and Where (numpy broadcasting)
 //===----------------------------------------------------------------------===//
 
+namespace {
+
 enum class Cmp {
   Equal,
   Less,
@@ -141,7 +151,9 @@ enum class Cmp {
   Xor
 };
 
-template <typename T> inline bool compare(Cmp c, T a, T b) {
+} // namespace
+
+template <typename T> static bool compare(Cmp c, T a, T b) {
   switch (c) {
   case Cmp::Equal:
     return a == b;
@@ -164,7 +176,7 @@ template <typename T> inline bool compare(Cmp c, T a, T b) {
 }
 
 /// Calls `body(row, offs)` for every row of `p` (in parallel when large).
-template <typename F> void forRows(const BroadcastPlan &p, F body) {
+template <typename F> static void forRows(const BroadcastPlan &p, F body) {
   const int64_t rows = p.rows();
 #pragma omp parallel for schedule(static) if (rows * p.inner() > 16384)
   for (int64_t row = 0; row < rows; ++row) {
@@ -173,6 +185,8 @@ template <typename F> void forRows(const BroadcastPlan &p, F body) {
     body(row, offs);
   }
 }
+
+namespace {
 
 /// Equal/Less/Greater/LessOrEqual/GreaterOrEqual (f32, i64, i32, bool) and
 /// And/Or/Xor (bool) -> bool.
@@ -215,7 +229,10 @@ private:
   BroadcastPlan plan;
 };
 
-std::unique_ptr<Kernel> createCompare(const OpSpec &spec, std::string &error) {
+} // namespace
+
+static std::unique_ptr<Kernel> createCompare(const OpSpec &spec,
+                                             std::string &error) {
   static const std::map<std::string, Cmp> cmps = {
       {"Equal", Cmp::Equal},
       {"Less", Cmp::Less},
@@ -241,6 +258,8 @@ std::unique_ptr<Kernel> createCompare(const OpSpec &spec, std::string &error) {
   return std::make_unique<CompareKernel>(spec, cmp);
 }
 
+namespace {
+
 /// Not: bool -> bool.
 class NotKernel final : public CpuKernel {
 public:
@@ -258,13 +277,18 @@ private:
   int64_t n;
 };
 
-std::unique_ptr<Kernel> createNot(const OpSpec &spec, std::string &error) {
+} // namespace
+
+static std::unique_ptr<Kernel> createNot(const OpSpec &spec,
+                                         std::string &error) {
   if (!checkArity(spec, 1, 1, 1, 1, error) ||
       !checkDType(spec, true, 0, DType::Bool, error) ||
       !checkDType(spec, false, 0, DType::Bool, error))
     return nullptr;
   return std::make_unique<NotKernel>(spec);
 }
+
+namespace {
 
 /// Where: cond (bool), X, Y -> cond ? X : Y, broadcasting all three; any
 /// element type (moved as bytes).
@@ -307,7 +331,10 @@ private:
   BroadcastPlan plan;
 };
 
-std::unique_ptr<Kernel> createWhere(const OpSpec &spec, std::string &error) {
+} // namespace
+
+static std::unique_ptr<Kernel> createWhere(const OpSpec &spec,
+                                           std::string &error) {
   if (!checkArity(spec, 3, 3, 1, 1, error) ||
       !checkDType(spec, true, 0, DType::Bool, error) ||
       !checkDType(spec, true, 1, spec.outputs[0].dtype, error) ||
@@ -323,292 +350,10 @@ std::unique_ptr<Kernel> createWhere(const OpSpec &spec, std::string &error) {
 }
 
 //===----------------------------------------------------------------------===//
-// Mask builders
-//===----------------------------------------------------------------------===//
-
-/// Writes `value` converted to `t` into `n` elements of `dst`.
-void fill(DType t, void *dst, int64_t n, double value) {
-  switch (t) {
-  case DType::F32:
-    std::fill_n(static_cast<float *>(dst), n, float(value));
-    return;
-  case DType::I64:
-    std::fill_n(static_cast<int64_t *>(dst), n, int64_t(value));
-    return;
-  case DType::I32:
-    std::fill_n(static_cast<int32_t *>(dst), n, int32_t(value));
-    return;
-  case DType::Bool:
-    std::fill_n(static_cast<uint8_t *>(dst), n, uint8_t(value != 0));
-    return;
-  default:
-    return;
-  }
-}
-
-/// ConstantOfShape {value}: the result (its static shape) filled with the
-/// value (0 when absent); the shape operand is not read.
-class ConstantOfShapeKernel final : public CpuKernel {
-public:
-  explicit ConstantOfShapeKernel(const OpSpec &spec)
-      : CpuKernel(spec), type(spec.outputs[0].dtype),
-        n(spec.outputs[0].numel()), value(spec.attrs.getFloat("value", 0.0)) {}
-  void compute(const std::vector<TensorRef> &,
-               const std::vector<TensorRef> &out) override {
-    fill(type, out[0].data, n, value);
-  }
-
-private:
-  DType type;
-  int64_t n;
-  double value;
-};
-
-std::unique_ptr<Kernel> createConstantOfShape(const OpSpec &spec,
-                                              std::string &error) {
-  if (!checkArity(spec, 0, 1, 1, 1, error))
-    return nullptr;
-  if (spec.outputs[0].dtype == DType::F16) {
-    error = nodeError(spec, "f16 results are not supported");
-    return nullptr;
-  }
-  return std::make_unique<ConstantOfShapeKernel>(spec);
-}
-
-/// Range: start, limit, delta (scalars in host memory) -> start + i * delta;
-/// the result's static length decides the count.
-class RangeKernel final : public CpuKernel {
-public:
-  explicit RangeKernel(const OpSpec &spec)
-      : CpuKernel(spec), type(spec.outputs[0].dtype),
-        n(spec.outputs[0].numel()) {}
-  void compute(const std::vector<TensorRef> &in,
-               const std::vector<TensorRef> &out) override {
-    double start = 0, delta = 1;
-    scalarOperand(in, 0, start);
-    scalarOperand(in, 2, delta);
-    for (int64_t i = 0; i < n; ++i) {
-      double v = start + double(i) * delta;
-      if (type == DType::F32)
-        out[0].as<float>()[i] = float(v);
-      else if (type == DType::I64)
-        out[0].as<int64_t>()[i] = int64_t(v);
-      else
-        out[0].as<int32_t>()[i] = int32_t(v);
-    }
-  }
-
-private:
-  DType type;
-  int64_t n;
-};
-
-std::unique_ptr<Kernel> createRange(const OpSpec &spec, std::string &error) {
-  if (!checkArity(spec, 3, 3, 1, 1, error))
-    return nullptr;
-  if (!isFloatOrInt(spec.outputs[0].dtype) || spec.outputs[0].rank() != 1) {
-    error = nodeError(spec, "expects a 1-D f32/i64/i32 result");
-    return nullptr;
-  }
-  return std::make_unique<RangeKernel>(spec);
-}
-
-/// Trilu {upper}: X[, k] -> X with the elements below (upper = 1) or above
-/// (upper = 0) the k-th diagonal of the last two axes zeroed.
-class TriluKernel final : public CpuKernel {
-public:
-  explicit TriluKernel(const OpSpec &spec)
-      : CpuKernel(spec), size(dtypeSize(spec.outputs[0].dtype)),
-        upper(spec.attrs.getInt("upper", 1) != 0) {
-    const auto &s = spec.outputs[0].shape;
-    rows = s[s.size() - 2];
-    cols = s.back();
-    batches = spec.outputs[0].numel() / std::max<int64_t>(rows * cols, 1);
-  }
-  void compute(const std::vector<TensorRef> &in,
-               const std::vector<TensorRef> &out) override {
-    double kv = 0;
-    scalarOperand(in, 1, kv);
-    const int64_t k = int64_t(kv);
-    const char *x = static_cast<const char *>(in[0].data);
-    char *y = static_cast<char *>(out[0].data);
-    for (int64_t b = 0; b < batches; ++b)
-      for (int64_t i = 0; i < rows; ++i)
-        for (int64_t j = 0; j < cols; ++j) {
-          size_t off = size_t((b * rows + i) * cols + j) * size;
-          bool keep = upper ? j - i >= k : j - i <= k;
-          if (keep)
-            std::memcpy(y + off, x + off, size);
-          else
-            std::memset(y + off, 0, size);
-        }
-  }
-
-private:
-  size_t size;
-  bool upper;
-  int64_t rows = 0, cols = 0, batches = 0;
-};
-
-std::unique_ptr<Kernel> createTrilu(const OpSpec &spec, std::string &error) {
-  if (!checkArity(spec, 1, 2, 1, 1, error) ||
-      !checkDType(spec, true, 0, spec.outputs[0].dtype, error))
-    return nullptr;
-  if (spec.outputs[0].rank() < 2 ||
-      spec.inputs[0].shape != spec.outputs[0].shape) {
-    error = nodeError(spec, "expects X of rank >= 2 and Y of its shape");
-    return nullptr;
-  }
-  return std::make_unique<TriluKernel>(spec);
-}
-
-//===----------------------------------------------------------------------===//
-// ScatterND
-//===----------------------------------------------------------------------===//
-
-/// ScatterND(data, indices, updates): a copy of data with the indexed slices
-/// replaced by (or reduced with) updates, tuples applied in order (Swin
-/// builds its shifted-window attention mask so).
-class ScatterNDKernel final : public CpuKernel {
-public:
-  ScatterNDKernel(const OpSpec &spec, const ScatterNDGeom &g)
-      : CpuKernel(spec), g(g), elem(dtypeSize(spec.inputs[0].dtype)),
-        bytes(spec.inputs[0].bytes()) {}
-  void compute(const std::vector<TensorRef> &in,
-               const std::vector<TensorRef> &out) override {
-    char *y = static_cast<char *>(out[0].data);
-    if (out[0].data != in[0].data)
-      std::memcpy(y, in[0].data, bytes);
-    const int64_t *idx = static_cast<const int64_t *>(in[1].data);
-    const char *upd = static_cast<const char *>(in[2].data);
-    for (int64_t t = 0; t < g.count; ++t) {
-      int64_t offset = 0;
-      for (int64_t d = 0; d < g.k; ++d) {
-        int64_t i = idx[t * g.k + d];
-        i = i < 0 ? i + g.dims[d] : i;
-        if (i < 0 || i >= g.dims[d]) {
-          std::fprintf(stderr,
-                       "oasr: fatal: node '%s' (ScatterND): index %lld is "
-                       "outside a dimension of %lld\n",
-                       nodeName.c_str(), (long long)idx[t * g.k + d],
-                       (long long)g.dims[d]);
-          std::abort();
-        }
-        offset += i * g.strides[d];
-      }
-      const char *src = upd + size_t(t * g.slice) * elem;
-      char *dst = y + size_t(offset) * elem;
-      if (g.reduction == ScatterReduction::None) {
-        std::memcpy(dst, src, size_t(g.slice) * elem);
-        continue;
-      }
-      const float *u = reinterpret_cast<const float *>(src);
-      float *v = reinterpret_cast<float *>(dst);
-      for (int64_t e = 0; e < g.slice; ++e)
-        v[e] = reduce(v[e], u[e]);
-    }
-  }
-
-private:
-  float reduce(float a, float b) const {
-    switch (g.reduction) {
-    case ScatterReduction::Add:
-      return a + b;
-    case ScatterReduction::Mul:
-      return a * b;
-    case ScatterReduction::Max:
-      return std::max(a, b);
-    case ScatterReduction::Min:
-      return std::min(a, b);
-    case ScatterReduction::None:
-      break;
-    }
-    return b;
-  }
-  ScatterNDGeom g;
-  size_t elem, bytes;
-};
-
-std::unique_ptr<Kernel> createScatterND(const OpSpec &spec,
-                                        std::string &error) {
-  ScatterNDGeom g;
-  if (!scatterNDGeom(spec, g, error))
-    return nullptr;
-  return std::make_unique<ScatterNDKernel>(spec, g);
-}
-
-//===----------------------------------------------------------------------===//
-// Resize / ResizeGrad
-//===----------------------------------------------------------------------===//
-
-/// Resize (X[, roi[, scales[, sizes]]] -> Y) and ResizeGrad (dY[, roi[,
-/// scales[, sizes]]] -> dX) over the last two axes of an [N, C, H, W] (or
-/// [N, C, W]) tensor. The sampling tables are built once from the static
-/// shapes (and the scales, when the node has them as a constant attribute
-/// list; else the shapes' ratio).
-class ResizeKernel final : public CpuKernel {
-public:
-  ResizeKernel(const OpSpec &spec, bool grad, ResizeAxis h, ResizeAxis w,
-               int64_t planes, int64_t inH, int64_t inW)
-      : CpuKernel(spec), grad(grad), h(std::move(h)), w(std::move(w)),
-        planes(planes), inH(inH), inW(inW) {}
-
-  void compute(const std::vector<TensorRef> &in,
-               const std::vector<TensorRef> &out) override {
-    const int64_t outH = int64_t(h.index.size()) / h.taps,
-                  outW = int64_t(w.index.size()) / w.taps;
-    const float *src = in[0].as<float>();
-    float *dst = out[0].as<float>();
-    const int64_t np = planes, ih = inH, iw = inW;
-#pragma omp parallel for schedule(static) if (np * outH * outW > 16384)
-    for (int64_t p = 0; p < np; ++p) {
-      if (!grad) {
-        const float *x = src + p * ih * iw;
-        float *y = dst + p * outH * outW;
-        for (int64_t oy = 0; oy < outH; ++oy)
-          for (int64_t ox = 0; ox < outW; ++ox) {
-            float acc = 0;
-            for (int ty = 0; ty < h.taps; ++ty)
-              for (int tx = 0; tx < w.taps; ++tx)
-                acc += h.weight[oy * h.taps + ty] * w.weight[ox * w.taps + tx] *
-                       x[h.index[oy * h.taps + ty] * iw +
-                         w.index[ox * w.taps + tx]];
-            y[oy * outW + ox] = acc;
-          }
-      } else {
-        const float *dy = src + p * outH * outW;
-        float *dx = dst + p * ih * iw;
-        std::fill_n(dx, ih * iw, 0.0f);
-        for (int64_t oy = 0; oy < outH; ++oy)
-          for (int64_t ox = 0; ox < outW; ++ox) {
-            float g = dy[oy * outW + ox];
-            for (int ty = 0; ty < h.taps; ++ty)
-              for (int tx = 0; tx < w.taps; ++tx)
-                dx[h.index[oy * h.taps + ty] * iw +
-                   w.index[ox * w.taps + tx]] +=
-                    h.weight[oy * h.taps + ty] * w.weight[ox * w.taps + tx] * g;
-          }
-      }
-    }
-  }
-
-private:
-  bool grad;
-  ResizeAxis h, w;
-  int64_t planes, inH, inW;
-};
-
-std::unique_ptr<Kernel> createResize(const OpSpec &spec, std::string &error) {
-  ResizeGeom g;
-  if (!resizeGeom(spec, g, error))
-    return nullptr;
-  return std::make_unique<ResizeKernel>(spec, g.grad, std::move(g.h),
-                                        std::move(g.w), g.planes, g.inH, g.inW);
-}
-
-//===----------------------------------------------------------------------===//
 // Eltwise activations and their gradients
 //===----------------------------------------------------------------------===//
+
+namespace {
 
 /// One eltwise activation: its oneDNN algorithm, the use-dst-for-bwd flavour
 /// its <Op>Grad runs (undef: the op has no gradient kernel) and the
@@ -619,6 +364,8 @@ struct EltwiseOp {
   const char *alphaAttr;
   double alphaDefault;
 };
+
+} // namespace
 
 using EltA = dnnl::algorithm;
 static const EltwiseOp kEltwiseOps[] = {
@@ -637,11 +384,15 @@ static const EltwiseOp kEltwiseOps[] = {
     {"Abs", EltA::eltwise_abs, EltA::undef, nullptr, 0},
 };
 
+namespace {
+
 /// The algorithms and alpha/beta of eltwise op `op` on node `spec`.
 struct EltwiseInfo {
   dnnl::algorithm fwd, bwd;
   float alpha, beta;
 };
+
+} // namespace
 
 static EltwiseInfo eltwiseInfo(const OpSpec &spec, const std::string &op) {
   for (const EltwiseOp &e : kEltwiseOps)
@@ -716,14 +467,13 @@ static std::unique_ptr<Kernel> createEltwiseGrad(const OpSpec &spec,
   return guardCreate(spec, error,
                      [&] { return eltwiseGradKernel(spec, info); });
 }
+
 //===----------------------------------------------------------------------===//
 // Gelu / GeluGrad on bf16 (oneDNN's vectorized gelu_erf / gelu_tanh)
 //===----------------------------------------------------------------------===//
 
-} // namespace
-
-std::unique_ptr<Kernel> createDnnlGelu(const OpSpec &spec, bool tanh, bool grad,
-                                       std::string &error) {
+static std::unique_ptr<Kernel> createDnnlGelu(const OpSpec &spec, bool tanh,
+                                              bool grad, std::string &error) {
   dt type;
   if (!uniformFloat(spec, {0, 1}, {0}, type, error))
     return nullptr;
@@ -750,7 +500,218 @@ std::unique_ptr<Kernel> createDnnlGelu(const OpSpec &spec, bool tanh, bool grad,
   });
 }
 
-namespace {} // namespace
+//===----------------------------------------------------------------------===//
+// Gelu / GeluGrad / Erf
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Gelu {approximate = none | tanh}, GeluGrad (dY, X -> dX), Erf.
+class GeluKernel final : public CpuKernel {
+public:
+  GeluKernel(const OpSpec &spec, int mode, bool grad)
+      : CpuKernel(spec), mode(mode), grad(grad), n(spec.outputs[0].numel()) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const float *x = in[grad ? 1 : 0].as<float>();
+    const float *dy = grad ? in[0].as<float>() : nullptr;
+    float *y = out[0].as<float>();
+    const int64_t count = n;
+    const int md = mode;
+    const bool gr = grad;
+    constexpr float kInvSqrt2 = 0.70710678118654752f;
+    constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+    constexpr float kSqrt2OverPi = 0.79788456080286536f;
+#pragma omp parallel for schedule(static) if (count > 16384)
+    for (int64_t i = 0; i < count; ++i) {
+      float v = x[i];
+      if (md == 2) { // Erf
+        y[i] = std::erf(v);
+        continue;
+      }
+      if (md == 0) {
+        float cdf = 0.5f * (1.0f + std::erf(v * kInvSqrt2));
+        y[i] = gr ? dy[i] * (cdf + v * kInvSqrt2Pi * std::exp(-0.5f * v * v))
+                  : v * cdf;
+      } else {
+        float u = kSqrt2OverPi * (v + 0.044715f * v * v * v);
+        float t = std::tanh(u);
+        y[i] = gr ? dy[i] * (0.5f * (1.0f + t) +
+                             0.5f * v * (1.0f - t * t) * kSqrt2OverPi *
+                                 (1.0f + 3.0f * 0.044715f * v * v))
+                  : 0.5f * v * (1.0f + t);
+      }
+    }
+  }
+
+private:
+  int mode; // 0: erf Gelu, 1: tanh Gelu, 2: Erf
+  bool grad;
+  int64_t n;
+};
+
+} // namespace
+
+static std::unique_ptr<Kernel> createGelu(const OpSpec &spec,
+                                          std::string &error) {
+  bool grad = spec.opType == "GeluGrad";
+  size_t nIn = grad ? 2 : 1;
+  int mode = 2;
+  if (spec.opType != "Erf") {
+    std::string approx = spec.attrs.getString("approximate", "none");
+    if (approx != "none" && approx != "tanh") {
+      error = nodeError(spec, "approximate '" + approx + "' is not supported");
+      return nullptr;
+    }
+    mode = approx == "tanh" ? 1 : 0;
+    if (!spec.inputs.empty() && spec.inputs[0].dtype == DType::BF16 &&
+        checkArity(spec, nIn, nIn, 1, 1, error) &&
+        checkSameShapes(spec, nIn, error))
+      return createDnnlGelu(spec, mode == 1, grad, error);
+  }
+  if (!checkSameShapeF32(spec, nIn, error))
+    return nullptr;
+  return std::make_unique<GeluKernel>(spec, mode, grad);
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax / LogSoftmax and their gradients
+//===----------------------------------------------------------------------===//
+
+static bool softmaxAxis(const OpSpec &spec, const TensorDesc &x, int &axis,
+                        std::string &error) {
+  int64_t r = int64_t(x.rank());
+  int64_t a = spec.attrs.getInt("axis", -1);
+  if (a < 0)
+    a += r;
+  if (r == 0 || a < 0 || a >= r) {
+    error = nodeError(spec, "axis " +
+                                std::to_string(spec.attrs.getInt("axis", -1)) +
+                                " out of range for " + shapeStr(x.shape));
+    return false;
+  }
+  axis = int(a);
+  return true;
+}
+
+/// Softmax / LogSoftmax: X -> Y.
+static std::unique_ptr<Kernel> softmaxKernel(const OpSpec &spec, int axis,
+                                             bool log) {
+  auto md = plainDesc(spec.inputs[0].shape);
+  if (log)
+    return forwardKernel(
+        spec,
+        dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(
+            dnnl::logsoftmax_forward::desc(dnnl::prop_kind::forward_training,
+                                           md, axis),
+            engine())),
+        md);
+  return forwardKernel(
+      spec,
+      dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
+          dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md,
+                                      axis),
+          engine())),
+      md);
+}
+
+/// SoftmaxGrad / LogSoftmaxGrad: dY, Y -> dX.
+static std::unique_ptr<Kernel> softmaxGradKernel(const OpSpec &spec, int axis,
+                                                 bool log) {
+  auto md = plainDesc(spec.inputs[0].shape);
+  if (log) {
+    dnnl::logsoftmax_forward::primitive_desc fpd(
+        dnnl::logsoftmax_forward::desc(dnnl::prop_kind::forward_training, md,
+                                       axis),
+        engine());
+    return backwardKernel(
+        spec,
+        dnnl::logsoftmax_backward(dnnl::logsoftmax_backward::primitive_desc(
+            dnnl::logsoftmax_backward::desc(md, md, axis), engine(), fpd)),
+        md);
+  }
+  dnnl::softmax_forward::primitive_desc fpd(
+      dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md, axis),
+      engine());
+  return backwardKernel(
+      spec,
+      dnnl::softmax_backward(dnnl::softmax_backward::primitive_desc(
+          dnnl::softmax_backward::desc(md, md, axis), engine(), fpd)),
+      md);
+}
+
+static std::unique_ptr<Kernel> createSoftmax(const OpSpec &spec,
+                                             std::string &error) {
+  bool grad = spec.opType.find("Grad") != std::string::npos;
+  bool log = spec.opType.rfind("Log", 0) == 0;
+  size_t nIn = grad ? 2 : 1;
+  if (!checkSameShapeF32(spec, nIn, error))
+    return nullptr;
+  int axis;
+  if (!softmaxAxis(spec, spec.outputs[0], axis, error))
+    return nullptr;
+  return guardCreate(spec, error, [&] {
+    return grad ? softmaxGradKernel(spec, axis, log)
+                : softmaxKernel(spec, axis, log);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Clip / ClipGrad
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Clip: X[, min[, max]] -> Y; ClipGrad: dY, X -> dX (dY where min <= X <=
+/// max, PyTorch's convention at the bounds). Bounds come from the operands
+/// when given, else from the f32 attributes min/max.
+class ClipKernel final : public CpuKernel {
+public:
+  ClipKernel(const OpSpec &spec, bool grad)
+      : CpuKernel(spec), grad(grad), n(spec.outputs[0].numel()),
+        attrMin(spec.attrs.getFloat("min",
+                                    -std::numeric_limits<double>::infinity())),
+        attrMax(spec.attrs.getFloat("max",
+                                    std::numeric_limits<double>::infinity())) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    double lo = attrMin, hi = attrMax;
+    size_t first = grad ? 2 : 1;
+    scalarOperand(in, first, lo);
+    scalarOperand(in, first + 1, hi);
+    const float flo = float(lo), fhi = float(hi);
+    float *y = out[0].as<float>();
+    const int64_t count = n;
+    if (grad) {
+      const float *dy = in[0].as<float>(), *x = in[1].as<float>();
+#pragma omp parallel for schedule(static) if (count > 16384)
+      for (int64_t i = 0; i < count; ++i)
+        y[i] = (x[i] >= flo && x[i] <= fhi) ? dy[i] : 0.0f;
+      return;
+    }
+    const float *x = in[0].as<float>();
+#pragma omp parallel for schedule(static) if (count > 16384)
+    for (int64_t i = 0; i < count; ++i)
+      y[i] = std::min(std::max(x[i], flo), fhi);
+  }
+
+private:
+  bool grad;
+  int64_t n;
+  double attrMin, attrMax;
+};
+
+} // namespace
+
+static std::unique_ptr<Kernel> createClip(const OpSpec &spec,
+                                          std::string &error) {
+  bool grad = spec.opType == "ClipGrad";
+  if (!checkSpec(spec, grad ? 2 : 1, grad ? 4 : 3, 1, 1, {0, 1, 2, 3}, {0},
+                 error) ||
+      !checkSameShapes(spec, grad ? 2 : 1, error))
+    return nullptr;
+  return std::make_unique<ClipKernel>(spec, grad);
+}
 
 void registerPointwiseKernels(KernelRegistry &r) {
   for (const EltwiseOp &e : kEltwiseOps) {
@@ -758,20 +719,22 @@ void registerPointwiseKernels(KernelRegistry &r) {
     if (e.bwd != dnnl::algorithm::undef)
       r[std::string(e.op) + "Grad"] = createEltwiseGrad;
   }
-  r["Resize"] = createResize;
-  r["ResizeGrad"] = createResize;
   for (const char *op : {"HardSigmoid", "HardSwish", "Mish", "Reciprocal",
                          "HardSigmoidGrad", "HardSwishGrad", "MishGrad"})
     r[op] = createActivation;
+  for (const char *op : {"Gelu", "GeluGrad", "Erf"})
+    r[op] = createGelu;
+  r["Clip"] = createClip;
+  r["ClipGrad"] = createClip;
   for (const char *op : {"Equal", "Less", "Greater", "LessOrEqual",
                          "GreaterOrEqual", "And", "Or", "Xor"})
     r[op] = createCompare;
   r["Not"] = createNot;
   r["Where"] = createWhere;
-  r["ConstantOfShape"] = createConstantOfShape;
-  r["Range"] = createRange;
-  r["Trilu"] = createTrilu;
-  r["ScatterND"] = createScatterND;
+  for (const char *op :
+       {"Softmax", "LogSoftmax", "SoftmaxGrad", "LogSoftmaxGrad",
+        "SoftmaxGrad_13", "LogSoftmaxGrad_13"})
+    r[op] = createSoftmax;
 }
 
 } // namespace oasr::rt::cpu

@@ -41,18 +41,23 @@
 #include <unordered_map>
 
 namespace oasr::rt::cpu {
-namespace {
 
 using dnnl::memory;
 using dt = memory::data_type;
 using tag = memory::format_tag;
 using Args = std::unordered_map<int, memory>;
 
+namespace {
+
 enum class Cell { LSTM, GRU, LbrGRU };
+
+} // namespace
 
 /// oneDNN gate q is ONNX gate perm[q].
 constexpr int kLstmGates[4] = {0, 2, 3, 1};
 constexpr int kGruGates[3] = {0, 1, 2};
+
+namespace {
 
 /// Shapes, operand positions and oneDNN descriptors of one LSTM/GRU node or
 /// its gradient.
@@ -86,6 +91,8 @@ struct RnnGeom {
     return memory::desc({1, D, biasGates, H}, dt::f32, tag::ldgo);
   }
 };
+
+} // namespace
 
 /// Optional operands left out are TensorDescs without dimensions (and past
 /// the end when trailing); none of the recurrent operands is a scalar.
@@ -235,12 +242,16 @@ static bool rnnGeom(const OpSpec &spec, bool lstm, bool grad, RnnGeom &g,
 // Primitive descriptors
 //===----------------------------------------------------------------------===//
 
+namespace {
+
 /// The forward primitive (inference, or training when `g.grad`) and, for a
 /// gradient, the backward one. Weights are `any`: the kernels reorder into
 /// whatever layout each primitive picks.
 struct RnnPds {
   dnnl::rnn_primitive_desc_base fwd, bwd;
 };
+
+} // namespace
 
 static RnnPds lstmPds(const RnnGeom &g, const dnnl::primitive_attr &attr) {
   using Fwd = dnnl::lstm_forward;
@@ -380,6 +391,8 @@ static float *ptr(const memory &m) {
 //===----------------------------------------------------------------------===//
 // Kernels
 //===----------------------------------------------------------------------===//
+
+namespace {
 
 /// What LSTM/GRU and their gradients share: argument slots bound to the
 /// executor's buffers or to scratch, and the parameters in oneDNN's layout.
@@ -623,8 +636,11 @@ private:
   Slot dy, dyh, dyc, dx, dh0, dc0;
 };
 
+} // namespace
+
 template <bool IsLSTM, bool IsGrad>
-std::unique_ptr<Kernel> createRnn(const OpSpec &spec, std::string &error) {
+static std::unique_ptr<Kernel> createRnn(const OpSpec &spec,
+                                         std::string &error) {
   RnnGeom g;
   if (!rnnGeom(spec, IsLSTM, IsGrad, g, error))
     return nullptr;
@@ -634,8 +650,6 @@ std::unique_ptr<Kernel> createRnn(const OpSpec &spec, std::string &error) {
     return std::make_unique<RnnForwardKernel>(spec, g);
   });
 }
-
-} // namespace
 
 void registerRecurrentKernels(KernelRegistry &r) {
   r["LSTM"] = createRnn<true, false>;

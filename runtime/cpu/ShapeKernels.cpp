@@ -1,8 +1,12 @@
-//===- ShapeKernels.cpp - Copies, views and shape ops ---------------------===//
+//===- ShapeKernels.cpp - Copies, views, gathers and fills ----------------===//
 //
-// The kernels that move bytes without arithmetic: copies and views
-// (Reshape, Flatten, Squeeze, Unsqueeze, Identity), Concat/Split, Pad and
-// PadGrad, Constant, Shape, Expand, and Slice/SliceGrad.
+// The kernels that move or fill elements without arithmetic, the ops of the
+// CUDA backend's ShapeKernels.cpp: copies and views (Reshape, Flatten,
+// Squeeze, Unsqueeze, Identity), Concat/Split, Pad and PadGrad, Constant,
+// Shape, Expand, Slice/SliceGrad, Transpose (a oneDNN reorder),
+// Gather/GatherGrad (embedding lookups and their scatter-add), ScatterND,
+// the mask builders ConstantOfShape, Range and Trilu, and Resize (nearest
+// and linear) with its gradient.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,11 +22,11 @@
 
 namespace oasr::rt::cpu {
 
-namespace {
-
 //===----------------------------------------------------------------------===//
 // Copies and views
 //===----------------------------------------------------------------------===//
+
+namespace {
 
 /// Reshape/Flatten/Squeeze/Unsqueeze/Identity: the result has the operand's
 /// bytes; copies unless the executor aliased the two buffers.
@@ -39,7 +43,10 @@ private:
   size_t bytes;
 };
 
-std::unique_ptr<Kernel> createCopy(const OpSpec &spec, std::string &error) {
+} // namespace
+
+static std::unique_ptr<Kernel> createCopy(const OpSpec &spec,
+                                          std::string &error) {
   size_t maxIn = spec.opType == "Flatten" || spec.opType == "Identity" ? 1 : 2;
   if (!checkArity(spec, 1, maxIn, 1, 1, error) || !checkCopyShapes(spec, error))
     return nullptr;
@@ -50,6 +57,8 @@ std::unique_ptr<Kernel> createCopy(const OpSpec &spec, std::string &error) {
 // Concat / Split
 //===----------------------------------------------------------------------===//
 
+namespace {
+
 /// The parts of a Concat (the operands) or a Split (the results): each part
 /// contributes `partBytes[i]` per outer index; the whole row is `rowBytes`.
 struct Parts {
@@ -58,9 +67,11 @@ struct Parts {
   size_t rowBytes = 0;
 };
 
-bool makeParts(const OpSpec &spec, const TensorDesc &whole,
-               const std::vector<TensorDesc> &parts, Parts &p,
-               std::string &error) {
+} // namespace
+
+static bool makeParts(const OpSpec &spec, const TensorDesc &whole,
+                      const std::vector<TensorDesc> &parts, Parts &p,
+                      std::string &error) {
   int64_t axis;
   if (!normAxis(spec, int64_t(whole.rank()), 0, axis, error))
     return false;
@@ -100,6 +111,8 @@ bool makeParts(const OpSpec &spec, const TensorDesc &whole,
   return true;
 }
 
+namespace {
+
 class ConcatSplitKernel final : public CpuKernel {
 public:
   ConcatSplitKernel(const OpSpec &spec, Parts p, bool split)
@@ -128,7 +141,10 @@ private:
   bool split;
 };
 
-std::unique_ptr<Kernel> createConcat(const OpSpec &spec, std::string &error) {
+} // namespace
+
+static std::unique_ptr<Kernel> createConcat(const OpSpec &spec,
+                                            std::string &error) {
   if (!checkArity(spec, 1, 1 << 16, 1, 1, error))
     return nullptr;
   Parts p;
@@ -137,7 +153,8 @@ std::unique_ptr<Kernel> createConcat(const OpSpec &spec, std::string &error) {
   return std::make_unique<ConcatSplitKernel>(spec, std::move(p), false);
 }
 
-std::unique_ptr<Kernel> createSplit(const OpSpec &spec, std::string &error) {
+static std::unique_ptr<Kernel> createSplit(const OpSpec &spec,
+                                           std::string &error) {
   // The optional `split` operand (opset 13) is not read: the results' shapes
   // already say how the operand is cut.
   if (!checkArity(spec, 1, 2, 1, 1 << 16, error))
@@ -154,9 +171,9 @@ std::unique_ptr<Kernel> createSplit(const OpSpec &spec, std::string &error) {
 
 /// out[o] = in[o - begin] where inside `in`, else `value` (f32). Negative
 /// begins crop.
-void padCopy(const float *in, const std::vector<int64_t> &inShape, float *out,
-             const std::vector<int64_t> &outShape,
-             const std::vector<int64_t> &begin, float value) {
+static void padCopy(const float *in, const std::vector<int64_t> &inShape,
+                    float *out, const std::vector<int64_t> &outShape,
+                    const std::vector<int64_t> &begin, float value) {
   size_t r = outShape.size();
   if (r == 0) {
     out[0] = in[0];
@@ -195,6 +212,8 @@ void padCopy(const float *in, const std::vector<int64_t> &inShape, float *out,
     std::fill(o + c1, o + inner, value);
   }
 }
+
+namespace {
 
 /// Pad {mode = constant}: data[, pads[, constant_value[, axes]]] -> Y.
 /// The pads operand is read at run time (host memory).
@@ -253,7 +272,10 @@ private:
   bool hasAttrPads;
 };
 
-std::unique_ptr<Kernel> createPad(const OpSpec &spec, std::string &error) {
+} // namespace
+
+static std::unique_ptr<Kernel> createPad(const OpSpec &spec,
+                                         std::string &error) {
   if (!checkSpec(spec, 1, 4, 1, 1, {0, 2}, {0}, error))
     return nullptr;
   std::string mode = spec.attrs.getString("mode", "constant");
@@ -275,6 +297,8 @@ std::unique_ptr<Kernel> createPad(const OpSpec &spec, std::string &error) {
   return std::make_unique<PadKernel>(spec);
 }
 
+namespace {
+
 /// PadGrad {pads}: dY -> dX, the slice of dY the padded input came from.
 class PadGradKernel final : public CpuKernel {
 public:
@@ -291,7 +315,10 @@ private:
   std::vector<int64_t> inShape, outShape, begin;
 };
 
-std::unique_ptr<Kernel> createPadGrad(const OpSpec &spec, std::string &error) {
+} // namespace
+
+static std::unique_ptr<Kernel> createPadGrad(const OpSpec &spec,
+                                             std::string &error) {
   if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
     return nullptr;
   std::vector<int64_t> begin;
@@ -303,6 +330,8 @@ std::unique_ptr<Kernel> createPadGrad(const OpSpec &spec, std::string &error) {
 //===----------------------------------------------------------------------===//
 // Constant
 //===----------------------------------------------------------------------===//
+
+namespace {
 
 /// Constant: fills its result from a flat attribute (see Kernel.h).
 class ConstantKernel final : public CpuKernel {
@@ -318,7 +347,10 @@ private:
   std::vector<char> bytes;
 };
 
-std::unique_ptr<Kernel> createConstant(const OpSpec &spec, std::string &error) {
+} // namespace
+
+static std::unique_ptr<Kernel> createConstant(const OpSpec &spec,
+                                              std::string &error) {
   std::vector<char> bytes;
   if (!checkArity(spec, 0, 0, 1, 1, error) ||
       !constantBytes(spec, bytes, error))
@@ -331,7 +363,8 @@ std::unique_ptr<Kernel> createConstant(const OpSpec &spec, std::string &error) {
 //===----------------------------------------------------------------------===//
 
 /// Shape {start, end}: the operand's static shape.
-std::unique_ptr<Kernel> createShape(const OpSpec &spec, std::string &error) {
+static std::unique_ptr<Kernel> createShape(const OpSpec &spec,
+                                           std::string &error) {
   if (!checkArity(spec, 1, 1, 1, 1, error) ||
       !checkDType(spec, false, 0, DType::I64, error))
     return nullptr;
@@ -352,6 +385,8 @@ std::unique_ptr<Kernel> createShape(const OpSpec &spec, std::string &error) {
   c.attrs.set("value", dims);
   return createConstant(c, error);
 }
+
+namespace {
 
 /// Expand: the operand broadcast to the result's shape (the shape operand is
 /// not read).
@@ -387,7 +422,10 @@ private:
   BroadcastPlan plan;
 };
 
-std::unique_ptr<Kernel> createExpand(const OpSpec &spec, std::string &error) {
+} // namespace
+
+static std::unique_ptr<Kernel> createExpand(const OpSpec &spec,
+                                            std::string &error) {
   if (!checkArity(spec, 1, 2, 1, 1, error) ||
       !checkDType(spec, false, 0, spec.inputs[0].dtype, error))
     return nullptr;
@@ -406,10 +444,11 @@ std::unique_ptr<Kernel> createExpand(const OpSpec &spec, std::string &error) {
 
 /// out[i] = in[start + i * step] per dimension (row-major, any element size);
 /// `scatter` runs the other way (dX[start + i * step] = dY[i], dX zeroed).
-void stridedCopy(const char *in, const std::vector<int64_t> &inShape, char *out,
-                 const std::vector<int64_t> &outShape,
-                 const std::vector<int64_t> &start,
-                 const std::vector<int64_t> &step, size_t es, bool scatter) {
+static void stridedCopy(const char *in, const std::vector<int64_t> &inShape,
+                        char *out, const std::vector<int64_t> &outShape,
+                        const std::vector<int64_t> &start,
+                        const std::vector<int64_t> &step, size_t es,
+                        bool scatter) {
   size_t r = outShape.size();
   std::vector<int64_t> inStr = rowMajorStrides(inShape);
   int64_t inner = r ? outShape[r - 1] : 1, rows = 1;
@@ -443,7 +482,8 @@ void stridedCopy(const char *in, const std::vector<int64_t> &inShape, char *out,
   }
 }
 
-std::vector<int64_t> intsOperand(const std::vector<TensorRef> &in, size_t i) {
+static std::vector<int64_t> intsOperand(const std::vector<TensorRef> &in,
+                                        size_t i) {
   std::vector<int64_t> v;
   if (i >= in.size() || !in[i].data)
     return v;
@@ -451,6 +491,8 @@ std::vector<int64_t> intsOperand(const std::vector<TensorRef> &in, size_t i) {
     v.push_back(labelAt(in[i], k));
   return v;
 }
+
+namespace {
 
 /// Slice: data, starts, ends[, axes[, steps]] (read at run time) or the
 /// opset-1 attributes -> Y.
@@ -479,11 +521,16 @@ private:
   AttrMap attrs;
 };
 
-std::unique_ptr<Kernel> createSlice(const OpSpec &spec, std::string &error) {
+} // namespace
+
+static std::unique_ptr<Kernel> createSlice(const OpSpec &spec,
+                                           std::string &error) {
   if (!checkSlice(spec, error))
     return nullptr;
   return std::make_unique<SliceKernel>(spec);
 }
+
+namespace {
 
 /// SliceGrad {starts, ends, axes, steps}: dY -> dX (zero outside the slice).
 class SliceGradKernel final : public CpuKernel {
@@ -507,8 +554,10 @@ private:
   size_t esize;
 };
 
-std::unique_ptr<Kernel> createSliceGrad(const OpSpec &spec,
-                                        std::string &error) {
+} // namespace
+
+static std::unique_ptr<Kernel> createSliceGrad(const OpSpec &spec,
+                                               std::string &error) {
   // f32, or a 16-bit float (moved as bytes) in and out alike.
   if (!checkArity(spec, 1, 1, 1, 1, error) ||
       !(isLowFloat(spec.inputs[0].dtype)
@@ -613,10 +662,443 @@ static std::unique_ptr<Kernel> createTranspose(const OpSpec &spec,
   });
 }
 
+//===----------------------------------------------------------------------===//
+// Gather / GatherGrad
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// data [outer, axisDim, inner] gathered along the middle dimension.
+struct GatherGeom {
+  int64_t outer = 1, axisDim = 1, inner = 1, numIdx = 1;
+};
+
 } // namespace
 
+static bool gatherGeom(const OpSpec &spec, const TensorDesc &data,
+                       const TensorDesc &idx, const TensorDesc &y,
+                       GatherGeom &g, std::string &error) {
+  int64_t axis;
+  if (!normAxis(spec, int64_t(data.rank()), 0, axis, error))
+    return false;
+  if (idx.dtype != DType::I64 && idx.dtype != DType::I32) {
+    error = nodeError(spec, "indices must be i64 or i32");
+    return false;
+  }
+  std::vector<int64_t> want(data.shape.begin(), data.shape.begin() + axis);
+  want.insert(want.end(), idx.shape.begin(), idx.shape.end());
+  want.insert(want.end(), data.shape.begin() + axis + 1, data.shape.end());
+  if (y.shape != want || y.dtype != data.dtype) {
+    error = nodeError(spec, "gathered shape " + shapeStr(y.shape) +
+                                " should be " + shapeStr(want));
+    return false;
+  }
+  for (int64_t k = 0; k < axis; ++k)
+    g.outer *= data.shape[k];
+  g.axisDim = data.shape[axis];
+  for (size_t k = axis + 1; k < data.rank(); ++k)
+    g.inner *= data.shape[k];
+  g.numIdx = idx.numel();
+  return true;
+}
+
+namespace {
+
+/// Gather {axis}: data, indices -> Y (negative indices count from the end).
+class GatherKernel final : public CpuKernel {
+public:
+  GatherKernel(const OpSpec &spec, const GatherGeom &g, bool grad)
+      : CpuKernel(spec), g(g), grad(grad),
+        esize(dtypeSize(grad ? spec.outputs[0].dtype : spec.inputs[0].dtype)) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const TensorRef &idx = in[1];
+    const GatherGeom p = g;
+    // Resolve indices once.
+    std::vector<int64_t> ix(size_t(p.numIdx));
+    for (int64_t i = 0; i < p.numIdx; ++i) {
+      int64_t v = labelAt(idx, i);
+      if (v < 0)
+        v += p.axisDim;
+      if (v < 0 || v >= p.axisDim)
+        fatal(nodeName, op,
+              "index " + std::to_string(labelAt(idx, i)) + " is outside [0, " +
+                  std::to_string(p.axisDim) + ")");
+      ix[size_t(i)] = v;
+    }
+    if (!grad) {
+      const char *x = static_cast<const char *>(in[0].data);
+      char *y = static_cast<char *>(out[0].data);
+      const size_t rowBytes = size_t(p.inner) * esize;
+      const int64_t units = p.outer * p.numIdx;
+#pragma omp parallel for schedule(static) if (units * p.inner > 16384)
+      for (int64_t u = 0; u < units; ++u) {
+        int64_t o = u / p.numIdx, i = u % p.numIdx;
+        std::memcpy(y + size_t(u) * rowBytes,
+                    x + size_t(o * p.axisDim + ix[size_t(i)]) * rowBytes,
+                    rowBytes);
+      }
+      return;
+    }
+    // GatherGrad: shape, indices, dY -> dX (zero, then scatter-add); each
+    // thread owns whole (outer, column block) slices so no two write alike.
+    const float *dy = in[2].as<float>();
+    float *dx = out[0].as<float>();
+    std::memset(dx, 0, out[0].bytes());
+    constexpr int64_t kBlock = 256;
+    const int64_t blocks = (p.inner + kBlock - 1) / kBlock;
+    const int64_t units = p.outer * blocks;
+#pragma omp parallel for schedule(static) if (units > 1)
+    for (int64_t u = 0; u < units; ++u) {
+      int64_t o = u / blocks, c0 = (u % blocks) * kBlock;
+      int64_t c1 = std::min(p.inner, c0 + kBlock);
+      for (int64_t i = 0; i < p.numIdx; ++i) {
+        const float *src = dy + (o * p.numIdx + i) * p.inner;
+        float *dst = dx + (o * p.axisDim + ix[size_t(i)]) * p.inner;
+        for (int64_t c = c0; c < c1; ++c)
+          dst[c] += src[c];
+      }
+    }
+  }
+
+private:
+  GatherGeom g;
+  bool grad;
+  size_t esize;
+};
+
+} // namespace
+
+static std::unique_ptr<Kernel> createGather(const OpSpec &spec,
+                                            std::string &error) {
+  if (!checkArity(spec, 2, 2, 1, 1, error))
+    return nullptr;
+  GatherGeom g;
+  if (!gatherGeom(spec, spec.inputs[0], spec.inputs[1], spec.outputs[0], g,
+                  error))
+    return nullptr;
+  return std::make_unique<GatherKernel>(spec, g, false);
+}
+
+static std::unique_ptr<Kernel> createGatherGrad(const OpSpec &spec,
+                                                std::string &error) {
+  if (!checkSpec(spec, 3, 3, 1, 1, {2}, {0}, error))
+    return nullptr;
+  GatherGeom g;
+  if (!gatherGeom(spec, spec.outputs[0], spec.inputs[1], spec.inputs[2], g,
+                  error))
+    return nullptr;
+  return std::make_unique<GatherKernel>(spec, g, true);
+}
+
+//===----------------------------------------------------------------------===//
+// Mask builders
+//===----------------------------------------------------------------------===//
+
+/// Writes `value` converted to `t` into `n` elements of `dst`.
+static void fill(DType t, void *dst, int64_t n, double value) {
+  switch (t) {
+  case DType::F32:
+    std::fill_n(static_cast<float *>(dst), n, float(value));
+    return;
+  case DType::I64:
+    std::fill_n(static_cast<int64_t *>(dst), n, int64_t(value));
+    return;
+  case DType::I32:
+    std::fill_n(static_cast<int32_t *>(dst), n, int32_t(value));
+    return;
+  case DType::Bool:
+    std::fill_n(static_cast<uint8_t *>(dst), n, uint8_t(value != 0));
+    return;
+  default:
+    return;
+  }
+}
+
+namespace {
+
+/// ConstantOfShape {value}: the result (its static shape) filled with the
+/// value (0 when absent); the shape operand is not read.
+class ConstantOfShapeKernel final : public CpuKernel {
+public:
+  explicit ConstantOfShapeKernel(const OpSpec &spec)
+      : CpuKernel(spec), type(spec.outputs[0].dtype),
+        n(spec.outputs[0].numel()), value(spec.attrs.getFloat("value", 0.0)) {}
+  void compute(const std::vector<TensorRef> &,
+               const std::vector<TensorRef> &out) override {
+    fill(type, out[0].data, n, value);
+  }
+
+private:
+  DType type;
+  int64_t n;
+  double value;
+};
+
+} // namespace
+
+static std::unique_ptr<Kernel> createConstantOfShape(const OpSpec &spec,
+                                                     std::string &error) {
+  if (!checkArity(spec, 0, 1, 1, 1, error))
+    return nullptr;
+  if (spec.outputs[0].dtype == DType::F16) {
+    error = nodeError(spec, "f16 results are not supported");
+    return nullptr;
+  }
+  return std::make_unique<ConstantOfShapeKernel>(spec);
+}
+
+namespace {
+
+/// Range: start, limit, delta (scalars in host memory) -> start + i * delta;
+/// the result's static length decides the count.
+class RangeKernel final : public CpuKernel {
+public:
+  explicit RangeKernel(const OpSpec &spec)
+      : CpuKernel(spec), type(spec.outputs[0].dtype),
+        n(spec.outputs[0].numel()) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    double start = 0, delta = 1;
+    scalarOperand(in, 0, start);
+    scalarOperand(in, 2, delta);
+    for (int64_t i = 0; i < n; ++i) {
+      double v = start + double(i) * delta;
+      if (type == DType::F32)
+        out[0].as<float>()[i] = float(v);
+      else if (type == DType::I64)
+        out[0].as<int64_t>()[i] = int64_t(v);
+      else
+        out[0].as<int32_t>()[i] = int32_t(v);
+    }
+  }
+
+private:
+  DType type;
+  int64_t n;
+};
+
+} // namespace
+
+static std::unique_ptr<Kernel> createRange(const OpSpec &spec,
+                                           std::string &error) {
+  if (!checkArity(spec, 3, 3, 1, 1, error))
+    return nullptr;
+  if (!isFloatOrInt(spec.outputs[0].dtype) || spec.outputs[0].rank() != 1) {
+    error = nodeError(spec, "expects a 1-D f32/i64/i32 result");
+    return nullptr;
+  }
+  return std::make_unique<RangeKernel>(spec);
+}
+
+namespace {
+
+/// Trilu {upper}: X[, k] -> X with the elements below (upper = 1) or above
+/// (upper = 0) the k-th diagonal of the last two axes zeroed.
+class TriluKernel final : public CpuKernel {
+public:
+  explicit TriluKernel(const OpSpec &spec)
+      : CpuKernel(spec), size(dtypeSize(spec.outputs[0].dtype)),
+        upper(spec.attrs.getInt("upper", 1) != 0) {
+    const auto &s = spec.outputs[0].shape;
+    rows = s[s.size() - 2];
+    cols = s.back();
+    batches = spec.outputs[0].numel() / std::max<int64_t>(rows * cols, 1);
+  }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    double kv = 0;
+    scalarOperand(in, 1, kv);
+    const int64_t k = int64_t(kv);
+    const char *x = static_cast<const char *>(in[0].data);
+    char *y = static_cast<char *>(out[0].data);
+    for (int64_t b = 0; b < batches; ++b)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) {
+          size_t off = size_t((b * rows + i) * cols + j) * size;
+          bool keep = upper ? j - i >= k : j - i <= k;
+          if (keep)
+            std::memcpy(y + off, x + off, size);
+          else
+            std::memset(y + off, 0, size);
+        }
+  }
+
+private:
+  size_t size;
+  bool upper;
+  int64_t rows = 0, cols = 0, batches = 0;
+};
+
+} // namespace
+
+static std::unique_ptr<Kernel> createTrilu(const OpSpec &spec,
+                                           std::string &error) {
+  if (!checkArity(spec, 1, 2, 1, 1, error) ||
+      !checkDType(spec, true, 0, spec.outputs[0].dtype, error))
+    return nullptr;
+  if (spec.outputs[0].rank() < 2 ||
+      spec.inputs[0].shape != spec.outputs[0].shape) {
+    error = nodeError(spec, "expects X of rank >= 2 and Y of its shape");
+    return nullptr;
+  }
+  return std::make_unique<TriluKernel>(spec);
+}
+
+//===----------------------------------------------------------------------===//
+// ScatterND
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// ScatterND(data, indices, updates): a copy of data with the indexed slices
+/// replaced by (or reduced with) updates, tuples applied in order (Swin
+/// builds its shifted-window attention mask so).
+class ScatterNDKernel final : public CpuKernel {
+public:
+  ScatterNDKernel(const OpSpec &spec, const ScatterNDGeom &g)
+      : CpuKernel(spec), g(g), elem(dtypeSize(spec.inputs[0].dtype)),
+        bytes(spec.inputs[0].bytes()) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    char *y = static_cast<char *>(out[0].data);
+    if (out[0].data != in[0].data)
+      std::memcpy(y, in[0].data, bytes);
+    const int64_t *idx = static_cast<const int64_t *>(in[1].data);
+    const char *upd = static_cast<const char *>(in[2].data);
+    for (int64_t t = 0; t < g.count; ++t) {
+      int64_t offset = 0;
+      for (int64_t d = 0; d < g.k; ++d) {
+        int64_t i = idx[t * g.k + d];
+        i = i < 0 ? i + g.dims[d] : i;
+        if (i < 0 || i >= g.dims[d]) {
+          std::fprintf(stderr,
+                       "oasr: fatal: node '%s' (ScatterND): index %lld is "
+                       "outside a dimension of %lld\n",
+                       nodeName.c_str(), (long long)idx[t * g.k + d],
+                       (long long)g.dims[d]);
+          std::abort();
+        }
+        offset += i * g.strides[d];
+      }
+      const char *src = upd + size_t(t * g.slice) * elem;
+      char *dst = y + size_t(offset) * elem;
+      if (g.reduction == ScatterReduction::None) {
+        std::memcpy(dst, src, size_t(g.slice) * elem);
+        continue;
+      }
+      const float *u = reinterpret_cast<const float *>(src);
+      float *v = reinterpret_cast<float *>(dst);
+      for (int64_t e = 0; e < g.slice; ++e)
+        v[e] = reduce(v[e], u[e]);
+    }
+  }
+
+private:
+  float reduce(float a, float b) const {
+    switch (g.reduction) {
+    case ScatterReduction::Add:
+      return a + b;
+    case ScatterReduction::Mul:
+      return a * b;
+    case ScatterReduction::Max:
+      return std::max(a, b);
+    case ScatterReduction::Min:
+      return std::min(a, b);
+    case ScatterReduction::None:
+      break;
+    }
+    return b;
+  }
+  ScatterNDGeom g;
+  size_t elem, bytes;
+};
+
+} // namespace
+
+static std::unique_ptr<Kernel> createScatterND(const OpSpec &spec,
+                                               std::string &error) {
+  ScatterNDGeom g;
+  if (!scatterNDGeom(spec, g, error))
+    return nullptr;
+  return std::make_unique<ScatterNDKernel>(spec, g);
+}
+
+//===----------------------------------------------------------------------===//
+// Resize / ResizeGrad
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Resize (X[, roi[, scales[, sizes]]] -> Y) and ResizeGrad (dY[, roi[,
+/// scales[, sizes]]] -> dX) over the last two axes of an [N, C, H, W] (or
+/// [N, C, W]) tensor. The sampling tables are built once from the static
+/// shapes (and the scales, when the node has them as a constant attribute
+/// list; else the shapes' ratio).
+class ResizeKernel final : public CpuKernel {
+public:
+  ResizeKernel(const OpSpec &spec, bool grad, ResizeAxis h, ResizeAxis w,
+               int64_t planes, int64_t inH, int64_t inW)
+      : CpuKernel(spec), grad(grad), h(std::move(h)), w(std::move(w)),
+        planes(planes), inH(inH), inW(inW) {}
+
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const int64_t outH = int64_t(h.index.size()) / h.taps,
+                  outW = int64_t(w.index.size()) / w.taps;
+    const float *src = in[0].as<float>();
+    float *dst = out[0].as<float>();
+    const int64_t np = planes, ih = inH, iw = inW;
+#pragma omp parallel for schedule(static) if (np * outH * outW > 16384)
+    for (int64_t p = 0; p < np; ++p) {
+      if (!grad) {
+        const float *x = src + p * ih * iw;
+        float *y = dst + p * outH * outW;
+        for (int64_t oy = 0; oy < outH; ++oy)
+          for (int64_t ox = 0; ox < outW; ++ox) {
+            float acc = 0;
+            for (int ty = 0; ty < h.taps; ++ty)
+              for (int tx = 0; tx < w.taps; ++tx)
+                acc += h.weight[oy * h.taps + ty] * w.weight[ox * w.taps + tx] *
+                       x[h.index[oy * h.taps + ty] * iw +
+                         w.index[ox * w.taps + tx]];
+            y[oy * outW + ox] = acc;
+          }
+      } else {
+        const float *dy = src + p * outH * outW;
+        float *dx = dst + p * ih * iw;
+        std::fill_n(dx, ih * iw, 0.0f);
+        for (int64_t oy = 0; oy < outH; ++oy)
+          for (int64_t ox = 0; ox < outW; ++ox) {
+            float g = dy[oy * outW + ox];
+            for (int ty = 0; ty < h.taps; ++ty)
+              for (int tx = 0; tx < w.taps; ++tx)
+                dx[h.index[oy * h.taps + ty] * iw +
+                   w.index[ox * w.taps + tx]] +=
+                    h.weight[oy * h.taps + ty] * w.weight[ox * w.taps + tx] * g;
+          }
+      }
+    }
+  }
+
+private:
+  bool grad;
+  ResizeAxis h, w;
+  int64_t planes, inH, inW;
+};
+
+} // namespace
+
+static std::unique_ptr<Kernel> createResize(const OpSpec &spec,
+                                            std::string &error) {
+  ResizeGeom g;
+  if (!resizeGeom(spec, g, error))
+    return nullptr;
+  return std::make_unique<ResizeKernel>(spec, g.grad, std::move(g.h),
+                                        std::move(g.w), g.planes, g.inH, g.inW);
+}
+
 void registerShapeKernels(KernelRegistry &r) {
-  r["Transpose"] = createTranspose;
   for (const char *op :
        {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
     r[op] = createCopy;
@@ -629,6 +1111,15 @@ void registerShapeKernels(KernelRegistry &r) {
   r["Expand"] = createExpand;
   r["Slice"] = createSlice;
   r["SliceGrad"] = createSliceGrad;
+  r["Transpose"] = createTranspose;
+  r["Gather"] = createGather;
+  r["GatherGrad"] = createGatherGrad;
+  r["ScatterND"] = createScatterND;
+  r["ConstantOfShape"] = createConstantOfShape;
+  r["Range"] = createRange;
+  r["Trilu"] = createTrilu;
+  r["Resize"] = createResize;
+  r["ResizeGrad"] = createResize;
 }
 
 } // namespace oasr::rt::cpu
