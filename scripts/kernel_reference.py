@@ -701,8 +701,9 @@ def g_resize():
 
 @group("pointwise")
 def g_pointwise():
-    """Activations without oneDNN, comparisons, logic, Where and the mask
-    builders (runtime/cpu/PointwiseKernels.cpp)."""
+    """Activations without oneDNN, comparisons, logic, Where
+    (runtime/cpu/PointwiseKernels.cpp) and the mask builders
+    (runtime/cpu/ShapeKernels.cpp)."""
     cs = []
     shape = (3, 4, 5, 6)
     for op, fn, attrs in [

@@ -1,8 +1,9 @@
 //===- ArithmeticKernels.cpp - Broadcast arithmetic on the GPU ------------===//
 //
-// Add/Sub/Mul/Div/Pow/Sum with numpy broadcasting, Neg, Clip, Cast, and the
-// reductions (ReduceMean/ReduceSum, ReduceSumTo), the CPU backend's
-// ArithmeticKernels.cpp family; device code in CudaKernels.cu.
+// Add/Sub/Mul/Div/Pow/Sum with numpy broadcasting, Neg, and the reductions
+// (ReduceMean/ReduceSum, ReduceSumTo), the ops of the CPU backend's
+// ArithmeticKernels.cpp; device code in CudaKernels.cu. Also the broadcast
+// and reduction plans the other families build on.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,12 +11,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
-#include <sstream>
 
 namespace oasr::rt::cuda {
 
@@ -63,8 +61,8 @@ bool makeBroadcast(const OpSpec &spec, const std::vector<int64_t> &out,
   return true;
 }
 
-std::unique_ptr<Kernel> createNary(CudaBackend &be, const OpSpec &spec,
-                                   std::string &error) {
+static std::unique_ptr<Kernel> createNary(CudaBackend &be, const OpSpec &spec,
+                                          std::string &error) {
   bool sum = spec.opType == "Sum";
   if (!checkSpec(spec, sum ? 1 : 2, sum ? kMaxOperands : 2, 1, 1, {}, {},
                  error))
@@ -95,8 +93,8 @@ std::unique_ptr<Kernel> createNary(CudaBackend &be, const OpSpec &spec,
       });
 }
 
-std::unique_ptr<Kernel> createNeg(CudaBackend &be, const OpSpec &spec,
-                                  std::string &error) {
+static std::unique_ptr<Kernel> createNeg(CudaBackend &be, const OpSpec &spec,
+                                         std::string &error) {
   DType t = spec.outputs[0].dtype;
   if (!checkSpec(spec, 1, 1, 1, 1, {}, {}, error) ||
       !checkDType(spec, true, 0, t, error))
@@ -139,8 +137,8 @@ bool makeReduction(const std::vector<int64_t> &xs, std::vector<int64_t> kept,
 
 /// ReduceMean / ReduceSum {axes, keepdims} (axes as an attribute, or
 /// keepdims = 1 with the result's 1s, or all axes).
-std::unique_ptr<Kernel> createReduce(CudaBackend &be, const OpSpec &spec,
-                                     std::string &error) {
+static std::unique_ptr<Kernel> createReduce(CudaBackend &be, const OpSpec &spec,
+                                            std::string &error) {
   std::vector<int64_t> kept;
   float scale = 1.0f;
   if (!checkSpec(spec, 1, 2, 1, 1, {0}, {0}, error) ||
@@ -163,46 +161,10 @@ std::unique_ptr<Kernel> createReduce(CudaBackend &be, const OpSpec &spec,
       });
 }
 
-/// Clip: X[, min[, max]] -> Y; bounds from the operands when given (read
-/// back at each run), else from the f32 attributes min/max.
-std::unique_ptr<Kernel> createClip(CudaBackend &be, const OpSpec &spec,
-                                   std::string &error) {
-  if (!checkSpec(spec, 1, 3, 1, 1, {0, 1, 2}, {0}, error) ||
-      !checkSameShapes(spec, 1, error))
-    return nullptr;
-  double attrMin = spec.attrs.getFloat("min", -INFINITY),
-         attrMax = spec.attrs.getFloat("max", INFINITY);
-  int64_t n = spec.outputs[0].numel();
-  HostOperands operands(be, spec);
-  return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
-    double lo = attrMin, hi = attrMax;
-    operands.scalar(in, 1, lo);
-    operands.scalar(in, 2, hi);
-    launchUnary(UnaryOp::Clip, floatAt(in, 0), floatAt(out, 0), n, float(lo),
-                float(hi), s);
-  });
-}
-
-std::unique_ptr<Kernel> createCast(CudaBackend &be, const OpSpec &spec,
-                                   std::string &error) {
-  if (!checkArity(spec, 1, 1, 1, 1, error))
-    return nullptr;
-  DType from = spec.inputs[0].dtype, to = spec.outputs[0].dtype;
-  if (spec.inputs[0].numel() != spec.outputs[0].numel()) {
-    error = nodeError(spec, "casts between tensors of one shape only");
-    return nullptr;
-  }
-  int64_t n = spec.outputs[0].numel();
-  return lambda(be, spec,
-                [from, to, n](cudaStream_t s, const auto &in, const auto &out) {
-                  launchCast(from, to, in[0].data, out[0].data, n, s);
-                });
-}
-
 /// ReduceSumTo: dY summed over the axes along which the result broadcasts
 /// (the reduction machinery of ReduceSum, one block per result element).
-std::unique_ptr<Kernel> createReduceSumTo(CudaBackend &be, const OpSpec &spec,
-                                          std::string &error) {
+static std::unique_ptr<Kernel>
+createReduceSumTo(CudaBackend &be, const OpSpec &spec, std::string &error) {
   if (!checkSpec(bf16AsF32(spec), 1, 1, 1, 1, {0}, {0}, error))
     return nullptr;
   Reduction r;
@@ -234,6 +196,15 @@ std::unique_ptr<Kernel> createReduceSumTo(CudaBackend &be, const OpSpec &spec,
                 [r, n](cudaStream_t s, const auto &in, const auto &out) {
                   launchReduce(r, floatAt(in, 0), 1.0f, floatAt(out, 0), n, s);
                 });
+}
+
+void registerArithmeticKernels(FactoryRegistry &r) {
+  for (const char *op : {"Add", "Sub", "Mul", "Div", "Pow", "Sum"})
+    r[op] = createNary;
+  r["Neg"] = createNeg;
+  r["ReduceMean"] = createReduce;
+  r["ReduceSum"] = createReduce;
+  r["ReduceSumTo"] = createReduceSumTo;
 }
 
 } // namespace oasr::rt::cuda

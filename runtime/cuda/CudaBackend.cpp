@@ -3,10 +3,11 @@
 // createCudaBackend(): device memory, one compute stream that every kernel,
 // copy and optimizer update of the backend is issued on (so they run in plan
 // order without host synchronization), graph capture, and the registry of
-// every op's factory. The factories live one op family per file, as in the
-// CPU backend (CudaBackend.h lists them): cuBLAS for Gemm/GemmGrad/MatMul,
-// cuDNN for convolutions and BatchNorm (DnnKernels.cpp), and the
-// hand-written kernels of CudaKernels.cu and CudaPointwise.cu for the rest.
+// every op's factory. The factories live one op family per file, with the
+// CPU backend's file names (CudaBackend.h lists them): cuBLAS for
+// Gemm/GemmGrad/MatMul (GemmKernels.cpp), cuDNN for convolutions
+// (ConvKernels.cpp) and BatchNorm (NormKernels.cpp), and the hand-written
+// kernels of CudaKernels.cu and CudaPointwise.cu for the rest.
 // Op names, operand conventions and checks follow the CPU backend
 // (runtime/cpu); an op it does not implement is an error naming the node.
 //
@@ -51,78 +52,26 @@ void checkDnn(cudnnStatus_t status, const char *what) {
 /// any kernel is created (one backend per process).
 cudnnMathType_t gConvMath = CUDNN_FMA_MATH;
 
-/// Every kernel of the backend: the one list the backend and
-/// cudaKernelOps() use (no device needed).
-static void registerCudaKernels(std::map<std::string, Factory> &r) {
-  for (const char *op :
-       {"Abs", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Erf", "Elu",
-        "LeakyRelu", "HardSigmoid", "HardSwish", "Mish", "Reciprocal", "Gelu"})
-    r[op] = createUnary;
-  for (const char *op :
-       {"SigmoidGrad", "TanhGrad", "EluGrad", "LeakyReluGrad",
-        "HardSigmoidGrad", "HardSwishGrad", "MishGrad", "GeluGrad", "ClipGrad"})
-    r[op] = createGradOp;
-  for (const char *op : {"Equal", "Less", "Greater", "LessOrEqual",
-                         "GreaterOrEqual", "And", "Or", "Xor"})
-    r[op] = createCompare;
-  r["Not"] = createNot;
-  r["Where"] = createWhere;
-  r["Cast"] = createCast;
-  r["Shape"] = createShape;
-  r["ConstantOfShape"] = createConstantOfShape;
-  r["Range"] = createRange;
-  r["Trilu"] = createTrilu;
-  r["Transpose"] = createTranspose;
-  r["Gather"] = createGather;
-  r["ScatterND"] = createScatterND;
-  r["GatherGrad"] = createGather;
-  for (const char *op :
-       {"Softmax", "LogSoftmax", "SoftmaxGrad", "LogSoftmaxGrad",
-        "SoftmaxGrad_13", "LogSoftmaxGrad_13"})
-    r[op] = createSoftmax;
-  r["LayerNormalization"] = createLayerNorm;
-  r["LayerNormalizationGrad"] = createLayerNormGrad;
-  r["ReduceSumTo"] = createReduceSumTo;
-  r["Expand"] = createExpand;
-  r["Concat"] = createConcatSplit;
-  r["Split"] = createConcatSplit;
-  for (const char *op : {"Add", "Sub", "Mul", "Div", "Pow", "Sum"})
-    r[op] = createNary;
-  r["Neg"] = createNeg;
-  r["ReduceMean"] = createReduce;
-  r["ReduceSum"] = createReduce;
-  for (const char *op :
-       {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
-    r[op] = createCopy;
-  r["Constant"] = createConstant;
-  r["Relu"] = createRelu;
-  r["ReluGrad"] = createRelu;
-  r["SoftmaxCrossEntropyLoss"] = createSce;
-  r["SoftmaxCrossEntropyLossGrad"] = createSceGrad;
-  r["Gemm"] = createGemm;
-  r["GemmGrad"] = createGemmGrad;
-  r["MatMul"] = createMatMul;
-  r["FusedMatMul"] = createMatMul;
-  for (const char *op :
-       {"Conv", "ConvGrad", "ConvTranspose", "ConvTransposeGrad"})
-    r[op] = createConv;
-  r["MaxPool"] = createMaxPool;
-  r["MaxPoolGrad"] = createMaxPoolGrad;
-  r["AveragePool"] = createAvgPool;
-  r["AveragePoolGrad"] = createAvgPool;
-  r["GlobalAveragePool"] = createGlobalAvgPool;
-  r["GlobalAveragePoolGrad"] = createGlobalAvgPool;
-  r["Pad"] = createPad;
-  r["PadGrad"] = createPadGrad;
-  r["Slice"] = createSlice;
-  r["SliceGrad"] = createSliceGrad;
-  r["Clip"] = createClip;
-  r["Resize"] = createResize;
-  r["ResizeGrad"] = createResize;
-  r["Dropout"] = createDropout;
-  r["DropoutGrad"] = createDropoutGrad;
-  r["BatchNormalization"] = createBatchNorm;
-  r["BatchNormalizationGrad"] = createBatchNormGrad;
+[[noreturn]] void fatalAt(const std::string &node, const std::string &op,
+                          const std::string &msg) {
+  std::fprintf(stderr, "oasr: fatal: node '%s' (%s): %s\n", node.c_str(),
+               op.c_str(), msg.c_str());
+  std::abort();
+}
+
+/// Every family's kernels: the one list the backend and cudaKernelOps() use
+/// (no device needed).
+static void registerCudaKernels(FactoryRegistry &registry) {
+  registerConvKernels(registry);
+  registerGemmKernels(registry);
+  registerNormKernels(registry);
+  registerPoolKernels(registry);
+  registerDropoutKernels(registry);
+  registerLossKernels(registry);
+  registerPointwiseKernels(registry);
+  registerShapeKernels(registry);
+  registerArithmeticKernels(registry);
+  registerLowPrecisionKernels(registry);
 }
 
 CudaBackend::CudaBackend(cudaStream_t stream, cublasHandle_t blas,
@@ -179,7 +128,7 @@ bool selectCudaDevice(int device, std::string &error) {
 }
 
 std::vector<std::string> cudaKernelOps() {
-  std::map<std::string, cuda::Factory> registry;
+  cuda::FactoryRegistry registry;
   cuda::registerCudaKernels(registry);
   std::vector<std::string> ops;
   for (const auto &entry : registry)

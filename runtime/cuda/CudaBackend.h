@@ -2,11 +2,11 @@
 //
 // Private to runtime/cuda: the backend class, the kernel base classes every
 // factory builds on (CudaKernel, LambdaKernel), the host reads of small
-// operands (HostOperands), the f32/bf16 tensor views (floatAt), and the
-// factory of every op, one family per file as in the CPU backend
-// (ArithmeticKernels, DnnKernels, PointwiseKernels, PoolingLossKernels,
-// ShapeKernels, TransformerKernels, LowPrecision). CudaBackend.cpp holds
-// the registry that maps op names to them.
+// operands (HostOperands), the f32/bf16 tensor views (floatAt), the helpers
+// the families share, and each op family's registration, one family per
+// file with the CPU backend's file names (ConvKernels, GemmKernels,
+// NormKernels, PoolKernels, DropoutKernels, LossKernels, PointwiseKernels,
+// ShapeKernels, ArithmeticKernels, LowPrecision).
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,9 +40,15 @@ extern cudnnMathType_t gConvMath;
 
 class CudaBackend;
 
+/// Builds the kernel of a validated op type; returns null and sets `error`
+/// (already naming the node) on failure.
 using Factory = std::function<std::unique_ptr<Kernel>(
     CudaBackend &, const OpSpec &, std::string &)>;
+using FactoryRegistry = std::map<std::string, Factory>;
 
+/// The kernel of a node with bf16/f16 tensors (LowPrecision.cpp): the
+/// factory's own when it takes them, else the f32 kernel between widening
+/// and narrowing casts.
 std::unique_ptr<Kernel> createLowPrecision(CudaBackend &be, const OpSpec &spec,
                                            std::string &error);
 
@@ -232,7 +238,7 @@ private:
                    (long long)t.runs, total > 0 ? t.ms / total : 0.0);
     std::fclose(f);
   }
-  std::map<std::string, Factory> registry;
+  FactoryRegistry registry;
   HostWaits waits;
   /// Between beginCapture and endCapture; what made the capture unusable.
   bool capturing = false;
@@ -438,225 +444,51 @@ inline bool sameLowFloat(const OpSpec &spec, DType t) {
 }
 
 //===----------------------------------------------------------------------===//
-// The factories, by family
+// Helpers the families share, and the families
 //===----------------------------------------------------------------------===//
 
-// ArithmeticKernels.cpp
-
 /// `in` broadcast onto `out` (numpy, aligned right) as strides of `out`'s
-/// dimensions.
+/// dimensions (ArithmeticKernels.cpp).
 bool broadcastStrides(const std::vector<int64_t> &in,
                       const std::vector<int64_t> &out, int64_t *strides);
 
+/// The operands of `spec` broadcast onto `out`; false with `error` when one
+/// does not broadcast or there are more than the kernels take.
 bool makeBroadcast(const OpSpec &spec, const std::vector<int64_t> &out,
                    Broadcast &b, std::string &error);
-
-std::unique_ptr<Kernel> createNary(CudaBackend &be, const OpSpec &spec,
-                                   std::string &error);
-
-std::unique_ptr<Kernel> createNeg(CudaBackend &be, const OpSpec &spec,
-                                  std::string &error);
 
 /// x of shape `xs` summed onto `kept` (same rank after aligning right, each
 /// dimension kept whole or reduced to 1).
 bool makeReduction(const std::vector<int64_t> &xs, std::vector<int64_t> kept,
                    Reduction &r);
 
-/// ReduceMean / ReduceSum {axes, keepdims} (axes as an attribute, or
-/// keepdims = 1 with the result's 1s, or all axes).
-std::unique_ptr<Kernel> createReduce(CudaBackend &be, const OpSpec &spec,
-                                     std::string &error);
-
-/// Clip: X[, min[, max]] -> Y; bounds from the operands when given (read
-/// back at each run), else from the f32 attributes min/max.
-std::unique_ptr<Kernel> createClip(CudaBackend &be, const OpSpec &spec,
-                                   std::string &error);
-
-std::unique_ptr<Kernel> createCast(CudaBackend &be, const OpSpec &spec,
-                                   std::string &error);
-
-/// ReduceSumTo: dY summed over the axes along which the result broadcasts
-/// (the reduction machinery of ReduceSum, one block per result element).
-std::unique_ptr<Kernel> createReduceSumTo(CudaBackend &be, const OpSpec &spec,
-                                          std::string &error);
-
-// DnnKernels.cpp
-
-/// Gemm: Y = alpha op(A) op(B) + beta C, C broadcast onto [M, N] first.
-/// bf16/f16 A and B: a tensor-core product into Y (f32 or 16-bit); C is
-/// added in f32 (in scratch when C or Y is 16-bit).
-std::unique_ptr<Kernel> createGemm(CudaBackend &be, const OpSpec &spec,
-                                   std::string &error);
-
-/// GemmGrad: dY, A, B -> dA, dB[, dC] (the CPU backend's products). bf16/f16
-/// operands: tensor-core products into dA and dB of their own types; dC
-/// sums dY in f32.
-std::unique_ptr<Kernel> createGemmGrad(CudaBackend &be, const OpSpec &spec,
-                                       std::string &error);
-
-/// MatMul (numpy): 1-D operands promoted. Batch dimensions equal, or all 1
-/// on one side: one strided batched product (a zero stride broadcasts).
-/// Otherwise ([2, 1, M, K] x [1, 3, K, N]) one product per result matrix,
-/// at the operands' matrices numpy's broadcasting pairs it with.
-/// FusedMatMul {transA, transB, alpha} (com.microsoft, which
-/// oasr-fuse-matmul-transpose emits): the same with transposed operands
-/// read by cuBLAS as they are stored.
-std::unique_ptr<Kernel> createMatMul(CudaBackend &be, const OpSpec &spec,
-                                     std::string &error);
-
-std::unique_ptr<Kernel> createConv(CudaBackend &be, const OpSpec &spec,
-                                   std::string &error);
-
-/// The cuDNN kernel of a training BatchNormalization (grad: its gradient)
-/// when cuDNN runs its element type (f32, bf16) and X is at most 2^31
-/// elements per dimension; null otherwise (the hand-written kernels run).
-std::unique_ptr<Kernel> createCudnnBn(CudaBackend &be, const OpSpec &spec,
-                                      const BnParams &p, bool grad);
-
-/// X, scale, B, mean, var -> Y[, running_mean', running_var'[, saved_mean,
-/// saved_inv_std]] (training) or -> Y (inference).
-std::unique_ptr<Kernel> createBatchNorm(CudaBackend &be, const OpSpec &spec,
-                                        std::string &error);
-
-/// dY, X, scale, saved_mean, saved_inv_std -> dX[, dScale[, dBias]].
-std::unique_ptr<Kernel> createBatchNormGrad(CudaBackend &be, const OpSpec &spec,
-                                            std::string &error);
-
-// PoolingLossKernels.cpp
-
-std::unique_ptr<Kernel> createSce(CudaBackend &be, const OpSpec &spec,
-                                  std::string &error);
-
-std::unique_ptr<Kernel> createSceGrad(CudaBackend &be, const OpSpec &spec,
-                                      std::string &error);
-
-std::unique_ptr<Kernel> createMaxPool(CudaBackend &be, const OpSpec &spec,
-                                      std::string &error);
-
-std::unique_ptr<Kernel> createMaxPoolGrad(CudaBackend &be, const OpSpec &spec,
-                                          std::string &error);
-
-std::unique_ptr<Kernel> createAvgPool(CudaBackend &be, const OpSpec &spec,
-                                      std::string &error);
-
-/// GlobalAveragePool (a per-plane mean) and its gradient (the mean spread
-/// back over the plane).
-std::unique_ptr<Kernel> createGlobalAvgPool(CudaBackend &be, const OpSpec &spec,
-                                            std::string &error);
-
-std::unique_ptr<Kernel> createDropout(CudaBackend &be, const OpSpec &spec,
-                                      std::string &error);
-
-std::unique_ptr<Kernel> createDropoutGrad(CudaBackend &be, const OpSpec &spec,
-                                          std::string &error);
-
-// ShapeKernels.cpp
-
-/// Reshape/Flatten/Squeeze/Unsqueeze/Identity: a device copy, none when the
-/// executor aliased result and operand.
-std::unique_ptr<Kernel> createCopy(CudaBackend &be, const OpSpec &spec,
-                                   std::string &error);
-
-/// Constant with a flat number list (the executor materializes tensors).
-std::unique_ptr<Kernel> createConstant(CudaBackend &be, const OpSpec &spec,
-                                       std::string &error);
-
-std::unique_ptr<Kernel> createPad(CudaBackend &be, const OpSpec &spec,
-                                  std::string &error);
-
-/// PadGrad {pads}: dY -> dX, the slice of dY the padded input came from.
-std::unique_ptr<Kernel> createPadGrad(CudaBackend &be, const OpSpec &spec,
-                                      std::string &error);
-
 /// Ends the process with "oasr: fatal: node 'N' (Op): MSG": a kernel met
 /// operand values it cannot run on.
 [[noreturn]] void fatalAt(const std::string &node, const std::string &op,
                           const std::string &msg);
 
-std::unique_ptr<Kernel> createSlice(CudaBackend &be, const OpSpec &spec,
-                                    std::string &error);
-
-/// SliceGrad {starts, ends, axes, steps}: dY -> dX, zero outside the slice.
-std::unique_ptr<Kernel> createSliceGrad(CudaBackend &be, const OpSpec &spec,
-                                        std::string &error);
-
-std::unique_ptr<Kernel> createResize(CudaBackend &be, const OpSpec &spec,
-                                     std::string &error);
-
-std::unique_ptr<Kernel> createWhere(CudaBackend &be, const OpSpec &spec,
-                                    std::string &error);
-
-/// Shape: the operand's static shape, uploaded at every run.
-std::unique_ptr<Kernel> createShape(CudaBackend &be, const OpSpec &spec,
-                                    std::string &error);
-
-std::unique_ptr<Kernel>
-createConstantOfShape(CudaBackend &be, const OpSpec &spec, std::string &error);
-
-std::unique_ptr<Kernel> createRange(CudaBackend &be, const OpSpec &spec,
-                                    std::string &error);
-
-std::unique_ptr<Kernel> createTrilu(CudaBackend &be, const OpSpec &spec,
-                                    std::string &error);
-
-std::unique_ptr<Kernel> createTranspose(CudaBackend &be, const OpSpec &spec,
-                                        std::string &error);
-
-/// ScatterND {reduction}: data, indices, updates -> a copy of data with the
-/// indexed slices replaced or reduced into.
-std::unique_ptr<Kernel> createScatterND(CudaBackend &be, const OpSpec &spec,
-                                        std::string &error);
-
-/// Expand (f32): the operand broadcast onto the result; the shape operand
-/// is not read.
-std::unique_ptr<Kernel> createExpand(CudaBackend &be, const OpSpec &spec,
-                                     std::string &error);
-
-/// Concat {axis} (operands) and Split {axis} (results): one 2-D device copy
-/// per part, rows = the product of the dimensions before the axis.
-std::unique_ptr<Kernel> createConcatSplit(CudaBackend &be, const OpSpec &spec,
-                                          std::string &error);
-
-// PointwiseKernels.cpp
-
-std::unique_ptr<Kernel> createRelu(CudaBackend &be, const OpSpec &spec,
-                                   std::string &error);
-
-std::unique_ptr<Kernel> createUnary(CudaBackend &be, const OpSpec &spec,
-                                    std::string &error);
-
-/// <Op>Grad(dY, z) -> dX; ClipGrad takes its bounds from min/max.
-std::unique_ptr<Kernel> createGradOp(CudaBackend &be, const OpSpec &spec,
-                                     std::string &error);
-
-std::unique_ptr<Kernel> createCompare(CudaBackend &be, const OpSpec &spec,
-                                      std::string &error);
-
-std::unique_ptr<Kernel> createNot(CudaBackend &be, const OpSpec &spec,
-                                  std::string &error);
-
-// TransformerKernels.cpp
-
-/// Gather {axis}: data, indices -> Y; GatherGrad {axis}: shape, indices, dY
-/// -> dX.
-std::unique_ptr<Kernel> createGather(CudaBackend &be, const OpSpec &spec,
-                                     std::string &error);
-
-/// Softmax/LogSoftmax {axis} and their gradients (dY, Y -> dX).
-std::unique_ptr<Kernel> createSoftmax(CudaBackend &be, const OpSpec &spec,
-                                      std::string &error);
-
-std::unique_ptr<Kernel> createLayerNorm(CudaBackend &be, const OpSpec &spec,
-                                        std::string &error);
-
-/// dY, X, Scale, Mean, InvStdDev -> dX, dScale[, dB].
-std::unique_ptr<Kernel> createLayerNormGrad(CudaBackend &be, const OpSpec &spec,
-                                            std::string &error);
-
-// LowPrecision.cpp
-
-std::unique_ptr<Kernel> createLowPrecision(CudaBackend &be, const OpSpec &spec,
-                                           std::string &error);
+/// Each op family's factories, one file each, named as the CPU backend's
+/// (docs/adding-an-op.md): Conv/ConvGrad/ConvTranspose(Grad) on cuDNN
+/// (ConvKernels.cpp); Gemm/GemmGrad/MatMul/FusedMatMul on cuBLAS
+/// (GemmKernels.cpp); BatchNormalization and LayerNormalization with their
+/// gradients (NormKernels.cpp); MaxPool, AveragePool and GlobalAveragePool
+/// with their gradients (PoolKernels.cpp); Dropout/DropoutGrad
+/// (DropoutKernels.cpp); SoftmaxCrossEntropyLoss(Grad) (LossKernels.cpp);
+/// the activations, Clip, comparisons, logic, Where and softmax
+/// (PointwiseKernels.cpp); copies, views, gathers and fills
+/// (ShapeKernels.cpp); broadcast arithmetic and reductions
+/// (ArithmeticKernels.cpp); Cast (LowPrecision.cpp). There are no
+/// recurrent kernels (LSTM and GRU are CPU-only).
+void registerConvKernels(FactoryRegistry &registry);
+void registerGemmKernels(FactoryRegistry &registry);
+void registerNormKernels(FactoryRegistry &registry);
+void registerPoolKernels(FactoryRegistry &registry);
+void registerDropoutKernels(FactoryRegistry &registry);
+void registerLossKernels(FactoryRegistry &registry);
+void registerPointwiseKernels(FactoryRegistry &registry);
+void registerShapeKernels(FactoryRegistry &registry);
+void registerArithmeticKernels(FactoryRegistry &registry);
+void registerLowPrecisionKernels(FactoryRegistry &registry);
 
 } // namespace oasr::rt::cuda
 

@@ -1,12 +1,15 @@
 //===- CudaKernels.cu - Hand-written CUDA kernels -------------------------===//
 //
-// The device code of the CUDA backend that is not cuBLAS or cuDNN:
-// broadcast arithmetic and reductions, Relu, softmax cross-entropy, max and
-// average pooling, Pad, Slice, Dropout, Resize, batch normalization and the
-// optimizer updates. Every
-// kernel follows the CPU backend's definition of its op (runtime/cpu); the
-// reductions run in a fixed order (one block per result, a tree in shared
-// memory), so results do not depend on scheduling and runs repeat bitwise.
+// The device code of the CUDA backend that is not cuBLAS or cuDNN, nor in
+// CudaPointwise.cu: broadcast arithmetic and reductions
+// (ArithmeticKernels.cpp), Relu (PointwiseKernels.cpp), softmax
+// cross-entropy (LossKernels.cpp), max and average pooling
+// (PoolKernels.cpp), Pad, Slice and Resize (ShapeKernels.cpp), Dropout
+// (DropoutKernels.cpp), batch normalization (NormKernels.cpp) and the
+// optimizer updates. Every kernel follows the CPU backend's definition of
+// its op (runtime/cpu); the reductions run in a fixed order (one block per
+// result, a tree in shared memory), so results do not depend on scheduling
+// and runs repeat bitwise.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,8 +1,9 @@
 //===- CudaKernels.h - Internals shared by the CUDA backend -----*- C++ -*-===//
 //
 // Private to runtime/cuda: the device-side launchers written in CUDA
-// (CudaKernels.cu) that the host code (CudaBackend.cpp) calls, the
-// parameter blocks they take by value, and the error helpers. Every launcher
+// (CudaKernels.cu, CudaPointwise.cu, GradWire.cu) that the host code (the
+// family files, CudaBackend.cpp) calls, the parameter blocks they take by
+// value, and the error helpers. Every launcher
 // enqueues on `stream` and returns at once; none synchronizes.
 //
 //===----------------------------------------------------------------------===//

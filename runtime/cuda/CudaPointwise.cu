@@ -1,10 +1,11 @@
 //===- CudaPointwise.cu - Activations, comparisons, masks on the GPU ------===//
 //
-// Device code of the CUDA backend's pointwise family, mirroring the CPU
-// backend's PointwiseKernels.cpp and oneDNN eltwise table: activations and
-// their gradients, comparisons, logic and Where with numpy broadcasting,
-// Cast, the mask builders (ConstantOfShape, Range, Trilu), Transpose,
-// Gather/GatherGrad, and softmax / layer normalization with their gradients.
+// Device code of the CUDA backend's elementwise and row-wise ops:
+// activations and their gradients, comparisons, logic and Where with numpy
+// broadcasting (PointwiseKernels.cpp), Cast (LowPrecision.cpp), the mask
+// builders (ConstantOfShape, Range, Trilu), Transpose, ScatterND and
+// Gather/GatherGrad (ShapeKernels.cpp), and softmax (PointwiseKernels.cpp)
+// and layer normalization (NormKernels.cpp) with their gradients.
 // One thread per result element (grid-stride loops) unless said otherwise;
 // reductions run in a fixed order so results are deterministic, except
 // GatherGrad, which accumulates repeated indices with atomicAdd.

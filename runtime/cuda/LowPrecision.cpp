@@ -1,8 +1,9 @@
-//===- LowPrecision.cpp - bf16/f16 nodes on the CUDA backend --------------===//
+//===- LowPrecision.cpp - Cast and bf16/f16 nodes on the CUDA backend -----===//
 //
-// Nodes with 16-bit tensors: the kernels that read and write them
-// themselves, and every other op run as its f32 kernel between widening and
-// narrowing casts in its scratch (WidenedKernel), as on the CPU.
+// Cast between element types, and nodes with 16-bit tensors: the kernels
+// that read and write them themselves, and every other op run as its f32
+// kernel between widening and narrowing casts in its scratch
+// (WidenedKernel), as on the CPU (the CPU backend's LowPrecision.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,24 +11,20 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
-#include <sstream>
 
 namespace oasr::rt::cuda {
 
-namespace {
-
-//
 // As on the CPU (runtime/cpu/LowPrecision.cpp): the kernels that take 16-bit
 // tensors themselves get the node as it is (cuDNN convolutions and cuBLAS
 // products on tensor cores with f32 accumulation, the byte-moving views,
 // Cast); every other node runs its f32 kernel between widening and
 // narrowing conversions in its scratch (the executor's arena), so the saved
 // activations stay 16-bit and every op runs.
+
+namespace {
 
 /// A node with 16-bit tensors run by the f32 kernel of the same node.
 class WidenedKernel final : public CudaKernel {
@@ -98,9 +95,11 @@ private:
   bool innerPlaced = false;
 };
 
+} // namespace
+
 /// Kernels that read and write 16-bit tensors themselves (their factories
 /// refuse a mix they cannot run, which then runs widened).
-bool takesLowFloat(const std::string &op) {
+static bool takesLowFloat(const std::string &op) {
   static const std::set<std::string> ops = {
       // Tensor cores, f32 accumulation.
       "Conv", "ConvGrad", "MatMul", "FusedMatMul", "Gemm", "GemmGrad",
@@ -123,8 +122,6 @@ bool takesLowFloat(const std::string &op) {
   return ops.count(op) != 0;
 }
 
-} // namespace
-
 std::unique_ptr<Kernel> createLowPrecision(CudaBackend &be, const OpSpec &spec,
                                            std::string &error) {
   return createLowPrecisionKernel(
@@ -135,5 +132,23 @@ std::unique_ptr<Kernel> createLowPrecision(CudaBackend &be, const OpSpec &spec,
       },
       error);
 }
+
+static std::unique_ptr<Kernel> createCast(CudaBackend &be, const OpSpec &spec,
+                                          std::string &error) {
+  if (!checkArity(spec, 1, 1, 1, 1, error))
+    return nullptr;
+  DType from = spec.inputs[0].dtype, to = spec.outputs[0].dtype;
+  if (spec.inputs[0].numel() != spec.outputs[0].numel()) {
+    error = nodeError(spec, "casts between tensors of one shape only");
+    return nullptr;
+  }
+  int64_t n = spec.outputs[0].numel();
+  return lambda(be, spec,
+                [from, to, n](cudaStream_t s, const auto &in, const auto &out) {
+                  launchCast(from, to, in[0].data, out[0].data, n, s);
+                });
+}
+
+void registerLowPrecisionKernels(FactoryRegistry &r) { r["Cast"] = createCast; }
 
 } // namespace oasr::rt::cuda

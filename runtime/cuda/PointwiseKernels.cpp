@@ -1,8 +1,9 @@
-//===- PointwiseKernels.cpp - Activations and comparisons -----------------===//
+//===- PointwiseKernels.cpp - Activations, comparisons, softmax -----------===//
 //
-// Relu, the unary activations and their gradients, comparisons and logic:
-// the CPU backend's PointwiseKernels.cpp family; device code in
-// CudaPointwise.cu.
+// Relu, the unary activations and their gradients, Clip, comparisons and
+// logic, Where, and Softmax/LogSoftmax with their gradients: the ops of the
+// CPU backend's PointwiseKernels.cpp; device code in CudaPointwise.cu
+// (Relu in CudaKernels.cu).
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,17 +11,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
-#include <sstream>
 
 namespace oasr::rt::cuda {
 
-std::unique_ptr<Kernel> createRelu(CudaBackend &be, const OpSpec &spec,
-                                   std::string &error) {
+static std::unique_ptr<Kernel> createRelu(CudaBackend &be, const OpSpec &spec,
+                                          std::string &error) {
   bool grad = spec.opType == "ReluGrad";
   DType t = sameLowFloat(spec, DType::BF16) ? DType::BF16 : DType::F32;
   if (!checkArity(spec, grad ? 2 : 1, grad ? 2 : 1, 1, 1, error) ||
@@ -42,8 +40,6 @@ std::unique_ptr<Kernel> createRelu(CudaBackend &be, const OpSpec &spec,
                   launchRelu(t, in[0].data, out[0].data, n, s);
                 });
 }
-
-namespace {
 
 /// Gelu's 'approximate' ("none" or "tanh"), for the op and its gradient;
 /// false with `error` set for anything else.
@@ -67,10 +63,8 @@ activationParams(const OpSpec &spec, bool leakyRelu, bool hardSigmoid) {
           float(spec.attrs.getFloat("beta", 0.5))};
 }
 
-} // namespace
-
-std::unique_ptr<Kernel> createUnary(CudaBackend &be, const OpSpec &spec,
-                                    std::string &error) {
+static std::unique_ptr<Kernel> createUnary(CudaBackend &be, const OpSpec &spec,
+                                           std::string &error) {
   static const std::map<std::string, UnaryOp> ops = {
       {"Abs", UnaryOp::Abs},
       {"Sigmoid", UnaryOp::Sigmoid},
@@ -105,8 +99,8 @@ std::unique_ptr<Kernel> createUnary(CudaBackend &be, const OpSpec &spec,
 }
 
 /// <Op>Grad(dY, z) -> dX; ClipGrad takes its bounds from min/max.
-std::unique_ptr<Kernel> createGradOp(CudaBackend &be, const OpSpec &spec,
-                                     std::string &error) {
+static std::unique_ptr<Kernel> createGradOp(CudaBackend &be, const OpSpec &spec,
+                                            std::string &error) {
   static const std::map<std::string, GradOp> ops = {
       {"SigmoidGrad", GradOp::Sigmoid},
       {"TanhGrad", GradOp::Tanh},
@@ -140,8 +134,8 @@ std::unique_ptr<Kernel> createGradOp(CudaBackend &be, const OpSpec &spec,
                 });
 }
 
-std::unique_ptr<Kernel> createCompare(CudaBackend &be, const OpSpec &spec,
-                                      std::string &error) {
+static std::unique_ptr<Kernel>
+createCompare(CudaBackend &be, const OpSpec &spec, std::string &error) {
   static const std::map<std::string, CmpOp> ops = {
       {"Equal", CmpOp::Equal},
       {"Less", CmpOp::Less},
@@ -169,8 +163,8 @@ std::unique_ptr<Kernel> createCompare(CudaBackend &be, const OpSpec &spec,
       });
 }
 
-std::unique_ptr<Kernel> createNot(CudaBackend &be, const OpSpec &spec,
-                                  std::string &error) {
+static std::unique_ptr<Kernel> createNot(CudaBackend &be, const OpSpec &spec,
+                                         std::string &error) {
   if (!checkArity(spec, 1, 1, 1, 1, error) ||
       !checkDType(spec, true, 0, DType::Bool, error) ||
       !checkDType(spec, false, 0, DType::Bool, error))
@@ -180,6 +174,107 @@ std::unique_ptr<Kernel> createNot(CudaBackend &be, const OpSpec &spec,
     launchNot(in[0].template as<uint8_t>(), out[0].template as<uint8_t>(), n,
               s);
   });
+}
+
+static std::unique_ptr<Kernel> createWhere(CudaBackend &be, const OpSpec &spec,
+                                           std::string &error) {
+  Broadcast b;
+  if (!checkArity(spec, 3, 3, 1, 1, error) ||
+      !checkDType(spec, true, 0, DType::Bool, error) ||
+      !checkDType(spec, true, 1, spec.outputs[0].dtype, error) ||
+      !checkDType(spec, true, 2, spec.outputs[0].dtype, error) ||
+      !makeBroadcast(spec, spec.outputs[0].shape, b, error))
+    return nullptr;
+  size_t elem = dtypeSize(spec.outputs[0].dtype);
+  int64_t n = spec.outputs[0].numel();
+  return lambda(
+      be, spec,
+      [b, elem, n](cudaStream_t s, const auto &in, const auto &out) mutable {
+        for (int j = 0; j < 3; ++j)
+          b.x[j] = in[size_t(j)].data;
+        launchWhere(b, elem, out[0].data, n, s);
+      });
+}
+
+/// The [outer, axis, inner] rows of a softmax over `axis` of `shape`.
+static RowParams softmaxRows(const std::vector<int64_t> &shape, int64_t axis) {
+  RowParams p;
+  int64_t rank = int64_t(shape.size());
+  if (axis < 0)
+    axis += rank;
+  for (int64_t d = 0; d < rank; ++d)
+    (d < axis ? p.outer : d == axis ? p.axis : p.inner) *= shape[size_t(d)];
+  return p;
+}
+
+/// Softmax/LogSoftmax {axis} and their gradients (dY, Y -> dX).
+static std::unique_ptr<Kernel>
+createSoftmax(CudaBackend &be, const OpSpec &spec, std::string &error) {
+  bool grad = spec.opType.find("Grad") != std::string::npos;
+  bool logForm = spec.opType.rfind("Log", 0) == 0;
+  if (!checkSameShapeF32(bf16AsF32(spec), grad ? 2 : 1, error))
+    return nullptr;
+  int64_t axis = spec.attrs.getInt("axis", -1);
+  int64_t rank = int64_t(spec.outputs[0].rank());
+  if (axis < -rank || axis >= rank) {
+    error = nodeError(spec, "axis out of range");
+    return nullptr;
+  }
+  RowParams p = softmaxRows(spec.outputs[0].shape, axis);
+  if (grad)
+    return lambda(
+        be, spec,
+        [p, logForm](cudaStream_t s, const auto &in, const auto &out) {
+          launchSoftmaxGrad(p, floatAt(in, 0), floatAt(in, 1), floatAt(out, 0),
+                            logForm, s);
+        });
+  return lambda(be, spec,
+                [p, logForm](cudaStream_t s, const auto &in, const auto &out) {
+                  launchSoftmax(p, floatAt(in, 0), floatAt(out, 0), logForm, s);
+                });
+}
+
+/// Clip: X[, min[, max]] -> Y; bounds from the operands when given (read
+/// back at each run), else from the f32 attributes min/max.
+static std::unique_ptr<Kernel> createClip(CudaBackend &be, const OpSpec &spec,
+                                          std::string &error) {
+  if (!checkSpec(spec, 1, 3, 1, 1, {0, 1, 2}, {0}, error) ||
+      !checkSameShapes(spec, 1, error))
+    return nullptr;
+  double attrMin = spec.attrs.getFloat("min", -INFINITY),
+         attrMax = spec.attrs.getFloat("max", INFINITY);
+  int64_t n = spec.outputs[0].numel();
+  HostOperands operands(be, spec);
+  return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
+    double lo = attrMin, hi = attrMax;
+    operands.scalar(in, 1, lo);
+    operands.scalar(in, 2, hi);
+    launchUnary(UnaryOp::Clip, floatAt(in, 0), floatAt(out, 0), n, float(lo),
+                float(hi), s);
+  });
+}
+
+void registerPointwiseKernels(FactoryRegistry &r) {
+  r["Relu"] = createRelu;
+  r["ReluGrad"] = createRelu;
+  for (const char *op :
+       {"Abs", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Erf", "Elu",
+        "LeakyRelu", "HardSigmoid", "HardSwish", "Mish", "Reciprocal", "Gelu"})
+    r[op] = createUnary;
+  for (const char *op :
+       {"SigmoidGrad", "TanhGrad", "EluGrad", "LeakyReluGrad",
+        "HardSigmoidGrad", "HardSwishGrad", "MishGrad", "GeluGrad", "ClipGrad"})
+    r[op] = createGradOp;
+  r["Clip"] = createClip;
+  for (const char *op : {"Equal", "Less", "Greater", "LessOrEqual",
+                         "GreaterOrEqual", "And", "Or", "Xor"})
+    r[op] = createCompare;
+  r["Not"] = createNot;
+  r["Where"] = createWhere;
+  for (const char *op :
+       {"Softmax", "LogSoftmax", "SoftmaxGrad", "LogSoftmaxGrad",
+        "SoftmaxGrad_13", "LogSoftmaxGrad_13"})
+    r[op] = createSoftmax;
 }
 
 } // namespace oasr::rt::cuda

@@ -1,9 +1,10 @@
-//===- ShapeKernels.cpp - Copies and data movement on the GPU -------------===//
+//===- ShapeKernels.cpp - Copies, views, gathers and fills on the GPU -----===//
 //
 // Reshape and the other views, Constant, Shape, ConstantOfShape, Range,
 // Trilu, Expand, Concat/Split, Pad, Slice, Resize, Transpose, ScatterND and
-// Where: ops that move or fill elements (the CPU backend's
-// ShapeKernels.cpp family, with its Pointwise file's masks and Resize).
+// Gather/GatherGrad: ops that move or fill elements, the ops of the CPU
+// backend's ShapeKernels.cpp; device code in CudaKernels.cu and
+// CudaPointwise.cu.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,19 +12,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
-#include <sstream>
 
 namespace oasr::rt::cuda {
 
 /// Reshape/Flatten/Squeeze/Unsqueeze/Identity: a device copy, none when the
 /// executor aliased result and operand.
-std::unique_ptr<Kernel> createCopy(CudaBackend &be, const OpSpec &spec,
-                                   std::string &error) {
+static std::unique_ptr<Kernel> createCopy(CudaBackend &be, const OpSpec &spec,
+                                          std::string &error) {
   size_t maxIn = spec.opType == "Flatten" || spec.opType == "Identity" ? 1 : 2;
   if (!checkSpec(spec, 1, maxIn, 1, 1, {}, {}, error) ||
       !checkCopyShapes(spec, error))
@@ -39,8 +37,8 @@ std::unique_ptr<Kernel> createCopy(CudaBackend &be, const OpSpec &spec,
 }
 
 /// Constant with a flat number list (the executor materializes tensors).
-std::unique_ptr<Kernel> createConstant(CudaBackend &be, const OpSpec &spec,
-                                       std::string &error) {
+static std::unique_ptr<Kernel>
+createConstant(CudaBackend &be, const OpSpec &spec, std::string &error) {
   auto bytes = std::make_shared<std::vector<char>>();
   if (!checkSpec(spec, 0, 0, 1, 1, {}, {}, error) ||
       !constantBytes(spec, *bytes, error))
@@ -117,8 +115,8 @@ private:
 
 } // namespace
 
-std::unique_ptr<Kernel> createPad(CudaBackend &be, const OpSpec &spec,
-                                  std::string &error) {
+static std::unique_ptr<Kernel> createPad(CudaBackend &be, const OpSpec &spec,
+                                         std::string &error) {
   if (!checkSpec(spec, 1, 4, 1, 1, {0, 2}, {0}, error))
     return nullptr;
   if (spec.attrs.getString("mode", "constant") != "constant") {
@@ -141,8 +139,8 @@ std::unique_ptr<Kernel> createPad(CudaBackend &be, const OpSpec &spec,
 }
 
 /// PadGrad {pads}: dY -> dX, the slice of dY the padded input came from.
-std::unique_ptr<Kernel> createPadGrad(CudaBackend &be, const OpSpec &spec,
-                                      std::string &error) {
+static std::unique_ptr<Kernel>
+createPadGrad(CudaBackend &be, const OpSpec &spec, std::string &error) {
   std::vector<int64_t> begin;
   if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error) ||
       !padGradBegin(spec, kMaxRank, begin, error))
@@ -163,21 +161,10 @@ std::unique_ptr<Kernel> createPadGrad(CudaBackend &be, const OpSpec &spec,
                 });
 }
 
-/// Ends the process with "oasr: fatal: node 'N' (Op): MSG": a kernel met
-/// operand values it cannot run on.
-[[noreturn]] void fatalAt(const std::string &node, const std::string &op,
-                          const std::string &msg) {
-  std::fprintf(stderr, "oasr: fatal: node '%s' (%s): %s\n", node.c_str(),
-               op.c_str(), msg.c_str());
-  std::abort();
-}
-
-namespace {
-
-SliceParams sliceParams(const std::vector<int64_t> &inShape,
-                        const std::vector<int64_t> &outShape,
-                        const std::vector<int64_t> &start,
-                        const std::vector<int64_t> &step) {
+static SliceParams sliceParams(const std::vector<int64_t> &inShape,
+                               const std::vector<int64_t> &outShape,
+                               const std::vector<int64_t> &start,
+                               const std::vector<int64_t> &step) {
   SliceParams p;
   p.rank = int(outShape.size());
   std::vector<int64_t> strides = rowMajorStrides(inShape);
@@ -189,6 +176,8 @@ SliceParams sliceParams(const std::vector<int64_t> &inShape,
   }
   return p;
 }
+
+namespace {
 
 /// Slice: data, starts, ends[, axes[, steps]] (read back at each run: they
 /// are operands) or opset 1's attributes -> Y; any element type.
@@ -220,8 +209,8 @@ private:
 
 } // namespace
 
-std::unique_ptr<Kernel> createSlice(CudaBackend &be, const OpSpec &spec,
-                                    std::string &error) {
+static std::unique_ptr<Kernel> createSlice(CudaBackend &be, const OpSpec &spec,
+                                           std::string &error) {
   if (!checkSlice(spec, error))
     return nullptr;
   int es = int(dtypeSize(spec.inputs[0].dtype));
@@ -236,8 +225,8 @@ std::unique_ptr<Kernel> createSlice(CudaBackend &be, const OpSpec &spec,
 }
 
 /// SliceGrad {starts, ends, axes, steps}: dY -> dX, zero outside the slice.
-std::unique_ptr<Kernel> createSliceGrad(CudaBackend &be, const OpSpec &spec,
-                                        std::string &error) {
+static std::unique_ptr<Kernel>
+createSliceGrad(CudaBackend &be, const OpSpec &spec, std::string &error) {
   if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
     return nullptr;
   const auto &dx = spec.outputs[0].shape, &dy = spec.inputs[0].shape;
@@ -336,8 +325,8 @@ private:
 
 } // namespace
 
-std::unique_ptr<Kernel> createResize(CudaBackend &be, const OpSpec &spec,
-                                     std::string &error) {
+static std::unique_ptr<Kernel> createResize(CudaBackend &be, const OpSpec &spec,
+                                            std::string &error) {
   ResizeGeom g;
   if (!resizeGeom(spec, g, error))
     return nullptr;
@@ -349,29 +338,9 @@ std::unique_ptr<Kernel> createResize(CudaBackend &be, const OpSpec &spec,
   return k;
 }
 
-std::unique_ptr<Kernel> createWhere(CudaBackend &be, const OpSpec &spec,
-                                    std::string &error) {
-  Broadcast b;
-  if (!checkArity(spec, 3, 3, 1, 1, error) ||
-      !checkDType(spec, true, 0, DType::Bool, error) ||
-      !checkDType(spec, true, 1, spec.outputs[0].dtype, error) ||
-      !checkDType(spec, true, 2, spec.outputs[0].dtype, error) ||
-      !makeBroadcast(spec, spec.outputs[0].shape, b, error))
-    return nullptr;
-  size_t elem = dtypeSize(spec.outputs[0].dtype);
-  int64_t n = spec.outputs[0].numel();
-  return lambda(
-      be, spec,
-      [b, elem, n](cudaStream_t s, const auto &in, const auto &out) mutable {
-        for (int j = 0; j < 3; ++j)
-          b.x[j] = in[size_t(j)].data;
-        launchWhere(b, elem, out[0].data, n, s);
-      });
-}
-
 /// Shape: the operand's static shape, uploaded at every run.
-std::unique_ptr<Kernel> createShape(CudaBackend &be, const OpSpec &spec,
-                                    std::string &error) {
+static std::unique_ptr<Kernel> createShape(CudaBackend &be, const OpSpec &spec,
+                                           std::string &error) {
   if (!checkArity(spec, 1, 1, 1, 1, error) ||
       !checkDType(spec, false, 0, DType::I64, error))
     return nullptr;
@@ -397,7 +366,7 @@ std::unique_ptr<Kernel> createShape(CudaBackend &be, const OpSpec &spec,
                 });
 }
 
-std::unique_ptr<Kernel>
+static std::unique_ptr<Kernel>
 createConstantOfShape(CudaBackend &be, const OpSpec &spec, std::string &error) {
   if (!checkArity(spec, 0, 1, 1, 1, error))
     return nullptr;
@@ -410,8 +379,8 @@ createConstantOfShape(CudaBackend &be, const OpSpec &spec, std::string &error) {
                 });
 }
 
-std::unique_ptr<Kernel> createRange(CudaBackend &be, const OpSpec &spec,
-                                    std::string &error) {
+static std::unique_ptr<Kernel> createRange(CudaBackend &be, const OpSpec &spec,
+                                           std::string &error) {
   if (!checkArity(spec, 3, 3, 1, 1, error))
     return nullptr;
   DType t = spec.outputs[0].dtype;
@@ -425,8 +394,8 @@ std::unique_ptr<Kernel> createRange(CudaBackend &be, const OpSpec &spec,
                 });
 }
 
-std::unique_ptr<Kernel> createTrilu(CudaBackend &be, const OpSpec &spec,
-                                    std::string &error) {
+static std::unique_ptr<Kernel> createTrilu(CudaBackend &be, const OpSpec &spec,
+                                           std::string &error) {
   if (!checkArity(spec, 1, 2, 1, 1, error) ||
       !checkDType(spec, true, 0, spec.outputs[0].dtype, error) ||
       (spec.inputs.size() == 2 &&
@@ -447,13 +416,12 @@ std::unique_ptr<Kernel> createTrilu(CudaBackend &be, const OpSpec &spec,
   });
 }
 
-namespace {
-
 /// Sets p's tile fields when `perm` keeps a prefix of dimensions and swaps
 /// the two runs of dimensions after it ([.., A.., B..] -> [.., B.., A..]):
 /// a batch of matrix transposes, R = |A| rows of C = |B| elements.
-void tileTranspose(const std::vector<int64_t> &x,
-                   const std::vector<int64_t> &perm, TransposeParams &p) {
+static void tileTranspose(const std::vector<int64_t> &x,
+                          const std::vector<int64_t> &perm,
+                          TransposeParams &p) {
   size_t rank = perm.size(), k = 0;
   while (k < rank && perm[k] == int64_t(k))
     ++k;
@@ -476,10 +444,8 @@ void tileTranspose(const std::vector<int64_t> &x,
   p.tileCols = cols;
 }
 
-} // namespace
-
-std::unique_ptr<Kernel> createTranspose(CudaBackend &be, const OpSpec &spec,
-                                        std::string &error) {
+static std::unique_ptr<Kernel>
+createTranspose(CudaBackend &be, const OpSpec &spec, std::string &error) {
   if (!checkArity(spec, 1, 1, 1, 1, error))
     return nullptr;
   const auto &x = spec.inputs[0].shape;
@@ -515,8 +481,8 @@ std::unique_ptr<Kernel> createTranspose(CudaBackend &be, const OpSpec &spec,
 
 /// ScatterND {reduction}: data, indices, updates -> a copy of data with the
 /// indexed slices replaced or reduced into.
-std::unique_ptr<Kernel> createScatterND(CudaBackend &be, const OpSpec &spec,
-                                        std::string &error) {
+static std::unique_ptr<Kernel>
+createScatterND(CudaBackend &be, const OpSpec &spec, std::string &error) {
   ScatterNDGeom g;
   if (!scatterNDGeom(spec, g, error))
     return nullptr;
@@ -533,8 +499,8 @@ std::unique_ptr<Kernel> createScatterND(CudaBackend &be, const OpSpec &spec,
 
 /// Expand (f32): the operand broadcast onto the result; the shape operand
 /// is not read.
-std::unique_ptr<Kernel> createExpand(CudaBackend &be, const OpSpec &spec,
-                                     std::string &error) {
+static std::unique_ptr<Kernel> createExpand(CudaBackend &be, const OpSpec &spec,
+                                            std::string &error) {
   DType dt = spec.inputs.empty() ? DType::F32 : spec.inputs[0].dtype;
   if (!checkArity(spec, 1, 2, 1, 1, error) ||
       !checkDType(spec, false, 0, dt, error))
@@ -571,8 +537,8 @@ std::unique_ptr<Kernel> createExpand(CudaBackend &be, const OpSpec &spec,
 
 /// Concat {axis} (operands) and Split {axis} (results): one 2-D device copy
 /// per part, rows = the product of the dimensions before the axis.
-std::unique_ptr<Kernel> createConcatSplit(CudaBackend &be, const OpSpec &spec,
-                                          std::string &error) {
+static std::unique_ptr<Kernel>
+createConcatSplit(CudaBackend &be, const OpSpec &spec, std::string &error) {
   bool split = spec.opType == "Split";
   if (!checkArity(spec, 1, split ? 2 : size_t(1) << 20, 1,
                   split ? size_t(1) << 20 : 1, error))
@@ -618,6 +584,111 @@ std::unique_ptr<Kernel> createConcatSplit(CudaBackend &be, const OpSpec &spec,
       off += w;
     }
   });
+}
+
+/// True when operand `i` (Gather's indices) holds no index twice: one
+/// index, or a constant of the program (OpSpec::inputValues) without
+/// repeats. Negative indices count from the end of `axisDim`.
+static bool distinctIndices(const OpSpec &spec, size_t i) {
+  const TensorDesc &idx = spec.inputs[i];
+  if (idx.numel() == 1)
+    return true;
+  if (i >= spec.inputValues.size() || spec.inputValues[i].size() != idx.bytes())
+    return false;
+  std::set<int64_t> seen;
+  const char *raw = spec.inputValues[i].data();
+  for (int64_t k = 0; k < idx.numel(); ++k) {
+    int64_t v;
+    if (idx.dtype == DType::I64) {
+      std::memcpy(&v, raw + k * 8, 8);
+    } else {
+      int32_t w;
+      std::memcpy(&w, raw + k * 4, 4);
+      v = w;
+    }
+    if (v < 0) // may name the same row as a non-negative one
+      return false;
+    if (!seen.insert(v).second)
+      return false;
+  }
+  return true;
+}
+
+/// Gather {axis}: data, indices -> Y; GatherGrad {axis}: shape, indices, dY
+/// -> dX.
+static std::unique_ptr<Kernel> createGather(CudaBackend &be, const OpSpec &spec,
+                                            std::string &error) {
+  bool grad = spec.opType == "GatherGrad";
+  if (!checkArity(spec, grad ? 3 : 2, grad ? 3 : 2, 1, 1, error))
+    return nullptr;
+  const TensorDesc &data = grad ? spec.outputs[0] : spec.inputs[0];
+  const TensorDesc &idx = spec.inputs[grad ? 1 : 1];
+  if (idx.dtype != DType::I64 && idx.dtype != DType::I32) {
+    error = nodeError(spec, "indices must be i64 or i32");
+    return nullptr;
+  }
+  // Distinct indices (one, or a constant list without repeats) scatter
+  // with plain stores, f32 or bf16; repeats accumulate f32 atomically.
+  bool distinct = grad && distinctIndices(spec, 1);
+  if (grad && !checkAllF32(distinct ? bf16AsF32(spec) : spec, {2}, {0}, error))
+    return nullptr;
+  int64_t rank = int64_t(data.rank());
+  int64_t axis;
+  if (!normAxis(spec, rank, 0, axis, error))
+    return nullptr;
+  GatherParams p;
+  for (int64_t d = 0; d < axis; ++d)
+    p.outer *= data.shape[size_t(d)];
+  p.axisDim = data.shape[size_t(axis)];
+  for (int64_t d = axis + 1; d < rank; ++d)
+    p.inner *= data.shape[size_t(d)];
+  p.count = idx.numel();
+  bool i64 = idx.dtype == DType::I64;
+  int64_t n = p.outer * p.count * p.inner;
+  if (grad && distinct) {
+    int64_t dxBytes = int64_t(data.bytes());
+    return lambda(be, spec,
+                  [=](cudaStream_t s, const auto &in, const auto &out) {
+                    launchGatherGradUnique(p, floatAt(in, 2), in[1].data, i64,
+                                           floatAt(out, 0), dxBytes, n, s);
+                  });
+  }
+  if (grad) {
+    int64_t dxNumel = data.numel();
+    return lambda(
+        be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
+          launchGatherGrad(p, in[2].template as<float>(), in[1].data, i64,
+                           out[0].template as<float>(), dxNumel, n, s);
+        });
+  }
+  size_t elem = dtypeSize(data.dtype);
+  return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
+    launchGather(p, in[0].data, in[1].data, i64, out[0].data, elem, n, s);
+  });
+}
+
+void registerShapeKernels(FactoryRegistry &r) {
+  for (const char *op :
+       {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+    r[op] = createCopy;
+  r["Constant"] = createConstant;
+  r["Shape"] = createShape;
+  r["ConstantOfShape"] = createConstantOfShape;
+  r["Range"] = createRange;
+  r["Trilu"] = createTrilu;
+  r["Transpose"] = createTranspose;
+  r["Gather"] = createGather;
+  r["GatherGrad"] = createGather;
+  r["ScatterND"] = createScatterND;
+  r["Expand"] = createExpand;
+  r["Concat"] = createConcatSplit;
+  r["Split"] = createConcatSplit;
+  r["Pad"] = createPad;
+  r["PadGrad"] = createPadGrad;
+  r["Slice"] = createSlice;
+  r["SliceGrad"] = createSliceGrad;
+  r["Resize"] = createResize;
+  r["ResizeGrad"] = createResize;
 }
 
 } // namespace oasr::rt::cuda
