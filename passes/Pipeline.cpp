@@ -49,6 +49,7 @@ void mlir::oasr::populateTrainPipeline(OpPassManager &pm,
   plan.overlapRate = opts.overlapRate;
   plan.gradDtype = opts.gradDtype;
   plan.compress = opts.compress;
+  plan.twoLevel = opts.twoLevel;
   pm.addPass(createPlanAllreduce(plan));
 
   LayoutGradientsOptions layout;

@@ -147,6 +147,9 @@ struct PlanChoice {
   sched::WireDType wire = sched::WireDType::F32;
   Type wireType; ///< bf16/f16 on the wire; null for f32
   sched::CompressPolicy policy;
+  sched::AllreduceRoute route = sched::AllreduceRoute::Auto;
+  /// Per group of the plan: sent as a two-level allreduce.
+  std::vector<bool> twoLevel;
   bool hasModel = false; ///< an allreduce model was given
   sched::CommModel model;
   double updateUs = 0;
@@ -202,6 +205,23 @@ LogicalResult PlanAllreducePass::checkOptions(ModuleOp module, PlanChoice &c) {
                            "single, ddp, horovod or bucket:N";
     return failure();
   }
+  llvm::Expected<sched::AllreduceRoute> route =
+      sched::parseAllreduceRoute(twoLevel);
+  if (!route) {
+    optionError(module) << "'two-level=" << llvm::toString(route.takeError());
+    return failure();
+  }
+  c.route = *route;
+  if (c.route == sched::AllreduceRoute::TwoLevel &&
+      (!c.policy.off() || c.wireType || c.steady)) {
+    optionError(module) << "'two-level=two-level' sends every group as f32 "
+                           "allreduces; it does not combine with "
+                        << (!c.policy.off() ? "'compress=" + compress.getValue()
+                            : c.wireType ? "'grad-dtype=" + gradDtype.getValue()
+                                         : "'strategy=" + strategy.getValue())
+                        << "'";
+    return failure();
+  }
   if (compressGmacs != -1.0 && !(compressGmacs > 0)) {
     optionError(module) << "'compress-gmacs' must be > 0, got "
                         << compressGmacs;
@@ -236,6 +256,17 @@ PlanAllreducePass::analyze(ModuleOp module, func::FuncOp fn, PlanChoice &c) {
   }
   c.model = c.hasModel ? **cm : sched::CommModel();
   c.model.wire = c.wire;
+  if (c.route == sched::AllreduceRoute::TwoLevel &&
+      !c.model.twoLevel.present()) {
+    optionError(module) << "'two-level=two-level': the communication model "
+                           "has no second tier (a calibration's 'two_level', "
+                           "which oasr-bench comm writes where ranks share "
+                           "nodes)";
+    return failure();
+  }
+  // Compression and the steady step's reduce-scatters keep one tier.
+  c.model.route =
+      c.policy.off() && !c.steady ? c.route : sched::AllreduceRoute::Flat;
   if (!c.policy.off())
     c.compressFrom = sched::setCompressionCosts(c.model, compressGmacs);
   if (c.wireType)
@@ -293,6 +324,17 @@ LogicalResult PlanAllreducePass::makeStepPlan(ModuleOp module,
     return failure();
   }
   c.plan = std::move(*plan);
+  c.twoLevel.assign(c.plan.numGroups(), false);
+  if (c.hasModel && c.model.twoLevelUsable()) {
+    std::vector<sched::ReadyGrad> ready = sched::readyOrder(c.profile);
+    for (unsigned k = 0; k < c.plan.numGroups(); ++k) {
+      uint64_t bytes = 0;
+      for (unsigned i = c.plan.groupBegin(k); i < c.plan.groupEnds[k]; ++i)
+        bytes += ready[i].bytes;
+      c.twoLevel[k] =
+          !c.plan.form(k).compressed() && c.model.sendsTwoLevel(bytes);
+    }
+  }
   return success();
 }
 
@@ -319,7 +361,8 @@ void PlanAllreducePass::insertCollectives(func::FuncOp fn,
         b.getI64IntegerAttr(k), DenseI64ArrayAttr(), IntegerAttr(),
         c.wireType ? TypeAttr::get(c.wireType) : TypeAttr(),
         c.plan.form(k).compressed() ? b.getI64IntegerAttr(c.plan.form(k).rank)
-                                    : IntegerAttr());
+                                    : IntegerAttr(),
+        c.twoLevel[k] ? b.getUnitAttr() : UnitAttr());
     lastInsertedAfter[readyOp] = start;
     starts.push_back(start);
   }
@@ -360,6 +403,25 @@ DictionaryAttr PlanAllreducePass::planAttributes(MLIRContext *ctx,
          b.getNamedAttr("compress_from",
                         b.getStringAttr(sched::compressionCostSourceName(
                             c.compressFrom)))});
+  }
+  if (c.hasModel && c.model.twoLevelUsable()) {
+    unsigned twoLevelGroups = llvm::count(c.twoLevel, true);
+    const sched::TwoLevelTier &t = c.model.twoLevel;
+    planAttrs.push_back(b.getNamedAttr(
+        "two_level",
+        b.getDictionaryAttr(
+            {b.getNamedAttr("route", b.getStringAttr(sched::allreduceRouteName(
+                                         c.model.route))),
+             b.getNamedAttr("groups", b.getI64IntegerAttr(twoLevelGroups)),
+             b.getNamedAttr("ranks", b.getI64IntegerAttr(c.model.ranks)),
+             b.getNamedAttr("ranks_per_node",
+                            b.getI64IntegerAttr(t.ranksPerNode)),
+             b.getNamedAttr("intra_alpha_s", b.getF64FloatAttr(t.intraAlphaS)),
+             b.getNamedAttr("intra_beta_s_per_byte",
+                            b.getF64FloatAttr(t.intraBetaSPerByte)),
+             b.getNamedAttr("inter_alpha_s", b.getF64FloatAttr(t.interAlphaS)),
+             b.getNamedAttr("inter_beta_s_per_byte",
+                            b.getF64FloatAttr(t.interBetaSPerByte))})));
   }
   if (c.hasModel) {
     const sched::CommModel &model = c.model;

@@ -47,6 +47,12 @@ static double getF64(DictionaryAttr d, StringRef key) {
   return 0;
 }
 
+static int64_t getI64(DictionaryAttr d, StringRef key) {
+  if (auto i = d.getAs<IntegerAttr>(key))
+    return i.getInt();
+  return 0;
+}
+
 namespace {
 /// One group's line of the compression table: its form, the channel time
 /// of each form, the bytes it sends and why the plan chose it.
@@ -145,6 +151,21 @@ LogicalResult PlanReportPass::readPlan(ModuleOp module, func::FuncOp fn,
     cm.computeRate = getF64(planAttr, "compute_rate");
   if (planAttr.get("call_compute_us"))
     cm.callComputeUs = getF64(planAttr, "call_compute_us");
+  // The second tier the plan sent groups over (PlanAllreduce): the same
+  // rule picks the same groups' route here.
+  if (auto t = planAttr.getAs<DictionaryAttr>("two_level")) {
+    cm.ranks = int(getI64(t, "ranks"));
+    cm.twoLevel = {int(getI64(t, "ranks_per_node")), getF64(t, "intra_alpha_s"),
+                   getF64(t, "intra_beta_s_per_byte"),
+                   getF64(t, "inter_alpha_s"),
+                   getF64(t, "inter_beta_s_per_byte")};
+    if (auto r = t.getAs<StringAttr>("route"))
+      if (llvm::Expected<sched::AllreduceRoute> route =
+              sched::parseAllreduceRoute(r.getValue()))
+        cm.route = *route;
+      else
+        llvm::consumeError(route.takeError());
+  }
   if (auto d = planAttr.getAs<StringAttr>("grad_dtype")) {
     llvm::Expected<sched::WireDType> wire = sched::parseWireDType(d.getValue());
     if (!wire) {
@@ -249,6 +270,15 @@ void PlanReportPass::writeJson(llvm::raw_ostream &os, DictionaryAttr planAttr,
        R.plan.compresses() ? llvm::json::Value(nullptr) : timed(R.bound)},
       {"num_groups", int64_t(R.plan.numGroups())},
       {"groups", std::move(groups)}};
+  if (R.cm.twoLevelUsable()) {
+    llvm::json::Array routes;
+    for (AllreduceStartOp start : R.starts)
+      routes.push_back(start.getTwoLevel() ? "two-level" : "flat");
+    llvm::json::Object tier = sched::twoLevelJSON(R.cm.twoLevel);
+    tier["route"] = sched::allreduceRouteName(R.cm.route);
+    tier["groups"] = std::move(routes);
+    doc["two_level"] = std::move(tier);
+  }
   if (auto c = planAttr.getAs<StringAttr>("compress")) {
     llvm::json::Array forms;
     for (const CompressionRow &r :
@@ -309,6 +339,17 @@ void PlanReportPass::writeText(llvm::raw_ostream &os, DictionaryAttr planAttr,
                       : 0.0,
           R.timeline.nonOverlappedCommUs, 100.0 * R.timeline.overlapRatio);
   }
+  if (R.cm.twoLevelUsable()) {
+    unsigned n = llvm::count_if(
+        R.starts, [](AllreduceStartOp s) { return bool(s.getTwoLevel()); });
+    os << llvm::formatv(
+        "two-level allreduce ({0}): {1} of {2} groups (marked *: a "
+        "reduce-scatter in each node of {3} ranks, an allreduce of 1/{3} "
+        "between the nodes, an all-gather in the node), the others one "
+        "collective over every rank\n",
+        sched::allreduceRouteName(R.cm.route), n, R.starts.size(),
+        R.cm.twoLevel.ranksPerNode);
+  }
   if (R.steady)
     os << llvm::formatv(
         "steady-state step: period {0:f3} us ({1}, {2} allreduce(s){3} in "
@@ -348,10 +389,12 @@ void PlanReportPass::writeText(llvm::raw_ostream &os, DictionaryAttr planAttr,
                                      : std::string("-");
     std::string endUs =
         R.hasModel ? llvm::formatv("{0:f3}", g.endUs).str() : std::string("-");
-    os << llvm::formatv("{0,5} {1,6} {2,12} {3,12} {4,12:f3} {5,12} "
-                        "{6,12}  {7} -> {8}\n",
-                        k, g.end - g.begin, g.bytes, buffer, g.readyUs, startUs,
-                        endUs, after ? layerOf(after) : StringRef("?"), names);
+    os << llvm::formatv(
+        "{0,5} {1,6} {2,12} {3,12} {4,12:f3} {5,12} "
+        "{6,12}  {7} -> {8}\n",
+        llvm::formatv("{0}{1}", start.getTwoLevel() ? "*" : "", k),
+        g.end - g.begin, g.bytes, buffer, g.readyUs, startUs, endUs,
+        after ? layerOf(after) : StringRef("?"), names);
   }
   if (auto c = planAttr.getAs<StringAttr>("compress")) {
     std::vector<CompressionRow> rows =

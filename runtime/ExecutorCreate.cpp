@@ -643,6 +643,7 @@ private:
       gg.wire = exec->wire;
       gg.wireScratch = exec->wire == GradWire::F32 ? nullptr : I.wireSlab;
       gg.powerSgdRank = g.powerSgdRank;
+      gg.twoLevel = g.twoLevel;
       if (scatters(g.index)) {
         gg.scatterRanks = unsigned(I.ranks);
         gg.shard = I.groupBufs[g.index].shard;

@@ -88,7 +88,7 @@ private:
     return pf::CreateGroup(
         b, g.index, b.CreateVector(g.grads), b.CreateVector(offsets),
         b.CreateVectorOfStrings(g.gradLayers), g.bytes, g.powerSgdRank,
-        str(g.layer), b.CreateVectorOfStructs(slots));
+        str(g.layer), b.CreateVectorOfStructs(slots), g.twoLevel);
   }
 
   std::string finish(const Program &p) {
@@ -342,6 +342,7 @@ private:
             pg.gradLayers.push_back(s->str());
         pg.bytes = size_t(g->bytes());
         pg.powerSgdRank = g->power_sgd_rank();
+        pg.twoLevel = g->two_level();
         pg.layer = str(g->layer());
         if (g->slots())
           for (const pf::Slot *s : *g->slots())

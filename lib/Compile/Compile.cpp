@@ -28,7 +28,8 @@ bool TrainingCompileOptions::anyCompileOption() const {
   return !strategy.empty() || alpha >= 0 || beta >= 0 ||
          overlapRate.has_value() || !commFile.empty() || !profile.empty() ||
          !optimizer.empty() || momentum >= 0 || !dims.empty() ||
-         !gradDtype.empty() || !compress.empty() || !precision.empty();
+         !gradDtype.empty() || !compress.empty() || !precision.empty() ||
+         !twoLevel.empty();
 }
 
 static llvm::Error fail(const llvm::Twine &msg) {
@@ -67,6 +68,11 @@ static llvm::Error checkOnnxOptions(const TrainingCompileOptions &o) {
                   "overflow, and PowerSGD's error feedback would keep the "
                   "overflow; use --precision=bf16");
   }
+  if (!o.twoLevel.empty())
+    if (llvm::Expected<::oasr::schedule::AllreduceRoute> r =
+            ::oasr::schedule::parseAllreduceRoute(o.twoLevel);
+        !r)
+      return fail("--two-level=" + llvm::toString(r.takeError()));
   if (!o.precision.empty() && o.precision != "f32" && o.precision != "tf32" &&
       o.precision != "bf16" && o.precision != "f16")
     return fail("--precision=" + o.precision +
@@ -94,6 +100,8 @@ static void setPipelineOptions(const TrainingCompileOptions &o,
     po.gradDtype = o.gradDtype;
   if (!o.compress.empty())
     po.compress = o.compress;
+  if (!o.twoLevel.empty())
+    po.twoLevel = o.twoLevel;
   if (!o.profile.empty())
     po.profile = o.profile;
   if (!o.precision.empty())
@@ -161,14 +169,14 @@ mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
 #endif
   if (!onnx) {
     if (o.anyCompileOption())
-      return fail(
-          "--strategy/--alpha/--beta/--overlap-rate/--comm/"
-          "--plan-profile/--grad-dtype/--compress/--precision/--optimizer/"
-          "--momentum/"
-          "--dim "
-          "apply to .onnx "
-          "inputs; a .mlir module carries its plan (recompile it with "
-          "oasr-opt)");
+      return fail("--strategy/--alpha/--beta/--overlap-rate/--comm/"
+                  "--plan-profile/--grad-dtype/--compress/--two-level/"
+                  "--precision/--optimizer/"
+                  "--momentum/"
+                  "--dim "
+                  "apply to .onnx "
+                  "inputs; a .mlir module carries its plan (recompile it with "
+                  "oasr-opt)");
     // --batch is checked against the module after parsing.
     out.module = parseSourceFile<ModuleOp>(path, &ctx);
     if (!out.module)

@@ -100,6 +100,9 @@ private:
   /// Agrees on the set-up: false (after the lowest failing rank printed its
   /// error) when any rank failed.
   bool agree();
+  /// The two-level allreduce's tiers, where the plan sends groups so or
+  /// --ranks-per-node asks (collective; after agree).
+  void setUpTiers();
   /// Rank 0's warnings and notes before training, and the run's line.
   void describe();
   /// Continues from the checkpoint read by rank 0; the start step.
@@ -310,6 +313,10 @@ void Run::checkTraining() {
   if (llvm::Error err =
           checkTrainingAlgorithm(o.algorithm, algoOptions, *comm, exec.get()))
     failure.set(std::move(err));
+  if (o.ranksPerNode && (size % o.ranksPerNode || size == o.ranksPerNode))
+    failure.set("--ranks-per-node=" + std::to_string(o.ranksPerNode) +
+                ": the job's " + std::to_string(size) +
+                " rank(s) do not make two or more nodes of that many ranks");
   if (o.easgdAlpha && !(*o.easgdAlpha > 0 && *o.easgdAlpha <= 1))
     failure.set("--easgd-alpha=" + std::to_string(*o.easgdAlpha) +
                 ": must be in (0, 1]");
@@ -325,8 +332,14 @@ void Run::checkTraining() {
   // Re-planning: by default once for sync SGD on several ranks when the
   // strategy plans with a model (the others group by layer or size).
   if (exec && !failure.failed) {
-    if (auto r = replanFor(o, size, exec->planStrategy(),
-                           anyCompressed(exec->groups())))
+    const bool twoLevel = llvm::any_of(
+        exec->groups(), [](const GradGroup &g) { return g.twoLevel; });
+    if (auto r = replanFor(
+            o, size, exec->planStrategy(),
+            anyCompressed(exec->groups())
+                ? "sends groups as PowerSGD factors (--compress)"
+            : twoLevel ? "sends groups as two-level allreduces (--two-level)"
+                       : ""))
       replanOptions = *r;
     else
       failure.set(r.takeError());
@@ -371,6 +384,32 @@ bool Run::agree() {
     std::fflush(stderr);
   }
   return false;
+}
+
+void Run::setUpTiers() {
+  if (!exec || size < 2)
+    return;
+  unsigned twoLevel = llvm::count_if(
+      exec->groups(), [](const GradGroup &g) { return g.twoLevel; });
+  if (!twoLevel && !o.ranksPerNode)
+    return;
+  // Every rank has the same groups: all of them call this collective.
+  std::string why = comm->setUpTiers(o.ranksPerNode);
+  if (!why.empty() && o.ranksPerNode)
+    abortRun(*comm, "oasr-run: " + rankName(*comm) + ": error: " + why);
+  if (rank != 0 || o.quiet || !twoLevel)
+    return;
+  if (why.empty())
+    std::printf("oasr-run: two-level allreduce: %u of %zu groups, in %d "
+                "nodes of %d ranks (%s)\n",
+                twoLevel, exec->groups().size(), size / comm->ranksPerNode(),
+                comm->ranksPerNode(),
+                o.ranksPerNode ? "--ranks-per-node" : "ranks sharing memory");
+  else
+    llvm::errs() << "oasr-run: note: the plan's " << twoLevel
+                 << " two-level group(s) are sent as one allreduce over "
+                    "every rank: "
+                 << why << "\n";
 }
 
 void Run::describe() {
@@ -748,6 +787,7 @@ int Run::run(int *argc, char ***argv) {
     return 1;
   }
   describe();
+  setUpTiers();
 
   int64_t startStep = 0;
   std::vector<float> resumedAlgorithmState, resumedRankState;

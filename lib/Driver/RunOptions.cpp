@@ -62,6 +62,9 @@ static std::string runOptionsProblem(const RunOptions &o) {
   if (o.steps < 1)
     return name("steps", std::to_string(o.steps)) +
            "expected a positive number of steps";
+  if (o.ranksPerNode < 0 || o.ranksPerNode == 1)
+    return name("ranks-per-node", std::to_string(o.ranksPerNode)) +
+           "expected 0 (the nodes MPI reports) or at least 2 ranks a node";
   if (o.timeoutS && !(std::isfinite(*o.timeoutS) && *o.timeoutS > 0))
     return name("timeout", numberText(*o.timeoutS)) +
            "expected a positive number of seconds (the watchdog's limit on a "
@@ -246,7 +249,7 @@ static llvm::Error runError(const llvm::Twine &message) {
 
 llvm::Expected<ReplanOptions> replanFor(const RunOptions &o, int ranks,
                                         llvm::StringRef planStrategy,
-                                        bool compresses) {
+                                        llvm::StringRef fixedForms) {
   ReplanOptions r;
   const bool modelStrategy =
       oasr::schedule::strategyNeedsCommModel(planStrategy);
@@ -265,10 +268,9 @@ llvm::Expected<ReplanOptions> replanFor(const RunOptions &o, int ranks,
                       planStrategy +
                       "' plans the steady-state step, which is not "
                       "re-planned from the run; give --replan=off");
-    if (r.mode != ReplanOptions::Mode::Off && compresses)
-      return runError("--replan=" + o.replan +
-                      ": the plan sends groups as PowerSGD factors "
-                      "(--compress), and re-planning does not choose forms "
+    if (r.mode != ReplanOptions::Mode::Off && !fixedForms.empty())
+      return runError("--replan=" + o.replan + ": the plan " + fixedForms +
+                      ", and re-planning does not choose forms or routes "
                       "yet; give --replan=off");
     if (r.mode != ReplanOptions::Mode::Off && !modelStrategy)
       return runError(
@@ -277,7 +279,7 @@ llvm::Expected<ReplanOptions> replanFor(const RunOptions &o, int ranks,
           "' groups without an allreduce model; re-planning "
           "applies to mgwfbp, optimal and oasr");
   } else if (o.algorithm == "sync-sgd" && ranks > 1 && o.device == "cpu" &&
-             modelStrategy && !compresses) {
+             modelStrategy && fixedForms.empty()) {
     // Not by default on a GPU: per-op times there measure kernel launches,
     // not the kernels (docs/runtime.md).
     r.mode = ReplanOptions::Mode::Once;

@@ -402,6 +402,7 @@ private:
                              .str());
     if (std::optional<int64_t> r = start.getPowersgdRank())
       g.powerSgdRank = unsigned(*r);
+    g.twoLevel = start.getTwoLevel();
     std::optional<ArrayRef<int64_t>> offs = start.getOffsets();
     size_t end = 0;
     for (auto [k, v] : llvm::enumerate(ins)) {

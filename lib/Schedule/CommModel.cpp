@@ -48,10 +48,113 @@ double oasr::schedule::wireFactor(WireDType dtype) {
   return dtype == WireDType::F32 ? 1.0 : 0.5;
 }
 
-double CommModel::timeUs(uint64_t bytes) const {
+double CommModel::flatTimeUs(uint64_t bytes) const {
   if (bytes == 0)
     return 0;
   return alphaUs() + betaUsPerByte() * static_cast<double>(bytes);
+}
+
+double CommModel::twoLevelTimeUs(uint64_t bytes) const {
+  if (!twoLevel.present())
+    return flatTimeUs(bytes);
+  if (bytes == 0)
+    return 0;
+  const TwoLevelTier &t = twoLevel;
+  double m = static_cast<double>(bytes);
+  return 1e6 * (t.intraAlphaS + t.intraBetaSPerByte * m + t.interAlphaS +
+                t.interBetaSPerByte * m / t.ranksPerNode);
+}
+
+bool CommModel::twoLevelUsable() const {
+  return route != AllreduceRoute::Flat && twoLevel.present() &&
+         ranks > twoLevel.ranksPerNode && ranks % twoLevel.ranksPerNode == 0 &&
+         wire == WireDType::F32;
+}
+
+bool CommModel::sendsTwoLevel(uint64_t bytes) const {
+  if (bytes == 0 || !twoLevelUsable())
+    return false;
+  return route == AllreduceRoute::TwoLevel ||
+         twoLevelTimeUs(bytes) < flatTimeUs(bytes);
+}
+
+namespace {
+/// The two lines' terms, in microseconds: the flat one first.
+struct Lines {
+  double flatAlpha, flatBeta, twoAlpha, twoBeta;
+};
+} // namespace
+
+static Lines lines(const CommModel &m) {
+  const TwoLevelTier &t = m.twoLevel;
+  double twoAlpha = 1e6 * (t.intraAlphaS + t.interAlphaS);
+  double twoBeta =
+      t.present()
+          ? 1e6 * (t.intraBetaSPerByte + t.interBetaSPerByte / t.ranksPerNode)
+          : 0;
+  return {m.alphaUs(), m.betaUsPerByte(), twoAlpha, twoBeta};
+}
+
+bool CommModel::linearCost() const {
+  if (!twoLevelUsable() || route == AllreduceRoute::TwoLevel)
+    return true;
+  Lines l = lines(*this);
+  return (l.twoAlpha <= l.flatAlpha && l.twoBeta <= l.flatBeta) ||
+         (l.flatAlpha <= l.twoAlpha && l.flatBeta <= l.twoBeta);
+}
+
+/// Whether groups of every size take the two-level line (linearCost).
+static bool twoLevelLine(const CommModel &m) {
+  if (!m.twoLevelUsable())
+    return false;
+  if (m.route == AllreduceRoute::TwoLevel)
+    return true;
+  Lines l = lines(m);
+  return l.twoAlpha <= l.flatAlpha && l.twoBeta <= l.flatBeta &&
+         (l.twoAlpha < l.flatAlpha || l.twoBeta < l.flatBeta);
+}
+
+double CommModel::lineAlphaUs() const {
+  return twoLevelLine(*this) ? lines(*this).twoAlpha : alphaUs();
+}
+
+double CommModel::lineBetaUsPerByte() const {
+  return twoLevelLine(*this) ? lines(*this).twoBeta : betaUsPerByte();
+}
+
+double CommModel::minAlphaUs() const {
+  Lines l = lines(*this);
+  return twoLevelUsable() ? std::min(l.flatAlpha, l.twoAlpha) : l.flatAlpha;
+}
+
+double CommModel::minBetaUsPerByte() const {
+  Lines l = lines(*this);
+  return twoLevelUsable() ? std::min(l.flatBeta, l.twoBeta) : l.flatBeta;
+}
+
+double CommModel::timeUs(uint64_t bytes) const {
+  return sendsTwoLevel(bytes) ? twoLevelTimeUs(bytes) : flatTimeUs(bytes);
+}
+
+StringRef oasr::schedule::allreduceRouteName(AllreduceRoute route) {
+  switch (route) {
+  case AllreduceRoute::Auto:
+    return "auto";
+  case AllreduceRoute::Flat:
+    return "flat";
+  case AllreduceRoute::TwoLevel:
+    return "two-level";
+  }
+  return "auto";
+}
+
+Expected<AllreduceRoute> oasr::schedule::parseAllreduceRoute(StringRef name) {
+  for (AllreduceRoute r :
+       {AllreduceRoute::Auto, AllreduceRoute::Flat, AllreduceRoute::TwoLevel})
+    if (name == allreduceRouteName(r))
+      return r;
+  return createStringError(inconvertibleErrorCode(),
+                           "'" + name + "': expected auto, flat or two-level");
 }
 
 double CommModel::groupTimeUs(uint64_t bytes, unsigned numTensors) const {
@@ -109,6 +212,13 @@ std::string CommModel::describe() const {
     s += formatv(" compute_rate={0:f3}", computeRate).str();
   if (callComputeUs != 0)
     s += formatv(" call_compute={0:f1} us", callComputeUs).str();
+  if (twoLevelUsable())
+    s += formatv(" two_level=L{0} (intra alpha={1:e3} s beta={2:e3} s/B, "
+                 "inter alpha={3:e3} s beta={4:e3} s/B)",
+                 twoLevel.ranksPerNode, twoLevel.intraAlphaS,
+                 twoLevel.intraBetaSPerByte, twoLevel.interAlphaS,
+                 twoLevel.interBetaSPerByte)
+             .str();
   if (wire != WireDType::F32)
     s += formatv(" grad_dtype={0} (beta x {1} per gradient byte)",
                  wireDTypeName(wire), wireFactor(wire))

@@ -282,6 +282,9 @@ private:
 };
 } // namespace
 
+static Error readTwoLevel(Reader &r, JSONValue obj, const Where &where,
+                          CommModel &m);
+
 Expected<Profile> oasr::schedule::parseProfile(StringRef jsonText,
                                                StringRef fileNameForErrors) {
   Reader r(fileNameForErrors);
@@ -366,6 +369,8 @@ Expected<Profile> oasr::schedule::parseProfile(StringRef jsonText,
     Expected<CommModel> m = r.comm(*co, Where{"comm"});
     if (!m)
       return m.takeError();
+    if (Error e = readTwoLevel(r, *co, Where{"comm"}, *m))
+      return std::move(e);
     p.comm = *m;
   }
   return p;
@@ -386,6 +391,15 @@ static Expected<T> readAndParse(StringRef path,
 
 Expected<Profile> oasr::schedule::readProfile(StringRef path) {
   return readAndParse<Profile>(path, parseProfile);
+}
+
+json::Object oasr::schedule::twoLevelJSON(const TwoLevelTier &t) {
+  return json::Object{
+      {"ranks_per_node", t.ranksPerNode},
+      {"intra", json::Object{{"alpha_s", t.intraAlphaS},
+                             {"beta_s_per_byte", t.intraBetaSPerByte}}},
+      {"inter", json::Object{{"alpha_s", t.interAlphaS},
+                             {"beta_s_per_byte", t.interBetaSPerByte}}}};
 }
 
 json::Value oasr::schedule::toJSON(const Profile &p) {
@@ -440,6 +454,8 @@ json::Value oasr::schedule::toJSON(const Profile &p) {
       c["compress_us_per_mac"] = m.compressUsPerMac;
     if (m.compressUsPerElement != 0)
       c["compress_us_per_element"] = m.compressUsPerElement;
+    if (m.twoLevel.present())
+      c["two_level"] = twoLevelJSON(m.twoLevel);
     root["comm"] = std::move(c);
   }
   return root;
@@ -498,6 +514,49 @@ calibrationAlphaBeta(Reader &r, JSONValue obj, const Where &where,
   return std::pair{fitted->alphaS, fitted->betaSPerByte};
 }
 
+/// The optional 'two_level' object of a calibration or a profile's comm
+/// (TwoLevelTier): 'ranks_per_node' >= 2 dividing 'ranks', and 'intra' and
+/// 'inter' collectives, each with 'alpha_s'/'beta_s_per_byte' or 'points'.
+static Error readTwoLevel(Reader &r, JSONValue obj, const Where &where,
+                          CommModel &m) {
+  std::optional<JSONValue> tv = obj.get("two_level");
+  if (!tv)
+    return Error::success();
+  const Where *parent = where.label == "top level" ? nullptr : &where;
+  Where at{"two_level", -1, nullptr, parent};
+  if (!tv->isObject())
+    return r.error(*tv, at, "must be an object");
+  int64_t perNode = 0;
+  if (Error e = r.integer(*tv, "ranks_per_node", at, perNode, true))
+    return e;
+  if (perNode < 2 || m.ranks < 1 || perNode >= m.ranks ||
+      m.ranks % perNode != 0)
+    return r.error(*tv->get("ranks_per_node"), at,
+                   "'ranks_per_node' must be at least 2 and divide 'ranks' (" +
+                       Twine(m.ranks) + ") into two or more nodes, got " +
+                       Twine(perNode));
+  TwoLevelTier tier;
+  tier.ranksPerNode = int(perNode);
+  for (auto [key, alpha, beta] :
+       {std::tuple{"intra", &tier.intraAlphaS, &tier.intraBetaSPerByte},
+        std::tuple{"inter", &tier.interAlphaS, &tier.interBetaSPerByte}}) {
+    std::optional<JSONValue> v = tv->get(key);
+    Where kw{key, -1, nullptr, &at};
+    if (!v)
+      return r.error(*tv, at, "missing '" + Twine(key) + "'");
+    if (!v->isObject())
+      return r.error(*v, kw, "must be an object");
+    Expected<std::pair<double, double>> ab =
+        calibrationAlphaBeta(r, *v, kw, m.ranks);
+    if (!ab)
+      return ab.takeError();
+    *alpha = ab->first;
+    *beta = ab->second;
+  }
+  m.twoLevel = tier;
+  return Error::success();
+}
+
 Expected<CommModel> oasr::schedule::parseCalibration(StringRef jsonText,
                                                      StringRef file) {
   Reader r(file);
@@ -515,6 +574,8 @@ Expected<CommModel> oasr::schedule::parseCalibration(StringRef jsonText,
     return ab.takeError();
   CommModel m = CommModel::alphaBeta(ab->first, ab->second, ranks);
   if (Error e = r.overlapFields(root, top, m))
+    return std::move(e);
+  if (Error e = readTwoLevel(r, root, top, m))
     return std::move(e);
   return m;
 }

@@ -73,13 +73,13 @@ double oasr::schedule::steadyLowerBoundUs(const Profile &profile,
   //    - rho * S_l.
   double lb = F + B;
   if (M) {
-    double startUp = std::min(ar.alphaUs() + ar.groupOverheadUs,
+    double startUp = std::min(ar.minAlphaUs() + ar.groupOverheadUs,
                               rs.alphaUs() + rs.groupOverheadUs + ag.alphaUs() +
                                   ag.groupOverheadUs);
     double work = startUp + (1 - rho) * (F + B);
     for (size_t l = 0; l < L.size(); ++l)
       work += std::min(
-          ar.betaUsPerByte() * double(L.bytes[l]) + (1 - rho) * L.upd[l],
+          ar.minBetaUsPerByte() * double(L.bytes[l]) + (1 - rho) * L.upd[l],
           (rs.betaUsPerByte() + ag.betaUsPerByte()) * double(L.bytes[l]) +
               (comm.shardUpdate ? L.upd[l] / P : (1 - rho) * L.upd[l]));
     lb = std::max(lb, work);

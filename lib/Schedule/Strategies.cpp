@@ -239,7 +239,7 @@ static Plan solvePruned(StringRef name, const DPInput &in,
   const std::vector<uint64_t> &s = in.prefix;
   std::vector<double> f(n + 1, 0);
   std::vector<unsigned> arg(n + 1, 0);
-  double b = comm.betaUsPerByte() + comm.packUsPerByte;
+  double b = comm.lineBetaUsPerByte() + comm.packUsPerByte;
   auto g = [&](unsigned i) { return f[i] - b * static_cast<double>(s[i]); };
 
   std::deque<unsigned> window; // indices in (p, hi], G increasing
@@ -286,10 +286,44 @@ static Plan solvePruned(StringRef name, const DPInput &in,
   return planFromArgs(name, arg);
 }
 
+/// The exact program for `comm`: the pruned one where a group's cost is one
+/// line in its bytes. Where it is the lower of the flat and the two-level
+/// line (CommModel::linearCost false), the quadratic scan up to
+/// kExactTwoLineMaxGrads gradients; past that, the better of the two
+/// single-line optima under the true cost (not exact, and said so in
+/// docs/planner.md).
+static Plan solveExact(StringRef name, const DPInput &in,
+                       const CommModel &comm) {
+  if (comm.linearCost())
+    return solvePruned(name, in, comm);
+  if (in.ready.size() <= kExactTwoLineMaxGrads)
+    return solveQuadratic(name, in, comm);
+  Plan best;
+  double bestUs = std::numeric_limits<double>::infinity();
+  for (AllreduceRoute route :
+       {AllreduceRoute::Flat, AllreduceRoute::TwoLevel}) {
+    CommModel one = comm;
+    one.route = route;
+    Plan p = solvePruned(name, in, one);
+    // The program's own objective (the last group's end) under `comm`.
+    double end = 0;
+    for (unsigned k = 0; k < p.numGroups(); ++k) {
+      unsigned b = p.groupBegin(k), e = p.groupEnds[k];
+      end = std::max(end, in.ready[e - 1]) +
+            comm.groupTimeUs(in.prefix[e] - in.prefix[b], e - b);
+    }
+    if (end < bestUs) {
+      bestUs = end;
+      best = std::move(p);
+    }
+  }
+  return best;
+}
+
 Plan oasr::schedule::optimalPlan(const Profile &profile,
                                  const CommModel &comm) {
   CommModel basic = comm.basic();
-  return solvePruned("optimal", makeDPInput(profile, basic), basic);
+  return solveExact("optimal", makeDPInput(profile, basic), basic);
 }
 
 Plan oasr::schedule::optimalPlanQuadratic(const Profile &profile,
@@ -299,7 +333,7 @@ Plan oasr::schedule::optimalPlanQuadratic(const Profile &profile,
 }
 
 Plan oasr::schedule::oasrPlan(const Profile &profile, const CommModel &comm) {
-  Plan exact = solvePruned("oasr", makeDPInput(profile, comm), comm);
+  Plan exact = solveExact("oasr", makeDPInput(profile, comm), comm);
   if (!comm.couplesCompute(profile.computeBesideComm))
     return exact;
   // Where compute depends on the plan neither DP is exact: refine both the

@@ -153,14 +153,24 @@ public:
   /// Which collective `allreduce` issues; `count` floats is the whole
   /// buffer in each (rounded down to a multiple of the ranks for the
   /// halves), so the three compare at equal sizes.
-  enum class Collective { AllReduce, ReduceScatter, AllGather };
+  enum class Collective { AllReduce, ReduceScatter, AllGather, TwoLevel };
   Collective collective = Collective::AllReduce;
+  /// The two-level allreduce's seconds in each tier, summed over the calls
+  /// since the last reset.
+  Communicator::TierSeconds tierSum;
   void allreduce(Communicator &c, size_t count) {
     const size_t block = count / size_t(c.size());
     switch (collective) {
     case Collective::AllReduce:
       c.allreduceAverage(buf.data(), count, DType::F32);
       return;
+    case Collective::TwoLevel: {
+      c.allreduceAverageTwoLevel(buf.data(), count);
+      Communicator::TierSeconds t = c.lastTwoLevelSeconds();
+      tierSum.intra += t.intra;
+      tierSum.inter += t.inter;
+      return;
+    }
     case Collective::ReduceScatter:
       if (out.size() < block)
         out.resize(block);
@@ -513,6 +523,8 @@ private:
                                        : Collective::AllGather,
                  {},
                  {}});
+    if (!measureTiers())
+      return false;
     for (Half &h : halves) {
       std::string wrong = verifyCollective(comm, h.collective);
       if (!wrong.empty()) {
@@ -534,6 +546,35 @@ private:
     return true;
   }
 
+  /// The two-level allreduce's tiers where ranks share nodes (or
+  /// --ranks-per-node makes nodes): each tier's seconds per call, swept
+  /// at the allreduce's sizes. The inter-node points are at the share's
+  /// bytes, 1/L of the buffer.
+  bool measureTiers() {
+    if (opts.ranksPerNode < 0 || size < 2)
+      return true;
+    std::string why = comm.setUpTiers(opts.ranksPerNode);
+    if (!why.empty()) {
+      if (opts.ranksPerNode > 0) {
+        if (rank == 0)
+          std::fprintf(stderr, "oasr-bench: error: %s\n", why.c_str());
+        return false;
+      }
+      if (rank == 0 && !opts.quiet)
+        std::printf("two-level allreduce: not measured (%s)\n", why.c_str());
+      return true;
+    }
+    tierRanks = comm.ranksPerNode();
+    if (rank == 0 && !opts.quiet)
+      std::printf("two-level allreduce of f32 in %d nodes of %d ranks "
+                  "(seconds: the whole call; its tiers are fitted apart)\n",
+                  size / tierRanks, tierRanks);
+    timer->collective = Collective::TwoLevel;
+    sweep(tierPts, opts.minBytes, opts.maxBytes);
+    timer->collective = Collective::AllReduce;
+    return true;
+  }
+
   /// One sweep of sizes for the timer's collective, into `out`.
   void sweep(std::vector<Point> &out, uint64_t lo, uint64_t hi) {
     const double burst = opts.burstUs * 1e-6;
@@ -552,13 +593,25 @@ private:
           std::floor(opts.secondsPerSize / std::max(est, 1e-7)), 2.0, 2000.0);
       comm.broadcast(&iters, sizeof iters, 0);
       double fastest = 1e30;
+      double tiers[2] = {0, 0};
       for (int rep = 0; rep < 3; ++rep) {
         comm.barrier();
+        timer->tierSum = {};
         double t = timer->timed(count, int(iters));
         comm.allreduceMax(&t, 1);
+        // Each tier's mean per call on the slowest rank.
+        double rt[2] = {timer->tierSum.intra / iters,
+                        timer->tierSum.inter / iters};
+        comm.allreduceMax(rt, 2);
+        if (t < fastest)
+          tiers[0] = rt[0], tiers[1] = rt[1];
         fastest = std::min(fastest, t);
       }
       out.push_back(Point{double(bytes), fastest});
+      if (timer->collective == Collective::TwoLevel) {
+        tierIntra.push_back(Point{double(bytes), tiers[0]});
+        tierInter.push_back(Point{double(bytes) / tierRanks, tiers[1]});
+      }
       if (rank == 0 && !opts.quiet) {
         // Bus bandwidth: each rank sends 2(P-1)/P of the buffer in an
         // allreduce, (P-1)/P in either half.
@@ -625,6 +678,37 @@ private:
                               {"calls", std::move(calls)},
                               {"call_compute_us", o.callComputeUs()},
                               {"score", o.score()}};
+  }
+
+  /// The two tiers' points and fits into `doc` ('two_level', which plans
+  /// read: Schedule.h's TwoLevelTier); a line for the report.
+  std::vector<std::string> tiersInto(llvm::json::Object &doc) const {
+    if (!tierRanks)
+      return {};
+    std::optional<std::pair<double, double>> intra = fit(tierIntra, {}),
+                                             inter = fit(tierInter, {}),
+                                             whole = fit(tierPts, {});
+    if (!intra || !inter || !whole)
+      return {};
+    // A fitted negative start-up is noise around zero.
+    auto line = [](std::pair<double, double> f, const std::vector<Point> &p) {
+      return llvm::json::Object{{"alpha_s", std::max(0.0, f.first)},
+                                {"beta_s_per_byte", f.second},
+                                {"points", pointsJSON(p)}};
+    };
+    doc["two_level"] =
+        llvm::json::Object{{"ranks_per_node", int64_t(tierRanks)},
+                           {"intra", line(*intra, tierIntra)},
+                           {"inter", line(*inter, tierInter)},
+                           {"points", pointsJSON(tierPts)}};
+    return {llvm::formatv("two-level fit ({0} ranks a node): inside the "
+                          "node alpha = {1:e3} s, beta = {2:e3} s/B; between "
+                          "the nodes alpha = {3:e3} s, beta = {4:e3} s/B per "
+                          "share byte; the whole call alpha = {5:e3} s, beta "
+                          "= {6:e3} s/B",
+                          tierRanks, intra->first, intra->second, inter->first,
+                          inter->second, whole->first, whole->second)
+                .str()};
   }
 
   /// The halves' points and fits into `doc`; a line each for the report.
@@ -715,6 +799,8 @@ private:
           llvm::json::Object{{"bytes", int64_t(latency.front().bytes)},
                              {"seconds", latency.front().seconds}};
     std::vector<std::string> halfFits = halvesInto(doc);
+    for (std::string &line : tiersInto(doc))
+      halfFits.push_back(std::move(line));
     overlapInto(doc);
     std::error_code ec;
     llvm::raw_fd_ostream os(opts.outPath, ec, llvm::sys::fs::OF_Text);
@@ -814,6 +900,10 @@ private:
   std::optional<AllreduceTimer> timer;
   std::vector<Point> pts, latency;
   std::vector<Half> halves;
+  /// The two-level allreduce's calls, and each tier's part of them; the
+  /// node's ranks (0: not measured).
+  std::vector<Point> tierPts, tierIntra, tierInter;
+  int tierRanks = 0;
 };
 
 } // namespace

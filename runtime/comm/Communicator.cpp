@@ -48,6 +48,10 @@ void Communicator::allreduceAverageWire(float *data, size_t count,
         1);
 }
 
+std::string Communicator::setUpTiers(int) {
+  return std::string("the ") + name() + " communicator has one tier";
+}
+
 void Communicator::reduceScatterAverage(const float *, float *, size_t) {
   abort(std::string("oasr: error: the ") + name() +
             " communicator has no reduce-scatter",
@@ -317,6 +321,7 @@ public:
     for (MPI_Op &op : wireOps)
       if (op != MPI_OP_NULL)
         MPI_Op_free(&op);
+    freeTiers();
     MPI_Finalize();
   }
 
@@ -325,7 +330,102 @@ public:
     sleepCapUs.store(std::max(1, maxSleepUs), std::memory_order_relaxed);
   }
 
+  std::string setUpTiers(int perNode) override {
+    freeTiers();
+    MPI_Comm node = MPI_COMM_NULL;
+    if (perNode > 0) {
+      if (mySize % perNode != 0)
+        return "--ranks-per-node=" + std::to_string(perNode) +
+               " does not divide the job's " + std::to_string(mySize) +
+               " ranks";
+      MPI_Comm_split(MPI_COMM_WORLD, myRank / perNode, myRank, &node);
+    } else {
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, myRank,
+                          MPI_INFO_NULL, &node);
+    }
+    int local = 0, localRank = 0;
+    MPI_Comm_size(node, &local);
+    MPI_Comm_rank(node, &localRank);
+    int sizes[2] = {local, -local};
+    MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    std::string why;
+    if (sizes[0] != -sizes[1])
+      why = "the nodes hold " + std::to_string(-sizes[1]) + " to " +
+            std::to_string(sizes[0]) + " ranks, not the same number";
+    else if (local == 1)
+      why = "every rank is alone on its node";
+    else if (local == mySize)
+      why = "every rank is on one node";
+    if (!why.empty()) {
+      MPI_Comm_free(&node);
+      return why;
+    }
+    nodeComm = node;
+    // One communicator between the nodes per local rank: the shares
+    // travel between the nodes at once.
+    MPI_Comm_split(MPI_COMM_WORLD, localRank, myRank, &crossComm);
+    tierRanks = local;
+    tierRank = localRank;
+    return "";
+  }
+  int ranksPerNode() const override { return tierRanks; }
+
+  void allreduceAverageTwoLevel(float *data, size_t count) override {
+    if (!tierRanks)
+      return allreduceAverage(data, count, DType::F32);
+    if (count == 0)
+      return;
+    checkCount(count, "two-level allreduce");
+    // Share b of the buffer: count / L elements, the first count % L
+    // shares one more.
+    const int L = tierRanks;
+    tierCounts.resize(L);
+    tierDispls.resize(L);
+    for (int b = 0, at = 0; b < L; ++b) {
+      tierCounts[b] = int(count / L) + (size_t(b) < count % L);
+      tierDispls[b] = at;
+      at += tierCounts[b];
+    }
+    const int mine = tierCounts[tierRank];
+    tierShare.resize(size_t(mine));
+    const double bytes = double(count) * sizeof(float);
+    const double t0 = MPI_Wtime();
+    MPI_Request request;
+    MPI_Ireduce_scatter(data, tierShare.data(), tierCounts.data(), MPI_FLOAT,
+                        MPI_SUM, nodeComm, &request);
+    complete(request, bytes);
+    const double t1 = MPI_Wtime();
+    allreduceChunks(tierShare.data(), size_t(mine), MPI_FLOAT, MPI_SUM,
+                    crossComm);
+    const double t2 = MPI_Wtime();
+    const float scale = 1.0f / float(mySize);
+    for (float &x : tierShare)
+      x *= scale;
+    MPI_Iallgatherv(tierShare.data(), mine, MPI_FLOAT, data, tierCounts.data(),
+                    tierDispls.data(), MPI_FLOAT, nodeComm, &request);
+    complete(request, bytes);
+    lastTiers = {(t1 - t0) + (MPI_Wtime() - t2), t2 - t1};
+  }
+  TierSeconds lastTwoLevelSeconds() const override { return lastTiers; }
+
 private:
+  /// Waits for `request`: sleeping between tests when the thread is to
+  /// leave its CPU (setSleepingWait), else inside MPI.
+  void complete(MPI_Request &request, double bytes) {
+    if (!sleepingWait) {
+      MPI_Wait(&request, MPI_STATUS_IGNORE);
+      return;
+    }
+    testUntilDone(
+        request, MPI_STATUS_IGNORE,
+        [this, bytes] { return sleepCapFor(bytes); }, firstSleepUs());
+  }
+  void freeTiers() {
+    for (MPI_Comm *c : {&nodeComm, &crossComm})
+      if (*c != MPI_COMM_NULL)
+        MPI_Comm_free(c);
+    tierRanks = tierRank = 0;
+  }
   /// Calls `done()` until it says so, sleeping between calls from
   /// `firstSleepUs` doubling to `maxSleepUs()`, read before each sleep (the
   /// engine shortens it while a thread waits on it).
@@ -432,7 +532,7 @@ private:
 
   /// MPI counts are ints: split very large buffers.
   void allreduceChunks(void *data, size_t count, MPI_Datatype t,
-                       MPI_Op op = MPI_SUM) {
+                       MPI_Op op = MPI_SUM, MPI_Comm comm = MPI_COMM_WORLD) {
     int elemSize = 0;
     MPI_Type_size(t, &elemSize);
     char *p = static_cast<char *>(data);
@@ -443,14 +543,13 @@ private:
         // 50 us (the default) is 12.5 KB at 2 Gbit/s: far less than the
         // socket buffers a TCP transfer keeps busy between tests.
         MPI_Request request;
-        MPI_Iallreduce(MPI_IN_PLACE, p, int(n), t, op, MPI_COMM_WORLD,
-                       &request);
+        MPI_Iallreduce(MPI_IN_PLACE, p, int(n), t, op, comm, &request);
         const double bytes = double(n) * elemSize;
         testUntilDone(
             request, MPI_STATUS_IGNORE,
             [this, bytes] { return sleepCapFor(bytes); }, firstSleepUs());
       } else {
-        MPI_Allreduce(MPI_IN_PLACE, p, int(n), t, op, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, p, int(n), t, op, comm);
       }
       p += n * size_t(elemSize);
       count -= n;
@@ -462,6 +561,15 @@ private:
   std::atomic<bool> sleepingWait{false};
   std::atomic<int> sleepCapUs{kSleepingWaitUs};   ///< the sleeping wait's cap
   MPI_Op wireOps[2] = {MPI_OP_NULL, MPI_OP_NULL}; ///< bf16, f16 sums
+  /// The two-level allreduce's tiers (setUpTiers): this rank's node, and
+  /// the ranks of the same local rank on every node; the node's size and
+  /// this rank's place in it (0 without tiers); each share's count and
+  /// offset, and this rank's share, reused.
+  MPI_Comm nodeComm = MPI_COMM_NULL, crossComm = MPI_COMM_NULL;
+  int tierRanks = 0, tierRank = 0;
+  std::vector<int> tierCounts, tierDispls;
+  std::vector<float> tierShare;
+  TierSeconds lastTiers; ///< the last two-level allreduce's
 };
 } // namespace
 

@@ -137,6 +137,12 @@ static cl::opt<uint64_t> latencyBytes(
              "as a token bucket, where the fit from large sizes alone gives "
              "alpha = 0"),
     cl::init(0), cl::cat(benchCat));
+static cl::opt<int> ranksPerNode(
+    "ranks-per-node",
+    cl::desc("Nodes of the two-level allreduce: consecutive ranks, this "
+             "many a node (default 0: where MPI reports ranks sharing "
+             "memory; -1: do not measure it)"),
+    cl::init(0), cl::cat(benchCat));
 static cl::list<std::string> collectives(
     "collectives", cl::CommaSeparated,
     cl::desc("Collectives to calibrate: allreduce (always), reduce-scatter, "
@@ -229,6 +235,15 @@ int main(int argc, char **argv) {
   opts.compressRate = compressRate;
   opts.latencyBytes = latencyBytes;
   opts.collectives.assign(collectives.begin(), collectives.end());
+  if (ranksPerNode < -1 || ranksPerNode == 1) {
+    if (comm->rank() == 0)
+      llvm::errs() << "oasr-bench: error: --ranks-per-node=" << ranksPerNode
+                   << ": expected 0 (the nodes MPI reports), -1 (none) or at "
+                      "least 2 ranks a node\n";
+    comm->finalize();
+    return 2;
+  }
+  opts.ranksPerNode = ranksPerNode;
   opts.version = OASR_VERSION;
   int rc = calibrateCommunication(*comm, opts);
   comm->finalize();

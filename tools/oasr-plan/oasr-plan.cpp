@@ -90,6 +90,12 @@ cl::opt<std::string> compressOpt(
              "docs/compression.md)"),
     cl::value_desc("off|powersgd:R|auto[:R]"), cl::init("off"),
     cl::cat(planCat));
+cl::opt<std::string> twoLevelOpt(
+    "two-level",
+    cl::desc("Allreduce per group where the calibration has a second tier "
+             "(ranks sharing nodes): auto (default: the faster for its "
+             "size), flat, or two-level (docs/compression.md)"),
+    cl::value_desc("auto|flat|two-level"), cl::init("auto"), cl::cat(planCat));
 cl::opt<double> compressGmacsOpt(
     "compress-gmacs",
     cl::desc("Multiply-adds per second (1e9) of compression on the "
@@ -336,6 +342,14 @@ struct Scores {
   }
 };
 
+/// Groups of `t` sent as two-level allreduces.
+unsigned twoLevelGroups(const Scores &r, const Timeline &t) {
+  unsigned n = 0;
+  for (const GroupTiming &g : t.groups)
+    n += !g.form.compressed() && r.comm.sendsTwoLevel(g.bytes);
+  return n;
+}
+
 void printJson(raw_ostream &os, const Scores &r) {
   json::Array list;
   for (const Scored &s : r.scored) {
@@ -358,6 +372,7 @@ void printJson(raw_ostream &os, const Scores &r) {
                      {"gap_to_lower_bound", orNull(r.gap(t))},
                      {"num_groups", int64_t(t.groups.size())},
                      {"compressed_groups", int64_t(s.plan.numCompressed())},
+                     {"two_level_groups", int64_t(twoLevelGroups(r, t))},
                      {"groups", std::move(groups)}});
   }
   json::Object doc{
@@ -372,7 +387,11 @@ void printJson(raw_ostream &os, const Scores &r) {
                             {"overlap_rate", r.comm.overlapRate},
                             {"compute_rate", r.comm.computeRate},
                             {"call_compute_us", r.comm.callComputeUs},
-                            {"grad_dtype", wireDTypeName(r.comm.wire)}}},
+                            {"grad_dtype", wireDTypeName(r.comm.wire)},
+                            {"two_level",
+                             r.comm.twoLevelUsable()
+                                 ? json::Value(twoLevelJSON(r.comm.twoLevel))
+                                 : nullptr}}},
       {"lower_bound_us", r.policy.off() ? json::Value(r.bound) : nullptr},
       {"compress", r.policy.name()},
       {"strategies", std::move(list)}};
@@ -429,19 +448,22 @@ void printText(raw_ostream &os, const Scores &r) {
     os << "compress: " << r.policy.name()
        << " (speedup: over uncompressed wfbp; no lower bound: it carries "
           "every gradient byte)\n\n";
-  os << formatv("{0,-16} {1,7} {2,14} {3,8} {4,16} {5,8}{6}\n", "strategy",
+  const bool tiers = r.comm.twoLevelUsable();
+  os << formatv("{0,-16} {1,7} {2,14} {3,8} {4,16} {5,8}{6}{7}\n", "strategy",
                 "groups", "iteration_us", "speedup", "non_overlap_us", "gap",
-                r.policy.off() ? "" : "  compressed");
+                r.policy.off() ? "" : "  compressed",
+                tiers ? "  two_level" : "");
   for (const Scored &s : r.scored) {
     const Timeline &t = s.timeline;
     std::optional<double> up = r.speedup(t), g = r.gap(t);
     os << formatv(
-        "{0,-16} {1,7} {2,14:f1} {3,8} {4,16:f1} {5,8}{6}\n", s.plan.strategy,
-        t.groups.size(), t.iterationUs,
+        "{0,-16} {1,7} {2,14:f1} {3,8} {4,16:f1} {5,8}{6}{7}\n",
+        s.plan.strategy, t.groups.size(), t.iterationUs,
         up ? formatv("{0:f3}x", *up).str() : "-", t.nonOverlappedCommUs,
         g && r.policy.off() ? formatv("{0:f1}%", 100 * *g).str() : "-",
         r.policy.off() ? std::string()
-                       : formatv("  {0,10}", s.plan.numCompressed()).str());
+                       : formatv("  {0,10}", s.plan.numCompressed()).str(),
+        tiers ? formatv("  {0,9}", twoLevelGroups(r, t)).str() : std::string());
   }
   if (!r.steady.empty()) {
     os << formatv("\nsteady state (the next forward waits per layer): "
@@ -505,6 +527,17 @@ int main(int argc, char **argv) {
                 gradDtypeOpt);
   if (!policy->off())
     setCompressionCosts(*comm, compressGmacsOpt);
+  Expected<AllreduceRoute> route = parseAllreduceRoute(twoLevelOpt);
+  if (!route)
+    return fail("--two-level=" + toString(route.takeError()));
+  if (twoLevelOpt.getNumOccurrences() && *route != AllreduceRoute::Flat &&
+      !comm->twoLevel.present())
+    return fail("--two-level=" + twoLevelOpt +
+                ": the communication model has no second tier (a "
+                "calibration's 'two_level', which `oasr-bench comm` writes "
+                "where ranks share nodes)");
+  // Compression keeps one tier (docs/compression.md).
+  comm->route = policy->off() ? *route : AllreduceRoute::Flat;
   Scores r;
   r.profile = std::move(profile);
   r.comm = *comm;

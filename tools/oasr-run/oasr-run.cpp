@@ -91,6 +91,20 @@ static cl::opt<std::string> compress(
              "planner chooses per group; R 4 by default); "
              "docs/compression.md"),
     cl::init("off"), cl::cat(runCat));
+static cl::opt<std::string> twoLevel(
+    "two-level",
+    cl::desc("Allreduce per fused group, for an .onnx input, where the "
+             "calibration (--comm) has a second tier: auto (default: the "
+             "faster for the group's size), flat (one collective over every "
+             "rank) or two-level (reduce-scatter in the node, allreduce "
+             "between nodes, all-gather in the node); docs/compression.md"),
+    cl::init("auto"), cl::cat(runCat));
+static cl::opt<int> ranksPerNode(
+    "ranks-per-node",
+    cl::desc("Ranks of each node for the two-level allreduce: consecutive "
+             "ranks form a node (default 0: the nodes MPI reports, ranks "
+             "sharing memory)"),
+    cl::init(0), cl::cat(runCat));
 static cl::opt<int64_t> compressStart(
     "compress-start",
     cl::desc("Steps sent uncompressed before PowerSGD starts (default 0)"),
@@ -472,6 +486,8 @@ RunOptions runOptions() {
   o.gradDtype = given(gradDtype).value_or("");
   o.compress = given(compress).value_or("");
   o.compressStart = compressStart;
+  o.twoLevel = given(twoLevel).value_or("");
+  o.ranksPerNode = ranksPerNode;
   o.precision = given(precision).value_or("");
   o.allowInferenceGraph = allowInferenceGraph;
   o.timeoutS = given(timeout);
@@ -530,12 +546,19 @@ llvm::Expected<RunModule> loadModule(mlir::MLIRContext &ctx,
   if (oasr::rt::isProgramFile(ro.modelPath)) {
     // A compiled program carries its plan, precision and optimizer.
     const cl::Option *compileOptions[] = {
-        &strategy,    &alpha,
-        &beta,        &commFile,
-        &overlapRate, &planProfile,
-        &gradDtype,   &compress,
-        &precision,   &optimizer,
-        &momentum,    static_cast<const cl::Option *>(std::addressof(dims))};
+        &strategy,
+        &alpha,
+        &beta,
+        &commFile,
+        &overlapRate,
+        &planProfile,
+        &gradDtype,
+        &compress,
+        &twoLevel,
+        &precision,
+        &optimizer,
+        &momentum,
+        static_cast<const cl::Option *>(std::addressof(dims))};
     for (const cl::Option *opt : compileOptions)
       if (opt->getNumOccurrences())
         return llvm::createStringError(
@@ -563,6 +586,7 @@ llvm::Expected<RunModule> loadModule(mlir::MLIRContext &ctx,
   o.profile = ro.planProfile;
   o.gradDtype = ro.gradDtype;
   o.compress = ro.compress;
+  o.twoLevel = ro.twoLevel;
   o.precision = ro.precision;
   o.allowInferenceGraph = ro.allowInferenceGraph;
   o.optimizer = ro.optimizer;

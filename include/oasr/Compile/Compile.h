@@ -46,6 +46,9 @@ struct TrainingCompileOptions {
   std::string gradDtype;
   /// What groups may send: "off", "powersgd:R" or "auto[:R]" (empty: off).
   std::string compress;
+  /// Allreduce route per group: "auto", "flat" or "two-level" (empty:
+  /// auto).
+  std::string twoLevel;
   /// The step's precision: "f32", "tf32", "bf16" or "f16" (empty: f32).
   std::string precision;
   /// Import a model that looks exported for inference (BatchNormalization

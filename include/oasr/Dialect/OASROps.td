@@ -76,6 +76,14 @@ def OASR_AllreduceStartOp : OASR_Op<"allreduce_start"> {
     for travels as rank-R factors with error feedback, the others as they
     are. The gradients are then f32 and `wire_type` absent or f32.
 
+    `two_level`, when present, sends the group as a two-level allreduce
+    where ranks share nodes (`--oasr-plan-allreduce{two-level=...}`): a
+    reduce-scatter inside each node, an allreduce of each node's share
+    between the nodes, then an all-gather inside the node. It sums in
+    another order than one collective (the same on every rank), so it
+    sends f32 gradients uncompressed. A job whose ranks do not form equal
+    nodes of two or more sends it as one collective.
+
     The returned token must be awaited exactly once by `oasr.allreduce_wait`.
 
     ```mlir
@@ -89,7 +97,8 @@ def OASR_AllreduceStartOp : OASR_Op<"allreduce_start"> {
                        OptionalAttr<DenseI64ArrayAttr>:$offsets,
                        OptionalAttr<I64Attr>:$buffer_bytes,
                        OptionalAttr<TypeAttr>:$wire_type,
-                       OptionalAttr<I64Attr>:$powersgd_rank);
+                       OptionalAttr<I64Attr>:$powersgd_rank,
+                       UnitAttr:$two_level);
   let results = (outs OASR_TokenType:$token);
   let assemblyFormat = "$grads attr-dict `:` type($grads)";
   let hasVerifier = 1;

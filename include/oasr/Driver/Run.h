@@ -50,6 +50,10 @@ struct RunOptions {
   std::string gradDtype;     ///< f32 | bf16 | f16; empty: not given (f32)
   std::string compress;      ///< off | powersgd:R | auto[:R]; empty: not given
   int64_t compressStart = 0; ///< --compress-start
+  std::string twoLevel; ///< auto | flat | two-level; empty: not given (auto)
+  /// --ranks-per-node: the nodes the two-level allreduce reduces inside (0:
+  /// the MPI library's shared-memory nodes).
+  int ranksPerNode = 0;
   std::string precision;     ///< f32 | tf32 | bf16 | f16; empty: not given
   bool allowInferenceGraph = false; ///< train a folded-BN export anyway
   /// --timeout: seconds a collective may go without progress before every
@@ -196,11 +200,13 @@ CommPriorityChoice chooseCommPriority(const RunOptions &options,
 /// Whether and when the run re-plans: --replan, checked against the
 /// algorithm and the plan's strategy, else once for sync-sgd on several CPU
 /// ranks with a strategy that plans with a model (mgwfbp, optimal, oasr)
-/// and sends no group compressed (`compresses`: re-planning does not
-/// choose forms). Errors name --replan or --replan-profile.
+/// whose groups all travel as one plain collective (`fixedForms` says how
+/// some do not, e.g. "sends groups as PowerSGD factors (--compress)":
+/// re-planning neither chooses forms nor routes). Errors name --replan or
+/// --replan-profile.
 llvm::Expected<ReplanOptions> replanFor(const RunOptions &options, int ranks,
                                         llvm::StringRef planStrategy,
-                                        bool compresses = false);
+                                        llvm::StringRef fixedForms = {});
 
 /// The checkpoint schedule (--checkpoint-every, else once after the last
 /// step) and what a resumed run must match.

@@ -79,6 +79,11 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       *this, "compress",
       llvm::cl::desc("What groups may send: off, powersgd:R or auto[:R]"),
       llvm::cl::init("off")};
+  Option<std::string> twoLevel{
+      *this, "two-level",
+      llvm::cl::desc("Allreduce per group where the calibration has a "
+                     "second tier: auto, flat or two-level"),
+      llvm::cl::init("auto")};
   // --oasr-layout-gradients
   Option<int64_t> alignment{*this, "alignment",
                             llvm::cl::desc("Gradient alignment (bytes)"),

@@ -304,7 +304,11 @@ def PlanAllreduce : Pass<"oasr-plan-allreduce", "::mlir::ModuleOp"> {
            "What groups may send: off, powersgd:R or auto[:R]">,
     Option<"compressGmacs", "compress-gmacs", "double", "-1.0",
            "Multiply-adds per second (1e9) of compression on the "
-           "communication thread (default: the roofline's)">
+           "communication thread (default: the roofline's)">,
+    Option<"twoLevel", "two-level", "std::string", "\"auto\"",
+           "Allreduce route per group where the calibration has a second "
+           "tier (ranks sharing nodes): auto (the faster per group), flat "
+           "or two-level">
   ];
   let statistics = [
     Statistic<"numGroups", "groups", "Fused allreduce groups">,

@@ -38,6 +38,9 @@ struct CalibrationOptions {
   uint64_t latencyBytes = 0;    ///< [--latency-bytes]; 0: fit alpha
   /// [--collectives]: allreduce, reduce-scatter, all-gather.
   std::vector<std::string> collectives;
+  /// [--ranks-per-node]: the nodes of the two-level allreduce's tiers (0:
+  /// the MPI library's, measured where ranks share them; -1: not measured).
+  int ranksPerNode = 0;
   std::string version; ///< oasr's, for the file's `source`
 };
 

@@ -58,14 +58,46 @@ public:
   virtual void allreduceAverageWire(float *data, size_t count, GradWire wire,
                                     void *scratch);
   /// The gradient allreduce of a fused group: allreduceAverage, or
-  /// allreduceAverageWire when `wire` is narrower than f32.
+  /// allreduceAverageWire when `wire` is narrower than f32, or (f32 on the
+  /// wire, `twoLevel`, and tiers set up) allreduceAverageTwoLevel.
   void allreduceGradients(void *data, size_t count, DType dtype, GradWire wire,
-                          void *scratch) {
-    if (wire == GradWire::F32 || dtype != DType::F32)
-      allreduceAverage(data, count, dtype);
-    else
+                          void *scratch, bool twoLevel = false) {
+    if (wire == GradWire::F32 || dtype != DType::F32) {
+      if (twoLevel && dtype == DType::F32 && wire == GradWire::F32 &&
+          ranksPerNode())
+        allreduceAverageTwoLevel(static_cast<float *>(data), count);
+      else
+        allreduceAverage(data, count, dtype);
+    } else {
       allreduceAverageWire(static_cast<float *>(data), count, wire, scratch);
+    }
   }
+  /// Sets up the two tiers of the two-level allreduce (a collective call):
+  /// nodes of `ranksPerNode` consecutive ranks, or with 0 the nodes the
+  /// library reports (MPI: ranks that share memory). Returns "" when the
+  /// job has two tiers, equal nodes of two or more ranks and two or more
+  /// nodes, else why not; groups planned two-level are then sent as one
+  /// collective. An impossible `ranksPerNode` (not dividing the ranks) is
+  /// reported the same way; the caller refuses it. The default has one
+  /// tier.
+  virtual std::string setUpTiers(int ranksPerNode);
+  /// The ranks of each node once setUpTiers succeeded, else 0.
+  virtual int ranksPerNode() const { return 0; }
+  /// allreduceAverage of `count` f32 elements in two tiers: a reduce-scatter
+  /// inside the node, an allreduce of each share between the nodes (one
+  /// per local rank, at once), and an all-gather inside the node. The sums
+  /// are in another order than allreduceAverage's, the same on every rank.
+  /// The default is allreduceAverage.
+  virtual void allreduceAverageTwoLevel(float *data, size_t count) {
+    allreduceAverage(data, count, DType::F32);
+  }
+  /// Seconds the last allreduceAverageTwoLevel spent inside the node (its
+  /// reduce-scatter and all-gather) and between the nodes (the share's
+  /// allreduce), for `oasr-bench comm`'s two tiers. Zeros by default.
+  struct TierSeconds {
+    double intra = 0, inter = 0;
+  };
+  virtual TierSeconds lastTwoLevelSeconds() const { return {}; }
   /// The two halves of an allreduce (DeAR, docs/planner.md "The
   /// steady-state step"): rank r receives in `recv` block r of the average
   /// over ranks of `send` (`countPerRank * size()` f32 elements, blocks in

@@ -83,6 +83,9 @@ struct GradGroup {
   /// `powersgd_rank` of its start: send its matrices as PowerSGD factors of
   /// this rank (runtime/comm/PowerSGD.cpp); 0: plain.
   unsigned powerSgdRank = 0;
+  /// `two_level` of its start: sent as a two-level allreduce where the
+  /// communicator has tiers (Communicator::allreduceAverageTwoLevel).
+  bool twoLevel = false;
   /// Each gradient's place in `buffer`: f32 elements from its start, and
   /// its shape. In buffer order.
   struct Span {

@@ -110,6 +110,7 @@ struct ProgramGroup {
   std::vector<std::string> gradLayers;
   size_t bytes = 0;
   unsigned powerSgdRank = 0;
+  bool twoLevel = false; ///< oasr.allreduce_start's two_level
   std::string layer;
   std::vector<GradSlot> slots;
 };

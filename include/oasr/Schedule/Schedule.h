@@ -109,6 +109,31 @@ double wireFactor(WireDType dtype);
 /// packing copy (which touch the f32 buffer) stay as calibrated:
 /// `betaUsPerByte()` is that effective slope, `betaSPerByte` the calibrated
 /// one (seconds per byte on the wire).
+/// The two-level allreduce (Horovod's hierarchical allreduce, ZeRO++'s
+/// intra-node tier): where ranks share a node, a reduce-scatter inside each
+/// node, an allreduce of 1/L of the bytes between the nodes (one per local
+/// rank, in parallel), then an all-gather inside the node. Its time for `M`
+/// gradient bytes is `intra(M) + inter(M / L)`, both alpha-beta lines that
+/// `oasr-bench comm` calibrates: `intra` the reduce-scatter and all-gather
+/// together over the node's shared memory, `inter` the allreduce across the
+/// link. Unset (ranksPerNode 0) where the job has one tier.
+struct TwoLevelTier {
+  int ranksPerNode = 0; ///< L, the ranks of each node
+  double intraAlphaS = 0, intraBetaSPerByte = 0;
+  double interAlphaS = 0, interBetaSPerByte = 0;
+  bool present() const { return ranksPerNode > 1; }
+};
+
+/// Which allreduce the planner may send a group as (`two-level=`):
+/// auto (the faster under the model, per group; flat without a calibrated
+/// second tier), flat (always the one collective over every rank), or
+/// two-level (every group, where the model has the tier).
+enum class AllreduceRoute { Auto, Flat, TwoLevel };
+/// "auto", "flat", "two-level".
+llvm::StringRef allreduceRouteName(AllreduceRoute route);
+/// Parses a route's name; the error lists the accepted ones.
+llvm::Expected<AllreduceRoute> parseAllreduceRoute(llvm::StringRef name);
+
 struct CommModel {
   enum class Kind { AlphaBeta, Ring };
   Kind kind = Kind::AlphaBeta;
@@ -147,10 +172,38 @@ struct CommModel {
   /// per element of its compressed matrices. Charged only to compressed
   /// groups.
   double compressUsPerMac = 0, compressUsPerElement = 0;
+  /// The second tier, where ranks share nodes (TwoLevelTier), and which
+  /// allreduce groups may take.
+  TwoLevelTier twoLevel;
+  AllreduceRoute route = AllreduceRoute::Auto;
 
   /// Time of one allreduce of `bytes` bytes in the basic model
-  /// (microseconds); `timeUs(0) == 0`.
+  /// (microseconds); `timeUs(0) == 0`. The flat or the two-level time, as
+  /// `sendsTwoLevel` chooses.
   double timeUs(uint64_t bytes) const;
+  /// The one collective over every rank: `alpha + beta M`.
+  double flatTimeUs(uint64_t bytes) const;
+  /// The two-level allreduce's time (TwoLevelTier); the flat time where
+  /// the model has no second tier.
+  double twoLevelTimeUs(uint64_t bytes) const;
+  /// The model has a second tier the route lets groups take: a tier of
+  /// L > 1 ranks a node dividing `ranks`, more than one node, and f32 on
+  /// the wire (a 16-bit wire is sent flat).
+  bool twoLevelUsable() const;
+  /// A group of `bytes` travels two-level: the tier is usable and either
+  /// the route says two-level or (auto) its time is the smaller.
+  bool sendsTwoLevel(uint64_t bytes) const;
+  /// The per-call and per-byte terms of the cost line groups take: the
+  /// flat one, the two-level one, or (auto, where neither line is below
+  /// the other everywhere) none: `timeUs` is then the lower of two lines,
+  /// concave, and `linearCost()` false.
+  bool linearCost() const;
+  double lineAlphaUs() const;
+  double lineBetaUsPerByte() const;
+  /// The lower of the two lines' terms each (a lower bound of `timeUs`
+  /// per call and per byte, for the bounds).
+  double minAlphaUs() const;
+  double minBetaUsPerByte() const;
   /// Time the communication channel is busy for one group of `numTensors`
   /// tensors totalling `bytes`: `timeUs` plus the extra costs. 0 for an
   /// empty group.
@@ -225,6 +278,9 @@ llvm::Expected<Profile> parseProfile(llvm::StringRef jsonText,
                                      llvm::StringRef fileNameForErrors);
 /// Reads and parses a profile file.
 llvm::Expected<Profile> readProfile(llvm::StringRef path);
+/// A TwoLevelTier as the 'two_level' object calibrations and profiles
+/// carry.
+llvm::json::Object twoLevelJSON(const TwoLevelTier &tier);
 /// Serializes a profile; `parseProfile(toJSON(p))` gives back `p`.
 llvm::json::Value toJSON(const Profile &profile);
 /// Multiplies every compute time (forward, backward, update) by `factor`.
@@ -443,8 +499,13 @@ bool strategyNeedsCommModel(llvm::StringRef strategy);
 Plan bucketPlan(const Profile &profile, uint64_t capBytes);
 
 /// Exact minimum under the basic model (extras ignored), by the pruned
-/// prefix dynamic program; O(n log n) in the number of gradients.
+/// prefix dynamic program; O(n log n) in the number of gradients. Where a
+/// group may take the flat or the two-level allreduce, whichever is faster
+/// for its size (CommModel::linearCost false), the O(n^2) program up to
+/// kExactTwoLineMaxGrads gradients, and past that the better of the flat
+/// and the two-level optimum.
 Plan optimalPlan(const Profile &profile, const CommModel &comm);
+constexpr unsigned kExactTwoLineMaxGrads = 4096;
 /// The same optimum by the plain O(n^2) recurrence (reference for tests).
 Plan optimalPlanQuadratic(const Profile &profile, const CommModel &comm);
 /// The `oasr` strategy: the exact minimum under `comm` including its extra

@@ -131,6 +131,7 @@ private:
     void *data = static_cast<char *>(g.buffer.data) + first * dtypeSize(dtype);
     GradWire wire = g.wire;
     void *scratch = g.wireScratch;
+    bool twoLevel = g.twoLevel;
     // Re-planning may change the groups between steps.
     if (jobs.size() < exec.groups().size())
       jobs.resize(exec.groups().size(), 0);
@@ -148,7 +149,7 @@ private:
       job = [ps, group](Communicator &c) { ps->reduce(c, *group); };
     } else if (!g.scatterRanks) {
       job = [=](Communicator &c) {
-        c.allreduceGradients(data, count, dtype, wire, scratch);
+        c.allreduceGradients(data, count, dtype, wire, scratch, twoLevel);
       };
     } else {
       float *full = static_cast<float *>(data);

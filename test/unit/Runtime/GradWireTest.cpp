@@ -208,4 +208,46 @@ TEST(CollectivesMpi, RingReduceScatterAndAllGather) {
   comm->finalize();
 }
 
+TEST(CollectivesMpiTiers, TwoLevelAllreduce) {
+  if (!launchedByMpi())
+    GTEST_SKIP() << "run under mpirun (test/runtime/two-level.test)";
+  std::string error;
+  std::unique_ptr<Communicator> comm =
+      createMpiCommunicator(nullptr, nullptr, error);
+  ASSERT_TRUE(comm) << error;
+  const int p = comm->size(), rank = comm->rank();
+  ASSERT_EQ(p, 4) << "run on 4 ranks";
+  // One host: the library's nodes hold every rank; 3 does not divide 4.
+  EXPECT_EQ(comm->setUpTiers(0), "every rank is on one node");
+  EXPECT_EQ(comm->setUpTiers(3),
+            "--ranks-per-node=3 does not divide the job's 4 ranks");
+  EXPECT_EQ(comm->ranksPerNode(), 0);
+  ASSERT_EQ(comm->setUpTiers(2), "");
+  EXPECT_EQ(comm->ranksPerNode(), 2);
+  // An odd count: the node's two shares differ by one element. Values
+  // whose sums and quarter are exact, so every order gives the average.
+  const size_t n = 100001;
+  auto value = [](int r, size_t i) { return float((r + 1) * int(i % 7)); };
+  for (bool sleeping : {false, true}) {
+    comm->setSleepingWait(sleeping);
+    std::vector<float> data(n);
+    for (size_t i = 0; i < n; ++i)
+      data[i] = value(rank, i);
+    comm->allreduceGradients(data.data(), n, DType::F32, GradWire::F32, nullptr,
+                             /*twoLevel=*/true);
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; ++i) {
+      float sum = 0;
+      for (int r = 0; r < p; ++r)
+        sum += value(r, i);
+      wrong += data[i] != sum * 0.25f;
+    }
+    EXPECT_EQ(wrong, 0u) << "rank " << rank << " sleeping " << sleeping;
+    Communicator::TierSeconds t = comm->lastTwoLevelSeconds();
+    EXPECT_GT(t.intra, 0);
+    EXPECT_GT(t.inter, 0);
+  }
+  comm->finalize();
+}
+
 } // namespace

@@ -110,6 +110,72 @@ TEST(Property, OasrWithOverlapRateEqualsBruteForce) {
   EXPECT_GT(checked, 700);
 }
 
+TEST(Property, TwoLevelRoutesEqualBruteForce) {
+  // Groups take the flat or the two-level allreduce, whichever is faster
+  // for their size: the cost is the lower of two lines, and the optimum
+  // still equals exhaustive enumeration (the flat line alone, the
+  // two-level one alone, and lines that cross).
+  std::mt19937_64 rng(31);
+  std::uniform_real_distribution<double> unit(0, 1);
+  int checked = 0, crossing = 0;
+  for (int it = 0; it < 1500; ++it) {
+    RandomInstance ri = randomInstance(rng, 10, 2, /*integral=*/it % 2);
+    if (ri.profile.numGrads() > 11)
+      continue;
+    ++checked;
+    CommModel &m = ri.comm;
+    m.ranks = 4;
+    m.twoLevel.ranksPerNode = 2;
+    // Seconds, around the flat line's own terms.
+    m.twoLevel.intraAlphaS = m.alphaS * unit(rng);
+    m.twoLevel.interAlphaS = m.alphaS * 2 * unit(rng);
+    m.twoLevel.intraBetaSPerByte = m.betaSPerByte * 0.2 * unit(rng);
+    m.twoLevel.interBetaSPerByte = m.betaSPerByte * 2 * unit(rng);
+    crossing += !m.linearCost();
+    if (it % 5 == 0)
+      m.route = AllreduceRoute::TwoLevel;
+    Timeline brute = bruteForce(ri.profile, m);
+    Timeline opt = simulate(ri.profile, m, optimalPlan(ri.profile, m));
+    ASSERT_TRUE(close(opt.commEndUs, brute.commEndUs))
+        << "instance " << it << ": " << opt.commEndUs << " vs "
+        << brute.commEndUs << " (" << m.describe() << ")";
+    Timeline o = simulate(ri.profile, m, oasrPlan(ri.profile, m));
+    ASSERT_TRUE(close(o.commEndUs, brute.commEndUs)) << it;
+    ASSERT_TRUE(leq(lowerBoundUs(ri.profile, m), opt.iterationUs)) << it;
+  }
+  EXPECT_GT(checked, 700);
+  EXPECT_GT(crossing, 100);
+}
+
+TEST(Property, TwoLevelChoosesTheFasterRoutePerGroup) {
+  CommModel m = CommModel::alphaBeta(1e-3, 1e-8, 4);
+  // Two-level: more start-up, a third of the slope.
+  m.twoLevel = {2, 2e-4, 1e-10, 2e-3, 6e-9};
+  ASSERT_TRUE(m.twoLevelUsable());
+  EXPECT_FALSE(m.linearCost());
+  // Crossing at about 1.2e-3 s / 6.9e-9 s/B, 174 kB.
+  EXPECT_FALSE(m.sendsTwoLevel(1000));
+  EXPECT_TRUE(m.sendsTwoLevel(10'000'000));
+  EXPECT_DOUBLE_EQ(m.timeUs(1000), m.flatTimeUs(1000));
+  EXPECT_DOUBLE_EQ(m.timeUs(10'000'000), m.twoLevelTimeUs(10'000'000));
+  EXPECT_NEAR(m.twoLevelTimeUs(10'000'000),
+              1e6 * (2e-4 + 1e-10 * 1e7 + 2e-3 + 6e-9 * 1e7 / 2), 1e-6);
+  m.route = AllreduceRoute::Flat;
+  EXPECT_FALSE(m.sendsTwoLevel(10'000'000));
+  m.route = AllreduceRoute::TwoLevel;
+  EXPECT_TRUE(m.sendsTwoLevel(1000));
+  // A 16-bit wire, one node, or nodes of unequal size: one tier.
+  m.route = AllreduceRoute::Auto;
+  m.wire = WireDType::BF16;
+  EXPECT_FALSE(m.twoLevelUsable());
+  m.wire = WireDType::F32;
+  m.ranks = 2;
+  EXPECT_FALSE(m.twoLevelUsable());
+  m.ranks = 6;
+  m.twoLevel.ranksPerNode = 4;
+  EXPECT_FALSE(m.twoLevelUsable());
+}
+
 TEST(Property, NoOverlapMeansOneGroup) {
   // With no progress during backward every group waits for its end, so
   // one group (one start-up) is optimal and meets the lower bound.
