@@ -35,8 +35,10 @@ print(f"# Emulated cluster: {d['nodes']} nodes at {d['rate']}, {d['model']}"
          f"PyTorch torch.autocast {precision})") + "\n")
 print(f"{d['date']}, {d['machine']}; load average (1 min) before the runs "
       f"{min(loads):.2f}-{max(loads):.2f}, median {statistics.median(loads):.2f}. "
-      f"`scripts/cluster.sh up {d['nodes']} --rate={d['rate']}` (one rank per node, "
-      f"rank r pinned to CPU r mod {d.get('cores', 2)}), batch {d['batch']}/rank, 1 compute thread/rank, "
+      f"`scripts/cluster.sh up {d['nodes']} --rate={d['rate']}` ("
+      + ("one rank per node" if d.get("ranks", d["nodes"]) == d["nodes"] else
+         f"{d['ranks']} ranks, {d['ranks'] // d['nodes']} per node, round-robin")
+      + f", rank r pinned to CPU r mod {d.get('cores', 2)}), batch {d['batch']}/rank, 1 compute thread/rank, "
       f"communication thread at {d['comm_priority']} priority; "
       + (f"measured: each run's median of steps 2..{d['steps']} (their mean in "
          "`mean`)" if d.get("step_stat") == "median" else
@@ -45,6 +47,15 @@ print(f"{d['date']}, {d['machine']}; load average (1 min) before the runs "
       f"link (`oasr-bench comm --burst-us=20000`): alpha = {c['alpha_s']:.3g} s, "
       f"beta = {c['beta_s_per_byte']:.3g} s/B ({1e-6 / c['beta_s_per_byte']:.1f} MB/s), "
       f"overlap rate {c['overlap_rate']:.2f}"
+      + ("" if not c.get("two_level") else
+         "; two-level tiers ({r} ranks a node): inside the node alpha = "
+         "{a:.3g} s, beta = {b:.3g} s/B, between the nodes alpha = {c2:.3g} s, "
+         "beta = {d2:.3g} s/B per share byte".format(
+             r=c["two_level"]["ranks_per_node"],
+             a=c["two_level"]["intra"]["alpha_s"],
+             b=c["two_level"]["intra"]["beta_s_per_byte"],
+             c2=c["two_level"]["inter"]["alpha_s"],
+             d2=c["two_level"]["inter"]["beta_s_per_byte"]))
       + (f", compute rate {c['compute_rate']:.2f}" if c.get("compute_rate") else "")
       + f" (sizes from {d['calib_min_bytes']} B). "
       + ("Predicted: the plan's timeline from "

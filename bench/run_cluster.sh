@@ -37,7 +37,12 @@
 # and DDP's no_sync() steps (bench/ddp_step.py). DDP runs with
 # broadcast_buffers=False, as oasr does not broadcast BatchNorm's statistics.
 # A strategy written NAME+compress=C runs NAME with oasr-run --compress=C
-# (docs/compression.md), e.g. STRATEGIES="oasr oasr+compress=auto".
+# (docs/compression.md), e.g. STRATEGIES="oasr oasr+compress=auto"; one
+# written NAME+two-level=R runs it with --two-level=R. RANKS (NODES) ranks
+# run on the NODES nodes, round-robin (scripts/cluster.sh): with RANKS a
+# multiple of NODES above it, ranks share nodes, the calibration measures
+# the two-level allreduce's tiers, and plans may send groups two-level.
+# CALIB_MAX_BYTES (64 MiB): the calibration's largest allreduce.
 # Writes bench/results/cluster-MODEL-NODESxRATE[-GRAD_DTYPE][-ampPRECISION][SUFFIX]
 # .{json,md}. Needs root (namespaces).
 set -euo pipefail
@@ -48,6 +53,7 @@ BATCH=${3:-8}
 NAME=${4:-resnet18}
 RATE=${5:-1gbit}
 NODES=${NODES:-2}
+RANKS=${RANKS:-$NODES}
 REPS=${REPS:-3}
 PRIORITY=${PRIORITY:-auto}
 STRATEGIES=${STRATEGIES:-wfbp single ddp horovod mgwfbp optimal oasr}
@@ -61,7 +67,7 @@ OUT=$ROOT/bench/results
 GRAD_DTYPE=${GRAD_DTYPE:-f32}
 PRECISION=${PRECISION:-f32}
 MODEL_FROM=${MODEL_FROM:-calibration}
-TAG=cluster-$NAME-${NODES}x$RATE$([ "$GRAD_DTYPE" = f32 ] || echo "-$GRAD_DTYPE")$([ "$PRECISION" = f32 ] || echo "-amp$PRECISION")${SUFFIX:-}
+TAG=cluster-$NAME-${NODES}x$RATE$([ "$RANKS" = "$NODES" ] || echo "-${RANKS}ranks")$([ "$GRAD_DTYPE" = f32 ] || echo "-$GRAD_DTYPE")$([ "$PRECISION" = f32 ] || echo "-amp$PRECISION")${SUFFIX:-}
 mkdir -p "$WORK" "$OUT"
 . "$ROOT/bench/lib.sh"
 MODEL=$(bench_model "$WORK" "$NAME")
@@ -94,9 +100,9 @@ COLLECTIVES=allreduce
 case " $STRATEGIES " in
 *" dear"* | *" oasr-step "*) COLLECTIVES=allreduce,reduce-scatter,all-gather ;;
 esac
-$CLUSTER run "$NODES" -- "$BUILD/bin/oasr-bench" comm --quiet --collectives=$COLLECTIVES \
+$CLUSTER run "$RANKS" -- "$BUILD/bin/oasr-bench" comm --quiet --collectives=$COLLECTIVES \
   --min-bytes="$CALIB_MIN_BYTES" --latency-bytes=4096 \
-  --max-bytes=67108864 --seconds-per-size=0.2 --burst-us=20000 \
+  --max-bytes="${CALIB_MAX_BYTES:-67108864}" --seconds-per-size=0.2 --burst-us=20000 \
   --compute-threads=1 --comm-priority="$PRIORITY" --out="$COMM" >/dev/null
 PRIORITY=$($PY -c 'import json, sys; print(json.load(open(sys.argv[1]))["comm_priority"])' "$COMM")
 # The profile: compute alone, from a single-group run of 2 x STEPS steps
@@ -119,7 +125,7 @@ PRIORITY=$($PY -c 'import json, sys; print(json.load(open(sys.argv[1]))["comm_pr
 PROFILE_EVERY_ROUND=${PROFILE_EVERY_ROUND:-$([ "$MODEL_FROM" = run ] && echo 1 || echo 0)}
 PROFILE_REPLAN=${PROFILE_REPLAN:-every:$((2 * STEPS - 1))}
 profile_run() { # PROFILE_FILE: profile it and plan the round's runs from it
-  $CLUSTER run "$NODES" -- ${BASE/--replan=off/--replan=$PROFILE_REPLAN} \
+  $CLUSTER run "$RANKS" -- ${BASE/--replan=off/--replan=$PROFILE_REPLAN} \
     --steps=$((2 * STEPS)) --strategy=oasr --comm="$COMM" \
     --replan-profile="$1" >/dev/null
   ROUND_PROFILE=$1
@@ -132,7 +138,7 @@ profile_comm() { # PROFILE_FILE: its fitted model as JSON
 if [ "$MODEL_FROM" = run ]; then
   profile_run "$PROFILE"
 else
-  $CLUSTER run "$NODES" -- $BASE --steps=$((2 * STEPS)) --strategy=single \
+  $CLUSTER run "$RANKS" -- $BASE --steps=$((2 * STEPS)) --strategy=single \
     --comm="$COMM" --profile="$PROFILE" >/dev/null
   PLAN_MODEL=(--comm="$COMM" --plan-profile="$PROFILE")
 fi
@@ -161,7 +167,7 @@ run_models=()
 compute_only=()
 for rep in $(seq "$REPS"); do
   # oasr's step without communication on the same ranks (see the top).
-  log=$($CLUSTER run "$NODES" -- $BASE --steps="$STEPS" --strategy=single \
+  log=$($CLUSTER run "$RANKS" -- $BASE --steps="$STEPS" --strategy=single \
     --algo=sync-easgd --easgd-tau=1000000000 "${PLAN_MODEL[@]}")
   echo "round $rep oasr compute only: $(step_median "$log") ms" >&2
   compute_only+=("{\"round\": $rep, \"system\": \"oasr\", \"measured_ms\": $(step_median "$log"), \"load\": $(cut -d' ' -f1 /proc/loadavg)}")
@@ -171,7 +177,7 @@ for rep in $(seq "$REPS"); do
   for S in $STRATEGIES $DDP_RUNS; do
     load=$(cut -d' ' -f1 /proc/loadavg)
     if [[ "$S" == torch-ddp:* ]]; then
-      log=$($CLUSTER run "$NODES" -- "$TORCH_PY" "$ROOT/bench/ddp_step.py" "$NAME" \
+      log=$($CLUSTER run "$RANKS" -- "$TORCH_PY" "$ROOT/bench/ddp_step.py" "$NAME" \
         --master="$MASTER" --batch="$BATCH" --steps="$STEPS" \
         --bucket-cap-mb="${S#torch-ddp:}" --grad-dtype="$GRAD_DTYPE" \
         --precision="$PRECISION" 2>/dev/null)
@@ -188,7 +194,8 @@ for rep in $(seq "$REPS"); do
     # NAME+compress=C: the strategy with oasr-run --compress=C.
     extra=()
     [[ "$S" == *+compress=* ]] && extra=(--compress="${S#*+compress=}")
-    log=$($CLUSTER run "$NODES" -- $BASE --steps="$STEPS" --strategy="${S%%+*}" \
+    [[ "$S" == *+two-level=* ]] && extra=(--two-level="${S#*+two-level=}")
+    log=$($CLUSTER run "$RANKS" -- $BASE --steps="$STEPS" --strategy="${S%%+*}" \
       "${extra[@]}" "${PLAN_MODEL[@]}")
     measured=$(step_median "$log")
     mean=$(step_mean "$log")
@@ -203,10 +210,10 @@ done
 
 machine="$(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r)"
 date=$(date -u +%Y-%m-%dT%H:%MZ)
-calib=$($PY -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps({k: d.get(k) for k in ("alpha_s", "beta_s_per_byte", "overlap_rate", "compute_rate", "burst_us", "comm_priority", "points")} | {"by_priority": d.get("overlap", {}).get("by_priority")}))' "$COMM")
+calib=$($PY -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps({k: d.get(k) for k in ("alpha_s", "beta_s_per_byte", "overlap_rate", "compute_rate", "burst_us", "comm_priority", "points", "two_level")} | {"by_priority": d.get("overlap", {}).get("by_priority")}))' "$COMM")
 {
   echo "{\"benchmark\": \"cluster\", \"date\": \"$date\", \"machine\": \"$machine\","
-  echo " \"nodes\": $NODES, \"cores\": $(nproc), \"rate\": \"$RATE\", \"model\": \"$NAME\", \"batch\": $BATCH, \"steps\": $STEPS,"
+  echo " \"nodes\": $NODES, \"ranks\": $RANKS, \"cores\": $(nproc), \"rate\": \"$RATE\", \"model\": \"$NAME\", \"batch\": $BATCH, \"steps\": $STEPS,"
   echo " \"step_stat\": \"median\","
   echo " \"threads_per_rank\": 1, \"grad_dtype\": \"$GRAD_DTYPE\", \"precision\": \"$PRECISION\", \"comm_priority\": \"$PRIORITY\", \"rounds\": $REPS, \"load_flag\": $LOAD_FLAG,"
   echo " \"calibration\": $calib, \"calib_min_bytes\": $CALIB_MIN_BYTES, \"ddp_plan_bucket_mb\": ${BEST_MB:-null},"
