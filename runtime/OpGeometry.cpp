@@ -710,8 +710,18 @@ bool scatterNDGeom(const OpSpec &spec, ScatterNDGeom &g, std::string &error) {
 }
 
 //===----------------------------------------------------------------------===//
-// Dropout, Slice
+// Gelu, Dropout, Slice
 //===----------------------------------------------------------------------===//
+
+bool geluIsTanh(const OpSpec &spec, bool &tanh, std::string &error) {
+  std::string approx = spec.attrs.getString("approximate", "none");
+  if (approx != "none" && approx != "tanh") {
+    error = nodeError(spec, "approximate '" + approx + "' is not supported");
+    return false;
+  }
+  tanh = approx == "tanh";
+  return true;
+}
 
 bool checkDropout(const OpSpec &spec, std::string &error) {
   if (!checkSpec(spec, 1, 3, 1, 2, {0}, {0}, error) ||

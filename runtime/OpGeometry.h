@@ -6,14 +6,16 @@
 // broadcasting, convolution and pooling windows, softmax cross-entropy,
 // Gemm, reduction and Constant operands. Plain C++ (no MLIR, no oneDNN, no
 // CUDA runtime) so both backends, CUDA sources included, share one
-// definition of each op's rules and messages. Compiled once, into
-// OASRKernels (runtime/cpu/CMakeLists.txt).
+// definition of each op's rules and messages; what they compute per element
+// is in KernelMath.h. Compiled once, into OASRKernelInterface
+// (runtime/CMakeLists.txt).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef OASR_RUNTIME_OPGEOMETRY_H
 #define OASR_RUNTIME_OPGEOMETRY_H
 
+#include "KernelMath.h"
 #include "oasr/Runtime/Kernel.h"
 
 #include <cmath>
@@ -22,12 +24,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#ifdef __CUDACC__
-#define OASR_HOST_DEVICE __host__ __device__
-#else
-#define OASR_HOST_DEVICE
-#endif
 
 namespace oasr::rt {
 
@@ -365,33 +361,9 @@ bool resolveSliceAtRun(const std::vector<int64_t> &inShape,
                        std::vector<int64_t> &start, std::vector<int64_t> &step,
                        std::string &why);
 
-#if defined(__CUDACC__)
-#define OASR_HOST_DEVICE __host__ __device__
-#else
-#define OASR_HOST_DEVICE
-#endif
-
-/// Dropout's mask, one definition for every backend so that a model drops
-/// the same elements on the CPU and the GPU: element i at the step with key
-/// k is kept iff the top 32 bits of splitmix64(k + i) are >= ratio * 2^32.
-/// The key of step s is splitmix64(seed ^ splitmix64(s)); every run of a
-/// Dropout kernel is a new step.
-OASR_HOST_DEVICE inline uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-inline uint64_t dropoutStepKey(uint64_t seed, uint64_t step) {
-  return splitmix64(seed ^ splitmix64(step));
-}
-inline uint64_t dropoutThreshold(double ratio) {
-  return uint64_t(std::ldexp(ratio, 32));
-}
-OASR_HOST_DEVICE inline bool dropoutKeeps(uint64_t stepKey, uint64_t i,
-                                          uint64_t threshold) {
-  return (splitmix64(stepKey + i) >> 32) >= threshold;
-}
+/// Gelu's and GeluGrad's 'approximate' ("none" or "tanh"): whether it is
+/// the tanh form; false with `error` for anything else.
+bool geluIsTanh(const OpSpec &spec, bool &tanh, std::string &error);
 
 } // namespace oasr::rt
 

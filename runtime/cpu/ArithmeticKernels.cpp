@@ -191,27 +191,6 @@ static std::unique_ptr<Kernel> createDnnlBinary(const OpSpec &spec,
 // Numpy broadcasting
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-enum class BinOp { Add, Sub, Mul, Div, Pow };
-
-} // namespace
-
-template <typename T, BinOp Op> static T apply(T a, T b) {
-  if constexpr (Op == BinOp::Add)
-    return a + b;
-  else if constexpr (Op == BinOp::Sub)
-    return a - b;
-  else if constexpr (Op == BinOp::Mul)
-    return a * b;
-  else if constexpr (Op == BinOp::Div)
-    return a / b;
-  else if constexpr (std::is_floating_point_v<T>)
-    return b == T(2) ? a * a : T(std::pow(a, b));
-  else
-    return T(std::pow(double(a), double(b)));
-}
-
 template <typename T, BinOp Op>
 static void binaryLoop(const BroadcastPlan &p, const T *a, const T *b, T *y) {
   const int64_t rows = p.rows(), inner = p.inner();
@@ -224,17 +203,17 @@ static void binaryLoop(const BroadcastPlan &p, const T *a, const T *b, T *y) {
     T *py = y + row * inner;
     if (sa == 1 && sb == 1) {
       for (int64_t i = 0; i < inner; ++i)
-        py[i] = apply<T, Op>(pa[i], pb[i]);
+        py[i] = applyBinary<Op, T>(pa[i], pb[i]);
     } else if (sa == 1) {
       const T bv = pb[0];
       for (int64_t i = 0; i < inner; ++i)
-        py[i] = apply<T, Op>(pa[i], bv);
+        py[i] = applyBinary<Op, T>(pa[i], bv);
     } else if (sb == 1) {
       const T av = pa[0];
       for (int64_t i = 0; i < inner; ++i)
-        py[i] = apply<T, Op>(av, pb[i]);
+        py[i] = applyBinary<Op, T>(av, pb[i]);
     } else {
-      const T v = apply<T, Op>(pa[0], pb[0]);
+      const T v = applyBinary<Op, T>(pa[0], pb[0]);
       for (int64_t i = 0; i < inner; ++i)
         py[i] = v;
     }
@@ -304,11 +283,7 @@ static std::unique_ptr<Kernel> createBinary(const OpSpec &spec,
   if (!checkArity(spec, 2, 2, 1, 1, error) ||
       !checkBroadcastOperands(spec, error))
     return nullptr;
-  BinOp op = spec.opType == "Add"   ? BinOp::Add
-             : spec.opType == "Sub" ? BinOp::Sub
-             : spec.opType == "Mul" ? BinOp::Mul
-             : spec.opType == "Div" ? BinOp::Div
-                                    : BinOp::Pow;
+  BinOp op = opNamed(kBinOps, spec.opType).value_or(BinOp::Pow);
   return std::make_unique<BinaryKernel>(spec, op);
 }
 
@@ -602,8 +577,8 @@ static std::unique_ptr<Kernel> createReduce(const OpSpec &spec,
 }
 
 void registerArithmeticKernels(KernelRegistry &r) {
-  for (const char *op : {"Add", "Sub", "Mul", "Div", "Pow"})
-    r[op] = createBinary;
+  for (const NamedOp<BinOp> &op : kBinOps)
+    r[op.name] = createBinary;
   r["Sum"] = createSum;
   r["Neg"] = createNeg;
   r["ReduceSumTo"] = createReduceSumTo;

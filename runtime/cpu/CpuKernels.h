@@ -156,8 +156,7 @@ bool scalarOperand(const std::vector<TensorRef> &in, size_t i, double &v);
 
 /// Element `i` of an i64 or i32 tensor (labels, indices) in host memory.
 inline int64_t labelAt(const TensorRef &t, int64_t i) {
-  return t.desc.dtype == DType::I64 ? t.as<int64_t>()[i]
-                                    : int64_t(t.as<int32_t>()[i]);
+  return indexAt(t.data, t.desc.dtype == DType::I64, i);
 }
 
 /// One optimizer update on host memory (OptimizerKernels.cpp): p, g[, v[,

@@ -48,11 +48,11 @@ public:
     }
     const uint64_t stepKey = dropoutStepKey(seed, step++);
     const uint64_t threshold = dropoutThreshold(ratio);
-    const float scale = ratio < 1 ? float(1.0 / (1.0 - ratio)) : 0.0f;
+    const float scale = dropoutScale(ratio);
 #pragma omp parallel for schedule(static) if (count > 16384)
     for (int64_t i = 0; i < count; ++i) {
       bool keep = dropoutKeeps(stepKey, uint64_t(i), threshold);
-      y[i] = keep ? x[i] * scale : 0.0f;
+      y[i] = dropoutValue(keep, x, i, scale);
       if (mask)
         mask[i] = keep;
     }
@@ -102,10 +102,10 @@ public:
       parallelCopy(dx, dy, size_t(count) * sizeof(float));
       return;
     }
-    const float scale = ratio < 1 ? float(1.0 / (1.0 - ratio)) : 0.0f;
+    const float scale = dropoutScale(ratio);
 #pragma omp parallel for schedule(static) if (count > 16384)
     for (int64_t i = 0; i < count; ++i)
-      dx[i] = mask[i] ? dy[i] * scale : 0.0f;
+      dx[i] = dropoutValue(mask[i], dy, i, scale);
   }
 
 private:

@@ -130,7 +130,7 @@ public:
       }
       float s = p.reduction == SceReduction::None ? dl[r] : scale;
       for (int64_t c = 0; c < p.c; ++c)
-        dr[c * p.d] = (std::exp(lr[c * p.d]) - (c == lab ? 1.0f : 0.0f)) * s;
+        dr[c * p.d] = sceGradAt(lr[c * p.d], c == lab, s);
     }
   }
 

@@ -16,7 +16,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
-#include <map>
 
 namespace oasr::rt::cpu {
 
@@ -24,91 +23,63 @@ namespace oasr::rt::cpu {
 // Activations and their gradients
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-enum class Act {
-  HardSigmoid,
-  HardSwish,
-  Mish,
-  Reciprocal,
-  HardSigmoidGrad,
-  HardSwishGrad,
-  MishGrad
-};
-
-} // namespace
-
-static float softplus(float x) {
-  // log(1 + e^x) without overflow, as PyTorch's threshold of 20.
-  return x > 20.0f ? x : std::log1p(std::exp(x));
+/// y[i] = f(i) for i in [0, n), in parallel when large.
+template <typename F> static void forEach(int64_t n, float *y, F &&f) {
+#pragma omp parallel for schedule(static) if (n > 16384)
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = f(i);
 }
 
 namespace {
 
-/// One activation (X -> Y) or its gradient (dY, X -> dX) per element.
+/// One activation (X -> Y) or its gradient (dY, X -> dX) per element, on
+/// KernelMath.h's formulas.
 class ActivationKernel final : public CpuKernel {
 public:
-  ActivationKernel(const OpSpec &spec, Act act)
-      : CpuKernel(spec), act(act), n(spec.outputs[0].numel()),
-        alpha(float(spec.attrs.getFloat("alpha", 0.2))),
-        beta(float(spec.attrs.getFloat("beta", 0.5))) {}
+  ActivationKernel(const OpSpec &spec, UnaryOp op, std::optional<GradOp> grad)
+      : CpuKernel(spec), op(op), grad(grad), n(spec.outputs[0].numel()),
+        alpha(float(spec.attrs.getFloat("alpha", kHardSigmoidAlpha))),
+        beta(float(spec.attrs.getFloat("beta", kHardSigmoidBeta))) {}
 
   void compute(const std::vector<TensorRef> &in,
                const std::vector<TensorRef> &out) override {
-    const float *a = in[0].as<float>();
+    const float *a = in[0].as<float>(); // X, or dY for a gradient
     const float *x = in.size() > 1 ? in[1].as<float>() : nullptr;
     float *y = out[0].as<float>();
-    const int64_t count = n;
     const float al = alpha, be = beta;
-    switch (act) {
-    case Act::HardSigmoid:
-#pragma omp parallel for schedule(static) if (count > 16384)
-      for (int64_t i = 0; i < count; ++i)
-        y[i] = std::fmin(1.0f, std::fmax(0.0f, al * a[i] + be));
-      return;
-    case Act::HardSwish:
-#pragma omp parallel for schedule(static) if (count > 16384)
-      for (int64_t i = 0; i < count; ++i)
-        y[i] = a[i] * std::fmin(1.0f, std::fmax(0.0f, a[i] / 6.0f + 0.5f));
-      return;
-    case Act::Mish:
-#pragma omp parallel for schedule(static) if (count > 16384)
-      for (int64_t i = 0; i < count; ++i)
-        y[i] = a[i] * std::tanh(softplus(a[i]));
-      return;
-    case Act::Reciprocal:
-#pragma omp parallel for schedule(static) if (count > 16384)
-      for (int64_t i = 0; i < count; ++i)
-        y[i] = 1.0f / a[i];
-      return;
-    case Act::HardSigmoidGrad:
-#pragma omp parallel for schedule(static) if (count > 16384)
-      for (int64_t i = 0; i < count; ++i) {
-        float t = al * x[i] + be;
-        y[i] = t > 0.0f && t < 1.0f ? a[i] * al : 0.0f;
+    if (grad) {
+      switch (*grad) {
+      case GradOp::HardSigmoid:
+        return forEach(n, y, [&](int64_t i) {
+          return hardSigmoidGrad(a[i], x[i], al, be);
+        });
+      case GradOp::HardSwish:
+        return forEach(n, y,
+                       [&](int64_t i) { return hardSwishGrad(a[i], x[i]); });
+      case GradOp::Mish:
+        return forEach(n, y, [&](int64_t i) { return mishGrad(a[i], x[i]); });
+      default:
+        return;
       }
-      return;
-    case Act::HardSwishGrad:
-      // PyTorch's convention at the kinks: 0 at x = -3, dY at x = 3.
-#pragma omp parallel for schedule(static) if (count > 16384)
-      for (int64_t i = 0; i < count; ++i) {
-        float v = x[i];
-        y[i] = v < -3.0f ? 0.0f : v <= 3.0f ? a[i] * (v / 3.0f + 0.5f) : a[i];
-      }
-      return;
-    case Act::MishGrad:
-#pragma omp parallel for schedule(static) if (count > 16384)
-      for (int64_t i = 0; i < count; ++i) {
-        float v = x[i], t = std::tanh(softplus(v));
-        float sig = 1.0f / (1.0f + std::exp(-v));
-        y[i] = a[i] * (t + v * sig * (1.0f - t * t));
-      }
+    }
+    switch (op) {
+    case UnaryOp::HardSigmoid:
+      return forEach(n, y,
+                     [&](int64_t i) { return hardSigmoid(a[i], al, be); });
+    case UnaryOp::HardSwish:
+      return forEach(n, y, [&](int64_t i) { return hardSwish(a[i]); });
+    case UnaryOp::Mish:
+      return forEach(n, y, [&](int64_t i) { return mish(a[i]); });
+    case UnaryOp::Reciprocal:
+      return forEach(n, y, [&](int64_t i) { return reciprocal(a[i]); });
+    default:
       return;
     }
   }
 
 private:
-  Act act;
+  UnaryOp op;
+  std::optional<GradOp> grad;
   int64_t n;
   float alpha, beta;
 };
@@ -117,63 +88,16 @@ private:
 
 static std::unique_ptr<Kernel> createActivation(const OpSpec &spec,
                                                 std::string &error) {
-  static const std::map<std::string, Act> acts = {
-      {"HardSigmoid", Act::HardSigmoid},
-      {"HardSwish", Act::HardSwish},
-      {"Mish", Act::Mish},
-      {"Reciprocal", Act::Reciprocal},
-      {"HardSigmoidGrad", Act::HardSigmoidGrad},
-      {"HardSwishGrad", Act::HardSwishGrad},
-      {"MishGrad", Act::MishGrad}};
-  Act act = acts.at(spec.opType);
-  bool grad = spec.opType.size() > 4 &&
-              spec.opType.compare(spec.opType.size() - 4, 4, "Grad") == 0;
-  size_t arity = grad ? 2 : 1;
-  if (!checkSameShapeF32(spec, arity, error))
+  std::optional<GradOp> grad = opNamed(kGradOps, spec.opType);
+  UnaryOp op = opNamed(kUnaryOps, spec.opType).value_or(UnaryOp::Abs);
+  if (!checkSameShapeF32(spec, grad ? 2 : 1, error))
     return nullptr;
-  return std::make_unique<ActivationKernel>(spec, act);
+  return std::make_unique<ActivationKernel>(spec, op, grad);
 }
 
 //===----------------------------------------------------------------------===//
 // Comparisons, logic and Where (numpy broadcasting)
 //===----------------------------------------------------------------------===//
-
-namespace {
-
-enum class Cmp {
-  Equal,
-  Less,
-  Greater,
-  LessOrEqual,
-  GreaterOrEqual,
-  And,
-  Or,
-  Xor
-};
-
-} // namespace
-
-template <typename T> static bool compare(Cmp c, T a, T b) {
-  switch (c) {
-  case Cmp::Equal:
-    return a == b;
-  case Cmp::Less:
-    return a < b;
-  case Cmp::Greater:
-    return a > b;
-  case Cmp::LessOrEqual:
-    return a <= b;
-  case Cmp::GreaterOrEqual:
-    return a >= b;
-  case Cmp::And:
-    return a && b;
-  case Cmp::Or:
-    return a || b;
-  case Cmp::Xor:
-    return bool(a) != bool(b);
-  }
-  return false;
-}
 
 /// Calls `body(row, offs)` for every row of `p` (in parallel when large).
 template <typename F> static void forRows(const BroadcastPlan &p, F body) {
@@ -192,7 +116,7 @@ namespace {
 /// And/Or/Xor (bool) -> bool.
 class CompareKernel final : public CpuKernel {
 public:
-  CompareKernel(const OpSpec &spec, Cmp cmp)
+  CompareKernel(const OpSpec &spec, CmpOp cmp)
       : CpuKernel(spec), cmp(cmp), type(spec.inputs[0].dtype),
         plan(makePlan({spec.inputs[0].shape, spec.inputs[1].shape},
                       spec.outputs[0].shape)) {}
@@ -221,10 +145,10 @@ private:
     forRows(plan, [&](int64_t row, const int64_t *offs) {
       for (int64_t i = 0; i < inner; ++i)
         y[row * inner + i] =
-            compare<T>(cmp, a[offs[0] + i * sa], b[offs[1] + i * sb]);
+            compareValues<T>(cmp, a[offs[0] + i * sa], b[offs[1] + i * sb]);
     });
   }
-  Cmp cmp;
+  CmpOp cmp;
   DType type;
   BroadcastPlan plan;
 };
@@ -233,22 +157,12 @@ private:
 
 static std::unique_ptr<Kernel> createCompare(const OpSpec &spec,
                                              std::string &error) {
-  static const std::map<std::string, Cmp> cmps = {
-      {"Equal", Cmp::Equal},
-      {"Less", Cmp::Less},
-      {"Greater", Cmp::Greater},
-      {"LessOrEqual", Cmp::LessOrEqual},
-      {"GreaterOrEqual", Cmp::GreaterOrEqual},
-      {"And", Cmp::And},
-      {"Or", Cmp::Or},
-      {"Xor", Cmp::Xor}};
-  Cmp cmp = cmps.at(spec.opType);
+  CmpOp cmp = *opNamed(kCmpOps, spec.opType);
   if (!checkArity(spec, 2, 2, 1, 1, error) ||
       !checkDType(spec, false, 0, DType::Bool, error) ||
       !checkDType(spec, true, 1, spec.inputs[0].dtype, error))
     return nullptr;
-  bool logic = cmp == Cmp::And || cmp == Cmp::Or || cmp == Cmp::Xor;
-  if (logic && !checkDType(spec, true, 0, DType::Bool, error))
+  if (isLogic(cmp) && !checkDType(spec, true, 0, DType::Bool, error))
     return nullptr;
   if (!broadcastsTo(spec.inputs[0].shape, spec.outputs[0].shape) ||
       !broadcastsTo(spec.inputs[1].shape, spec.outputs[0].shape)) {
@@ -372,12 +286,13 @@ static const EltwiseOp kEltwiseOps[] = {
     {"Relu", EltA::eltwise_relu, EltA::eltwise_relu_use_dst_for_bwd, nullptr,
      0},
     {"LeakyRelu", EltA::eltwise_relu, EltA::eltwise_relu_use_dst_for_bwd,
-     "alpha", 0.01},
+     "alpha", kLeakyReluAlpha},
     {"Sigmoid", EltA::eltwise_logistic, EltA::eltwise_logistic_use_dst_for_bwd,
      nullptr, 0},
     {"Tanh", EltA::eltwise_tanh, EltA::eltwise_tanh_use_dst_for_bwd, nullptr,
      0},
-    {"Elu", EltA::eltwise_elu, EltA::eltwise_elu_use_dst_for_bwd, "alpha", 1.0},
+    {"Elu", EltA::eltwise_elu, EltA::eltwise_elu_use_dst_for_bwd, "alpha",
+     kEluAlpha},
     {"Exp", EltA::eltwise_exp, EltA::undef, nullptr, 0},
     {"Sqrt", EltA::eltwise_sqrt, EltA::undef, nullptr, 0},
     {"Log", EltA::eltwise_log, EltA::undef, nullptr, 0},
@@ -506,46 +421,46 @@ static std::unique_ptr<Kernel> createDnnlGelu(const OpSpec &spec, bool tanh,
 
 namespace {
 
-/// Gelu {approximate = none | tanh}, GeluGrad (dY, X -> dX), Erf.
+/// Gelu {approximate = none | tanh} (GeluErf, GeluTanh), GeluGrad (dY, X ->
+/// dX), Erf. The CUDA backend computes the same functions (CudaPointwise.cu)
+/// with CUDA's erff and its own order of the products, so the two backends
+/// agree to rounding, not bit for bit.
 class GeluKernel final : public CpuKernel {
 public:
-  GeluKernel(const OpSpec &spec, int mode, bool grad)
-      : CpuKernel(spec), mode(mode), grad(grad), n(spec.outputs[0].numel()) {}
+  GeluKernel(const OpSpec &spec, UnaryOp op, bool grad)
+      : CpuKernel(spec), op(op), grad(grad), n(spec.outputs[0].numel()) {}
   void compute(const std::vector<TensorRef> &in,
                const std::vector<TensorRef> &out) override {
     const float *x = in[grad ? 1 : 0].as<float>();
     const float *dy = grad ? in[0].as<float>() : nullptr;
     float *y = out[0].as<float>();
     const int64_t count = n;
-    const int md = mode;
+    const UnaryOp md = op;
     const bool gr = grad;
-    constexpr float kInvSqrt2 = 0.70710678118654752f;
-    constexpr float kInvSqrt2Pi = 0.39894228040143268f;
-    constexpr float kSqrt2OverPi = 0.79788456080286536f;
 #pragma omp parallel for schedule(static) if (count > 16384)
     for (int64_t i = 0; i < count; ++i) {
       float v = x[i];
-      if (md == 2) { // Erf
+      if (md == UnaryOp::Erf) {
         y[i] = std::erf(v);
         continue;
       }
-      if (md == 0) {
+      if (md == UnaryOp::GeluErf) {
         float cdf = 0.5f * (1.0f + std::erf(v * kInvSqrt2));
         y[i] = gr ? dy[i] * (cdf + v * kInvSqrt2Pi * std::exp(-0.5f * v * v))
                   : v * cdf;
       } else {
-        float u = kSqrt2OverPi * (v + 0.044715f * v * v * v);
+        float u = kSqrt2OverPi * (v + kGeluCubic * v * v * v);
         float t = std::tanh(u);
         y[i] = gr ? dy[i] * (0.5f * (1.0f + t) +
                              0.5f * v * (1.0f - t * t) * kSqrt2OverPi *
-                                 (1.0f + 3.0f * 0.044715f * v * v))
+                                 (1.0f + 3.0f * kGeluCubic * v * v))
                   : 0.5f * v * (1.0f + t);
       }
     }
   }
 
 private:
-  int mode; // 0: erf Gelu, 1: tanh Gelu, 2: Erf
+  UnaryOp op; ///< Erf, GeluErf or GeluTanh
   bool grad;
   int64_t n;
 };
@@ -556,22 +471,20 @@ static std::unique_ptr<Kernel> createGelu(const OpSpec &spec,
                                           std::string &error) {
   bool grad = spec.opType == "GeluGrad";
   size_t nIn = grad ? 2 : 1;
-  int mode = 2;
+  UnaryOp op = UnaryOp::Erf;
   if (spec.opType != "Erf") {
-    std::string approx = spec.attrs.getString("approximate", "none");
-    if (approx != "none" && approx != "tanh") {
-      error = nodeError(spec, "approximate '" + approx + "' is not supported");
+    bool tanh;
+    if (!geluIsTanh(spec, tanh, error))
       return nullptr;
-    }
-    mode = approx == "tanh" ? 1 : 0;
+    op = tanh ? UnaryOp::GeluTanh : UnaryOp::GeluErf;
     if (!spec.inputs.empty() && spec.inputs[0].dtype == DType::BF16 &&
         checkArity(spec, nIn, nIn, 1, 1, error) &&
         checkSameShapes(spec, nIn, error))
-      return createDnnlGelu(spec, mode == 1, grad, error);
+      return createDnnlGelu(spec, tanh, grad, error);
   }
   if (!checkSameShapeF32(spec, nIn, error))
     return nullptr;
-  return std::make_unique<GeluKernel>(spec, mode, grad);
+  return std::make_unique<GeluKernel>(spec, op, grad);
 }
 
 //===----------------------------------------------------------------------===//
@@ -681,18 +594,13 @@ public:
     scalarOperand(in, first + 1, hi);
     const float flo = float(lo), fhi = float(hi);
     float *y = out[0].as<float>();
-    const int64_t count = n;
     if (grad) {
       const float *dy = in[0].as<float>(), *x = in[1].as<float>();
-#pragma omp parallel for schedule(static) if (count > 16384)
-      for (int64_t i = 0; i < count; ++i)
-        y[i] = (x[i] >= flo && x[i] <= fhi) ? dy[i] : 0.0f;
-      return;
+      return forEach(
+          n, y, [&](int64_t i) { return clipGrad(dy[i], x[i], flo, fhi); });
     }
     const float *x = in[0].as<float>();
-#pragma omp parallel for schedule(static) if (count > 16384)
-    for (int64_t i = 0; i < count; ++i)
-      y[i] = std::min(std::max(x[i], flo), fhi);
+    forEach(n, y, [&](int64_t i) { return clipValue(x[i], flo, fhi); });
   }
 
 private:
@@ -726,9 +634,8 @@ void registerPointwiseKernels(KernelRegistry &r) {
     r[op] = createGelu;
   r["Clip"] = createClip;
   r["ClipGrad"] = createClip;
-  for (const char *op : {"Equal", "Less", "Greater", "LessOrEqual",
-                         "GreaterOrEqual", "And", "Or", "Xor"})
-    r[op] = createCompare;
+  for (const NamedOp<CmpOp> &cmp : kCmpOps)
+    r[cmp.name] = createCompare;
   r["Not"] = createNot;
   r["Where"] = createWhere;
   for (const char *op :

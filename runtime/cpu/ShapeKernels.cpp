@@ -863,7 +863,7 @@ public:
     scalarOperand(in, 0, start);
     scalarOperand(in, 2, delta);
     for (int64_t i = 0; i < n; ++i) {
-      double v = start + double(i) * delta;
+      double v = rangeValue(start, delta, i);
       if (type == DType::F32)
         out[0].as<float>()[i] = float(v);
       else if (type == DType::I64)
@@ -916,8 +916,7 @@ public:
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < cols; ++j) {
           size_t off = size_t((b * rows + i) * cols + j) * size;
-          bool keep = upper ? j - i >= k : j - i <= k;
-          if (keep)
+          if (triluKeeps(upper, i, j, k))
             std::memcpy(y + off, x + off, size);
           else
             std::memset(y + off, 0, size);

@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <set>
 
 namespace oasr::rt::cuda {
@@ -78,11 +77,7 @@ static std::unique_ptr<Kernel> createNary(CudaBackend &be, const OpSpec &spec,
     return nullptr;
   for (size_t j = 0; j < spec.inputs.size(); ++j)
     b.bf16[j] = spec.inputs[j].dtype == DType::BF16;
-  BinOp op = spec.opType == "Sub"   ? BinOp::Sub
-             : spec.opType == "Mul" ? BinOp::Mul
-             : spec.opType == "Div" ? BinOp::Div
-             : spec.opType == "Pow" ? BinOp::Pow
-                                    : BinOp::Add;
+  BinOp op = opNamed(kBinOps, spec.opType).value_or(BinOp::Add); // Sum
   int64_t n = spec.outputs[0].numel();
   return lambda(
       be, spec,
@@ -199,8 +194,9 @@ createReduceSumTo(CudaBackend &be, const OpSpec &spec, std::string &error) {
 }
 
 void registerArithmeticKernels(FactoryRegistry &r) {
-  for (const char *op : {"Add", "Sub", "Mul", "Div", "Pow", "Sum"})
-    r[op] = createNary;
+  for (const NamedOp<BinOp> &op : kBinOps)
+    r[op.name] = createNary;
+  r["Sum"] = createNary;
   r["Neg"] = createNeg;
   r["ReduceMean"] = createReduce;
   r["ReduceSum"] = createReduce;

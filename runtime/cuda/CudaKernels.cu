@@ -55,25 +55,6 @@ __device__ float blockMax(float v) { return blockReduce(v, MaxOp()); }
 // Broadcast arithmetic
 //===----------------------------------------------------------------------===//
 
-template <typename T> __device__ T applyOp(BinOp op, T a, T b) {
-  switch (op) {
-  case BinOp::Add:
-    return a + b;
-  case BinOp::Sub:
-    return a - b;
-  case BinOp::Mul:
-    return a * b;
-  case BinOp::Div:
-    return a / b;
-  case BinOp::Pow:
-    break;
-  }
-  if constexpr (std::is_same_v<T, float>)
-    return b == 2.0f ? a * a : powf(a, b);
-  else
-    return T(pow(double(a), double(b)));
-}
-
 /// Element offsets of every operand for result element `i`, in index type
 /// I (32-bit division is several times faster than 64-bit on the GPU).
 template <typename I = int64_t>
@@ -117,7 +98,7 @@ __global__ void naryKernel(Broadcast b, BinOp op, T *y, int64_t n) {
     offsetsOf<I>(b, I(i), offs);
     M acc = operandAt<T>(b, 0, offs[0]);
     for (int j = 1; j < b.operands; ++j)
-      acc = applyOp<M>(op, acc, operandAt<T>(b, j, offs[j]));
+      acc = applyBinary<M>(op, acc, operandAt<T>(b, j, offs[j]));
     y[i] = fromMath<T>(acc);
   }
 }
@@ -129,7 +110,7 @@ __global__ void naryDenseKernel(Broadcast b, BinOp op, T *y, int64_t n) {
   OASR_GRID_LOOP(i, n) {
     M acc = operandAt<T>(b, 0, i);
     for (int j = 1; j < b.operands; ++j)
-      acc = applyOp<M>(op, acc, operandAt<T>(b, j, i));
+      acc = applyBinary<M>(op, acc, operandAt<T>(b, j, i));
     y[i] = fromMath<T>(acc);
   }
 }
@@ -264,11 +245,6 @@ __global__ void reluGradKernel(const T *dy, const T *y, T *dx, int64_t n) {
 // Softmax cross-entropy
 //===----------------------------------------------------------------------===//
 
-__device__ int64_t labelAt(const void *labels, bool is64, int64_t r) {
-  return is64 ? static_cast<const int64_t *>(labels)[r]
-              : int64_t(static_cast<const int32_t *>(labels)[r]);
-}
-
 /// One block per row (sample, trailing position).
 __global__ void sceRowKernel(SceGeom p, const float *x, const void *labels,
                              float *lp, float *rowLoss, int *rowCount,
@@ -290,7 +266,7 @@ __global__ void sceRowKernel(SceGeom p, const float *x, const void *labels,
   __syncthreads();
   if (threadIdx.x != 0)
     return;
-  int64_t lab = labelAt(labels, p.labels64, r);
+  int64_t lab = indexAt(labels, p.labels64, r);
   float loss = 0;
   int counted = 0;
   // Labels outside [0, C) count as ignored (the CPU backend stops there).
@@ -326,7 +302,7 @@ __global__ void sceCountKernel(SceGeom p, const void *labels, int *count) {
   int64_t rows = p.n * p.d;
   double c = 0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
-    c += !(p.hasIgnore && labelAt(labels, p.labels64, r) == p.ignoreIndex);
+    c += !(p.hasIgnore && indexAt(labels, p.labels64, r) == p.ignoreIndex);
   c = blockSum(c);
   if (threadIdx.x == 0)
     count[0] = int(c);
@@ -338,7 +314,7 @@ __global__ void sceGradKernel(SceGeom p, const float *dl, const float *lp,
   OASR_GRID_LOOP(e, total) {
     int64_t ni = e / (p.c * p.d), rem = e % (p.c * p.d);
     int64_t c = rem / p.d, di = rem % p.d, r = ni * p.d + di;
-    int64_t lab = labelAt(labels, p.labels64, r);
+    int64_t lab = indexAt(labels, p.labels64, r);
     if (p.hasIgnore && lab == p.ignoreIndex) {
       dx[e] = 0.0f;
       continue;
@@ -350,7 +326,7 @@ __global__ void sceGradKernel(SceGeom p, const float *dl, const float *lp,
       s = count[0] ? dl[0] / float(count[0]) : 0.0f;
     else
       s = dl[0];
-    dx[e] = (expf(lp[e]) - (c == lab ? 1.0f : 0.0f)) * s;
+    dx[e] = sceGradAt(lp[e], c == lab, s);
   }
 }
 
@@ -549,7 +525,7 @@ __global__ void dropoutKernel(uint64_t key, uint64_t threshold, float scale,
                               int64_t n) {
   OASR_GRID_LOOP(i, n) {
     bool keep = dropoutKeeps(key, uint64_t(i), threshold);
-    y[i] = keep ? x[i] * scale : 0.0f;
+    y[i] = dropoutValue(keep, x, i, scale);
     if (mask)
       mask[i] = keep;
   }
@@ -557,7 +533,7 @@ __global__ void dropoutKernel(uint64_t key, uint64_t threshold, float scale,
 
 __global__ void dropoutGradKernel(float scale, const float *dy,
                                   const uint8_t *mask, float *dx, int64_t n) {
-  OASR_GRID_LOOP(i, n) { dx[i] = mask[i] ? dy[i] * scale : 0.0f; }
+  OASR_GRID_LOOP(i, n) { dx[i] = dropoutValue(mask[i], dy, i, scale); }
 }
 
 //===----------------------------------------------------------------------===//
@@ -649,46 +625,24 @@ __global__ void bnGradKernel(BnParams p, const float *dy, const float *x,
 // Optimizer updates (Executor.cpp's hostUpdate, element by element)
 //===----------------------------------------------------------------------===//
 
-enum class Algo : int { Sgd, Momentum, Adagrad, Adam };
-
-struct UpdateScalars {
-  Algo algo;
-  float lr, wd, m, c, r, eps, b1, b2, keep;
-  bool nesterov;
-};
-
 __global__ void updateKernel(UpdateScalars u, int64_t n, const float *p,
                              const float *g, const float *v, const float *h,
                              float *np, float *nv, float *nh) {
   OASR_GRID_LOOP(i, n) {
     float pi = p[i], gi = g[i];
     switch (u.algo) {
-    case Algo::Sgd:
-      np[i] = u.wd == 0.0f ? pi - u.lr * gi : pi - u.lr * (gi + u.wd * pi);
+    case UpdateAlgo::Sgd:
+      np[i] = sgdStep(u, pi, gi);
       break;
-    case Algo::Momentum: {
-      float gr = gi + u.wd * pi;
-      float vi = u.m * v[i] + u.c * gr;
-      nv[i] = vi;
-      np[i] = pi - u.lr * (u.nesterov ? gr + u.m * vi : vi);
+    case UpdateAlgo::Momentum:
+      momentumStep(u, pi, gi, v[i], np[i], nv[i]);
       break;
-    }
-    case Algo::Adagrad: {
-      float gr = gi + u.wd * pi;
-      float hi = v[i] + gr * gr;
-      nv[i] = hi;
-      np[i] = pi - u.r * gr / (sqrtf(hi) + u.eps);
+    case UpdateAlgo::Adagrad:
+      adagradStep(u, pi, gi, v[i], np[i], nv[i]);
       break;
-    }
-    case Algo::Adam: {
-      float gr = gi + u.wd * pi;
-      float vi = u.b1 * v[i] + (1.0f - u.b1) * gr;
-      float hi = u.b2 * h[i] + (1.0f - u.b2) * gr * gr;
-      nv[i] = vi;
-      nh[i] = hi;
-      np[i] = u.keep * (pi - u.r * vi / (sqrtf(hi) + u.eps));
+    case UpdateAlgo::Adam:
+      adamStep(u, pi, gi, v[i], h[i], np[i], nv[i], nh[i]);
       break;
-    }
     }
   }
 }
@@ -929,31 +883,7 @@ void launchBnGrad(const BnParams &p, const float *dy, const float *x,
 void launchUpdate(const UpdateRule &rule, int64_t t, int64_t n, const float *p,
                   const float *g, const float *v, const float *h, float *np,
                   float *nv, float *nh, cudaStream_t stream) {
-  // The scalars exactly as hostUpdate derives them.
-  UpdateScalars u{};
-  u.lr = float(rule.lr);
-  u.wd = float(rule.weightDecay);
-  u.m = float(rule.momentum);
-  u.c = t > 0 ? float(1.0 - rule.dampening) : 1.0f;
-  u.eps = float(rule.epsilon);
-  u.b1 = float(rule.beta1);
-  u.b2 = float(rule.beta2);
-  u.keep = float(1.0 - rule.weightDecayPost);
-  u.nesterov = rule.nesterov;
-  if (rule.algo == "sgd") {
-    u.algo = Algo::Sgd;
-  } else if (rule.algo == "momentum") {
-    u.algo = Algo::Momentum;
-  } else if (rule.algo == "adagrad") {
-    u.algo = Algo::Adagrad;
-    u.r = float(rule.lr / (1.0 + double(t) * rule.lrDecay));
-  } else {
-    u.algo = Algo::Adam;
-    u.r = t > 0 ? float(rule.lr *
-                        std::sqrt(1.0 - std::pow(rule.beta2, double(t))) /
-                        (1.0 - std::pow(rule.beta1, double(t))))
-                : u.lr;
-  }
+  UpdateScalars u = updateScalars(rule, t);
   updateKernel<<<blocksFor(n), kThreads, 0, stream>>>(u, n, p, g, v, h, np, nv,
                                                       nh);
   launched("optimizer update");

@@ -62,8 +62,6 @@ struct Broadcast {
   bool bf16[kMaxOperands] = {};
 };
 
-enum class BinOp : int { Add, Sub, Mul, Div, Pow };
-
 /// y = x0 op x1 op x2 ... (left fold), results of `dtype` (f32, bf16 in
 /// f32 arithmetic, i64, i32); f32/bf16 results take any mix of f32 and bf16
 /// operands (Broadcast::bf16).
@@ -215,55 +213,14 @@ void launchUpdate(const UpdateRule &rule, int64_t t, int64_t n, const float *p,
 // The pointwise family (CudaPointwise.cu)
 //===----------------------------------------------------------------------===//
 
-/// y = f(x) in f32 arithmetic; `a`, `b` are the attributes (alpha, beta) where
-/// used.
-enum class UnaryOp : int {
-  Abs,
-  Sigmoid,
-  Tanh,
-  Exp,
-  Log,
-  Sqrt,
-  Erf,
-  Elu,
-  LeakyRelu,
-  HardSigmoid,
-  HardSwish,
-  Mish,
-  Reciprocal,
-  GeluErf,
-  GeluTanh,
-  Clip ///< min(max(x, a), b), NaN kept as the CPU's std::min/std::max do
-};
+/// y = f(x) in f32 arithmetic (KernelMath.h); `a`, `b` are the attributes
+/// (alpha, beta) where used, Clip's bounds for UnaryOp::Clip.
 void launchUnary(UnaryOp op, FloatPtr x, FloatPtr y, int64_t n, float a,
                  float b, cudaStream_t stream);
-/// dX = f'(dY, z): z is the forward result (Sigmoid, Tanh, Elu, LeakyRelu)
-/// or input (HardSigmoid, HardSwish, Mish, Gelu, Clip with a = min, b = max).
-enum class GradOp : int {
-  Sigmoid,
-  Tanh,
-  Elu,
-  LeakyRelu,
-  HardSigmoid,
-  HardSwish,
-  Mish,
-  GeluErf,
-  GeluTanh,
-  Clip
-};
+/// dX = f'(dY, z) (GradOp, KernelMath.h); ClipGrad's bounds in a and b.
 void launchGrad(GradOp op, FloatPtr dy, FloatPtr z, FloatPtr dx, int64_t n,
                 float a, float b, cudaStream_t stream);
 /// Comparisons and logic of two broadcast operands of type `in` -> bool.
-enum class CmpOp : int {
-  Equal,
-  Less,
-  Greater,
-  LessOrEqual,
-  GreaterOrEqual,
-  And,
-  Or,
-  Xor
-};
 void launchCompare(CmpOp op, DType in, const Broadcast &b, uint8_t *y,
                    int64_t n, cudaStream_t stream);
 void launchNot(const uint8_t *x, uint8_t *y, int64_t n, cudaStream_t stream);

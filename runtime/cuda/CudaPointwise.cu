@@ -22,8 +22,9 @@
 namespace oasr::rt::cuda {
 namespace {
 
-__device__ float softplusF(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
-
+/// y = f(x): the activations both backends run from KernelMath.h, and
+/// those the CPU takes from oneDNN (Abs to LeakyRelu) and Gelu, whose CPU
+/// loop orders its products otherwise.
 __device__ float unary(UnaryOp op, float x, float a, float b) {
   switch (op) {
   case UnaryOp::Abs:
@@ -45,23 +46,21 @@ __device__ float unary(UnaryOp op, float x, float a, float b) {
   case UnaryOp::LeakyRelu:
     return x > 0.0f ? x : a * x;
   case UnaryOp::HardSigmoid:
-    return fminf(1.0f, fmaxf(0.0f, a * x + b));
+    return hardSigmoid(x, a, b);
   case UnaryOp::HardSwish:
-    return x * fminf(1.0f, fmaxf(0.0f, x / 6.0f + 0.5f));
+    return hardSwish(x);
   case UnaryOp::Mish:
-    return x * tanhf(softplusF(x));
+    return mish(x);
   case UnaryOp::Reciprocal:
-    return 1.0f / x;
+    return reciprocal(x);
   case UnaryOp::GeluErf:
-    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    return 0.5f * x * (1.0f + erff(x * kInvSqrt2));
   case UnaryOp::GeluTanh: {
-    float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+    float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
     return 0.5f * x * (1.0f + tanhf(u));
   }
-  case UnaryOp::Clip: {
-    float t = x < a ? a : x;
-    return b < t ? b : t;
-  }
+  case UnaryOp::Clip:
+    return clipValue(x, a, b);
   }
   return 0.0f;
 }
@@ -77,29 +76,25 @@ __device__ float grad(GradOp op, float dy, float z, float a, float b) {
     return z > 0.0f ? dy : dy * (z + a);
   case GradOp::LeakyRelu:
     return z > 0.0f ? dy : dy * a;
-  case GradOp::HardSigmoid: {
-    float t = a * z + b;
-    return t > 0.0f && t < 1.0f ? dy * a : 0.0f;
-  }
+  case GradOp::HardSigmoid:
+    return hardSigmoidGrad(dy, z, a, b);
   case GradOp::HardSwish:
-    return z < -3.0f ? 0.0f : z <= 3.0f ? dy * (z / 3.0f + 0.5f) : dy;
-  case GradOp::Mish: {
-    float t = tanhf(softplusF(z)), s = 1.0f / (1.0f + expf(-z));
-    return dy * (t + z * s * (1.0f - t * t));
-  }
+    return hardSwishGrad(dy, z);
+  case GradOp::Mish:
+    return mishGrad(dy, z);
   case GradOp::GeluErf: {
-    float cdf = 0.5f * (1.0f + erff(z * 0.70710678118654752f));
-    float pdf = 0.39894228040143268f * expf(-0.5f * z * z);
+    float cdf = 0.5f * (1.0f + erff(z * kInvSqrt2));
+    float pdf = kInvSqrt2Pi * expf(-0.5f * z * z);
     return dy * (cdf + z * pdf);
   }
   case GradOp::GeluTanh: {
-    float k = 0.79788456080286536f, z3 = z * z * z;
-    float t = tanhf(k * (z + 0.044715f * z3));
-    float dt = (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * z * z);
+    float k = kSqrt2OverPi, z3 = z * z * z;
+    float t = tanhf(k * (z + kGeluCubic * z3));
+    float dt = (1.0f - t * t) * k * (1.0f + 3.0f * kGeluCubic * z * z);
     return dy * (0.5f * (1.0f + t) + 0.5f * z * dt);
   }
   case GradOp::Clip:
-    return z >= a && z <= b ? dy : 0.0f;
+    return clipGrad(dy, z, a, b);
   }
   return 0.0f;
 }
@@ -131,25 +126,7 @@ template <typename T>
 __device__ bool compareAt(CmpOp op, const Broadcast &b, int64_t i) {
   T x = static_cast<const T *>(b.x[0])[offsetOf(b, 0, i)];
   T y = static_cast<const T *>(b.x[1])[offsetOf(b, 1, i)];
-  switch (op) {
-  case CmpOp::Equal:
-    return x == y;
-  case CmpOp::Less:
-    return x < y;
-  case CmpOp::Greater:
-    return x > y;
-  case CmpOp::LessOrEqual:
-    return x <= y;
-  case CmpOp::GreaterOrEqual:
-    return x >= y;
-  case CmpOp::And:
-    return x && y;
-  case CmpOp::Or:
-    return x || y;
-  case CmpOp::Xor:
-    return bool(x) != bool(y);
-  }
-  return false;
+  return compareValues<T>(op, x, y);
 }
 
 template <typename T>
@@ -236,7 +213,7 @@ __global__ void fillKernel(DType t, void *y, int64_t n, double value) {
 __global__ void rangeKernel(DType t, const void *start, const void *delta,
                             void *y, int64_t n) {
   OASR_GRID_LOOP(i, n) {
-    store(t, y, i, load(t, start, 0) + double(i) * load(t, delta, 0));
+    store(t, y, i, rangeValue(load(t, start, 0), load(t, delta, 0), i));
   }
 }
 
@@ -246,7 +223,7 @@ __global__ void triluKernel(const char *x, char *y, size_t elem, int64_t rows,
   int64_t k = kPtr ? kPtr[0] : 0;
   OASR_GRID_LOOP(e, n) {
     int64_t j = e % cols, i = (e / cols) % rows;
-    bool keep = upper ? j - i >= k : j - i <= k;
+    bool keep = triluKeeps(upper, i, j, k);
     for (size_t b = 0; b < elem; ++b)
       y[e * elem + b] = keep ? x[e * elem + b] : 0;
   }

@@ -37,7 +37,7 @@ public:
         check(cudaMemsetAsync(mask, 1, size_t(n), stream), nodeName.c_str());
       return;
     }
-    float scale = ratio < 1 ? float(1.0 / (1.0 - ratio)) : 0.0f;
+    float scale = dropoutScale(ratio);
     launchDropout(dropoutStepKey(seed, step++), dropoutThreshold(ratio), scale,
                   in[0].as<float>(), out[0].as<float>(), mask, n, stream);
   }
@@ -82,7 +82,7 @@ public:
       backend.copyWithin(out[0].data, in[0].data, out[0].bytes());
       return;
     }
-    float scale = ratio < 1 ? float(1.0 / (1.0 - ratio)) : 0.0f;
+    float scale = dropoutScale(ratio);
     launchDropoutGrad(scale, in[0].as<float>(), in[1].as<uint8_t>(),
                       out[0].as<float>(), n, stream);
   }

@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <set>
 
 namespace oasr::rt::cuda {
@@ -41,46 +40,21 @@ static std::unique_ptr<Kernel> createRelu(CudaBackend &be, const OpSpec &spec,
                 });
 }
 
-/// Gelu's 'approximate' ("none" or "tanh"), for the op and its gradient;
-/// false with `error` set for anything else.
-static bool geluIsTanh(const OpSpec &spec, bool &tanh, std::string &error) {
-  std::string approx = spec.attrs.getString("approximate", "none");
-  if (approx != "none" && approx != "tanh") {
-    error = nodeError(spec, "approximate '" + approx + "' is not supported");
-    return false;
-  }
-  tanh = approx == "tanh";
-  return true;
-}
-
 /// The activations' two parameters as the kernels take them: 'alpha'
 /// (LeakyRelu's slope, 0.01 by default; HardSigmoid's, 0.2; Elu's, 1) and
 /// 'beta' (HardSigmoid's offset, 0.5); the other ops ignore them.
 static std::pair<float, float>
 activationParams(const OpSpec &spec, bool leakyRelu, bool hardSigmoid) {
-  float dfltA = leakyRelu ? 0.01f : hardSigmoid ? 0.2f : 1.0f;
+  double dfltA = leakyRelu     ? kLeakyReluAlpha
+                 : hardSigmoid ? kHardSigmoidAlpha
+                               : kEluAlpha;
   return {float(spec.attrs.getFloat("alpha", dfltA)),
-          float(spec.attrs.getFloat("beta", 0.5))};
+          float(spec.attrs.getFloat("beta", kHardSigmoidBeta))};
 }
 
 static std::unique_ptr<Kernel> createUnary(CudaBackend &be, const OpSpec &spec,
                                            std::string &error) {
-  static const std::map<std::string, UnaryOp> ops = {
-      {"Abs", UnaryOp::Abs},
-      {"Sigmoid", UnaryOp::Sigmoid},
-      {"Tanh", UnaryOp::Tanh},
-      {"Exp", UnaryOp::Exp},
-      {"Log", UnaryOp::Log},
-      {"Sqrt", UnaryOp::Sqrt},
-      {"Erf", UnaryOp::Erf},
-      {"Elu", UnaryOp::Elu},
-      {"LeakyRelu", UnaryOp::LeakyRelu},
-      {"HardSigmoid", UnaryOp::HardSigmoid},
-      {"HardSwish", UnaryOp::HardSwish},
-      {"Mish", UnaryOp::Mish},
-      {"Reciprocal", UnaryOp::Reciprocal},
-      {"Gelu", UnaryOp::GeluErf}};
-  UnaryOp op = ops.at(spec.opType);
+  UnaryOp op = *opNamed(kUnaryOps, spec.opType);
   bool tanh = false;
   if (op == UnaryOp::GeluErf && !geluIsTanh(spec, tanh, error))
     return nullptr;
@@ -101,17 +75,7 @@ static std::unique_ptr<Kernel> createUnary(CudaBackend &be, const OpSpec &spec,
 /// <Op>Grad(dY, z) -> dX; ClipGrad takes its bounds from min/max.
 static std::unique_ptr<Kernel> createGradOp(CudaBackend &be, const OpSpec &spec,
                                             std::string &error) {
-  static const std::map<std::string, GradOp> ops = {
-      {"SigmoidGrad", GradOp::Sigmoid},
-      {"TanhGrad", GradOp::Tanh},
-      {"EluGrad", GradOp::Elu},
-      {"LeakyReluGrad", GradOp::LeakyRelu},
-      {"HardSigmoidGrad", GradOp::HardSigmoid},
-      {"HardSwishGrad", GradOp::HardSwish},
-      {"MishGrad", GradOp::Mish},
-      {"GeluGrad", GradOp::GeluErf},
-      {"ClipGrad", GradOp::Clip}};
-  GradOp op = ops.at(spec.opType);
+  GradOp op = *opNamed(kGradOps, spec.opType);
   bool tanh = false;
   if (op == GradOp::GeluErf && !geluIsTanh(spec, tanh, error))
     return nullptr;
@@ -136,16 +100,7 @@ static std::unique_ptr<Kernel> createGradOp(CudaBackend &be, const OpSpec &spec,
 
 static std::unique_ptr<Kernel>
 createCompare(CudaBackend &be, const OpSpec &spec, std::string &error) {
-  static const std::map<std::string, CmpOp> ops = {
-      {"Equal", CmpOp::Equal},
-      {"Less", CmpOp::Less},
-      {"Greater", CmpOp::Greater},
-      {"LessOrEqual", CmpOp::LessOrEqual},
-      {"GreaterOrEqual", CmpOp::GreaterOrEqual},
-      {"And", CmpOp::And},
-      {"Or", CmpOp::Or},
-      {"Xor", CmpOp::Xor}};
-  CmpOp op = ops.at(spec.opType);
+  CmpOp op = *opNamed(kCmpOps, spec.opType);
   Broadcast b;
   if (!checkArity(spec, 2, 2, 1, 1, error) ||
       !checkDType(spec, false, 0, DType::Bool, error) ||
@@ -257,18 +212,13 @@ static std::unique_ptr<Kernel> createClip(CudaBackend &be, const OpSpec &spec,
 void registerPointwiseKernels(FactoryRegistry &r) {
   r["Relu"] = createRelu;
   r["ReluGrad"] = createRelu;
-  for (const char *op :
-       {"Abs", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Erf", "Elu",
-        "LeakyRelu", "HardSigmoid", "HardSwish", "Mish", "Reciprocal", "Gelu"})
-    r[op] = createUnary;
-  for (const char *op :
-       {"SigmoidGrad", "TanhGrad", "EluGrad", "LeakyReluGrad",
-        "HardSigmoidGrad", "HardSwishGrad", "MishGrad", "GeluGrad", "ClipGrad"})
-    r[op] = createGradOp;
+  for (const NamedOp<UnaryOp> &op : kUnaryOps)
+    r[op.name] = createUnary;
+  for (const NamedOp<GradOp> &op : kGradOps)
+    r[op.name] = createGradOp;
   r["Clip"] = createClip;
-  for (const char *op : {"Equal", "Less", "Greater", "LessOrEqual",
-                         "GreaterOrEqual", "And", "Or", "Xor"})
-    r[op] = createCompare;
+  for (const NamedOp<CmpOp> &op : kCmpOps)
+    r[op.name] = createCompare;
   r["Not"] = createNot;
   r["Where"] = createWhere;
   for (const char *op :
