@@ -199,6 +199,7 @@ private:
     exec->betaS = P.betaS;
     exec->groupOverheadUs = P.groupOverheadUs;
     exec->overlapRate = P.overlapRate;
+    exec->tier = P.tier;
     exec->wire = P.wire;
     exec->steadyExec = P.steady;
     exec->stepInfos = P.steps;

@@ -138,7 +138,10 @@ private:
         p.overlapRate, uint8_t(p.wire), steady, values, persist, instrs, steps,
         p.inputValue, p.labelValue, p.lossValue, p.scoresValue,
         p.lossScaleValue, p.inputVocab, p.forwardEnd, tensors, gradOfParam,
-        groups, gradients);
+        groups, gradients,
+        pf::CreateTier(b, p.tier.ranks, p.tier.ranksPerNode, p.tier.intraAlphaS,
+                       p.tier.intraBetaS, p.tier.interAlphaS,
+                       p.tier.interBetaS));
     pf::FinishProgramBuffer(b, root);
     return std::string(reinterpret_cast<const char *>(b.GetBufferPointer()),
                        b.GetSize());
@@ -169,6 +172,9 @@ public:
     p.betaS = f.beta_s();
     p.groupOverheadUs = f.group_overhead_us();
     p.overlapRate = f.overlap_rate();
+    if (const pf::Tier *t = f.tier())
+      p.tier = {t->ranks(),        t->ranks_per_node(), t->intra_alpha_s(),
+                t->intra_beta_s(), t->inter_alpha_s(),  t->inter_beta_s()};
     if (!enumIn(f.wire(), 2, "gradient wire", p.wire))
       return false;
     if (const pf::Steady *st = f.steady()) {

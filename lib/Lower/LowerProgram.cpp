@@ -102,6 +102,21 @@ private:
       number("beta_s_per_byte", P.betaS);
       number("group_overhead_us", P.groupOverheadUs);
       number("overlap_rate", P.overlapRate);
+      if (auto t = plan.getAs<DictionaryAttr>("two_level")) {
+        Executor::PlanTier &tier = P.tier;
+        auto count = [&](StringRef key, int &out) {
+          if (auto i = t.getAs<IntegerAttr>(key))
+            out = int(std::clamp<int64_t>(i.getInt(), 0, 1 << 30));
+        };
+        count("ranks", tier.ranks);
+        count("ranks_per_node", tier.ranksPerNode);
+        for (auto [key, out] : {std::pair{"intra_alpha_s", &tier.intraAlphaS},
+                                {"intra_beta_s_per_byte", &tier.intraBetaS},
+                                {"inter_alpha_s", &tier.interAlphaS},
+                                {"inter_beta_s_per_byte", &tier.interBetaS}})
+          if (auto f = t.getAs<FloatAttr>(key))
+            *out = f.getValueAsDouble();
+      }
       if (auto st = plan.getAs<DictionaryAttr>("steady")) {
         SteadyExecution &se = P.steady;
         if (auto w = st.getAs<BoolAttr>("forward_waits"))

@@ -180,7 +180,7 @@ llvm::Error writeTrace(const std::string &path, CommEngine &engine,
 /// exactly what this run measured. -1 when the module carries no model or
 /// its groups do not map onto the profile.
 double replay(Executor &exec, const schedule::Profile &profile,
-              double callComputeUs) {
+              double callComputeUs, bool tiersUp) {
   if (exec.planAlphaS() < 0 || exec.groups().empty())
     return -1;
   std::vector<unsigned> sizes;
@@ -195,6 +195,14 @@ double replay(Executor &exec, const schedule::Profile &profile,
       exec.planAlphaS(), exec.planBetaSPerByte());
   comm.groupOverheadUs = exec.planGroupOverheadUs();
   comm.overlapRate = exec.planOverlapRate();
+  // Groups the plan sent two-level, where the tiers were set up: the same
+  // rule picks them again on the plan's tier.
+  if (const Executor::PlanTier &t = exec.planTier();
+      tiersUp && t.ranksPerNode) {
+    comm.ranks = t.ranks;
+    comm.twoLevel = {t.ranksPerNode, t.intraAlphaS, t.intraBetaS, t.interAlphaS,
+                     t.interBetaS};
+  }
   // The compute rate stays 1: the layer times measured in this run already
   // ran beside whatever communication the plan put beside them. The starts
   // are not among them: this run's measured start is charged.

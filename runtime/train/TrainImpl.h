@@ -79,9 +79,10 @@ llvm::Error writeTrace(const std::string &path, CommEngine &engine,
                        const std::vector<ReplanEvent> &replans);
 /// Replays the plan on the measured profile: the model's iteration time for
 /// exactly what this run measured. -1 when the module carries no model or
-/// its groups do not map onto the profile.
+/// its groups do not map onto the profile. `tiersUp`: the communicator sent
+/// the plan's two-level groups so (else they went flat).
 double replay(Executor &exec, const schedule::Profile &profile,
-              double callComputeUs);
+              double callComputeUs, bool tiersUp);
 
 } // namespace oasr::rt
 

@@ -533,7 +533,8 @@ private:
     idleStartUs(startSpans, engine.events(), idle);
     summary.callStarts = unsigned(idle.size());
     summary.callComputeUs = median(idle);
-    summary.replayedUs = replay(exec, profile, summary.callComputeUs);
+    summary.replayedUs =
+        replay(exec, profile, summary.callComputeUs, comm.ranksPerNode() > 0);
     if (!options.profilePath.empty() && rank == 0)
       if (auto err = writeJson(options.profilePath, schedule::toJSON(profile)))
         return err;

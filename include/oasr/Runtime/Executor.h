@@ -258,6 +258,14 @@ public:
   /// calibrated beta, so a replay of the plan charges what travels.
   double planAlphaS() const { return alphaS; }
   double planBetaSPerByte() const { return betaS; }
+  /// The plan's second tier (`two_level` of `oasr.plan`): the ranks it
+  /// planned for, L ranks a node, and the intra- and inter-node lines
+  /// (seconds, seconds per byte); ranksPerNode 0 when absent.
+  struct PlanTier {
+    int ranks = 0, ranksPerNode = 0;
+    double intraAlphaS = 0, intraBetaS = 0, interAlphaS = 0, interBetaS = 0;
+  };
+  const PlanTier &planTier() const { return tier; }
   double planGroupOverheadUs() const { return groupOverheadUs; }
   /// The plan's communication rate during backward (1 when not planned).
   double planOverlapRate() const { return overlapRate; }
@@ -358,6 +366,7 @@ private:
   unsigned nextGroupId = 0;
   double predictedUs = -1;
   double alphaS = -1, betaS = 0, groupOverheadUs = 0, overlapRate = 1;
+  PlanTier tier;
   GradWire wire = GradWire::F32;
   SteadyExecution steadyExec;
 };

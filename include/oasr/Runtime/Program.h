@@ -140,6 +140,7 @@ struct Program {
   int64_t rebatchedFrom = 0; ///< the static batch --batch replaced (0: none)
   double predictedUs = -1;
   double alphaS = -1, betaS = 0, groupOverheadUs = 0, overlapRate = 1;
+  Executor::PlanTier tier; ///< `two_level` of oasr.plan
   GradWire wire = GradWire::F32;
   SteadyExecution steady;
   // Values and instructions.
