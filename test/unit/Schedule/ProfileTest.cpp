@@ -186,6 +186,55 @@ TEST(Calibration, ExplicitAndFitted) {
             std::string::npos);
 }
 
+TEST(Calibration, TwoLevelTier) {
+  // Each tier given, or fitted from its points (the inter-node points at
+  // the share's bytes).
+  llvm::Expected<CommModel> m = parseCalibration(
+      R"({"format":"oasr-comm-v1","alpha_s":1e-4,"beta_s_per_byte":4e-8,"ranks":4,
+          "two_level":{"ranks_per_node":2,
+            "intra":{"alpha_s":2e-5,"beta_s_per_byte":1e-9},
+            "inter":{"points":[{"bytes":1000,"seconds":2e-4},{"bytes":1001000,"seconds":4.02e-2}]}}})",
+      "c.json");
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  EXPECT_EQ(m->twoLevel.ranksPerNode, 2);
+  EXPECT_EQ(m->twoLevel.intraAlphaS, 2e-5);
+  EXPECT_NEAR(m->twoLevel.interAlphaS, 1.6e-4, 1e-9);
+  EXPECT_NEAR(m->twoLevel.interBetaSPerByte, 4e-8, 1e-12);
+  EXPECT_TRUE(m->twoLevelUsable());
+  // A profile's comm carries it through toJSON and back.
+  llvm::Expected<Profile> parsed = parseProfile(kDesignExample, "x.json");
+  ASSERT_TRUE(bool(parsed)) << llvm::toString(parsed.takeError());
+  Profile p = std::move(*parsed);
+  p.comm = *m;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << toJSON(p);
+  llvm::Expected<Profile> back = parseProfile(text, "p.json");
+  ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError());
+  EXPECT_EQ(back->comm->twoLevel.ranksPerNode, 2);
+  EXPECT_EQ(back->comm->twoLevel.interBetaSPerByte,
+            m->twoLevel.interBetaSPerByte);
+  // Errors name the field.
+  for (
+      auto [json, want] :
+      std::initializer_list<std::pair<const char *, const char *>>{
+          {R"({"format":"oasr-comm-v1","alpha_s":1,"beta_s_per_byte":1,"ranks":4,"two_level":{"ranks_per_node":2,"intra":{"alpha_s":0,"beta_s_per_byte":0}}})",
+           "c.json: two_level: missing 'inter'"},
+          {R"({"format":"oasr-comm-v1","alpha_s":1,"beta_s_per_byte":1,"ranks":4,"two_level":{"ranks_per_node":4,"intra":{},"inter":{}}})",
+           "c.json: two_level: 'ranks_per_node' must be at least 2 and divide "
+           "'ranks' (4) into two or more nodes, got 4"},
+          {R"({"format":"oasr-comm-v1","alpha_s":1,"beta_s_per_byte":1,"ranks":4,"two_level":{"ranks_per_node":2,"intra":{"alpha_s":0},"inter":{}}})",
+           "c.json: two_level intra: 'alpha_s' and 'beta_s_per_byte' must be "
+           "given together"},
+          {R"({"format":"oasr-comm-v1","alpha_s":1,"beta_s_per_byte":1,"ranks":4,"two_level":[]})",
+           "c.json: two_level: must be an object"}}) {
+    m = parseCalibration(json, "c.json");
+    ASSERT_FALSE(bool(m)) << json;
+    std::string e = llvm::toString(m.takeError());
+    EXPECT_NE(e.find(want), std::string::npos) << e;
+  }
+}
+
 TEST(Calibration, FitAtLargeSizes) {
   // seconds = 1e-4 + 1e-9 * bytes at sizes 2^45 + {0, 1, 2} MB: the
   // uncentered denominator n*Sxx - Sx^2 loses about 5% to cancellation here.
