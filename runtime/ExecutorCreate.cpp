@@ -186,11 +186,10 @@ private:
     exec->source = P.source;
     exec->model = P.model;
     exec->precisionName = P.precision;
-    std::string error;
-    if (!backend.setPrecision(exec->precisionName, error, exec->precisionWarn))
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     "--precision=" + exec->precisionName +
-                                         ": " + error);
+    Status precision =
+        backend.setPrecision(exec->precisionName, exec->precisionWarn);
+    if (!precision.ok())
+      return toError(precision, "--precision=" + exec->precisionName + ": ");
     exec->countName = P.countName;
     exec->strategy = P.strategy;
     exec->costs = P.costs;
@@ -394,13 +393,10 @@ private:
         bool used = I.values[v].used || readViaAlias[size_t(v)];
         spec.outputUsed.push_back(used || I.values[v].where == Where::Group);
       }
-      std::string error;
-      instr.kernel = backend.create(spec, error);
-      if (!instr.kernel)
-        return nodeError(instr, error.empty()
-                                    ? "the " + std::string(backend.name()) +
-                                          " backend has no kernel for it"
-                                    : error);
+      KernelOr kernel = backend.createKernel(spec);
+      if (!kernel.ok())
+        return toError(kernel.status(), nodeContext(instr));
+      instr.kernel = std::move(*kernel);
       instr.workspaceBytes = instr.kernel->workspaceBytes();
       return llvm::Error::success();
     };
@@ -711,13 +707,15 @@ private:
     return init.size() <= kMaxFolded ? init : std::vector<char>{};
   }
 
-  /// An error naming the node, as the compiler's do.
+  /// "'Op' at LOC: ", the start of an error naming the node, as the
+  /// compiler's do.
+  static std::string nodeContext(const ProgramInstr &in) {
+    return "'" + in.opType + "'" +
+           (in.location.empty() ? "" : " at " + in.location) + ": ";
+  }
   static llvm::Error nodeError(const ProgramInstr &in, const llvm::Twine &msg) {
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        ("'" + in.opType + "'" +
-         (in.location.empty() ? "" : " at " + in.location) + ": " + msg)
-            .str());
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   (nodeContext(in) + msg).str());
   }
 
   Program P;

@@ -244,6 +244,15 @@ struct Executor::Impl {
   }
 };
 
+/// The kernel layer's failure `status` as an llvm::Error, its message after
+/// `context`: where the executor calls into a backend, the one place a
+/// Status (oasr/Runtime/Status.h) becomes an llvm::Error.
+inline llvm::Error toError(const Status &status,
+                           const llvm::Twine &context = "") {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 (context + status.message()).str());
+}
+
 /// FNV-1a of `s` from `seed`: per-parameter seeds of the initial weights.
 uint64_t hashName(const std::string &s, uint64_t seed);
 

@@ -7,6 +7,9 @@
 
 #include "oasr/Runtime/Kernel.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace oasr::rt {
 
 size_t dtypeSize(DType t) {
@@ -109,6 +112,56 @@ AttrMap::getStrings(const std::string &name,
 
 Kernel::~Kernel() = default;
 KernelBackend::~KernelBackend() = default;
+
+KernelOr KernelBackend::createKernel(const OpSpec &spec) {
+  std::string error;
+  if (std::unique_ptr<Kernel> k = create(spec, error))
+    return k;
+  return Status::error(error.empty() ? std::string("the ") + name() +
+                                           " backend has no kernel for it"
+                                     : error);
+}
+
+std::unique_ptr<Kernel> KernelBackend::create(const OpSpec &spec,
+                                              std::string &error) {
+  KernelOr k = createKernel(spec);
+  if (k.ok())
+    return std::move(*k);
+  error = k.status().message();
+  return nullptr;
+}
+
+//===----------------------------------------------------------------------===//
+// Fatal kernel errors
+//===----------------------------------------------------------------------===//
+
+/// The kernel running on this thread (KernelScope), for fatalKernelError.
+static thread_local const std::string *gNode = nullptr, *gOp = nullptr;
+
+KernelScope::KernelScope(const std::string &node, const std::string &op)
+    : prevNode(gNode), prevOp(gOp) {
+  gNode = &node;
+  gOp = &op;
+}
+
+KernelScope::~KernelScope() {
+  gNode = prevNode;
+  gOp = prevOp;
+}
+
+void fatalKernelError(const std::string &node, const std::string &op,
+                      const std::string &message) {
+  std::fprintf(stderr, "oasr: fatal: node '%s' (%s): %s\n", node.c_str(),
+               op.c_str(), message.c_str());
+  std::abort();
+}
+
+void fatalKernelError(const std::string &message) {
+  if (gNode)
+    fatalKernelError(*gNode, *gOp, message);
+  std::fprintf(stderr, "oasr: fatal: %s\n", message.c_str());
+  std::abort();
+}
 
 bool KernelBackend::beginCapture(std::string &why) {
   why = std::string("the ") + name() +

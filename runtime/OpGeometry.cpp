@@ -17,8 +17,9 @@ namespace oasr::rt {
 // Messages and generic checks
 //===----------------------------------------------------------------------===//
 
-std::string nodeError(const OpSpec &spec, const std::string &msg) {
-  return "node '" + spec.name + "' (" + spec.opType + "): " + msg;
+Status nodeError(const OpSpec &spec, const std::string &msg) {
+  return Status::error("node '" + spec.name + "' (" + spec.opType +
+                       "): " + msg);
 }
 
 std::string shapeStr(const std::vector<int64_t> &shape) {
@@ -36,82 +37,73 @@ static std::string rangeStr(size_t lo, size_t hi) {
   return std::to_string(lo) + ".." + std::to_string(hi);
 }
 
-bool checkArity(const OpSpec &spec, size_t minIn, size_t maxIn, size_t minOut,
-                size_t maxOut, std::string &error) {
+Status checkArity(const OpSpec &spec, size_t minIn, size_t maxIn, size_t minOut,
+                  size_t maxOut) {
   if (spec.inputs.size() < minIn || spec.inputs.size() > maxIn) {
-    error = nodeError(spec, "expects " + rangeStr(minIn, maxIn) +
-                                " operands, got " +
-                                std::to_string(spec.inputs.size()));
-    return false;
+    return nodeError(spec, "expects " + rangeStr(minIn, maxIn) +
+                               " operands, got " +
+                               std::to_string(spec.inputs.size()));
   }
   if (spec.outputs.size() < minOut || spec.outputs.size() > maxOut) {
-    error = nodeError(spec, "expects " + rangeStr(minOut, maxOut) +
-                                " results, got " +
-                                std::to_string(spec.outputs.size()));
-    return false;
+    return nodeError(spec, "expects " + rangeStr(minOut, maxOut) +
+                               " results, got " +
+                               std::to_string(spec.outputs.size()));
   }
-  return true;
+  return Status::success();
 }
 
-bool checkDType(const OpSpec &spec, bool isInput, size_t idx, DType t,
-                std::string &error) {
+Status checkDType(const OpSpec &spec, bool isInput, size_t idx, DType t) {
   const auto &descs = isInput ? spec.inputs : spec.outputs;
   if (idx >= descs.size() || descs[idx].dtype == t)
-    return true;
-  error = nodeError(spec, std::string(isInput ? "operand " : "result ") +
-                              std::to_string(idx) + " has element type " +
-                              dtypeName(descs[idx].dtype) + ", expected " +
-                              dtypeName(t));
-  return false;
+    return Status::success();
+  return nodeError(spec, std::string(isInput ? "operand " : "result ") +
+                             std::to_string(idx) + " has element type " +
+                             dtypeName(descs[idx].dtype) + ", expected " +
+                             dtypeName(t));
 }
 
-bool checkAllF32(const OpSpec &spec, const std::vector<size_t> &inputs,
-                 const std::vector<size_t> &outputs, std::string &error) {
+Status checkAllF32(const OpSpec &spec, const std::vector<size_t> &inputs,
+                   const std::vector<size_t> &outputs) {
   for (size_t i : inputs)
-    if (!checkDType(spec, true, i, DType::F32, error))
-      return false;
+    OASR_RETURN_IF_ERROR(checkDType(spec, true, i, DType::F32));
   for (size_t i : outputs)
-    if (!checkDType(spec, false, i, DType::F32, error))
-      return false;
-  return true;
+    OASR_RETURN_IF_ERROR(checkDType(spec, false, i, DType::F32));
+  return Status::success();
 }
 
-bool normAxis(const OpSpec &spec, int64_t rank, int64_t dflt, int64_t &axis,
-              std::string &error) {
+Status normAxis(const OpSpec &spec, int64_t rank, int64_t dflt, int64_t &axis) {
   axis = spec.attrs.getInt("axis", dflt);
   if (axis < 0)
     axis += rank;
   if (axis < 0 || axis >= rank) {
-    error = nodeError(
-        spec, "axis " + std::to_string(spec.attrs.getInt("axis", dflt)) +
-                  " out of range for rank " + std::to_string(rank));
-    return false;
+    return nodeError(spec,
+                     "axis " + std::to_string(spec.attrs.getInt("axis", dflt)) +
+                         " out of range for rank " + std::to_string(rank));
   }
-  return true;
+  return Status::success();
 }
 
-bool checkSpec(const OpSpec &spec, size_t minIn, size_t maxIn, size_t minOut,
-               size_t maxOut, const std::vector<size_t> &f32In,
-               const std::vector<size_t> &f32Out, std::string &error) {
-  return checkArity(spec, minIn, maxIn, minOut, maxOut, error) &&
-         checkAllF32(spec, f32In, f32Out, error);
+Status checkSpec(const OpSpec &spec, size_t minIn, size_t maxIn, size_t minOut,
+                 size_t maxOut, const std::vector<size_t> &f32In,
+                 const std::vector<size_t> &f32Out) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, minIn, maxIn, minOut, maxOut));
+  return checkAllF32(spec, f32In, f32Out);
 }
 
-bool checkSameShapes(const OpSpec &spec, size_t count, std::string &error) {
+Status checkSameShapes(const OpSpec &spec, size_t count) {
   for (size_t i = 0; i < count && i < spec.inputs.size(); ++i)
     if (spec.inputs[i].shape != spec.outputs[0].shape) {
-      error = nodeError(spec, "operands and result must have one shape");
-      return false;
+      return nodeError(spec, "operands and result must have one shape");
     }
-  return true;
+  return Status::success();
 }
 
-bool checkSameShapeF32(const OpSpec &spec, size_t arity, std::string &error) {
+Status checkSameShapeF32(const OpSpec &spec, size_t arity) {
   std::vector<size_t> all(arity);
   for (size_t i = 0; i < arity; ++i)
     all[i] = i;
-  return checkSpec(spec, arity, arity, 1, 1, all, {0}, error) &&
-         checkSameShapes(spec, arity, error);
+  OASR_RETURN_IF_ERROR(checkSpec(spec, arity, arity, 1, 1, all, {0}));
+  return checkSameShapes(spec, arity);
 }
 
 //===----------------------------------------------------------------------===//
@@ -143,41 +135,35 @@ bool broadcastsTo(const std::vector<int64_t> &in,
   return true;
 }
 
-bool checkBroadcastOperands(const OpSpec &spec, std::string &error) {
+Status checkBroadcastOperands(const OpSpec &spec) {
   const TensorDesc &y = spec.outputs[0];
   if (!isFloatOrInt(y.dtype)) {
-    error = nodeError(spec, std::string("element type ") + dtypeName(y.dtype) +
-                                " is not supported");
-    return false;
+    return nodeError(spec, std::string("element type ") + dtypeName(y.dtype) +
+                               " is not supported");
   }
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
-    if (!checkDType(spec, true, i, y.dtype, error))
-      return false;
+    OASR_RETURN_IF_ERROR(checkDType(spec, true, i, y.dtype));
     if (!broadcastsTo(spec.inputs[i].shape, y.shape)) {
-      error =
-          nodeError(spec, "operand " + std::to_string(i) + " of shape " +
-                              shapeStr(spec.inputs[i].shape) +
-                              " does not broadcast to " + shapeStr(y.shape));
-      return false;
+      return nodeError(spec, "operand " + std::to_string(i) + " of shape " +
+                                 shapeStr(spec.inputs[i].shape) +
+                                 " does not broadcast to " + shapeStr(y.shape));
     }
   }
-  return true;
+  return Status::success();
 }
 
-bool checkCopyShapes(const OpSpec &spec, std::string &error) {
-  if (!checkDType(spec, false, 0, spec.inputs[0].dtype, error))
-    return false;
+Status checkCopyShapes(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkDType(spec, false, 0, spec.inputs[0].dtype));
   if (spec.inputs[0].numel() != spec.outputs[0].numel()) {
-    error = nodeError(
+    return nodeError(
         spec, "operand " + shapeStr(spec.inputs[0].shape) + " and result " +
                   shapeStr(spec.outputs[0].shape) + " differ in size");
-    return false;
   }
-  return true;
+  return Status::success();
 }
 
-bool reduceGeom(const OpSpec &spec, std::vector<int64_t> &kept, float &scale,
-                std::string &error) {
+Status reduceGeom(const OpSpec &spec, std::vector<int64_t> &kept,
+                  float &scale) {
   const auto &xs = spec.inputs[0].shape;
   int64_t r = int64_t(xs.size());
   bool keep = spec.attrs.getInt("keepdims", 1) != 0;
@@ -187,16 +173,14 @@ bool reduceGeom(const OpSpec &spec, std::vector<int64_t> &kept, float &scale,
       if (a < 0)
         a += r;
       if (a < 0 || a >= r) {
-        error = nodeError(spec, "axis out of range");
-        return false;
+        return nodeError(spec, "axis out of range");
       }
       kept[a] = 1;
     }
   } else if (keep && spec.inputs.size() > 1) {
     kept = spec.outputs[0].shape;
   } else if (spec.inputs.size() > 1) {
-    error = nodeError(spec, "axes as an operand need keepdims = 1");
-    return false;
+    return nodeError(spec, "axes as an operand need keepdims = 1");
   } else if (spec.attrs.getInt("noop_with_empty_axes", 0) == 0) {
     kept.assign(xs.size(), 1);
   }
@@ -205,19 +189,17 @@ bool reduceGeom(const OpSpec &spec, std::vector<int64_t> &kept, float &scale,
     keptNumel *= d;
   if (kept.size() != xs.size() || keptNumel != spec.outputs[0].numel() ||
       (keep && kept != spec.outputs[0].shape)) {
-    error =
-        nodeError(spec, "result " + shapeStr(spec.outputs[0].shape) +
-                            " does not match the reduction of " + shapeStr(xs));
-    return false;
+    return nodeError(spec, "result " + shapeStr(spec.outputs[0].shape) +
+                               " does not match the reduction of " +
+                               shapeStr(xs));
   }
   scale = 1.0f;
   if (spec.opType == "ReduceMean")
     scale = float(double(keptNumel) / double(spec.inputs[0].numel()));
-  return true;
+  return Status::success();
 }
 
-bool constantBytes(const OpSpec &spec, std::vector<char> &bytes,
-                   std::string &error) {
+Status constantBytes(const OpSpec &spec, std::vector<char> &bytes) {
   const TensorDesc &y = spec.outputs[0];
   std::vector<double> vals;
   const AttrValue *v = nullptr;
@@ -241,11 +223,10 @@ bool constantBytes(const OpSpec &spec, std::vector<char> &bytes,
   }
   int64_t n = y.numel();
   if (vals.empty() || (int64_t(vals.size()) != n && vals.size() != 1)) {
-    error = nodeError(spec, "needs a 'value' attribute with 1 or " +
-                                std::to_string(n) +
-                                " numbers (the executor materializes tensor "
-                                "constants itself)");
-    return false;
+    return nodeError(spec, "needs a 'value' attribute with 1 or " +
+                               std::to_string(n) +
+                               " numbers (the executor materializes tensor "
+                               "constants itself)");
   }
   bytes.assign(y.bytes(), 0);
   for (int64_t i = 0; i < n; ++i) {
@@ -264,51 +245,46 @@ bool constantBytes(const OpSpec &spec, std::vector<char> &bytes,
       reinterpret_cast<uint8_t *>(bytes.data())[i] = d != 0;
       break;
     default:
-      error = nodeError(spec, std::string("element type ") +
-                                  dtypeName(y.dtype) + " is not supported");
-      return false;
+      return nodeError(spec, std::string("element type ") + dtypeName(y.dtype) +
+                                 " is not supported");
     }
   }
-  return true;
+  return Status::success();
 }
 
 //===----------------------------------------------------------------------===//
 // Windows: convolutions and pooling
 //===----------------------------------------------------------------------===//
 
-bool resolveWindow(const OpSpec &spec, const std::vector<int64_t> &in,
-                   const std::vector<int64_t> &kernel,
-                   const std::vector<int64_t> &out, bool allowCeil, Window &w,
-                   std::string &error) {
+Status resolveWindow(const OpSpec &spec, const std::vector<int64_t> &in,
+                     const std::vector<int64_t> &kernel,
+                     const std::vector<int64_t> &out, bool allowCeil,
+                     Window &w) {
   size_t sp = in.size();
   auto listAttr = [&](const char *name, int64_t dflt, size_t n,
                       std::vector<int64_t> &v) {
     v = spec.attrs.getInts(name, std::vector<int64_t>(n, dflt));
     if (v.size() != n) {
-      error = nodeError(spec, std::string("attribute '") + name + "' has " +
-                                  std::to_string(v.size()) +
-                                  " values, expected " + std::to_string(n));
-      return false;
+      return nodeError(spec, std::string("attribute '") + name + "' has " +
+                                 std::to_string(v.size()) +
+                                 " values, expected " + std::to_string(n));
     }
-    return true;
+    return Status::success();
   };
   std::vector<int64_t> strides, dil, pads;
-  if (!listAttr("strides", 1, sp, strides) ||
-      !listAttr("dilations", 1, sp, dil))
-    return false;
+  OASR_RETURN_IF_ERROR(listAttr("strides", 1, sp, strides));
+  OASR_RETURN_IF_ERROR(listAttr("dilations", 1, sp, dil));
   if (spec.attrs.has("kernel_shape") &&
       spec.attrs.getInts("kernel_shape") != kernel) {
-    error = nodeError(spec, "kernel_shape " +
-                                shapeStr(spec.attrs.getInts("kernel_shape")) +
-                                " does not match the weights' spatial shape " +
-                                shapeStr(kernel));
-    return false;
+    return nodeError(spec, "kernel_shape " +
+                               shapeStr(spec.attrs.getInts("kernel_shape")) +
+                               " does not match the weights' spatial shape " +
+                               shapeStr(kernel));
   }
   std::string autoPad = spec.attrs.getString("auto_pad", "NOTSET");
   pads.assign(2 * sp, 0);
   if (autoPad == "NOTSET") {
-    if (!listAttr("pads", 0, 2 * sp, pads))
-      return false;
+    OASR_RETURN_IF_ERROR(listAttr("pads", 0, 2 * sp, pads));
   } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
     for (size_t i = 0; i < sp; ++i) {
       int64_t o = (in[i] + strides[i] - 1) / strides[i];
@@ -319,14 +295,12 @@ bool resolveWindow(const OpSpec &spec, const std::vector<int64_t> &in,
       pads[i + sp] = total - pads[i];
     }
   } else if (autoPad != "VALID") {
-    error = nodeError(spec, "auto_pad '" + autoPad + "' is not supported");
-    return false;
+    return nodeError(spec, "auto_pad '" + autoPad + "' is not supported");
   }
   w = Window();
   for (size_t i = 0; i < sp; ++i) {
     if (strides[i] < 1 || dil[i] < 1 || kernel[i] < 1) {
-      error = nodeError(spec, "strides, dilations and kernel must be >= 1");
-      return false;
+      return nodeError(spec, "strides, dilations and kernel must be >= 1");
     }
     int64_t extent = (kernel[i] - 1) * dil[i] + 1;
     int64_t pl = pads[i], pr = pads[i + sp];
@@ -335,7 +309,7 @@ bool resolveWindow(const OpSpec &spec, const std::vector<int64_t> &in,
       int64_t ceilOut =
           (in[i] + pl + pr - extent + strides[i] - 1) / strides[i] + 1;
       if (!allowCeil || out[i] != ceilOut) {
-        error = nodeError(
+        return nodeError(
             spec,
             "result spatial size " + std::to_string(out[i]) + " in dimension " +
                 std::to_string(i) + " does not match the window (input " +
@@ -343,7 +317,6 @@ bool resolveWindow(const OpSpec &spec, const std::vector<int64_t> &in,
                 ", stride " + std::to_string(strides[i]) + ", pads " +
                 std::to_string(pl) + "/" + std::to_string(pr) + " give " +
                 std::to_string(floorOut) + ")");
-        return false;
       }
       pr = (out[i] - 1) * strides[i] + extent - in[i] - pl;
       w.paddedForCeil = true;
@@ -354,86 +327,74 @@ bool resolveWindow(const OpSpec &spec, const std::vector<int64_t> &in,
     w.padL.push_back(pl);
     w.padR.push_back(pr);
   }
-  return true;
+  return Status::success();
 }
 
-bool convWindow(const OpSpec &spec, const TensorDesc &x, const TensorDesc &w,
-                const TensorDesc &y, int64_t &group, Window &win,
-                std::string &error) {
+Status convWindow(const OpSpec &spec, const TensorDesc &x, const TensorDesc &w,
+                  const TensorDesc &y, int64_t &group, Window &win) {
   if (x.rank() < 3 || x.rank() > 5 || w.rank() != x.rank() ||
       y.rank() != x.rank()) {
-    error = nodeError(spec, "expects 1-D to 3-D convolution tensors, got X " +
-                                shapeStr(x.shape) + ", W " + shapeStr(w.shape) +
-                                ", Y " + shapeStr(y.shape));
-    return false;
+    return nodeError(spec, "expects 1-D to 3-D convolution tensors, got X " +
+                               shapeStr(x.shape) + ", W " + shapeStr(w.shape) +
+                               ", Y " + shapeStr(y.shape));
   }
   group = spec.attrs.getInt("group", 1);
   int64_t n = x.shape[0], c = x.shape[1], m = w.shape[0];
   if (group < 1 || c != w.shape[1] * group || m % group != 0 ||
       y.shape[0] != n || y.shape[1] != m) {
-    error = nodeError(spec, "inconsistent channels: X " + shapeStr(x.shape) +
-                                ", W " + shapeStr(w.shape) + ", Y " +
-                                shapeStr(y.shape) + ", group " +
-                                std::to_string(group));
-    return false;
+    return nodeError(spec, "inconsistent channels: X " + shapeStr(x.shape) +
+                               ", W " + shapeStr(w.shape) + ", Y " +
+                               shapeStr(y.shape) + ", group " +
+                               std::to_string(group));
   }
   return resolveWindow(spec, spatialDims(x.shape), spatialDims(w.shape),
-                       spatialDims(y.shape), /*allowCeil=*/false, win, error);
+                       spatialDims(y.shape), /*allowCeil=*/false, win);
 }
 
-bool poolKernelShape(const OpSpec &spec, size_t spatialRank,
-                     std::vector<int64_t> &kernel, std::string &error) {
+Status poolKernelShape(const OpSpec &spec, size_t spatialRank,
+                       std::vector<int64_t> &kernel) {
   if (!spec.attrs.has("kernel_shape")) {
-    error = nodeError(spec, "attribute 'kernel_shape' is required");
-    return false;
+    return nodeError(spec, "attribute 'kernel_shape' is required");
   }
   kernel = spec.attrs.getInts("kernel_shape");
   if (kernel.size() != spatialRank) {
-    error = nodeError(spec, "kernel_shape has the wrong rank");
-    return false;
+    return nodeError(spec, "kernel_shape has the wrong rank");
   }
-  return true;
+  return Status::success();
 }
 
-bool checkAvgPoolDilations(const OpSpec &spec, std::string &error) {
+Status checkAvgPoolDilations(const OpSpec &spec) {
   for (int64_t d : spec.attrs.getInts("dilations"))
     if (d != 1) {
-      error = nodeError(spec, "dilated average pooling is not supported");
-      return false;
+      return nodeError(spec, "dilated average pooling is not supported");
     }
-  return true;
+  return Status::success();
 }
 
-bool checkAvgPoolCeil(const OpSpec &spec, bool paddedForCeil,
-                      std::string &error) {
+Status checkAvgPoolCeil(const OpSpec &spec, bool paddedForCeil) {
   if (spec.attrs.getInt("count_include_pad", 0) != 0 && paddedForCeil) {
-    error = nodeError(spec, "ceil_mode with count_include_pad = 1 is not "
-                            "supported");
-    return false;
+    return nodeError(spec, "ceil_mode with count_include_pad = 1 is not "
+                           "supported");
   }
-  return true;
+  return Status::success();
 }
 
-bool pool2DGeom(const OpSpec &spec, const TensorDesc &x, const TensorDesc &y,
-                Pool2D &g, std::string &error) {
+Status pool2DGeom(const OpSpec &spec, const TensorDesc &x, const TensorDesc &y,
+                  Pool2D &g) {
   if ((x.rank() != 3 && x.rank() != 4) || y.rank() != x.rank() ||
       x.shape[0] != y.shape[0] || x.shape[1] != y.shape[1]) {
-    error = nodeError(spec, "expects 1-D or 2-D pooling tensors, got " +
-                                shapeStr(x.shape) + " -> " + shapeStr(y.shape));
-    return false;
+    return nodeError(spec, "expects 1-D or 2-D pooling tensors, got " +
+                               shapeStr(x.shape) + " -> " + shapeStr(y.shape));
   }
   if (spec.attrs.getInt("storage_order", 0) != 0) {
-    error = nodeError(spec, "storage_order = 1 is not supported");
-    return false;
+    return nodeError(spec, "storage_order = 1 is not supported");
   }
   std::vector<int64_t> k;
   std::vector<int64_t> in = spatialDims(x.shape), out = spatialDims(y.shape);
-  if (!poolKernelShape(spec, in.size(), k, error))
-    return false;
+  OASR_RETURN_IF_ERROR(poolKernelShape(spec, in.size(), k));
   Window w;
-  if (!resolveWindow(spec, in, k, out, spec.attrs.getInt("ceil_mode", 0) != 0,
-                     w, error))
-    return false;
+  OASR_RETURN_IF_ERROR(resolveWindow(
+      spec, in, k, out, spec.attrs.getInt("ceil_mode", 0) != 0, w));
   bool twoD = in.size() == 2;
   g.planes = x.shape[0] * x.shape[1];
   g.ih = twoD ? in[0] : 1;
@@ -450,44 +411,40 @@ bool pool2DGeom(const OpSpec &spec, const TensorDesc &x, const TensorDesc &y,
   g.pw = w.padL.back();
   g.countIncludePad = spec.attrs.getInt("count_include_pad", 0) != 0;
   g.paddedForCeil = w.paddedForCeil;
-  return true;
+  return Status::success();
 }
 
-bool maxPoolGradGeom(const OpSpec &spec, int64_t &planes, int64_t &inPlane,
-                     int64_t &outPlane, std::string &error) {
-  if (!checkDType(spec, true, 1, DType::I64, error))
-    return false;
+Status maxPoolGradGeom(const OpSpec &spec, int64_t &planes, int64_t &inPlane,
+                       int64_t &outPlane) {
+  OASR_RETURN_IF_ERROR(checkDType(spec, true, 1, DType::I64));
   const TensorDesc &dy = spec.inputs[0], &dx = spec.outputs[0];
   if (dy.rank() < 3 || dx.rank() != dy.rank() || dy.shape[0] != dx.shape[0] ||
       dy.shape[1] != dx.shape[1] || spec.inputs[1].shape != dy.shape) {
-    error = nodeError(spec, "expects dY and Indices [N, C, ...] and dX [N, "
-                            "C, ...]");
-    return false;
+    return nodeError(spec, "expects dY and Indices [N, C, ...] and dX [N, "
+                           "C, ...]");
   }
   planes = dx.shape[0] * dx.shape[1];
   inPlane = dx.numel() / planes;
   outPlane = dy.numel() / planes;
-  return true;
+  return Status::success();
 }
 
-bool globalPoolGeom(const OpSpec &spec, bool grad, size_t maxRank,
-                    int64_t &planes, int64_t &size, std::string &error) {
+Status globalPoolGeom(const OpSpec &spec, bool grad, size_t maxRank,
+                      int64_t &planes, int64_t &size) {
   const TensorDesc &x = grad ? spec.outputs[0] : spec.inputs[0];
   const TensorDesc &y = grad ? spec.inputs[0] : spec.outputs[0];
   if (x.rank() < 3 || x.rank() > maxRank ||
       y.numel() != x.shape[0] * x.shape[1] || y.rank() != x.rank()) {
-    error =
-        nodeError(spec, "expects X [N, C, ...] and Y [N, C, 1, ...], got " +
-                            shapeStr(x.shape) + " and " + shapeStr(y.shape));
-    return false;
+    return nodeError(spec, "expects X [N, C, ...] and Y [N, C, 1, ...], got " +
+                               shapeStr(x.shape) + " and " + shapeStr(y.shape));
   }
   planes = x.shape[0] * x.shape[1];
   size = x.numel() / planes;
-  return true;
+  return Status::success();
 }
 
-bool padGradBegin(const OpSpec &spec, size_t maxRank,
-                  std::vector<int64_t> &begin, std::string &error) {
+Status padGradBegin(const OpSpec &spec, size_t maxRank,
+                    std::vector<int64_t> &begin) {
   const auto &dy = spec.inputs[0].shape, &dx = spec.outputs[0].shape;
   std::vector<int64_t> pads = spec.attrs.getInts("pads");
   size_t r = dx.size();
@@ -495,72 +452,65 @@ bool padGradBegin(const OpSpec &spec, size_t maxRank,
   for (size_t d = 0; ok && d < r; ++d)
     ok = dx[d] + pads[d] + pads[d + r] == dy[d];
   if (!ok) {
-    error = nodeError(spec, "pads " + shapeStr(pads) + " do not take " +
-                                shapeStr(dx) + " to " + shapeStr(dy));
-    return false;
+    return nodeError(spec, "pads " + shapeStr(pads) + " do not take " +
+                               shapeStr(dx) + " to " + shapeStr(dy));
   }
   begin.assign(r, 0);
   for (size_t d = 0; d < r; ++d)
     begin[d] = -pads[d];
-  return true;
+  return Status::success();
 }
 
 //===----------------------------------------------------------------------===//
 // Gemm, softmax cross-entropy
 //===----------------------------------------------------------------------===//
 
-bool gemmShape(const OpSpec &spec, const TensorDesc &a, const TensorDesc &b,
-               const TensorDesc &y, GemmShape &g, std::string &error) {
+Status gemmShape(const OpSpec &spec, const TensorDesc &a, const TensorDesc &b,
+                 const TensorDesc &y, GemmShape &g) {
   g.ta = spec.attrs.getInt("transA", 0) != 0;
   g.tb = spec.attrs.getInt("transB", 0) != 0;
   g.alpha = float(spec.attrs.getFloat("alpha", 1.0));
   g.beta = float(spec.attrs.getFloat("beta", 1.0));
   if (a.rank() != 2 || b.rank() != 2 || y.rank() != 2) {
-    error = nodeError(spec, "expects 2-D A, B and Y");
-    return false;
+    return nodeError(spec, "expects 2-D A, B and Y");
   }
   g.m = g.ta ? a.shape[1] : a.shape[0];
   g.k = g.ta ? a.shape[0] : a.shape[1];
   int64_t kb = g.tb ? b.shape[1] : b.shape[0];
   g.n = g.tb ? b.shape[0] : b.shape[1];
   if (kb != g.k || y.shape[0] != g.m || y.shape[1] != g.n) {
-    error = nodeError(spec, "shapes do not multiply: A " + shapeStr(a.shape) +
-                                ", B " + shapeStr(b.shape) + ", Y " +
-                                shapeStr(y.shape) + " (transA " +
-                                std::to_string(g.ta) + ", transB " +
-                                std::to_string(g.tb) + ")");
-    return false;
+    return nodeError(spec, "shapes do not multiply: A " + shapeStr(a.shape) +
+                               ", B " + shapeStr(b.shape) + ", Y " +
+                               shapeStr(y.shape) + " (transA " +
+                               std::to_string(g.ta) + ", transB " +
+                               std::to_string(g.tb) + ")");
   }
-  return true;
+  return Status::success();
 }
 
-bool gemmGradShape(const OpSpec &spec, GemmShape &g, std::string &error) {
-  if (!gemmShape(spec, spec.inputs[1], spec.inputs[2], spec.inputs[0], g,
-                 error))
-    return false;
+Status gemmGradShape(const OpSpec &spec, GemmShape &g) {
+  OASR_RETURN_IF_ERROR(
+      gemmShape(spec, spec.inputs[1], spec.inputs[2], spec.inputs[0], g));
   if (spec.outputs[0].shape != spec.inputs[1].shape ||
       spec.outputs[1].shape != spec.inputs[2].shape) {
-    error = nodeError(spec, "dA and dB must have A's and B's shapes");
-    return false;
+    return nodeError(spec, "dA and dB must have A's and B's shapes");
   }
-  return true;
+  return Status::success();
 }
 
-std::string gemmBiasError(const OpSpec &spec, const TensorDesc &c, int64_t m,
-                          int64_t n) {
+Status gemmBiasError(const OpSpec &spec, const TensorDesc &c, int64_t m,
+                     int64_t n) {
   return nodeError(spec, "C of shape " + shapeStr(c.shape) +
                              " does not broadcast to [" + std::to_string(m) +
                              ", " + std::to_string(n) + "]");
 }
 
-bool matMulShapes(const OpSpec &spec, std::vector<int64_t> &ad,
-                  std::vector<int64_t> &bd, std::vector<int64_t> &yd,
-                  std::string &error) {
+Status matMulShapes(const OpSpec &spec, std::vector<int64_t> &ad,
+                    std::vector<int64_t> &bd, std::vector<int64_t> &yd) {
   ad = spec.inputs[0].shape;
   bd = spec.inputs[1].shape;
   if (ad.empty() || bd.empty()) {
-    error = nodeError(spec, "operands must have rank >= 1");
-    return false;
+    return nodeError(spec, "operands must have rank >= 1");
   }
   if (ad.size() == 1)
     ad.insert(ad.begin(), 1);
@@ -572,10 +522,9 @@ bool matMulShapes(const OpSpec &spec, std::vector<int64_t> &ad,
   yd.assign(r, 0);
   for (size_t i = 0; i + 2 < r; ++i) {
     if (ad[i] != bd[i] && ad[i] != 1 && bd[i] != 1) {
-      error = nodeError(spec, "batch dimensions do not broadcast: " +
-                                  shapeStr(spec.inputs[0].shape) + " x " +
-                                  shapeStr(spec.inputs[1].shape));
-      return false;
+      return nodeError(spec, "batch dimensions do not broadcast: " +
+                                 shapeStr(spec.inputs[0].shape) + " x " +
+                                 shapeStr(spec.inputs[1].shape));
     }
     yd[i] = std::max(ad[i], bd[i]);
   }
@@ -585,31 +534,28 @@ bool matMulShapes(const OpSpec &spec, std::vector<int64_t> &ad,
   for (int64_t d : yd)
     numel *= d;
   if (ad[r - 1] != bd[r - 2] || spec.outputs[0].numel() != numel) {
-    error = nodeError(
+    return nodeError(
         spec, "shapes do not multiply: " + shapeStr(spec.inputs[0].shape) +
                   " x " + shapeStr(spec.inputs[1].shape) + " -> " +
                   shapeStr(spec.outputs[0].shape));
-    return false;
   }
-  return true;
+  return Status::success();
 }
 
-bool sceGeom(const OpSpec &spec, bool grad, SceGeom &g, std::string &error) {
+Status sceGeom(const OpSpec &spec, bool grad, SceGeom &g) {
   const TensorDesc &scores = spec.inputs[grad ? 1 : 0];
   const TensorDesc &labels = spec.inputs[grad ? 2 : 1];
   if (scores.rank() < 2 || labels.rank() != scores.rank() - 1 ||
       labels.shape[0] != scores.shape[0] ||
       !std::equal(labels.shape.begin() + 1, labels.shape.end(),
                   scores.shape.begin() + 2)) {
-    error = nodeError(spec, "expects scores [N, C, ...] and labels [N, ...], "
-                            "got " +
-                                shapeStr(scores.shape) + " and " +
-                                shapeStr(labels.shape));
-    return false;
+    return nodeError(spec, "expects scores [N, C, ...] and labels [N, ...], "
+                           "got " +
+                               shapeStr(scores.shape) + " and " +
+                               shapeStr(labels.shape));
   }
   if (labels.dtype != DType::I64 && labels.dtype != DType::I32) {
-    error = nodeError(spec, "labels must be i64 or i32");
-    return false;
+    return nodeError(spec, "labels must be i64 or i32");
   }
   std::string red = spec.attrs.getString("reduction", "mean");
   if (red == "mean")
@@ -619,8 +565,7 @@ bool sceGeom(const OpSpec &spec, bool grad, SceGeom &g, std::string &error) {
   else if (red == "none")
     g.reduction = SceReduction::None;
   else {
-    error = nodeError(spec, "reduction '" + red + "' is not supported");
-    return false;
+    return nodeError(spec, "reduction '" + red + "' is not supported");
   }
   g.n = scores.shape[0];
   g.c = scores.shape[1];
@@ -632,47 +577,41 @@ bool sceGeom(const OpSpec &spec, bool grad, SceGeom &g, std::string &error) {
   if (!grad && (spec.outputs[0].numel() != want ||
                 (spec.outputs.size() > 1 &&
                  spec.outputs[1].shape != spec.inputs[0].shape))) {
-    error = nodeError(spec, "loss must have " + std::to_string(want) +
-                                " element(s) and log_prob the scores' shape");
-    return false;
+    return nodeError(spec, "loss must have " + std::to_string(want) +
+                               " element(s) and log_prob the scores' shape");
   }
   if (grad && (spec.inputs[0].numel() != want ||
                spec.outputs[0].shape != spec.inputs[1].shape)) {
-    error = nodeError(spec, "dLoss must have " + std::to_string(want) +
-                                " element(s) and dScores log_prob's shape");
-    return false;
+    return nodeError(spec, "dLoss must have " + std::to_string(want) +
+                               " element(s) and dScores log_prob's shape");
   }
-  return true;
+  return Status::success();
 }
 
-bool scatterNDGeom(const OpSpec &spec, ScatterNDGeom &g, std::string &error) {
-  if (!checkArity(spec, 3, 3, 1, 1, error) ||
-      !checkDType(spec, true, 1, DType::I64, error) ||
-      !checkDType(spec, true, 2, spec.inputs[0].dtype, error) ||
-      !checkDType(spec, false, 0, spec.inputs[0].dtype, error))
-    return false;
+Status scatterNDGeom(const OpSpec &spec, ScatterNDGeom &g) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 3, 3, 1, 1));
+  OASR_RETURN_IF_ERROR(checkDType(spec, true, 1, DType::I64));
+  OASR_RETURN_IF_ERROR(checkDType(spec, true, 2, spec.inputs[0].dtype));
+  OASR_RETURN_IF_ERROR(checkDType(spec, false, 0, spec.inputs[0].dtype));
   const auto &data = spec.inputs[0].shape, &idx = spec.inputs[1].shape,
              &upd = spec.inputs[2].shape;
   if (spec.outputs[0].shape != data || idx.empty()) {
-    error = nodeError(spec, "expects indices of rank >= 1 and a result of the "
-                            "data's shape");
-    return false;
+    return nodeError(spec, "expects indices of rank >= 1 and a result of the "
+                           "data's shape");
   }
   g.k = idx.back();
   if (g.k < 1 || g.k > int64_t(data.size()) || g.k > 8) {
-    error = nodeError(
+    return nodeError(
         spec, "the indices' last dimension (" + std::to_string(g.k) +
                   ") must be in [1, " +
                   std::to_string(std::min<size_t>(data.size(), 8)) + "]");
-    return false;
   }
   std::vector<int64_t> want(idx.begin(), idx.end() - 1);
   want.insert(want.end(), data.begin() + g.k, data.end());
   if (upd != want) {
-    error = nodeError(spec, "updates have shape " + shapeStr(upd) +
-                                "; indices " + shapeStr(idx) + " and data " +
-                                shapeStr(data) + " need " + shapeStr(want));
-    return false;
+    return nodeError(spec, "updates have shape " + shapeStr(upd) +
+                               "; indices " + shapeStr(idx) + " and data " +
+                               shapeStr(data) + " need " + shapeStr(want));
   }
   g.count = 1;
   for (size_t i = 0; i + 1 < idx.size(); ++i)
@@ -698,75 +637,66 @@ bool scatterNDGeom(const OpSpec &spec, ScatterNDGeom &g, std::string &error) {
   else if (r == "min")
     g.reduction = ScatterReduction::Min;
   else {
-    error = nodeError(spec, "unknown reduction '" + r + "'");
-    return false;
+    return nodeError(spec, "unknown reduction '" + r + "'");
   }
   if (g.reduction != ScatterReduction::None &&
       spec.inputs[0].dtype != DType::F32) {
-    error = nodeError(spec, "reduction '" + r + "' needs f32 data");
-    return false;
+    return nodeError(spec, "reduction '" + r + "' needs f32 data");
   }
-  return true;
+  return Status::success();
 }
 
 //===----------------------------------------------------------------------===//
 // Gelu, Dropout, Slice
 //===----------------------------------------------------------------------===//
 
-bool geluIsTanh(const OpSpec &spec, bool &tanh, std::string &error) {
+Status geluIsTanh(const OpSpec &spec, bool &tanh) {
   std::string approx = spec.attrs.getString("approximate", "none");
   if (approx != "none" && approx != "tanh") {
-    error = nodeError(spec, "approximate '" + approx + "' is not supported");
-    return false;
+    return nodeError(spec, "approximate '" + approx + "' is not supported");
   }
   tanh = approx == "tanh";
-  return true;
+  return Status::success();
 }
 
-bool checkDropout(const OpSpec &spec, std::string &error) {
-  if (!checkSpec(spec, 1, 3, 1, 2, {0}, {0}, error) ||
-      !checkDType(spec, false, 1, DType::Bool, error))
-    return false;
+Status checkDropout(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 1, 3, 1, 2, {0}, {0}));
+  OASR_RETURN_IF_ERROR(checkDType(spec, false, 1, DType::Bool));
   if (spec.outputs[0].shape != spec.inputs[0].shape ||
       (spec.outputs.size() > 1 &&
        spec.outputs[1].shape != spec.inputs[0].shape)) {
-    error = nodeError(spec, "Y and mask must have X's shape");
-    return false;
+    return nodeError(spec, "Y and mask must have X's shape");
   }
-  return true;
+  return Status::success();
 }
 
-bool checkDropoutGrad(const OpSpec &spec, std::string &error) {
-  if (!checkSpec(spec, 2, 4, 1, 1, {0}, {0}, error) ||
-      !checkDType(spec, true, 1, DType::Bool, error))
-    return false;
+Status checkDropoutGrad(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 2, 4, 1, 1, {0}, {0}));
+  OASR_RETURN_IF_ERROR(checkDType(spec, true, 1, DType::Bool));
   if (spec.inputs[1].shape != spec.inputs[0].shape ||
       spec.outputs[0].shape != spec.inputs[0].shape) {
-    error = nodeError(spec, "dY, mask and dX must have one shape");
-    return false;
+    return nodeError(spec, "dY, mask and dX must have one shape");
   }
-  return true;
+  return Status::success();
 }
 
-bool checkSlice(const OpSpec &spec, std::string &error) {
-  if (!checkArity(spec, 1, 5, 1, 1, error) ||
-      !checkDType(spec, false, 0, spec.inputs[0].dtype, error))
-    return false;
+Status checkSlice(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, 5, 1, 1));
+  OASR_RETURN_IF_ERROR(checkDType(spec, false, 0, spec.inputs[0].dtype));
   if (spec.inputs.size() == 2 ||
       spec.inputs[0].rank() != spec.outputs[0].rank()) {
-    error = nodeError(spec, "expects data, starts, ends[, axes[, steps]] "
-                            "and a result of the data's rank");
-    return false;
+    return nodeError(spec, "expects data, starts, ends[, axes[, steps]] "
+                           "and a result of the data's rank");
   }
-  return true;
+  return Status::success();
 }
 
-bool resolveSlice(const std::vector<int64_t> &inShape,
-                  const std::vector<int64_t> &outShape,
-                  const std::vector<int64_t> &starts,
-                  const std::vector<int64_t> &ends, std::vector<int64_t> axes,
-                  std::vector<int64_t> steps, std::vector<int64_t> &start,
-                  std::vector<int64_t> &step, std::string &why) {
+Status resolveSlice(const std::vector<int64_t> &inShape,
+                    const std::vector<int64_t> &outShape,
+                    const std::vector<int64_t> &starts,
+                    const std::vector<int64_t> &ends, std::vector<int64_t> axes,
+                    std::vector<int64_t> steps, std::vector<int64_t> &start,
+                    std::vector<int64_t> &step) {
   size_t r = inShape.size();
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i)
@@ -775,8 +705,7 @@ bool resolveSlice(const std::vector<int64_t> &inShape,
     steps.assign(starts.size(), 1);
   if (ends.size() != starts.size() || axes.size() != starts.size() ||
       steps.size() != starts.size()) {
-    why = "starts, ends, axes and steps differ in length";
-    return false;
+    return Status::error("starts, ends, axes and steps differ in length");
   }
   start.assign(r, 0);
   step.assign(r, 1);
@@ -784,8 +713,7 @@ bool resolveSlice(const std::vector<int64_t> &inShape,
   for (size_t i = 0; i < starts.size(); ++i) {
     int64_t a = axes[i] < 0 ? axes[i] + int64_t(r) : axes[i];
     if (a < 0 || a >= int64_t(r) || steps[i] == 0) {
-      why = "bad axis or zero step";
-      return false;
+      return Status::error("bad axis or zero step");
     }
     int64_t dim = inShape[a], s = starts[i], e = ends[i], st = steps[i];
     if (s < 0)
@@ -805,27 +733,26 @@ bool resolveSlice(const std::vector<int64_t> &inShape,
     step[a] = st;
   }
   if (size != outShape) {
-    why = "the slice " + shapeStr(size) + " is not the result " +
-          shapeStr(outShape);
-    return false;
+    return Status::error("the slice " + shapeStr(size) + " is not the result " +
+                         shapeStr(outShape));
   }
-  return true;
+  return Status::success();
 }
 
-bool resolveSliceAtRun(const std::vector<int64_t> &inShape,
-                       const std::vector<int64_t> &outShape, size_t operands,
-                       const AttrMap &attrs,
-                       const std::function<std::vector<int64_t>(size_t)> &ints,
-                       std::vector<int64_t> &start, std::vector<int64_t> &step,
-                       std::string &why) {
+Status
+resolveSliceAtRun(const std::vector<int64_t> &inShape,
+                  const std::vector<int64_t> &outShape, size_t operands,
+                  const AttrMap &attrs,
+                  const std::function<std::vector<int64_t>(size_t)> &ints,
+                  std::vector<int64_t> &start, std::vector<int64_t> &step) {
   if (operands >= 3)
     return resolveSlice(inShape, outShape, ints(1), ints(2),
                         operands > 3 ? ints(3) : std::vector<int64_t>{},
                         operands > 4 ? ints(4) : std::vector<int64_t>{}, start,
-                        step, why);
+                        step);
   return resolveSlice(inShape, outShape, attrs.getInts("starts"),
                       attrs.getInts("ends"), attrs.getInts("axes"), {}, start,
-                      step, why);
+                      step);
 }
 
 //===----------------------------------------------------------------------===//
@@ -833,8 +760,8 @@ bool resolveSliceAtRun(const std::vector<int64_t> &inShape,
 //===----------------------------------------------------------------------===//
 
 /// ONNX Resize's coordinate transformation and sampling along one axis.
-static bool resizeAxis(const OpSpec &spec, int64_t in, int64_t out,
-                       double scale, ResizeAxis &a, std::string &error) {
+static Status resizeAxis(const OpSpec &spec, int64_t in, int64_t out,
+                         double scale, ResizeAxis &a) {
   std::string ctm =
       spec.attrs.getString("coordinate_transformation_mode", "half_pixel");
   std::string mode = spec.attrs.getString("mode", "nearest");
@@ -854,9 +781,8 @@ static bool resizeAxis(const OpSpec &spec, int64_t in, int64_t out,
     else if (ctm == "asymmetric")
       x = o / scale;
     else {
-      error = nodeError(spec, "coordinate_transformation_mode '" + ctm +
-                                  "' is not supported");
-      return false;
+      return nodeError(spec, "coordinate_transformation_mode '" + ctm +
+                                 "' is not supported");
     }
     if (a.taps == 1) {
       double r;
@@ -869,9 +795,8 @@ static bool resizeAxis(const OpSpec &spec, int64_t in, int64_t out,
       else if (nearest == "ceil")
         r = std::ceil(x);
       else {
-        error =
-            nodeError(spec, "nearest_mode '" + nearest + "' is not supported");
-        return false;
+        return nodeError(spec,
+                         "nearest_mode '" + nearest + "' is not supported");
       }
       a.index.push_back(std::clamp<int64_t>(int64_t(r), 0, in - 1));
       a.weight.push_back(1.0f);
@@ -885,33 +810,29 @@ static bool resizeAxis(const OpSpec &spec, int64_t in, int64_t out,
     a.weight.push_back(float(1.0 - f));
     a.weight.push_back(float(f));
   }
-  return true;
+  return Status::success();
 }
 
-bool resizeGeom(const OpSpec &spec, ResizeGeom &g, std::string &error) {
+Status resizeGeom(const OpSpec &spec, ResizeGeom &g) {
   bool grad = spec.opType == "ResizeGrad";
-  if (!checkSpec(spec, 1, 4, 1, 1, {0}, {0}, error))
-    return false;
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 1, 4, 1, 1, {0}, {0}));
   // The small (input) and large (result) side of the resampling.
   const auto &x = grad ? spec.outputs[0].shape : spec.inputs[0].shape;
   const auto &y = grad ? spec.inputs[0].shape : spec.outputs[0].shape;
   if ((x.size() != 3 && x.size() != 4) || y.size() != x.size() ||
       x[0] != y[0] || x[1] != y[1]) {
-    error = nodeError(spec, "expects [N, C, H, W] or [N, C, W] tensors that "
-                            "differ only in their spatial sizes, got " +
-                                shapeStr(x) + " and " + shapeStr(y));
-    return false;
+    return nodeError(spec, "expects [N, C, H, W] or [N, C, W] tensors that "
+                           "differ only in their spatial sizes, got " +
+                               shapeStr(x) + " and " + shapeStr(y));
   }
   std::string mode = spec.attrs.getString("mode", "nearest");
   if (mode != "nearest" && mode != "linear") {
-    error = nodeError(spec,
-                      "mode '" + mode + "' is not supported (nearest, linear)");
-    return false;
+    return nodeError(spec,
+                     "mode '" + mode + "' is not supported (nearest, linear)");
   }
   if (spec.attrs.getInt("antialias", 0) != 0 ||
       spec.attrs.getInt("exclude_outside", 0) != 0) {
-    error = nodeError(spec, "antialias and exclude_outside are not supported");
-    return false;
+    return nodeError(spec, "antialias and exclude_outside are not supported");
   }
   bool rank4 = x.size() == 4;
   int64_t inH = rank4 ? x[2] : 1, inW = x.back();
@@ -931,23 +852,21 @@ bool resizeGeom(const OpSpec &spec, ResizeGeom &g, std::string &error) {
   g.planes = x[0] * x[1];
   g.inH = inH;
   g.inW = inW;
-  return resizeAxis(spec, inH, outH, rank4 ? sh : 1.0, g.h, error) &&
-         resizeAxis(spec, inW, outW, sw, g.w, error);
+  OASR_RETURN_IF_ERROR(resizeAxis(spec, inH, outH, rank4 ? sh : 1.0, g.h));
+  return resizeAxis(spec, inW, outW, sw, g.w);
 }
 
-bool checkConvTransposeAttrs(const OpSpec &spec, std::string &error) {
+Status checkConvTransposeAttrs(const OpSpec &spec) {
   std::string autoPad = spec.attrs.getString("auto_pad", "NOTSET");
   if (autoPad != "NOTSET" && autoPad != "VALID") {
-    error = nodeError(spec, "auto_pad '" + autoPad +
-                                "' is not supported (give explicit pads)");
-    return false;
+    return nodeError(spec, "auto_pad '" + autoPad +
+                               "' is not supported (give explicit pads)");
   }
   for (int64_t p : spec.attrs.getInts("output_padding"))
     if (p < 0) {
-      error = nodeError(spec, "output_padding must be >= 0");
-      return false;
+      return nodeError(spec, "output_padding must be >= 0");
     }
-  return true;
+  return Status::success();
 }
 
 } // namespace oasr::rt

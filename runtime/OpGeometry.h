@@ -17,6 +17,7 @@
 
 #include "KernelMath.h"
 #include "oasr/Runtime/Kernel.h"
+#include "oasr/Runtime/Status.h"
 
 #include <cmath>
 #include <cstdint>
@@ -31,36 +32,34 @@ namespace oasr::rt {
 // Messages and generic checks
 //===----------------------------------------------------------------------===//
 
-/// "node 'name' (Op): msg".
-std::string nodeError(const OpSpec &spec, const std::string &msg);
+/// The failure "node 'name' (Op): msg".
+Status nodeError(const OpSpec &spec, const std::string &msg);
 /// "[2, 3, 4]".
 std::string shapeStr(const std::vector<int64_t> &shape);
-/// Checks the operand/result counts; sets `error` and returns false if not in
-/// [minIn, maxIn] / [minOut, maxOut].
-bool checkArity(const OpSpec &spec, size_t minIn, size_t maxIn, size_t minOut,
-                size_t maxOut, std::string &error);
+/// Checks the operand/result counts: a failure if not in [minIn, maxIn] /
+/// [minOut, maxOut].
+Status checkArity(const OpSpec &spec, size_t minIn, size_t maxIn, size_t minOut,
+                  size_t maxOut);
 /// Checks that operand (`isInput`) or result `idx` has element type `t`.
-bool checkDType(const OpSpec &spec, bool isInput, size_t idx, DType t,
-                std::string &error);
+Status checkDType(const OpSpec &spec, bool isInput, size_t idx, DType t);
 /// Checks that every operand and result listed is f32.
-bool checkAllF32(const OpSpec &spec, const std::vector<size_t> &inputs,
-                 const std::vector<size_t> &outputs, std::string &error);
+Status checkAllF32(const OpSpec &spec, const std::vector<size_t> &inputs,
+                   const std::vector<size_t> &outputs);
 /// The `axis` attribute (default `dflt`) of a node on a rank-`rank` tensor,
 /// negative values counted from the end; out of range is an error.
-bool normAxis(const OpSpec &spec, int64_t rank, int64_t dflt, int64_t &axis,
-              std::string &error);
+Status normAxis(const OpSpec &spec, int64_t rank, int64_t dflt, int64_t &axis);
 /// The usual prologue of a kernel factory: checkArity, then checkAllF32 on
 /// the operands `f32In` and results `f32Out` (indices past the counts are
 /// skipped).
-bool checkSpec(const OpSpec &spec, size_t minIn, size_t maxIn, size_t minOut,
-               size_t maxOut, const std::vector<size_t> &f32In,
-               const std::vector<size_t> &f32Out, std::string &error);
+Status checkSpec(const OpSpec &spec, size_t minIn, size_t maxIn, size_t minOut,
+                 size_t maxOut, const std::vector<size_t> &f32In,
+                 const std::vector<size_t> &f32Out);
 /// Checks that the first `count` operands have result 0's shape ("operands
 /// and result must have one shape").
-bool checkSameShapes(const OpSpec &spec, size_t count, std::string &error);
+Status checkSameShapes(const OpSpec &spec, size_t count);
 /// An elementwise op's prologue: exactly `arity` operands and one result,
 /// all f32 and of one shape.
-bool checkSameShapeF32(const OpSpec &spec, size_t arity, std::string &error);
+Status checkSameShapeF32(const OpSpec &spec, size_t arity);
 /// True if result `idx` is read later (or the executor did not say).
 inline bool outputUsed(const OpSpec &spec, size_t idx) {
   return idx >= spec.outputUsed.size() || spec.outputUsed[idx];
@@ -74,20 +73,16 @@ inline bool isFloatOrInt(DType t) {
 /// `make(factory)`; an op type not there, or a factory that fails without
 /// saying why, is an error naming the node and `backend`.
 template <typename Registry, typename Make>
-std::unique_ptr<Kernel>
-createRegistered(const Registry &registry, const OpSpec &spec,
-                 const char *backend, std::string &error, Make &&make) {
+KernelOr createRegistered(const Registry &registry, const OpSpec &spec,
+                          const char *backend, Make &&make) {
   auto it = registry.find(spec.opType);
-  if (it == registry.end()) {
-    error = nodeError(spec, "op type '" + spec.opType +
-                                "' is not supported by the " + backend +
-                                " backend");
-    return nullptr;
-  }
-  error.clear();
-  std::unique_ptr<Kernel> k = make(it->second);
-  if (!k && error.empty())
-    error = nodeError(spec, "kernel creation failed");
+  if (it == registry.end())
+    return nodeError(spec, "op type '" + spec.opType +
+                               "' is not supported by the " + backend +
+                               " backend");
+  KernelOr k = make(it->second);
+  if (!k.ok() && k.status().message().empty())
+    return nodeError(spec, "kernel creation failed");
   return k;
 }
 
@@ -98,26 +93,24 @@ createRegistered(const Registry &registry, const OpSpec &spec,
 /// f32 form and `wrap(inner)` puts that kernel between widening and
 /// narrowing conversions. When both fail, the native attempt's error.
 template <typename Make, typename Wrap>
-std::unique_ptr<Kernel>
-createLowPrecisionKernel(const OpSpec &spec, bool native, Make &&make,
-                         Wrap &&wrap, std::string &error) {
-  std::string nativeError;
-  if (native)
-    if (std::unique_ptr<Kernel> k = make(spec, nativeError))
+KernelOr createLowPrecisionKernel(const OpSpec &spec, bool native, Make &&make,
+                                  Wrap &&wrap) {
+  Status nativeStatus;
+  if (native) {
+    KernelOr k = make(spec);
+    if (k.ok())
       return k;
+    nativeStatus = k.status();
+  }
   OpSpec wide = spec;
   for (auto *descs : {&wide.inputs, &wide.outputs})
     for (TensorDesc &d : *descs)
       if (isLowFloat(d.dtype))
         d.dtype = DType::F32;
-  std::unique_ptr<Kernel> inner = make(wide, error);
-  if (!inner) {
-    if (!nativeError.empty())
-      error = nativeError;
-    return nullptr;
-  }
-  error.clear();
-  return wrap(std::move(inner));
+  KernelOr inner = make(wide);
+  if (!inner.ok())
+    return nativeStatus.ok() ? inner.status() : nativeStatus;
+  return wrap(std::move(*inner));
 }
 
 //===----------------------------------------------------------------------===//
@@ -133,22 +126,20 @@ bool broadcastsTo(const std::vector<int64_t> &in,
                   const std::vector<int64_t> &out);
 /// Add/Sub/Mul/Div/Pow/Sum: result f32/i64/i32, every operand of its element
 /// type and broadcasting to its shape.
-bool checkBroadcastOperands(const OpSpec &spec, std::string &error);
+Status checkBroadcastOperands(const OpSpec &spec);
 /// Copies and views (Reshape, Flatten, ...): the result has the operand's
 /// element type and element count.
-bool checkCopyShapes(const OpSpec &spec, std::string &error);
+Status checkCopyShapes(const OpSpec &spec);
 
 /// ReduceMean / ReduceSum {axes, keepdims}: `kept` is X's shape with the
 /// reduced dimensions 1 (axes from the attribute, else -- keepdims = 1 --
 /// from where the result has 1s, else all axes), checked against the result;
 /// `scale` is 1 for ReduceSum and the mean's divisor for ReduceMean.
-bool reduceGeom(const OpSpec &spec, std::vector<int64_t> &kept, float &scale,
-                std::string &error);
+Status reduceGeom(const OpSpec &spec, std::vector<int64_t> &kept, float &scale);
 
 /// Constant: its result's bytes from a flat number attribute (1 element
 /// splatted).
-bool constantBytes(const OpSpec &spec, std::vector<char> &bytes,
-                   std::string &error);
+Status constantBytes(const OpSpec &spec, std::vector<char> &bytes);
 
 //===----------------------------------------------------------------------===//
 // Windows: convolutions and pooling
@@ -168,10 +159,10 @@ struct Window {
 /// window size (weights' spatial shape or kernel_shape). With `allowCeil`, a
 /// result one larger than floor division is accepted (ceil_mode) and the
 /// right padding grows to cover it.
-bool resolveWindow(const OpSpec &spec, const std::vector<int64_t> &in,
-                   const std::vector<int64_t> &kernel,
-                   const std::vector<int64_t> &out, bool allowCeil, Window &w,
-                   std::string &error);
+Status resolveWindow(const OpSpec &spec, const std::vector<int64_t> &in,
+                     const std::vector<int64_t> &kernel,
+                     const std::vector<int64_t> &out, bool allowCeil,
+                     Window &w);
 
 /// ConvTranspose's attributes both backends take: auto_pad NOTSET or VALID
 /// (its SAME padding is defined on the result; give explicit pads) and
@@ -179,23 +170,21 @@ bool resolveWindow(const OpSpec &spec, const std::vector<int64_t> &in,
 /// convolution that maps the result back to the input with the same
 /// weights (ONNX's ConvTranspose W [C, M/group, k...] is its [M', C'/group,
 /// k...]).
-bool checkConvTransposeAttrs(const OpSpec &spec, std::string &error);
+Status checkConvTransposeAttrs(const OpSpec &spec);
 
 /// Conv / ConvGrad: X [N, C, spatial...] (1-D to 3-D), W [M, C/group, k...],
 /// Y [N, M, spatial...]; `group` and the window.
-bool convWindow(const OpSpec &spec, const TensorDesc &x, const TensorDesc &w,
-                const TensorDesc &y, int64_t &group, Window &win,
-                std::string &error);
+Status convWindow(const OpSpec &spec, const TensorDesc &x, const TensorDesc &w,
+                  const TensorDesc &y, int64_t &group, Window &win);
 
 /// A pool's kernel_shape attribute: present, one value per spatial
 /// dimension.
-bool poolKernelShape(const OpSpec &spec, size_t spatialRank,
-                     std::vector<int64_t> &kernel, std::string &error);
+Status poolKernelShape(const OpSpec &spec, size_t spatialRank,
+                       std::vector<int64_t> &kernel);
 /// AveragePool: dilations other than 1 are not supported.
-bool checkAvgPoolDilations(const OpSpec &spec, std::string &error);
+Status checkAvgPoolDilations(const OpSpec &spec);
 /// AveragePool: ceil_mode's extra padding cannot be counted.
-bool checkAvgPoolCeil(const OpSpec &spec, bool paddedForCeil,
-                      std::string &error);
+Status checkAvgPoolCeil(const OpSpec &spec, bool paddedForCeil);
 
 /// 1-D and 2-D pooling geometry as 2-D (a 1-D pool has ih = oh = kh = 1).
 struct Pool2D {
@@ -206,8 +195,8 @@ struct Pool2D {
   bool paddedForCeil = false;
 };
 /// MaxPool / AveragePool on X [N, C, (H,) W] -> Y.
-bool pool2DGeom(const OpSpec &spec, const TensorDesc &x, const TensorDesc &y,
-                Pool2D &g, std::string &error);
+Status pool2DGeom(const OpSpec &spec, const TensorDesc &x, const TensorDesc &y,
+                  Pool2D &g);
 
 OASR_HOST_DEVICE inline bool isNaN(float v) {
 #ifdef __CUDA_ARCH__
@@ -246,16 +235,16 @@ OASR_HOST_DEVICE inline void maxPoolAt(const Pool2D &p, const float *xp,
 
 /// MaxPoolGrad: dY and i64 Indices [N, C, ...], dX [N, C, ...]; the planes
 /// and the elements of one plane of dX and of dY.
-bool maxPoolGradGeom(const OpSpec &spec, int64_t &planes, int64_t &inPlane,
-                     int64_t &outPlane, std::string &error);
+Status maxPoolGradGeom(const OpSpec &spec, int64_t &planes, int64_t &inPlane,
+                       int64_t &outPlane);
 /// GlobalAveragePool(Grad): X [N, C, ...] (rank <= maxRank) and
 /// Y [N, C, 1, ...]; the planes and the elements of one plane of X.
-bool globalPoolGeom(const OpSpec &spec, bool grad, size_t maxRank,
-                    int64_t &planes, int64_t &size, std::string &error);
+Status globalPoolGeom(const OpSpec &spec, bool grad, size_t maxRank,
+                      int64_t &planes, int64_t &size);
 
 /// PadGrad {pads}: dY -> dX (rank <= maxRank), dX's start in dY negated.
-bool padGradBegin(const OpSpec &spec, size_t maxRank,
-                  std::vector<int64_t> &begin, std::string &error);
+Status padGradBegin(const OpSpec &spec, size_t maxRank,
+                    std::vector<int64_t> &begin);
 
 //===----------------------------------------------------------------------===//
 // Gemm, softmax cross-entropy
@@ -267,20 +256,19 @@ struct GemmShape {
   bool ta = false, tb = false;
   float alpha = 1, beta = 1;
 };
-bool gemmShape(const OpSpec &spec, const TensorDesc &a, const TensorDesc &b,
-               const TensorDesc &y, GemmShape &g, std::string &error);
+Status gemmShape(const OpSpec &spec, const TensorDesc &a, const TensorDesc &b,
+                 const TensorDesc &y, GemmShape &g);
 /// GemmGrad: dY, A, B -> dA, dB[, dC]; dA and dB of A's and B's shapes.
-bool gemmGradShape(const OpSpec &spec, GemmShape &g, std::string &error);
+Status gemmGradShape(const OpSpec &spec, GemmShape &g);
 /// "C of shape [..] does not broadcast to [m, n]".
-std::string gemmBiasError(const OpSpec &spec, const TensorDesc &c, int64_t m,
-                          int64_t n);
+Status gemmBiasError(const OpSpec &spec, const TensorDesc &c, int64_t m,
+                     int64_t n);
 
 /// MatMul (numpy): A and B with 1-D operands promoted (A [1, K], B [K, 1])
 /// and aligned to one rank, batch dimensions broadcast; Y's shape at that
 /// rank.
-bool matMulShapes(const OpSpec &spec, std::vector<int64_t> &a,
-                  std::vector<int64_t> &b, std::vector<int64_t> &y,
-                  std::string &error);
+Status matMulShapes(const OpSpec &spec, std::vector<int64_t> &a,
+                    std::vector<int64_t> &b, std::vector<int64_t> &y);
 
 enum class SceReduction : int { Mean, Sum, None };
 
@@ -296,7 +284,7 @@ struct SceGeom {
 /// SoftmaxCrossEntropyLoss (scores, labels -> loss[, log_prob]) or, with
 /// `grad`, its gradient (dLoss, log_prob, labels -> dScores): the geometry,
 /// the labels' type, the reduction and the loss's size.
-bool sceGeom(const OpSpec &spec, bool grad, SceGeom &g, std::string &error);
+Status sceGeom(const OpSpec &spec, bool grad, SceGeom &g);
 
 enum class ScatterReduction : int { None, Add, Mul, Max, Min };
 
@@ -311,7 +299,7 @@ struct ScatterNDGeom {
 };
 /// Validates ScatterND's operands (i64 indices, updates of shape
 /// indices.shape[:-1] + data.shape[k:], the reduction attribute).
-bool scatterNDGeom(const OpSpec &spec, ScatterNDGeom &g, std::string &error);
+Status scatterNDGeom(const OpSpec &spec, ScatterNDGeom &g);
 
 /// For one spatial axis: each result index reads `taps` source indices with
 /// weights (1 tap for nearest, 2 for linear).
@@ -332,38 +320,39 @@ struct ResizeGeom {
   ResizeAxis h, w;
   int64_t planes = 0, inH = 1, inW = 1;
 };
-bool resizeGeom(const OpSpec &spec, ResizeGeom &g, std::string &error);
+Status resizeGeom(const OpSpec &spec, ResizeGeom &g);
 
 /// Validation both backends give Dropout (X[, ratio[, training_mode]] ->
 /// Y[, mask]), DropoutGrad (dY, mask[, ratio[, training_mode]] -> dX) and
 /// Slice (data, starts, ends[, axes[, steps]] or opset 1's attributes -> Y).
-bool checkDropout(const OpSpec &spec, std::string &error);
-bool checkDropoutGrad(const OpSpec &spec, std::string &error);
-bool checkSlice(const OpSpec &spec, std::string &error);
+Status checkDropout(const OpSpec &spec);
+Status checkDropoutGrad(const OpSpec &spec);
+Status checkSlice(const OpSpec &spec);
 
 /// Slice's per-dimension start and step from ONNX starts/ends/axes/steps
-/// (negative values and clamping as ONNX says); false with `why` when they
-/// are malformed or do not give `outShape`. Empty axes/steps: the defaults.
-bool resolveSlice(const std::vector<int64_t> &inShape,
-                  const std::vector<int64_t> &outShape,
-                  const std::vector<int64_t> &starts,
-                  const std::vector<int64_t> &ends, std::vector<int64_t> axes,
-                  std::vector<int64_t> steps, std::vector<int64_t> &start,
-                  std::vector<int64_t> &step, std::string &why);
+/// (negative values and clamping as ONNX says); a failure saying why when
+/// they are malformed or do not give `outShape`. Empty axes/steps: the
+/// defaults.
+Status resolveSlice(const std::vector<int64_t> &inShape,
+                    const std::vector<int64_t> &outShape,
+                    const std::vector<int64_t> &starts,
+                    const std::vector<int64_t> &ends, std::vector<int64_t> axes,
+                    std::vector<int64_t> steps, std::vector<int64_t> &start,
+                    std::vector<int64_t> &step);
 
 /// resolveSlice for a Slice node at run time: starts, ends, axes and steps
 /// from its operands 1..4 (`ints(i)`: operand i's elements, empty when it
 /// is absent) or, with fewer than 3 operands, from opset 1's attributes.
-bool resolveSliceAtRun(const std::vector<int64_t> &inShape,
-                       const std::vector<int64_t> &outShape, size_t operands,
-                       const AttrMap &attrs,
-                       const std::function<std::vector<int64_t>(size_t)> &ints,
-                       std::vector<int64_t> &start, std::vector<int64_t> &step,
-                       std::string &why);
+Status
+resolveSliceAtRun(const std::vector<int64_t> &inShape,
+                  const std::vector<int64_t> &outShape, size_t operands,
+                  const AttrMap &attrs,
+                  const std::function<std::vector<int64_t>(size_t)> &ints,
+                  std::vector<int64_t> &start, std::vector<int64_t> &step);
 
 /// Gelu's and GeluGrad's 'approximate' ("none" or "tanh"): whether it is
-/// the tanh form; false with `error` for anything else.
-bool geluIsTanh(const OpSpec &spec, bool &tanh, std::string &error);
+/// the tanh form; a failure for anything else.
+Status geluIsTanh(const OpSpec &spec, bool &tanh);
 
 } // namespace oasr::rt
 

@@ -93,13 +93,6 @@ bool scalarOperand(const std::vector<TensorRef> &in, size_t i, double &v) {
   }
 }
 
-void fatal(const std::string &node, const std::string &op,
-           const std::string &msg) {
-  std::fprintf(stderr, "oasr: fatal: node '%s' (%s): %s\n", node.c_str(),
-               op.c_str(), msg.c_str());
-  std::abort();
-}
-
 /// memcpy split across threads for large buffers.
 void parallelCopy(void *dst, const void *src, size_t bytes) {
   if (dst == src || bytes == 0)
@@ -123,18 +116,15 @@ void parallelCopy(void *dst, const void *src, size_t bytes) {
 // Add/Sub/Mul/Div and Sum with a bf16 result (oneDNN binary and sum)
 //===----------------------------------------------------------------------===//
 
-static std::unique_ptr<Kernel> createDnnlSum(const OpSpec &spec,
-                                             std::string &error) {
-  if (!checkArity(spec, 1, 1024, 1, 1, error))
-    return nullptr;
+static KernelOr createDnnlSum(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, 1024, 1, 1));
   const auto &ys = spec.outputs[0].shape;
   for (size_t i = 0; i < spec.inputs.size(); ++i)
     if (spec.inputs[i].dtype != DType::BF16 || spec.inputs[i].shape != ys ||
         ys.empty() || ys.size() > DNNL_MAX_NDIMS) {
-      error = nodeError(spec, "no oneDNN sum form; the backend widens it");
-      return nullptr;
+      return nodeError(spec, "no oneDNN sum form; the backend widens it");
     }
-  return guardCreate(spec, error, [&]() -> std::unique_ptr<Kernel> {
+  return guardCreate(spec, [&]() -> std::unique_ptr<Kernel> {
     auto md = plainDesc(ys, dt::bf16);
     std::vector<memory::desc> srcs(spec.inputs.size(), md);
     std::vector<float> scales(spec.inputs.size(), 1.0f);
@@ -147,10 +137,8 @@ static std::unique_ptr<Kernel> createDnnlSum(const OpSpec &spec,
   });
 }
 
-static std::unique_ptr<Kernel> createDnnlBinary(const OpSpec &spec,
-                                                std::string &error) {
-  if (!checkArity(spec, 2, 2, 1, 1, error))
-    return nullptr;
+static KernelOr createDnnlBinary(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 2, 2, 1, 1));
   const auto &ys = spec.outputs[0].shape;
   size_t a = 0, b = 1;
   bool commutes = spec.opType == "Add" || spec.opType == "Mul";
@@ -160,13 +148,12 @@ static std::unique_ptr<Kernel> createDnnlBinary(const OpSpec &spec,
     std::swap(a, b);
   for (size_t i : {size_t(0), size_t(1)})
     if (!isLowFloat(spec.inputs[i].dtype) && spec.inputs[i].dtype != DType::F32)
-      return checkDType(spec, true, i, DType::BF16, error), nullptr;
+      return checkDType(spec, true, i, DType::BF16);
   if (spec.inputs[a].shape != ys || !broadcastsTo(spec.inputs[b].shape, ys) ||
       ys.empty() || ys.size() > DNNL_MAX_NDIMS ||
       spec.inputs[0].dtype == DType::F16 ||
       spec.inputs[1].dtype == DType::F16) {
-    error = nodeError(spec, "no oneDNN binary form; the backend widens it");
-    return nullptr;
+    return nodeError(spec, "no oneDNN binary form; the backend widens it");
   }
   std::vector<int64_t> bs = spec.inputs[b].shape;
   bs.insert(bs.begin(), ys.size() - bs.size(), 1);
@@ -174,7 +161,7 @@ static std::unique_ptr<Kernel> createDnnlBinary(const OpSpec &spec,
                         : spec.opType == "Sub" ? dnnl::algorithm::binary_sub
                         : spec.opType == "Mul" ? dnnl::algorithm::binary_mul
                                                : dnnl::algorithm::binary_div;
-  return guardCreate(spec, error, [&]() -> std::unique_ptr<Kernel> {
+  return guardCreate(spec, [&]() -> std::unique_ptr<Kernel> {
     auto amd = plainDesc(ys, dataType(spec.inputs[a])),
          bmd = plainDesc(bs, dataType(spec.inputs[b])),
          ymd = plainDesc(ys, dt::bf16);
@@ -275,14 +262,12 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createBinary(const OpSpec &spec,
-                                            std::string &error) {
+static KernelOr createBinary(const OpSpec &spec) {
   if (spec.opType != "Pow" && spec.outputs.size() == 1 &&
       spec.outputs[0].dtype == DType::BF16)
-    return createDnnlBinary(spec, error);
-  if (!checkArity(spec, 2, 2, 1, 1, error) ||
-      !checkBroadcastOperands(spec, error))
-    return nullptr;
+    return createDnnlBinary(spec);
+  OASR_RETURN_IF_ERROR(checkArity(spec, 2, 2, 1, 1));
+  OASR_RETURN_IF_ERROR(checkBroadcastOperands(spec));
   BinOp op = opNamed(kBinOps, spec.opType).value_or(BinOp::Pow);
   return std::make_unique<BinaryKernel>(spec, op);
 }
@@ -346,17 +331,14 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createSum(const OpSpec &spec,
-                                         std::string &error) {
+static KernelOr createSum(const OpSpec &spec) {
   if (spec.outputs.size() == 1 && spec.outputs[0].dtype == DType::BF16)
-    return createDnnlSum(spec, error);
-  if (!checkArity(spec, 1, 1024, 1, 1, error) ||
-      !checkBroadcastOperands(spec, error))
-    return nullptr;
+    return createDnnlSum(spec);
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, 1024, 1, 1));
+  OASR_RETURN_IF_ERROR(checkBroadcastOperands(spec));
   if (spec.inputs.size() == 1 &&
       spec.inputs[0].shape != spec.outputs[0].shape) {
-    error = nodeError(spec, "a single operand must have the result's shape");
-    return nullptr;
+    return nodeError(spec, "a single operand must have the result's shape");
   }
   return std::make_unique<SumKernel>(spec);
 }
@@ -396,15 +378,12 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createNeg(const OpSpec &spec,
-                                         std::string &error) {
-  if (!checkArity(spec, 1, 1, 1, 1, error) ||
-      !checkDType(spec, true, 0, spec.outputs[0].dtype, error))
-    return nullptr;
+static KernelOr createNeg(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, 1, 1, 1));
+  OASR_RETURN_IF_ERROR(checkDType(spec, true, 0, spec.outputs[0].dtype));
   if (!isFloatOrInt(spec.outputs[0].dtype) ||
       spec.inputs[0].shape != spec.outputs[0].shape) {
-    error = nodeError(spec, "expects X and Y of one shape, f32/i64/i32");
-    return nullptr;
+    return nodeError(spec, "expects X and Y of one shape, f32/i64/i32");
   }
   return std::make_unique<NegKernel>(spec);
 }
@@ -545,15 +524,12 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createReduceSumTo(const OpSpec &spec,
-                                                 std::string &error) {
-  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
-    return nullptr;
+static KernelOr createReduceSumTo(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 1, 1, 1, 1, {0}, {0}));
   if (!broadcastsTo(spec.outputs[0].shape, spec.inputs[0].shape)) {
-    error = nodeError(spec, "result shape " + shapeStr(spec.outputs[0].shape) +
-                                " does not broadcast to the operand's " +
-                                shapeStr(spec.inputs[0].shape));
-    return nullptr;
+    return nodeError(spec, "result shape " + shapeStr(spec.outputs[0].shape) +
+                               " does not broadcast to the operand's " +
+                               shapeStr(spec.inputs[0].shape));
   }
   return std::make_unique<ReduceSumToKernel>(spec, spec.inputs[0].shape,
                                              spec.outputs[0].shape);
@@ -565,13 +541,11 @@ static std::unique_ptr<Kernel> createReduceSumTo(const OpSpec &spec,
 
 /// ReduceMean / ReduceSum {axes, keepdims}: axes from the attribute, else
 /// (keepdims = 1) from where the result has 1s, else all axes.
-static std::unique_ptr<Kernel> createReduce(const OpSpec &spec,
-                                            std::string &error) {
+static KernelOr createReduce(const OpSpec &spec) {
   std::vector<int64_t> kept;
   float scale = 1.0f;
-  if (!checkSpec(spec, 1, 2, 1, 1, {0}, {0}, error) ||
-      !reduceGeom(spec, kept, scale, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 1, 2, 1, 1, {0}, {0}));
+  OASR_RETURN_IF_ERROR(reduceGeom(spec, kept, scale));
   return std::make_unique<ReduceSumToKernel>(spec, spec.inputs[0].shape, kept,
                                              scale);
 }

@@ -78,11 +78,10 @@ struct ConvGeom {
 
 } // namespace
 
-static bool convGeom(const OpSpec &spec, const TensorDesc &x,
-                     const TensorDesc &w, const TensorDesc &y, bool bias,
-                     ConvGeom &g, std::string &error) {
-  if (!convWindow(spec, x, w, y, g.group, g.win, error))
-    return false;
+static Status convGeom(const OpSpec &spec, const TensorDesc &x,
+                       const TensorDesc &w, const TensorDesc &y, bool bias,
+                       ConvGeom &g) {
+  OASR_RETURN_IF_ERROR(convWindow(spec, x, w, y, g.group, g.win));
   int64_t m = w.shape[0];
   g.bias = bias;
   g.type = dataType(x);
@@ -100,7 +99,7 @@ static bool convGeom(const OpSpec &spec, const TensorDesc &x,
   g.yPrim = plain ? g.yUser : anyDesc(toDims(y.shape), g.type);
   g.wPrim = plain ? g.wUser : anyDesc(wd, g.type);
   g.bPrim = g.bUser;
-  return true;
+  return Status::success();
 }
 
 static dnnl::convolution_forward::primitive_desc
@@ -167,24 +166,20 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createConv(const OpSpec &spec,
-                                          std::string &error) {
+static KernelOr createConv(const OpSpec &spec) {
   dt type;
-  if (!checkArity(spec, 2, 3, 1, 1, error) ||
-      !uniformFloat(spec, {0, 1, 2}, {0}, type, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 2, 3, 1, 1));
+  OASR_RETURN_IF_ERROR(uniformFloat(spec, {0, 1, 2}, {0}, type));
   ConvGeom g;
-  if (!convGeom(spec, spec.inputs[0], spec.inputs[1], spec.outputs[0],
-                spec.inputs.size() == 3, g, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(convGeom(spec, spec.inputs[0], spec.inputs[1],
+                                spec.outputs[0], spec.inputs.size() == 3, g));
   if (g.bias && spec.inputs[2].numel() != spec.inputs[1].shape[0]) {
-    error =
-        nodeError(spec, "bias has " + std::to_string(spec.inputs[2].numel()) +
-                            " elements, expected " +
-                            std::to_string(spec.inputs[1].shape[0]));
-    return nullptr;
+    return nodeError(spec, "bias has " +
+                               std::to_string(spec.inputs[2].numel()) +
+                               " elements, expected " +
+                               std::to_string(spec.inputs[1].shape[0]));
   }
-  return guardCreate(spec, error,
+  return guardCreate(spec,
                      [&] { return std::make_unique<ConvKernel>(spec, g); });
 }
 
@@ -289,24 +284,20 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createConvGrad(const OpSpec &spec,
-                                              std::string &error) {
+static KernelOr createConvGrad(const OpSpec &spec) {
   dt type;
-  if (!checkArity(spec, 3, 3, 2, 3, error) ||
-      !uniformFloat(spec, {0, 1, 2}, {0, 1, 2}, type, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 3, 3, 2, 3));
+  OASR_RETURN_IF_ERROR(uniformFloat(spec, {0, 1, 2}, {0, 1, 2}, type));
   const auto &dy = spec.inputs[0], &x = spec.inputs[1], &w = spec.inputs[2];
   if (spec.outputs[0].shape != x.shape || spec.outputs[1].shape != w.shape ||
       (spec.outputs.size() == 3 && spec.outputs[2].numel() != w.shape[0])) {
-    error = nodeError(spec, "result shapes must be X's, W's and [M]");
-    return nullptr;
+    return nodeError(spec, "result shapes must be X's, W's and [M]");
   }
   ConvGeom g;
-  if (!convGeom(spec, x, w, dy, spec.outputs.size() == 3, g, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(convGeom(spec, x, w, dy, spec.outputs.size() == 3, g));
   bool wantDx = outputUsed(spec, 0);
   bool wantDw = outputUsed(spec, 1) || (g.bias && outputUsed(spec, 2));
-  return guardCreate(spec, error, [&] {
+  return guardCreate(spec, [&] {
     return std::make_unique<ConvGradKernel>(spec, g, wantDx, wantDw);
   });
 }
@@ -327,11 +318,11 @@ static std::unique_ptr<Kernel> createConvGrad(const OpSpec &spec,
 /// The convolution view of a ConvTranspose whose input has `x`'s shape and
 /// result `y`'s; rejects auto_pad other than NOTSET/VALID (ConvTranspose's
 /// SAME padding is defined on the result).
-static bool convTransposeGeom(const OpSpec &spec, const TensorDesc &x,
-                              const TensorDesc &w, const TensorDesc &y,
-                              ConvGeom &g, std::string &error) {
-  return checkConvTransposeAttrs(spec, error) &&
-         convGeom(spec, y, w, x, /*bias=*/false, g, error);
+static Status convTransposeGeom(const OpSpec &spec, const TensorDesc &x,
+                                const TensorDesc &w, const TensorDesc &y,
+                                ConvGeom &g) {
+  OASR_RETURN_IF_ERROR(checkConvTransposeAttrs(spec));
+  return convGeom(spec, y, w, x, /*bias=*/false, g);
 }
 
 /// Adds bias[c] to every element of channel c of y [N, C, ...].
@@ -374,25 +365,20 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createConvTranspose(const OpSpec &spec,
-                                                   std::string &error) {
-  if (!checkSpec(spec, 2, 3, 1, 1, {0, 1, 2}, {0}, error))
-    return nullptr;
+static KernelOr createConvTranspose(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 2, 3, 1, 1, {0, 1, 2}, {0}));
   ConvGeom g;
-  if (!convTransposeGeom(spec, spec.inputs[0], spec.inputs[1], spec.outputs[0],
-                         g, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(convTransposeGeom(spec, spec.inputs[0], spec.inputs[1],
+                                         spec.outputs[0], g));
   if (spec.inputs.size() == 3 &&
       spec.inputs[2].numel() != spec.outputs[0].shape[1]) {
-    error =
-        nodeError(spec, "bias has " + std::to_string(spec.inputs[2].numel()) +
-                            " elements, expected " +
-                            std::to_string(spec.outputs[0].shape[1]));
-    return nullptr;
+    return nodeError(spec, "bias has " +
+                               std::to_string(spec.inputs[2].numel()) +
+                               " elements, expected " +
+                               std::to_string(spec.outputs[0].shape[1]));
   }
-  return guardCreate(spec, error, [&] {
-    return std::make_unique<ConvTransposeKernel>(spec, g);
-  });
+  return guardCreate(
+      spec, [&] { return std::make_unique<ConvTransposeKernel>(spec, g); });
 }
 
 namespace {
@@ -442,22 +428,18 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createConvTransposeGrad(const OpSpec &spec,
-                                                       std::string &error) {
-  if (!checkSpec(spec, 3, 3, 2, 3, {0, 1, 2}, {0, 1, 2}, error))
-    return nullptr;
+static KernelOr createConvTransposeGrad(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 3, 3, 2, 3, {0, 1, 2}, {0, 1, 2}));
   const auto &dy = spec.inputs[0], &x = spec.inputs[1], &w = spec.inputs[2];
   if (spec.outputs[0].shape != x.shape || spec.outputs[1].shape != w.shape ||
       (spec.outputs.size() == 3 && spec.outputs[2].numel() != dy.shape[1])) {
-    error = nodeError(spec, "result shapes must be X's, W's and [C_out]");
-    return nullptr;
+    return nodeError(spec, "result shapes must be X's, W's and [C_out]");
   }
   ConvGeom g;
-  if (!convTransposeGeom(spec, x, w, dy, g, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(convTransposeGeom(spec, x, w, dy, g));
   bool wantDx = outputUsed(spec, 0), wantDw = outputUsed(spec, 1);
   bool wantDb = spec.outputs.size() == 3 && outputUsed(spec, 2);
-  return guardCreate(spec, error, [&] {
+  return guardCreate(spec, [&] {
     return std::make_unique<ConvTransposeGradKernel>(spec, g, wantDx, wantDw,
                                                      wantDb);
   });

@@ -85,24 +85,19 @@ dnnl::primitive_attr userScratchpad() {
 
 void CpuKernel::run(const std::vector<TensorRef> &inputs,
                     const std::vector<TensorRef> &outputs) {
+  KernelScope scope(nodeName, op);
   if (scratchBytes && !scratchPlaced) {
     ownScratch.reset(static_cast<char *>(std::aligned_alloc(64, scratchBytes)));
-    if (!ownScratch) {
-      std::fprintf(stderr,
-                   "oasr: fatal: node '%s' (%s): cannot allocate %zu bytes of "
-                   "kernel workspace\n",
-                   nodeName.c_str(), op.c_str(), scratchBytes);
-      std::abort();
-    }
+    if (!ownScratch)
+      fatalKernelError("cannot allocate " + std::to_string(scratchBytes) +
+                       " bytes of kernel workspace");
     placeScratch(ownScratch.get());
   }
   applyNumThreads();
   try {
     compute(inputs, outputs);
   } catch (const dnnl::error &e) {
-    std::fprintf(stderr, "oasr: fatal: node '%s' (%s): oneDNN failed: %s\n",
-                 nodeName.c_str(), op.c_str(), e.what());
-    std::abort();
+    fatalKernelError(std::string("oneDNN failed: ") + e.what());
   }
 }
 
@@ -180,33 +175,31 @@ public:
     cpu::update(rule, t, in, out);
   }
 
-  std::unique_ptr<Kernel> create(const OpSpec &spec,
-                                 std::string &error) override {
-    return createRegistered(registry, spec, "cpu", error,
+  KernelOr createKernel(const OpSpec &spec) override {
+    return createRegistered(registry, spec, "cpu",
                             [&](const KernelFactory &factory) {
                               applyNumThreads();
                               if (hasLowFloat(spec))
-                                return createLowPrecision(spec, factory, error);
-                              return factory(spec, error);
+                                return createLowPrecision(spec, factory);
+                              return factory(spec);
                             });
   }
 
-  bool setPrecision(const std::string &precision, std::string &error,
-                    std::string &warning) override {
+  Status setPrecision(const std::string &precision,
+                      std::string &warning) override {
     if (precision == "f32")
-      return true;
-    if (precision == "tf32") {
-      error = "TF32 is a GPU tensor-core format and this CPU has no TF32 "
-              "arithmetic; use --precision=bf16 for mixed precision on the "
-              "CPU, or --device=cuda";
-      return false;
-    }
+      return Status::success();
+    if (precision == "tf32")
+      return Status::error(
+          "TF32 is a GPU tensor-core format and this CPU has no TF32 "
+          "arithmetic; use --precision=bf16 for mixed precision on the "
+          "CPU, or --device=cuda");
     if (precision == "bf16") {
       if (dnnl::get_effective_cpu_isa() < dnnl::cpu_isa::avx512_core_bf16)
         warning = "this CPU has no AVX512-BF16 or AMX: oneDNN emulates bf16 "
                   "products with f32 arithmetic, about as fast as f32 or "
                   "slower; the memory saving remains";
-      return true;
+      return Status::success();
     }
     if (precision == "f16") {
       warning = "oneDNN " + std::to_string(DNNL_VERSION_MAJOR) + "." +
@@ -214,9 +207,9 @@ public:
                 " has no f16 CPU kernels: f16 tensors are stored in 16 bits "
                 "and computed by the f32 kernels (no speed-up; use bf16 on "
                 "the CPU)";
-      return true;
+      return Status::success();
     }
-    return KernelBackend::setPrecision(precision, error, warning);
+    return KernelBackend::setPrecision(precision, warning);
   }
 
   void *allocate(size_t bytes) override {

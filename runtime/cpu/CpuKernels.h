@@ -23,10 +23,9 @@
 
 namespace oasr::rt::cpu {
 
-/// Builds a kernel for a validated op type; returns null and sets `error`
-/// (already naming the node) on failure.
-using KernelFactory =
-    std::function<std::unique_ptr<Kernel>(const OpSpec &, std::string &)>;
+/// Builds the kernel of a validated op type, or a failure already naming the
+/// node.
+using KernelFactory = std::function<KernelOr(const OpSpec &)>;
 using KernelRegistry = std::map<std::string, KernelFactory>;
 
 /// Each op family's kernels, one file each, named as the CUDA backend's
@@ -56,9 +55,7 @@ void registerRecurrentKernels(KernelRegistry &registry);
 /// The kernel of a node with bf16/f16 tensors (LowPrecision.cpp): the
 /// factory's own when it takes them, else the f32 kernel between widening
 /// and narrowing copies.
-std::unique_ptr<Kernel> createLowPrecision(const OpSpec &spec,
-                                           const KernelFactory &factory,
-                                           std::string &error);
+KernelOr createLowPrecision(const OpSpec &spec, const KernelFactory &factory);
 
 /// The process-wide oneDNN CPU engine.
 dnnl::engine &engine();
@@ -167,22 +164,15 @@ void update(const UpdateRule &rule, int64_t t, const std::vector<TensorRef> &in,
 /// memcpy split across threads for large buffers.
 void parallelCopy(void *dst, const void *src, size_t bytes);
 
-/// Ends the process with "oasr: fatal: node 'NODE' (OP): MSG": a kernel
-/// met input it cannot run on (an index out of range, a missing operand).
-[[noreturn]] void fatal(const std::string &node, const std::string &op,
-                        const std::string &msg);
-
-/// Wraps a primitive-creation body: converts dnnl::error into `error`.
-template <typename F>
-std::unique_ptr<Kernel> guardCreate(const OpSpec &spec, std::string &error,
-                                    F &&body) {
+/// Wraps a primitive-creation body: a dnnl::error becomes a failure naming
+/// the node.
+template <typename F> KernelOr guardCreate(const OpSpec &spec, F &&body) {
   try {
     return body();
   } catch (const dnnl::error &e) {
-    error =
-        nodeError(spec, std::string("oneDNN rejected the node: ") + e.what() +
-                            " (status " + std::to_string(int(e.status)) + ")");
-    return nullptr;
+    return nodeError(spec, std::string("oneDNN rejected the node: ") +
+                               e.what() + " (status " +
+                               std::to_string(int(e.status)) + ")");
   }
 }
 

@@ -153,27 +153,26 @@ inline memory::desc anyDesc(const dims &d, dt type = dt::f32) {
 /// another type, is an error naming the tensor (the backend then runs the
 /// f32 kernel on widened copies). With `wideOutputs` a product of bf16
 /// operands may also write f32 results (oasr-fuse-casts' products).
-inline bool uniformFloat(const OpSpec &spec, const std::vector<size_t> &ins,
-                         const std::vector<size_t> &outs, dt &type,
-                         std::string &error, bool wideOutputs = false) {
+inline Status uniformFloat(const OpSpec &spec, const std::vector<size_t> &ins,
+                           const std::vector<size_t> &outs, dt &type,
+                           bool wideOutputs = false) {
   DType want = DType::F32;
   for (size_t i : ins)
     if (i < spec.inputs.size() && spec.inputs[i].dtype == DType::BF16)
       want = DType::BF16;
   type = want == DType::BF16 ? dt::bf16 : dt::f32;
   for (size_t i : ins)
-    if (i < spec.inputs.size() && !checkDType(spec, true, i, want, error))
-      return false;
+    if (i < spec.inputs.size())
+      OASR_RETURN_IF_ERROR(checkDType(spec, true, i, want));
   for (size_t i : outs) {
     if (i >= spec.outputs.size())
       continue;
     if (wideOutputs && want == DType::BF16 &&
         spec.outputs[i].dtype == DType::F32)
       continue;
-    if (!checkDType(spec, false, i, want, error))
-      return false;
+    OASR_RETURN_IF_ERROR(checkDType(spec, false, i, want));
   }
-  return true;
+  return Status::success();
 }
 
 /// A forward activation X -> Y with both in layout `md`.

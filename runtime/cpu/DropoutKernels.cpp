@@ -34,8 +34,8 @@ public:
     scalarOperand(in, 1, ratio);
     scalarOperand(in, 2, training);
     if (ratio < 0 || ratio > 1)
-      fatal(nodeName, op,
-            "ratio " + std::to_string(ratio) + " is outside [0, 1]");
+      fatalKernelError(nodeName, op,
+                       "ratio " + std::to_string(ratio) + " is outside [0, 1]");
     const float *x = in[0].as<float>();
     float *y = out[0].as<float>();
     uint8_t *mask = out.size() > 1 ? out[1].as<uint8_t>() : nullptr;
@@ -73,10 +73,8 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createDropout(const OpSpec &spec,
-                                             std::string &error) {
-  if (!checkDropout(spec, error))
-    return nullptr;
+static KernelOr createDropout(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkDropout(spec));
   return std::make_unique<DropoutKernel>(spec);
 }
 
@@ -115,10 +113,8 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createDropoutGrad(const OpSpec &spec,
-                                                 std::string &error) {
-  if (!checkDropoutGrad(spec, error))
-    return nullptr;
+static KernelOr createDropoutGrad(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkDropoutGrad(spec));
   return std::make_unique<DropoutGradKernel>(spec);
 }
 

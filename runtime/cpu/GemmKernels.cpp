@@ -60,8 +60,8 @@ enum class BiasKind { None, Scalar, Row /*[N]*/, Col /*[M,1]*/, Full };
 
 } // namespace
 
-static bool biasKind(const OpSpec &spec, const TensorDesc &c, int64_t m,
-                     int64_t n, BiasKind &kind, std::string &error) {
+static Status biasKind(const OpSpec &spec, const TensorDesc &c, int64_t m,
+                       int64_t n, BiasKind &kind) {
   std::vector<int64_t> s = c.shape;
   while (s.size() < 2)
     s.insert(s.begin(), 1);
@@ -73,11 +73,9 @@ static bool biasKind(const OpSpec &spec, const TensorDesc &c, int64_t m,
     kind = BiasKind::Col;
   else if (s.size() == 2 && s[0] == m && s[1] == n)
     kind = BiasKind::Full;
-  else {
-    error = gemmBiasError(spec, c, m, n);
-    return false;
-  }
-  return true;
+  else
+    return gemmBiasError(spec, c, m, n);
+  return Status::success();
 }
 
 namespace {
@@ -135,29 +133,24 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createGemm(const OpSpec &spec,
-                                          std::string &error) {
+static KernelOr createGemm(const OpSpec &spec) {
   dt type;
-  if (!checkArity(spec, 2, 3, 1, 1, error) ||
-      !uniformFloat(spec, {0, 1, 2}, {0}, type, error,
-                    /*wideOutputs=*/true))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 2, 3, 1, 1));
+  OASR_RETURN_IF_ERROR(
+      uniformFloat(spec, {0, 1, 2}, {0}, type, /*wideOutputs=*/true));
   GemmShape g;
   BiasKind kind = BiasKind::None;
-  if (!gemmShape(spec, spec.inputs[0], spec.inputs[1], spec.outputs[0], g,
-                 error))
-    return nullptr;
-  if (spec.inputs.size() == 3 &&
-      !biasKind(spec, spec.inputs[2], g.m, g.n, kind, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(
+      gemmShape(spec, spec.inputs[0], spec.inputs[1], spec.outputs[0], g));
+  if (spec.inputs.size() == 3)
+    OASR_RETURN_IF_ERROR(biasKind(spec, spec.inputs[2], g.m, g.n, kind));
   bool fusedBias = type != dt::f32 && kind == BiasKind::Row && g.beta == 1.0f;
   if (type != dt::f32 && kind != BiasKind::None && g.beta != 0.0f &&
       !fusedBias) {
     // Other biases are added on f32 buffers: the backend widens this node.
-    error = nodeError(spec, "a bf16 Gemm with this C runs widened");
-    return nullptr;
+    return nodeError(spec, "a bf16 Gemm with this C runs widened");
   }
-  return guardCreate(spec, error, [&] {
+  return guardCreate(spec, [&] {
     return std::make_unique<GemmKernel>(spec, g, kind, type, fusedBias);
   });
 }
@@ -274,26 +267,21 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createGemmGrad(const OpSpec &spec,
-                                              std::string &error) {
+static KernelOr createGemmGrad(const OpSpec &spec) {
   dt type;
-  if (!checkArity(spec, 3, 3, 2, 3, error) ||
-      !uniformFloat(spec, {0, 1, 2}, {0, 1, 2}, type, error,
-                    /*wideOutputs=*/true))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 3, 3, 2, 3));
+  OASR_RETURN_IF_ERROR(
+      uniformFloat(spec, {0, 1, 2}, {0, 1, 2}, type, /*wideOutputs=*/true));
   GemmShape g;
-  if (!gemmGradShape(spec, g, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(gemmGradShape(spec, g));
   BiasKind kind = BiasKind::None;
-  if (spec.outputs.size() == 3 &&
-      !biasKind(spec, spec.outputs[2], g.m, g.n, kind, error))
-    return nullptr;
+  if (spec.outputs.size() == 3)
+    OASR_RETURN_IF_ERROR(biasKind(spec, spec.outputs[2], g.m, g.n, kind));
   if (type != dt::f32 && kind != BiasKind::None && kind != BiasKind::Row) {
     // Other dC are summed on f32 buffers: the backend widens this node.
-    error = nodeError(spec, "a bf16 GemmGrad with this dC runs widened");
-    return nullptr;
+    return nodeError(spec, "a bf16 GemmGrad with this dC runs widened");
   }
-  return guardCreate(spec, error, [&] {
+  return guardCreate(spec, [&] {
     return std::make_unique<GemmGradKernel>(spec, g, kind, type);
   });
 }
@@ -313,21 +301,18 @@ static PlainPrimitive matMul(const dims &ad, const dims &bd, const dims &yd,
   return p;
 }
 
-static std::unique_ptr<Kernel> createMatMul(const OpSpec &spec,
-                                            std::string &error) {
+static KernelOr createMatMul(const OpSpec &spec) {
   dt type;
-  if (!checkArity(spec, 2, 2, 1, 1, error) ||
-      !uniformFloat(spec, {0, 1}, {0}, type, error, /*wideOutputs=*/true))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 2, 2, 1, 1));
+  OASR_RETURN_IF_ERROR(
+      uniformFloat(spec, {0, 1}, {0}, type, /*wideOutputs=*/true));
   dims ad, bd, yd;
-  if (!matMulShapes(spec, ad, bd, yd, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(matMulShapes(spec, ad, bd, yd));
   size_t r = yd.size();
   if (r > DNNL_MAX_NDIMS) {
-    error = nodeError(spec, "rank above oneDNN's limit");
-    return nullptr;
+    return nodeError(spec, "rank above oneDNN's limit");
   }
-  return guardCreate(spec, error, [&] {
+  return guardCreate(spec, [&] {
     return std::make_unique<PrimitiveKernel>(
         spec, matMul(ad, bd, yd, type, dataType(spec.outputs[0])));
   });
@@ -336,16 +321,14 @@ static std::unique_ptr<Kernel> createMatMul(const OpSpec &spec,
 /// FusedMatMul {transA, transB, alpha} (com.microsoft): MatMul reading a
 /// transposed operand through its strides (no copy). Rank >= 2 operands,
 /// batch dimensions broadcast as MatMul's.
-static std::unique_ptr<Kernel> createFusedMatMul(const OpSpec &spec,
-                                                 std::string &error) {
+static KernelOr createFusedMatMul(const OpSpec &spec) {
   dt type;
-  if (!checkArity(spec, 2, 2, 1, 1, error) ||
-      !uniformFloat(spec, {0, 1}, {0}, type, error, /*wideOutputs=*/true))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 2, 2, 1, 1));
+  OASR_RETURN_IF_ERROR(
+      uniformFloat(spec, {0, 1}, {0}, type, /*wideOutputs=*/true));
   if (spec.attrs.getInt("transBatchA", 0) ||
       spec.attrs.getInt("transBatchB", 0)) {
-    error = nodeError(spec, "transBatchA/transBatchB are not supported");
-    return nullptr;
+    return nodeError(spec, "transBatchA/transBatchB are not supported");
   }
   bool trans[2] = {spec.attrs.getInt("transA", 0) != 0,
                    spec.attrs.getInt("transB", 0) != 0};
@@ -354,18 +337,15 @@ static std::unique_ptr<Kernel> createFusedMatMul(const OpSpec &spec,
   for (size_t i = 0; i < 2; ++i) {
     auto &s = logical.inputs[i].shape;
     if (s.size() < 2) {
-      error = nodeError(spec, "operands must have rank >= 2");
-      return nullptr;
+      return nodeError(spec, "operands must have rank >= 2");
     }
     if (trans[i])
       std::swap(s[s.size() - 1], s[s.size() - 2]);
   }
   dims ad, bd, yd;
-  if (!matMulShapes(logical, ad, bd, yd, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(matMulShapes(logical, ad, bd, yd));
   if (yd.size() > DNNL_MAX_NDIMS) {
-    error = nodeError(spec, "rank above oneDNN's limit");
-    return nullptr;
+    return nodeError(spec, "rank above oneDNN's limit");
   }
   // A transposed operand's logical view: its stored row-major strides with
   // the last two swapped.
@@ -383,7 +363,7 @@ static std::unique_ptr<Kernel> createFusedMatMul(const OpSpec &spec,
     return memory::desc(d, type, strides);
   };
   float alpha = float(spec.attrs.getFloat("alpha", 1.0));
-  return guardCreate(spec, error, [&]() -> std::unique_ptr<Kernel> {
+  return guardCreate(spec, [&]() -> std::unique_ptr<Kernel> {
     auto amd = view(ad, trans[0]), bmd = view(bd, trans[1]),
          ymd = plainDesc({yd.begin(), yd.end()}, dataType(spec.outputs[0]));
     dnnl::primitive_attr attr;

@@ -66,10 +66,10 @@ public:
       ++count;
     }
     if (badLabel >= 0)
-      fatal(nodeName, op,
-            "label " + std::to_string(labelAt(in[1], badLabel)) + " at " +
-                std::to_string(badLabel) + " is outside [0, " +
-                std::to_string(p.c) + ")");
+      fatalKernelError(nodeName, op,
+                       "label " + std::to_string(labelAt(in[1], badLabel)) +
+                           " at " + std::to_string(badLabel) +
+                           " is outside [0, " + std::to_string(p.c) + ")");
     if (p.reduction == SceReduction::None) {
       std::copy(rowLoss.begin(), rowLoss.end(), loss);
       return;
@@ -89,13 +89,10 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createSce(const OpSpec &spec,
-                                         std::string &error) {
-  if (!checkSpec(spec, 2, 2, 1, 2, {0}, {0, 1}, error))
-    return nullptr;
+static KernelOr createSce(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 2, 2, 1, 2, {0}, {0, 1}));
   SceGeom g;
-  if (!sceGeom(spec, /*grad=*/false, g, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(sceGeom(spec, /*grad=*/false, g));
   return std::make_unique<SceKernel>(spec, g, spec.outputs.size() > 1);
 }
 
@@ -140,13 +137,10 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createSceGrad(const OpSpec &spec,
-                                             std::string &error) {
-  if (!checkSpec(spec, 3, 3, 1, 1, {0, 1}, {0}, error))
-    return nullptr;
+static KernelOr createSceGrad(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 3, 3, 1, 1, {0, 1}, {0}));
   SceGeom g;
-  if (!sceGeom(spec, /*grad=*/true, g, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(sceGeom(spec, /*grad=*/true, g));
   return std::make_unique<SceGradKernel>(spec, g);
 }
 

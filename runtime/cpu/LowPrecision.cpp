@@ -148,20 +148,16 @@ static bool takesLowFloat(const std::string &op) {
   return ops.count(op) != 0;
 }
 
-std::unique_ptr<Kernel> createLowPrecision(const OpSpec &spec,
-                                           const KernelFactory &factory,
-                                           std::string &error) {
+KernelOr createLowPrecision(const OpSpec &spec, const KernelFactory &factory) {
   bool bf16Only = true;
   for (const auto *descs : {&spec.inputs, &spec.outputs})
     for (const TensorDesc &d : *descs)
       bf16Only = bf16Only && d.dtype != DType::F16;
   return createLowPrecisionKernel(
       spec, takesLowFloat(spec.opType) && (bf16Only || spec.opType == "Cast"),
-      factory,
-      [&](std::unique_ptr<Kernel> inner) -> std::unique_ptr<Kernel> {
+      factory, [&](std::unique_ptr<Kernel> inner) -> std::unique_ptr<Kernel> {
         return std::make_unique<WidenedKernel>(spec, std::move(inner));
-      },
-      error);
+      });
 }
 
 //===----------------------------------------------------------------------===//
@@ -256,21 +252,17 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createCast(const OpSpec &spec,
-                                          std::string &error) {
-  if (!checkArity(spec, 1, 1, 1, 1, error))
-    return nullptr;
+static KernelOr createCast(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, 1, 1, 1));
   DType from = spec.inputs[0].dtype, to = spec.outputs[0].dtype;
   auto isFloat = [](DType t) { return t == DType::F32 || isLowFloat(t); };
   if ((isLowFloat(from) || isLowFloat(to)) && !(isFloat(from) && isFloat(to))) {
     // The backend widens the 16-bit side and casts from or to f32.
-    error = nodeError(spec, std::string("no direct cast from ") +
-                                dtypeName(from) + " to " + dtypeName(to));
-    return nullptr;
+    return nodeError(spec, std::string("no direct cast from ") +
+                               dtypeName(from) + " to " + dtypeName(to));
   }
   if (spec.inputs[0].shape != spec.outputs[0].shape) {
-    error = nodeError(spec, "operand and result must have one shape");
-    return nullptr;
+    return nodeError(spec, "operand and result must have one shape");
   }
   return std::make_unique<CastKernel>(spec);
 }

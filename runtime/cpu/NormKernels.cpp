@@ -200,22 +200,19 @@ static std::unique_ptr<Kernel> createBatchNormGradBF16(const OpSpec &spec) {
 static const dnnl::normalization_flags kScaleShift =
     dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
 
-static bool checkBnShapes(const OpSpec &spec, const TensorDesc &x,
-                          const std::vector<size_t> &perChannelInputs,
-                          const std::vector<size_t> &perChannelOutputs,
-                          std::string &error) {
+static Status checkBnShapes(const OpSpec &spec, const TensorDesc &x,
+                            const std::vector<size_t> &perChannelInputs,
+                            const std::vector<size_t> &perChannelOutputs) {
   if (x.rank() < 2 || x.rank() > 5) {
-    error =
-        nodeError(spec, "expects X of rank 2 to 5, got " + shapeStr(x.shape));
-    return false;
+    return nodeError(spec,
+                     "expects X of rank 2 to 5, got " + shapeStr(x.shape));
   }
   int64_t c = x.shape[1];
   auto bad = [&](bool isInput, size_t i, const TensorDesc &d) {
-    error = nodeError(spec, std::string(isInput ? "operand " : "result ") +
-                                std::to_string(i) + " has shape " +
-                                shapeStr(d.shape) + ", expected [" +
-                                std::to_string(c) + "]");
-    return false;
+    return nodeError(spec, std::string(isInput ? "operand " : "result ") +
+                               std::to_string(i) + " has shape " +
+                               shapeStr(d.shape) + ", expected [" +
+                               std::to_string(c) + "]");
   };
   for (size_t i : perChannelInputs)
     if (i < spec.inputs.size() && spec.inputs[i].numel() != c)
@@ -223,19 +220,18 @@ static bool checkBnShapes(const OpSpec &spec, const TensorDesc &x,
   for (size_t i : perChannelOutputs)
     if (i < spec.outputs.size() && spec.outputs[i].numel() != c)
       return bad(false, i, spec.outputs[i]);
-  return true;
+  return Status::success();
 }
 
 /// The oneDNN type of a normalisation whose data tensors (`ins`, `outs`)
 /// are one type, f32 or bf16, and whose other float tensors (scale, bias,
 /// statistics) are f32; oneDNN computes the statistics in f32 either way.
-static bool normTypes(const OpSpec &spec, const std::vector<size_t> &ins,
-                      const std::vector<size_t> &outs,
-                      const std::vector<size_t> &f32Ins,
-                      const std::vector<size_t> &f32Outs, dt &type,
-                      std::string &error) {
-  return uniformFloat(spec, ins, outs, type, error) &&
-         checkAllF32(spec, f32Ins, f32Outs, error);
+static Status normTypes(const OpSpec &spec, const std::vector<size_t> &ins,
+                        const std::vector<size_t> &outs,
+                        const std::vector<size_t> &f32Ins,
+                        const std::vector<size_t> &f32Outs, dt &type) {
+  OASR_RETURN_IF_ERROR(uniformFloat(spec, ins, outs, type));
+  return checkAllF32(spec, f32Ins, f32Outs);
 }
 
 namespace {
@@ -330,32 +326,28 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createBatchNorm(const OpSpec &spec,
-                                               std::string &error) {
+static KernelOr createBatchNorm(const OpSpec &spec) {
   dt type;
-  if (!checkArity(spec, 5, 5, 1, 5, error) ||
-      !normTypes(spec, {0}, {0}, {1, 2, 3, 4}, {1, 2, 3, 4}, type, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 5, 5, 1, 5));
+  OASR_RETURN_IF_ERROR(
+      normTypes(spec, {0}, {0}, {1, 2, 3, 4}, {1, 2, 3, 4}, type));
   bool training = spec.attrs.has("training_mode")
                       ? spec.attrs.getInt("training_mode") != 0
                       : spec.outputs.size() > 1;
   if (!training && spec.outputs.size() > 1) {
-    error = nodeError(spec, "inference form (training_mode = 0) has one "
-                            "result, got " +
-                                std::to_string(spec.outputs.size()));
-    return nullptr;
+    return nodeError(spec, "inference form (training_mode = 0) has one "
+                           "result, got " +
+                               std::to_string(spec.outputs.size()));
   }
-  if (!checkBnShapes(spec, spec.inputs[0], {1, 2, 3, 4}, {1, 2, 3, 4}, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(
+      checkBnShapes(spec, spec.inputs[0], {1, 2, 3, 4}, {1, 2, 3, 4}));
   if (spec.outputs[0].shape != spec.inputs[0].shape) {
-    error = nodeError(spec, "Y must have X's shape");
-    return nullptr;
+    return nodeError(spec, "Y must have X's shape");
   }
   if (type == dt::bf16)
     return createBatchNormBF16(spec, training);
-  return guardCreate(spec, error, [&] {
-    return std::make_unique<BatchNormKernel>(spec, training);
-  });
+  return guardCreate(
+      spec, [&] { return std::make_unique<BatchNormKernel>(spec, training); });
 }
 
 namespace {
@@ -429,22 +421,19 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createBatchNormGrad(const OpSpec &spec,
-                                                   std::string &error) {
+static KernelOr createBatchNormGrad(const OpSpec &spec) {
   dt type;
-  if (!checkArity(spec, 5, 5, 1, 3, error) ||
-      !normTypes(spec, {0, 1}, {0}, {2, 3, 4}, {1, 2}, type, error) ||
-      !checkBnShapes(spec, spec.inputs[1], {2, 3, 4}, {1, 2}, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 5, 5, 1, 3));
+  OASR_RETURN_IF_ERROR(normTypes(spec, {0, 1}, {0}, {2, 3, 4}, {1, 2}, type));
+  OASR_RETURN_IF_ERROR(checkBnShapes(spec, spec.inputs[1], {2, 3, 4}, {1, 2}));
   if (spec.inputs[0].shape != spec.inputs[1].shape ||
       spec.outputs[0].shape != spec.inputs[1].shape) {
-    error = nodeError(spec, "dY, X and dX must have the same shape");
-    return nullptr;
+    return nodeError(spec, "dY, X and dX must have the same shape");
   }
   if (type == dt::bf16)
     return createBatchNormGradBF16(spec);
   return guardCreate(
-      spec, error, [&] { return std::make_unique<BatchNormGradKernel>(spec); });
+      spec, [&] { return std::make_unique<BatchNormGradKernel>(spec); });
 }
 
 //===----------------------------------------------------------------------===//
@@ -591,50 +580,43 @@ static void overRows(RowFn fn, const LnArgs &a) {
     fn(a, k * kChunk, std::min(a.g.rows, (k + 1) * kChunk));
 }
 
-static bool lnGeom(const OpSpec &spec, const TensorDesc &x,
-                   const TensorDesc &scale, LnGeom &g, std::string &error) {
+static Status lnGeom(const OpSpec &spec, const TensorDesc &x,
+                     const TensorDesc &scale, LnGeom &g) {
   int64_t axis;
-  if (!normAxis(spec, int64_t(x.rank()), -1, axis, error))
-    return false;
+  OASR_RETURN_IF_ERROR(normAxis(spec, int64_t(x.rank()), -1, axis));
   for (int64_t k = 0; k < axis; ++k)
     g.rows *= x.shape[k];
   for (size_t k = axis; k < x.rank(); ++k)
     g.cols *= x.shape[k];
   g.eps = float(spec.attrs.getFloat("epsilon", 1e-5));
   if (scale.numel() != g.cols) {
-    error =
-        nodeError(spec, "Scale has " + std::to_string(scale.numel()) +
-                            " elements, expected " + std::to_string(g.cols));
-    return false;
+    return nodeError(spec, "Scale has " + std::to_string(scale.numel()) +
+                               " elements, expected " + std::to_string(g.cols));
   }
-  return true;
+  return Status::success();
 }
 
 /// The data operands (`data`: X, Y, dY, dX) are all f32 or all bf16, and
 /// every other operand and result is f32. A mix of other types is refused
 /// (with bf16/f16 it then runs widened).
-static bool checkNormTypes(const OpSpec &spec,
-                           const std::vector<size_t> &dataIn,
-                           const std::vector<size_t> &dataOut, bool &bf16,
-                           std::string &error) {
+static Status checkNormTypes(const OpSpec &spec,
+                             const std::vector<size_t> &dataIn,
+                             const std::vector<size_t> &dataOut, bool &bf16) {
   bf16 = spec.inputs[dataIn[0]].dtype == DType::BF16;
   const DType data = bf16 ? DType::BF16 : DType::F32;
   for (size_t i = 0; i < spec.inputs.size(); ++i)
-    if (!checkDType(spec, true, i,
-                    std::find(dataIn.begin(), dataIn.end(), i) != dataIn.end()
-                        ? data
-                        : DType::F32,
-                    error))
-      return false;
+    OASR_RETURN_IF_ERROR(
+        checkDType(spec, true, i,
+                   std::find(dataIn.begin(), dataIn.end(), i) != dataIn.end()
+                       ? data
+                       : DType::F32));
   for (size_t i = 0; i < spec.outputs.size(); ++i)
-    if (!checkDType(spec, false, i,
-                    std::find(dataOut.begin(), dataOut.end(), i) !=
-                            dataOut.end()
-                        ? data
-                        : DType::F32,
-                    error))
-      return false;
-  return true;
+    OASR_RETURN_IF_ERROR(
+        checkDType(spec, false, i,
+                   std::find(dataOut.begin(), dataOut.end(), i) != dataOut.end()
+                       ? data
+                       : DType::F32));
+  return Status::success();
 }
 
 namespace {
@@ -698,39 +680,31 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createLayerNorm(const OpSpec &spec,
-                                               std::string &error) {
+static KernelOr createLayerNorm(const OpSpec &spec) {
   bool bf16;
-  if (!checkArity(spec, 2, 3, 1, 3, error) ||
-      !checkNormTypes(spec, {0}, {0}, bf16, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 2, 3, 1, 3));
+  OASR_RETURN_IF_ERROR(checkNormTypes(spec, {0}, {0}, bf16));
   LnGeom g;
-  if (!lnGeom(spec, spec.inputs[0], spec.inputs[1], g, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(lnGeom(spec, spec.inputs[0], spec.inputs[1], g));
   if ((spec.inputs.size() > 2 && spec.inputs[2].numel() != g.cols) ||
       spec.outputs[0].shape != spec.inputs[0].shape ||
       (spec.outputs.size() > 1 && spec.outputs[1].numel() != g.rows) ||
       (spec.outputs.size() > 2 && spec.outputs[2].numel() != g.rows)) {
-    error = nodeError(spec, "B, Y, Mean or InvStdDev has the wrong size");
-    return nullptr;
+    return nodeError(spec, "B, Y, Mean or InvStdDev has the wrong size");
   }
   return std::make_unique<LayerNormKernel>(spec, g, bf16);
 }
 
-static std::unique_ptr<Kernel> createLayerNormGrad(const OpSpec &spec,
-                                                   std::string &error) {
+static KernelOr createLayerNormGrad(const OpSpec &spec) {
   bool bf16;
-  if (!checkArity(spec, 5, 5, 1, 3, error) ||
-      !checkNormTypes(spec, {0, 1}, {0}, bf16, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 5, 5, 1, 3));
+  OASR_RETURN_IF_ERROR(checkNormTypes(spec, {0, 1}, {0}, bf16));
   LnGeom g;
-  if (!lnGeom(spec, spec.inputs[1], spec.inputs[2], g, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(lnGeom(spec, spec.inputs[1], spec.inputs[2], g));
   if (spec.inputs[0].shape != spec.inputs[1].shape ||
       spec.outputs[0].shape != spec.inputs[1].shape ||
       spec.inputs[3].numel() != g.rows || spec.inputs[4].numel() != g.rows) {
-    error = nodeError(spec, "dY, X, dX, Mean or InvStdDev has the wrong size");
-    return nullptr;
+    return nodeError(spec, "dY, X, dX, Mean or InvStdDev has the wrong size");
   }
   return std::make_unique<LayerNormGradKernel>(spec, g, bf16);
 }

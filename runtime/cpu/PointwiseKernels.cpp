@@ -86,12 +86,10 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createActivation(const OpSpec &spec,
-                                                std::string &error) {
+static KernelOr createActivation(const OpSpec &spec) {
   std::optional<GradOp> grad = opNamed(kGradOps, spec.opType);
   UnaryOp op = opNamed(kUnaryOps, spec.opType).value_or(UnaryOp::Abs);
-  if (!checkSameShapeF32(spec, grad ? 2 : 1, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkSameShapeF32(spec, grad ? 2 : 1));
   return std::make_unique<ActivationKernel>(spec, op, grad);
 }
 
@@ -155,19 +153,16 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createCompare(const OpSpec &spec,
-                                             std::string &error) {
+static KernelOr createCompare(const OpSpec &spec) {
   CmpOp cmp = *opNamed(kCmpOps, spec.opType);
-  if (!checkArity(spec, 2, 2, 1, 1, error) ||
-      !checkDType(spec, false, 0, DType::Bool, error) ||
-      !checkDType(spec, true, 1, spec.inputs[0].dtype, error))
-    return nullptr;
-  if (isLogic(cmp) && !checkDType(spec, true, 0, DType::Bool, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 2, 2, 1, 1));
+  OASR_RETURN_IF_ERROR(checkDType(spec, false, 0, DType::Bool));
+  OASR_RETURN_IF_ERROR(checkDType(spec, true, 1, spec.inputs[0].dtype));
+  if (isLogic(cmp))
+    OASR_RETURN_IF_ERROR(checkDType(spec, true, 0, DType::Bool));
   if (!broadcastsTo(spec.inputs[0].shape, spec.outputs[0].shape) ||
       !broadcastsTo(spec.inputs[1].shape, spec.outputs[0].shape)) {
-    error = nodeError(spec, "the operands do not broadcast to the result");
-    return nullptr;
+    return nodeError(spec, "the operands do not broadcast to the result");
   }
   return std::make_unique<CompareKernel>(spec, cmp);
 }
@@ -193,12 +188,10 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createNot(const OpSpec &spec,
-                                         std::string &error) {
-  if (!checkArity(spec, 1, 1, 1, 1, error) ||
-      !checkDType(spec, true, 0, DType::Bool, error) ||
-      !checkDType(spec, false, 0, DType::Bool, error))
-    return nullptr;
+static KernelOr createNot(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, 1, 1, 1));
+  OASR_RETURN_IF_ERROR(checkDType(spec, true, 0, DType::Bool));
+  OASR_RETURN_IF_ERROR(checkDType(spec, false, 0, DType::Bool));
   return std::make_unique<NotKernel>(spec);
 }
 
@@ -247,18 +240,15 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createWhere(const OpSpec &spec,
-                                           std::string &error) {
-  if (!checkArity(spec, 3, 3, 1, 1, error) ||
-      !checkDType(spec, true, 0, DType::Bool, error) ||
-      !checkDType(spec, true, 1, spec.outputs[0].dtype, error) ||
-      !checkDType(spec, true, 2, spec.outputs[0].dtype, error))
-    return nullptr;
+static KernelOr createWhere(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 3, 3, 1, 1));
+  OASR_RETURN_IF_ERROR(checkDType(spec, true, 0, DType::Bool));
+  OASR_RETURN_IF_ERROR(checkDType(spec, true, 1, spec.outputs[0].dtype));
+  OASR_RETURN_IF_ERROR(checkDType(spec, true, 2, spec.outputs[0].dtype));
   for (size_t i = 0; i < 3; ++i)
     if (!broadcastsTo(spec.inputs[i].shape, spec.outputs[0].shape)) {
-      error = nodeError(spec, "operand #" + std::to_string(i) +
-                                  " does not broadcast to the result");
-      return nullptr;
+      return nodeError(spec, "operand #" + std::to_string(i) +
+                                 " does not broadcast to the result");
     }
   return std::make_unique<WhereKernel>(spec);
 }
@@ -347,54 +337,44 @@ static std::unique_ptr<Kernel> eltwiseGradKernel(const OpSpec &spec,
       md);
 }
 
-static std::unique_ptr<Kernel> createEltwise(const OpSpec &spec,
-                                             std::string &error) {
+static KernelOr createEltwise(const OpSpec &spec) {
   EltwiseInfo info = eltwiseInfo(spec, spec.opType);
   dt type;
-  if (!checkArity(spec, 1, 1, 1, 1, error) ||
-      !uniformFloat(spec, {0}, {0}, type, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, 1, 1, 1));
+  OASR_RETURN_IF_ERROR(uniformFloat(spec, {0}, {0}, type));
   if (spec.inputs[0].numel() != spec.outputs[0].numel()) {
-    error = nodeError(spec, "X and Y must have the same size");
-    return nullptr;
+    return nodeError(spec, "X and Y must have the same size");
   }
-  return guardCreate(spec, error, [&] { return eltwiseKernel(spec, info); });
+  return guardCreate(spec, [&] { return eltwiseKernel(spec, info); });
 }
 
-static std::unique_ptr<Kernel> createEltwiseGrad(const OpSpec &spec,
-                                                 std::string &error) {
+static KernelOr createEltwiseGrad(const OpSpec &spec) {
   std::string fwdOp = spec.opType.substr(0, spec.opType.size() - 4);
   EltwiseInfo info = eltwiseInfo(spec, fwdOp);
   dt type;
-  if (!checkArity(spec, 2, 2, 1, 1, error) ||
-      !uniformFloat(spec, {0, 1}, {0}, type, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 2, 2, 1, 1));
+  OASR_RETURN_IF_ERROR(uniformFloat(spec, {0, 1}, {0}, type));
   if (info.bwd == dnnl::algorithm::eltwise_relu_use_dst_for_bwd &&
       info.alpha < 0) {
-    error = nodeError(spec, "negative alpha cannot be inverted from Y");
-    return nullptr;
+    return nodeError(spec, "negative alpha cannot be inverted from Y");
   }
   int64_t n = spec.inputs[0].numel();
   if (spec.inputs[1].numel() != n || spec.outputs[0].numel() != n) {
-    error = nodeError(spec, "dY, Y and dX must have the same size");
-    return nullptr;
+    return nodeError(spec, "dY, Y and dX must have the same size");
   }
-  return guardCreate(spec, error,
-                     [&] { return eltwiseGradKernel(spec, info); });
+  return guardCreate(spec, [&] { return eltwiseGradKernel(spec, info); });
 }
 
 //===----------------------------------------------------------------------===//
 // Gelu / GeluGrad on bf16 (oneDNN's vectorized gelu_erf / gelu_tanh)
 //===----------------------------------------------------------------------===//
 
-static std::unique_ptr<Kernel> createDnnlGelu(const OpSpec &spec, bool tanh,
-                                              bool grad, std::string &error) {
+static KernelOr createDnnlGelu(const OpSpec &spec, bool tanh, bool grad) {
   dt type;
-  if (!uniformFloat(spec, {0, 1}, {0}, type, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(uniformFloat(spec, {0, 1}, {0}, type));
   auto alg = tanh ? dnnl::algorithm::eltwise_gelu_tanh
                   : dnnl::algorithm::eltwise_gelu_erf;
-  return guardCreate(spec, error, [&]() -> std::unique_ptr<Kernel> {
+  return guardCreate(spec, [&]() -> std::unique_ptr<Kernel> {
     auto md = plainDesc({spec.inputs[0].numel()}, type);
     dnnl::eltwise_forward::primitive_desc fpd(
         dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, md),
@@ -467,23 +447,20 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createGelu(const OpSpec &spec,
-                                          std::string &error) {
+static KernelOr createGelu(const OpSpec &spec) {
   bool grad = spec.opType == "GeluGrad";
   size_t nIn = grad ? 2 : 1;
   UnaryOp op = UnaryOp::Erf;
   if (spec.opType != "Erf") {
     bool tanh;
-    if (!geluIsTanh(spec, tanh, error))
-      return nullptr;
+    OASR_RETURN_IF_ERROR(geluIsTanh(spec, tanh));
     op = tanh ? UnaryOp::GeluTanh : UnaryOp::GeluErf;
     if (!spec.inputs.empty() && spec.inputs[0].dtype == DType::BF16 &&
-        checkArity(spec, nIn, nIn, 1, 1, error) &&
-        checkSameShapes(spec, nIn, error))
-      return createDnnlGelu(spec, tanh, grad, error);
+        checkArity(spec, nIn, nIn, 1, 1).ok() &&
+        checkSameShapes(spec, nIn).ok())
+      return createDnnlGelu(spec, tanh, grad);
   }
-  if (!checkSameShapeF32(spec, nIn, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkSameShapeF32(spec, nIn));
   return std::make_unique<GeluKernel>(spec, op, grad);
 }
 
@@ -491,20 +468,18 @@ static std::unique_ptr<Kernel> createGelu(const OpSpec &spec,
 // Softmax / LogSoftmax and their gradients
 //===----------------------------------------------------------------------===//
 
-static bool softmaxAxis(const OpSpec &spec, const TensorDesc &x, int &axis,
-                        std::string &error) {
+static Status softmaxAxis(const OpSpec &spec, const TensorDesc &x, int &axis) {
   int64_t r = int64_t(x.rank());
   int64_t a = spec.attrs.getInt("axis", -1);
   if (a < 0)
     a += r;
   if (r == 0 || a < 0 || a >= r) {
-    error = nodeError(spec, "axis " +
-                                std::to_string(spec.attrs.getInt("axis", -1)) +
-                                " out of range for " + shapeStr(x.shape));
-    return false;
+    return nodeError(spec, "axis " +
+                               std::to_string(spec.attrs.getInt("axis", -1)) +
+                               " out of range for " + shapeStr(x.shape));
   }
   axis = int(a);
-  return true;
+  return Status::success();
 }
 
 /// Softmax / LogSoftmax: X -> Y.
@@ -553,17 +528,14 @@ static std::unique_ptr<Kernel> softmaxGradKernel(const OpSpec &spec, int axis,
       md);
 }
 
-static std::unique_ptr<Kernel> createSoftmax(const OpSpec &spec,
-                                             std::string &error) {
+static KernelOr createSoftmax(const OpSpec &spec) {
   bool grad = spec.opType.find("Grad") != std::string::npos;
   bool log = spec.opType.rfind("Log", 0) == 0;
   size_t nIn = grad ? 2 : 1;
-  if (!checkSameShapeF32(spec, nIn, error))
-    return nullptr;
-  int axis;
-  if (!softmaxAxis(spec, spec.outputs[0], axis, error))
-    return nullptr;
-  return guardCreate(spec, error, [&] {
+  OASR_RETURN_IF_ERROR(checkSameShapeF32(spec, nIn));
+  int axis = -1;
+  OASR_RETURN_IF_ERROR(softmaxAxis(spec, spec.outputs[0], axis));
+  return guardCreate(spec, [&] {
     return grad ? softmaxGradKernel(spec, axis, log)
                 : softmaxKernel(spec, axis, log);
   });
@@ -611,13 +583,11 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createClip(const OpSpec &spec,
-                                          std::string &error) {
+static KernelOr createClip(const OpSpec &spec) {
   bool grad = spec.opType == "ClipGrad";
-  if (!checkSpec(spec, grad ? 2 : 1, grad ? 4 : 3, 1, 1, {0, 1, 2, 3}, {0},
-                 error) ||
-      !checkSameShapes(spec, grad ? 2 : 1, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(
+      checkSpec(spec, grad ? 2 : 1, grad ? 4 : 3, 1, 1, {0, 1, 2, 3}, {0}));
+  OASR_RETURN_IF_ERROR(checkSameShapes(spec, grad ? 2 : 1));
   return std::make_unique<ClipKernel>(spec, grad);
 }
 

@@ -54,18 +54,14 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createMaxPool(const OpSpec &spec,
-                                             std::string &error) {
-  if (!checkSpec(spec, 1, 1, 1, 2, {0}, {0}, error) ||
-      !checkDType(spec, false, 1, DType::I64, error))
-    return nullptr;
+static KernelOr createMaxPool(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 1, 1, 1, 2, {0}, {0}));
+  OASR_RETURN_IF_ERROR(checkDType(spec, false, 1, DType::I64));
   Pool2D g;
-  if (!pool2DGeom(spec, spec.inputs[0], spec.outputs[0], g, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(pool2DGeom(spec, spec.inputs[0], spec.outputs[0], g));
   if (spec.outputs.size() > 1 &&
       spec.outputs[1].shape != spec.outputs[0].shape) {
-    error = nodeError(spec, "Indices must have Y's shape");
-    return nullptr;
+    return nodeError(spec, "Indices must have Y's shape");
   }
   return std::make_unique<MaxPoolKernel>(spec, g);
 }
@@ -100,7 +96,7 @@ public:
       }
     }
     if (bad)
-      fatal(nodeName, op, "an index is outside its (n, c) plane");
+      fatalKernelError(nodeName, op, "an index is outside its (n, c) plane");
   }
 
 private:
@@ -109,13 +105,10 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createMaxPoolGrad(const OpSpec &spec,
-                                                 std::string &error) {
-  if (!checkSpec(spec, 2, 2, 1, 1, {0}, {0}, error))
-    return nullptr;
+static KernelOr createMaxPoolGrad(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 2, 2, 1, 1, {0}, {0}));
   int64_t planes, inPlane, outPlane;
-  if (!maxPoolGradGeom(spec, planes, inPlane, outPlane, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(maxPoolGradGeom(spec, planes, inPlane, outPlane));
   return std::make_unique<MaxPoolGradKernel>(spec, planes, inPlane, outPlane);
 }
 
@@ -161,14 +154,11 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createGlobalAvgPool(const OpSpec &spec,
-                                                   std::string &error) {
+static KernelOr createGlobalAvgPool(const OpSpec &spec) {
   bool grad = spec.opType == "GlobalAveragePoolGrad";
-  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 1, 1, 1, 1, {0}, {0}));
   int64_t planes, size;
-  if (!globalPoolGeom(spec, grad, SIZE_MAX, planes, size, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(globalPoolGeom(spec, grad, SIZE_MAX, planes, size));
   return std::make_unique<GlobalAvgPoolKernel>(spec, planes, size, grad);
 }
 
@@ -176,28 +166,25 @@ static std::unique_ptr<Kernel> createGlobalAvgPool(const OpSpec &spec,
 // AveragePool / AveragePoolGrad
 //===----------------------------------------------------------------------===//
 
-static bool avgPoolGeom(const OpSpec &spec, const TensorDesc &x,
-                        const TensorDesc &y, Window &w, dnnl::algorithm &alg,
-                        std::string &error) {
+static Status avgPoolGeom(const OpSpec &spec, const TensorDesc &x,
+                          const TensorDesc &y, Window &w,
+                          dnnl::algorithm &alg) {
   if (x.rank() < 3 || x.rank() > 5 || y.rank() != x.rank() ||
       x.shape[0] != y.shape[0] || x.shape[1] != y.shape[1]) {
-    error = nodeError(spec, "expects N, C, spatial tensors, got " +
-                                shapeStr(x.shape) + " -> " + shapeStr(y.shape));
-    return false;
+    return nodeError(spec, "expects N, C, spatial tensors, got " +
+                               shapeStr(x.shape) + " -> " + shapeStr(y.shape));
   }
   std::vector<int64_t> k;
-  if (!poolKernelShape(spec, x.rank() - 2, k, error) ||
-      !checkAvgPoolDilations(spec, error))
-    return false;
+  OASR_RETURN_IF_ERROR(poolKernelShape(spec, x.rank() - 2, k));
+  OASR_RETURN_IF_ERROR(checkAvgPoolDilations(spec));
   bool ceil = spec.attrs.getInt("ceil_mode", 0) != 0;
-  if (!resolveWindow(spec, spatialDims(x.shape), k, spatialDims(y.shape), ceil,
-                     w, error) ||
-      !checkAvgPoolCeil(spec, w.paddedForCeil, error))
-    return false;
+  OASR_RETURN_IF_ERROR(resolveWindow(spec, spatialDims(x.shape), k,
+                                     spatialDims(y.shape), ceil, w));
+  OASR_RETURN_IF_ERROR(checkAvgPoolCeil(spec, w.paddedForCeil));
   bool includePad = spec.attrs.getInt("count_include_pad", 0) != 0;
   alg = includePad ? dnnl::algorithm::pooling_avg_include_padding
                    : dnnl::algorithm::pooling_avg_exclude_padding;
-  return true;
+  return Status::success();
 }
 
 /// AveragePool: X -> Y.
@@ -229,28 +216,24 @@ static PlainPrimitive avgPoolGrad(const OpSpec &spec, const Window &w,
   return p;
 }
 
-static std::unique_ptr<Kernel> createAvgPool(const OpSpec &spec,
-                                             std::string &error) {
-  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
-    return nullptr;
+static KernelOr createAvgPool(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 1, 1, 1, 1, {0}, {0}));
   Window w;
   dnnl::algorithm alg;
-  if (!avgPoolGeom(spec, spec.inputs[0], spec.outputs[0], w, alg, error))
-    return nullptr;
-  return guardCreate(spec, error, [&] {
+  OASR_RETURN_IF_ERROR(
+      avgPoolGeom(spec, spec.inputs[0], spec.outputs[0], w, alg));
+  return guardCreate(spec, [&] {
     return std::make_unique<PrimitiveKernel>(spec, avgPool(spec, w, alg));
   });
 }
 
-static std::unique_ptr<Kernel> createAvgPoolGrad(const OpSpec &spec,
-                                                 std::string &error) {
-  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
-    return nullptr;
+static KernelOr createAvgPoolGrad(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 1, 1, 1, 1, {0}, {0}));
   Window w;
   dnnl::algorithm alg;
-  if (!avgPoolGeom(spec, spec.outputs[0], spec.inputs[0], w, alg, error))
-    return nullptr;
-  return guardCreate(spec, error, [&] {
+  OASR_RETURN_IF_ERROR(
+      avgPoolGeom(spec, spec.outputs[0], spec.inputs[0], w, alg));
+  return guardCreate(spec, [&] {
     return std::make_unique<PrimitiveKernel>(spec, avgPoolGrad(spec, w, alg));
   });
 }

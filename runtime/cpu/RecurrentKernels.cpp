@@ -109,31 +109,25 @@ static std::string joined(const std::vector<std::string> &v) {
 }
 
 /// Validates an LSTM/GRU node (grad: LSTMGrad/GRUGrad) and fills `g`.
-static bool rnnGeom(const OpSpec &spec, bool lstm, bool grad, RnnGeom &g,
-                    std::string &error) {
-  auto fail = [&](const std::string &msg) {
-    error = nodeError(spec, msg);
-    return false;
-  };
+static Status rnnGeom(const OpSpec &spec, bool lstm, bool grad, RnnGeom &g) {
+  auto fail = [&](const std::string &msg) { return nodeError(spec, msg); };
   // Forward: X W R [B] [sequence_lens] [initial_h] [initial_c] [P] ->
   // [Y] [Y_h] [Y_c]; gradient: X W R B h0 [c0] dY dY_h [dY_c] ->
   // dX dW dR dB dh0 [dc0].
   size_t maxIn = grad ? (lstm ? 9 : 7) : (lstm ? 8 : 6);
   size_t minOut = grad ? (lstm ? 6 : 5) : 0;
   size_t maxOut = grad ? minOut : (lstm ? 3 : 2);
-  if (!checkArity(spec, 3, maxIn, minOut, maxOut, error))
-    return false;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 3, maxIn, minOut, maxOut));
   if (!grad && present(spec, 4))
     return fail("sequence_lens is not supported (every sequence must have "
                 "the full length)");
   if (!grad && lstm && present(spec, 7))
     return fail("peephole weights (input P) are not supported");
   for (size_t i = 0; i < spec.inputs.size(); ++i)
-    if (present(spec, int(i)) && !checkDType(spec, true, i, DType::F32, error))
-      return false;
+    if (present(spec, int(i)))
+      OASR_RETURN_IF_ERROR(checkDType(spec, true, i, DType::F32));
   for (size_t i = 0; i < spec.outputs.size(); ++i)
-    if (!checkDType(spec, false, i, DType::F32, error))
-      return false;
+    OASR_RETURN_IF_ERROR(checkDType(spec, false, i, DType::F32));
 
   const AttrMap &a = spec.attrs;
   if (a.getInt("layout", 0) != 0)
@@ -235,7 +229,7 @@ static bool rnnGeom(const OpSpec &spec, bool lstm, bool grad, RnnGeom &g,
       return fail("result #" + std::to_string(i) + " has shape " +
                   shapeStr(spec.outputs[i].shape) + ", expected " +
                   shapeStr(outs[i]));
-  return true;
+  return Status::success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -639,12 +633,10 @@ private:
 } // namespace
 
 template <bool IsLSTM, bool IsGrad>
-static std::unique_ptr<Kernel> createRnn(const OpSpec &spec,
-                                         std::string &error) {
+static KernelOr createRnn(const OpSpec &spec) {
   RnnGeom g;
-  if (!rnnGeom(spec, IsLSTM, IsGrad, g, error))
-    return nullptr;
-  return guardCreate(spec, error, [&]() -> std::unique_ptr<Kernel> {
+  OASR_RETURN_IF_ERROR(rnnGeom(spec, IsLSTM, IsGrad, g));
+  return guardCreate(spec, [&]() -> std::unique_ptr<Kernel> {
     if (IsGrad)
       return std::make_unique<RnnGradKernel>(spec, g);
     return std::make_unique<RnnForwardKernel>(spec, g);

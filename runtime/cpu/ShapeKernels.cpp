@@ -45,11 +45,10 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createCopy(const OpSpec &spec,
-                                          std::string &error) {
+static KernelOr createCopy(const OpSpec &spec) {
   size_t maxIn = spec.opType == "Flatten" || spec.opType == "Identity" ? 1 : 2;
-  if (!checkArity(spec, 1, maxIn, 1, 1, error) || !checkCopyShapes(spec, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, maxIn, 1, 1));
+  OASR_RETURN_IF_ERROR(checkCopyShapes(spec));
   return std::make_unique<CopyKernel>(spec);
 }
 
@@ -69,12 +68,10 @@ struct Parts {
 
 } // namespace
 
-static bool makeParts(const OpSpec &spec, const TensorDesc &whole,
-                      const std::vector<TensorDesc> &parts, Parts &p,
-                      std::string &error) {
+static Status makeParts(const OpSpec &spec, const TensorDesc &whole,
+                        const std::vector<TensorDesc> &parts, Parts &p) {
   int64_t axis;
-  if (!normAxis(spec, int64_t(whole.rank()), 0, axis, error))
-    return false;
+  OASR_RETURN_IF_ERROR(normAxis(spec, int64_t(whole.rank()), 0, axis));
   int64_t sum = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     const TensorDesc &d = parts[i];
@@ -82,20 +79,18 @@ static bool makeParts(const OpSpec &spec, const TensorDesc &whole,
     for (size_t k = 0; ok && k < d.rank(); ++k)
       ok = int64_t(k) == axis || d.shape[k] == whole.shape[k];
     if (!ok) {
-      error = nodeError(spec, "part " + std::to_string(i) + " " +
-                                  shapeStr(d.shape) + " does not fit " +
-                                  shapeStr(whole.shape) + " along axis " +
-                                  std::to_string(axis));
-      return false;
+      return nodeError(spec, "part " + std::to_string(i) + " " +
+                                 shapeStr(d.shape) + " does not fit " +
+                                 shapeStr(whole.shape) + " along axis " +
+                                 std::to_string(axis));
     }
     sum += d.shape[axis];
   }
   if (sum != whole.shape[axis]) {
-    error =
-        nodeError(spec, "parts sum to " + std::to_string(sum) + " along axis " +
-                            std::to_string(axis) + ", expected " +
-                            std::to_string(whole.shape[axis]));
-    return false;
+    return nodeError(spec, "parts sum to " + std::to_string(sum) +
+                               " along axis " + std::to_string(axis) +
+                               ", expected " +
+                               std::to_string(whole.shape[axis]));
   }
   for (int64_t k = 0; k < axis; ++k)
     p.outer *= whole.shape[k];
@@ -108,7 +103,7 @@ static bool makeParts(const OpSpec &spec, const TensorDesc &whole,
     p.partBytes.push_back(b);
     p.rowBytes += b;
   }
-  return true;
+  return Status::success();
 }
 
 namespace {
@@ -143,25 +138,19 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createConcat(const OpSpec &spec,
-                                            std::string &error) {
-  if (!checkArity(spec, 1, 1 << 16, 1, 1, error))
-    return nullptr;
+static KernelOr createConcat(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, 1 << 16, 1, 1));
   Parts p;
-  if (!makeParts(spec, spec.outputs[0], spec.inputs, p, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(makeParts(spec, spec.outputs[0], spec.inputs, p));
   return std::make_unique<ConcatSplitKernel>(spec, std::move(p), false);
 }
 
-static std::unique_ptr<Kernel> createSplit(const OpSpec &spec,
-                                           std::string &error) {
+static KernelOr createSplit(const OpSpec &spec) {
   // The optional `split` operand (opset 13) is not read: the results' shapes
   // already say how the operand is cut.
-  if (!checkArity(spec, 1, 2, 1, 1 << 16, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, 2, 1, 1 << 16));
   Parts p;
-  if (!makeParts(spec, spec.inputs[0], spec.outputs, p, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(makeParts(spec, spec.inputs[0], spec.outputs, p));
   return std::make_unique<ConcatSplitKernel>(spec, std::move(p), true);
 }
 
@@ -231,7 +220,7 @@ public:
     std::vector<int64_t> pads = attrPads;
     if (!hasAttrPads) {
       if (in.size() < 2 || !in[1].data)
-        fatal(nodeName, op, "no pads attribute or operand");
+        fatalKernelError(nodeName, op, "no pads attribute or operand");
       const int64_t *p = in[1].as<int64_t>();
       pads.assign(p, p + in[1].numel());
     }
@@ -246,20 +235,22 @@ public:
           ax += int64_t(r);
     }
     if (pads.size() != 2 * axes.size())
-      fatal(nodeName, op,
-            "pads has " + std::to_string(pads.size()) + " values for " +
-                std::to_string(axes.size()) + " axes");
+      fatalKernelError(nodeName, op,
+                       "pads has " + std::to_string(pads.size()) +
+                           " values for " + std::to_string(axes.size()) +
+                           " axes");
     std::vector<int64_t> begin(r, 0), end(r, 0);
     for (size_t i = 0; i < axes.size(); ++i) {
       if (axes[i] < 0 || axes[i] >= int64_t(r))
-        fatal(nodeName, op, "axis out of range");
+        fatalKernelError(nodeName, op, "axis out of range");
       begin[axes[i]] = pads[i];
       end[axes[i]] = pads[i + axes.size()];
     }
     for (size_t d = 0; d < r; ++d)
       if (inShape[d] + begin[d] + end[d] != outShape[d])
-        fatal(nodeName, op,
-              "pads do not produce the result shape " + shapeStr(outShape));
+        fatalKernelError(nodeName, op,
+                         "pads do not produce the result shape " +
+                             shapeStr(outShape));
     double v = attrValue;
     scalarOperand(in, 2, v);
     padCopy(in[0].as<float>(), inShape, out[0].as<float>(), outShape, begin,
@@ -274,25 +265,20 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createPad(const OpSpec &spec,
-                                         std::string &error) {
-  if (!checkSpec(spec, 1, 4, 1, 1, {0, 2}, {0}, error))
-    return nullptr;
+static KernelOr createPad(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 1, 4, 1, 1, {0, 2}, {0}));
   std::string mode = spec.attrs.getString("mode", "constant");
   if (mode != "constant") {
-    error = nodeError(spec, "mode '" + mode +
-                                "' is not supported (only "
-                                "'constant')");
-    return nullptr;
+    return nodeError(spec, "mode '" + mode +
+                               "' is not supported (only "
+                               "'constant')");
   }
   if (spec.inputs[0].rank() != spec.outputs[0].rank()) {
-    error = nodeError(spec, "operand and result ranks differ");
-    return nullptr;
+    return nodeError(spec, "operand and result ranks differ");
   }
   if (!spec.attrs.has("pads") &&
       (spec.inputs.size() < 2 || spec.inputs[1].dtype != DType::I64)) {
-    error = nodeError(spec, "needs a pads attribute or an i64 pads operand");
-    return nullptr;
+    return nodeError(spec, "needs a pads attribute or an i64 pads operand");
   }
   return std::make_unique<PadKernel>(spec);
 }
@@ -317,13 +303,10 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createPadGrad(const OpSpec &spec,
-                                             std::string &error) {
-  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
-    return nullptr;
+static KernelOr createPadGrad(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 1, 1, 1, 1, {0}, {0}));
   std::vector<int64_t> begin;
-  if (!padGradBegin(spec, SIZE_MAX, begin, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(padGradBegin(spec, SIZE_MAX, begin));
   return std::make_unique<PadGradKernel>(spec, begin);
 }
 
@@ -349,12 +332,10 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createConstant(const OpSpec &spec,
-                                              std::string &error) {
+static KernelOr createConstant(const OpSpec &spec) {
   std::vector<char> bytes;
-  if (!checkArity(spec, 0, 0, 1, 1, error) ||
-      !constantBytes(spec, bytes, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 0, 0, 1, 1));
+  OASR_RETURN_IF_ERROR(constantBytes(spec, bytes));
   return std::make_unique<ConstantKernel>(spec, std::move(bytes));
 }
 
@@ -363,27 +344,24 @@ static std::unique_ptr<Kernel> createConstant(const OpSpec &spec,
 //===----------------------------------------------------------------------===//
 
 /// Shape {start, end}: the operand's static shape.
-static std::unique_ptr<Kernel> createShape(const OpSpec &spec,
-                                           std::string &error) {
-  if (!checkArity(spec, 1, 1, 1, 1, error) ||
-      !checkDType(spec, false, 0, DType::I64, error))
-    return nullptr;
+static KernelOr createShape(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, 1, 1, 1));
+  OASR_RETURN_IF_ERROR(checkDType(spec, false, 0, DType::I64));
   const auto &xs = spec.inputs[0].shape;
   int64_t r = int64_t(xs.size());
   int64_t b = spec.attrs.getInt("start", 0), e = spec.attrs.getInt("end", r);
   b = std::clamp<int64_t>(b < 0 ? b + r : b, 0, r);
   e = std::clamp<int64_t>(e < 0 ? e + r : e, b, r);
   if (spec.outputs[0].numel() != e - b) {
-    error = nodeError(spec, "result must have " + std::to_string(e - b) +
-                                " elements");
-    return nullptr;
+    return nodeError(spec,
+                     "result must have " + std::to_string(e - b) + " elements");
   }
   std::vector<double> dims(xs.begin() + b, xs.begin() + e);
   OpSpec c = spec;
   c.inputs.clear();
   c.attrs = AttrMap();
   c.attrs.set("value", dims);
-  return createConstant(c, error);
+  return createConstant(c);
 }
 
 namespace {
@@ -424,16 +402,13 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createExpand(const OpSpec &spec,
-                                            std::string &error) {
-  if (!checkArity(spec, 1, 2, 1, 1, error) ||
-      !checkDType(spec, false, 0, spec.inputs[0].dtype, error))
-    return nullptr;
+static KernelOr createExpand(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, 2, 1, 1));
+  OASR_RETURN_IF_ERROR(checkDType(spec, false, 0, spec.inputs[0].dtype));
   if (!broadcastsTo(spec.inputs[0].shape, spec.outputs[0].shape)) {
-    error = nodeError(spec, "operand " + shapeStr(spec.inputs[0].shape) +
-                                " does not broadcast to " +
-                                shapeStr(spec.outputs[0].shape));
-    return nullptr;
+    return nodeError(spec, "operand " + shapeStr(spec.inputs[0].shape) +
+                               " does not broadcast to " +
+                               shapeStr(spec.outputs[0].shape));
   }
   return std::make_unique<ExpandKernel>(spec);
 }
@@ -505,11 +480,11 @@ public:
   void compute(const std::vector<TensorRef> &in,
                const std::vector<TensorRef> &out) override {
     std::vector<int64_t> start, step;
-    std::string why;
-    if (!resolveSliceAtRun(
-            inShape, outShape, in.size(), attrs,
-            [&](size_t i) { return intsOperand(in, i); }, start, step, why))
-      fatal(nodeName, op, why);
+    Status resolved = resolveSliceAtRun(
+        inShape, outShape, in.size(), attrs,
+        [&](size_t i) { return intsOperand(in, i); }, start, step);
+    if (!resolved.ok())
+      fatalKernelError(nodeName, op, resolved.message());
     stridedCopy(static_cast<const char *>(in[0].data), inShape,
                 static_cast<char *>(out[0].data), outShape, start, step, esize,
                 false);
@@ -523,10 +498,8 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createSlice(const OpSpec &spec,
-                                           std::string &error) {
-  if (!checkSlice(spec, error))
-    return nullptr;
+static KernelOr createSlice(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkSlice(spec));
   return std::make_unique<SliceKernel>(spec);
 }
 
@@ -556,23 +529,19 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createSliceGrad(const OpSpec &spec,
-                                               std::string &error) {
+static KernelOr createSliceGrad(const OpSpec &spec) {
   // f32, or a 16-bit float (moved as bytes) in and out alike.
-  if (!checkArity(spec, 1, 1, 1, 1, error) ||
-      !(isLowFloat(spec.inputs[0].dtype)
-            ? checkDType(spec, false, 0, spec.inputs[0].dtype, error)
-            : checkAllF32(spec, {0}, {0}, error)))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, 1, 1, 1));
+  OASR_RETURN_IF_ERROR(isLowFloat(spec.inputs[0].dtype)
+                           ? checkDType(spec, false, 0, spec.inputs[0].dtype)
+                           : checkAllF32(spec, {0}, {0}));
   std::vector<int64_t> start, step;
-  std::string why;
-  if (!resolveSlice(spec.outputs[0].shape, spec.inputs[0].shape,
-                    spec.attrs.getInts("starts"), spec.attrs.getInts("ends"),
-                    spec.attrs.getInts("axes"), spec.attrs.getInts("steps"),
-                    start, step, why)) {
-    error = nodeError(spec, why);
-    return nullptr;
-  }
+  Status resolved = resolveSlice(
+      spec.outputs[0].shape, spec.inputs[0].shape, spec.attrs.getInts("starts"),
+      spec.attrs.getInts("ends"), spec.attrs.getInts("axes"),
+      spec.attrs.getInts("steps"), start, step);
+  if (!resolved.ok())
+    return nodeError(spec, resolved.message());
   return std::make_unique<SliceGradKernel>(spec, start, step);
 }
 
@@ -602,10 +571,8 @@ static PlainPrimitive transpose(const OpSpec &spec,
   return p;
 }
 
-static std::unique_ptr<Kernel> createTranspose(const OpSpec &spec,
-                                               std::string &error) {
-  if (!checkArity(spec, 1, 1, 1, 1, error))
-    return nullptr;
+static KernelOr createTranspose(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, 1, 1, 1));
   const TensorDesc &x = spec.inputs[0];
   dt type;
   switch (x.dtype) {
@@ -619,12 +586,10 @@ static std::unique_ptr<Kernel> createTranspose(const OpSpec &spec,
     type = dt::bf16;
     break;
   default:
-    error = nodeError(spec, std::string("element type ") + dtypeName(x.dtype) +
-                                " is not supported");
-    return nullptr;
+    return nodeError(spec, std::string("element type ") + dtypeName(x.dtype) +
+                               " is not supported");
   }
-  if (!checkDType(spec, false, 0, x.dtype, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkDType(spec, false, 0, x.dtype));
   size_t r = x.rank();
   std::vector<int64_t> perm(r);
   for (size_t i = 0; i < r; ++i)
@@ -640,24 +605,21 @@ static std::unique_ptr<Kernel> createTranspose(const OpSpec &spec,
       seen[perm[i]] = true;
   }
   if (!ok) {
-    error = nodeError(spec, "perm " + shapeStr(spec.attrs.getInts("perm")) +
-                                " is not a permutation of rank " +
-                                std::to_string(r));
-    return nullptr;
+    return nodeError(spec, "perm " + shapeStr(spec.attrs.getInts("perm")) +
+                               " is not a permutation of rank " +
+                               std::to_string(r));
   }
   std::vector<int64_t> ys(r);
   for (size_t i = 0; i < r; ++i)
     ys[i] = x.shape[perm[i]];
   if (spec.outputs[0].shape != ys) {
-    error = nodeError(spec, "result shape " + shapeStr(spec.outputs[0].shape) +
-                                " is not the permuted " + shapeStr(ys));
-    return nullptr;
+    return nodeError(spec, "result shape " + shapeStr(spec.outputs[0].shape) +
+                               " is not the permuted " + shapeStr(ys));
   }
   if (r == 0 || r > DNNL_MAX_NDIMS) {
-    error = nodeError(spec, "rank " + std::to_string(r) + " is not supported");
-    return nullptr;
+    return nodeError(spec, "rank " + std::to_string(r) + " is not supported");
   }
-  return guardCreate(spec, error, [&] {
+  return guardCreate(spec, [&] {
     return std::make_unique<PrimitiveKernel>(spec, transpose(spec, perm, type));
   });
 }
@@ -675,23 +637,20 @@ struct GatherGeom {
 
 } // namespace
 
-static bool gatherGeom(const OpSpec &spec, const TensorDesc &data,
-                       const TensorDesc &idx, const TensorDesc &y,
-                       GatherGeom &g, std::string &error) {
+static Status gatherGeom(const OpSpec &spec, const TensorDesc &data,
+                         const TensorDesc &idx, const TensorDesc &y,
+                         GatherGeom &g) {
   int64_t axis;
-  if (!normAxis(spec, int64_t(data.rank()), 0, axis, error))
-    return false;
+  OASR_RETURN_IF_ERROR(normAxis(spec, int64_t(data.rank()), 0, axis));
   if (idx.dtype != DType::I64 && idx.dtype != DType::I32) {
-    error = nodeError(spec, "indices must be i64 or i32");
-    return false;
+    return nodeError(spec, "indices must be i64 or i32");
   }
   std::vector<int64_t> want(data.shape.begin(), data.shape.begin() + axis);
   want.insert(want.end(), idx.shape.begin(), idx.shape.end());
   want.insert(want.end(), data.shape.begin() + axis + 1, data.shape.end());
   if (y.shape != want || y.dtype != data.dtype) {
-    error = nodeError(spec, "gathered shape " + shapeStr(y.shape) +
-                                " should be " + shapeStr(want));
-    return false;
+    return nodeError(spec, "gathered shape " + shapeStr(y.shape) +
+                               " should be " + shapeStr(want));
   }
   for (int64_t k = 0; k < axis; ++k)
     g.outer *= data.shape[k];
@@ -699,7 +658,7 @@ static bool gatherGeom(const OpSpec &spec, const TensorDesc &data,
   for (size_t k = axis + 1; k < data.rank(); ++k)
     g.inner *= data.shape[k];
   g.numIdx = idx.numel();
-  return true;
+  return Status::success();
 }
 
 namespace {
@@ -721,9 +680,10 @@ public:
       if (v < 0)
         v += p.axisDim;
       if (v < 0 || v >= p.axisDim)
-        fatal(nodeName, op,
-              "index " + std::to_string(labelAt(idx, i)) + " is outside [0, " +
-                  std::to_string(p.axisDim) + ")");
+        fatalKernelError(nodeName, op,
+                         "index " + std::to_string(labelAt(idx, i)) +
+                             " is outside [0, " + std::to_string(p.axisDim) +
+                             ")");
       ix[size_t(i)] = v;
     }
     if (!grad) {
@@ -769,25 +729,19 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createGather(const OpSpec &spec,
-                                            std::string &error) {
-  if (!checkArity(spec, 2, 2, 1, 1, error))
-    return nullptr;
+static KernelOr createGather(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 2, 2, 1, 1));
   GatherGeom g;
-  if (!gatherGeom(spec, spec.inputs[0], spec.inputs[1], spec.outputs[0], g,
-                  error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(
+      gatherGeom(spec, spec.inputs[0], spec.inputs[1], spec.outputs[0], g));
   return std::make_unique<GatherKernel>(spec, g, false);
 }
 
-static std::unique_ptr<Kernel> createGatherGrad(const OpSpec &spec,
-                                                std::string &error) {
-  if (!checkSpec(spec, 3, 3, 1, 1, {2}, {0}, error))
-    return nullptr;
+static KernelOr createGatherGrad(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 3, 3, 1, 1, {2}, {0}));
   GatherGeom g;
-  if (!gatherGeom(spec, spec.outputs[0], spec.inputs[1], spec.inputs[2], g,
-                  error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(
+      gatherGeom(spec, spec.outputs[0], spec.inputs[1], spec.inputs[2], g));
   return std::make_unique<GatherKernel>(spec, g, true);
 }
 
@@ -837,13 +791,10 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createConstantOfShape(const OpSpec &spec,
-                                                     std::string &error) {
-  if (!checkArity(spec, 0, 1, 1, 1, error))
-    return nullptr;
+static KernelOr createConstantOfShape(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 0, 1, 1, 1));
   if (spec.outputs[0].dtype == DType::F16) {
-    error = nodeError(spec, "f16 results are not supported");
-    return nullptr;
+    return nodeError(spec, "f16 results are not supported");
   }
   return std::make_unique<ConstantOfShapeKernel>(spec);
 }
@@ -880,13 +831,10 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createRange(const OpSpec &spec,
-                                           std::string &error) {
-  if (!checkArity(spec, 3, 3, 1, 1, error))
-    return nullptr;
+static KernelOr createRange(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 3, 3, 1, 1));
   if (!isFloatOrInt(spec.outputs[0].dtype) || spec.outputs[0].rank() != 1) {
-    error = nodeError(spec, "expects a 1-D f32/i64/i32 result");
-    return nullptr;
+    return nodeError(spec, "expects a 1-D f32/i64/i32 result");
   }
   return std::make_unique<RangeKernel>(spec);
 }
@@ -931,15 +879,12 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createTrilu(const OpSpec &spec,
-                                           std::string &error) {
-  if (!checkArity(spec, 1, 2, 1, 1, error) ||
-      !checkDType(spec, true, 0, spec.outputs[0].dtype, error))
-    return nullptr;
+static KernelOr createTrilu(const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, 2, 1, 1));
+  OASR_RETURN_IF_ERROR(checkDType(spec, true, 0, spec.outputs[0].dtype));
   if (spec.outputs[0].rank() < 2 ||
       spec.inputs[0].shape != spec.outputs[0].shape) {
-    error = nodeError(spec, "expects X of rank >= 2 and Y of its shape");
-    return nullptr;
+    return nodeError(spec, "expects X of rank >= 2 and Y of its shape");
   }
   return std::make_unique<TriluKernel>(spec);
 }
@@ -970,14 +915,11 @@ public:
       for (int64_t d = 0; d < g.k; ++d) {
         int64_t i = idx[t * g.k + d];
         i = i < 0 ? i + g.dims[d] : i;
-        if (i < 0 || i >= g.dims[d]) {
-          std::fprintf(stderr,
-                       "oasr: fatal: node '%s' (ScatterND): index %lld is "
-                       "outside a dimension of %lld\n",
-                       nodeName.c_str(), (long long)idx[t * g.k + d],
-                       (long long)g.dims[d]);
-          std::abort();
-        }
+        if (i < 0 || i >= g.dims[d])
+          fatalKernelError(nodeName, "ScatterND",
+                           "index " + std::to_string(idx[t * g.k + d]) +
+                               " is outside a dimension of " +
+                               std::to_string(g.dims[d]));
         offset += i * g.strides[d];
       }
       const char *src = upd + size_t(t * g.slice) * elem;
@@ -1015,11 +957,9 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createScatterND(const OpSpec &spec,
-                                               std::string &error) {
+static KernelOr createScatterND(const OpSpec &spec) {
   ScatterNDGeom g;
-  if (!scatterNDGeom(spec, g, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(scatterNDGeom(spec, g));
   return std::make_unique<ScatterNDKernel>(spec, g);
 }
 
@@ -1088,11 +1028,9 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createResize(const OpSpec &spec,
-                                            std::string &error) {
+static KernelOr createResize(const OpSpec &spec) {
   ResizeGeom g;
-  if (!resizeGeom(spec, g, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(resizeGeom(spec, g));
   return std::make_unique<ResizeKernel>(spec, g.grad, std::move(g.h),
                                         std::move(g.w), g.planes, g.inH, g.inW);
 }

@@ -35,15 +35,14 @@ bool broadcastStrides(const std::vector<int64_t> &in,
   return true;
 }
 
-bool makeBroadcast(const OpSpec &spec, const std::vector<int64_t> &out,
-                   Broadcast &b, std::string &error) {
+Status makeBroadcast(const OpSpec &spec, const std::vector<int64_t> &out,
+                     Broadcast &b) {
   if (out.size() > size_t(kMaxRank) ||
       spec.inputs.size() > size_t(kMaxOperands)) {
-    error =
-        nodeError(spec, "the cuda backend broadcasts up to " +
-                            std::to_string(kMaxOperands) +
-                            " operands of rank <= " + std::to_string(kMaxRank));
-    return false;
+    return nodeError(spec,
+                     "the cuda backend broadcasts up to " +
+                         std::to_string(kMaxOperands) +
+                         " operands of rank <= " + std::to_string(kMaxRank));
   }
   b.rank = std::max<int>(1, int(out.size()));
   b.operands = int(spec.inputs.size());
@@ -52,29 +51,24 @@ bool makeBroadcast(const OpSpec &spec, const std::vector<int64_t> &out,
     b.dims[d] = out[d];
   for (size_t j = 0; j < spec.inputs.size(); ++j)
     if (!broadcastStrides(spec.inputs[j].shape, out, b.strides[j])) {
-      error = nodeError(spec, "operand " + std::to_string(j) + " of shape " +
-                                  shapeStr(spec.inputs[j].shape) +
-                                  " does not broadcast to " + shapeStr(out));
-      return false;
+      return nodeError(spec, "operand " + std::to_string(j) + " of shape " +
+                                 shapeStr(spec.inputs[j].shape) +
+                                 " does not broadcast to " + shapeStr(out));
     }
-  return true;
+  return Status::success();
 }
 
-static std::unique_ptr<Kernel> createNary(CudaBackend &be, const OpSpec &spec,
-                                          std::string &error) {
+static KernelOr createNary(CudaBackend &be, const OpSpec &spec) {
   bool sum = spec.opType == "Sum";
-  if (!checkSpec(spec, sum ? 1 : 2, sum ? kMaxOperands : 2, 1, 1, {}, {},
-                 error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(
+      checkSpec(spec, sum ? 1 : 2, sum ? kMaxOperands : 2, 1, 1, {}, {}));
   // bf16 operands and result, alone or mixed with f32 (arithmetic in f32):
   // checked as f32.
   OpSpec checked = spec.opType == "Pow" ? spec : bf16AsF32(spec);
-  if (!checkBroadcastOperands(checked, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkBroadcastOperands(checked));
   DType t = spec.outputs[0].dtype;
   Broadcast b;
-  if (!makeBroadcast(spec, spec.outputs[0].shape, b, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(makeBroadcast(spec, spec.outputs[0].shape, b));
   for (size_t j = 0; j < spec.inputs.size(); ++j)
     b.bf16[j] = spec.inputs[j].dtype == DType::BF16;
   BinOp op = opNamed(kBinOps, spec.opType).value_or(BinOp::Add); // Sum
@@ -88,15 +82,12 @@ static std::unique_ptr<Kernel> createNary(CudaBackend &be, const OpSpec &spec,
       });
 }
 
-static std::unique_ptr<Kernel> createNeg(CudaBackend &be, const OpSpec &spec,
-                                         std::string &error) {
+static KernelOr createNeg(CudaBackend &be, const OpSpec &spec) {
   DType t = spec.outputs[0].dtype;
-  if (!checkSpec(spec, 1, 1, 1, 1, {}, {}, error) ||
-      !checkDType(spec, true, 0, t, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 1, 1, 1, 1, {}, {}));
+  OASR_RETURN_IF_ERROR(checkDType(spec, true, 0, t));
   if (!isFloatOrInt(t) || spec.inputs[0].shape != spec.outputs[0].shape) {
-    error = nodeError(spec, "expects X and Y of one shape, f32/i64/i32");
-    return nullptr;
+    return nodeError(spec, "expects X and Y of one shape, f32/i64/i32");
   }
   int64_t n = spec.outputs[0].numel();
   return lambda(be, spec,
@@ -132,20 +123,17 @@ bool makeReduction(const std::vector<int64_t> &xs, std::vector<int64_t> kept,
 
 /// ReduceMean / ReduceSum {axes, keepdims} (axes as an attribute, or
 /// keepdims = 1 with the result's 1s, or all axes).
-static std::unique_ptr<Kernel> createReduce(CudaBackend &be, const OpSpec &spec,
-                                            std::string &error) {
+static KernelOr createReduce(CudaBackend &be, const OpSpec &spec) {
   std::vector<int64_t> kept;
   float scale = 1.0f;
-  if (!checkSpec(spec, 1, 2, 1, 1, {0}, {0}, error) ||
-      !reduceGeom(spec, kept, scale, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 1, 2, 1, 1, {0}, {0}));
+  OASR_RETURN_IF_ERROR(reduceGeom(spec, kept, scale));
   const auto &xs = spec.inputs[0].shape;
   Reduction r;
   if (!makeReduction(xs, kept, r)) {
-    error =
-        nodeError(spec, "result " + shapeStr(spec.outputs[0].shape) +
-                            " does not match the reduction of " + shapeStr(xs));
-    return nullptr;
+    return nodeError(spec, "result " + shapeStr(spec.outputs[0].shape) +
+                               " does not match the reduction of " +
+                               shapeStr(xs));
   }
   int64_t keptNumel = spec.outputs[0].numel();
   return lambda(
@@ -158,16 +146,13 @@ static std::unique_ptr<Kernel> createReduce(CudaBackend &be, const OpSpec &spec,
 
 /// ReduceSumTo: dY summed over the axes along which the result broadcasts
 /// (the reduction machinery of ReduceSum, one block per result element).
-static std::unique_ptr<Kernel>
-createReduceSumTo(CudaBackend &be, const OpSpec &spec, std::string &error) {
-  if (!checkSpec(bf16AsF32(spec), 1, 1, 1, 1, {0}, {0}, error))
-    return nullptr;
+static KernelOr createReduceSumTo(CudaBackend &be, const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkSpec(bf16AsF32(spec), 1, 1, 1, 1, {0}, {0}));
   Reduction r;
   if (!makeReduction(spec.inputs[0].shape, spec.outputs[0].shape, r)) {
-    error = nodeError(spec, shapeStr(spec.outputs[0].shape) +
-                                " does not broadcast to " +
-                                shapeStr(spec.inputs[0].shape));
-    return nullptr;
+    return nodeError(spec, shapeStr(spec.outputs[0].shape) +
+                               " does not broadcast to " +
+                               shapeStr(spec.inputs[0].shape));
   }
   int64_t n = spec.outputs[0].numel();
   // Summed over leading dimensions only (a bias's gradient): columns of a

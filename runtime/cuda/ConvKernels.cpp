@@ -46,17 +46,16 @@ public:
   ConvDescs(const ConvDescs &) = delete;
   ConvDescs &operator=(const ConvDescs &) = delete;
 
-  /// Sets every descriptor; false (with `error`) where cuDNN cannot express
+  /// Sets every descriptor; a failure where cuDNN cannot express
   /// the node.
-  bool init(const OpSpec &spec, const TensorDesc &xd, const TensorDesc &wd,
-            const TensorDesc &yd, std::string &error) {
+  Status init(const OpSpec &spec, const TensorDesc &xd, const TensorDesc &wd,
+              const TensorDesc &yd) {
     type = xd.dtype == DType::BF16  ? CUDNN_DATA_BFLOAT16
            : xd.dtype == DType::F16 ? CUDNN_DATA_HALF
                                     : CUDNN_DATA_FLOAT;
     int64_t group = 1;
     Window win;
-    if (!convWindow(spec, xd, wd, yd, group, win, error))
-      return false;
+    OASR_RETURN_IF_ERROR(convWindow(spec, xd, wd, yd, group, win));
     auto dims4 = [](std::vector<int64_t> s) {
       if (s.size() == 3)
         s.push_back(1);
@@ -117,7 +116,7 @@ public:
                                                    ? gConvMath
                                                    : CUDNN_TENSOR_OP_MATH),
              "cudnnSetConvolutionMathType");
-    return true;
+    return Status::success();
   }
 
   /// The convolution's input `x` (padded, see below), output `y`, bias
@@ -206,7 +205,7 @@ public:
   ConvKernel(CudaBackend &be, const OpSpec &spec, ConvRole role)
       : CudaKernel(be, spec), role(role) {}
 
-  bool init(const OpSpec &spec, std::string &error) {
+  Status init(const OpSpec &spec) {
     const auto &in = spec.inputs;
     const auto &out = spec.outputs;
     bool gradNode =
@@ -227,8 +226,7 @@ public:
       x = &in[0], y = &in[1];
       break;
     }
-    if (!d.init(spec, *x, w, *y, error))
-      return false;
+    OASR_RETURN_IF_ERROR(d.init(spec, *x, w, *y));
     // 16-bit data: every tensor of one type, no bias and symmetric pads
     // (the bias and pad kernels are f32; such nodes run widened).
     DType t = x->dtype;
@@ -240,12 +238,11 @@ public:
       bool hasBias =
           gradNode ? out.size() == 3 && outputUsed(spec, 2) : in.size() == 3;
       if (!same || hasBias || d.padded) {
-        error = nodeError(spec, "16-bit convolutions take one element type, "
-                                "symmetric pads and no bias");
-        return false;
+        return nodeError(spec, "16-bit convolutions take one element type, "
+                               "symmetric pads and no bias");
       }
-    } else if (!checkAllF32(spec, {0, 1, 2}, {0, 1, 2}, error)) {
-      return false;
+    } else {
+      OASR_RETURN_IF_ERROR(checkAllF32(spec, {0, 1, 2}, {0, 1, 2}));
     }
     // The bias: B for the forward nodes, dB for the gradients, over the
     // channels of the node's result (Conv: y; ConvTranspose: x) or dY.
@@ -254,9 +251,8 @@ public:
     bias = gradNode ? out.size() == 3 && outputUsed(spec, 2) : in.size() == 3;
     int64_t channels = (transposed ? *x : *y).shape[1];
     if (bias && (gradNode ? out[2] : in[2]).numel() != channels) {
-      error = nodeError(spec, "B must have " + std::to_string(channels) +
-                                  " elements");
-      return false;
+      return nodeError(spec,
+                       "B must have " + std::to_string(channels) + " elements");
     }
     bool wantData = !gradNode || outputUsed(spec, 0);
     wantFilter = gradNode && outputUsed(spec, 1);
@@ -269,9 +265,8 @@ public:
     cudnnHandle_t h = backend.dnn;
     size_t ws = 0;
     auto noAlgo = [&](const char *what) {
-      error = nodeError(spec, std::string("cuDNN has no deterministic ") +
-                                  what + " algorithm for this convolution");
-      return false;
+      return nodeError(spec, std::string("cuDNN has no deterministic ") + what +
+                                 " algorithm for this convolution");
     };
     if (fwd && !chooseAlgo<cudnnConvolutionFwdAlgoPerf_t,
                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
@@ -308,7 +303,7 @@ public:
       if (bwdData) // x is written: into scratch, then cropped
         dxpAt = reserve(bytes);
     }
-    return true;
+    return Status::success();
   }
 
   void compute(const std::vector<TensorRef> &in,
@@ -344,13 +339,13 @@ public:
     if (fwd)
       checkDnn(cudnnConvolutionForward(h, &one, d.x, x, d.w, w, d.conv, fwdAlgo,
                                        ws, wsBytes, &zero, d.y, out[0].data),
-               nodeName.c_str());
+               "cudnnConvolutionForward");
     if (bwdData) {
       void *dx = d.padded ? scratchAt<float>(dxpAt) : out[0].data;
       checkDnn(cudnnConvolutionBackwardData(h, &one, d.w, w, d.y, y, d.conv,
                                             dataAlgo, ws, wsBytes, &zero, d.x,
                                             dx),
-               nodeName.c_str());
+               "cudnnConvolutionBackwardData");
       if (d.padded)
         launchPad(d.cropX, static_cast<const float *>(dx), out[0].as<float>(),
                   0.0f, out[0].numel(), stream);
@@ -359,28 +354,28 @@ public:
       checkDnn(cudnnConvolutionBackwardFilter(h, &one, d.x, x, d.y, y, d.conv,
                                               filterAlgo, ws, wsBytes, &zero,
                                               d.w, out[1].data),
-               nodeName.c_str());
+               "cudnnConvolutionBackwardFilter");
     if (!bias)
       return;
     switch (role) {
     case ConvRole::Conv:
       checkDnn(cudnnAddTensor(h, &one, d.b, in[2].data, &one, d.y, out[0].data),
-               nodeName.c_str());
+               "cudnnAddTensor");
       break;
     case ConvRole::ConvGrad:
       checkDnn(cudnnConvolutionBackwardBias(h, &one, d.y, in[0].data, &zero,
                                             d.b, out[2].data),
-               nodeName.c_str());
+               "cudnnConvolutionBackwardBias");
       break;
     case ConvRole::ConvTranspose:
       checkDnn(cudnnAddTensor(h, &one, d.xBias, in[2].data, &one, d.xPlain,
                               out[0].data),
-               nodeName.c_str());
+               "cudnnAddTensor");
       break;
     case ConvRole::ConvTransposeGrad:
       checkDnn(cudnnConvolutionBackwardBias(h, &one, d.xPlain, in[0].data,
                                             &zero, d.xBias, out[2].data),
-               nodeName.c_str());
+               "cudnnConvolutionBackwardBias");
       break;
     }
   }
@@ -399,29 +394,23 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createConv(CudaBackend &be, const OpSpec &spec,
-                                          std::string &error) {
+static KernelOr createConv(CudaBackend &be, const OpSpec &spec) {
   ConvRole role = spec.opType == "ConvGrad"        ? ConvRole::ConvGrad
                   : spec.opType == "ConvTranspose" ? ConvRole::ConvTranspose
                   : spec.opType == "ConvTransposeGrad"
                       ? ConvRole::ConvTransposeGrad
                       : ConvRole::Conv;
   bool grad = role == ConvRole::ConvGrad || role == ConvRole::ConvTransposeGrad;
-  if (!(grad ? checkArity(spec, 3, 3, 2, 3, error)
-             : checkArity(spec, 2, 3, 1, 1, error)))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(grad ? checkArity(spec, 3, 3, 2, 3)
+                            : checkArity(spec, 2, 3, 1, 1));
   if (grad && (spec.outputs[0].shape != spec.inputs[1].shape ||
                spec.outputs[1].shape != spec.inputs[2].shape)) {
-    error = nodeError(spec, "result shapes must be X's, W's and [C]");
-    return nullptr;
+    return nodeError(spec, "result shapes must be X's, W's and [C]");
   }
-  if ((role == ConvRole::ConvTranspose ||
-       role == ConvRole::ConvTransposeGrad) &&
-      !checkConvTransposeAttrs(spec, error))
-    return nullptr;
+  if (role == ConvRole::ConvTranspose || role == ConvRole::ConvTransposeGrad)
+    OASR_RETURN_IF_ERROR(checkConvTransposeAttrs(spec));
   auto k = std::make_unique<ConvKernel>(be, spec, role);
-  if (!k->init(spec, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(k->init(spec));
   return k;
 }
 

@@ -31,19 +31,14 @@
 namespace oasr::rt::cuda {
 
 void checkBlas(cublasStatus_t status, const char *what) {
-  if (status == CUBLAS_STATUS_SUCCESS)
-    return;
-  std::fprintf(stderr, "oasr: fatal: %s: cuBLAS error %s\n", what,
-               cublasGetStatusName(status));
-  std::abort();
+  if (status != CUBLAS_STATUS_SUCCESS)
+    fatalKernelError(std::string(what) + ": cuBLAS error " +
+                     cublasGetStatusName(status));
 }
 
 void checkDnn(cudnnStatus_t status, const char *what) {
-  if (status == CUDNN_STATUS_SUCCESS)
-    return;
-  std::fprintf(stderr, "oasr: fatal: %s: %s\n", what,
-               cudnnGetErrorString(status));
-  std::abort();
+  if (status != CUDNN_STATUS_SUCCESS)
+    fatalKernelError(std::string(what) + ": " + cudnnGetErrorString(status));
 }
 
 /// The convolutions' math: FP32 FMA (f32, matching the CPU backend and
@@ -51,13 +46,6 @@ void checkDnn(cudnnStatus_t status, const char *what) {
 /// cuDNN may use TF32 tensor cores. Set by CudaBackend::setPrecision before
 /// any kernel is created (one backend per process).
 cudnnMathType_t gConvMath = CUDNN_FMA_MATH;
-
-[[noreturn]] void fatalAt(const std::string &node, const std::string &op,
-                          const std::string &msg) {
-  std::fprintf(stderr, "oasr: fatal: node '%s' (%s): %s\n", node.c_str(),
-               op.c_str(), msg.c_str());
-  std::abort();
-}
 
 /// Every family's kernels: the one list the backend and cudaKernelOps() use
 /// (no device needed).

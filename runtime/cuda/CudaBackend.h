@@ -29,8 +29,9 @@
 
 namespace oasr::rt::cuda {
 
-/// Print "oasr: fatal: <what>: <library error>" and abort when a cuBLAS or
-/// cuDNN call failed (kernels run long after planning; see check()).
+/// Ends the process through fatalKernelError with "<what>: <library
+/// error>", naming the running node, when a cuBLAS or cuDNN call failed
+/// (kernels run long after planning; see check()).
 void checkBlas(cublasStatus_t status, const char *what);
 void checkDnn(cudnnStatus_t status, const char *what);
 
@@ -40,17 +41,15 @@ extern cudnnMathType_t gConvMath;
 
 class CudaBackend;
 
-/// Builds the kernel of a validated op type; returns null and sets `error`
-/// (already naming the node) on failure.
-using Factory = std::function<std::unique_ptr<Kernel>(
-    CudaBackend &, const OpSpec &, std::string &)>;
+/// Builds the kernel of a validated op type, or a failure already naming
+/// the node.
+using Factory = std::function<KernelOr(CudaBackend &, const OpSpec &)>;
 using FactoryRegistry = std::map<std::string, Factory>;
 
 /// The kernel of a node with bf16/f16 tensors (LowPrecision.cpp): the
 /// factory's own when it takes them, else the f32 kernel between widening
 /// and narrowing casts.
-std::unique_ptr<Kernel> createLowPrecision(CudaBackend &be, const OpSpec &spec,
-                                           std::string &error);
+KernelOr createLowPrecision(CudaBackend &be, const OpSpec &spec);
 
 class CudaBackend final : public KernelBackend {
 public:
@@ -65,40 +64,37 @@ public:
     cudaStreamDestroy(stream);
   }
   const char *name() const override { return "cuda"; }
-  bool setPrecision(const std::string &precision, std::string &error,
-                    std::string &warning) override {
+  Status setPrecision(const std::string &precision,
+                      std::string &warning) override {
     (void)warning;
     // tf32: f32 products on TF32 tensor cores. f32 and bf16: f32 products
     // on FP32 units (autocast's f32 ops stay f32); bf16 products run on
     // tensor cores by their element type.
     bool tf32 = precision == "tf32";
-    if (precision == "f16") {
-      error = "f16 steps scale the loss, and the cuda backend does not yet "
-              "check and unscale gradients on the device; use "
-              "--precision=bf16 (the same tensor cores, no loss scaling)";
-      return false;
-    }
-    if (!tf32 && precision != "f32" && precision != "bf16") {
-      error = "the cuda backend has no '" + precision + "' kernels";
-      return false;
-    }
+    if (precision == "f16")
+      return Status::error(
+          "f16 steps scale the loss, and the cuda backend does not yet "
+          "check and unscale gradients on the device; use "
+          "--precision=bf16 (the same tensor cores, no loss scaling)");
+    if (!tf32 && precision != "f32" && precision != "bf16")
+      return Status::error("the cuda backend has no '" + precision +
+                           "' kernels");
     gConvMath = tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
     checkBlas(cublasSetMathMode(blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
                                            : CUBLAS_DEFAULT_MATH),
               "cublasSetMathMode");
-    return true;
+    return Status::success();
   }
-  std::unique_ptr<Kernel> create(const OpSpec &spec,
-                                 std::string &error) override {
+  KernelOr createKernel(const OpSpec &spec) override {
     if (hasLowFloat(spec))
-      return createLowPrecision(*this, spec, error);
-    return createNative(spec, error);
+      return createLowPrecision(*this, spec);
+    return createNative(spec);
   }
   /// The registered factory's kernel for `spec` as it is.
-  std::unique_ptr<Kernel> createNative(const OpSpec &spec, std::string &error) {
+  KernelOr createNative(const OpSpec &spec) {
     return createRegistered(
-        registry, spec, "cuda", error,
-        [&](const Factory &factory) { return factory(*this, spec, error); });
+        registry, spec, "cuda",
+        [&](const Factory &factory) { return factory(*this, spec); });
   }
   void *allocate(size_t bytes) override {
     void *p = nullptr;
@@ -267,8 +263,9 @@ public:
   }
   void run(const std::vector<TensorRef> &in,
            const std::vector<TensorRef> &out) final {
+    KernelScope scope(nodeName, op);
     if (scratchBytes && !scratch) {
-      check(cudaMalloc(&ownScratch, scratchBytes), nodeName.c_str());
+      check(cudaMalloc(&ownScratch, scratchBytes), "cudaMalloc (workspace)");
       scratch = static_cast<char *>(ownScratch);
     }
     auto *times = backend.kernelTimes();
@@ -452,20 +449,15 @@ inline bool sameLowFloat(const OpSpec &spec, DType t) {
 bool broadcastStrides(const std::vector<int64_t> &in,
                       const std::vector<int64_t> &out, int64_t *strides);
 
-/// The operands of `spec` broadcast onto `out`; false with `error` when one
+/// The operands of `spec` broadcast onto `out`; a failure when one
 /// does not broadcast or there are more than the kernels take.
-bool makeBroadcast(const OpSpec &spec, const std::vector<int64_t> &out,
-                   Broadcast &b, std::string &error);
+Status makeBroadcast(const OpSpec &spec, const std::vector<int64_t> &out,
+                     Broadcast &b);
 
 /// x of shape `xs` summed onto `kept` (same rank after aligning right, each
 /// dimension kept whole or reduced to 1).
 bool makeReduction(const std::vector<int64_t> &xs, std::vector<int64_t> kept,
                    Reduction &r);
-
-/// Ends the process with "oasr: fatal: node 'N' (Op): MSG": a kernel met
-/// operand values it cannot run on.
-[[noreturn]] void fatalAt(const std::string &node, const std::string &op,
-                          const std::string &msg);
 
 /// Each op family's factories, one file each, named as the CPU backend's
 /// (docs/adding-an-op.md): Conv/ConvGrad/ConvTranspose(Grad) on cuDNN

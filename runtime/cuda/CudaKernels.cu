@@ -650,11 +650,9 @@ __global__ void updateKernel(UpdateScalars u, int64_t n, const float *p,
 } // namespace
 
 void check(cudaError_t status, const char *what) {
-  if (status == cudaSuccess)
-    return;
-  std::fprintf(stderr, "oasr: fatal: %s: %s (%s)\n", what,
-               cudaGetErrorString(status), cudaGetErrorName(status));
-  std::abort();
+  if (status != cudaSuccess)
+    fatalKernelError(std::string(what) + ": " + cudaGetErrorString(status) +
+                     " (" + cudaGetErrorName(status) + ")");
 }
 
 void launchNary(const Broadcast &b, BinOp op, DType dtype, void *y, int64_t n,

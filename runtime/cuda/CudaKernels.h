@@ -25,9 +25,10 @@ class KernelBackend;
 
 namespace oasr::rt::cuda {
 
-/// Prints "oasr: fatal: <what>: <CUDA error>" and aborts when `status` is not
-/// cudaSuccess. Kernels run long after their node was planned, so a failure
-/// there cannot become an error string.
+/// Ends the process through fatalKernelError with "<what>: <CUDA error>"
+/// (naming the running node) when `status` is not cudaSuccess. Kernels run
+/// long after their node was planned, so a failure there cannot be
+/// returned.
 void check(cudaError_t status, const char *what);
 /// The stream every kernel of `backend` (a CUDA backend) runs on.
 cudaStream_t computeStream(KernelBackend &backend);

@@ -28,13 +28,13 @@ public:
     operands.scalar(in, 1, ratio);
     operands.scalar(in, 2, training);
     if (ratio < 0 || ratio > 1)
-      fatalAt(nodeName, op,
-              "ratio " + std::to_string(ratio) + " is outside [0, 1]");
+      fatalKernelError(nodeName, op,
+                       "ratio " + std::to_string(ratio) + " is outside [0, 1]");
     uint8_t *mask = out.size() > 1 ? out[1].as<uint8_t>() : nullptr;
     if (training == 0 || ratio == 0) {
       backend.copyWithin(out[0].data, in[0].data, out[0].bytes());
       if (mask)
-        check(cudaMemsetAsync(mask, 1, size_t(n), stream), nodeName.c_str());
+        check(cudaMemsetAsync(mask, 1, size_t(n), stream), "cudaMemsetAsync");
       return;
     }
     float scale = dropoutScale(ratio);
@@ -57,10 +57,8 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel>
-createDropout(CudaBackend &be, const OpSpec &spec, std::string &error) {
-  if (!checkDropout(spec, error))
-    return nullptr;
+static KernelOr createDropout(CudaBackend &be, const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkDropout(spec));
   return std::make_unique<DropoutKernel>(be, spec);
 }
 
@@ -95,10 +93,8 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel>
-createDropoutGrad(CudaBackend &be, const OpSpec &spec, std::string &error) {
-  if (!checkDropoutGrad(spec, error))
-    return nullptr;
+static KernelOr createDropoutGrad(CudaBackend &be, const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkDropoutGrad(spec));
   return std::make_unique<DropoutGradKernel>(be, spec);
 }
 

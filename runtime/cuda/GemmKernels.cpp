@@ -76,11 +76,11 @@ private:
 } // namespace
 
 /// The element type of a product's operands `ops` of `spec` when they share
-/// one float type and each result in `results` is f32 or that type; false
-/// (with `error`) otherwise.
-static bool productTypes(const OpSpec &spec, std::initializer_list<size_t> ops,
-                         std::initializer_list<size_t> results, DType &type,
-                         std::string &error) {
+/// one float type and each result in `results` is f32 or that type; a
+/// failure otherwise.
+static Status productTypes(const OpSpec &spec,
+                           std::initializer_list<size_t> ops,
+                           std::initializer_list<size_t> results, DType &type) {
   type = spec.inputs[*ops.begin()].dtype;
   bool ok = type == DType::F32 || isLowFloat(type);
   for (size_t i : ops)
@@ -89,36 +89,32 @@ static bool productTypes(const OpSpec &spec, std::initializer_list<size_t> ops,
     ok = ok && i < spec.outputs.size() &&
          (spec.outputs[i].dtype == DType::F32 || spec.outputs[i].dtype == type);
   if (!ok)
-    error = nodeError(spec, "operands must share one float type (f32, bf16 "
-                            "or f16), results f32 or that type");
-  return ok;
+    return nodeError(spec, "operands must share one float type (f32, bf16 "
+                           "or f16), results f32 or that type");
+  return Status::success();
 }
 
 /// Gemm: Y = alpha op(A) op(B) + beta C, C broadcast onto [M, N] first.
 /// bf16/f16 A and B: a tensor-core product into Y (f32 or 16-bit); C is
 /// added in f32 (in scratch when C or Y is 16-bit).
-static std::unique_ptr<Kernel> createGemm(CudaBackend &be, const OpSpec &spec,
-                                          std::string &error) {
+static KernelOr createGemm(CudaBackend &be, const OpSpec &spec) {
   GemmShape g;
   DType ab;
-  if (!checkArity(spec, 2, 3, 1, 1, error) ||
-      !productTypes(spec, {0, 1}, {0}, ab, error) ||
-      !gemmShape(spec, spec.inputs[0], spec.inputs[1], spec.outputs[0], g,
-                 error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 2, 3, 1, 1));
+  OASR_RETURN_IF_ERROR(productTypes(spec, {0, 1}, {0}, ab));
+  OASR_RETURN_IF_ERROR(
+      gemmShape(spec, spec.inputs[0], spec.inputs[1], spec.outputs[0], g));
   bool bias = spec.inputs.size() == 3 && g.beta != 0.0f;
   DType yt = spec.outputs[0].dtype,
         ct = bias ? spec.inputs[2].dtype : DType::F32;
   if (bias && ct != DType::F32 && !isLowFloat(ct)) {
-    error = nodeError(spec, "C must be a float tensor");
-    return nullptr;
+    return nodeError(spec, "C must be a float tensor");
   }
   Broadcast b;
   if (bias) {
     OpSpec c = spec;
     c.inputs = {spec.inputs[2]};
-    if (!makeBroadcast(c, spec.outputs[0].shape, b, error))
-      return nullptr;
+    OASR_RETURN_IF_ERROR(makeBroadcast(c, spec.outputs[0].shape, b));
   }
   // Scratch: C widened to f32, then the f32 result when Y is 16-bit.
   int64_t cNumel = bias ? spec.inputs[2].numel() : 0, yNumel = g.m * g.n;
@@ -154,25 +150,20 @@ static std::unique_ptr<Kernel> createGemm(CudaBackend &be, const OpSpec &spec,
 /// GemmGrad: dY, A, B -> dA, dB[, dC] (the CPU backend's products). bf16/f16
 /// operands: tensor-core products into dA and dB of their own types; dC
 /// sums dY in f32.
-static std::unique_ptr<Kernel>
-createGemmGrad(CudaBackend &be, const OpSpec &spec, std::string &error) {
+static KernelOr createGemmGrad(CudaBackend &be, const OpSpec &spec) {
   GemmShape g;
   DType ab;
-  if (!checkArity(spec, 3, 3, 2, 3, error) ||
-      !productTypes(spec, {0, 1, 2}, {0, 1}, ab, error) ||
-      !gemmGradShape(spec, g, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 3, 3, 2, 3));
+  OASR_RETURN_IF_ERROR(productTypes(spec, {0, 1, 2}, {0, 1}, ab));
+  OASR_RETURN_IF_ERROR(gemmGradShape(spec, g));
   bool wantC = spec.outputs.size() == 3;
   Reduction r;
-  if (wantC && !makeReduction({g.m, g.n}, spec.outputs[2].shape, r)) {
-    error = gemmBiasError(spec, spec.outputs[2], g.m, g.n);
-    return nullptr;
-  }
+  if (wantC && !makeReduction({g.m, g.n}, spec.outputs[2].shape, r))
+    return gemmBiasError(spec, spec.outputs[2], g.m, g.n);
   DType at = spec.outputs[0].dtype, bt = spec.outputs[1].dtype,
         ct = wantC ? spec.outputs[2].dtype : DType::F32;
   if (ct != DType::F32 && !isLowFloat(ct)) {
-    error = nodeError(spec, "dC must be a float tensor");
-    return nullptr;
+    return nodeError(spec, "dC must be a float tensor");
   }
   bool wantA = outputUsed(spec, 0), wantB = outputUsed(spec, 1);
   int64_t cNumel = wantC ? spec.outputs[2].numel() : 0, dyNumel = g.m * g.n;
@@ -225,20 +216,17 @@ createGemmGrad(CudaBackend &be, const OpSpec &spec, std::string &error) {
 /// FusedMatMul {transA, transB, alpha} (com.microsoft, which
 /// oasr-fuse-matmul-transpose emits): the same with transposed operands
 /// read by cuBLAS as they are stored.
-static std::unique_ptr<Kernel> createMatMul(CudaBackend &be, const OpSpec &spec,
-                                            std::string &error) {
+static KernelOr createMatMul(CudaBackend &be, const OpSpec &spec) {
   DType ab;
-  if (!checkArity(spec, 2, 2, 1, 1, error) ||
-      !productTypes(spec, {0, 1}, {0}, ab, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 2, 2, 1, 1));
+  OASR_RETURN_IF_ERROR(productTypes(spec, {0, 1}, {0}, ab));
   bool fused = spec.opType == "FusedMatMul";
   bool ta = fused && spec.attrs.getInt("transA", 0) != 0,
        tb = fused && spec.attrs.getInt("transB", 0) != 0;
   float alpha = fused ? float(spec.attrs.getFloat("alpha", 1.0)) : 1.0f;
   if (fused && (spec.attrs.getInt("transBatchA", 0) ||
                 spec.attrs.getInt("transBatchB", 0))) {
-    error = nodeError(spec, "transBatchA/transBatchB are not supported");
-    return nullptr;
+    return nodeError(spec, "transBatchA/transBatchB are not supported");
   }
   // The logical (untransposed) operands, for MatMul's shape rule.
   OpSpec logical = spec;
@@ -247,14 +235,12 @@ static std::unique_ptr<Kernel> createMatMul(CudaBackend &be, const OpSpec &spec,
     if (!t)
       continue;
     if (sh.size() < 2) {
-      error = nodeError(spec, "transposed operands must have rank >= 2");
-      return nullptr;
+      return nodeError(spec, "transposed operands must have rank >= 2");
     }
     std::swap(sh[sh.size() - 1], sh[sh.size() - 2]);
   }
   std::vector<int64_t> ad, bd, yd;
-  if (!matMulShapes(logical, ad, bd, yd, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(matMulShapes(logical, ad, bd, yd));
   size_t r = yd.size();
   int64_t batchA = 1, batchB = 1, batch = 1;
   bool same = true;

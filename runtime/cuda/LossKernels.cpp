@@ -36,12 +36,10 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createSce(CudaBackend &be, const OpSpec &spec,
-                                         std::string &error) {
+static KernelOr createSce(CudaBackend &be, const OpSpec &spec) {
   SceGeom p;
-  if (!checkSpec(spec, 2, 2, 1, 2, {0}, {0, 1}, error) ||
-      !sceGeom(spec, /*grad=*/false, p, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 2, 2, 1, 2, {0}, {0, 1}));
+  OASR_RETURN_IF_ERROR(sceGeom(spec, /*grad=*/false, p));
   return std::make_unique<SceKernel>(be, spec, p);
 }
 
@@ -66,12 +64,10 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel>
-createSceGrad(CudaBackend &be, const OpSpec &spec, std::string &error) {
+static KernelOr createSceGrad(CudaBackend &be, const OpSpec &spec) {
   SceGeom p;
-  if (!checkSpec(spec, 3, 3, 1, 1, {0, 1}, {0}, error) ||
-      !sceGeom(spec, /*grad=*/true, p, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 3, 3, 1, 1, {0, 1}, {0}));
+  OASR_RETURN_IF_ERROR(sceGeom(spec, /*grad=*/true, p));
   return std::make_unique<SceGradKernel>(be, spec, p);
 }
 

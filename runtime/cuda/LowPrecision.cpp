@@ -122,25 +122,20 @@ static bool takesLowFloat(const std::string &op) {
   return ops.count(op) != 0;
 }
 
-std::unique_ptr<Kernel> createLowPrecision(CudaBackend &be, const OpSpec &spec,
-                                           std::string &error) {
+KernelOr createLowPrecision(CudaBackend &be, const OpSpec &spec) {
   return createLowPrecisionKernel(
       spec, takesLowFloat(spec.opType),
-      [&](const OpSpec &s, std::string &e) { return be.createNative(s, e); },
+      [&](const OpSpec &s) { return be.createNative(s); },
       [&](std::unique_ptr<Kernel> inner) -> std::unique_ptr<Kernel> {
         return std::make_unique<WidenedKernel>(be, spec, std::move(inner));
-      },
-      error);
+      });
 }
 
-static std::unique_ptr<Kernel> createCast(CudaBackend &be, const OpSpec &spec,
-                                          std::string &error) {
-  if (!checkArity(spec, 1, 1, 1, 1, error))
-    return nullptr;
+static KernelOr createCast(CudaBackend &be, const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, 1, 1, 1));
   DType from = spec.inputs[0].dtype, to = spec.outputs[0].dtype;
   if (spec.inputs[0].numel() != spec.outputs[0].numel()) {
-    error = nodeError(spec, "casts between tensors of one shape only");
-    return nullptr;
+    return nodeError(spec, "casts between tensors of one shape only");
   }
   int64_t n = spec.outputs[0].numel();
   return lambda(be, spec,

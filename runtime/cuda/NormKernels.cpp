@@ -18,13 +18,12 @@
 
 namespace oasr::rt::cuda {
 
-static bool bnParams(const OpSpec &spec, const TensorDesc &x,
-                     std::initializer_list<size_t> perChannelIn,
-                     std::initializer_list<size_t> perChannelOut, BnParams &p,
-                     std::string &error) {
+static Status bnParams(const OpSpec &spec, const TensorDesc &x,
+                       std::initializer_list<size_t> perChannelIn,
+                       std::initializer_list<size_t> perChannelOut,
+                       BnParams &p) {
   if (x.rank() < 2) {
-    error = nodeError(spec, "expects X of rank >= 2, got " + shapeStr(x.shape));
-    return false;
+    return nodeError(spec, "expects X of rank >= 2, got " + shapeStr(x.shape));
   }
   p.n = x.shape[0];
   p.c = x.shape[1];
@@ -33,17 +32,15 @@ static bool bnParams(const OpSpec &spec, const TensorDesc &x,
   p.momentum = float(spec.attrs.getFloat("momentum", 0.9));
   for (size_t i : perChannelIn)
     if (i < spec.inputs.size() && spec.inputs[i].numel() != p.c) {
-      error = nodeError(spec, "operand " + std::to_string(i) + " must have " +
-                                  std::to_string(p.c) + " elements");
-      return false;
+      return nodeError(spec, "operand " + std::to_string(i) + " must have " +
+                                 std::to_string(p.c) + " elements");
     }
   for (size_t i : perChannelOut)
     if (i < spec.outputs.size() && spec.outputs[i].numel() != p.c) {
-      error = nodeError(spec, "result " + std::to_string(i) + " must have " +
-                                  std::to_string(p.c) + " elements");
-      return false;
+      return nodeError(spec, "result " + std::to_string(i) + " must have " +
+                                 std::to_string(p.c) + " elements");
     }
-  return true;
+  return Status::success();
 }
 
 namespace {
@@ -92,7 +89,7 @@ protected:
                    h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, x,
                    in[1].data, x, in[0].data, x, out[0].data, bn, in[2].data,
                    res(1, 0), res(2, 1), double(p.eps), in[3].data, in[4].data),
-               nodeName.c_str());
+               "cudnnBatchNormalizationBackward");
       return;
     }
     float *rm = res(1, 0), *rv = res(2, 1);
@@ -104,7 +101,7 @@ protected:
                  out[0].data, bn, in[1].data, in[2].data,
                  1.0 - double(p.momentum), rm, rv, double(p.eps), res(3, 2),
                  res(4, 3)),
-             nodeName.c_str());
+             "cudnnBatchNormalizationForwardTraining");
   }
 
 private:
@@ -195,29 +192,27 @@ static OpSpec bnAsF32(const OpSpec &spec, std::initializer_list<size_t> ins,
 
 /// X, scale, B, mean, var -> Y[, running_mean', running_var'[, saved_mean,
 /// saved_inv_std]] (training) or -> Y (inference).
-static std::unique_ptr<Kernel>
-createBatchNorm(CudaBackend &be, const OpSpec &spec, std::string &error) {
+static KernelOr createBatchNorm(CudaBackend &be, const OpSpec &spec) {
   BnParams p;
   bool bf16 = false;
   OpSpec f = bnAsF32(spec, {0}, {0}, bf16);
-  if (!checkSpec(f, 5, 5, 1, 5, {0, 1, 2, 3, 4}, {0, 1, 2, 3, 4}, error) ||
-      !bnParams(spec, spec.inputs[0], {1, 2, 3, 4}, {1, 2, 3, 4}, p, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(
+      checkSpec(f, 5, 5, 1, 5, {0, 1, 2, 3, 4}, {0, 1, 2, 3, 4}));
+  OASR_RETURN_IF_ERROR(
+      bnParams(spec, spec.inputs[0], {1, 2, 3, 4}, {1, 2, 3, 4}, p));
   bool training = spec.attrs.has("training_mode")
                       ? spec.attrs.getInt("training_mode") != 0
                       : spec.outputs.size() > 1;
   if ((!training && spec.outputs.size() > 1) ||
       spec.outputs[0].shape != spec.inputs[0].shape) {
-    error = nodeError(spec, "Y must have X's shape, and the inference form "
-                            "(training_mode = 0) has one result");
-    return nullptr;
+    return nodeError(spec, "Y must have X's shape, and the inference form "
+                           "(training_mode = 0) has one result");
   }
   if (training)
     if (auto k = createCudnnBn(be, spec, p, /*grad=*/false))
       return k;
   if (bf16) {
-    error = nodeError(spec, "bf16 runs on cuDNN's training kernel only");
-    return nullptr;
+    return nodeError(spec, "bf16 runs on cuDNN's training kernel only");
   }
   if (!training)
     return lambda(
@@ -239,24 +234,20 @@ createBatchNorm(CudaBackend &be, const OpSpec &spec, std::string &error) {
 }
 
 /// dY, X, scale, saved_mean, saved_inv_std -> dX[, dScale[, dBias]].
-static std::unique_ptr<Kernel>
-createBatchNormGrad(CudaBackend &be, const OpSpec &spec, std::string &error) {
+static KernelOr createBatchNormGrad(CudaBackend &be, const OpSpec &spec) {
   BnParams p;
   bool bf16 = false;
   OpSpec f = bnAsF32(spec, {0, 1}, {0}, bf16);
-  if (!checkSpec(f, 5, 5, 1, 3, {0, 1, 2, 3, 4}, {0, 1, 2}, error) ||
-      !bnParams(spec, spec.inputs[1], {2, 3, 4}, {1, 2}, p, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkSpec(f, 5, 5, 1, 3, {0, 1, 2, 3, 4}, {0, 1, 2}));
+  OASR_RETURN_IF_ERROR(bnParams(spec, spec.inputs[1], {2, 3, 4}, {1, 2}, p));
   if (spec.inputs[0].shape != spec.inputs[1].shape ||
       spec.outputs[0].shape != spec.inputs[1].shape) {
-    error = nodeError(spec, "dY, X and dX must have the same shape");
-    return nullptr;
+    return nodeError(spec, "dY, X and dX must have the same shape");
   }
   if (auto k = createCudnnBn(be, spec, p, /*grad=*/true))
     return k;
   if (bf16) {
-    error = nodeError(spec, "bf16 runs on cuDNN's training kernel only");
-    return nullptr;
+    return nodeError(spec, "bf16 runs on cuDNN's training kernel only");
   }
   return lambda(be, spec, [p](cudaStream_t s, const auto &in, const auto &out) {
     launchBnGrad(p, in[0].template as<float>(), in[1].template as<float>(),
@@ -282,18 +273,15 @@ static void layerNormRows(const std::vector<int64_t> &shape, int64_t axis,
     (d < axis ? rows : cols) *= shape[size_t(d)];
 }
 
-static std::unique_ptr<Kernel>
-createLayerNorm(CudaBackend &be, const OpSpec &spec, std::string &error) {
+static KernelOr createLayerNorm(CudaBackend &be, const OpSpec &spec) {
   // X, Scale, B and Y f32 or bf16; Mean and InvStdDev f32.
-  if (!checkSpec(bf16AsF32(spec), 2, 3, 1, 3, {0, 1, 2}, {0}, error) ||
-      !checkAllF32(spec, {}, {1, 2}, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkSpec(bf16AsF32(spec), 2, 3, 1, 3, {0, 1, 2}, {0}));
+  OASR_RETURN_IF_ERROR(checkAllF32(spec, {}, {1, 2}));
   int64_t rows, cols;
   layerNormRows(spec.inputs[0].shape, spec.attrs.getInt("axis", -1), rows,
                 cols);
   if (spec.inputs[1].numel() != cols) {
-    error = nodeError(spec, "Scale must have the normalized dimensions' size");
-    return nullptr;
+    return nodeError(spec, "Scale must have the normalized dimensions' size");
   }
   float eps = float(spec.attrs.getFloat("epsilon", 1e-5));
   return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
@@ -305,12 +293,11 @@ createLayerNorm(CudaBackend &be, const OpSpec &spec, std::string &error) {
 }
 
 /// dY, X, Scale, Mean, InvStdDev -> dX, dScale[, dB].
-static std::unique_ptr<Kernel>
-createLayerNormGrad(CudaBackend &be, const OpSpec &spec, std::string &error) {
+static KernelOr createLayerNormGrad(CudaBackend &be, const OpSpec &spec) {
   // dY, X, Scale, dX, dScale, dB f32 or bf16; Mean and InvStdDev f32.
-  if (!checkSpec(bf16AsF32(spec), 5, 5, 2, 3, {0, 1, 2}, {0, 1, 2}, error) ||
-      !checkAllF32(spec, {3, 4}, {}, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(
+      checkSpec(bf16AsF32(spec), 5, 5, 2, 3, {0, 1, 2}, {0, 1, 2}));
+  OASR_RETURN_IF_ERROR(checkAllF32(spec, {3, 4}, {}));
   int64_t rows, cols;
   layerNormRows(spec.inputs[1].shape, spec.attrs.getInt("axis", -1), rows,
                 cols);

@@ -16,18 +16,16 @@
 
 namespace oasr::rt::cuda {
 
-static std::unique_ptr<Kernel> createRelu(CudaBackend &be, const OpSpec &spec,
-                                          std::string &error) {
+static KernelOr createRelu(CudaBackend &be, const OpSpec &spec) {
   bool grad = spec.opType == "ReluGrad";
   DType t = sameLowFloat(spec, DType::BF16) ? DType::BF16 : DType::F32;
-  if (!checkArity(spec, grad ? 2 : 1, grad ? 2 : 1, 1, 1, error) ||
-      (t == DType::F32 && !checkAllF32(spec, {0, 1}, {0}, error)))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, grad ? 2 : 1, grad ? 2 : 1, 1, 1));
+  if (t == DType::F32)
+    OASR_RETURN_IF_ERROR(checkAllF32(spec, {0, 1}, {0}));
   int64_t n = spec.outputs[0].numel();
   for (const TensorDesc &d : spec.inputs)
     if (d.numel() != n) {
-      error = nodeError(spec, "operands and result must have the same size");
-      return nullptr;
+      return nodeError(spec, "operands and result must have the same size");
     }
   if (grad)
     return lambda(
@@ -52,16 +50,14 @@ activationParams(const OpSpec &spec, bool leakyRelu, bool hardSigmoid) {
           float(spec.attrs.getFloat("beta", kHardSigmoidBeta))};
 }
 
-static std::unique_ptr<Kernel> createUnary(CudaBackend &be, const OpSpec &spec,
-                                           std::string &error) {
+static KernelOr createUnary(CudaBackend &be, const OpSpec &spec) {
   UnaryOp op = *opNamed(kUnaryOps, spec.opType);
   bool tanh = false;
-  if (op == UnaryOp::GeluErf && !geluIsTanh(spec, tanh, error))
-    return nullptr;
+  if (op == UnaryOp::GeluErf)
+    OASR_RETURN_IF_ERROR(geluIsTanh(spec, tanh));
   if (tanh)
     op = UnaryOp::GeluTanh;
-  if (!checkSameShapeF32(bf16AsF32(spec), 1, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkSameShapeF32(bf16AsF32(spec), 1));
   std::pair<float, float> ab = activationParams(spec, op == UnaryOp::LeakyRelu,
                                                 op == UnaryOp::HardSigmoid);
   float a = ab.first, b = ab.second;
@@ -73,16 +69,14 @@ static std::unique_ptr<Kernel> createUnary(CudaBackend &be, const OpSpec &spec,
 }
 
 /// <Op>Grad(dY, z) -> dX; ClipGrad takes its bounds from min/max.
-static std::unique_ptr<Kernel> createGradOp(CudaBackend &be, const OpSpec &spec,
-                                            std::string &error) {
+static KernelOr createGradOp(CudaBackend &be, const OpSpec &spec) {
   GradOp op = *opNamed(kGradOps, spec.opType);
   bool tanh = false;
-  if (op == GradOp::GeluErf && !geluIsTanh(spec, tanh, error))
-    return nullptr;
+  if (op == GradOp::GeluErf)
+    OASR_RETURN_IF_ERROR(geluIsTanh(spec, tanh));
   if (tanh)
     op = GradOp::GeluTanh;
-  if (!checkSameShapeF32(bf16AsF32(spec), 2, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkSameShapeF32(bf16AsF32(spec), 2));
   std::pair<float, float> ab =
       op == GradOp::Clip
           ? std::pair{float(spec.attrs.getFloat("min", -INFINITY)),
@@ -98,15 +92,13 @@ static std::unique_ptr<Kernel> createGradOp(CudaBackend &be, const OpSpec &spec,
                 });
 }
 
-static std::unique_ptr<Kernel>
-createCompare(CudaBackend &be, const OpSpec &spec, std::string &error) {
+static KernelOr createCompare(CudaBackend &be, const OpSpec &spec) {
   CmpOp op = *opNamed(kCmpOps, spec.opType);
   Broadcast b;
-  if (!checkArity(spec, 2, 2, 1, 1, error) ||
-      !checkDType(spec, false, 0, DType::Bool, error) ||
-      !checkDType(spec, true, 1, spec.inputs[0].dtype, error) ||
-      !makeBroadcast(spec, spec.outputs[0].shape, b, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 2, 2, 1, 1));
+  OASR_RETURN_IF_ERROR(checkDType(spec, false, 0, DType::Bool));
+  OASR_RETURN_IF_ERROR(checkDType(spec, true, 1, spec.inputs[0].dtype));
+  OASR_RETURN_IF_ERROR(makeBroadcast(spec, spec.outputs[0].shape, b));
   DType t = spec.inputs[0].dtype;
   int64_t n = spec.outputs[0].numel();
   return lambda(
@@ -118,12 +110,10 @@ createCompare(CudaBackend &be, const OpSpec &spec, std::string &error) {
       });
 }
 
-static std::unique_ptr<Kernel> createNot(CudaBackend &be, const OpSpec &spec,
-                                         std::string &error) {
-  if (!checkArity(spec, 1, 1, 1, 1, error) ||
-      !checkDType(spec, true, 0, DType::Bool, error) ||
-      !checkDType(spec, false, 0, DType::Bool, error))
-    return nullptr;
+static KernelOr createNot(CudaBackend &be, const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, 1, 1, 1));
+  OASR_RETURN_IF_ERROR(checkDType(spec, true, 0, DType::Bool));
+  OASR_RETURN_IF_ERROR(checkDType(spec, false, 0, DType::Bool));
   int64_t n = spec.outputs[0].numel();
   return lambda(be, spec, [n](cudaStream_t s, const auto &in, const auto &out) {
     launchNot(in[0].template as<uint8_t>(), out[0].template as<uint8_t>(), n,
@@ -131,15 +121,13 @@ static std::unique_ptr<Kernel> createNot(CudaBackend &be, const OpSpec &spec,
   });
 }
 
-static std::unique_ptr<Kernel> createWhere(CudaBackend &be, const OpSpec &spec,
-                                           std::string &error) {
+static KernelOr createWhere(CudaBackend &be, const OpSpec &spec) {
   Broadcast b;
-  if (!checkArity(spec, 3, 3, 1, 1, error) ||
-      !checkDType(spec, true, 0, DType::Bool, error) ||
-      !checkDType(spec, true, 1, spec.outputs[0].dtype, error) ||
-      !checkDType(spec, true, 2, spec.outputs[0].dtype, error) ||
-      !makeBroadcast(spec, spec.outputs[0].shape, b, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 3, 3, 1, 1));
+  OASR_RETURN_IF_ERROR(checkDType(spec, true, 0, DType::Bool));
+  OASR_RETURN_IF_ERROR(checkDType(spec, true, 1, spec.outputs[0].dtype));
+  OASR_RETURN_IF_ERROR(checkDType(spec, true, 2, spec.outputs[0].dtype));
+  OASR_RETURN_IF_ERROR(makeBroadcast(spec, spec.outputs[0].shape, b));
   size_t elem = dtypeSize(spec.outputs[0].dtype);
   int64_t n = spec.outputs[0].numel();
   return lambda(
@@ -163,17 +151,14 @@ static RowParams softmaxRows(const std::vector<int64_t> &shape, int64_t axis) {
 }
 
 /// Softmax/LogSoftmax {axis} and their gradients (dY, Y -> dX).
-static std::unique_ptr<Kernel>
-createSoftmax(CudaBackend &be, const OpSpec &spec, std::string &error) {
+static KernelOr createSoftmax(CudaBackend &be, const OpSpec &spec) {
   bool grad = spec.opType.find("Grad") != std::string::npos;
   bool logForm = spec.opType.rfind("Log", 0) == 0;
-  if (!checkSameShapeF32(bf16AsF32(spec), grad ? 2 : 1, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkSameShapeF32(bf16AsF32(spec), grad ? 2 : 1));
   int64_t axis = spec.attrs.getInt("axis", -1);
   int64_t rank = int64_t(spec.outputs[0].rank());
   if (axis < -rank || axis >= rank) {
-    error = nodeError(spec, "axis out of range");
-    return nullptr;
+    return nodeError(spec, "axis out of range");
   }
   RowParams p = softmaxRows(spec.outputs[0].shape, axis);
   if (grad)
@@ -191,11 +176,9 @@ createSoftmax(CudaBackend &be, const OpSpec &spec, std::string &error) {
 
 /// Clip: X[, min[, max]] -> Y; bounds from the operands when given (read
 /// back at each run), else from the f32 attributes min/max.
-static std::unique_ptr<Kernel> createClip(CudaBackend &be, const OpSpec &spec,
-                                          std::string &error) {
-  if (!checkSpec(spec, 1, 3, 1, 1, {0, 1, 2}, {0}, error) ||
-      !checkSameShapes(spec, 1, error))
-    return nullptr;
+static KernelOr createClip(CudaBackend &be, const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 1, 3, 1, 1, {0, 1, 2}, {0}));
+  OASR_RETURN_IF_ERROR(checkSameShapes(spec, 1));
   double attrMin = spec.attrs.getFloat("min", -INFINITY),
          attrMax = spec.attrs.getFloat("max", INFINITY);
   int64_t n = spec.outputs[0].numel();

@@ -16,25 +16,25 @@
 namespace oasr::rt::cuda {
 
 /// MaxPool / AveragePool geometry (1-D and 2-D).
-static bool poolGeom(const OpSpec &spec, const TensorDesc &x,
-                     const TensorDesc &y, bool avg, Pool2D &g,
-                     std::string &error) {
-  return (!avg || checkAvgPoolDilations(spec, error)) &&
-         pool2DGeom(spec, x, y, g, error) &&
-         (!avg || checkAvgPoolCeil(spec, g.paddedForCeil, error));
+static Status poolGeom(const OpSpec &spec, const TensorDesc &x,
+                       const TensorDesc &y, bool avg, Pool2D &g) {
+  if (avg)
+    OASR_RETURN_IF_ERROR(checkAvgPoolDilations(spec));
+  OASR_RETURN_IF_ERROR(pool2DGeom(spec, x, y, g));
+  if (avg)
+    OASR_RETURN_IF_ERROR(checkAvgPoolCeil(spec, g.paddedForCeil));
+  return Status::success();
 }
 
-static std::unique_ptr<Kernel>
-createMaxPool(CudaBackend &be, const OpSpec &spec, std::string &error) {
+static KernelOr createMaxPool(CudaBackend &be, const OpSpec &spec) {
   Pool2D g;
-  if (!checkSpec(spec, 1, 1, 1, 2, {0}, {0}, error) ||
-      !checkDType(spec, false, 1, DType::I64, error) ||
-      !poolGeom(spec, spec.inputs[0], spec.outputs[0], false, g, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 1, 1, 1, 2, {0}, {0}));
+  OASR_RETURN_IF_ERROR(checkDType(spec, false, 1, DType::I64));
+  OASR_RETURN_IF_ERROR(
+      poolGeom(spec, spec.inputs[0], spec.outputs[0], false, g));
   if (spec.outputs.size() > 1 &&
       spec.outputs[1].shape != spec.outputs[0].shape) {
-    error = nodeError(spec, "Indices must have Y's shape");
-    return nullptr;
+    return nodeError(spec, "Indices must have Y's shape");
   }
   return lambda(be, spec, [g](cudaStream_t s, const auto &in, const auto &out) {
     launchMaxPool(g, in[0].template as<float>(), out[0].template as<float>(),
@@ -42,18 +42,15 @@ createMaxPool(CudaBackend &be, const OpSpec &spec, std::string &error) {
   });
 }
 
-static std::unique_ptr<Kernel>
-createMaxPoolGrad(CudaBackend &be, const OpSpec &spec, std::string &error) {
+static KernelOr createMaxPoolGrad(CudaBackend &be, const OpSpec &spec) {
   int64_t planes, inPlane, outPlane;
-  if (!checkSpec(spec, 2, 2, 1, 1, {0}, {0}, error) ||
-      !maxPoolGradGeom(spec, planes, inPlane, outPlane, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 2, 2, 1, 1, {0}, {0}));
+  OASR_RETURN_IF_ERROR(maxPoolGradGeom(spec, planes, inPlane, outPlane));
   // The forward's attributes give each dX element its windows: a thread
   // per element. Without them (or with a geometry they do not fit), a
   // thread per plane scatters.
   Pool2D g;
-  std::string noGeometry;
-  if (pool2DGeom(spec, spec.outputs[0], spec.inputs[0], g, noGeometry) &&
+  if (pool2DGeom(spec, spec.outputs[0], spec.inputs[0], g).ok() &&
       g.planes == planes && g.ih * g.iw == inPlane && g.oh * g.ow == outPlane)
     return lambda(be, spec,
                   [g](cudaStream_t s, const auto &in, const auto &out) {
@@ -68,14 +65,13 @@ createMaxPoolGrad(CudaBackend &be, const OpSpec &spec, std::string &error) {
   });
 }
 
-static std::unique_ptr<Kernel>
-createAvgPool(CudaBackend &be, const OpSpec &spec, std::string &error) {
+static KernelOr createAvgPool(CudaBackend &be, const OpSpec &spec) {
   bool grad = spec.opType == "AveragePoolGrad";
   Pool2D g;
-  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error) ||
-      !poolGeom(spec, grad ? spec.outputs[0] : spec.inputs[0],
-                grad ? spec.inputs[0] : spec.outputs[0], true, g, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 1, 1, 1, 1, {0}, {0}));
+  OASR_RETURN_IF_ERROR(poolGeom(spec, grad ? spec.outputs[0] : spec.inputs[0],
+                                grad ? spec.inputs[0] : spec.outputs[0], true,
+                                g));
   return lambda(be, spec,
                 [g, grad](cudaStream_t s, const auto &in, const auto &out) {
                   if (grad)
@@ -89,13 +85,11 @@ createAvgPool(CudaBackend &be, const OpSpec &spec, std::string &error) {
 
 /// GlobalAveragePool (a per-plane mean) and its gradient (the mean spread
 /// back over the plane).
-static std::unique_ptr<Kernel>
-createGlobalAvgPool(CudaBackend &be, const OpSpec &spec, std::string &error) {
+static KernelOr createGlobalAvgPool(CudaBackend &be, const OpSpec &spec) {
   bool grad = spec.opType == "GlobalAveragePoolGrad";
   int64_t planes, size;
-  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error) ||
-      !globalPoolGeom(spec, grad, kMaxRank, planes, size, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 1, 1, 1, 1, {0}, {0}));
+  OASR_RETURN_IF_ERROR(globalPoolGeom(spec, grad, kMaxRank, planes, size));
   const TensorDesc &x = grad ? spec.outputs[0] : spec.inputs[0];
   std::vector<int64_t> kept(x.rank(), 1);
   kept[0] = x.shape[0];

@@ -20,12 +20,10 @@ namespace oasr::rt::cuda {
 
 /// Reshape/Flatten/Squeeze/Unsqueeze/Identity: a device copy, none when the
 /// executor aliased result and operand.
-static std::unique_ptr<Kernel> createCopy(CudaBackend &be, const OpSpec &spec,
-                                          std::string &error) {
+static KernelOr createCopy(CudaBackend &be, const OpSpec &spec) {
   size_t maxIn = spec.opType == "Flatten" || spec.opType == "Identity" ? 1 : 2;
-  if (!checkSpec(spec, 1, maxIn, 1, 1, {}, {}, error) ||
-      !checkCopyShapes(spec, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 1, maxIn, 1, 1, {}, {}));
+  OASR_RETURN_IF_ERROR(checkCopyShapes(spec));
   size_t bytes = spec.outputs[0].bytes();
   return lambda(be, spec,
                 [bytes](cudaStream_t s, const auto &in, const auto &out) {
@@ -37,12 +35,10 @@ static std::unique_ptr<Kernel> createCopy(CudaBackend &be, const OpSpec &spec,
 }
 
 /// Constant with a flat number list (the executor materializes tensors).
-static std::unique_ptr<Kernel>
-createConstant(CudaBackend &be, const OpSpec &spec, std::string &error) {
+static KernelOr createConstant(CudaBackend &be, const OpSpec &spec) {
   auto bytes = std::make_shared<std::vector<char>>();
-  if (!checkSpec(spec, 0, 0, 1, 1, {}, {}, error) ||
-      !constantBytes(spec, *bytes, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 0, 0, 1, 1, {}, {}));
+  OASR_RETURN_IF_ERROR(constantBytes(spec, *bytes));
   return lambda(
       be, spec, [bytes](cudaStream_t s, const auto &, const auto &out) {
         check(cudaMemcpyAsync(out[0].data, bytes->data(), bytes->size(),
@@ -95,13 +91,10 @@ public:
     for (size_t i = 0; ok && i < axes.size(); ++i)
       ok = inShape[size_t(axes[i])] + pads[i] + pads[i + axes.size()] ==
            outShape[size_t(axes[i])];
-    if (!ok) {
-      std::fprintf(stderr,
-                   "oasr: fatal: node '%s' (%s): pads do not produce the "
-                   "result shape %s\n",
-                   nodeName.c_str(), op.c_str(), shapeStr(outShape).c_str());
-      std::abort();
-    }
+    if (!ok)
+      fatalKernelError(nodeName, op,
+                       "pads do not produce the result shape " +
+                           shapeStr(outShape));
     launchPad(p, in[0].as<float>(), out[0].as<float>(), v, out[0].numel(),
               stream);
   }
@@ -115,36 +108,29 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createPad(CudaBackend &be, const OpSpec &spec,
-                                         std::string &error) {
-  if (!checkSpec(spec, 1, 4, 1, 1, {0, 2}, {0}, error))
-    return nullptr;
+static KernelOr createPad(CudaBackend &be, const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 1, 4, 1, 1, {0, 2}, {0}));
   if (spec.attrs.getString("mode", "constant") != "constant") {
-    error = nodeError(spec, "mode '" + spec.attrs.getString("mode") +
-                                "' is not supported (only 'constant')");
-    return nullptr;
+    return nodeError(spec, "mode '" + spec.attrs.getString("mode") +
+                               "' is not supported (only 'constant')");
   }
   if (spec.inputs[0].rank() != spec.outputs[0].rank() ||
       spec.inputs[0].rank() > size_t(kMaxRank)) {
-    error = nodeError(spec, "operand and result ranks differ or exceed " +
-                                std::to_string(kMaxRank));
-    return nullptr;
+    return nodeError(spec, "operand and result ranks differ or exceed " +
+                               std::to_string(kMaxRank));
   }
   if (!spec.attrs.has("pads") &&
       (spec.inputs.size() < 2 || spec.inputs[1].dtype != DType::I64)) {
-    error = nodeError(spec, "needs a pads attribute or an i64 pads operand");
-    return nullptr;
+    return nodeError(spec, "needs a pads attribute or an i64 pads operand");
   }
   return std::make_unique<PadKernel>(be, spec);
 }
 
 /// PadGrad {pads}: dY -> dX, the slice of dY the padded input came from.
-static std::unique_ptr<Kernel>
-createPadGrad(CudaBackend &be, const OpSpec &spec, std::string &error) {
+static KernelOr createPadGrad(CudaBackend &be, const OpSpec &spec) {
   std::vector<int64_t> begin;
-  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error) ||
-      !padGradBegin(spec, kMaxRank, begin, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 1, 1, 1, 1, {0}, {0}));
+  OASR_RETURN_IF_ERROR(padGradBegin(spec, kMaxRank, begin));
   const auto &dy = spec.inputs[0].shape, &dx = spec.outputs[0].shape;
   PadParams p;
   p.rank = int(dx.size());
@@ -191,11 +177,11 @@ public:
   void compute(const std::vector<TensorRef> &in,
                const std::vector<TensorRef> &out) override {
     std::vector<int64_t> start, step;
-    std::string why;
-    if (!resolveSliceAtRun(
-            inShape, outShape, in.size(), attrs,
-            [&](size_t i) { return operands.ints(in, i); }, start, step, why))
-      fatalAt(nodeName, op, why);
+    Status resolved = resolveSliceAtRun(
+        inShape, outShape, in.size(), attrs,
+        [&](size_t i) { return operands.ints(in, i); }, start, step);
+    if (!resolved.ok())
+      fatalKernelError(nodeName, op, resolved.message());
     launchSlice(sliceParams(inShape, outShape, start, step), esize, in[0].data,
                 out[0].data, out[0].numel(), false, stream);
   }
@@ -209,37 +195,30 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createSlice(CudaBackend &be, const OpSpec &spec,
-                                           std::string &error) {
-  if (!checkSlice(spec, error))
-    return nullptr;
+static KernelOr createSlice(CudaBackend &be, const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkSlice(spec));
   int es = int(dtypeSize(spec.inputs[0].dtype));
   if (spec.inputs[0].rank() > size_t(kMaxRank) ||
       (es != 1 && es != 4 && es != 8)) {
-    error = nodeError(spec, "the cuda backend slices tensors of rank <= " +
-                                std::to_string(kMaxRank) +
-                                " with 1-, 4- or 8-byte elements");
-    return nullptr;
+    return nodeError(spec, "the cuda backend slices tensors of rank <= " +
+                               std::to_string(kMaxRank) +
+                               " with 1-, 4- or 8-byte elements");
   }
   return std::make_unique<SliceKernel>(be, spec);
 }
 
 /// SliceGrad {starts, ends, axes, steps}: dY -> dX, zero outside the slice.
-static std::unique_ptr<Kernel>
-createSliceGrad(CudaBackend &be, const OpSpec &spec, std::string &error) {
-  if (!checkSpec(spec, 1, 1, 1, 1, {0}, {0}, error))
-    return nullptr;
+static KernelOr createSliceGrad(CudaBackend &be, const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkSpec(spec, 1, 1, 1, 1, {0}, {0}));
   const auto &dx = spec.outputs[0].shape, &dy = spec.inputs[0].shape;
   std::vector<int64_t> start, step;
-  std::string why;
-  if (dx.size() > size_t(kMaxRank) ||
-      !resolveSlice(dx, dy, spec.attrs.getInts("starts"),
-                    spec.attrs.getInts("ends"), spec.attrs.getInts("axes"),
-                    spec.attrs.getInts("steps"), start, step, why)) {
-    error = nodeError(
-        spec, why.empty() ? "rank above " + std::to_string(kMaxRank) : why);
-    return nullptr;
-  }
+  if (dx.size() > size_t(kMaxRank))
+    return nodeError(spec, "rank above " + std::to_string(kMaxRank));
+  Status resolved = resolveSlice(
+      dx, dy, spec.attrs.getInts("starts"), spec.attrs.getInts("ends"),
+      spec.attrs.getInts("axes"), spec.attrs.getInts("steps"), start, step);
+  if (!resolved.ok())
+    return nodeError(spec, resolved.message());
   SliceParams p = sliceParams(dx, dy, start, step);
   int64_t n = spec.inputs[0].numel();
   size_t bytes = spec.outputs[0].bytes();
@@ -325,25 +304,20 @@ private:
 
 } // namespace
 
-static std::unique_ptr<Kernel> createResize(CudaBackend &be, const OpSpec &spec,
-                                            std::string &error) {
+static KernelOr createResize(CudaBackend &be, const OpSpec &spec) {
   ResizeGeom g;
-  if (!resizeGeom(spec, g, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(resizeGeom(spec, g));
   auto k = std::make_unique<ResizeKernel>(be, spec, g);
   if (!k->ok()) {
-    error = nodeError(spec, "out of device memory for the sampling tables");
-    return nullptr;
+    return nodeError(spec, "out of device memory for the sampling tables");
   }
   return k;
 }
 
 /// Shape: the operand's static shape, uploaded at every run.
-static std::unique_ptr<Kernel> createShape(CudaBackend &be, const OpSpec &spec,
-                                           std::string &error) {
-  if (!checkArity(spec, 1, 1, 1, 1, error) ||
-      !checkDType(spec, false, 0, DType::I64, error))
-    return nullptr;
+static KernelOr createShape(CudaBackend &be, const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, 1, 1, 1));
+  OASR_RETURN_IF_ERROR(checkDType(spec, false, 0, DType::I64));
   const auto &shape = spec.inputs[0].shape;
   int64_t rank = int64_t(shape.size());
   int64_t start = spec.attrs.getInt("start", 0),
@@ -353,8 +327,7 @@ static std::unique_ptr<Kernel> createShape(CudaBackend &be, const OpSpec &spec,
   auto dims = std::make_shared<std::vector<int64_t>>(
       shape.begin() + start, shape.begin() + std::max(start, end));
   if (int64_t(dims->size()) != spec.outputs[0].numel()) {
-    error = nodeError(spec, "the result does not match the operand's rank");
-    return nullptr;
+    return nodeError(spec, "the result does not match the operand's rank");
   }
   return lambda(be, spec,
                 [dims](cudaStream_t s, const auto &, const auto &out) {
@@ -366,10 +339,8 @@ static std::unique_ptr<Kernel> createShape(CudaBackend &be, const OpSpec &spec,
                 });
 }
 
-static std::unique_ptr<Kernel>
-createConstantOfShape(CudaBackend &be, const OpSpec &spec, std::string &error) {
-  if (!checkArity(spec, 0, 1, 1, 1, error))
-    return nullptr;
+static KernelOr createConstantOfShape(CudaBackend &be, const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 0, 1, 1, 1));
   DType t = spec.outputs[0].dtype;
   double value = spec.attrs.getFloat("value", 0.0);
   int64_t n = spec.outputs[0].numel();
@@ -379,14 +350,11 @@ createConstantOfShape(CudaBackend &be, const OpSpec &spec, std::string &error) {
                 });
 }
 
-static std::unique_ptr<Kernel> createRange(CudaBackend &be, const OpSpec &spec,
-                                           std::string &error) {
-  if (!checkArity(spec, 3, 3, 1, 1, error))
-    return nullptr;
+static KernelOr createRange(CudaBackend &be, const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 3, 3, 1, 1));
   DType t = spec.outputs[0].dtype;
   for (size_t i = 0; i < 3; ++i)
-    if (!checkDType(spec, true, i, t, error))
-      return nullptr;
+    OASR_RETURN_IF_ERROR(checkDType(spec, true, i, t));
   int64_t n = spec.outputs[0].numel();
   return lambda(be, spec,
                 [t, n](cudaStream_t s, const auto &in, const auto &out) {
@@ -394,17 +362,14 @@ static std::unique_ptr<Kernel> createRange(CudaBackend &be, const OpSpec &spec,
                 });
 }
 
-static std::unique_ptr<Kernel> createTrilu(CudaBackend &be, const OpSpec &spec,
-                                           std::string &error) {
-  if (!checkArity(spec, 1, 2, 1, 1, error) ||
-      !checkDType(spec, true, 0, spec.outputs[0].dtype, error) ||
-      (spec.inputs.size() == 2 &&
-       !checkDType(spec, true, 1, DType::I64, error)))
-    return nullptr;
+static KernelOr createTrilu(CudaBackend &be, const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, 2, 1, 1));
+  OASR_RETURN_IF_ERROR(checkDType(spec, true, 0, spec.outputs[0].dtype));
+  if (spec.inputs.size() == 2)
+    OASR_RETURN_IF_ERROR(checkDType(spec, true, 1, DType::I64));
   const auto &shape = spec.outputs[0].shape;
   if (shape.size() < 2 || spec.inputs[0].shape != shape) {
-    error = nodeError(spec, "expects X of rank >= 2 and Y of its shape");
-    return nullptr;
+    return nodeError(spec, "expects X of rank >= 2 and Y of its shape");
   }
   int64_t rows = shape[shape.size() - 2], cols = shape.back();
   int64_t n = spec.outputs[0].numel();
@@ -444,19 +409,16 @@ static void tileTranspose(const std::vector<int64_t> &x,
   p.tileCols = cols;
 }
 
-static std::unique_ptr<Kernel>
-createTranspose(CudaBackend &be, const OpSpec &spec, std::string &error) {
-  if (!checkArity(spec, 1, 1, 1, 1, error))
-    return nullptr;
+static KernelOr createTranspose(CudaBackend &be, const OpSpec &spec) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, 1, 1, 1));
   const auto &x = spec.inputs[0].shape;
   std::vector<int64_t> perm = spec.attrs.getInts("perm");
   if (perm.empty())
     for (int64_t i = int64_t(x.size()) - 1; i >= 0; --i)
       perm.push_back(i);
   if (perm.size() != x.size() || x.size() > size_t(kMaxRank)) {
-    error = nodeError(spec, "perm does not match the operand's rank (<= " +
-                                std::to_string(kMaxRank) + ")");
-    return nullptr;
+    return nodeError(spec, "perm does not match the operand's rank (<= " +
+                               std::to_string(kMaxRank) + ")");
   }
   TransposeParams p;
   p.rank = int(x.size());
@@ -464,8 +426,7 @@ createTranspose(CudaBackend &be, const OpSpec &spec, std::string &error) {
   for (size_t d = 0; d < perm.size(); ++d) {
     if (perm[d] < 0 || perm[d] >= int64_t(x.size()) ||
         spec.outputs[0].shape[d] != x[size_t(perm[d])]) {
-      error = nodeError(spec, "the result's shape is not the permuted operand");
-      return nullptr;
+      return nodeError(spec, "the result's shape is not the permuted operand");
     }
     p.outDims[d] = x[size_t(perm[d])];
     p.inStrides[d] = st[size_t(perm[d])];
@@ -481,11 +442,9 @@ createTranspose(CudaBackend &be, const OpSpec &spec, std::string &error) {
 
 /// ScatterND {reduction}: data, indices, updates -> a copy of data with the
 /// indexed slices replaced or reduced into.
-static std::unique_ptr<Kernel>
-createScatterND(CudaBackend &be, const OpSpec &spec, std::string &error) {
+static KernelOr createScatterND(CudaBackend &be, const OpSpec &spec) {
   ScatterNDGeom g;
-  if (!scatterNDGeom(spec, g, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(scatterNDGeom(spec, g));
   size_t elem = dtypeSize(spec.inputs[0].dtype), bytes = spec.inputs[0].bytes();
   return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
     if (out[0].data != in[0].data)
@@ -499,17 +458,14 @@ createScatterND(CudaBackend &be, const OpSpec &spec, std::string &error) {
 
 /// Expand (f32): the operand broadcast onto the result; the shape operand
 /// is not read.
-static std::unique_ptr<Kernel> createExpand(CudaBackend &be, const OpSpec &spec,
-                                            std::string &error) {
+static KernelOr createExpand(CudaBackend &be, const OpSpec &spec) {
   DType dt = spec.inputs.empty() ? DType::F32 : spec.inputs[0].dtype;
-  if (!checkArity(spec, 1, 2, 1, 1, error) ||
-      !checkDType(spec, false, 0, dt, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, 2, 1, 1));
+  OASR_RETURN_IF_ERROR(checkDType(spec, false, 0, dt));
   if (dt != DType::F32 && dt != DType::I64 && dt != DType::I32) {
-    error = nodeError(spec, "the cuda backend expands f32, i64 and i32 "
-                            "tensors, not " +
-                                std::string(dtypeName(dt)));
-    return nullptr;
+    return nodeError(spec, "the cuda backend expands f32, i64 and i32 "
+                           "tensors, not " +
+                               std::string(dtypeName(dt)));
   }
   Broadcast b;
   b.rank = std::max<int>(1, int(spec.outputs[0].rank()));
@@ -520,8 +476,7 @@ static std::unique_ptr<Kernel> createExpand(CudaBackend &be, const OpSpec &spec,
   if (spec.outputs[0].rank() > size_t(kMaxRank) ||
       !broadcastStrides(spec.inputs[0].shape, spec.outputs[0].shape,
                         b.strides[0])) {
-    error = nodeError(spec, "the operand does not broadcast to the result");
-    return nullptr;
+    return nodeError(spec, "the operand does not broadcast to the result");
   }
   int64_t n = spec.outputs[0].numel();
   return lambda(
@@ -537,18 +492,15 @@ static std::unique_ptr<Kernel> createExpand(CudaBackend &be, const OpSpec &spec,
 
 /// Concat {axis} (operands) and Split {axis} (results): one 2-D device copy
 /// per part, rows = the product of the dimensions before the axis.
-static std::unique_ptr<Kernel>
-createConcatSplit(CudaBackend &be, const OpSpec &spec, std::string &error) {
+static KernelOr createConcatSplit(CudaBackend &be, const OpSpec &spec) {
   bool split = spec.opType == "Split";
-  if (!checkArity(spec, 1, split ? 2 : size_t(1) << 20, 1,
-                  split ? size_t(1) << 20 : 1, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, split ? 2 : size_t(1) << 20, 1,
+                                  split ? size_t(1) << 20 : 1));
   const TensorDesc &whole = split ? spec.inputs[0] : spec.outputs[0];
   const std::vector<TensorDesc> &parts = split ? spec.outputs : spec.inputs;
   int64_t rank = int64_t(whole.rank());
   int64_t axis;
-  if (!normAxis(spec, rank, 0, axis, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(normAxis(spec, rank, 0, axis));
   int64_t rows = 1;
   for (int64_t d = 0; d < axis; ++d)
     rows *= whole.shape[size_t(d)];
@@ -557,15 +509,13 @@ createConcatSplit(CudaBackend &be, const OpSpec &spec, std::string &error) {
   size_t total = 0;
   for (const TensorDesc &p : parts) {
     if (p.dtype != whole.dtype || p.rank() != whole.rank()) {
-      error = nodeError(spec, "parts must match the whole's type and rank");
-      return nullptr;
+      return nodeError(spec, "parts must match the whole's type and rank");
     }
     partBytes->push_back(p.bytes() / size_t(std::max<int64_t>(rows, 1)));
     total += partBytes->back();
   }
   if (total != rowBytes) {
-    error = nodeError(spec, "the parts do not add up to the whole");
-    return nullptr;
+    return nodeError(spec, "the parts do not add up to the whole");
   }
   return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
     size_t off = 0;
@@ -616,26 +566,23 @@ static bool distinctIndices(const OpSpec &spec, size_t i) {
 
 /// Gather {axis}: data, indices -> Y; GatherGrad {axis}: shape, indices, dY
 /// -> dX.
-static std::unique_ptr<Kernel> createGather(CudaBackend &be, const OpSpec &spec,
-                                            std::string &error) {
+static KernelOr createGather(CudaBackend &be, const OpSpec &spec) {
   bool grad = spec.opType == "GatherGrad";
-  if (!checkArity(spec, grad ? 3 : 2, grad ? 3 : 2, 1, 1, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(checkArity(spec, grad ? 3 : 2, grad ? 3 : 2, 1, 1));
   const TensorDesc &data = grad ? spec.outputs[0] : spec.inputs[0];
   const TensorDesc &idx = spec.inputs[grad ? 1 : 1];
   if (idx.dtype != DType::I64 && idx.dtype != DType::I32) {
-    error = nodeError(spec, "indices must be i64 or i32");
-    return nullptr;
+    return nodeError(spec, "indices must be i64 or i32");
   }
   // Distinct indices (one, or a constant list without repeats) scatter
   // with plain stores, f32 or bf16; repeats accumulate f32 atomically.
   bool distinct = grad && distinctIndices(spec, 1);
-  if (grad && !checkAllF32(distinct ? bf16AsF32(spec) : spec, {2}, {0}, error))
-    return nullptr;
+  if (grad)
+    OASR_RETURN_IF_ERROR(
+        checkAllF32(distinct ? bf16AsF32(spec) : spec, {2}, {0}));
   int64_t rank = int64_t(data.rank());
   int64_t axis;
-  if (!normAxis(spec, rank, 0, axis, error))
-    return nullptr;
+  OASR_RETURN_IF_ERROR(normAxis(spec, rank, 0, axis));
   GatherParams p;
   for (int64_t d = 0; d < axis; ++d)
     p.outer *= data.shape[size_t(d)];

@@ -31,6 +31,7 @@
 #define OASR_RUNTIME_KERNEL_H
 
 #include "oasr/Config.h"
+#include "oasr/Runtime/Status.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -161,6 +162,9 @@ public:
   virtual void setRandomPosition(uint64_t position) { (void)position; }
 };
 
+/// A kernel, or why none could be built for a node.
+using KernelOr = StatusOr<std::unique_ptr<Kernel>>;
+
 /// One oasr.optimizer_update: the algorithm and its hyper-parameters (the
 /// ONNX preview-training rules; docs/runtime.md "Optimizers").
 struct UpdateRule {
@@ -187,10 +191,14 @@ public:
   /// (CPU memory): the executor then updates weights and reads values in
   /// place, and no copy or wait for a device is needed.
   virtual bool hostAddressable() const { return false; }
-  /// Builds the kernel for `spec`. On failure returns null and sets `error`
-  /// to a message naming the node and the reason (unsupported op, attribute).
+  /// Builds the kernel for `spec`, or a failure whose message names the node
+  /// and the reason (unsupported op, attribute, operand).
+  virtual KernelOr createKernel(const OpSpec &spec);
+  /// The same as null with `error` set, the form some tests and tools call
+  /// and override. A backend overrides one of the two; the default of each
+  /// calls the other.
   virtual std::unique_ptr<Kernel> create(const OpSpec &spec,
-                                         std::string &error) = 0;
+                                         std::string &error);
   /// Device memory management; the CPU backend uses aligned host memory.
   virtual void *allocate(size_t bytes) = 0;
   virtual void deallocate(void *ptr) = 0;
@@ -246,18 +254,16 @@ public:
   }
   /// Prepares the backend for a step compiled in `precision` ("f32",
   /// "tf32", "bf16", "f16"; docs/precision.md), before any kernel is
-  /// created: a GPU picks its math modes. False, with `error` saying why,
-  /// when the backend cannot run it; `warning` is set when it runs it
-  /// without the speed the precision is for (emulated). The default runs
-  /// f32 only.
-  virtual bool setPrecision(const std::string &precision, std::string &error,
-                            std::string &warning) {
+  /// created: a GPU picks its math modes. A failure says why the backend
+  /// cannot run it; `warning` is set when it runs it without the speed the
+  /// precision is for (emulated). The default runs f32 only.
+  virtual Status setPrecision(const std::string &precision,
+                              std::string &warning) {
     (void)warning;
     if (precision == "f32")
-      return true;
-    error = std::string("the ") + name() + " backend has no '" + precision +
-            "' kernels";
-    return false;
+      return Status();
+    return Status::error(std::string("the ") + name() + " backend has no '" +
+                         precision + "' kernels");
   }
   /// Threads the backend may use for one kernel (CPU: OpenMP threads of
   /// oneDNN and the hand-written loops; applies to kernels created and run
