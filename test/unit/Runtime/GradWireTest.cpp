@@ -208,7 +208,7 @@ TEST(CollectivesMpi, RingReduceScatterAndAllGather) {
   comm->finalize();
 }
 
-TEST(CollectivesMpiTiers, TwoLevelAllreduce) {
+TEST(TiersMpi, TwoLevelAllreduce) {
   if (!launchedByMpi())
     GTEST_SKIP() << "run under mpirun (test/runtime/two-level.test)";
   std::string error;
