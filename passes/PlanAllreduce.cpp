@@ -324,17 +324,8 @@ LogicalResult PlanAllreducePass::makeStepPlan(ModuleOp module,
     return failure();
   }
   c.plan = std::move(*plan);
-  c.twoLevel.assign(c.plan.numGroups(), false);
-  if (c.hasModel && c.model.twoLevelUsable()) {
-    std::vector<sched::ReadyGrad> ready = sched::readyOrder(c.profile);
-    for (unsigned k = 0; k < c.plan.numGroups(); ++k) {
-      uint64_t bytes = 0;
-      for (unsigned i = c.plan.groupBegin(k); i < c.plan.groupEnds[k]; ++i)
-        bytes += ready[i].bytes;
-      c.twoLevel[k] =
-          !c.plan.form(k).compressed() && c.model.sendsTwoLevel(bytes);
-    }
-  }
+  c.twoLevel = c.hasModel ? sched::twoLevelGroups(c.profile, c.model, c.plan)
+                          : std::vector<bool>(c.plan.numGroups(), false);
   return success();
 }
 

@@ -17,12 +17,8 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${3:-$root/build}"
 from="${4:-}"
 out="$root/bench/results/$name"
-for f in "$out.md" "$out.json"; do
-  if [ -e "$f" ]; then
-    echo "$f exists: results files are never overwritten" >&2
-    exit 1
-  fi
-done
+. "$root/bench/lib.sh"
+for f in "$out.md" "$out.json"; do bench_fresh_out run_two_level.sh "$f"; done
 plan="$build/bin/oasr-plan"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT

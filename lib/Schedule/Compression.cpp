@@ -125,6 +125,22 @@ FormCost oasr::schedule::formCost(const CommModel &comm,
   return c;
 }
 
+std::vector<bool> oasr::schedule::twoLevelGroups(const Profile &profile,
+                                                 const CommModel &comm,
+                                                 const Plan &plan) {
+  std::vector<bool> out(plan.numGroups(), false);
+  if (!comm.twoLevelUsable())
+    return out;
+  std::vector<ReadyGrad> ready = readyOrder(profile);
+  for (unsigned k = 0; k < plan.numGroups(); ++k) {
+    uint64_t bytes = 0;
+    for (unsigned i = plan.groupBegin(k); i < plan.groupEnds[k]; ++i)
+      bytes += ready[i].bytes;
+    out[k] = !plan.form(k).compressed() && comm.sendsTwoLevel(bytes);
+  }
+  return out;
+}
+
 double oasr::schedule::groupChannelUs(const CommModel &comm,
                                       ArrayRef<ReadyGrad> ready,
                                       const Plan &plan, unsigned k) {

@@ -342,12 +342,9 @@ struct Scores {
   }
 };
 
-/// Groups of `t` sent as two-level allreduces.
-unsigned twoLevelGroups(const Scores &r, const Timeline &t) {
-  unsigned n = 0;
-  for (const GroupTiming &g : t.groups)
-    n += !g.form.compressed() && r.comm.sendsTwoLevel(g.bytes);
-  return n;
+/// Groups of `plan` sent as two-level allreduces.
+unsigned countTwoLevel(const Scores &r, const Plan &plan) {
+  return unsigned(llvm::count(twoLevelGroups(r.profile, r.comm, plan), true));
 }
 
 void printJson(raw_ostream &os, const Scores &r) {
@@ -372,7 +369,7 @@ void printJson(raw_ostream &os, const Scores &r) {
                      {"gap_to_lower_bound", orNull(r.gap(t))},
                      {"num_groups", int64_t(t.groups.size())},
                      {"compressed_groups", int64_t(s.plan.numCompressed())},
-                     {"two_level_groups", int64_t(twoLevelGroups(r, t))},
+                     {"two_level_groups", int64_t(countTwoLevel(r, s.plan))},
                      {"groups", std::move(groups)}});
   }
   json::Object doc{
@@ -463,7 +460,8 @@ void printText(raw_ostream &os, const Scores &r) {
         g && r.policy.off() ? formatv("{0:f1}%", 100 * *g).str() : "-",
         r.policy.off() ? std::string()
                        : formatv("  {0,10}", s.plan.numCompressed()).str(),
-        tiers ? formatv("  {0,9}", twoLevelGroups(r, t)).str() : std::string());
+        tiers ? formatv("  {0,9}", countTwoLevel(r, s.plan)).str()
+              : std::string());
   }
   if (!r.steady.empty()) {
     os << formatv("\nsteady state (the next forward waits per layer): "

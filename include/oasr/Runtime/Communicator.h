@@ -62,15 +62,14 @@ public:
   /// wire, `twoLevel`, and tiers set up) allreduceAverageTwoLevel.
   void allreduceGradients(void *data, size_t count, DType dtype, GradWire wire,
                           void *scratch, bool twoLevel = false) {
-    if (wire == GradWire::F32 || dtype != DType::F32) {
-      if (twoLevel && dtype == DType::F32 && wire == GradWire::F32 &&
-          ranksPerNode())
-        allreduceAverageTwoLevel(static_cast<float *>(data), count);
-      else
-        allreduceAverage(data, count, dtype);
-    } else {
+    if (dtype != DType::F32)
+      allreduceAverage(data, count, dtype);
+    else if (wire != GradWire::F32)
       allreduceAverageWire(static_cast<float *>(data), count, wire, scratch);
-    }
+    else if (twoLevel && ranksPerNode())
+      allreduceAverageTwoLevel(static_cast<float *>(data), count);
+    else
+      allreduceAverage(data, count, dtype);
   }
   /// Sets up the two tiers of the two-level allreduce (a collective call):
   /// nodes of `ranksPerNode` consecutive ranks, or with 0 the nodes the

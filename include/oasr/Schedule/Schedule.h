@@ -457,6 +457,12 @@ struct Timeline {
   std::vector<LayerSpan> backward; ///< in execution (backward) order
 };
 
+/// Per group of `plan` over `profile`: whether `comm` sends it as a
+/// two-level allreduce (a plain group whose bytes take the two-level line,
+/// CommModel::sendsTwoLevel).
+std::vector<bool> twoLevelGroups(const Profile &profile, const CommModel &comm,
+                                 const Plan &plan);
+
 /// The channel time of group `k` of `plan` (its form's, Compression.h
 /// formCost) over the ready-ordered gradients `ready`.
 double groupChannelUs(const CommModel &comm, llvm::ArrayRef<ReadyGrad> ready,
