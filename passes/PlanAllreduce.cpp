@@ -213,12 +213,13 @@ LogicalResult PlanAllreducePass::checkOptions(ModuleOp module, PlanChoice &c) {
   }
   c.route = *route;
   if (c.route == sched::AllreduceRoute::TwoLevel &&
-      (!c.policy.off() || c.wireType || c.steady)) {
-    optionError(module) << "'two-level=two-level' sends every group as f32 "
-                           "allreduces; it does not combine with "
-                        << (!c.policy.off() ? "'compress=" + compress.getValue()
-                            : c.wireType ? "'grad-dtype=" + gradDtype.getValue()
-                                         : "'strategy=" + strategy.getValue())
+      (!c.policy.off() || c.steady)) {
+    optionError(module) << "'two-level=two-level' sends every group "
+                           "uncompressed as one allreduce; it does not "
+                           "combine with "
+                        << (!c.policy.off()
+                                ? "'compress=" + compress.getValue()
+                                : "'strategy=" + strategy.getValue())
                         << "'";
     return failure();
   }

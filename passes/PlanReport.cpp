@@ -344,11 +344,14 @@ void PlanReportPass::writeText(llvm::raw_ostream &os, DictionaryAttr planAttr,
         R.starts, [](AllreduceStartOp s) { return bool(s.getTwoLevel()); });
     os << llvm::formatv(
         "two-level allreduce ({0}): {1} of {2} groups (marked *: a "
-        "reduce-scatter in each node of {3} ranks, an allreduce of 1/{3} "
+        "reduce-scatter in each node of {3} ranks, an allreduce of 1/{3}{4} "
         "between the nodes, an all-gather in the node), the others one "
         "collective over every rank\n",
         sched::allreduceRouteName(R.cm.route), n, R.starts.size(),
-        R.cm.twoLevel.ranksPerNode);
+        R.cm.twoLevel.ranksPerNode,
+        R.cm.wire == sched::WireDType::F32
+            ? std::string()
+            : " in " + sched::wireDTypeName(R.cm.wire).str());
   }
   if (R.steady)
     os << llvm::formatv(

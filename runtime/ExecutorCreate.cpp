@@ -651,8 +651,11 @@ private:
     exec->nextGroupId = unsigned(P.groups.size());
     // The plan's beta is per byte on the wire; per gradient byte a 16-bit
     // wire carries half (what the planner charged).
-    if (exec->wire != GradWire::F32)
+    // Likewise the share between the nodes of a two-level group.
+    if (exec->wire != GradWire::F32) {
       exec->betaS *= 0.5;
+      exec->tier.interBetaS *= 0.5;
+    }
     for (auto &[name, v] : I.gradOfParam)
       if (I.values[v].where == Where::Group) {
         GradGroup &gg = exec->gradGroups[size_t(I.values[v].group)];

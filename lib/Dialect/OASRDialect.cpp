@@ -224,13 +224,10 @@ LogicalResult AllreduceStartOp::verify() {
       return emitOpError("two_level sends the gradients uncompressed; "
                          "powersgd_rank is ")
              << *getPowersgdRank();
-    if (std::optional<Type> wire = getWireType(); wire && !wire->isF32())
-      return emitOpError("two_level sends f32 gradients; wire_type is ")
-             << *wire;
     for (auto [i, grad] : llvm::enumerate(getGrads()))
       if (!cast<RankedTensorType>(grad.getType()).getElementType().isF32())
         return emitOpError("gradient #")
-               << i << " is not f32: two_level sends f32 gradients";
+               << i << " is not f32: two_level sums f32 gradients in the node";
   }
   return success();
 }

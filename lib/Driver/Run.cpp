@@ -399,12 +399,18 @@ void Run::setUpTiers() {
     abortRun(*comm, "oasr-run: " + rankName(*comm) + ": error: " + why);
   if (rank != 0 || o.quiet || !twoLevel)
     return;
+  GradWire wire = exec->groups().front().wire;
+  std::string narrow =
+      wire == GradWire::F32
+          ? ""
+          : std::string(", ") + gradWireName(wire) + " between the nodes";
   if (why.empty())
     std::printf("oasr-run: two-level allreduce: %u of %zu groups, in %d "
-                "nodes of %d ranks (%s)\n",
+                "nodes of %d ranks (%s)%s\n",
                 twoLevel, exec->groups().size(), size / comm->ranksPerNode(),
                 comm->ranksPerNode(),
-                o.ranksPerNode ? "--ranks-per-node" : "ranks sharing memory");
+                o.ranksPerNode ? "--ranks-per-node" : "ranks sharing memory",
+                narrow.c_str());
   else
     llvm::errs() << "oasr-run: note: the plan's " << twoLevel
                  << " two-level group(s) are sent as one allreduce over "

@@ -62,13 +62,12 @@ double CommModel::twoLevelTimeUs(uint64_t bytes) const {
   const TwoLevelTier &t = twoLevel;
   double m = static_cast<double>(bytes);
   return 1e6 * (t.intraAlphaS + t.intraBetaSPerByte * m + t.interAlphaS +
-                t.interBetaSPerByte * m / t.ranksPerNode);
+                t.interBetaSPerByte * wireFactor(wire) * m / t.ranksPerNode);
 }
 
 bool CommModel::twoLevelUsable() const {
   return route != AllreduceRoute::Flat && twoLevel.present() &&
-         ranks > twoLevel.ranksPerNode && ranks % twoLevel.ranksPerNode == 0 &&
-         wire == WireDType::F32;
+         ranks > twoLevel.ranksPerNode && ranks % twoLevel.ranksPerNode == 0;
 }
 
 bool CommModel::sendsTwoLevel(uint64_t bytes) const {
@@ -90,7 +89,8 @@ static Lines lines(const CommModel &m) {
   double twoAlpha = 1e6 * (t.intraAlphaS + t.interAlphaS);
   double twoBeta =
       t.present()
-          ? 1e6 * (t.intraBetaSPerByte + t.interBetaSPerByte / t.ranksPerNode)
+          ? 1e6 * (t.intraBetaSPerByte +
+                   t.interBetaSPerByte * wireFactor(m.wire) / t.ranksPerNode)
           : 0;
   return {m.alphaUs(), m.betaUsPerByte(), twoAlpha, twoBeta};
 }

@@ -414,6 +414,11 @@ std::string verifyCollective(Communicator &comm,
     for (size_t i = 0; i < block; ++i)
       expect("reduce-scatter", i, out[i], average(size_t(r) * block + i));
     break;
+  case Collective::TwoLevel:
+    comm.allreduceAverageTwoLevel(in.data(), n);
+    for (size_t i = 0; i < n; ++i)
+      expect("two-level allreduce", i, in[i], average(i));
+    break;
   case Collective::AllGather:
     comm.allGather(in.data(), out.data(), block);
     for (size_t q = 0; q < p; ++q)
@@ -565,9 +570,15 @@ private:
       return true;
     }
     tierRanks = comm.ranksPerNode();
+    if (std::string wrong = verifyCollective(comm, Collective::TwoLevel);
+        !wrong.empty()) {
+      std::fprintf(stderr, "oasr-bench: error: %s\n", wrong.c_str());
+      return false;
+    }
     if (rank == 0 && !opts.quiet)
       std::printf("two-level allreduce of f32 in %d nodes of %d ranks "
-                  "(seconds: the whole call; its tiers are fitted apart)\n",
+                  "(seconds: the whole call; its tiers are fitted apart; "
+                  "checked against known values first)\n",
                   size / tierRanks, tierRanks);
     timer->collective = Collective::TwoLevel;
     sweep(tierPts, opts.minBytes, opts.maxBytes);

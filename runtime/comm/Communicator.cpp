@@ -370,9 +370,10 @@ public:
   }
   int ranksPerNode() const override { return tierRanks; }
 
-  void allreduceAverageTwoLevel(float *data, size_t count) override {
+  void allreduceAverageTwoLevel(float *data, size_t count, GradWire wire,
+                                void *scratch) override {
     if (!tierRanks)
-      return allreduceAverage(data, count, DType::F32);
+      return allreduceAverageWire(data, count, wire, scratch);
     if (count == 0)
       return;
     checkCount(count, "two-level allreduce");
@@ -395,12 +396,20 @@ public:
                         MPI_SUM, nodeComm, &request);
     complete(request, bytes);
     const double t1 = MPI_Wtime();
-    allreduceChunks(tierShare.data(), size_t(mine), MPI_FLOAT, MPI_SUM,
-                    crossComm);
-    const double t2 = MPI_Wtime();
     const float scale = 1.0f / float(mySize);
-    for (float &x : tierShare)
-      x *= scale;
+    if (wire == GradWire::F32) {
+      allreduceChunks(tierShare.data(), size_t(mine), MPI_FLOAT, MPI_SUM,
+                      crossComm);
+      for (float &x : tierShare)
+        x *= scale;
+    } else {
+      uint16_t *w = static_cast<uint16_t *>(scratch);
+      toWire(wire, tierShare.data(), w, size_t(mine));
+      allreduceChunks(w, size_t(mine), MPI_UINT16_T, wireSumOp(wire),
+                      crossComm);
+      fromWire(wire, w, tierShare.data(), size_t(mine), scale);
+    }
+    const double t2 = MPI_Wtime();
     MPI_Iallgatherv(tierShare.data(), mine, MPI_FLOAT, data, tierCounts.data(),
                     tierDispls.data(), MPI_FLOAT, nodeComm, &request);
     complete(request, bytes);

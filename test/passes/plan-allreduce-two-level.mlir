@@ -13,8 +13,13 @@
 // RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="strategy=oasr comm=%S/Inputs/comm-two-level.json two-level=flat" --oasr-plan-report -o %t.flat.mlir | FileCheck %s --check-prefix=FLATREPORT
 // RUN: FileCheck %s --check-prefix=FLAT < %t.flat.mlir
 // RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="strategy=wfbp comm=%S/Inputs/comm-two-level.json two-level=two-level" | FileCheck %s --check-prefix=FORCED
-// A 16-bit wire is sent flat; so is every group of a steady-state plan.
-// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="comm=%S/Inputs/comm-two-level.json grad-dtype=bf16" | FileCheck %s --check-prefix=FLAT
+// A 16-bit wire: only the share between the nodes travels in bf16, so the
+// two-level line's slope is 1e-9 + 4e-8 / 4 s/B against the flat 2e-8, and
+// the same 7 groups go two-level (ZeRO++'s form). Every group of a
+// steady-state plan is sent flat.
+// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="strategy=wfbp comm=%S/Inputs/comm-two-level.json grad-dtype=bf16" --oasr-plan-report -o %t.wire.mlir | FileCheck %s --check-prefix=WIREREPORT
+// RUN: FileCheck %s --check-prefix=WIRE < %t.wire.mlir
+// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="strategy=oasr-step comm=%S/Inputs/comm-two-level.json" | FileCheck %s --check-prefix=FLAT
 // The pipeline option reaches the pass, and the layout keeps the attribute.
 // RUN: oasr-opt %S/Inputs/mlp8.mlir --oasr-train-pipeline="profile=%S/Inputs/mlp8.profile.json comm=%S/Inputs/comm-two-level.json strategy=wfbp" | FileCheck %s --check-prefix=PIPELINE
 // RUN: oasr-opt %S/Inputs/mlp8.mlir --oasr-train-pipeline="profile=%S/Inputs/mlp8.profile.json comm=%S/Inputs/comm-two-level.json strategy=wfbp two-level=flat" | FileCheck %s --check-prefix=FLAT
@@ -33,6 +38,11 @@
 // JSON-NEXT: "flat",
 // JSON-NEXT: "two-level",
 // JSON-NEXT: "two-level"
+// WIREREPORT: predicted iteration: 1611390.656 us
+// WIREREPORT: two-level allreduce (auto): 7 of 8 groups (marked *: a reduce-scatter in each node of 2 ranks, an allreduce of 1/2 in bf16 between the nodes
+// WIREREPORT: *7      2     16793600            -    28810.000  1425961.056  1611390.656
+// WIRE: oasr.allreduce_start {{.*}} {group = 0 : i64, wire_type = bf16}
+// WIRE: oasr.allreduce_start {{.*}} {group = 1 : i64, two_level, wire_type = bf16}
 // FLATREPORT: predicted iteration: 5820135.040 us
 // FLATREPORT-NOT: two-level
 // FLAT-NOT: two_level

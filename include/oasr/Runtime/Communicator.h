@@ -57,17 +57,18 @@ public:
   /// (aborts naming the communicator).
   virtual void allreduceAverageWire(float *data, size_t count, GradWire wire,
                                     void *scratch);
-  /// The gradient allreduce of a fused group: allreduceAverage, or
-  /// allreduceAverageWire when `wire` is narrower than f32, or (f32 on the
-  /// wire, `twoLevel`, and tiers set up) allreduceAverageTwoLevel.
+  /// The gradient allreduce of a fused group: (`twoLevel` and tiers set
+  /// up) allreduceAverageTwoLevel, else allreduceAverageWire when `wire` is
+  /// narrower than f32, else allreduceAverage.
   void allreduceGradients(void *data, size_t count, DType dtype, GradWire wire,
                           void *scratch, bool twoLevel = false) {
     if (dtype != DType::F32)
       allreduceAverage(data, count, dtype);
+    else if (twoLevel && ranksPerNode())
+      allreduceAverageTwoLevel(static_cast<float *>(data), count, wire,
+                               scratch);
     else if (wire != GradWire::F32)
       allreduceAverageWire(static_cast<float *>(data), count, wire, scratch);
-    else if (twoLevel && ranksPerNode())
-      allreduceAverageTwoLevel(static_cast<float *>(data), count);
     else
       allreduceAverage(data, count, dtype);
   }
@@ -86,9 +87,14 @@ public:
   /// inside the node, an allreduce of each share between the nodes (one
   /// per local rank, at once), and an all-gather inside the node. The sums
   /// are in another order than allreduceAverage's, the same on every rank.
-  /// The default is allreduceAverage.
-  virtual void allreduceAverageTwoLevel(float *data, size_t count) {
-    allreduceAverage(data, count, DType::F32);
+  /// With a 16-bit `wire` only the share between the nodes travels so
+  /// (ZeRO++'s form): it is rounded into `scratch` and summed as
+  /// allreduceAverageWire sums; the node's sums stay f32. The default is
+  /// allreduceAverageWire.
+  virtual void allreduceAverageTwoLevel(float *data, size_t count,
+                                        GradWire wire = GradWire::F32,
+                                        void *scratch = nullptr) {
+    allreduceAverageWire(data, count, wire, scratch);
   }
   /// Seconds the last allreduceAverageTwoLevel spent inside the node (its
   /// reduce-scatter and all-gather) and between the nodes (the share's

@@ -260,7 +260,8 @@ public:
   double planBetaSPerByte() const { return betaS; }
   /// The plan's second tier (`two_level` of `oasr.plan`): the ranks it
   /// planned for, L ranks a node, and the intra- and inter-node lines
-  /// (seconds, seconds per byte); ranksPerNode 0 when absent.
+  /// (seconds, seconds per byte); ranksPerNode 0 when absent. The inter
+  /// line's beta is per gradient byte, as planBetaSPerByte's.
   struct PlanTier {
     int ranks = 0, ranksPerNode = 0;
     double intraAlphaS = 0, intraBetaS = 0, interAlphaS = 0, interBetaS = 0;

@@ -116,7 +116,10 @@ double wireFactor(WireDType dtype);
 /// gradient bytes is `intra(M) + inter(M / L)`, both alpha-beta lines that
 /// `oasr-bench comm` calibrates: `intra` the reduce-scatter and all-gather
 /// together over the node's shared memory, `inter` the allreduce across the
-/// link. Unset (ranksPerNode 0) where the job has one tier.
+/// link. With a 16-bit `wire`, only the share between the nodes travels
+/// narrow (ZeRO++'s form: the node's shared memory sums in f32), so its
+/// time is `intra(M) + inter(M wireFactor / L)`. Unset (ranksPerNode 0)
+/// where the job has one tier.
 struct TwoLevelTier {
   int ranksPerNode = 0; ///< L, the ranks of each node
   double intraAlphaS = 0, intraBetaSPerByte = 0;
@@ -187,8 +190,7 @@ struct CommModel {
   /// the model has no second tier.
   double twoLevelTimeUs(uint64_t bytes) const;
   /// The model has a second tier the route lets groups take: a tier of
-  /// L > 1 ranks a node dividing `ranks`, more than one node, and f32 on
-  /// the wire (a 16-bit wire is sent flat).
+  /// L > 1 ranks a node dividing `ranks`, and more than one node.
   bool twoLevelUsable() const;
   /// A group of `bytes` travels two-level: the tier is usable and either
   /// the route says two-level or (auto) its time is the smaller.

@@ -247,6 +247,32 @@ TEST(TiersMpi, TwoLevelAllreduce) {
     EXPECT_GT(t.intra, 0);
     EXPECT_GT(t.inter, 0);
   }
+  // A bf16 wire: the node sums its ranks' f32 values in f32, and only its
+  // share's sum is rounded to bf16 to cross (ZeRO++'s form); with two
+  // nodes the crossing sum is one bf16 addition, then 1/4 in f32.
+  auto ragged = [](int r, size_t i) {
+    return 1.0009765f * float(r + 1) * float(i % 13) - 0.37f * float(i % 5);
+  };
+  auto bf16 = [](float x) { return bf16ToFloat(floatToBF16(x)); };
+  std::vector<float> data(n);
+  std::vector<uint16_t> scratch(n);
+  for (size_t i = 0; i < n; ++i)
+    data[i] = ragged(rank, i);
+  comm->allreduceGradients(data.data(), n, DType::F32, GradWire::BF16,
+                           scratch.data(), /*twoLevel=*/true);
+  size_t wrong = 0, narrowed = 0;
+  for (size_t i = 0; i < n; ++i) {
+    float node0 = ragged(0, i) + ragged(1, i),
+          node1 = ragged(2, i) + ragged(3, i);
+    float want = bf16(bf16(node0) + bf16(node1)) * 0.25f;
+    wrong += data[i] != want;
+    // Rounding each rank's value before the node's sum would differ here.
+    narrowed += want != bf16(bf16(bf16(ragged(0, i)) + bf16(ragged(1, i))) +
+                             bf16(bf16(ragged(2, i)) + bf16(ragged(3, i)))) *
+                            0.25f;
+  }
+  EXPECT_EQ(wrong, 0u) << "rank " << rank << " bf16 wire";
+  EXPECT_GT(narrowed, 0u);
   comm->finalize();
 }
 

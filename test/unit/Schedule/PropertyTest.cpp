@@ -164,11 +164,17 @@ TEST(Property, TwoLevelChoosesTheFasterRoutePerGroup) {
   EXPECT_FALSE(m.sendsTwoLevel(10'000'000));
   m.route = AllreduceRoute::TwoLevel;
   EXPECT_TRUE(m.sendsTwoLevel(1000));
-  // A 16-bit wire, one node, or nodes of unequal size: one tier.
+  // A 16-bit wire halves the flat slope and the share between the nodes,
+  // not the node's own reduce-scatter and all-gather.
   m.route = AllreduceRoute::Auto;
   m.wire = WireDType::BF16;
-  EXPECT_FALSE(m.twoLevelUsable());
+  ASSERT_TRUE(m.twoLevelUsable());
+  EXPECT_NEAR(m.twoLevelTimeUs(10'000'000),
+              1e6 * (2e-4 + 1e-10 * 1e7 + 2e-3 + 6e-9 * 1e7 / 4), 1e-6);
+  EXPECT_NEAR(m.flatTimeUs(10'000'000), 1e6 * (1e-3 + 1e-8 * 1e7 / 2), 1e-6);
+  EXPECT_TRUE(m.sendsTwoLevel(10'000'000));
   m.wire = WireDType::F32;
+  // One node, or nodes of unequal size: one tier.
   m.ranks = 2;
   EXPECT_FALSE(m.twoLevelUsable());
   m.ranks = 6;
