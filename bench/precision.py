@@ -3,6 +3,7 @@
 
     /root/venv-torch/bin/python bench/precision.py MODEL [--mode f32|tf32|bf16]
         [--device cpu|cuda] [--threads 1] [--batch 8] [--steps 4]
+        [--compile [--warmup 3]]
 
 Builds MODEL (seed 0) and trains it with SGD (lr 0.01) on one fixed batch:
 forward, cross-entropy, backward, update, STEPS times. --mode=bf16 wraps
@@ -17,6 +18,13 @@ torch.cuda.max_memory_allocated. Prints one JSON line: the median and range of
 the step times after the first (s), every step time, the first and last
 loss, torch's version, whether oneDNN (mkldnn) is available, and the peak
 resident set (getrusage ru_maxrss, MiB).
+
+--compile wraps the model in torch.compile(mode="reduce-overhead")
+(Inductor's kernels, replayed as CUDA graphs on a GPU; bench/run_gpu.py's
+peer for oasr-run --cuda-graph). Compiling and recording take the first
+steps, so the first WARMUP steps are not timed; the JSON adds the seconds
+they took ("compile_s"). A model that does not compile exits non-zero
+with torch's error.
 
 Models, as oasr-run gets them from bench/precision_export.py:
   resnet18, resnet50  torchvision, 224x224 images, 1000 classes
@@ -110,9 +118,17 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--compile", action="store_true",
+                   help='torch.compile(mode="reduce-overhead")')
+    p.add_argument("--warmup", type=int, default=3,
+                   help="with --compile: steps not timed (compiling, recording)")
     a = p.parse_args()
-    if a.steps < 2:
-        p.error("--steps must be at least 2 (the first step is not timed)")
+    skip = a.warmup if a.compile else 1
+    if a.warmup < 1:
+        p.error("--warmup must be at least 1")
+    if a.steps < skip + 1:
+        p.error(f"--steps must be at least {skip + 1} (the first {skip} "
+                "not timed)")
     import torch.nn.functional as F
 
     cuda = a.device == "cuda"
@@ -126,6 +142,8 @@ def main():
         torch.backends.cudnn.benchmark = False
     torch.set_num_threads(a.threads)
     model = build(a.model).to(a.device)
+    step_model = (torch.compile(model, mode="reduce-overhead") if a.compile
+                  else model)
     x, y = make_batch(a.model, a.batch)
     x, y = torch.from_numpy(x).to(a.device), torch.from_numpy(y).to(a.device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -145,14 +163,14 @@ def main():
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         with autocast():
-            logits = model(x)
+            logits = step_model(x)
             loss = F.cross_entropy(logits, y)
         loss.backward()
         opt.step()
         sync()
         times.append(time.perf_counter() - t0)
         losses.append(loss.detach().item())
-    steady = times[1:]
+    steady = times[skip:]
     rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     out = {
         "model": a.model, "mode": a.mode, "batch": a.batch,
@@ -163,7 +181,9 @@ def main():
         "median_s": statistics.median(steady),
         "min_s": min(steady), "max_s": max(steady), "times_s": times,
         "loss_first": losses[0], "loss_last": losses[-1],
-        "peak_rss_mib": rss_kib / 1024.0}
+        "peak_rss_mib": rss_kib / 1024.0, "compiled": a.compile}
+    if a.compile:
+        out["compile_s"] = sum(times[:skip])
     if cuda:
         out["peak_gpu_mib"] = torch.cuda.max_memory_allocated() / 2**20
         out["gpu"] = torch.cuda.get_device_name()

@@ -5,6 +5,7 @@ one GPU, one rank, in f32, tf32 and bf16.
     python3 bench/run_gpu.py --oasr-run BUNDLE/bin/oasr-run --out DIR
         [--models resnet50:64,vit_b_16:32,bert_base:32] [--modes f32,tf32,bf16]
         [--steps 20] [--rounds 1] [--work DIR] [--timeout 240] [--device cuda]
+        [--cuda-graph] [--torch-compile bf16 [--compile-timeout 480]]
 
 Runs on the GPU machine from the repository's root (scripts/gpu-bench.sh
 calls it with the bundle of scripts/gpu-bundle.sh). For every MODEL:BATCH
@@ -18,6 +19,11 @@ in each round, per model and mode, one after the other (interleaved):
     model and batch, SGD lr 0.01): f32 with TF32 off everywhere, tf32 as
     PyTorch's default (cuDNN convolutions on TF32, matrix products in f32),
     bf16 as torch.autocast("cuda", dtype=torch.bfloat16).
+With --torch-compile MODES, PyTorch is also timed in those modes under
+torch.compile(mode="reduce-overhead") (bench/precision.py --compile: the
+first 3 steps, compiling and recording CUDA graphs, not timed), the peer
+of oasr-run --cuda-graph; a model that does not compile is recorded as a
+failed run with torch's error.
 A run's step times are the steps after its first: oasr-run's from its
 summary (`mean iteration ... (median M ms, range A-B ms)`, each step ending
 when the device has finished it), PyTorch's with torch.cuda.synchronize()
@@ -42,6 +48,9 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# torch.compile's untimed steps: compiling, then reduce-overhead's warm-up
+# and CUDA graph recording.
+COMPILE_WARMUP = 3
 BENCH = os.path.join(ROOT, "bench")
 
 SUMMARY_RE = re.compile(r"mean iteration\s+([0-9.]+) ms \(median ([0-9.]+) ms, "
@@ -130,11 +139,13 @@ def profile_oasr(a, env, model, batch, mode, exported):
             "rows": [[r[0], float(r[1]), int(r[2]), float(r[3])] for r in rows[1:]]}
 
 
-def run_torch(a, model, batch, mode):
+def run_torch(a, model, batch, mode, compiled=False):
     cmd = [sys.executable, os.path.join(BENCH, "precision.py"), model,
            "--device", a.device, "--mode", mode, "--batch", str(batch),
-           "--steps", str(a.steps)]
-    rc, out = run(cmd, a.timeout)
+           "--steps", str(a.steps + (COMPILE_WARMUP - 1 if compiled else 0))]
+    if compiled:
+        cmd += ["--compile", "--warmup", str(COMPILE_WARMUP)]
+    rc, out = run(cmd, a.compile_timeout if compiled else a.timeout)
     r = {"cmd": " ".join(cmd[1:]), "rc": rc}
     try:
         j = json.loads(out.strip().splitlines()[-1])
@@ -145,6 +156,8 @@ def run_torch(a, model, batch, mode):
              max_ms=j["max_s"] * 1e3, peak_gpu_mib=j.get("peak_gpu_mib"),
              loss_last=j["loss_last"], torch=j["torch"], gpu=j.get("gpu"),
              cudnn=j.get("cudnn"), cuda=j.get("cuda"))
+    if "compile_s" in j:
+        r["compile_s"] = j["compile_s"]
     return r
 
 
@@ -190,8 +203,9 @@ def write_md(path, res):
         "the bottleneck; near zero: launching is).", "",
         "| model | batch | oasr mode | PyTorch | oasr ms | PyTorch ms | "
         "oasr / PyTorch | oasr MiB | PyTorch MiB | oasr host waits/step | "
-        "oasr host blocked ms/step | oasr --cuda-graph ms | graph / PyTorch |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        "oasr host blocked ms/step | oasr --cuda-graph ms | graph / PyTorch |"
+        " PyTorch compiled ms | graph / compiled |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for key, c in res["cells"].items():
         model, batch, mode = key.split("/")
         o, p = c.get("oasr"), c.get("torch")
@@ -215,10 +229,13 @@ def write_md(path, res):
         g = c.get("graph")
         graph = fmt(g) if runs.get("graph") else "not run"
         gratio = f"{g['median_ms'] / p['median_ms']:.2f}x" if g and p else ""
+        k = c.get("compiled")
+        compiled = fmt(k) if runs.get("compiled") else "not run"
+        kratio = f"{g['median_ms'] / k['median_ms']:.2f}x" if g and k else ""
         lines.append(
             f"| {model} | {batch} | {mode} | {BASELINE[mode]} | {fmt(o)} | "
             f"{fmt(p)} | {ratio} | {mib[0]} | {mib[1]} | {waits} | {blocked} | "
-            f"{graph} | {gratio} |")
+            f"{graph} | {gratio} | {compiled} | {kratio} |")
     for key, prof in res.get("kernel_times", {}).items():
         if "rows" not in prof:
             continue
@@ -231,7 +248,7 @@ def write_md(path, res):
             lines.append(f"| {op} | {ms / steps:.2f} | {runs / steps:.0f} | "
                          f"{100 * share:.1f}% |")
     errors = [(k, side, r["error"]) for k, v in res["runs"].items()
-              for side in ("oasr", "torch", "graph")
+              for side in ("oasr", "torch", "graph", "compiled")
               for r in v.get(side, []) if "error" in r]
     errors += [(k, "export", v["error"]) for k, v in res["exports"].items()
                if "error" in v]
@@ -255,6 +272,13 @@ def main():
     p.add_argument("--timeout", type=int, default=240)
     p.add_argument("--cuda-graph", action="store_true",
                    help="also time oasr-run --cuda-graph, interleaved")
+    p.add_argument("--torch-compile", default="",
+                   help="modes in which PyTorch is also timed under "
+                   'torch.compile(mode="reduce-overhead"), interleaved (the '
+                   "peer of --cuda-graph; e.g. bf16)")
+    p.add_argument("--compile-timeout", type=int, default=480,
+                   help="seconds a compiled PyTorch run may take (compiling "
+                   "included)")
     p.add_argument("--profile-modes", default="",
                    help="modes whose kernels get a profiled oasr-run per model "
                    "(OASR_CUDA_KERNEL_TIMES), after the timed rounds")
@@ -266,6 +290,10 @@ def main():
     for mode in modes:
         if mode not in BASELINE:
             p.error(f"--modes: unknown mode '{mode}' (f32, tf32, bf16)")
+    compile_modes = set(filter(None, a.torch_compile.split(",")))
+    if compile_modes - set(modes):
+        p.error(f"--torch-compile: {','.join(sorted(compile_modes - set(modes)))}"
+                " not among --modes")
     os.makedirs(a.out, exist_ok=True)
     os.makedirs(a.work, exist_ok=True)
     # oasr-run takes the bundle's libraries; python3 keeps the machine's.
@@ -288,7 +316,7 @@ def main():
             for mode in modes:
                 key = f"{m}/{b}/{mode}"
                 runs = res["runs"].setdefault(
-                    key, {"oasr": [], "torch": [], "graph": []})
+                    key, {"oasr": [], "torch": [], "graph": [], "compiled": []})
                 o = (run_oasr(a, env, m, b, mode, exported)
                      if "onnx" in exported else {"error": "not exported"})
                 t = run_torch(a, m, b, mode)
@@ -297,15 +325,22 @@ def main():
                 if a.cuda_graph and "onnx" in exported:
                     runs["graph"].append(
                         run_oasr(a, env, m, b, mode, exported, graph=True))
+                if mode in compile_modes:
+                    runs["compiled"].append(
+                        run_torch(a, m, b, mode, compiled=True))
                 print(f"round {rnd + 1} {key}: oasr "
                       f"{o.get('median_ms', 'FAILED')} ms, torch "
                       f"{t.get('median_ms', 'FAILED')} ms" +
                       (f", oasr --cuda-graph "
                        f"{runs['graph'][-1].get('median_ms', 'FAILED')} ms"
-                       if runs["graph"] else ""), flush=True)
+                       if runs["graph"] else "") +
+                      (f", torch.compile "
+                       f"{runs['compiled'][-1].get('median_ms', 'FAILED')} ms"
+                       if runs["compiled"] else ""), flush=True)
                 res["cells"][key] = {"oasr": cell(runs["oasr"]),
                                      "torch": cell(runs["torch"]),
-                                     "graph": cell(runs["graph"])}
+                                     "graph": cell(runs["graph"]),
+                                     "compiled": cell(runs["compiled"])}
                 # Written after every pair: a run cut short keeps its cells.
                 with open(os.path.join(a.out, "gpu-steps.json"), "w") as f:
                     json.dump(res, f, indent=1)
