@@ -1,10 +1,12 @@
 //===- PowerSGD.cpp - Groups sent as low-rank factors ---------------------===//
 //
-// The loops are serial and fixed in order, so every rank computes the same
-// factors bit for bit (PowerSGD.h). Each is a pass over a matrix with
-// r <= a few columns of factors beside it: memory-bound streams that the
-// compiler vectorizes (the dot products in 16 independent lanes, no
-// reassociation).
+// Each rank's own products, P = M Q and Q = M^T P, are oneDNN's sgemm on one
+// thread: its result depends on the operands alone, so a resumed run
+// computes the same factors. What every rank must compute bit for bit
+// from the averaged factors (P's Gram-Schmidt, G = P Q^T) are serial loops
+// fixed in order (PowerSGD.h): streams beside r <= a few rows of factors
+// that the compiler vectorizes (the dot products in 16 independent lanes,
+// no reassociation), the same instructions on every rank.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,9 +17,15 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include "oneapi/dnnl/dnnl.h"
+
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -44,6 +52,35 @@ float dot(const float *a, const float *b, size_t n) {
 void axpy(float a, const float *x, float *y, size_t n) {
   for (size_t i = 0; i < n; ++i)
     y[i] += a * x[i];
+}
+
+/// G = P Q^T and E -= G, row by row of G (rows x cols; P^T is r x rows,
+/// Q^T r x cols). Each element is 0 + p0 q0 + p1 q1 + ... in k's order,
+/// multiplied and added apart (this file builds with -ffp-contract=off), so
+/// every clone gives the same bits; a block of each row stays in cache
+/// while the r rows of Q^T pass over it.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void
+lowRankProduct(const float *pt, size_t rows, const float *qt, unsigned r,
+               size_t cols, float *g, float *e) {
+  constexpr size_t kBlock = 512;
+  float acc[kBlock];
+  for (size_t i = 0; i < rows; ++i) {
+    float *gi = g + i * cols, *ei = e + i * cols;
+    for (size_t j0 = 0; j0 < cols; j0 += kBlock) {
+      const size_t nb = std::min(kBlock, cols - j0);
+      std::fill(acc, acc + nb, 0.0f);
+      for (unsigned k = 0; k < r; ++k) {
+        const float p = pt[k * rows + i];
+        const float *q = qt + k * cols + j0;
+        for (size_t j = 0; j < nb; ++j)
+          acc[j] += p * q[j];
+      }
+      for (size_t j = 0; j < nb; ++j) {
+        gi[j0 + j] = acc[j];
+        ei[j0 + j] -= acc[j];
+      }
+    }
+  }
 }
 
 /// Gram-Schmidt on the r rows of `pt` (P's columns, each n long): each
@@ -74,6 +111,26 @@ std::pair<int64_t, int64_t> matrixShape(const GradGroup::Span &s,
       schedule::powerSgdCompresses(uint64_t(s.shape[0]), uint64_t(numel), rank))
     return {s.shape[0], numel / s.shape[0]};
   return {0, numel};
+}
+
+/// Row-major C (m x n) = op(A) op(B), op transposing where `ta`/`tb` is
+/// 'T', on the calling thread alone (its OpenMP team restored after).
+void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float *a,
+          int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc) {
+  const int threads = omp_get_max_threads();
+  if (threads != 1)
+    omp_set_num_threads(1);
+  dnnl_status_t st =
+      dnnl_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+  if (threads != 1)
+    omp_set_num_threads(threads);
+  if (st != dnnl_success) {
+    std::fprintf(stderr,
+                 "oasr-run: error: PowerSGD: oneDNN's sgemm (%lld x %lld x "
+                 "%lld) failed with status %d\n",
+                 (long long)m, (long long)n, (long long)k, int(st));
+    std::abort();
+  }
 }
 
 double nowUs() {
@@ -142,12 +199,9 @@ void PowerSgd::reduce(Communicator &c, const GradGroup &g) {
     const size_t n = size_t(it.rows) * size_t(it.cols);
     for (size_t e = 0; e < n; ++e)
       mm[e] += grad[e];
-    float *pt = first.data() + it.atP;
-    for (int64_t i = 0; i < it.rows; ++i)
-      for (unsigned k = 0; k < r; ++k)
-        pt[k * size_t(it.rows) + size_t(i)] =
-            dot(mm + size_t(i) * size_t(it.cols),
-                it.m->qt.data() + k * size_t(it.cols), size_t(it.cols));
+    // P^T (r x rows) = Q^T M^T.
+    gemm('N', 'T', r, it.rows, it.cols, it.m->qt.data(), it.cols, mm, it.cols,
+         first.data() + it.atP, it.rows);
   }
   double computeUs = nowUs() - t0;
   c.allreduceAverage(first.data(), n1, DType::F32);
@@ -162,13 +216,9 @@ void PowerSgd::reduce(Communicator &c, const GradGroup &g) {
     }
     float *pt = first.data() + it.atP;
     orthogonalize(pt, r, size_t(it.rows));
-    float *qt = second.data() + it.atQ;
-    const float *mm = it.m->error.data();
-    for (int64_t i = 0; i < it.rows; ++i)
-      for (unsigned k = 0; k < r; ++k)
-        axpy(pt[k * size_t(it.rows) + size_t(i)],
-             mm + size_t(i) * size_t(it.cols), qt + k * size_t(it.cols),
-             size_t(it.cols));
+    // Q^T (r x cols) = P^T M.
+    gemm('N', 'N', r, it.cols, it.rows, pt, it.rows, it.m->error.data(),
+         it.cols, second.data() + it.atQ, it.cols);
   }
   computeUs += nowUs() - t0;
   c.allreduceAverage(second.data(), n2, DType::F32);
@@ -183,15 +233,7 @@ void PowerSgd::reduce(Communicator &c, const GradGroup &g) {
     float *grad = buf + it.span->offset;
     float *mm = it.m->error.data();
     const size_t cols = size_t(it.cols);
-    for (int64_t i = 0; i < it.rows; ++i) {
-      float *row = grad + size_t(i) * cols;
-      std::fill(row, row + cols, 0.0f);
-      for (unsigned k = 0; k < r; ++k)
-        axpy(pt[k * size_t(it.rows) + size_t(i)], qt + k * cols, row, cols);
-      float *e = mm + size_t(i) * cols;
-      for (size_t j = 0; j < cols; ++j)
-        e[j] -= row[j];
-    }
+    lowRankProduct(pt, size_t(it.rows), qt, r, cols, grad, mm);
     std::memcpy(it.m->qt.data(), qt, size_t(r) * cols * 4);
   }
   computeUs += nowUs() - t0;

@@ -13,9 +13,11 @@
 //   G = P Q^T,  E = M - G
 // Every rank computes the same P, Q and G bit for bit: they come out of
 // the collectives or from them alone, by fixed-order loops (no threads,
-// no library whose blocking depends on the thread count). E stays on its
-// rank; checkpoints carry Q and every rank's E, so a resumed run continues
-// bitwise.
+// no library whose blocking depends on the thread count). The products of
+// a rank's own M (M Q, M^T P: summed by the collectives) are oneDNN's sgemm
+// on one thread, which gives the same result for the same operands. E
+// stays on its rank; checkpoints carry Q and every rank's E, so a resumed
+// run continues bitwise.
 //
 //===----------------------------------------------------------------------===//
 
