@@ -9,10 +9,10 @@
 //    the bytes they save: auto sends everything plain, as with compress=off;
 //  - powersgd:4 compresses every group that holds a matrix worth it.
 // RUN: oasr-opt %S/Inputs/mlp8.mlir --oasr-autodiff --oasr-annotate-cost=profile=%S/Inputs/mlp8.profile.json -o %t.step.mlir
-// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto alpha=5e-4 beta=4e-8" --oasr-plan-report -o %t.slow.mlir | FileCheck %s --check-prefix=SLOWREPORT
+// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto:4 alpha=5e-4 beta=4e-8" --oasr-plan-report -o %t.slow.mlir | FileCheck %s --check-prefix=SLOWREPORT
 // RUN: FileCheck %s --check-prefix=SLOW < %t.slow.mlir
-// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto strategy=wfbp alpha=5e-4 beta=4e-8" --oasr-plan-report="format=json" -o /dev/null | FileCheck %s --check-prefix=WFBP
-// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto" | FileCheck %s --check-prefix=FAST
+// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto:4 strategy=wfbp alpha=5e-4 beta=4e-8" --oasr-plan-report="format=json" -o /dev/null | FileCheck %s --check-prefix=WFBP
+// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto:4" | FileCheck %s --check-prefix=FAST
 // RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=powersgd:4 strategy=wfbp" | FileCheck %s --check-prefix=FORCED
 // The pipeline option reaches the pass, and the layout keeps the attribute.
 // RUN: oasr-opt %S/Inputs/mlp8.mlir --oasr-train-pipeline="profile=%S/Inputs/mlp8.profile.json compress=powersgd:2" | FileCheck %s --check-prefix=PIPELINE
@@ -22,10 +22,10 @@
 // Compression's compute rates: a calibration's (`oasr-bench comm` records
 // compress_us_per_mac and compress_us_per_element), else compress-gmacs,
 // else the default; the plan and its report say which.
-// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto comm=%S/Inputs/comm-compress.json" --oasr-plan-report -o %t.cal.mlir | FileCheck %s --check-prefix=CALREPORT
+// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto:4 comm=%S/Inputs/comm-compress.json" --oasr-plan-report -o %t.cal.mlir | FileCheck %s --check-prefix=CALREPORT
 // RUN: FileCheck %s --check-prefix=CAL < %t.cal.mlir
-// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto comm=%S/Inputs/comm-compress.json compress-gmacs=40" --oasr-plan-report -o /dev/null | FileCheck %s --check-prefix=GMACS
-// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto alpha=5e-4 beta=4e-8" -o - | FileCheck %s --check-prefix=DEFAULT
+// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto:4 comm=%S/Inputs/comm-compress.json compress-gmacs=40" --oasr-plan-report -o /dev/null | FileCheck %s --check-prefix=GMACS
+// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto:4 alpha=5e-4 beta=4e-8" -o - | FileCheck %s --check-prefix=DEFAULT
 // CALREPORT: compression auto:4: 3 of 3 groups send PowerSGD factors (channel time per form, model above; compute 1.00e-03 us/multiply-add, 1.00e-03 us/element, as oasr-bench comm measured them)
 // CAL: compress_from = "calibration", compress_us_per_element = 1.000000e-03 : f64, compress_us_per_mac = 1.000000e-03 : f64
 // GMACS: compute 2.50e-05 us/multiply-add, 1.00e-03 us/element, from compress-gmacs)

@@ -88,7 +88,7 @@ static cl::opt<std::string> compress(
     cl::desc("What fused groups send, for an .onnx input: off (default), "
              "powersgd:R (every group with a matrix worth compressing as "
              "rank-R PowerSGD factors with error feedback) or auto[:R] (the "
-             "planner chooses per group; R 4 by default); "
+             "planner chooses per group; R 8 by default); "
              "docs/compression.md"),
     cl::init("off"), cl::cat(runCat));
 static cl::opt<std::string> twoLevel(
