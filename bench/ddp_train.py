@@ -7,6 +7,7 @@ on the emulated cluster (bench/run_compress.py drives both).
         [--batch 32] [--steps 300] [--eval-every 25] [--lr 0.01] \\
         [--optimizer momentum] [--momentum 0.9] [--seed 1] \\
         [--hook none|bf16|fp16|powersgd:R] [--powersgd-start K]
+    ... bench/ddp_train.py --model bert --data FILE ...    (token sequences)
 
 Launch and rendezvous as bench/ddp_step.py: one process per rank, rank and
 world size from Open MPI's environment (OMPI_COMM_WORLD_RANK/SIZE, or
@@ -65,6 +66,20 @@ What it trains, and how it matches `oasr-run MODEL.onnx --data=cifar10:DIR
   past a bucket boundary while the previous bucket's compressed exchange
   (a few small collectives) is in flight.
 
+With --model bert (or bert-tiny) it trains bench/token_model.py's BERT-like
+encoder on a token file as oasr-run --data=tokens:FILE reads it (u16 ids,
+SEQ a sequence; FILE.labels: int64 labels, one a sequence): the model built
+by token_model.make_model(**token_model.MODELS[name]) after
+torch.manual_seed(0), every parameter copied from --init-onnx by name (the
+export's initializers are the module's parameter names, 52 of 52); the
+sequences walked in oasr's order (the same EpochWalk over the sequences);
+ids as int64. There is no test set (oasr-run's token loader has none), so
+an evaluation line reports what oasr-run's progress line does: the
+accuracy and mean loss of the training batches since the previous line,
+summed over the ranks, each batch's forward pass before its update. While
+no sequence repeats (steps x batch x ranks <= the file's sequences) that
+accuracy is on sequences the model has not yet trained on.
+
 Evaluation (--eval-every E, and after the last step): the test accuracy of
 the current weights on every rank's test shard in full batches of
 --batch (the remainder skipped: oasr's model has a static batch), summed over
@@ -96,6 +111,7 @@ import time
 import warnings
 
 import ddp_launch
+import token_model
 
 import numpy as np
 
@@ -199,6 +215,20 @@ def to_images(pixels):
     return pixels.astype(np.float32) * np.float32(1.0 / 255.0)
 
 
+def load_tokens(path, seq):
+    """oasr's tokens:FILE for a classifier: (ids [N, SEQ] int64, labels)."""
+    for f in (path, path + ".labels"):
+        if not os.path.exists(f):
+            sys.exit(f"ddp_train.py: error: {f}: no such file (--model bert reads "
+                     "--data FILE, u16 token ids, and FILE.labels)")
+    ids = np.fromfile(path, dtype="<u2").astype(np.int64)
+    labels = np.fromfile(path + ".labels", dtype="<i8")
+    if ids.size % seq or ids.size // seq != labels.size:
+        sys.exit(f"ddp_train.py: error: {path}: {ids.size} ids and {labels.size} labels "
+                 f"are not sequences of {seq} tokens with one label each")
+    return ids.reshape(-1, seq), labels
+
+
 class OrderedPowerSGD:
     """PowerSGD's state and the previous bucket's future."""
 
@@ -275,8 +305,11 @@ def load_onnx_init(model, path):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", required=True, help="CIFAR-10 binary directory")
-    p.add_argument("--model", default="resnet18", help="a torchvision classification model")
+    p.add_argument("--data", required=True,
+                   help="CIFAR-10 binary directory; with --model bert, a token file")
+    p.add_argument("--model", default="resnet18",
+                   help="a torchvision classification model, or bert / bert-tiny "
+                        "(bench/token_model.py)")
     p.add_argument("--init-onnx", help="copy the initial weights from this ONNX export")
     ddp_launch.add_rendezvous_args(p)
     p.add_argument("--batch", type=int, default=32, help="per-rank batch")
@@ -301,8 +334,15 @@ def main():
         sys.exit(f"ddp_train.py: error: --powersgd-start={a.powersgd_start}: PyTorch's "
                  "PowerSGD with error feedback and warm start needs >= 2")
 
-    (train_px, train_y), (test_px, test_y) = load_cifar(a.data)
-    classes = int(max(train_y.max(), test_y.max())) + 1
+    tokens = a.model in token_model.MODELS
+    if tokens:
+        cfg = token_model.MODELS[a.model]
+        train_px, train_y = load_tokens(a.data, cfg["seq"])
+        test_px, test_y = train_px[:0], train_y[:0]
+        classes = cfg["classes"]
+    else:
+        (train_px, train_y), (test_px, test_y) = load_cifar(a.data)
+        classes = int(max(train_y.max(), test_y.max())) + 1
 
     import torch
     import torch.distributed as dist
@@ -315,8 +355,12 @@ def main():
     ddp_launch.init_gloo(a, rank, world)
 
     torch.manual_seed(0)
-    model = getattr(torchvision.models, a.model)(weights=None, num_classes=classes)
-    init = {"source": f"torchvision {a.model}, torch.manual_seed(0)"}
+    if tokens:
+        model = token_model.make_model(**cfg)
+        init = {"source": f"token_model {a.model}, torch.manual_seed(0)"}
+    else:
+        model = getattr(torchvision.models, a.model)(weights=None, num_classes=classes)
+        init = {"source": f"torchvision {a.model}, torch.manual_seed(0)"}
     if a.init_onnx:
         copied, equal, buffers = load_onnx_init(model, a.init_onnx)
         init = {"source": os.path.basename(a.init_onnx), "parameters": copied,
@@ -343,6 +387,8 @@ def main():
     test_shard = list(range(rank, len(test_y), world))
 
     def batch_of(pixels, labels, idx):
+        if tokens:
+            return torch.from_numpy(pixels[idx]), torch.from_numpy(labels[idx])
         x = torch.from_numpy(to_images(pixels[idx])).view(len(idx), 3, 32, 32)
         return x, torch.from_numpy(labels[idx])
 
@@ -365,6 +411,7 @@ def main():
 
     times, evals = [], []
     interval_loss, interval_steps = 0.0, 0
+    interval_correct = interval_seen = 0
     first_loss = None
     eval_s = 0.0
     dist.barrier()
@@ -373,10 +420,14 @@ def main():
         x, y = batch_of(train_px, train_y, walk.take(a.batch))
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(ddp(x), y)
+        logits = ddp(x)
+        loss = F.cross_entropy(logits, y)
         loss.backward()
         opt.step()
         times.append(time.perf_counter() - t0)
+        if tokens:  # the training batch's correct predictions
+            interval_correct += int((logits.detach().argmax(1) == y).sum())
+            interval_seen += len(y)
         value = loss.item()
         if first_loss is None:
             first_loss = value
@@ -386,11 +437,15 @@ def main():
         if (a.eval_every and done % a.eval_every == 0) or done == a.steps:
             e0 = time.perf_counter()
             seconds = e0 - start - eval_s
-            correct, total = evaluate()
-            agg = torch.tensor([interval_loss, interval_steps], dtype=torch.float64)
+            correct, total = evaluate() if not tokens else (0, 0)
+            agg = torch.tensor([interval_loss, interval_steps, interval_correct,
+                                interval_seen], dtype=torch.float64)
             dist.all_reduce(agg)
             mean_loss = float(agg[0] / agg[1])
+            if tokens:  # the training batches' accuracy, as oasr-run's progress line
+                correct, total = int(agg[2]), int(agg[3])
             interval_loss, interval_steps = 0.0, 0
+            interval_correct = interval_seen = 0
             this_eval = time.perf_counter() - e0
             eval_s += this_eval
             line = {"event": "eval", "step": done, "seconds": round(seconds, 4),

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Time to accuracy with gradient compression: oasr-run --compress against
-PyTorch DDP's powerSGD_hook, ResNet-18 on 2 emulated nodes.
+PyTorch DDP's powerSGD_hook, ResNet-18 (or a BERT-like encoder on token
+data) on 2 emulated nodes.
 
     bench/run_compress.py [--out NAME] [--out-dir DIR] [--build BUILD]
                           [--rates 200mbit[,1gbit...]] [--seeds 3]
@@ -9,9 +10,11 @@ PyTorch DDP's powerSGD_hook, ResNet-18 on 2 emulated nodes.
                           [--oasr-configs off,auto] [--ddp-hooks powersgd:4]
                           [--compress-start 10] [--target rel:0.9 | 0.8]
                           [--data DIR] [--noise 2.0] [--oasr-args "..."]
+                          [--model resnet18 | bert | bert-tiny]
+                          [--cluster-name compress] [--subnet 10.77.0.0/24]
 
 For every rate (scripts/cluster.sh up 2 --rate=RATE, a cluster named
-`compress`) it first calibrates the link for oasr (oasr-bench comm as
+--cluster-name, default `compress`, on --subnet) it first calibrates the link for oasr (oasr-bench comm as
 bench/run_cluster.sh runs it, allreduce only: 2-3 minutes at 200 Mbit/s;
 --no-calibrate skips it), then runs every seed (1..SEEDS: oasr-run's --seed
 and ddp_train.py's, the data order; the initial weights are the same in
@@ -70,6 +73,24 @@ the example here is 2 x 3 x 32 x 32. Before the first rate, one step of
 each side checks that oasr's first loss equals PyTorch's (same weights,
 same first batch); a mismatch stops the benchmark (--skip-init-check).
 
+--model bert: bench/token_model.py's BERT-like encoder (scripts/model_zoo.py's
+TinyEncoder scaled up: 4 post-norm layers of width 128, 4 heads, a
+vocabulary of 8192, 1.85 M parameters, 7.4 MB of f32 gradients, 4.2 MB of
+them the token embedding) classifying generated token sequences into 16
+classes (each class's topic tokens among Zipf background tokens; the
+module's docstring), exported once by Debian's torch and trained by
+oasr-run --data=tokens:FILE and ddp_train.py --model bert from the same
+initializers. The file has steps x batch x 2 sequences (rounded up to 1024)
+or --sequences, so no sequence repeats in a run. oasr-run's token loader
+has no test set, so the accuracy of a point is the one both tools report
+for the training batches since the previous point (oasr-run's progress line
+at --log-every=E, summed over the ranks; each batch's forward pass comes
+before its update, so while nothing repeats it is measured on sequences the
+model has not trained on), and its seconds are oasr-run's progress clock
+(the sum of each interval's sequences over its seq/s), not an --eval-every
+line. --target applies to that accuracy. bert-tiny (2 layers of width 32)
+is for quick checks of the pipeline.
+
 With the defaults (one rate, 3 seeds, 300 steps) a run takes about an hour:
 `oasr off` is some 2-3 s a step at 200 Mbit/s (11-15 minutes a run), the
 compressed configs 0.2-0.4 s a step after their 10 plain steps (2-3
@@ -101,7 +122,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"
 TORCH_PY = "/root/venv-torch/bin/python"
 CLUSTER = os.path.join(ROOT, "scripts", "cluster.sh")
-MASTER = "10.77.0.1"  # node 0 of cluster.sh's default subnet
+TOKEN_MODELS = ("bert", "bert-tiny")  # bench/token_model.py
+PROGRESS_RE = re.compile(r"^step (\d+)/\d+  loss ([-+0-9.naifNAIF]+)  acc\s+([0-9.]+)%  "
+                         r"([0-9.]+) seq/s", re.M)
 
 EVAL_RE = re.compile(r"^eval step (\d+)  time ([0-9.]+) s  test accuracy ([0-9.]+)% "
                      r"\((\d+)/(\d+)\)", re.M)
@@ -129,6 +152,34 @@ def export_onnx(path, model_name, classes):
                       dynamic_axes={"input": {0: "batch"}})
 
 
+def export_token_onnx(path, model_name, batch):
+    """The BERT-like model for oasr-run (Debian's torch, the TorchScript
+    exporter as python/oasr/_export.py runs it: training mode, no constant
+    folding, opset 17, input "ids" with a dynamic batch)."""
+    import torch
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import token_model
+    from oasr._export import exporter_args
+
+    cfg = token_model.MODELS[model_name]
+    torch.manual_seed(0)
+    model = token_model.make_model(**cfg)
+    model.train()
+    ids = torch.randint(1, cfg["vocab"], (batch, cfg["seq"]))
+    ids[: batch // 2, -2:] = 0  # padded tails, as the data has
+    torch.onnx.export(model, ids, path, training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, opset_version=17,
+                      input_names=["ids"], output_names=["logits"],
+                      dynamic_axes={"ids": {0: "batch"}, "logits": {0: "batch"}},
+                      **exporter_args(torch))
+
+
+def master_of(subnet):
+    """Node 0's address: cluster.sh gives node i the subnet's host i + 1."""
+    import ipaddress
+    return str(ipaddress.ip_network(subnet, strict=False).network_address + 1)
+
+
 def cpu_name():
     for line in open("/proc/cpuinfo"):
         if line.startswith("model name"):
@@ -147,13 +198,26 @@ def cluster(name, *args, check=True):
     return r
 
 
-def parse_oasr(text):
-    """oasr-run's output: the curve, the summary's step, plan and loss."""
+def parse_oasr(text, progress_samples=None):
+    """oasr-run's output: the curve, the summary's step, plan and loss.
+    With progress_samples (the sequences a step takes over all ranks), the
+    curve is the progress lines' (token models: no test set): the training
+    batches' accuracy and loss, seconds summed from each interval's
+    sequences over its seq/s."""
     losses = {int(m.group(1)): float(m.group(2)) for m in LOSS_RE.finditer(text)}
-    curve = [{"step": int(m.group(1)), "seconds": float(m.group(2)),
-              "loss": losses.get(int(m.group(1))),
-              "accuracy": int(m.group(4)) / int(m.group(5))}
-             for m in EVAL_RE.finditer(text)]
+    if progress_samples:
+        curve, seconds, prev = [], 0.0, 0
+        for m in PROGRESS_RE.finditer(text):
+            step, rate = int(m.group(1)), float(m.group(4))
+            seconds += (step - prev) * progress_samples / rate if rate > 0 else 0.0
+            prev = step
+            curve.append({"step": step, "seconds": round(seconds, 4),
+                          "loss": float(m.group(2)), "accuracy": float(m.group(3)) / 100})
+    else:
+        curve = [{"step": int(m.group(1)), "seconds": float(m.group(2)),
+                  "loss": losses.get(int(m.group(1))),
+                  "accuracy": int(m.group(4)) / int(m.group(5))}
+                 for m in EVAL_RE.finditer(text)]
     step = STEP_RE.search(text)
     plan = PLAN_RE.search(text)
     return {"curve": curve,
@@ -277,9 +341,13 @@ def write_report(doc, md_path):
              f"* Model: {doc['model_desc']}. Data: {doc['data_desc']}.",
              f"* Training: batch {a['batch']}/rank, {a['steps']} steps, momentum SGD "
              f"(momentum {a['momentum']:g}, lr {a['lr']:g}, no weight decay), no augmentation; "
-             f"test accuracy every {a['eval_every']} steps on all "
-             f"{doc['test_evaluated']} evaluated test records (BatchNorm on batch statistics, "
-             "as oasr-run evaluates). Compression starts after "
+             + (f"accuracy every {a['eval_every']} steps: the training batches' since the "
+                "previous point (both ranks, each forward pass before its update; no sequence "
+                "repeats, so the model has not trained on them), as oasr-run's progress line "
+                "reports it. " if doc.get("tokens") else
+                f"test accuracy every {a['eval_every']} steps on all "
+                f"{doc['test_evaluated']} evaluated test records (BatchNorm on batch "
+                "statistics, as oasr-run evaluates). ") + "Compression starts after "
              f"{a['compress_start']} uncompressed steps on both sides (oasr --compress-start, "
              "PyTorch start_powerSGD_iter).",
              f"* Seeds {', '.join(str(s) for s in doc['seeds'])} (the data order; the initial "
@@ -329,7 +397,9 @@ def write_report(doc, md_path):
                     cells.append("-" if v is None else
                                  f"{v:.2f}x" + (f" [{rng[0]:.2f}-{rng[1]:.2f}]" if rng else ""))
                 lines.append(f"| {q['config']} | {q['against']} | " + " | ".join(cells) + " |")
-        lines += ["", "Test accuracy (%) and seconds at each evaluation, median over seeds:", ""]
+        lines += ["", ("Accuracy of the training batches since the previous point (%)"
+                       if doc.get("tokens") else "Test accuracy (%)")
+                  + " and seconds at each evaluation, median over seeds:", ""]
         for c in s["configs"]:
             rs = [r for r in doc["runs"] if r["rate"] == s["rate"] and r["config"] == c
                   and not r.get("failed")]
@@ -392,6 +462,40 @@ DIFFERENCES = """
   inside its evaluation, off the clock.
 """
 
+DIFFERENCES_TOKENS = """
+* The same: the weights (the ONNX file's initializers, copied into
+  bench/token_model.py's module by name: every parameter), the
+  data and its order (oasr's per-epoch std::mt19937_64 shuffle of the
+  sequences ported to Python, sequence i of the permutation to rank i % 2),
+  the ids (int64, the padding mask from id 0 on both), the loss (mean
+  cross-entropy over sequences), the update (v' = 0.9 v + g,
+  p' = p - lr v'), the accuracy (the training batches' correct predictions
+  since the previous point, summed over both ranks, from the forward pass
+  before each update) and the clock (training wall time from the first
+  step; oasr-run's is the sum of its progress intervals, each interval's
+  sequences over its seq/s, the progress line's own 5-double allreduce
+  between intervals; ddp_train.py's leaves its accuracy and loss allreduce
+  off the clock).
+* Kernels differ (oneDNN through oasr's executor against PyTorch's CPU
+  kernels; PyTorch's attention is its own multi_head_attention_forward,
+  oasr's the exported graph's MatMul, Softmax and Where), so the float
+  results part after the first step; the runs then follow different but
+  statistically alike trajectories.
+* Communication: oasr's planned fused allreduces on a communication thread
+  (Open MPI over TCP, the cluster's allreduce rules) against DDP's 25 MB
+  buckets over gloo (the whole model is one bucket or two); oasr's own
+  compression (--compress) against PyTorch's powerSGD_hook (per bucket: the
+  P and Q allreduces, 1-D and small tensors uncompressed at
+  min_compression_rate 2, warm-started Q, error feedback). PyTorch's hook is
+  run with one change (ddp_train.py's ordered_powersgd_hook): while it
+  compresses, a bucket's exchange starts only after the previous bucket's
+  has finished (over gloo its callback-issued collectives race the next
+  bucket's).
+* The token embedding's gradient is dense on both sides (PyTorch's
+  nn.Embedding without sparse=True; oasr's Gather gradient): in `bert`,
+  4.2 of the 7.4 MB, a 8192 x 128 matrix to PowerSGD on both sides.
+"""
+
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -416,9 +520,18 @@ def main():
     p.add_argument("--data", help="CIFAR-10 binary directory (default: generated)")
     p.add_argument("--noise", type=float, default=2.0,
                    help="the generated data's noise (scripts/gen_cifar_like.py --noise)")
-    p.add_argument("--model", default="resnet18", help="a torchvision classification model")
+    p.add_argument("--model", default="resnet18",
+                   help="a torchvision classification model, or bert / bert-tiny "
+                        "(bench/token_model.py, on generated token data)")
+    p.add_argument("--sequences", type=int, default=0,
+                   help="token models: sequences generated (default: steps x batch x 2, "
+                        "rounded up to 1024, so none repeats)")
     p.add_argument("--oasr-args", default="", help="more oasr-run options (split as by a shell)")
-    p.add_argument("--cluster-name", default="compress")
+    p.add_argument("--cluster-name", default="compress",
+                   help="scripts/cluster.sh --name: one of several clusters on the host")
+    p.add_argument("--subnet", default="10.77.0.0/24",
+                   help="the cluster's subnet (cluster.sh up --subnet); node 0 is its "
+                        "first host, PyTorch's rendezvous")
     p.add_argument("--run-timeout", type=int, default=3600, help="seconds a run may take")
     p.add_argument("--skip-init-check", action="store_true")
     p.add_argument("--no-calibrate", action="store_true",
@@ -430,6 +543,8 @@ def main():
     p.add_argument("--classes", type=int, default=10, help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.export_onnx:
+        if a.model in TOKEN_MODELS:
+            return export_token_onnx(a.export_onnx, a.model, a.batch)
         return export_onnx(a.export_onnx, a.model, a.classes)
 
     rates = [r for r in a.rates.split(",") if r]
@@ -483,9 +598,53 @@ def main():
             shutil.rmtree(work, ignore_errors=True)
 
 
+def token_setup(a, work):
+    """The token model's data file and ONNX export (bench/token_model.py)."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import token_model
+
+    cfg, gen = token_model.MODELS[a.model], token_model.DATA[a.model]
+    sequences = a.sequences or -(-a.steps * a.batch * 2 // 1024) * 1024
+    data = os.path.join(work, f"{a.model}-tokens-{sequences}.bin")
+    if not os.path.exists(data + ".labels"):
+        token_model.generate(data, cfg["vocab"], cfg["seq"], cfg["classes"],
+                             sequences=sequences, **gen)
+    model = os.path.join(work, f"{a.model}-b{a.batch}.onnx")
+    if not os.path.exists(model):
+        subprocess.run([PY, os.path.abspath(__file__), "--export-onnx", model, "--model",
+                        a.model, "--batch", str(a.batch)], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    params = (cfg["vocab"] * cfg["dim"] + cfg["seq"] * cfg["dim"]
+              + cfg["layers"] * (4 * cfg["dim"] * cfg["dim"] + 2 * cfg["dim"] * cfg["ff"]
+                                 + 9 * cfg["dim"] + cfg["ff"])
+              + cfg["dim"] * cfg["classes"] + cfg["classes"])
+    model_desc = (f"bench/token_model.py's {a.model}, BERT-like: token embedding "
+                  f"{cfg['vocab']} x {cfg['dim']}, learned positions ({cfg['seq']}), "
+                  f"{cfg['layers']} nn.TransformerEncoderLayer (post-norm, width {cfg['dim']}, "
+                  f"{cfg['heads']} heads, feed-forward {cfg['ff']}, GELU, no dropout) with the "
+                  f"padding mask of id 0, mean over positions, a linear classifier of "
+                  f"{cfg['classes']} classes; {params / 1e6:.2f} M parameters, "
+                  f"{4 * params / 1e6:.1f} MB of f32 gradients; after torch.manual_seed(0), "
+                  "exported to ONNX in training mode by Debian's torch (TorchScript exporter, "
+                  f"opset 17), every one of its parameters an initializer of the same name")
+    data_desc = (f"generated by bench/token_model.py (NOT a corpus): {sequences} sequences "
+                 f"of {cfg['seq'] // 2}-{cfg['seq']} token ids, "
+                 f"padded to {cfg['seq']} with id 0, classes uniform over {cfg['classes']}; each "
+                 f"class has {gen['topic']} topic ids, a position is one of its class's with "
+                 f"probability {gen['signal']:g}, else a Zipf({gen['zipf']:g}) background id; "
+                 f"{100 * gen['label_noise']:g} % of labels redrawn uniformly; generator seed "
+                 f"{gen['seed']}; every sequence is used at most once in a run")
+    return data, model, cfg["classes"], model_desc, data_desc
+
+
 def run_benchmark(a, rates, oasr_cfgs, ddp_cfgs, configs, oasr, work, name, md_path,
                   json_path, load_before, date):
-    if a.data:
+    tokens = a.model in TOKEN_MODELS
+    master = master_of(a.subnet)
+    if tokens:
+        data, model, classes, model_desc, data_desc = token_setup(a, work)
+        test_evaluated = None
+    elif a.data:
         data = os.path.abspath(a.data)
         data_desc = f"`{a.data}` (CIFAR-10 binary records)"
     else:
@@ -496,6 +655,21 @@ def run_benchmark(a, rates, oasr_cfgs, ddp_cfgs, configs, oasr, work, name, md_p
         data_desc = (f"generated by scripts/gen_cifar_like.py --noise {a.noise:g} (10 classes "
                      "of coloured gratings and shapes under noise and jitter, 10000 train / "
                      "2000 test 32x32x3 records; NOT CIFAR-10)")
+    if not tokens:
+        model, classes, test_evaluated = cifar_setup(a, data, work)
+        model_desc = (f"torchvision {a.model}(weights=None, num_classes={classes}) after "
+                      "torch.manual_seed(0), input 3x32x32, exported to ONNX in training "
+                      "mode by Debian's torch (TorchScript exporter, opset 14)")
+    export_torch = subprocess.run([PY, "-c", "import torch; print(torch.__version__)"],
+                                  capture_output=True, text=True).stdout.strip()
+    extra = shlex.split(a.oasr_args)
+    run_all(a, rates, oasr_cfgs, ddp_cfgs, configs, oasr, work, name, md_path, json_path,
+            load_before, date, tokens, master, data, model, classes, test_evaluated,
+            model_desc, data_desc, export_torch, extra)
+
+
+def cifar_setup(a, data, work):
+    """The CIFAR-format data's classes and test records, and the export."""
     labels = []
     for f in [f"data_batch_{b}.bin" for b in range(1, 6)] + ["test_batch.bin"]:
         with open(os.path.join(data, f), "rb") as fh:
@@ -509,20 +683,23 @@ def run_benchmark(a, rates, oasr_cfgs, ddp_cfgs, configs, oasr, work, name, md_p
         subprocess.run([PY, os.path.abspath(__file__), "--export-onnx", model, "--model",
                         a.model, "--classes", str(classes)], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    export_torch = subprocess.run([PY, "-c", "import torch; print(torch.__version__)"],
-                                  capture_output=True, text=True).stdout.strip()
-    extra = shlex.split(a.oasr_args)
+    return model, classes, test_evaluated
 
+
+def run_all(a, rates, oasr_cfgs, ddp_cfgs, configs, oasr, work, name, md_path, json_path,
+            load_before, date, tokens, master, data, model, classes, test_evaluated,
+            model_desc, data_desc, export_torch, extra):
     comm = {}  # rate -> the calibration oasr-run plans with
 
     def oasr_cmd(cfg, seed, steps, log_every, eval_every=None, rate=None):
-        cmd = [oasr, model, f"--data=cifar10:{data}", f"--batch={a.batch}",
+        cmd = [oasr, model, f"--data={'tokens' if tokens else 'cifar10'}:{data}",
+               f"--batch={a.batch}",
                f"--steps={steps}", f"--log-every={log_every}", "--threads=1",
                "--optimizer=momentum", f"--momentum={a.momentum:g}", f"--lr={a.lr:g}",
                f"--seed={seed}"]
         if rate in comm:
             cmd.append(f"--comm={comm[rate]['file']}")
-        if eval_every:
+        if eval_every and not tokens:  # a token file has no test set
             cmd.append(f"--eval-every={eval_every}")
         if cfg != "off":
             cmd += [f"--compress={cfg}", f"--compress-start={a.compress_start}"]
@@ -530,7 +707,7 @@ def run_benchmark(a, rates, oasr_cfgs, ddp_cfgs, configs, oasr, work, name, md_p
 
     def ddp_cmd(hook, seed, steps, eval_every, port):
         return [TORCH_PY, os.path.join(ROOT, "bench", "ddp_train.py"), "--data", data,
-                "--model", a.model, "--init-onnx", model, f"--master={MASTER}",
+                "--model", a.model, "--init-onnx", model, f"--master={master}",
                 f"--port={port}", f"--batch={a.batch}", f"--steps={steps}",
                 f"--eval-every={eval_every}", "--optimizer=momentum",
                 f"--momentum={a.momentum:g}", f"--lr={a.lr:g}", f"--seed={seed}",
@@ -555,7 +732,7 @@ def run_benchmark(a, rates, oasr_cfgs, ddp_cfgs, configs, oasr, work, name, md_p
     torch_build = torchvision_build = None
     try:
         for ri, rate in enumerate(rates):
-            cluster(a.cluster_name, "up", "2", f"--rate={rate}")
+            cluster(a.cluster_name, "up", "2", f"--rate={rate}", f"--subnet={a.subnet}")
             if not a.no_calibrate:
                 # The link as oasr-run's planner (and --compress=auto) needs it:
                 # bench/run_cluster.sh's calibration, allreduce only.
@@ -617,14 +794,15 @@ def run_benchmark(a, rates, oasr_cfgs, ddp_cfgs, configs, oasr, work, name, md_p
                     parsed = None
                     out = out.replace(work, "WORK")
                     if rc == 0:
-                        parsed = parse_oasr(out) if side == "oasr" else parse_ddp(out)
+                        parsed = (parse_oasr(out, 2 * a.batch if tokens else None)
+                                  if side == "oasr" else parse_ddp(out))
                     if not parsed or len(parsed["curve"]) != a.steps // a.eval_every:
                         rec.update(failed=True, error=(out + err)[-2000:], returncode=rc)
                         print(f"{rate} seed {seed} {cfg}: FAILED (exit {rc})\n"
                               f"{(out + err)[-800:]}", flush=True)
                         if rc is None:  # a timeout: whatever is left goes with the nodes
                             cluster(a.cluster_name, "down", check=False)
-                            cluster(a.cluster_name, "up", "2", f"--rate={rate}")
+                            cluster(a.cluster_name, "up", "2", f"--rate={rate}", f"--subnet={a.subnet}")
                     else:
                         rec.update(parsed)
                         if side == "ddp":
@@ -651,10 +829,11 @@ def run_benchmark(a, rates, oasr_cfgs, ddp_cfgs, configs, oasr, work, name, md_p
         init_note = (f"oasr's first loss (seed 1, both ranks) {init_check['oasr_first_loss']:.4f}, "
                      f"PyTorch's {init_check['ddp_first_loss']:.6f} "
                      f"({'equal to oasr-run' if init_check['equal'] else 'DIFFERENT'}'s 4 "
-                     f"decimals); the seeded torchvision model had "
-                     f"{ini.get('seeded_parameters_equal')} of {ini.get('parameters')} parameters "
-                     "bit for bit equal to the export's (Debian torch against PyPI torch), and "
-                     "PyTorch copies all of them and the BN statistics from the ONNX file")
+                     f"decimals); the seeded {'token_model' if tokens else 'torchvision'} "
+                     f"model had {ini.get('seeded_parameters_equal')} of {ini.get('parameters')} "
+                     "parameters bit for bit equal to the export's (Debian torch against PyPI "
+                     "torch), and PyTorch copies all of them"
+                     + ("" if tokens else " and the BN statistics") + " from the ONNX file")
     doc = {"benchmark": "compress", "date": date.strftime("%Y-%m-%dT%H:%MZ"),
            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {cpu_name()}, "
                       f"kernel {platform.release()}",
@@ -662,9 +841,7 @@ def run_benchmark(a, rates, oasr_cfgs, ddp_cfgs, configs, oasr, work, name, md_p
            "run_loads": run_loads or [load_now()], "commit": commit, "dirty": dirty,
            "torch": torch_build, "torchvision": torchvision_build,
            "export_torch": export_torch, "model": a.model,
-           "model_desc": (f"torchvision {a.model}(weights=None, num_classes={classes}) after "
-                          "torch.manual_seed(0), input 3x32x32, exported to ONNX in training "
-                          "mode by Debian's torch (TorchScript exporter, opset 14)"),
+           "model_desc": model_desc, "tokens": tokens, "subnet": a.subnet,
            "data_desc": data_desc, "classes": classes, "test_evaluated": test_evaluated,
            "rates": rates, "seeds": list(range(1, a.seeds + 1)), "configs": configs,
            "target_spec": a.target, "init_check": init_check, "init_check_note": init_note,
@@ -672,7 +849,8 @@ def run_benchmark(a, rates, oasr_cfgs, ddp_cfgs, configs, oasr, work, name, md_p
                            for r, c in comm.items()},
            "args": {k: v for k, v in vars(a).items() if k not in ("export_onnx", "classes")},
            "argv": " ".join(shlex.quote(x) for x in sys.argv[1:]),
-           "commands": commands, "differences": DIFFERENCES, "runs": runs}
+           "commands": commands,
+           "differences": DIFFERENCES_TOKENS if tokens else DIFFERENCES, "runs": runs}
     doc["summary"] = summarize(doc)
     os.makedirs(a.out_dir, exist_ok=True)
     with open(json_path, "w") as f:
