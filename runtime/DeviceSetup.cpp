@@ -4,6 +4,7 @@
 
 #include "oasr/Config.h"
 #include "oasr/Runtime/Cuda.h"
+#include "oasr/Runtime/StagedAllreduce.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -62,9 +63,11 @@ std::unique_ptr<KernelBackend> setUpDevice(std::unique_ptr<Communicator> &comm,
   else if (dev == "cuda" && options.algorithm != "sync-sgd")
     error = "--algo=" + options.algorithm +
             " updates the parameters on the host; it needs --device=cpu";
-  else if (dev == "cuda" && cb == "mpi" && comm->size() > 1)
-    error = "--device=cuda --comm-backend=mpi: MPI averages host memory; use "
-            "--comm-backend=nccl on several ranks";
+  // MPI averages a GPU's gradients through host memory (the staged path);
+  // its chunk is checked before a GPU is touched.
+  size_t chunkBytes = 0;
+  if (error.empty() && dev == "cuda" && cb == "mpi")
+    chunkBytes = stagedChunkBytesFromEnv(error);
   if (!error.empty())
     return nullptr;
   if (dev == "cpu") {
@@ -80,15 +83,35 @@ std::unique_ptr<KernelBackend> setUpDevice(std::unique_ptr<Communicator> &comm,
   int count = cudaDeviceCount(why);
   int local = localRankIndex(),
       ranksHere = std::max(localRankCount(), local + 1);
+  // NCCL refuses two ranks on one device; under MPI ranks share the GPUs
+  // (local rank modulo their number), each with its own streams.
+  int device = count > 0 ? local % count : 0;
   if (count == 0)
     error = "--device=cuda: no CUDA device visible on " + where + ": " + why;
-  else if (ranksHere > count)
+  else if (ranksHere > count && cb == "nccl")
     error = llvm::formatv("--device=cuda: {0} ranks on host {1} but {2} CUDA "
-                          "device(s) visible; oasr runs one rank per GPU",
+                          "device(s) visible; NCCL runs one rank per GPU "
+                          "(--comm-backend=mpi lets ranks share a GPU, "
+                          "averaging through host memory)",
                           ranksHere, comm->host(), count)
                 .str();
-  else if (!selectCudaDevice(local, why) || !(backend = createCudaBackend(why)))
+  else if (!selectCudaDevice(device, why) ||
+           !(backend = createCudaBackend(why)))
     error = "--device=cuda: " + where + ": " + why;
+  if (error.empty() && ranksHere > count && local == 0)
+    std::fprintf(stderr,
+                 "oasr-run: note: %d ranks on host %s share %d CUDA "
+                 "device(s) (local rank modulo %d), each rank with its own "
+                 "streams: their kernels take turns on a GPU\n",
+                 ranksHere, comm->host().c_str(), count, count);
+  if (error.empty() && cb == "mpi" && comm->size() > 1) {
+    std::unique_ptr<Communicator> staged =
+        createStagedCommunicator(comm, *backend, chunkBytes, why);
+    if (staged)
+      comm = std::move(staged);
+    else
+      error = "--comm-backend=mpi: " + where + ": " + why;
+  }
   if (cb == "nccl") {
     // NCCL's set-up is collective: start it only if every rank has a GPU.
     double failed = error.empty() ? 0 : 1;
@@ -106,9 +129,10 @@ std::unique_ptr<KernelBackend> setUpDevice(std::unique_ptr<Communicator> &comm,
     return nullptr;
   if (comm->rank() == 0 && !options.quiet)
     std::printf("oasr-run: device cuda:%d %s, gradients averaged with %s\n",
-                local, cudaDeviceDescription(local).c_str(), comm->name());
+                device, cudaDeviceDescription(device).c_str(), comm->name());
   return backend;
 #else
+  (void)chunkBytes;
   return nullptr;
 #endif
 }

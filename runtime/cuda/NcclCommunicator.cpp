@@ -9,65 +9,36 @@
 // once NCCL is done, so the optimizer kernels the compute thread issues
 // after its CommEngine::wait read the averaged values. The event of a
 // gradient group is recorded by markComputeReady on the compute thread at
-// the group's allreduce_start, with no host synchronization: recorded later,
-// on the communication thread, it would also cover the backward kernels
-// enqueued since, and the allreduce would wait for them.
+// the group's allreduce_start (DeviceCommunicator.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "CudaKernels.h"
+#include "DeviceCommunicator.h"
 #include "oasr/Runtime/Cuda.h"
 
 #include <nccl.h>
 
 #include <cstdlib>
-#include <deque>
-#include <mutex>
 
 namespace oasr::rt {
 namespace {
 
-class NcclCommunicator final : public Communicator {
+class NcclCommunicator final : public cuda::DeviceCommunicator {
 public:
   NcclCommunicator(std::unique_ptr<Communicator> mpi, ncclComm_t comm,
                    int device, cudaStream_t computeStream)
-      : mpi(std::move(mpi)), comm(comm), device(device),
-        computeStream(computeStream) {
+      : DeviceCommunicator(std::move(mpi), device, computeStream), comm(comm) {
     cuda::check(cudaStreamCreateWithFlags(&commStream, cudaStreamNonBlocking),
                 "create the NCCL stream");
-    cuda::check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming),
-                "create the gradient event");
   }
   ~NcclCommunicator() override {
     if (comm)
       ncclCommDestroy(comm);
-    cudaEventDestroy(ready);
-    for (cudaEvent_t e : freeEvents)
-      cudaEventDestroy(e);
-    for (cudaEvent_t e : marked)
-      cudaEventDestroy(e);
     cudaStreamDestroy(commStream);
   }
 
-  bool ordersAfterCompute() const override { return true; }
-  void markComputeReady() override {
-    std::lock_guard<std::mutex> lock(eventsMutex);
-    cudaEvent_t e;
-    if (freeEvents.empty()) {
-      cuda::check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
-                  "create a gradient-group event");
-    } else {
-      e = freeEvents.back();
-      freeEvents.pop_back();
-    }
-    cuda::check(cudaEventRecord(e, computeStream), "cudaEventRecord");
-    marked.push_back(e);
-  }
-
   const char *name() const override { return "nccl"; }
-  int rank() const override { return mpi->rank(); }
-  int size() const override { return mpi->size(); }
-  std::string host() const override { return mpi->host(); }
 
   void allreduceAverage(void *data, size_t count, DType dtype) override {
     ncclDataType_t type = ncclFloat32;
@@ -135,57 +106,20 @@ public:
     done(ncclBroadcast(data, data, bytes, ncclUint8, root, comm, commStream),
          "ncclBroadcast");
   }
-  void allreduceSum(double *data, size_t count) override {
-    mpi->allreduceSum(data, count);
-  }
-  void allreduceMax(double *data, size_t count) override {
-    mpi->allreduceMax(data, count);
-  }
-  void barrier() override { mpi->barrier(); }
-  void gatherBytes(const void *data, size_t bytes, int root,
-                   std::vector<char> &out,
-                   std::vector<size_t> &counts) override {
-    mpi->gatherBytes(data, bytes, root, out, counts);
-  }
-  [[noreturn]] void abort(const std::string &message, int code) override {
-    mpi->abort(message, code);
-    std::abort(); // not reached: a virtual call does not carry [[noreturn]]
-  }
   void finalize() override {
     if (comm) {
       ncclCommDestroy(comm);
       comm = nullptr;
     }
-    mpi->finalize();
+    DeviceCommunicator::finalize();
   }
 
 private:
   /// The NCCL stream waits for the compute stream's work so far.
-  void afterCompute() {
-    cuda::check(cudaSetDevice(device), "cudaSetDevice");
-    cuda::check(cudaEventRecord(ready, computeStream), "cudaEventRecord");
-    cuda::check(cudaStreamWaitEvent(commStream, ready, 0),
-                "cudaStreamWaitEvent");
-  }
+  void afterCompute() { marks.waitAll(commStream); }
   /// The NCCL stream waits for the event of the oldest markComputeReady not
   /// yet consumed (or, with none, for the compute stream's work so far).
-  void afterMarkedCompute() {
-    cudaEvent_t e = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(eventsMutex);
-      if (!marked.empty()) {
-        e = marked.front();
-        marked.pop_front();
-      }
-    }
-    if (!e)
-      return afterCompute();
-    cuda::check(cudaSetDevice(device), "cudaSetDevice");
-    cuda::check(cudaStreamWaitEvent(commStream, e, 0), "cudaStreamWaitEvent");
-    // Safe to re-record once the stream has taken its dependency.
-    std::lock_guard<std::mutex> lock(eventsMutex);
-    freeEvents.push_back(e);
-  }
+  void afterMarkedCompute() { marks.waitOldest(commStream); }
   /// Checks the enqueue and waits for the collective.
   void done(ncclResult_t r, const char *what) {
     if (r != ncclSuccess)
@@ -207,14 +141,8 @@ private:
     std::abort(); // not reached
   }
 
-  std::unique_ptr<Communicator> mpi;
-  std::mutex eventsMutex;
-  std::deque<cudaEvent_t> marked;      ///< recorded, not yet waited on
-  std::vector<cudaEvent_t> freeEvents; ///< reusable
   ncclComm_t comm = nullptr;
-  int device = 0;
-  cudaStream_t computeStream = nullptr, commStream = nullptr;
-  cudaEvent_t ready = nullptr;
+  cudaStream_t commStream = nullptr;
 };
 
 } // namespace

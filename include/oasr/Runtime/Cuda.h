@@ -1,9 +1,10 @@
-//===- Cuda.h - CUDA devices and the NCCL communicator ----------*- C++ -*-===//
+//===- Cuda.h - CUDA devices and the device communicators -------*- C++ -*-===//
 //
 // What tools need besides createCudaBackend() (Kernel.h) to run on GPUs:
-// probing and picking the device of a rank (one rank per GPU), and the NCCL
-// communicator that averages gradients in device memory. Declared only in
-// builds with the CUDA backend (OASR_ENABLE_CUDA in oasr/Config.h).
+// probing and picking the device of a rank, and the communicators that
+// average gradients in device memory (NCCL; MPI staged through the host).
+// Declared only in builds with the CUDA backend (OASR_ENABLE_CUDA in
+// oasr/Config.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +41,21 @@ bool selectCudaDevice(int device, std::string &error);
 std::unique_ptr<Communicator>
 createNcclCommunicator(std::unique_ptr<Communicator> &mpi, KernelBackend &cuda,
                        std::string &error);
+
+/// The host-staged MPI communicator of --device=cuda --comm-backend=mpi on
+/// several ranks ("mpi-staged"; StagedAllreduce.h): gradients in device
+/// memory are copied to pinned host memory in chunks of `chunkBytes`,
+/// averaged by `mpi` as it averages host memory, and copied back, the
+/// copies on streams of its own ordered after `cuda`'s compute stream by
+/// an event per group, overlapping the MPI calls; broadcasts of device
+/// memory are staged the same way, and host memory goes to `mpi` as it is.
+/// Not collective: ranks may share a GPU. On success it takes `mpi` over;
+/// on failure (no current device, pinned memory refused) it returns null,
+/// sets `error` and leaves `mpi` alone.
+std::unique_ptr<Communicator>
+createStagedCommunicator(std::unique_ptr<Communicator> &mpi,
+                         KernelBackend &cuda, size_t chunkBytes,
+                         std::string &error);
 
 } // namespace oasr::rt
 #endif // OASR_ENABLE_CUDA

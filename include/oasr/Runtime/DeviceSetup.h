@@ -1,9 +1,10 @@
 //===- DeviceSetup.h - A rank's kernel backend and communicator -*- C++ -*-===//
 //
 // Where a training rank runs: the --device backend (oneDNN on the CPU, or
-// one CUDA device per rank), and on GPUs the NCCL communicator that wraps
-// the MPI one. The policy lives here, not in the launcher: which
-// communicator averages which memory, one rank per GPU, and that NCCL's
+// a CUDA device per rank), and on GPUs the communicator that wraps the MPI
+// one: NCCL, or MPI staged through host memory. The policy lives here, not
+// in the launcher: which communicator averages which memory, one rank per
+// GPU under NCCL while ranks may share one under MPI, and that NCCL's
 // collective set-up starts only when every rank has its GPU.
 //
 //===----------------------------------------------------------------------===//
@@ -42,9 +43,13 @@ int localRankIndex();
 void printDevices(std::FILE *out);
 
 /// The kernel backend of this rank. With NCCL, `comm` becomes the NCCL
-/// communicator wrapping it. Call before the CommEngine starts, on every
-/// rank alike (NCCL's set-up is collective). Returns null with `error` set
-/// (naming the option, and the rank where it is the rank's own problem).
+/// communicator wrapping it; with --device=cuda and MPI on several ranks,
+/// the host-staged one (its chunk from OASR_STAGED_CHUNK_BYTES). Ranks
+/// on a host with fewer GPUs than ranks share them under MPI (local rank
+/// modulo the GPUs) and are refused under NCCL. Call before the
+/// CommEngine starts, on every rank alike (NCCL's set-up is collective).
+/// Returns null with `error` set (naming the option, and the rank where it
+/// is the rank's own problem).
 std::unique_ptr<KernelBackend> setUpDevice(std::unique_ptr<Communicator> &comm,
                                            const DeviceOptions &options,
                                            std::string &error);

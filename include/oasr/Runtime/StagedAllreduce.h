@@ -1,4 +1,4 @@
-//===- StagedAllreduce.h - A collective on device memory via the host -*- C++ -*-===//
+//===- StagedAllreduce.h - A collective via the host ------------*- C++ -*-===//
 //
 // A collective that moves host memory only (MPI without a GPU-aware
 // transport) can still average a buffer that lives on a device: copy the

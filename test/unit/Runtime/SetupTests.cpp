@@ -55,6 +55,15 @@ TEST(DeviceSetup, ErrorsNameTheOption) {
   o.algorithm = "async-easgd";
   EXPECT_EQ(setUpError(o), "--algo=async-easgd updates the parameters on the "
                            "host; it needs --device=cpu");
+  // MPI stages a GPU's gradients through host memory in chunks, checked
+  // before a GPU is touched.
+  o = DeviceOptions();
+  o.device = "cuda";
+  o.commBackend = "mpi";
+  ::setenv("OASR_STAGED_CHUNK_BYTES", "1k", 1);
+  EXPECT_EQ(setUpError(o), "OASR_STAGED_CHUNK_BYTES='1k': expected a number "
+                           "of bytes from 4096 to 1073741824");
+  ::unsetenv("OASR_STAGED_CHUNK_BYTES");
 #else
   o = DeviceOptions();
   o.device = "cuda";
