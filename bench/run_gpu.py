@@ -6,6 +6,7 @@ one GPU, one rank, in f32, tf32 and bf16.
         [--models resnet50:64,vit_b_16:32,bert_base:32] [--modes f32,tf32,bf16]
         [--steps 20] [--rounds 1] [--work DIR] [--timeout 240] [--device cuda]
         [--cuda-graph] [--torch-compile bf16 [--compile-timeout 480]]
+        [--shared-gpu resnet50:32 [--mpirun mpirun]]
 
 Runs on the GPU machine from the repository's root (scripts/gpu-bench.sh
 calls it with the bundle of scripts/gpu-bundle.sh). For every MODEL:BATCH
@@ -34,6 +35,12 @@ state, gradients: what the executor allocates; cuBLAS's and cuDNN's own
 handles' memory is not in it) against torch.cuda.max_memory_allocated
 (PyTorch's caching allocator's peak of live tensors).
 
+With --shared-gpu MODEL:BATCH[,...], two ranks share the GPU under mpirun
+(--device=cuda --comm-backend=mpi: the host-staged allreduce) and oasr's
+plan is timed against wfbp and single, with exposed communication and the
+prediction's error (bench/gpu_shared.py), after the rounds above;
+`--models ''` leaves those out.
+
 Writes DIR/gpu-steps.json and DIR/gpu-steps.md (the machine: GPU, driver,
 CUDA, cuDNN, PyTorch) and goes on past a failing run, recording its error.
 """
@@ -46,6 +53,8 @@ import re
 import statistics
 import subprocess
 import sys
+
+import gpu_shared
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # torch.compile's untimed steps: compiling, then reduce-overhead's warm-up
@@ -236,6 +245,8 @@ def write_md(path, res):
             f"| {model} | {batch} | {mode} | {BASELINE[mode]} | {fmt(o)} | "
             f"{fmt(p)} | {ratio} | {mib[0]} | {mib[1]} | {waits} | {blocked} | "
             f"{graph} | {gratio} | {compiled} | {kratio} |")
+    if res.get("shared_gpu"):
+        lines += [""] + gpu_shared.markdown(res["shared_gpu"])
     for key, prof in res.get("kernel_times", {}).items():
         if "rows" not in prof:
             continue
@@ -284,8 +295,19 @@ def main():
                    "(OASR_CUDA_KERNEL_TIMES), after the timed rounds")
     p.add_argument("--device", default="cuda",
                    help="cpu: a smoke test of this script (f32, bf16)")
+    p.add_argument("--shared-gpu", default="",
+                   help="MODEL:BATCH[,...]: also time 2 ranks sharing the GPU "
+                   "(--comm-backend=mpi, staged through the host): oasr's "
+                   "plan against wfbp and single (bench/gpu_shared.py)")
+    p.add_argument("--mpirun", default=os.environ.get("OASR_MPIRUN", "mpirun"),
+                   help="the launcher of --shared-gpu's ranks (default: "
+                   "$OASR_MPIRUN, else mpirun)")
     a = p.parse_args()
-    models = [(m.split(":")[0], int(m.split(":")[1])) for m in a.models.split(",")]
+
+    def specs(text):
+        return [(m.split(":")[0], int(m.split(":")[1]))
+                for m in text.split(",") if m]
+    models, shared = specs(a.models), specs(a.shared_gpu)
     modes = a.modes.split(",")
     for mode in modes:
         if mode not in BASELINE:
@@ -303,9 +325,9 @@ def main():
     res = {"command": "python3 bench/run_gpu.py " + " ".join(sys.argv[1:]),
            "machine": machine(), "steps": a.steps, "rounds": a.rounds,
            "exports": {}, "runs": {}, "cells": {}}
-    with concurrent.futures.ThreadPoolExecutor(len(models)) as pool:
+    with concurrent.futures.ThreadPoolExecutor(len(models + shared)) as pool:
         futures = {f"{m}/{b}": pool.submit(export, m, b, a.work, a.timeout)
-                   for m, b in models}
+                   for m, b in dict.fromkeys(models + shared)}
         for k, f in futures.items():
             res["exports"][k] = f.result()
             print(f"export {k}: {res['exports'][k].get('error', 'ok')}",
@@ -359,6 +381,12 @@ def main():
             with open(os.path.join(a.out, "gpu-steps.json"), "w") as f:
                 json.dump(res, f, indent=1)
             write_md(os.path.join(a.out, "gpu-steps.md"), res)
+    for m, b in shared:
+        res.setdefault("shared_gpu", []).append(gpu_shared.bench(
+            a, env, run, tail, m, b, res["exports"][f"{m}/{b}"]))
+        with open(os.path.join(a.out, "gpu-steps.json"), "w") as f:
+            json.dump(res, f, indent=1)
+        write_md(os.path.join(a.out, "gpu-steps.md"), res)
     return 0
 
 

@@ -15,15 +15,20 @@
 # cuDNN and NCCL libraries, runs the kernel tests' cuda cases against PyTorch
 # and lit's cuda tests (test/runtime/cuda-*.test) with the machine's python3,
 # and leaves their logs in LOGDIR. Tests that launch mpirun (cuda-errors,
-# cuda-strategy-invariance) need Open MPI on that machine: without it, name
-# the others in OASR_GPU_LIT_FILTER ('cuda-(torch-grads|optimizers|model-zoo)'
-# is what bench/results/cuda-checks-h200.md ran). Each part can be chosen:
+# cuda-shared-gpu, cuda-strategy-invariance) use the machine's mpiexec, or
+# where it has none the bundle's: this host's Open MPI launcher (orterun,
+# orted, its components and PMIx's, and the libraries they load) under
+# ompi/, run relocated (OPAL_PREFIX, PMIX_INSTALL_PREFIX). Each part can be
+# chosen:
 #   OASR_GPU_KERNELS   gtest filter of the kernel tests (default: the cuda
 #                      and cuda_bf16 cases; empty: none)
 #   OASR_GPU_LIT_FILTER lit's --filter (default cuda-; empty: no lit)
 #   OASR_GPU_MODELS    models of scripts/model_zoo.py to train one step each
 #   OASR_GPU_BENCH     options of bench/run_gpu.py: oasr's steps against the
-#                      machine's PyTorch, into LOGDIR/gpu-steps.{json,md}
+#                      machine's PyTorch, into LOGDIR/gpu-steps.{json,md};
+#                      --shared-gpu resnet50:32 adds 2 ranks on one GPU
+#                      (--comm-backend=mpi), oasr's plan against wfbp and
+#                      single (`--models ''` leaves the one-rank rows out)
 #
 #===----------------------------------------------------------------------===#
 set -euo pipefail
@@ -46,14 +51,35 @@ cp "${bins[@]}" "$out/bin/"
 # Shared libraries the binaries load, less the C/C++ runtime (the target's is
 # newer) and CUDA's (the target's matches its driver).
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|libgomp|libz\.|libzstd|liblzma|libudev|libcuda|libcublas|libcudnn|libnccl|libnvJitLink)'
-for b in "${bins[@]}"; do
+# Open MPI's launcher, relocatable (Debian's layout under ompi/, PMIx's
+# under ompi/pmix2), for machines without one: what mpirun and its
+# components load goes into lib/ with the rest.
+ompi_libdir=/usr/lib/x86_64-linux-gnu/openmpi
+pmix_dir=/usr/lib/x86_64-linux-gnu/pmix2
+loaded=("${bins[@]}")
+if [ -x /usr/bin/orterun ] && [ -d "$ompi_libdir" ] && [ -d "$pmix_dir" ]; then
+  mkdir -p "$out/ompi/bin" "$out/ompi/lib/x86_64-linux-gnu" "$out/ompi/share"
+  cp -L /usr/bin/orterun "$out/ompi/bin/mpirun"
+  ln -s mpirun "$out/ompi/bin/mpiexec"
+  cp -L /usr/bin/orted "$out/ompi/bin/"
+  cp -rL "$ompi_libdir" "$out/ompi/lib/x86_64-linux-gnu/"
+  cp -r /usr/share/openmpi "$out/ompi/share/"
+  cp -rL "$pmix_dir" "$out/ompi/pmix2"
+  loaded+=("$out"/ompi/bin/* "$out"/ompi/lib/x86_64-linux-gnu/openmpi/lib/*.so
+           "$out"/ompi/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/*.so
+           "$out"/ompi/pmix2/lib/pmix/*.so)
+else
+  echo "gpu-bundle.sh: no Open MPI launcher here; the bundle uses the GPU machine's" >&2
+fi
+for b in "${loaded[@]}"; do
   ldd "$b" | awk '$3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do
   if ! [[ $name =~ $skip ]]; then cp -L "$path" "$out/lib/$name"; fi
 done
 # Packed: oneDNN alone is 40 MB, a third of that compressed.
-tar -C "$out" -cf - lib | xz -T2 -6 > "$out/lib.tar.xz"
-rm -rf "$out/lib"
+packed=(lib); [ -d "$out/ompi" ] && packed+=(ompi)
+tar -C "$out" -cf - "${packed[@]}" | xz -T2 -6 > "$out/lib.tar.xz"
+(cd "$out" && rm -rf "${packed[@]}")
 cp -r /usr/lib/llvm-19/build/utils/lit/lit "$out/lit"
 # The machine's python3 (torch, onnx) without the bundle's libraries.
 printf '#!/bin/sh\nexec env -u LD_LIBRARY_PATH python3 "$@"\n' > "$out/bin/python3-clean"
@@ -72,6 +98,12 @@ config.oasr_tools_dir = os.path.join(bundle, "bin")
 config.oasr_python = os.environ["OASR_PYTHON"]
 config.oasr_enable_cuda = True
 config.mpiexec = "mpiexec"
+config.oasr_flatc = "flatc"  # not in the bundle: the tests of it are not cuda-
+# The bundle's Open MPI, relocated by run.sh, for the tests' mpiexec.
+for v in ("OPAL_PREFIX", "PMIX_INSTALL_PREFIX",
+          "OMPI_MCA_mca_base_component_show_load_errors"):
+    if v in os.environ:
+        config.environment[v] = os.environ[v]
 import lit.llvm
 lit.llvm.initialize(lit_config, config)
 lit_config.load_config(config, os.path.join(repo, "test", "lit.cfg.py"))
@@ -92,11 +124,22 @@ cudalibs=$(find /usr/local /usr/lib /opt -xdev \( -name 'libcudnn.so.9' \
   -o -name 'libnccl.so.2' -o -name 'libcublas.so.13' -o -name 'libcudart.so.13' \) \
   2>/dev/null | xargs -r -n1 dirname | sort -u | paste -sd:)
 export LD_LIBRARY_PATH=$bundle/lib:$cudalibs
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Without an mpiexec of the machine's, the bundle's Open MPI (relocated).
+if ! mpiexec --version > /dev/null 2>&1 && [ -d "$bundle/ompi" ]; then
+  export OPAL_PREFIX=$bundle/ompi PMIX_INSTALL_PREFIX=$bundle/ompi/pmix2
+  export PATH=$bundle/ompi/bin:$PATH
+  export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$bundle/ompi/lib/x86_64-linux-gnu/openmpi/lib:$bundle/ompi/pmix2/lib
+  # Transports whose libraries this machine lacks are skipped quietly.
+  export OMPI_MCA_mca_base_component_show_load_errors=0
+fi
+mpiexec --version > /dev/null 2>&1 && export OASR_MPIRUN=${OASR_MPIRUN:-mpiexec}
 {
   echo "== machine"; nvidia-smi -L; head -2 /etc/os-release
   echo "CUDA libraries from: $cudalibs"
   "$OASR_PYTHON" -c 'import torch, onnx; print("torch", torch.__version__, "onnx", onnx.__version__)'
   echo "== oasr-run --list-devices"; "$bundle/bin/oasr-run" --list-devices
+  echo "== mpiexec: $(command -v mpiexec || echo none)"; mpiexec --version 2>&1 | head -1
 } 2>&1 | tee "$logs/machine.txt"
 krc=0
 if [ -n "${OASR_GPU_KERNELS-*/cuda:*/cuda_bf16:*OnCuda.*}" ]; then
