@@ -39,7 +39,7 @@ With --shared-gpu MODEL:BATCH[,...], two ranks share the GPU under mpirun
 (--device=cuda --comm-backend=mpi: the host-staged allreduce) and oasr's
 plan is timed against wfbp and single, with exposed communication and the
 prediction's error (bench/gpu_shared.py), after the rounds above;
-`--models ''` leaves those out.
+`--models=` leaves those out.
 
 Writes DIR/gpu-steps.json and DIR/gpu-steps.md (the machine: GPU, driver,
 CUDA, cuDNN, PyTorch) and goes on past a failing run, recording its error.

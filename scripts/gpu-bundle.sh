@@ -28,7 +28,7 @@
 #                      machine's PyTorch, into LOGDIR/gpu-steps.{json,md};
 #                      --shared-gpu resnet50:32 adds 2 ranks on one GPU
 #                      (--comm-backend=mpi), oasr's plan against wfbp and
-#                      single (`--models ''` leaves the one-rank rows out)
+#                      single (`--models=` leaves the one-rank rows out)
 #
 #===----------------------------------------------------------------------===#
 set -euo pipefail
