@@ -114,23 +114,24 @@ std::pair<int64_t, int64_t> matrixShape(const GradGroup::Span &s,
 }
 
 /// Row-major C (m x n) = op(A) op(B), op transposing where `ta`/`tb` is
-/// 'T', on the calling thread alone (its OpenMP team restored after).
-void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float *a,
-          int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc) {
+/// 'T', on the calling thread alone (its OpenMP team restored after). A
+/// failure ends every rank through the communicator, naming the product.
+void gemm(Communicator &c, char ta, char tb, int64_t m, int64_t n, int64_t k,
+          const float *a, int64_t lda, const float *b, int64_t ldb, float *out,
+          int64_t ldc) {
   const int threads = omp_get_max_threads();
   if (threads != 1)
     omp_set_num_threads(1);
   dnnl_status_t st =
-      dnnl_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+      dnnl_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, out, ldc);
   if (threads != 1)
     omp_set_num_threads(threads);
-  if (st != dnnl_success) {
-    std::fprintf(stderr,
-                 "oasr-run: error: PowerSGD: oneDNN's sgemm (%lld x %lld x "
-                 "%lld) failed with status %d\n",
-                 (long long)m, (long long)n, (long long)k, int(st));
-    std::abort();
-  }
+  if (st != dnnl_success)
+    c.abort(llvm::formatv("oasr-run: rank {0}: error: PowerSGD: oneDNN's "
+                          "sgemm ({1} x {2} x {3}) failed with status {4}",
+                          c.rank(), m, n, k, int(st))
+                .str(),
+            1);
 }
 
 double nowUs() {
@@ -200,8 +201,8 @@ void PowerSgd::reduce(Communicator &c, const GradGroup &g) {
     for (size_t e = 0; e < n; ++e)
       mm[e] += grad[e];
     // P^T (r x rows) = Q^T M^T.
-    gemm('N', 'T', r, it.rows, it.cols, it.m->qt.data(), it.cols, mm, it.cols,
-         first.data() + it.atP, it.rows);
+    gemm(c, 'N', 'T', r, it.rows, it.cols, it.m->qt.data(), it.cols, mm,
+         it.cols, first.data() + it.atP, it.rows);
   }
   double computeUs = nowUs() - t0;
   c.allreduceAverage(first.data(), n1, DType::F32);
@@ -217,7 +218,7 @@ void PowerSgd::reduce(Communicator &c, const GradGroup &g) {
     float *pt = first.data() + it.atP;
     orthogonalize(pt, r, size_t(it.rows));
     // Q^T (r x cols) = P^T M.
-    gemm('N', 'N', r, it.cols, it.rows, pt, it.rows, it.m->error.data(),
+    gemm(c, 'N', 'N', r, it.cols, it.rows, pt, it.rows, it.m->error.data(),
          it.cols, second.data() + it.atQ, it.cols);
   }
   computeUs += nowUs() - t0;
