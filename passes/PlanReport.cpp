@@ -83,12 +83,14 @@ compressionRows(const sched::Profile &profile, const sched::CommModel &cm,
     llvm::ArrayRef<sched::ReadyGrad> g(ready.data() + plan.groupBegin(k),
                                        plan.groupEnds[k] - plan.groupBegin(k));
     sched::FormCost plain = sched::formCost(cm, g, sched::GroupForm::plain());
-    sched::FormCost psgd =
-        sched::formCost(cm, g, sched::GroupForm::powerSGD(rank));
+    const bool chosen = plan.form(k).compressed();
+    // A compressed group at its own rank; a plain one at the policy's.
+    const bool raised = chosen && plan.form(k).rank > rank;
+    sched::FormCost psgd = sched::formCost(
+        cm, g, chosen ? plan.form(k) : sched::GroupForm::powerSGD(rank));
     CompressionRow r;
     r.form = plan.form(k).name();
     r.plainUs = plain.channelUs;
-    const bool chosen = plan.form(k).compressed();
     r.wireBytes = chosen ? psgd.wireBytes : plain.wireBytes;
     if (!psgd.compressed) {
       r.why = "no matrix worth compressing (vectors, or factors over half "
@@ -100,7 +102,8 @@ compressionRows(const sched::Profile &profile, const sched::CommModel &cm,
                             psgd.compressed, g.size(),
                             double(plain.wireBytes) /
                                 double(std::max<uint64_t>(psgd.wireBytes, 1)),
-                            chosen == (psgd.channelUs < plain.channelUs)
+                            raised ? "the highest rank that keeps the step"
+                            : chosen == (psgd.channelUs < plain.channelUs)
                                 ? (chosen ? "the factors end sooner"
                                           : "plain ends sooner")
                                 : (chosen ? "compressed as powersgd:R asks"

@@ -38,7 +38,8 @@ std::string CompressPolicy::name() const {
   case Mode::PowerSGD:
     return "powersgd:" + std::to_string(rank);
   case Mode::Auto:
-    return "auto:" + std::to_string(rank);
+    return "auto:" + std::to_string(rank) +
+           (maxRank == kMaxRank ? "" : "-" + std::to_string(maxRank));
   }
   return "off";
 }
@@ -47,8 +48,19 @@ Expected<CompressPolicy> oasr::schedule::parseCompressPolicy(StringRef text) {
   auto bad = [&](const Twine &why) {
     return createStringError(inconvertibleErrorCode(),
                              "'" + text + "': " + why +
-                                 " (expected off, powersgd:R or auto[:R], R "
-                                 "the rank, 1 to 1024)");
+                                 " (expected off, powersgd:R or auto[:R[-M]], "
+                                 "R the rank and M auto's highest, 1 to " +
+                                 Twine(CompressPolicy::kMaxRank) + ")");
+  };
+  auto parseRank = [&](StringRef s, const char *what, unsigned &out) -> Error {
+    int64_t r = 0;
+    if (s.getAsInteger(10, r))
+      return bad(Twine(what) + " must be an integer");
+    if (r < 1 || r > CompressPolicy::kMaxRank)
+      return bad(Twine(what) + " must be at least 1 and at most " +
+                 Twine(CompressPolicy::kMaxRank));
+    out = unsigned(r);
+    return Error::success();
   };
   CompressPolicy p;
   StringRef rest = text;
@@ -58,22 +70,29 @@ Expected<CompressPolicy> oasr::schedule::parseCompressPolicy(StringRef text) {
     p.mode = CompressPolicy::Mode::PowerSGD;
     if (!rest.consume_front(":"))
       return bad("powersgd needs its rank");
-  } else if (rest.consume_front("auto")) {
-    p.mode = CompressPolicy::Mode::Auto;
-    p.rank = CompressPolicy::kDefaultAutoRank;
-    if (rest.empty())
-      return p;
-    if (!rest.consume_front(":"))
-      return bad("unknown form");
-  } else {
-    return bad("unknown form");
+    if (Error e = parseRank(rest, "the rank", p.rank))
+      return std::move(e);
+    p.maxRank = p.rank;
+    return p;
   }
-  int64_t r = 0;
-  if (rest.getAsInteger(10, r))
-    return bad("the rank must be an integer");
-  if (r < 1 || r > 1024)
-    return bad("the rank must be at least 1 and at most 1024");
-  p.rank = unsigned(r);
+  if (!rest.consume_front("auto"))
+    return bad("unknown form");
+  p.mode = CompressPolicy::Mode::Auto;
+  p.rank = CompressPolicy::kDefaultAutoRank;
+  p.maxRank = CompressPolicy::kMaxRank;
+  if (rest.empty())
+    return p;
+  if (!rest.consume_front(":"))
+    return bad("unknown form");
+  auto [low, high] = rest.split('-');
+  if (Error e = parseRank(low, "the rank", p.rank))
+    return std::move(e);
+  if (rest.contains('-')) {
+    if (Error e = parseRank(high, "the highest rank", p.maxRank))
+      return std::move(e);
+    if (p.maxRank < p.rank)
+      return bad("the highest rank is under the rank");
+  }
   return p;
 }
 
@@ -296,24 +315,67 @@ oasr::schedule::makeCompressedPlan(StringRef strategy, const Profile &profile,
         simulate(profile, comm, best).iterationUs)
       best = std::move(joint);
   }
-  // Compression changes what a step learns: auto keeps a group plain
-  // wherever compressing it does not shorten the step (a group hidden
-  // behind backward gains nothing from fewer bytes).
-  if (policy.mode == CompressPolicy::Mode::Auto && best.compresses()) {
-    double t = simulate(profile, comm, best).iterationUs;
-    for (unsigned k = 0; k < best.numGroups(); ++k) {
-      if (!best.forms[k].compressed())
-        continue;
-      best.forms[k] = GroupForm::plain();
-      double u = simulate(profile, comm, best).iterationUs;
-      if (u <= t * (1 + 1e-12))
-        t = std::min(t, u);
-      else
-        best.forms[k] = GroupForm::powerSGD(policy.rank);
-    }
-    if (!best.compresses())
-      best.forms.clear();
-  }
+  if (policy.mode == CompressPolicy::Mode::Auto && best.compresses())
+    best = faithfulForms(profile, comm, policy, std::move(best));
   best.strategy = strategy.str();
   return best;
+}
+
+std::vector<GroupForm>
+oasr::schedule::fidelityLadder(ArrayRef<ReadyGrad> grads,
+                               const CompressPolicy &policy) {
+  std::vector<GroupForm> ladder{GroupForm::plain()};
+  // The ranks R 2^k up to M at which some matrix of the group still
+  // compresses, highest first (past them the group would travel plain).
+  std::vector<GroupForm> ranks;
+  for (uint64_t r = uint64_t(policy.rank) * 2; r <= policy.maxRank; r *= 2) {
+    bool any = llvm::any_of(grads, [&](const ReadyGrad &g) {
+      return powerSgdCompresses(g.rows, g.bytes / 4, unsigned(r));
+    });
+    if (!any)
+      break;
+    ranks.push_back(GroupForm::powerSGD(unsigned(r)));
+  }
+  ladder.insert(ladder.end(), ranks.rbegin(), ranks.rend());
+  return ladder;
+}
+
+Plan oasr::schedule::faithfulForms(const Profile &profile,
+                                   const CommModel &comm,
+                                   const CompressPolicy &policy, Plan plan) {
+  std::vector<ReadyGrad> ready = readyOrder(profile);
+  double t = simulate(profile, comm, plan).iterationUs;
+  // Whether the plan with group k sent as `f` keeps the step; if not, k
+  // keeps its form.
+  auto keeps = [&](unsigned k, GroupForm f) {
+    GroupForm was = plan.forms[k];
+    plan.forms[k] = f;
+    double u = simulate(profile, comm, plan).iterationUs;
+    if (u <= t * (1 + 1e-12)) {
+      t = std::min(t, u);
+      return true;
+    }
+    plan.forms[k] = was;
+    return false;
+  };
+  // Plain first, for every group: the most faithful form, and without a
+  // second pass a group sent early would spend on a higher rank the slack
+  // that lets a later group go plain.
+  for (unsigned k = 0; k < plan.numGroups(); ++k)
+    if (plan.forms[k].compressed())
+      keeps(k, GroupForm::plain());
+  // Then the slack left raises ranks, highest first.
+  for (unsigned k = 0; k < plan.numGroups(); ++k) {
+    if (!plan.forms[k].compressed())
+      continue;
+    const unsigned rank = plan.forms[k].rank;
+    ArrayRef<ReadyGrad> g(ready.data() + plan.groupBegin(k),
+                          plan.groupEnds[k] - plan.groupBegin(k));
+    for (GroupForm f : fidelityLadder(g, policy))
+      if (f.compressed() && (f.rank <= rank || keeps(k, f)))
+        break;
+  }
+  if (!plan.compresses())
+    plan.forms.clear();
+  return plan;
 }

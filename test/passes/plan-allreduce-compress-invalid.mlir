@@ -2,6 +2,7 @@
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 compress=powersgd:0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 compress=powersgd:-3" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEG
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 compress=powersgd" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NORANK
+// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 compress=auto:4-2000" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HIGH
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 compress=topk" -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 compress=auto grad-dtype=bf16" -o /dev/null 2>&1 | FileCheck %s --check-prefix=WIRE
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 compress=auto strategy=oasr-step" -o /dev/null 2>&1 | FileCheck %s --check-prefix=STEADY
@@ -10,9 +11,10 @@
 // The verifier: a rank below 1, and factors of a non-f32 gradient.
 // RUN: oasr-opt %s -split-input-file -verify-diagnostics
 
-// ZERO: error: 'compress='powersgd:0': the rank must be at least 1 and at most 1024 (expected off, powersgd:R or auto[:R], R the rank, 1 to 1024)
+// ZERO: error: 'compress='powersgd:0': the rank must be at least 1 and at most 1024 (expected off, powersgd:R or auto[:R[-M]], R the rank and M auto's highest, 1 to 1024)
 // NEG: error: 'compress='powersgd:-3': the rank must be at least 1 and at most 1024
 // NORANK: error: 'compress='powersgd': powersgd needs its rank
+// HIGH: error: 'compress='auto:4-2000': the highest rank must be at least 1 and at most 1024
 // UNKNOWN: error: 'compress='topk': unknown form
 // WIRE: error: 'compress=auto' sends PowerSGD's factors in f32; it does not combine with 'grad-dtype=bf16'
 // STEADY: error: 'compress=auto': strategy 'oasr-step' plans the steady-state step, which does not compress yet; use oasr, optimal, mgwfbp, wfbp, single, ddp, horovod or bucket:N

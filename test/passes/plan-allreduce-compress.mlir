@@ -1,4 +1,4 @@
-// compress=powersgd:R|auto[:R]: groups may travel as PowerSGD factors
+// compress=powersgd:R|auto[:R[-M]]: groups may travel as PowerSGD factors
 // (docs/compression.md). On Inputs/mlp8 (145 MB of gradients):
 //  - at 200 Mbit/s (beta = 40 ns/B) auto compresses every group of its
 //    oasr plan, and chooses the grouping with the forms: 3 groups, where
@@ -14,6 +14,12 @@
 // RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto:4 strategy=wfbp alpha=5e-4 beta=4e-8" --oasr-plan-report="format=json" -o /dev/null | FileCheck %s --check-prefix=WFBP
 // RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto:4" | FileCheck %s --check-prefix=FAST
 // RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=powersgd:4 strategy=wfbp" | FileCheck %s --check-prefix=FORCED
+// At 800 Mbit/s (beta = 10 ns/B) the first group's factors end before
+// backward does: auto raises its rank to 8 (one matrix then travels plain),
+// the highest the step hides; auto:4-4 keeps rank 4.
+// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto:4 alpha=5e-4 beta=1e-8" --oasr-plan-report -o %t.raised.mlir | FileCheck %s --check-prefix=RAISED
+// RUN: FileCheck %s --check-prefix=RAISEDIR < %t.raised.mlir
+// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto:4-4 alpha=5e-4 beta=1e-8" --oasr-plan-report -o /dev/null | FileCheck %s --check-prefix=PINNED
 // The pipeline option reaches the pass, and the layout keeps the attribute.
 // RUN: oasr-opt %S/Inputs/mlp8.mlir --oasr-train-pipeline="profile=%S/Inputs/mlp8.profile.json compress=powersgd:2" | FileCheck %s --check-prefix=PIPELINE
 // A vectors-only group (mlp3's biases alone under wfbp would be one; here
@@ -41,6 +47,17 @@
 // SLOWREPORT-NEXT:     0   powersgd:4   105891.680     4333.495        44232  3 of 6 tensors as factors, 59.6x fewer bytes; the factors end sooner
 // SLOWREPORT-NEXT:     1   powersgd:4  1007624.480    21035.564       126976  2 of 4 tensors as factors, 198.3x fewer bytes; the factors end sooner
 // SLOWREPORT-NEXT:     2   powersgd:4  4699758.880    84885.934       352256  3 of 6 tensors as factors, 333.5x fewer bytes; the factors end sooner
+
+// RAISED: compression auto:4: 3 of 3 groups send PowerSGD factors
+// RAISED-NEXT: group         form     plain_us  powersgd_us   wire_bytes  why
+// RAISED-NEXT:     0   powersgd:8    26847.920     3599.763        87080  2 of 6 tensors as factors, 30.3x fewer bytes; the highest rank that keeps the step
+// RAISED-NEXT:     1   powersgd:4  {{.*}}; the factors end sooner
+// RAISED-NEXT:     2   powersgd:4  {{.*}}; the factors end sooner
+// RAISEDIR: oasr.allreduce_start {{.*}}{group = 0 : i64, powersgd_rank = 8 : i64}
+// RAISEDIR: oasr.allreduce_start {{.*}}{group = 1 : i64, powersgd_rank = 4 : i64}
+// PINNED: compression auto:4-4: 3 of 3 groups send PowerSGD factors
+// PINNED-NEXT: group
+// PINNED-NEXT:     0   powersgd:4 {{.*}}; the factors end sooner
 
 // SLOW: oasr.plan = {alpha_s = 5.000000e-04 : f64, beta_s_per_byte = 4.000000e-08 : f64, compress = "auto:4", {{.*}}compressed_groups = 3 : i64, {{.*}}groups = 3 : i64,
 // SLOW-NOT: lower_bound_us

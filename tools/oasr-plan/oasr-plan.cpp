@@ -85,10 +85,11 @@ cl::opt<std::string> gradDtypeOpt(
     cl::value_desc("f32|bf16|f16"), cl::init("f32"), cl::cat(planCat));
 cl::opt<std::string> compressOpt(
     "compress",
-    cl::desc("What groups may send: off (default), powersgd:R or auto[:R] "
-             "(PowerSGD factors where the model says they end sooner; "
+    cl::desc("What groups may send: off (default), powersgd:R or "
+             "auto[:R[-M]] (PowerSGD factors where the model says they end "
+             "sooner, at rank R raised up to M where the step hides it; "
              "docs/compression.md)"),
-    cl::value_desc("off|powersgd:R|auto[:R]"), cl::init("off"),
+    cl::value_desc("off|powersgd:R|auto[:R[-M]]"), cl::init("off"),
     cl::cat(planCat));
 cl::opt<std::string> twoLevelOpt(
     "two-level",
@@ -357,6 +358,15 @@ void printJson(raw_ostream &os, const Scores &r) {
         names.push_back(r.ready[i].name);
       groups.push_back(std::move(names));
     }
+    // What each group sends, where the plan compresses: "plain" or
+    // "powersgd:R" (auto's ranks differ per group).
+    json::Value forms = nullptr;
+    if (s.plan.compresses()) {
+      json::Array f;
+      for (unsigned k = 0; k < s.plan.numGroups(); ++k)
+        f.push_back(s.plan.form(k).name());
+      forms = std::move(f);
+    }
     const Timeline &t = s.timeline;
     list.push_back(
         json::Object{{"name", s.plan.strategy},
@@ -370,7 +380,8 @@ void printJson(raw_ostream &os, const Scores &r) {
                      {"num_groups", int64_t(t.groups.size())},
                      {"compressed_groups", int64_t(s.plan.numCompressed())},
                      {"two_level_groups", int64_t(countTwoLevel(r, s.plan))},
-                     {"groups", std::move(groups)}});
+                     {"groups", std::move(groups)},
+                     {"forms", std::move(forms)}});
   }
   json::Object doc{
       {"model", r.profile.model},

@@ -87,8 +87,9 @@ static cl::opt<std::string> compress(
     "compress",
     cl::desc("What fused groups send, for an .onnx input: off (default), "
              "powersgd:R (every group with a matrix worth compressing as "
-             "rank-R PowerSGD factors with error feedback) or auto[:R] (the "
-             "planner chooses per group; R 8 by default); "
+             "rank-R PowerSGD factors with error feedback) or auto[:R[-M]] "
+             "(the planner chooses per group: plain, or rank R, 8 by "
+             "default, raised up to M where the step hides it); "
              "docs/compression.md"),
     cl::init("off"), cl::cat(runCat));
 static cl::opt<std::string> twoLevel(

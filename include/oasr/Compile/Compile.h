@@ -44,7 +44,7 @@ struct TrainingCompileOptions {
   std::string profile;               ///< oasr-profile-v1 to plan from
   /// Element type gradients travel in: "f32", "bf16" or "f16" (empty: f32).
   std::string gradDtype;
-  /// What groups may send: "off", "powersgd:R" or "auto[:R]" (empty: off).
+  /// What groups may send: "off", "powersgd:R" or "auto[:R[-M]]" (empty: off).
   std::string compress;
   /// Allreduce route per group: "auto", "flat" or "two-level" (empty:
   /// auto).

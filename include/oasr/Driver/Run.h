@@ -48,7 +48,7 @@ struct RunOptions {
   std::vector<std::string> dims;
   std::string planProfile;
   std::string gradDtype;     ///< f32 | bf16 | f16; empty: not given (f32)
-  std::string compress;      ///< off | powersgd:R | auto[:R]; empty: not given
+  std::string compress; ///< off | powersgd:R | auto[:R[-M]]; empty: not given
   int64_t compressStart = 0; ///< --compress-start
   std::string twoLevel; ///< auto | flat | two-level; empty: not given (auto)
   /// --ranks-per-node: the nodes the two-level allreduce reduces inside (0:

@@ -77,7 +77,7 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       llvm::cl::init("f32")};
   Option<std::string> compress{
       *this, "compress",
-      llvm::cl::desc("What groups may send: off, powersgd:R or auto[:R]"),
+      llvm::cl::desc("What groups may send: off, powersgd:R or auto[:R[-M]]"),
       llvm::cl::init("off")};
   Option<std::string> twoLevel{
       *this, "two-level",

@@ -301,7 +301,7 @@ def PlanAllreduce : Pass<"oasr-plan-allreduce", "::mlir::ModuleOp"> {
            "Element type gradients travel in: f32, bf16 or f16 (half the "
            "bytes on the wire)">,
     Option<"compress", "compress", "std::string", "\"off\"",
-           "What groups may send: off, powersgd:R or auto[:R]">,
+           "What groups may send: off, powersgd:R or auto[:R[-M]]">,
     Option<"compressGmacs", "compress-gmacs", "double", "-1.0",
            "Multiply-adds per second (1e9) of compression on the "
            "communication thread (default: the roofline's)">,

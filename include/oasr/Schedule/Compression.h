@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace oasr {
 namespace schedule {
@@ -58,22 +59,28 @@ bool powerSgdCompresses(uint64_t rows, uint64_t elements, unsigned rank);
 ///  - off: every group plain (the default);
 ///  - powersgd:R: every group that holds a matrix PowerSGD compresses is
 ///    compressed at rank R (as PyTorch's hook does for every bucket);
-///  - auto[:R]: per group, plain or PowerSGD at rank R (default 8: within
-///    a point of uncompressed accuracy where 4 was not; docs/compression.md),
-///    whichever the cost model says ends sooner; the grouping is chosen
-///    with it (compressionAwarePlan).
+///  - auto[:R[-M]]: per group, plain or PowerSGD at rank R (default 8:
+///    within a point of uncompressed accuracy where 4 was not;
+///    docs/compression.md), whichever the cost model says ends sooner; the
+///    grouping is chosen with it (compressionAwarePlan). Then each
+///    compressed group gets the most faithful form that does not lengthen
+///    the simulated step: plain, else the highest rank R 2^k up to M
+///    (default kMaxRank) (makeCompressedPlan).
 struct CompressPolicy {
   enum class Mode { Off, PowerSGD, Auto };
   Mode mode = Mode::Off;
   unsigned rank = 0;
+  unsigned maxRank = 0; ///< auto's highest rank; powersgd: rank
   static constexpr unsigned kDefaultAutoRank = 8;
+  static constexpr unsigned kMaxRank = 1024;
   bool off() const { return mode == Mode::Off; }
-  /// The option's text: "off", "powersgd:R", "auto:R".
+  /// The option's text: "off", "powersgd:R", "auto:R" (M the default) or
+  /// "auto:R-M".
   std::string name() const;
 };
 
-/// Parses `off`, `powersgd:R`, `auto` or `auto:R` (R a positive integer at
-/// most 1024). The error says what is accepted.
+/// Parses `off`, `powersgd:R`, `auto`, `auto:R` or `auto:R-M` (R <= M
+/// positive integers at most kMaxRank). The error says what is accepted.
 llvm::Expected<CompressPolicy> parseCompressPolicy(llvm::StringRef text);
 
 /// What a group sends in one form, and the channel time the model charges.
@@ -134,12 +141,28 @@ Plan compressionAwarePlan(const Profile &profile, const CommModel &comm,
 /// grouping only (compressionAwarePlan is quadratic).
 constexpr unsigned kCompressionAwareMaxGrads = 4096;
 
+/// The forms auto may give a group of `grads`, most faithful first: plain,
+/// then PowerSGD at the ranks policy.rank 2^k (k >= 1) up to
+/// policy.maxRank, highest first, as far as some matrix of the group still
+/// compresses at the rank.
+std::vector<GroupForm> fidelityLadder(llvm::ArrayRef<ReadyGrad> grads,
+                                      const CompressPolicy &policy);
+
+/// Compression changes what a step learns, so auto gives each compressed
+/// group of `plan` the most faithful form of its fidelityLadder that does
+/// not lengthen the simulated step: first plain, group by group, where
+/// compressing it gains nothing (a group hidden behind backward); then, in
+/// group order, the highest rank the slack left still hides. Each choice
+/// keeps the step of the choices before it, so the result never ends
+/// later than `plan`.
+Plan faithfulForms(const Profile &profile, const CommModel &comm,
+                   const CompressPolicy &policy, Plan plan);
+
 /// makePlan, then the forms (chooseForms). With auto and a strategy that
 /// plans on the model (mgwfbp, optimal, oasr), also compressionAwarePlan,
-/// keeping whichever the simulator says ends sooner. Then auto sends plain
-/// every compressed group whose compression does not shorten the simulated
-/// step (compression changes what a step learns; a group hidden behind
-/// backward gains nothing from fewer bytes).
+/// keeping whichever the simulator says ends sooner. Then auto gives each
+/// compressed group its most faithful form that keeps the step
+/// (faithfulForms).
 llvm::Expected<Plan> makeCompressedPlan(llvm::StringRef strategy,
                                         const Profile &profile,
                                         const CommModel &comm,

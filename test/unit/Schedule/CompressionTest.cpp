@@ -33,8 +33,22 @@ TEST(CompressPolicy, Parses) {
   auto a2 = parseCompressPolicy("auto:2");
   ASSERT_TRUE(bool(a2));
   EXPECT_EQ(a2->name(), "auto:2");
-  for (const char *bad : {"powersgd:0", "powersgd:-1", "powersgd",
-                          "auto:", "powersgd:2x", "topk:4", "", "auto:2000"}) {
+  // auto raises ranks up to the cap, or up to M.
+  EXPECT_EQ(a->maxRank, CompressPolicy::kMaxRank);
+  EXPECT_EQ(a->name(), "auto:8");
+  auto a3 = parseCompressPolicy("auto:4-32");
+  ASSERT_TRUE(bool(a3));
+  EXPECT_EQ(a3->rank, 4u);
+  EXPECT_EQ(a3->maxRank, 32u);
+  EXPECT_EQ(a3->name(), "auto:4-32");
+  auto a4 = parseCompressPolicy("auto:4-4");
+  ASSERT_TRUE(bool(a4));
+  EXPECT_EQ(a4->maxRank, 4u);
+  EXPECT_EQ(p->maxRank, 8u);
+  for (const char *bad :
+       {"powersgd:0", "powersgd:-1", "powersgd", "auto:", "powersgd:2x",
+        "topk:4", "", "auto:2000", "auto:8-4", "auto:4-", "auto:-4",
+        "auto:4-2000", "powersgd:4-8", "auto:4-8-16"}) {
     auto e = parseCompressPolicy(bad);
     EXPECT_FALSE(bool(e)) << bad;
     if (!e)
@@ -171,6 +185,12 @@ TEST(Compression, JointPlanIsTheOptimum) {
     auto made = makeCompressedPlan("oasr", p, m, auto2);
     ASSERT_TRUE(bool(made));
     EXPECT_LE(simulate(p, m, *made).iterationUs, got * (1 + 1e-9));
+    // Nor with ranks raised where the step allows.
+    CompressPolicy raised = auto2;
+    raised.maxRank = 64;
+    auto up = makeCompressedPlan("oasr", p, m, raised);
+    ASSERT_TRUE(bool(up));
+    EXPECT_LE(simulate(p, m, *up).iterationUs, got * (1 + 1e-9));
     Plan forms = chooseForms(p, m, auto2, *makePlan("wfbp", p, m));
     EXPECT_LE(simulate(p, m, *made).iterationUs,
               simulate(p, m, forms).iterationUs * (1 + 1e-9));
@@ -202,6 +222,49 @@ TEST(Compression, ChooseFormsPerGroup) {
   // Off leaves the plan as it was.
   Plan d = chooseForms(p, slow, {}, *makePlan("wfbp", p, slow));
   EXPECT_TRUE(d.forms.empty());
+}
+
+TEST(Compression, FaithfulFormsRaiseTheRankWhereTheStepAllows) {
+  // Backward order: a 256 x 256 matrix ready at 10 us, then a vector whose
+  // backward takes `after` us. Plain, the matrix's allreduce (2631 us)
+  // outlasts backward; its factors at rank r cost 2 * 10 us + 20.48 r us
+  // and a little compute, and r = 64 would no longer compress.
+  auto at = [](double after, const char *policyText) {
+    Profile p = makeProfile({after, 10}, {4096, 256 * 256 * 4});
+    p.layers[1].grads[0].rows = 256;
+    CommModel m = unitModel(10, 0.01);
+    m.compressUsPerMac = 1e-6;
+    m.compressUsPerElement = 1e-6;
+    CompressPolicy policy = *parseCompressPolicy(policyText);
+    Plan plan;
+    plan.groupEnds = {1, 2};
+    plan.forms = {GroupForm::powerSGD(policy.rank), GroupForm::plain()};
+    Plan out = faithfulForms(p, m, policy, plan);
+    EXPECT_LE(simulate(p, m, out).iterationUs,
+              simulate(p, m, plan).iterationUs * (1 + 1e-12));
+    return out.form(0);
+  };
+  // 1000 us of backward hide rank 32 (676 us) but not plain.
+  EXPECT_EQ(at(1000, "auto:4"), GroupForm::powerSGD(32));
+  EXPECT_EQ(at(1000, "auto:4-16"), GroupForm::powerSGD(16));
+  EXPECT_EQ(at(1000, "auto:4-4"), GroupForm::powerSGD(4));
+  // 400 us hide rank 16 (348 us), not 32.
+  EXPECT_EQ(at(400, "auto:4"), GroupForm::powerSGD(16));
+  // 50 us hide nothing: the cheapest rank stays.
+  EXPECT_EQ(at(50, "auto:4"), GroupForm::powerSGD(4));
+  // 3000 us hide the plain allreduce.
+  EXPECT_EQ(at(3000, "auto:4"), GroupForm::plain());
+}
+
+TEST(Compression, FidelityLadderStopsWhereNothingCompresses) {
+  // 64 x 64 compresses below rank 16 (2 r 128 < 4096).
+  std::vector<ReadyGrad> g = {{0, 0, "w", 64 * 64 * 4, 0, 64}};
+  std::vector<GroupForm> l = fidelityLadder(g, *parseCompressPolicy("auto:2"));
+  ASSERT_EQ(l.size(), 3u);
+  EXPECT_EQ(l[0], GroupForm::plain());
+  EXPECT_EQ(l[1], GroupForm::powerSGD(8));
+  EXPECT_EQ(l[2], GroupForm::powerSGD(4));
+  EXPECT_EQ(fidelityLadder(g, *parseCompressPolicy("auto:2-2")).size(), 1u);
 }
 
 TEST(Compression, ProfileRowsRoundTrip) {
