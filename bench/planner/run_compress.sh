@@ -4,9 +4,12 @@
 # Plans every examples/profiles/*.json at compute scale 0.05 (a ~20x faster
 # device) on the emulated cluster's 200 Mbit/s link and on 1 Gbit/s, with
 # `oasr-plan`: today's best uncompressed plans (oasr, and the steady-state
-# oasr-step) against oasr with --compress=auto (PowerSGD rank 4 where the
-# model says a group's factors end sooner, grouping chosen with the forms)
-# and --compress=powersgd:4 (every group that can). These are the model's
+# oasr-step) against oasr with --compress=auto:R-R (PowerSGD at rank R,
+# default 8, where the model says a group's factors end sooner, grouping
+# chosen with the forms), --compress=auto:R (the same, ranks raised where the
+# step hides them) and --compress=powersgd:R (every group that can). R is
+# $OASR_COMPRESS_RANK (default 8; runs before 2026-11-28 used 4 and had no
+# raised ranks). These are the model's
 # predictions, not measurements (docs/compression.md). Writes
 # bench/results/NAME.{md,json}; refuses to overwrite them.
 set -euo pipefail
@@ -23,6 +26,7 @@ done
 plan="$build/bin/oasr-plan"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
+rank="${OASR_COMPRESS_RANK:-8}"
 for net in "emulated-200Mbit --alpha=0 --beta=5.67e-8" \
            "1GbE-2 --alpha=5.3e-4 --beta=8.0e-9"; do
   set -- $net
@@ -31,15 +35,16 @@ for net in "emulated-200Mbit --alpha=0 --beta=5.67e-8" \
     m=$(basename "$p" .json)
     "$plan" "$p" --format=json --compute-scale=0.05 --strategy=oasr --steady "$@" \
       > "$tmp/$net--$m--off.json"
-    for c in auto powersgd:4; do
+    for c in auto:$rank-$rank auto:$rank powersgd:$rank; do
       "$plan" "$p" --format=json --compute-scale=0.05 --strategy=oasr \
         --compress=$c "$@" > "$tmp/$net--$m--$c.json"
     done
   done
 done
-/usr/bin/python3 - "$tmp" "$out" "$(git -C "$root" rev-parse --short HEAD)" <<'PY'
+/usr/bin/python3 - "$tmp" "$out" "$(git -C "$root" rev-parse --short HEAD)" "$rank" <<'PY'
 import datetime, glob, json, os, subprocess, sys
-tmp, out, commit = sys.argv[1:4]
+tmp, out, commit, rank = sys.argv[1:5]
+R = int(rank)
 cpu = subprocess.run("lscpu | grep 'Model name' | sed 's/.*: *//'", shell=True,
                      capture_output=True, text=True).stdout.strip()
 nets = {"emulated-200Mbit": "alpha 0, beta 5.67e-8 s/B (scripts/cluster.sh at 200 Mbit/s, as calibrated in cluster-resnet18-2x200mbit.md)",
@@ -49,7 +54,7 @@ for f in sorted(glob.glob(os.path.join(tmp, "*.json"))):
     net, model, config = os.path.basename(f)[:-5].split("--")
     runs.setdefault(net, {}).setdefault(model, {})[config] = json.load(open(f))
 doc = {"date": str(datetime.date.today()), "machine": cpu, "commit": commit,
-       "compute_scale": 0.05, "rank": 4, "networks": {}}
+       "compute_scale": 0.05, "rank": R, "networks": {}}
 with open(out + ".md", "w") as o:
     o.write("# Planned compression on measured profiles (the model's predictions)\n\n")
     o.write(f"{datetime.date.today()}, {cpu}, oasr {commit}. Produced by "
@@ -62,27 +67,38 @@ with open(out + ".md", "w") as o:
             "What compression does to accuracy is not in these numbers.\n")
     for net, models in runs.items():
         o.write(f"\n## {net}: {nets[net]}\n\n")
-        o.write("| model | gradients (MB) | oasr | oasr-step | oasr auto | groups compressed | oasr powersgd:4 |\n")
-        o.write("|---|---|---|---|---|---|---|\n")
+        o.write(f"| model | gradients (MB) | oasr | oasr-step | oasr auto:{R}-{R} | "
+                f"groups compressed | oasr auto:{R} (ranks raised) | groups raised | "
+                f"oasr powersgd:{R} |\n")
+        o.write("|---|---|---|---|---|---|---|---|---|\n")
         doc["networks"][net] = {}
         for model, c in models.items():
             off = c["off"]
             oasr = off["strategies"][0]["iteration_us"]
             step = next(s for s in off["steady"]["strategies"]
                         if s["name"].startswith("oasr-step"))["period_us"]
-            auto = c["auto"]["strategies"][0]
-            forced = c["powersgd:4"]["strategies"][0]
+            fixed = c[f"auto:{R}-{R}"]["strategies"][0]
+            auto = c[f"auto:{R}"]["strategies"][0]
+            forced = c[f"powersgd:{R}"]["strategies"][0]
+            raised = [f for f in (auto.get("forms") or [])
+                      if f.startswith("powersgd:") and int(f.split(":")[1]) > R]
             cell = lambda us: f"{us/1e3:.1f} ({step/us:.2f}x)"
             o.write(f"| {model} | {off['total_bytes']/1e6:.1f} | {oasr/1e3:.1f} | "
-                    f"{step/1e3:.1f} | {cell(auto['iteration_us'])} | "
-                    f"{auto['compressed_groups']} of {auto['num_groups']} | "
+                    f"{step/1e3:.1f} | {cell(fixed['iteration_us'])} | "
+                    f"{fixed['compressed_groups']} of {fixed['num_groups']} | "
+                    f"{cell(auto['iteration_us'])} | "
+                    f"{len(raised)} of {auto['compressed_groups']} "
+                    f"({', '.join(sorted(set(raised), key=lambda f: int(f.split(':')[1]))) or '-'}) | "
                     f"{cell(forced['iteration_us'])} |\n")
             doc["networks"][net][model] = {
                 "oasr_us": oasr, "oasr_step_us": step,
+                "fixed_rank_us": fixed["iteration_us"],
+                "fixed_rank_compressed_groups": fixed["compressed_groups"],
                 "auto_us": auto["iteration_us"],
                 "auto_groups": auto["num_groups"],
                 "auto_compressed_groups": auto["compressed_groups"],
-                "powersgd4_us": forced["iteration_us"]}
+                "auto_forms": auto.get("forms"),
+                "powersgd_us": forced["iteration_us"]}
 json.dump(doc, open(out + ".json", "w"), indent=1)
 print(open(out + ".md").read())
 PY
