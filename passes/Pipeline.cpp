@@ -1,8 +1,8 @@
 //===- Pipeline.cpp - The training pipeline -------------------------------===//
 //
-// --oasr-train-pipeline: fuse-gelu and autocast (mixed precision), autodiff,
-// annotate-cost, plan-allreduce, layout-gradients, insert-optimizer (and
-// optionally the plan report).
+// --oasr-train-pipeline: fuse-attention, fuse-gelu and autocast (mixed
+// precision), autodiff, annotate-cost, plan-allreduce, layout-gradients,
+// insert-optimizer (and optionally the plan report).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +15,8 @@ using namespace mlir::oasr;
 
 void mlir::oasr::populateTrainPipeline(OpPassManager &pm,
                                        const TrainPipelineOptions &opts) {
+  if (opts.fuseAttention)
+    pm.addPass(createFuseAttention());
   if (opts.precision == "bf16" || opts.precision == "f16")
     pm.addPass(createFuseGelu());
   if (opts.precision != "f32") {

@@ -8,6 +8,7 @@
 #include "OpGeometry.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 #include <variant>
 
@@ -656,6 +657,109 @@ Status geluIsTanh(const OpSpec &spec, bool &tanh) {
     return nodeError(spec, "approximate '" + approx + "' is not supported");
   }
   tanh = approx == "tanh";
+  return Status::success();
+}
+
+Status attentionGeom(const OpSpec &spec, bool grad, AttentionGeom &g) {
+  size_t first = grad ? 1 : 0;
+  OASR_RETURN_IF_ERROR(
+      checkArity(spec, first + 3, first + 4, grad ? 3 : 1, grad ? 3 : 1));
+  const TensorDesc &q = spec.inputs[first], &kt = spec.inputs[first + 1],
+                   &v = spec.inputs[first + 2];
+  size_t r = q.rank();
+  if (r < 2 || kt.rank() != r || v.rank() != r)
+    return nodeError(spec, "Q " + shapeStr(q.shape) + ", KT " +
+                               shapeStr(kt.shape) + " and V " +
+                               shapeStr(v.shape) +
+                               " must be of one rank, at least 2");
+  g.m = q.shape[r - 2];
+  g.d = q.shape[r - 1];
+  g.n = kt.shape[r - 1];
+  g.e = v.shape[r - 1];
+  g.batch = 1;
+  for (size_t i = 0; i + 2 < r; ++i) {
+    if (kt.shape[i] != q.shape[i] || v.shape[i] != q.shape[i])
+      return nodeError(spec, "Q " + shapeStr(q.shape) + ", KT " +
+                                 shapeStr(kt.shape) + " and V " +
+                                 shapeStr(v.shape) +
+                                 " do not share one batch shape");
+    g.batch *= q.shape[i];
+  }
+  if (kt.shape[r - 2] != g.d || v.shape[r - 2] != g.n)
+    return nodeError(spec,
+                     "Q " + shapeStr(q.shape) + ", KT " + shapeStr(kt.shape) +
+                         " and V " + shapeStr(v.shape) +
+                         " are not [..., M, D], [..., D, N], [..., N, E]");
+  g.dtype = q.dtype;
+  if (g.dtype != DType::F32 && g.dtype != DType::BF16)
+    return nodeError(spec, std::string("Q has element type ") +
+                               dtypeName(g.dtype) + ", expected f32 or bf16");
+  std::vector<int64_t> yShape = q.shape;
+  yShape.back() = g.e;
+  std::vector<const TensorDesc *> floats = {&q, &kt, &v};
+  if (grad) {
+    floats.push_back(&spec.inputs[0]);
+    for (size_t i = 0; i < 3; ++i) {
+      floats.push_back(&spec.outputs[i]);
+      if (spec.outputs[i].shape != spec.inputs[first + i].shape)
+        return nodeError(spec, "result " + std::to_string(i) + " is " +
+                                   shapeStr(spec.outputs[i].shape) +
+                                   ", expected its operand's " +
+                                   shapeStr(spec.inputs[first + i].shape));
+    }
+    if (spec.inputs[0].shape != yShape)
+      return nodeError(spec, "dY is " + shapeStr(spec.inputs[0].shape) +
+                                 ", expected " + shapeStr(yShape));
+  } else {
+    floats.push_back(&spec.outputs[0]);
+    if (spec.outputs[0].shape != yShape)
+      return nodeError(spec, "Y is " + shapeStr(spec.outputs[0].shape) +
+                                 ", expected " + shapeStr(yShape));
+  }
+  for (const TensorDesc *t : floats)
+    if (t->dtype != g.dtype)
+      return nodeError(spec, std::string("Q, KT, V and the results must be "
+                                         "of one type; found ") +
+                                 dtypeName(g.dtype) + " and " +
+                                 dtypeName(t->dtype));
+  double scale = spec.attrs.getFloat("scale", 1.0);
+  if (!std::isfinite(scale))
+    return nodeError(spec, "scale must be finite");
+  g.scale = float(scale);
+  // An absent mask comes as an empty f32 descriptor (Kernel.h).
+  g.hasMask = spec.inputs.size() > first + 3 &&
+              (spec.inputs[first + 3].dtype != DType::F32 ||
+               !spec.inputs[first + 3].shape.empty());
+  g.maskOffset.assign(size_t(g.batch), 0);
+  if (g.hasMask) {
+    const TensorDesc &mask = spec.inputs[first + 3];
+    if (mask.dtype != DType::Bool)
+      return nodeError(spec, std::string("the mask has element type ") +
+                                 dtypeName(mask.dtype) +
+                                 ", expected bool (true: masked out)");
+    std::vector<int64_t> scores = q.shape;
+    scores.back() = g.n;
+    if (!broadcastsTo(mask.shape, scores))
+      return nodeError(spec, "the mask " + shapeStr(mask.shape) +
+                                 " does not broadcast onto the scores " +
+                                 shapeStr(scores));
+    // Strides of the mask aligned to the scores' dimensions.
+    std::vector<int64_t> own = rowMajorStrides(mask.shape);
+    std::vector<int64_t> strides(r, 0);
+    size_t lead = r - mask.rank();
+    for (size_t i = 0; i < mask.rank(); ++i)
+      strides[lead + i] = mask.shape[i] == 1 ? 0 : own[i];
+    g.maskRowStride = strides[r - 2];
+    g.maskColStride = strides[r - 1];
+    for (int64_t b = 0; b < g.batch; ++b) {
+      int64_t rest = b, off = 0;
+      for (size_t i = r - 2; i-- > 0;) {
+        off += (rest % scores[i]) * strides[i];
+        rest /= scores[i];
+      }
+      g.maskOffset[size_t(b)] = off;
+    }
+  }
   return Status::success();
 }
 

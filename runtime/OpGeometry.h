@@ -326,6 +326,26 @@ Status resizeGeom(const OpSpec &spec, ResizeGeom &g);
 /// Y[, mask]), DropoutGrad (dY, mask[, ratio[, training_mode]] -> dX) and
 /// Slice (data, starts, ends[, axes[, steps]] or opset 1's attributes -> Y).
 Status checkDropout(const OpSpec &spec);
+
+/// FusedAttention(Q, KT, V[, mask]) {scale} -> Y and FusedAttentionGrad(dY,
+/// Q, KT, V[, mask]) {scale} -> dQ, dKT, dV: per batch index b, Y[b] =
+/// softmax(scale * Q[b] KT[b], masked to -inf where mask) V[b].
+struct AttentionGeom {
+  int64_t batch = 1, m = 0, n = 0, d = 0, e = 0;
+  float scale = 1;
+  /// The float tensors' type (f32 or bf16), one for all of them.
+  DType dtype = DType::F32;
+  bool hasMask = false;
+  /// The mask's element offset of each batch index's [M, N] plane, and its
+  /// row and column strides (0 where it broadcasts).
+  std::vector<int64_t> maskOffset;
+  int64_t maskRowStride = 0, maskColStride = 0;
+};
+/// Validates a FusedAttention(Grad) node: Q [..., M, D], KT [..., D, N],
+/// V [..., N, E] of one batch shape and float type, a bool mask that
+/// broadcasts onto [..., M, N], results of the operands' shapes, a finite
+/// scale.
+Status attentionGeom(const OpSpec &spec, bool grad, AttentionGeom &g);
 Status checkDropoutGrad(const OpSpec &spec);
 Status checkSlice(const OpSpec &spec);
 

@@ -859,6 +859,46 @@ def g_recurrent():
     return cs
 
 
+# ------------------------------------------------------------ attention ----
+
+
+@group("attention")
+def g_attention():
+    """FusedAttention(Q, KT, V[, mask]) {scale} and its gradient: batch
+    shapes of rank 1 and 2, odd sizes, masks broadcast over heads (padding)
+    and over the batch (causal), no mask."""
+    cs = []
+    for name, batch, m, n, d, e, scale, mask_shape in [
+        ("attn_plain", (3,), 5, 6, 3, 7, 0.37, None),
+        ("attn_pad", (2, 3), 4, 9, 8, 5, 0.125, (2, 1, 1, 9)),
+        ("attn_causal", (2, 2), 7, 7, 4, 4, 0.5, (7, 7)),
+        ("attn_rowmask", (3,), 6, 5, 2, 3, 1.0, (3, 6, 5)),
+    ]:
+        q = rnd(*batch, m, d, lo=-2, hi=2)
+        kt = rnd(*batch, d, n, lo=-2, hi=2)
+        v = rnd(*batch, n, e)
+        mask = None
+        if mask_shape is not None:
+            if name == "attn_causal":
+                mask = torch.ones(m, n, dtype=torch.bool).triu(1)
+            else:
+                mask = torch.rand(mask_shape) < 0.4
+                mask[..., 0] = False  # no row masked everywhere
+
+        def fn(q, kt, v, mask=mask, scale=scale):
+            s = torch.matmul(q, kt) * scale
+            if mask is not None:
+                s = s.masked_fill(mask, float("-inf"))
+            return torch.matmul(torch.softmax(s, -1), v)
+
+        ins = [q, kt, v] + ([mask] if mask is not None else [])
+        cs.append(Case(name, "FusedAttention", {"scale": scale}).inp(*ins).out(f64(fn(q, kt, v))))
+        dy = rnd(*batch, m, e)
+        grads = grad_of(fn, [q, kt, v], dy)
+        cs.append(Case(name + "_grad", "FusedAttentionGrad", {"scale": scale}).inp(dy, *ins).out(*grads))
+    return cs
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", required=True)

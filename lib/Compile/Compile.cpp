@@ -29,7 +29,7 @@ bool TrainingCompileOptions::anyCompileOption() const {
          overlapRate.has_value() || !commFile.empty() || !profile.empty() ||
          !optimizer.empty() || momentum >= 0 || !dims.empty() ||
          !gradDtype.empty() || !compress.empty() || !precision.empty() ||
-         !twoLevel.empty();
+         !twoLevel.empty() || !fuseAttention;
 }
 
 static llvm::Error fail(const llvm::Twine &msg) {
@@ -106,6 +106,7 @@ static void setPipelineOptions(const TrainingCompileOptions &o,
     po.profile = o.profile;
   if (!o.precision.empty())
     po.precision = o.precision;
+  po.fuseAttention = o.fuseAttention && o.device != "cuda";
   // No allreduce model given: the profile's, else the calibration
   // $OASR_COMM_CALIBRATION names, else the default for one host, announced
   // so nobody mistakes it for a measurement. (A profile that cannot be read
@@ -147,7 +148,18 @@ llvm::Expected<CompiledTraining>
 mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
                                const TrainingCompileOptions &o) {
   std::string diags;
+  std::vector<std::string> remarks;
   ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &d) {
+    if (d.getSeverity() == DiagnosticSeverity::Remark) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      // A node's name; the module's file location says nothing here.
+      if (auto name = dyn_cast<NameLoc>(d.getLocation()))
+        os << name.getName().getValue() << ": ";
+      os << d.str();
+      remarks.push_back(std::move(text));
+      return success();
+    }
     llvm::raw_string_ostream os(diags);
     if (!diags.empty())
       os << "\n";
@@ -223,6 +235,7 @@ mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
   populateTrainPipeline(pm, po);
   if (failed(pm.run(*out.module)))
     return failWithDiags(path + ": compilation failed");
+  out.remarks = std::move(remarks);
   return std::move(out);
 #else
   return fail(path + ": this build has no ONNX importer; compile the model "

@@ -459,6 +459,8 @@ void Run::describe() {
                     "waits (needs CAP_SYS_NICE or `ulimit -e 20`): other load "
                     "on the host will starve communication; there, pass "
                     "--comm-priority=normal\n";
+  for (const std::string &remark : module.remarks)
+    std::printf("oasr-run: %s\n", remark.c_str());
   if (module.usedDefaultComm)
     std::printf("oasr-run: planned with the default allreduce model alpha=%g s "
                 "beta=%g s/B (give --comm=FILE from `oasr-bench comm`, or "

@@ -194,6 +194,29 @@ static bool shapeLikeInput1(ShapeContext &c) {
   return c.setAll(*c.input(1));
 }
 
+/// FusedAttention(Q, KT, V[, mask]) -> Y: Q [..., M, D], KT [..., D, N],
+/// V [..., N, E] with one batch shape; Y is [..., M, E].
+static bool shapeFusedAttention(ShapeContext &c) {
+  if (!c.needInputs(3))
+    return false;
+  const TensorFacts &q = *c.input(0), &v = *c.input(2);
+  if (q.dims.size() < 2 || v.dims.size() != q.dims.size())
+    return c.fail("FusedAttention needs Q and V of one rank >= 2");
+  TensorFacts y = q;
+  y.dims.back() = v.dims.back();
+  c.out[0] = y;
+  return true;
+}
+
+/// FusedAttentionGrad(dY, Q, KT, V[, mask]) -> dQ, dKT, dV.
+static bool shapeFusedAttentionGrad(ShapeContext &c) {
+  if (!c.needInputs(4))
+    return false;
+  for (size_t i = 0; i < 3 && i < c.numOutputs(); ++i)
+    c.out[i] = *c.input(i + 1);
+  return true;
+}
+
 /// MaxPoolGrad(dY, Indices) / AveragePoolGrad(dY) -> dX: X's shape cannot be
 /// recovered from dY; the ORT importer passes the forward X as one more
 /// operand while shapes are inferred (and drops it afterwards).
@@ -516,6 +539,22 @@ static LogicalResult gradSoftmax(GradContext &c) {
   return success();
 }
 
+/// FusedAttention: one FusedAttentionGrad recomputing the probabilities
+/// from Q, KT, V and the mask (nothing else is saved); the mask has no
+/// gradient.
+static LogicalResult gradFusedAttention(GradContext &c) {
+  SmallVector<Value> ins = {c.dOut(), c.in(0), c.in(1), c.in(2)};
+  if (c.fwd->getNumOperands() > 3)
+    ins.push_back(c.in(3));
+  NodeOp g =
+      c.node("FusedAttentionGrad", {typeOf(c, 0), typeOf(c, 1), typeOf(c, 2)},
+             ins, onnxAttrs(c.fwd));
+  c.dIns.assign(c.fwd->getNumOperands(), Value());
+  for (unsigned i = 0; i < 3; ++i)
+    c.dIns[i] = g->getResult(i);
+  return success();
+}
+
 static LogicalResult gradLogSoftmax(GradContext &c) {
   auto x = cast<RankedTensorType>(typeOf(c, 0));
   int64_t axis = intAttr(c.fwd, "axis", c.opset >= 13 ? -1 : 1);
@@ -744,6 +783,21 @@ static Work costMatMul(Operation *op) {
   return {2.0 * numel(op->getResult(0)) * k, trafficBytes(op)};
 }
 
+/// FusedAttention: Q·KT and P·V (2·M·N·(D + E) per batch) and the
+/// softmax; FusedAttentionGrad: the recomputed Q·KT, dY·Vᵀ, Pᵀ·dY, dS·K
+/// and Qᵀ·dS.
+template <bool Grad> static Work costFusedAttention(Operation *op) {
+  auto q = cast<RankedTensorType>(op->getOperand(Grad ? 1 : 0).getType());
+  auto kt = cast<RankedTensorType>(op->getOperand(Grad ? 2 : 1).getType());
+  auto v = cast<RankedTensorType>(op->getOperand(Grad ? 3 : 2).getType());
+  double d = q.getShape().back(), e = v.getShape().back();
+  double scores = double(numel(op->getOperand(Grad ? 1 : 0))) / d *
+                  double(kt.getShape().back());
+  double flops = Grad ? scores * (6.0 * d + 4.0 * e + 12.0)
+                      : scores * (2.0 * d + 2.0 * e + 8.0);
+  return {flops, trafficBytes(op)};
+}
+
 static Work costNormGrad(Operation *op) {
   return {12.0 * numel(op->getOperand(1)), trafficBytes(op)};
 }
@@ -868,6 +922,12 @@ static void registerNormOps(OpRegistry &r) {
       .cost(costNormGrad);
 }
 
+/// Why FusedAttention has no CUDA kernel (oasr-fuse-attention leaves the
+/// pattern unfused for --device=cuda).
+static constexpr const char *kAttentionCpuOnly =
+    "no CUDA kernel yet: oasr-fuse-attention leaves attention unfused for "
+    "--device=cuda";
+
 /// Products, dropout, softmax and losses, resizing and the recurrent layers.
 static void registerProductAndLossOps(OpRegistry &r) {
   r.add("Gemm")
@@ -907,6 +967,20 @@ static void registerProductAndLossOps(OpRegistry &r) {
       .traits(Gradient)
       .shape(shapeSameAsInput)
       .cost(costPerOutput<12>);
+  // The attention oasr-fuse-attention folds (docs/passes.md): products in
+  // the low type under mixed precision, the softmax in f32 inside.
+  r.add("FusedAttention")
+      .precision(Precision::Lower)
+      .shape(shapeFusedAttention)
+      .grad(gradFusedAttention)
+      .cost(costFusedAttention<false>)
+      .cpuOnly(kAttentionCpuOnly);
+  r.add("FusedAttentionGrad")
+      .precision(Precision::Lower)
+      .traits(Gradient)
+      .shape(shapeFusedAttentionGrad)
+      .cost(costFusedAttention<true>)
+      .cpuOnly(kAttentionCpuOnly);
   r.add("LogSoftmax")
       .precision(Precision::F32)
       .shape(shapeSameAsInput)

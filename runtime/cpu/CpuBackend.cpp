@@ -152,6 +152,7 @@ static void registerCpuKernels(KernelRegistry &registry) {
   registerArithmeticKernels(registry);
   registerLowPrecisionKernels(registry);
   registerRecurrentKernels(registry);
+  registerAttentionKernels(registry);
 }
 
 namespace {

@@ -39,7 +39,7 @@ using KernelRegistry = std::map<std::string, KernelFactory>;
 /// views, gathers and fills (ShapeKernels.cpp); broadcast arithmetic and
 /// reductions (ArithmeticKernels.cpp); Cast (LowPrecision.cpp); LSTM and
 /// GRU with their gradients on oneDNN's RNN primitives
-/// (RecurrentKernels.cpp).
+/// (RecurrentKernels.cpp); FusedAttention(Grad) (AttentionKernels.cpp).
 void registerConvKernels(KernelRegistry &registry);
 void registerGemmKernels(KernelRegistry &registry);
 void registerNormKernels(KernelRegistry &registry);
@@ -51,6 +51,7 @@ void registerShapeKernels(KernelRegistry &registry);
 void registerArithmeticKernels(KernelRegistry &registry);
 void registerLowPrecisionKernels(KernelRegistry &registry);
 void registerRecurrentKernels(KernelRegistry &registry);
+void registerAttentionKernels(KernelRegistry &registry);
 
 /// The kernel of a node with bf16/f16 tensors (LowPrecision.cpp): the
 /// factory's own when it takes them, else the f32 kernel between widening

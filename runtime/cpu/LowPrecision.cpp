@@ -140,6 +140,8 @@ static bool takesLowFloat(const std::string &op) {
       "Div", "Relu", "ReluGrad", "LeakyRelu", "LeakyReluGrad", "Sigmoid",
       "SigmoidGrad", "Tanh", "TanhGrad", "Elu", "EluGrad", "Abs", "Gelu",
       "GeluGrad",
+      // Widened per batch index in the kernel's workspace.
+      "FusedAttention", "FusedAttentionGrad",
       // Byte moves of any element type.
       "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Concat",
       "Split", "Expand", "Slice", "SliceGrad", "Sum",

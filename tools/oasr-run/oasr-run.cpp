@@ -122,6 +122,13 @@ static cl::opt<double> timeout(
              "stops, naming it and the newest checkpoint (default: 10x the "
              "predicted step, at least 60)"),
     cl::init(-1), cl::cat(runCat));
+static cl::opt<bool> fuseAttention(
+    "fuse-attention",
+    cl::desc("For an .onnx input: fold scaled dot-product attention into "
+             "FusedAttention, which saves no attention probabilities for "
+             "backward (default true; not with --device=cuda; "
+             "docs/passes.md)"),
+    cl::init(true), cl::cat(runCat));
 static cl::opt<bool> allowInferenceGraph(
     "allow-inference-graph",
     cl::desc("Train an .onnx model that looks exported for inference "
@@ -491,6 +498,7 @@ RunOptions runOptions() {
   o.ranksPerNode = ranksPerNode;
   o.precision = given(precision).value_or("");
   o.allowInferenceGraph = allowInferenceGraph;
+  o.fuseAttention = fuseAttention;
   o.timeoutS = given(timeout);
   o.optimizer = optimizer;
   o.momentum = given(momentum);
@@ -547,19 +555,13 @@ llvm::Expected<RunModule> loadModule(mlir::MLIRContext &ctx,
   if (oasr::rt::isProgramFile(ro.modelPath)) {
     // A compiled program carries its plan, precision and optimizer.
     const cl::Option *compileOptions[] = {
-        &strategy,
-        &alpha,
-        &beta,
-        &commFile,
-        &overlapRate,
-        &planProfile,
-        &gradDtype,
-        &compress,
-        &twoLevel,
-        &precision,
-        &optimizer,
-        &momentum,
-        static_cast<const cl::Option *>(std::addressof(dims))};
+        &strategy,      &alpha,
+        &beta,          &commFile,
+        &overlapRate,   &planProfile,
+        &gradDtype,     &compress,
+        &twoLevel,      &precision,
+        &fuseAttention, &optimizer,
+        &momentum,      static_cast<const cl::Option *>(std::addressof(dims))};
     for (const cl::Option *opt : compileOptions)
       if (opt->getNumOccurrences())
         return llvm::createStringError(
@@ -590,6 +592,8 @@ llvm::Expected<RunModule> loadModule(mlir::MLIRContext &ctx,
   o.twoLevel = ro.twoLevel;
   o.precision = ro.precision;
   o.allowInferenceGraph = ro.allowInferenceGraph;
+  o.device = ro.device;
+  o.fuseAttention = ro.fuseAttention;
   o.optimizer = ro.optimizer;
   o.momentum = ro.momentum.value_or(-1);
   o.lr = ro.lr.value_or(-1);
@@ -599,6 +603,7 @@ llvm::Expected<RunModule> loadModule(mlir::MLIRContext &ctx,
   m.module = std::move(compiled->module);
   m.commSource = compiled->commSource;
   m.usedDefaultComm = compiled->usedDefaultComm;
+  m.remarks = std::move(compiled->remarks);
   m.defaultAlphaS = mlir::oasr::kDefaultAllreduceAlpha;
   m.defaultBetaSPerByte = mlir::oasr::kDefaultAllreduceBeta;
 #else

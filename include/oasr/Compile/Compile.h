@@ -54,6 +54,11 @@ struct TrainingCompileOptions {
   /// Import a model that looks exported for inference (BatchNormalization
   /// folded away: onnximport::inferenceGraphReason) instead of refusing it.
   bool allowInferenceGraph = false;
+  /// The backend the step runs on, "cpu" or "cuda": attention is fused
+  /// (oasr-fuse-attention) only where a kernel runs it.
+  std::string device = "cpu";
+  /// Fold attention into FusedAttention (--fuse-attention).
+  bool fuseAttention = true;
   // The optimizer.
   std::string optimizer;
   double momentum = -1, lr = -1;
@@ -71,6 +76,8 @@ struct CompiledTraining {
   std::string commSource;
   /// The default model was used (the user should calibrate).
   bool usedDefaultComm = false;
+  /// The passes' remarks (what was fused and what was not, and why).
+  std::vector<std::string> remarks;
 };
 
 /// Imports and compiles `path` (.onnx, recognised by content) or parses it

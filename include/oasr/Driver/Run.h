@@ -56,6 +56,7 @@ struct RunOptions {
   int ranksPerNode = 0;
   std::string precision;     ///< f32 | tf32 | bf16 | f16; empty: not given
   bool allowInferenceGraph = false; ///< train a folded-BN export anyway
+  bool fuseAttention = true;        ///< --fuse-attention (oasr-fuse-attention)
   /// --timeout: seconds a collective may go without progress before every
   /// rank stops (unset: 10x the predicted step, at least 60 s).
   std::optional<double> timeoutS;
@@ -239,6 +240,8 @@ struct RunModule {
   /// (s/B): the user should calibrate.
   bool usedDefaultComm = false;
   double defaultAlphaS = 0, defaultBetaSPerByte = 0;
+  /// The compiler's remarks (fused attention), printed before training.
+  std::vector<std::string> remarks;
 };
 
 /// The ONNX model the weights start from and --save writes back.

@@ -31,6 +31,12 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       *this, "precision",
       llvm::cl::desc("Step precision: f32, tf32, bf16 or f16 (mixed)"),
       llvm::cl::init("f32")};
+  // --oasr-fuse-attention
+  Option<bool> fuseAttention{
+      *this, "fuse-attention",
+      llvm::cl::desc("Fold scaled dot-product attention into FusedAttention "
+                     "(CPU kernels only: off for a CUDA step)"),
+      llvm::cl::init(true)};
   // --oasr-autodiff
   Option<std::string> output{*this, "output",
                              llvm::cl::desc("Model output to train on")};

@@ -124,6 +124,38 @@ def Autocast : Pass<"oasr-autocast", "::mlir::ModuleOp"> {
 }
 
 //===----------------------------------------------------------------------===//
+// FuseAttention
+//===----------------------------------------------------------------------===//
+
+def FuseAttention : Pass<"oasr-fuse-attention", "::mlir::ModuleOp"> {
+  let summary = "Fold scaled dot-product attention into one FusedAttention";
+  let description = [{
+    Exporters write attention as `MatMul(Softmax(mask(MatMul(Q, KT) * s)),
+    V)`, and autodiff then saves the probabilities (batch x heads x S x S)
+    for `SoftmaxGrad` and the second product's gradient: most of a
+    transformer's saved activations. This pass replaces each such chain in
+    `@forward` whose inner values have no other reader by
+    `FusedAttention(Q, KT, V[, mask]) {scale}`, whose gradient
+    (`FusedAttentionGrad`) recomputes the probabilities from Q, KT, V and
+    the mask, so only those are saved.
+
+    `* s` is any chain of `Mul`/`Div` by scalars computed from constants;
+    the mask is `Where(c, -inf, x)` or `x + Where(c, -inf, 0)` (times a
+    positive scalar), c boolean and broadcast onto the scores. A softmax
+    followed by `Dropout` and then the product, a fill other than -inf or
+    another additive bias (it may need a gradient) stays unfused, and the
+    pass says so in a remark on the Softmax. It runs before autocast and
+    autodiff; the training pipeline leaves it out with
+    `fuse-attention=false` (oasr-run `--device=cuda`: no CUDA kernel yet).
+  }];
+  let dependentDialects = ["::mlir::oasr::OASRDialect"];
+  let statistics = [
+    Statistic<"numFused", "fused", "Attention chains folded">,
+    Statistic<"numUnfused", "unfused", "Attention chains left as they are">
+  ];
+}
+
+//===----------------------------------------------------------------------===//
 // FuseGelu
 //===----------------------------------------------------------------------===//
 

@@ -37,6 +37,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -391,6 +392,7 @@ TEST_P(KernelsVsTorch, PointwiseOps) { checkGroup("pointwise"); }
 TEST_P(KernelsVsTorch, ConvTranspose) { checkGroup("convtranspose"); }
 TEST_P(KernelsVsTorch, Resize) { checkGroup("resize"); }
 TEST_P(KernelsVsTorch, Recurrent) { checkGroup("recurrent"); }
+TEST_P(KernelsVsTorch, Attention) { checkGroup("attention"); }
 
 INSTANTIATE_TEST_SUITE_P(Backends, KernelsVsTorch,
                          ::testing::Values(std::string("cpu")
@@ -801,6 +803,77 @@ TEST_F(BadSpec, InconsistentShapes) {
   a.inputs = {{DType::F32, {3, 4}}, {DType::F32, {5}}};
   a.outputs = {{DType::F32, {3, 4}}};
   expectError(a, "does not broadcast");
+}
+
+/// Each malformed FusedAttention(Grad) a module could carry is refused at
+/// creation, naming the node and the fault.
+TEST_F(BadSpec, AttentionShapesTypesAndMask) {
+  auto attn = [] {
+    OpSpec s;
+    s.opType = "FusedAttention";
+    s.name = "/encoder/layers.0/self_attn/Softmax";
+    s.attrs.set("scale", 0.125);
+    s.inputs = {{DType::F32, {6, 4, 8}},
+                {DType::F32, {6, 8, 5}},
+                {DType::F32, {6, 5, 3}},
+                {DType::Bool, {6, 1, 5}}};
+    s.outputs = {{DType::F32, {6, 4, 3}}};
+    return s;
+  };
+  std::string err;
+  EXPECT_TRUE(backend->create(attn(), err)) << err;
+  OpSpec s = attn();
+  s.inputs.resize(2);
+  expectError(s, "expects 3..4 operands, got 2");
+  s = attn();
+  s.inputs[1].shape = {6, 8};
+  expectError(s, "must be of one rank, at least 2");
+  s = attn();
+  s.inputs[2].shape = {3, 5, 3};
+  expectError(s, "do not share one batch shape");
+  s = attn();
+  s.inputs[1].shape = {6, 7, 5};
+  expectError(s, "are not [..., M, D], [..., D, N], [..., N, E]");
+  s = attn();
+  s.outputs[0].shape = {6, 4, 8};
+  expectError(s, "Y is [6, 4, 8], expected [6, 4, 3]");
+  s = attn();
+  for (TensorDesc &t : s.inputs)
+    if (t.dtype == DType::F32)
+      t.dtype = DType::I64;
+  s.outputs[0].dtype = DType::I64;
+  expectError(s, "Q has element type i64, expected f32 or bf16");
+  s = attn();
+  s.inputs[2].dtype = DType::I64;
+  expectError(s, "must be of one type; found f32 and i64");
+  // A bf16 operand among f32 ones runs on widened copies.
+  s = attn();
+  s.inputs[2].dtype = DType::BF16;
+  EXPECT_TRUE(backend->create(s, err)) << err;
+  s = attn();
+  s.inputs[3].dtype = DType::F32;
+  expectError(s, "the mask has element type f32, expected bool");
+  s = attn();
+  s.inputs[3].shape = {6, 4, 4};
+  expectError(s, "the mask [6, 4, 4] does not broadcast onto the scores "
+                 "[6, 4, 5]");
+  s = attn();
+  s.attrs.set("scale", std::numeric_limits<double>::infinity());
+  expectError(s, "scale must be finite");
+  OpSpec g = attn();
+  g.opType = "FusedAttentionGrad";
+  g.inputs.insert(g.inputs.begin(), {DType::F32, {6, 4, 3}});
+  g.outputs = {g.inputs[1], g.inputs[2], g.inputs[3]};
+  EXPECT_TRUE(backend->create(g, err)) << err;
+  OpSpec bad = g;
+  bad.inputs[0].shape = {6, 4, 4};
+  expectError(bad, "dY is [6, 4, 4], expected [6, 4, 3]");
+  bad = g;
+  bad.outputs[1].shape = {6, 8, 4};
+  expectError(bad, "result 1 is [6, 8, 4], expected its operand's [6, 8, 5]");
+  bad = g;
+  bad.outputs.resize(1);
+  expectError(bad, "expects 3 results, got 1");
 }
 
 /// What the LSTM/GRU kernels do not implement is refused at creation.
