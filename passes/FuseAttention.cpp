@@ -14,6 +14,7 @@
 #include "oasr/Passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/DenseSet.h"
 
 #include <cmath>
@@ -98,6 +99,24 @@ static bool isBool(Value v) {
   return t && t.getElementType().isInteger(1);
 }
 
+/// True when `v` is a float constant of zeros, of any shape: a scalar, a
+/// splat, or (as the importer keeps large initializers) a resource blob.
+static bool isZeros(Value v) {
+  if (std::optional<double> s = scalarValue(v))
+    return *s == 0.0;
+  auto c = v.getDefiningOp<NodeOp>();
+  if (!c || !c.is("Constant"))
+    return false;
+  if (auto dense = c->getAttrOfType<DenseFPElementsAttr>("value"))
+    return dense.isSplat() &&
+           dense.getSplatValue<APFloat>().convertToDouble() == 0.0;
+  auto blobAttr = c->getAttrOfType<DenseResourceElementsAttr>("value");
+  if (!blobAttr || !isa<FloatType>(blobAttr.getType().getElementType()))
+    return false;
+  AsmResourceBlob *blob = blobAttr.getRawHandle().getBlob();
+  return blob && llvm::all_of(blob->getData(), [](char b) { return b == 0; });
+}
+
 /// The condition `c` of an additive mask Where(c, -inf, 0), optionally
 /// times a positive scalar (which keeps -inf and 0), else null.
 static Value additiveMaskCondition(Value bias, SmallVectorImpl<NodeOp> &nodes) {
@@ -118,18 +137,7 @@ static Value additiveMaskCondition(Value bias, SmallVectorImpl<NodeOp> &nodes) {
   if (!n || !n.is("Where") || !bias.hasOneUse() || !isBool(n->getOperand(0)) ||
       !isMinusInf(n->getOperand(1)))
     return nullptr;
-  std::optional<double> zero = scalarValue(n->getOperand(2));
-  if (!zero) {
-    // A splat zero constant of any shape.
-    auto c = n->getOperand(2).getDefiningOp<NodeOp>();
-    auto dense = c && c.is("Constant")
-                     ? c->getAttrOfType<DenseFPElementsAttr>("value")
-                     : DenseFPElementsAttr();
-    if (!dense || !dense.isSplat())
-      return nullptr;
-    zero = dense.getSplatValue<APFloat>().convertToDouble();
-  }
-  if (*zero != 0.0)
+  if (!isZeros(n->getOperand(2)))
     return nullptr;
   nodes.push_back(n);
   return n->getOperand(0);

@@ -866,13 +866,17 @@ def g_recurrent():
 def g_attention():
     """FusedAttention(Q, KT, V[, mask]) {scale} and its gradient: batch
     shapes of rank 1 and 2, odd sizes, masks broadcast over heads (padding)
-    and over the batch (causal), no mask."""
+    and over the batch (causal), no mask, and scores larger than one chunk
+    of the CUDA kernel's workspace."""
     cs = []
     for name, batch, m, n, d, e, scale, mask_shape in [
         ("attn_plain", (3,), 5, 6, 3, 7, 0.37, None),
         ("attn_pad", (2, 3), 4, 9, 8, 5, 0.125, (2, 1, 1, 9)),
         ("attn_causal", (2, 2), 7, 7, 4, 4, 0.5, (7, 7)),
         ("attn_rowmask", (3,), 6, 5, 2, 3, 1.0, (3, 6, 5)),
+        # Scores of 1500 x 1500: the CUDA kernel runs these batch indices
+        # in several chunks of its workspace, the padding mask per index.
+        ("attn_chunks", (4,), 1500, 1500, 4, 4, 0.5, (4, 1, 1500)),
     ]:
         q = rnd(*batch, m, d, lo=-2, hi=2)
         kt = rnd(*batch, d, n, lo=-2, hi=2)

@@ -106,7 +106,7 @@ static void setPipelineOptions(const TrainingCompileOptions &o,
     po.profile = o.profile;
   if (!o.precision.empty())
     po.precision = o.precision;
-  po.fuseAttention = o.fuseAttention && o.device != "cuda";
+  po.fuseAttention = o.fuseAttention;
   // No allreduce model given: the profile's, else the calibration
   // $OASR_COMM_CALIBRATION names, else the default for one host, announced
   // so nobody mistakes it for a measurement. (A profile that cannot be read

@@ -922,12 +922,6 @@ static void registerNormOps(OpRegistry &r) {
       .cost(costNormGrad);
 }
 
-/// Why FusedAttention has no CUDA kernel (oasr-fuse-attention leaves the
-/// pattern unfused for --device=cuda).
-static constexpr const char *kAttentionCpuOnly =
-    "no CUDA kernel yet: oasr-fuse-attention leaves attention unfused for "
-    "--device=cuda";
-
 /// Products, dropout, softmax and losses, resizing and the recurrent layers.
 static void registerProductAndLossOps(OpRegistry &r) {
   r.add("Gemm")
@@ -973,14 +967,12 @@ static void registerProductAndLossOps(OpRegistry &r) {
       .precision(Precision::Lower)
       .shape(shapeFusedAttention)
       .grad(gradFusedAttention)
-      .cost(costFusedAttention<false>)
-      .cpuOnly(kAttentionCpuOnly);
+      .cost(costFusedAttention<false>);
   r.add("FusedAttentionGrad")
       .precision(Precision::Lower)
       .traits(Gradient)
       .shape(shapeFusedAttentionGrad)
-      .cost(costFusedAttention<true>)
-      .cpuOnly(kAttentionCpuOnly);
+      .cost(costFusedAttention<true>);
   r.add("LogSoftmax")
       .precision(Precision::F32)
       .shape(shapeSameAsInput)

@@ -60,6 +60,7 @@ static void registerCudaKernels(FactoryRegistry &registry) {
   registerShapeKernels(registry);
   registerArithmeticKernels(registry);
   registerLowPrecisionKernels(registry);
+  registerAttentionKernels(registry);
 }
 
 CudaBackend::CudaBackend(cudaStream_t stream, cublasHandle_t blas,

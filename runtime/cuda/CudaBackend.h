@@ -33,6 +33,12 @@ namespace oasr::rt::cuda {
 /// error>", naming the running node, when a cuBLAS or cuDNN call failed
 /// (kernels run long after planning; see check()).
 void checkBlas(cublasStatus_t status, const char *what);
+/// cuBLAS's element type of `t` (f32, bf16, f16).
+inline cudaDataType_t blasType(DType t) {
+  return t == DType::BF16  ? CUDA_R_16BF
+         : t == DType::F16 ? CUDA_R_16F
+                           : CUDA_R_32F;
+}
 void checkDnn(cudnnStatus_t status, const char *what);
 
 /// cuDNN convolutions' math: FMA, or TF32 tensor cores under
@@ -481,6 +487,7 @@ void registerPointwiseKernels(FactoryRegistry &registry);
 void registerShapeKernels(FactoryRegistry &registry);
 void registerArithmeticKernels(FactoryRegistry &registry);
 void registerLowPrecisionKernels(FactoryRegistry &registry);
+void registerAttentionKernels(FactoryRegistry &registry);
 
 } // namespace oasr::rt::cuda
 

@@ -281,6 +281,13 @@ void launchSoftmax(const RowParams &p, FloatPtr x, FloatPtr y, bool logForm,
                    cudaStream_t stream);
 void launchSoftmaxGrad(const RowParams &p, FloatPtr dy, FloatPtr y, FloatPtr dx,
                        bool logForm, cudaStream_t stream);
+/// FusedAttention's mask on `count` batch indices of f32 scores [count, m,
+/// n] from index `first`: -inf where mask[maskOffset[b] + i * rowStride +
+/// j * colStride] (maskOffset on the device, one per batch index).
+void launchAttentionMask(float *scores, int64_t count, int64_t first, int64_t m,
+                         int64_t n, const uint8_t *mask,
+                         const int64_t *maskOffset, int64_t rowStride,
+                         int64_t colStride, cudaStream_t stream);
 /// LayerNormalization over the last `cols` elements of `rows` rows, one
 /// block per row; the statistics are f32.
 void launchLayerNorm(int64_t rows, int64_t cols, float eps, FloatPtr x,

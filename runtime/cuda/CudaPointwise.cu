@@ -435,6 +435,19 @@ __global__ void softmaxKernel(RowParams p, FloatPtr x, FloatPtr y, bool logForm,
 }
 
 /// One warp per row of an innermost softmax axis.
+/// FusedAttention's mask: -inf at the masked scores (launchAttentionMask).
+__global__ void attentionMaskKernel(float *s, int64_t total, int64_t first,
+                                    int64_t m, int64_t n, const uint8_t *mask,
+                                    const int64_t *maskOffset, int64_t rs,
+                                    int64_t cs) {
+  OASR_GRID_LOOP(idx, total) {
+    int64_t j = idx % n, r = idx / n;
+    int64_t b = first + r / m, i = r % m;
+    if (mask[maskOffset[b] + i * rs + j * cs])
+      s[idx] = -INFINITY;
+  }
+}
+
 __global__ void softmaxRowKernel(int64_t rows, int64_t axis, FloatPtr x,
                                  FloatPtr y, bool logForm) {
   int lane = threadIdx.x & 31;
@@ -776,6 +789,16 @@ void launchSoftmax(const RowParams &p, FloatPtr x, FloatPtr y, bool logForm,
   else
     softmaxKernel<<<blocksFor(rows), kThreads, 0, s>>>(p, x, y, logForm, rows);
   launched("Softmax");
+}
+
+void launchAttentionMask(float *scores, int64_t count, int64_t first, int64_t m,
+                         int64_t n, const uint8_t *mask,
+                         const int64_t *maskOffset, int64_t rowStride,
+                         int64_t colStride, cudaStream_t s) {
+  int64_t total = count * m * n;
+  attentionMaskKernel<<<blocksFor(total), kThreads, 0, s>>>(
+      scores, total, first, m, n, mask, maskOffset, rowStride, colStride);
+  launched("FusedAttention mask");
 }
 
 void launchSoftmaxGrad(const RowParams &p, FloatPtr dy, FloatPtr y, FloatPtr dx,

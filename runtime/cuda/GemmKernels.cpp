@@ -16,13 +16,6 @@
 
 namespace oasr::rt::cuda {
 
-/// cuBLAS's element type of `t` (f32, bf16, f16).
-static cudaDataType_t blasType(DType t) {
-  return t == DType::BF16  ? CUDA_R_16BF
-         : t == DType::F16 ? CUDA_R_16F
-                           : CUDA_R_32F;
-}
-
 /// Row-major C[m,n] = alpha op(A) op(B) + beta C, A stored [m,k] (or, ta,
 /// [k,m]), B stored [k,n] (or, tb, [n,k]). cuBLAS is column-major: the
 /// row-major C is the column-major C^T = op(B)^T op(A)^T, so B goes first.

@@ -112,6 +112,8 @@ static bool takesLowFloat(const std::string &op) {
       "HardSigmoid", "HardSwish", "Mish", "Reciprocal", "Gelu", "SigmoidGrad",
       "TanhGrad", "EluGrad", "LeakyReluGrad", "HardSigmoidGrad",
       "HardSwishGrad", "MishGrad", "GeluGrad", "ClipGrad",
+      // Tensor-core products, f32 scores and softmax.
+      "FusedAttention", "FusedAttentionGrad",
       // Byte moves of any element type.
       "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose",
       "Gather", "Concat", "Split", "Where",

@@ -15,8 +15,8 @@
 // F32-LABEL: func.func @train_step
 // F32: oasr.node "FusedAttention"({{.*}}) {{.*}}: (tensor<2x4x8xf32>, tensor<2x8x4xf32>, tensor<2x4x8xf32>, tensor<2x1x4xi1>) -> tensor<2x4x8xf32>
 // F32: oasr.node "FusedAttentionGrad"
-// fuse-attention=false (oasr-run --fuse-attention=false, --device=cuda)
-// leaves the step as it was, and says nothing.
+// fuse-attention=false (oasr-run --fuse-attention=false) leaves the step as
+// it was, and says nothing.
 // OFF-NOT: remark
 // OFF-LABEL: func.func @train_step
 // OFF-NOT: "FusedAttention"

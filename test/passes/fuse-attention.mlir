@@ -97,6 +97,68 @@ module {
 
 // -----
 
+// BERT-base's export keeps the mask's zeros [384, 1, 128] as a resource
+// blob (a large initializer): zeros all the same.
+// CHECK-LABEL: func.func @forward
+// CHECK: oasr.node "FusedAttention"
+// CHECK-NOT: "Where"
+module {
+  func.func @forward(%q: tensor<2x4x8xf32> {oasr.param = "q"},
+                     %kt: tensor<2x8x4xf32> {oasr.param = "kt"},
+                     %v: tensor<2x4x8xf32> {oasr.param = "v"},
+                     %c: tensor<2x1x4xi1> {oasr.input = "mask"})
+      -> (tensor<2x4x8xf32> {oasr.output = "logits"}) {
+    %zero = oasr.node "Constant"() {value = dense_resource<zeros> : tensor<2x1x4xf32>} : () -> tensor<2x1x4xf32>
+    %ninf = oasr.node "Constant"() {value = dense<0xFF800000> : tensor<f32>} : () -> tensor<f32>
+    %bias = oasr.node "Where"(%c, %ninf, %zero) : (tensor<2x1x4xi1>, tensor<f32>, tensor<2x1x4xf32>) -> tensor<2x1x4xf32>
+    %s = oasr.node "MatMul"(%q, %kt) : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+    %a = oasr.node "Add"(%s, %bias) : (tensor<2x4x4xf32>, tensor<2x1x4xf32>) -> tensor<2x4x4xf32>
+    %p = oasr.node "Softmax"(%a) {axis = -1 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32> loc("/blob/Softmax")
+    %y = oasr.node "MatMul"(%p, %v) : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    return %y : tensor<2x4x8xf32>
+  }
+}
+{-#
+  dialect_resources: {
+    builtin: {
+      zeros: "0x040000000000000000000000000000000000000000000000000000000000000000000000"
+    }
+  }
+#-}
+
+// -----
+
+// A blob with a nonzero element is a bias, not a mask: unfused.
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT: "FusedAttention"
+// CHECK: oasr.node "Softmax"
+// REMARK: remark: loc("/blob/Softmax"): attention left unfused: an additive bias that is not a -inf mask
+module {
+  func.func @forward(%q: tensor<2x4x8xf32> {oasr.param = "q"},
+                     %kt: tensor<2x8x4xf32> {oasr.param = "kt"},
+                     %v: tensor<2x4x8xf32> {oasr.param = "v"},
+                     %c: tensor<2x1x4xi1> {oasr.input = "mask"})
+      -> (tensor<2x4x8xf32> {oasr.output = "logits"}) {
+    %zero = oasr.node "Constant"() {value = dense_resource<ones> : tensor<2x1x4xf32>} : () -> tensor<2x1x4xf32>
+    %ninf = oasr.node "Constant"() {value = dense<0xFF800000> : tensor<f32>} : () -> tensor<f32>
+    %bias = oasr.node "Where"(%c, %ninf, %zero) : (tensor<2x1x4xi1>, tensor<f32>, tensor<2x1x4xf32>) -> tensor<2x1x4xf32>
+    %s = oasr.node "MatMul"(%q, %kt) : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+    %a = oasr.node "Add"(%s, %bias) : (tensor<2x4x4xf32>, tensor<2x1x4xf32>) -> tensor<2x4x4xf32>
+    %p = oasr.node "Softmax"(%a) {axis = -1 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32> loc("/blob/Softmax")
+    %y = oasr.node "MatMul"(%p, %v) : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    return %y : tensor<2x4x8xf32>
+  }
+}
+{-#
+  dialect_resources: {
+    builtin: {
+      ones: "0x04000000000000000000000000000000000000000000000000000000000000000000803f"
+    }
+  }
+#-}
+
+// -----
+
 // Dropout on the probabilities (a training export with dropout > 0): left
 // unfused, and the remark says why.
 // CHECK-LABEL: func.func @forward

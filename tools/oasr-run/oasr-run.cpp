@@ -126,8 +126,7 @@ static cl::opt<bool> fuseAttention(
     "fuse-attention",
     cl::desc("For an .onnx input: fold scaled dot-product attention into "
              "FusedAttention, which saves no attention probabilities for "
-             "backward (default true; not with --device=cuda; "
-             "docs/passes.md)"),
+             "backward (default true; docs/passes.md)"),
     cl::init(true), cl::cat(runCat));
 static cl::opt<bool> allowInferenceGraph(
     "allow-inference-graph",
@@ -592,7 +591,6 @@ llvm::Expected<RunModule> loadModule(mlir::MLIRContext &ctx,
   o.twoLevel = ro.twoLevel;
   o.precision = ro.precision;
   o.allowInferenceGraph = ro.allowInferenceGraph;
-  o.device = ro.device;
   o.fuseAttention = ro.fuseAttention;
   o.optimizer = ro.optimizer;
   o.momentum = ro.momentum.value_or(-1);

@@ -54,9 +54,6 @@ struct TrainingCompileOptions {
   /// Import a model that looks exported for inference (BatchNormalization
   /// folded away: onnximport::inferenceGraphReason) instead of refusing it.
   bool allowInferenceGraph = false;
-  /// The backend the step runs on, "cpu" or "cuda": attention is fused
-  /// (oasr-fuse-attention) only where a kernel runs it.
-  std::string device = "cpu";
   /// Fold attention into FusedAttention (--fuse-attention).
   bool fuseAttention = true;
   // The optimizer.

@@ -34,8 +34,7 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   // --oasr-fuse-attention
   Option<bool> fuseAttention{
       *this, "fuse-attention",
-      llvm::cl::desc("Fold scaled dot-product attention into FusedAttention "
-                     "(CPU kernels only: off for a CUDA step)"),
+      llvm::cl::desc("Fold scaled dot-product attention into FusedAttention"),
       llvm::cl::init(true)};
   // --oasr-autodiff
   Option<std::string> output{*this, "output",

@@ -146,7 +146,7 @@ def FuseAttention : Pass<"oasr-fuse-attention", "::mlir::ModuleOp"> {
     another additive bias (it may need a gradient) stays unfused, and the
     pass says so in a remark on the Softmax. It runs before autocast and
     autodiff; the training pipeline leaves it out with
-    `fuse-attention=false` (oasr-run `--device=cuda`: no CUDA kernel yet).
+    `fuse-attention=false` (oasr-run `--fuse-attention=false`).
   }];
   let dependentDialects = ["::mlir::oasr::OASRDialect"];
   let statistics = [
