@@ -198,6 +198,8 @@ private:
     exec->betaS = P.betaS;
     exec->groupOverheadUs = P.groupOverheadUs;
     exec->overlapRate = P.overlapRate;
+    exec->compressUsPerMac = P.compressUsPerMac;
+    exec->compressUsPerElement = P.compressUsPerElement;
     exec->tier = P.tier;
     exec->wire = P.wire;
     exec->steadyExec = P.steady;

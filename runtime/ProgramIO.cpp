@@ -141,7 +141,8 @@ private:
         groups, gradients,
         pf::CreateTier(b, p.tier.ranks, p.tier.ranksPerNode, p.tier.intraAlphaS,
                        p.tier.intraBetaS, p.tier.interAlphaS,
-                       p.tier.interBetaS));
+                       p.tier.interBetaS),
+        p.compressUsPerMac, p.compressUsPerElement);
     pf::FinishProgramBuffer(b, root);
     return std::string(reinterpret_cast<const char *>(b.GetBufferPointer()),
                        b.GetSize());
@@ -172,6 +173,8 @@ public:
     p.betaS = f.beta_s();
     p.groupOverheadUs = f.group_overhead_us();
     p.overlapRate = f.overlap_rate();
+    p.compressUsPerMac = f.compress_us_per_mac();
+    p.compressUsPerElement = f.compress_us_per_element();
     if (const pf::Tier *t = f.tier())
       p.tier = {t->ranks(),        t->ranks_per_node(), t->intra_alpha_s(),
                 t->intra_beta_s(), t->inter_alpha_s(),  t->inter_beta_s()};

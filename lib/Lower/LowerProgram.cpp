@@ -102,6 +102,8 @@ private:
       number("beta_s_per_byte", P.betaS);
       number("group_overhead_us", P.groupOverheadUs);
       number("overlap_rate", P.overlapRate);
+      number("compress_us_per_mac", P.compressUsPerMac);
+      number("compress_us_per_element", P.compressUsPerElement);
       if (auto t = plan.getAs<DictionaryAttr>("two_level")) {
         Executor::PlanTier &tier = P.tier;
         auto count = [&](StringRef key, int &out) {

@@ -187,6 +187,13 @@ double replay(Executor &exec, const schedule::Profile &profile,
   for (const GradGroup &g : exec.groups())
     sizes.push_back(unsigned(g.params.size()));
   schedule::Plan plan = schedule::planFromSizes("replay", sizes);
+  // Compressed groups are charged their factors and compute, as planned.
+  for (const GradGroup &g : exec.groups())
+    plan.forms.push_back(g.powerSgdRank
+                             ? schedule::GroupForm::powerSGD(g.powerSgdRank)
+                             : schedule::GroupForm::plain());
+  if (!plan.compresses())
+    plan.forms.clear();
   if (auto err = schedule::verifyPlan(plan, profile.numGrads())) {
     llvm::consumeError(std::move(err));
     return -1;
@@ -195,6 +202,8 @@ double replay(Executor &exec, const schedule::Profile &profile,
       exec.planAlphaS(), exec.planBetaSPerByte());
   comm.groupOverheadUs = exec.planGroupOverheadUs();
   comm.overlapRate = exec.planOverlapRate();
+  comm.compressUsPerMac = exec.planCompressUsPerMac();
+  comm.compressUsPerElement = exec.planCompressUsPerElement();
   // Groups the plan sent two-level, where the tiers were set up: the same
   // rule picks them again on the plan's tier.
   if (const Executor::PlanTier &t = exec.planTier();

@@ -270,6 +270,10 @@ public:
   double planGroupOverheadUs() const { return groupOverheadUs; }
   /// The plan's communication rate during backward (1 when not planned).
   double planOverlapRate() const { return overlapRate; }
+  /// What the plan charged PowerSGD's compute, per multiply-add and per
+  /// element of a compressed matrix, in microseconds (0 when absent).
+  double planCompressUsPerMac() const { return compressUsPerMac; }
+  double planCompressUsPerElement() const { return compressUsPerElement; }
   /// The steady-state plan's execution (empty for today's plans).
   const SteadyExecution &steady() const { return steadyExec; }
   /// Under `steady().forwardWaits` a step leaves its waits and updates to
@@ -367,6 +371,7 @@ private:
   unsigned nextGroupId = 0;
   double predictedUs = -1;
   double alphaS = -1, betaS = 0, groupOverheadUs = 0, overlapRate = 1;
+  double compressUsPerMac = 0, compressUsPerElement = 0;
   PlanTier tier;
   GradWire wire = GradWire::F32;
   SteadyExecution steadyExec;

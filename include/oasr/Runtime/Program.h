@@ -140,6 +140,9 @@ struct Program {
   int64_t rebatchedFrom = 0; ///< the static batch --batch replaced (0: none)
   double predictedUs = -1;
   double alphaS = -1, betaS = 0, groupOverheadUs = 0, overlapRate = 1;
+  /// What the plan charged compression's compute (oasr.plan's
+  /// compress_us_per_mac, compress_us_per_element).
+  double compressUsPerMac = 0, compressUsPerElement = 0;
   Executor::PlanTier tier; ///< `two_level` of oasr.plan
   GradWire wire = GradWire::F32;
   SteadyExecution steady;
