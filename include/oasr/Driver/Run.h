@@ -47,14 +47,14 @@ struct RunOptions {
   std::string commFile; ///< --comm: oasr-bench comm calibration
   std::vector<std::string> dims;
   std::string planProfile;
-  std::string gradDtype;     ///< f32 | bf16 | f16; empty: not given (f32)
-  std::string compress; ///< off | powersgd:R | auto[:R[-M]]; empty: not given
+  std::string gradDtype; ///< f32 | bf16 | f16; empty: not given (f32)
+  std::string compress;  ///< off | powersgd:R | auto[:R[-M]]; empty: not given
   int64_t compressStart = 0; ///< --compress-start
   std::string twoLevel; ///< auto | flat | two-level; empty: not given (auto)
   /// --ranks-per-node: the nodes the two-level allreduce reduces inside (0:
   /// the MPI library's shared-memory nodes).
   int ranksPerNode = 0;
-  std::string precision;     ///< f32 | tf32 | bf16 | f16; empty: not given
+  std::string precision; ///< f32 | tf32 | bf16 | f16; empty: not given
   bool allowInferenceGraph = false; ///< train a folded-BN export anyway
   bool fuseAttention = true;        ///< --fuse-attention (oasr-fuse-attention)
   /// --timeout: seconds a collective may go without progress before every
