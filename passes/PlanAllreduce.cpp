@@ -197,14 +197,6 @@ LogicalResult PlanAllreducePass::checkOptions(ModuleOp module, PlanChoice &c) {
                         << gradDtype << "'";
     return failure();
   }
-  if (!c.policy.off() && c.steady) {
-    optionError(module) << "'compress=" << compress << "': strategy '"
-                        << strategy
-                        << "' plans the steady-state step, which does not "
-                           "compress yet; use oasr, optimal, mgwfbp, wfbp, "
-                           "single, ddp, horovod or bucket:N";
-    return failure();
-  }
   llvm::Expected<sched::AllreduceRoute> route =
       sched::parseAllreduceRoute(twoLevel);
   if (!route) {
@@ -310,7 +302,7 @@ LogicalResult PlanAllreducePass::makeStepPlan(ModuleOp module,
     // compute lane after the all-gather (DeAR's form).
     sc.allowReduceScatter = !c.wireType;
     sc.shardUpdate = false;
-    auto sp = sched::makeSteadyPlan(strategy, c.profile, sc);
+    auto sp = sched::makeSteadyPlan(strategy, c.profile, sc, c.policy);
     if (!sp)
       return sp.takeError();
     auto low = sched::lowerSteadyPlan(*sp, c.profile, sc);

@@ -7,7 +7,9 @@
 # oasr-step) against oasr with --compress=auto:R-R (PowerSGD at rank R,
 # default 8, where the model says a group's factors end sooner, grouping
 # chosen with the forms), --compress=auto:R (the same, ranks raised where the
-# step hides them) and --compress=powersgd:R (every group that can). R is
+# step hides them), the steady-state oasr-step under --compress=auto:R (the
+# next forward waiting per layer; groups, forms and order chosen together)
+# and --compress=powersgd:R (every group that can). R is
 # $OASR_COMPRESS_RANK (default 8; runs before 2026-11-28 used 4 and had no
 # raised ranks). These are the model's
 # predictions, not measurements (docs/compression.md). Writes
@@ -36,8 +38,10 @@ for net in "emulated-200Mbit --alpha=0 --beta=5.67e-8" \
     "$plan" "$p" --format=json --compute-scale=0.05 --strategy=oasr --steady "$@" \
       > "$tmp/$net--$m--off.json"
     for c in auto:$rank-$rank auto:$rank powersgd:$rank; do
+      steady=()
+      [ "$c" = "auto:$rank" ] && steady=(--steady=oasr-step)
       "$plan" "$p" --format=json --compute-scale=0.05 --strategy=oasr \
-        --compress=$c "$@" > "$tmp/$net--$m--$c.json"
+        "${steady[@]}" --compress=$c "$@" > "$tmp/$net--$m--$c.json"
     done
   done
 done
@@ -69,8 +73,9 @@ with open(out + ".md", "w") as o:
         o.write(f"\n## {net}: {nets[net]}\n\n")
         o.write(f"| model | gradients (MB) | oasr | oasr-step | oasr auto:{R}-{R} | "
                 f"groups compressed | oasr auto:{R} (ranks raised) | groups raised | "
+                f"oasr-step auto:{R} | its gain over oasr auto:{R} | "
                 f"oasr powersgd:{R} |\n")
-        o.write("|---|---|---|---|---|---|---|---|---|\n")
+        o.write("|---|---|---|---|---|---|---|---|---|---|---|\n")
         doc["networks"][net] = {}
         for model, c in models.items():
             off = c["off"]
@@ -80,6 +85,7 @@ with open(out + ".md", "w") as o:
             fixed = c[f"auto:{R}-{R}"]["strategies"][0]
             auto = c[f"auto:{R}"]["strategies"][0]
             forced = c[f"powersgd:{R}"]["strategies"][0]
+            steady = c[f"auto:{R}"]["steady"]["strategies"][0]
             raised = [f for f in (auto.get("forms") or [])
                       if f.startswith("powersgd:") and int(f.split(":")[1]) > R]
             cell = lambda us: f"{us/1e3:.1f} ({step/us:.2f}x)"
@@ -89,6 +95,8 @@ with open(out + ".md", "w") as o:
                     f"{cell(auto['iteration_us'])} | "
                     f"{len(raised)} of {auto['compressed_groups']} "
                     f"({', '.join(sorted(set(raised), key=lambda f: int(f.split(':')[1]))) or '-'}) | "
+                    f"{cell(steady['period_us'])} | "
+                    f"{auto['iteration_us'] / steady['period_us']:.3f}x | "
                     f"{cell(forced['iteration_us'])} |\n")
             doc["networks"][net][model] = {
                 "oasr_us": oasr, "oasr_step_us": step,
@@ -98,6 +106,9 @@ with open(out + ".md", "w") as o:
                 "auto_groups": auto["num_groups"],
                 "auto_compressed_groups": auto["compressed_groups"],
                 "auto_forms": auto.get("forms"),
+                "steady_auto_us": steady["period_us"],
+                "steady_auto_groups": len(steady["groups"]),
+                "steady_auto_forms": [g["form"] for g in steady["groups"]],
                 "powersgd_us": forced["iteration_us"]}
 json.dump(doc, open(out + ".json", "w"), indent=1)
 print(open(out + ".md").read())

@@ -225,7 +225,8 @@ Plan oasr::schedule::chooseForms(const Profile &profile, const CommModel &comm,
 // its terms, so each pair is O(1); the scan is O(n^2).
 Plan oasr::schedule::compressionAwarePlan(const Profile &profile,
                                           const CommModel &comm,
-                                          const CompressPolicy &policy) {
+                                          const CompressPolicy &policy,
+                                          bool cutsBetweenLayers) {
   std::vector<ReadyGrad> ready = readyOrder(profile);
   const unsigned n = ready.size();
   const double backwardEnd = profile.forwardUs + profile.backwardUs();
@@ -274,6 +275,8 @@ Plan oasr::schedule::compressionAwarePlan(const Profile &profile,
     double r = comm.capacityAt(ready[j - 1].readyUs, backwardEnd);
     double best = std::numeric_limits<double>::infinity();
     for (unsigned i = 0; i < j; ++i) {
+      if (cutsBetweenLayers && i > 0 && ready[i - 1].layer == ready[i].layer)
+        continue;
       bool compressed;
       double v = std::max(f[i], r) + cost(i, j, compressed);
       if (v <= best) { // ties go to the largest i (fewer groups)
@@ -344,37 +347,17 @@ Plan oasr::schedule::faithfulForms(const Profile &profile,
                                    const CommModel &comm,
                                    const CompressPolicy &policy, Plan plan) {
   std::vector<ReadyGrad> ready = readyOrder(profile);
-  double t = simulate(profile, comm, plan).iterationUs;
-  // Whether the plan with group k sent as `f` keeps the step; if not, k
-  // keeps its form.
-  auto keeps = [&](unsigned k, GroupForm f) {
-    GroupForm was = plan.forms[k];
-    plan.forms[k] = f;
-    double u = simulate(profile, comm, plan).iterationUs;
-    if (u <= t * (1 + 1e-12)) {
-      t = std::min(t, u);
-      return true;
-    }
-    plan.forms[k] = was;
-    return false;
-  };
-  // Plain first, for every group: the most faithful form, and without a
-  // second pass a group sent early would spend on a higher rank the slack
-  // that lets a later group go plain.
-  for (unsigned k = 0; k < plan.numGroups(); ++k)
-    if (plan.forms[k].compressed())
-      keeps(k, GroupForm::plain());
-  // Then the slack left raises ranks, highest first.
-  for (unsigned k = 0; k < plan.numGroups(); ++k) {
-    if (!plan.forms[k].compressed())
-      continue;
-    const unsigned rank = plan.forms[k].rank;
-    ArrayRef<ReadyGrad> g(ready.data() + plan.groupBegin(k),
-                          plan.groupEnds[k] - plan.groupBegin(k));
-    for (GroupForm f : fidelityLadder(g, policy))
-      if (f.compressed() && (f.rank <= rank || keeps(k, f)))
-        break;
-  }
+  keepFaithfulForms(
+      plan.numGroups(),
+      [&] { return simulate(profile, comm, plan).iterationUs; },
+      [&](unsigned k) { return plan.forms[k]; },
+      [&](unsigned k, GroupForm f) { plan.forms[k] = f; },
+      [&](unsigned k) {
+        return fidelityLadder(
+            ArrayRef<ReadyGrad>(ready.data() + plan.groupBegin(k),
+                                plan.groupEnds[k] - plan.groupBegin(k)),
+            policy);
+      });
   if (!plan.compresses())
     plan.forms.clear();
   return plan;

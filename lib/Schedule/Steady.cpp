@@ -35,10 +35,11 @@ unsigned SteadyPlan::numUnits() const {
 }
 
 std::string SteadyPlan::describe() const {
-  unsigned rs = 0, cut = 0;
+  unsigned rs = 0, cut = 0, compressed = 0;
   for (const SteadyGroup &g : groups) {
     rs += g.form == Collective::ReduceScatterAllGather;
     cut += g.pieces > 1;
+    compressed += g.send.compressed();
   }
   std::string s = barrier ? "barrier (next forward waits for all)"
                   : priority == Priority::LayerIndex ? "layer-index priority"
@@ -47,6 +48,8 @@ std::string SteadyPlan::describe() const {
     s += formatv(", {0} reduce-scatter/all-gather", rs).str();
   if (cut)
     s += formatv(", {0} partitioned", cut).str();
+  if (compressed)
+    s += formatv(", {0} as PowerSGD factors", compressed).str();
   return s;
 }
 
@@ -124,6 +127,11 @@ Error oasr::schedule::verifySteadyPlan(const SteadyPlan &plan,
     if (plan.barrier && g.form != Collective::AllReduce)
       return fail("group " + Twine(k) +
                   " is a reduce-scatter in a barrier plan");
+    if (g.send.compressed() &&
+        (g.form != Collective::AllReduce || g.pieces != 1))
+      return fail("group " + Twine(k) + " is sent as " + g.send.name() +
+                  " and is not one allreduce piece (PowerSGD sends a whole "
+                  "group)");
     for (unsigned l = g.firstLayer; l <= g.lastLayer; ++l) {
       if (owner[l] >= 0)
         return fail("layer '" + profile.layers[l].name + "' is in groups " +

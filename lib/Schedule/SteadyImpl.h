@@ -23,6 +23,8 @@ struct Layers {
   std::vector<double> fwd, bwd, upd;
   std::vector<uint64_t> bytes;
   std::vector<unsigned> tensors;
+  /// Each layer's gradients (bytes and rows: what formCost reads).
+  std::vector<std::vector<ReadyGrad>> grads;
   double updateUs = 0;
 
   explicit Layers(const Profile &p) : fwd(layerForwardUs(p)) {
@@ -31,8 +33,17 @@ struct Layers {
     for (const Layer &l : p.layers) {
       bwd.push_back(l.backwardUs);
       uint64_t b = 0;
-      for (const GradTensor &g : l.grads)
+      grads.emplace_back();
+      for (const GradTensor &g : l.grads) {
         b += g.bytes;
+        ReadyGrad r;
+        r.layer = unsigned(bwd.size() - 1);
+        r.index = unsigned(grads.back().size());
+        r.name = g.name;
+        r.bytes = g.bytes;
+        r.rows = g.rows;
+        grads.back().push_back(r);
+      }
       bytes.push_back(b);
       tensors.push_back(l.grads.size());
       upd.push_back(total ? p.updateUs * double(b) / double(total)
@@ -58,6 +69,16 @@ inline GroupInfo groupInfo(const Layers &L, const SteadyGroup &g) {
     info.updateUs += L.upd[l];
   }
   return info;
+}
+
+/// What group `g` costs sent as `form` (Compression.h's formCost over its
+/// layers' gradients).
+inline FormCost sendCost(const Layers &L, const SteadyGroup &g,
+                         const CommModel &comm, GroupForm form) {
+  std::vector<ReadyGrad> grads;
+  for (unsigned l = g.lastLayer + 1; l-- > g.firstLayer;)
+    grads.insert(grads.end(), L.grads[l].begin(), L.grads[l].end());
+  return formCost(comm, grads, form);
 }
 
 /// Bytes of piece `k` of `pieces` (the last takes the remainder).

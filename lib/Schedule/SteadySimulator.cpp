@@ -61,6 +61,9 @@ public:
       for (unsigned l = g.firstLayer; l <= g.lastLayer; ++l)
         groupOf[l] = int(k);
       info.push_back(groupInfo(L, g));
+      sent.push_back(g.send.compressed()
+                         ? sendCost(L, g, comm.allreduce, g.send)
+                         : FormCost{});
     }
     // Outstanding final-phase units per (iteration, group), and per
     // iteration for a barrier.
@@ -231,6 +234,11 @@ private:
       return; // the group is ready when its first layer's backward ends
     const GroupInfo &gi2 = info[unsigned(gi)];
     unsigned it = taskIter[k];
+    if (g.send.compressed()) {
+      const FormCost &c = sent[unsigned(gi)];
+      enqueue({it, unsigned(gi), 0, false, c.wireBytes, c.channelUs}, t);
+      return;
+    }
     for (unsigned p = 0; p < g.pieces; ++p) {
       uint64_t b = pieceBytes(gi2.bytes, g.pieces, p);
       const CommModel &m =
@@ -275,6 +283,7 @@ private:
   double callUs; ///< compute held by a call's start
   std::vector<int> groupOf;
   std::vector<GroupInfo> info;
+  std::vector<FormCost> sent; ///< a compressed group's cost
   std::vector<unsigned> pending, pendingIter;
   std::vector<Task> tasks;
   std::vector<unsigned> taskIter;

@@ -26,8 +26,9 @@ using namespace oasr::schedule::steady;
 // Strategies
 //===----------------------------------------------------------------------===//
 
-/// The layer groups of a backward-only plan: each group's layers, ranges
-/// merged where a layer's tensors were split between groups.
+/// The layer groups of a backward-only plan: each group's layers and form,
+/// ranges merged where a layer's tensors were split between groups (the
+/// merged group takes the highest rank among them, else plain).
 static std::vector<SteadyGroup> layerGroups(const Profile &profile,
                                             const Plan &plan) {
   std::vector<ReadyGrad> ready = readyOrder(profile);
@@ -40,17 +41,21 @@ static std::vector<SteadyGroup> layerGroups(const Profile &profile,
     }
     if (lo > hi)
       continue;
-    out.push_back({lo, hi, 1, Collective::AllReduce});
+    out.push_back({lo, hi, 1, Collective::AllReduce, plan.form(k)});
   }
   std::sort(out.begin(), out.end(), [](const auto &a, const auto &b) {
     return a.firstLayer < b.firstLayer;
   });
   std::vector<SteadyGroup> merged;
   for (const SteadyGroup &g : out) {
-    if (!merged.empty() && g.firstLayer <= merged.back().lastLayer)
-      merged.back().lastLayer = std::max(merged.back().lastLayer, g.lastLayer);
-    else
+    if (!merged.empty() && g.firstLayer <= merged.back().lastLayer) {
+      SteadyGroup &m = merged.back();
+      m.lastLayer = std::max(m.lastLayer, g.lastLayer);
+      if (g.send.compressed() && g.send.rank > m.send.rank)
+        m.send = g.send;
+    } else {
       merged.push_back(g);
+    }
   }
   return merged;
 }
@@ -123,11 +128,70 @@ static Expected<uint64_t> sizeArg(StringRef strategy, StringRef name,
 }
 
 namespace {
+/// The forms a compression policy gives steady groups.
+class SteadyForms {
+public:
+  SteadyForms(const Profile &profile, const SteadyComm &comm,
+              const CompressPolicy &policy)
+      : L(profile), comm(comm), policy(policy) {}
+  bool off() const { return policy.off(); }
+  bool chooses() const { return policy.mode == CompressPolicy::Mode::Auto; }
+  unsigned rank() const { return policy.rank; }
+
+  /// The policy's form for `g`: powersgd:R wherever a matrix of it
+  /// compresses at R; auto: that or plain, whichever channel time is the
+  /// smaller.
+  GroupForm choose(const SteadyGroup &g) const {
+    if (policy.off())
+      return GroupForm::plain();
+    GroupForm r = GroupForm::powerSGD(policy.rank);
+    FormCost c = sendCost(L, g, comm.allreduce, r);
+    if (!c.compressed ||
+        (chooses() &&
+         !(c.channelUs <
+           sendCost(L, g, comm.allreduce, GroupForm::plain()).channelUs)))
+      return GroupForm::plain();
+    return r;
+  }
+  /// Whether `g` may travel compressed at the policy's rank.
+  bool compressible(const SteadyGroup &g) const {
+    return !policy.off() &&
+           sendCost(L, g, comm.allreduce, GroupForm::powerSGD(policy.rank))
+                   .compressed > 0;
+  }
+  /// A compressed group is one allreduce piece.
+  static void send(SteadyGroup &g, GroupForm f) {
+    g.send = f;
+    if (f.compressed()) {
+      g.pieces = 1;
+      g.form = Collective::AllReduce;
+    }
+  }
+  void apply(SteadyGroup &g) const { send(g, choose(g)); }
+  void applyAll(SteadyPlan &p) const {
+    if (!off())
+      for (SteadyGroup &g : p.groups)
+        apply(g);
+  }
+  std::vector<GroupForm> ladder(const SteadyGroup &g) const {
+    std::vector<ReadyGrad> grads;
+    for (unsigned l = g.firstLayer; l <= g.lastLayer; ++l)
+      grads.insert(grads.end(), L.grads[l].begin(), L.grads[l].end());
+    return fidelityLadder(grads, policy);
+  }
+
+private:
+  Layers L;
+  const SteadyComm &comm;
+  const CompressPolicy &policy;
+};
+
 /// Hill climbing over plans of the model, scored by the simulator.
 class StepSearch {
 public:
-  StepSearch(const Profile &profile, const SteadyComm &comm)
-      : profile(profile), comm(comm) {}
+  StepSearch(const Profile &profile, const SteadyComm &comm,
+             const SteadyForms &forms)
+      : profile(profile), comm(comm), forms(forms) {}
 
   double score(const SteadyPlan &p) {
     work += uint64_t(kSearchIterations) *
@@ -165,6 +229,8 @@ public:
           c.groups[k].pieces =
               std::max(c.groups[k].pieces, c.groups[k + 1].pieces);
           c.groups.erase(c.groups.begin() + long(k) + 1);
+          if (!forms.off())
+            forms.apply(c.groups[k]);
           tryPlan(std::move(c));
         }
         if (k >= best.groups.size())
@@ -186,12 +252,28 @@ public:
           c.groups[k].lastLayer = cut;
           SteadyGroup second = g;
           second.firstLayer = cut + 1;
+          if (!forms.off()) {
+            forms.apply(c.groups[k]);
+            forms.apply(second);
+          }
           c.groups.insert(c.groups.begin() + long(k) + 1, second);
           trimEmpty(c);
           tryPlan(std::move(c));
         }
         if (k >= best.groups.size())
           break;
+        // auto: the other form.
+        if (forms.chooses() && forms.compressible(best.groups[k])) {
+          SteadyPlan c = best;
+          SteadyForms::send(c.groups[k],
+                            c.groups[k].send.compressed()
+                                ? GroupForm::plain()
+                                : GroupForm::powerSGD(forms.rank()));
+          tryPlan(std::move(c));
+        }
+        // A compressed group is one allreduce piece.
+        if (best.groups[k].send.compressed())
+          continue;
         // Re-partition and change the collective form.
         for (unsigned pieces :
              {best.groups[k].pieces * 2, best.groups[k].pieces / 2,
@@ -244,7 +326,22 @@ private:
 
   const Profile &profile;
   const SteadyComm &comm;
+  const SteadyForms &forms;
 };
+
+/// auto: each compressed group of `plan` gets the most faithful form that
+/// does not lengthen the period, plain first for every group, then the
+/// highest rank of its ladder (faithfulForms' rule on the steady model).
+SteadyPlan faithfulSteady(const Profile &profile, const SteadyComm &comm,
+                          const SteadyForms &forms, SteadyPlan plan) {
+  keepFaithfulForms(
+      plan.groups.size(),
+      [&] { return simulateSteady(profile, comm, plan).periodUs; },
+      [&](unsigned k) { return plan.groups[k].send; },
+      [&](unsigned k, GroupForm f) { SteadyForms::send(plan.groups[k], f); },
+      [&](unsigned k) { return forms.ladder(plan.groups[k]); });
+  return plan;
+}
 } // namespace
 
 std::vector<std::string> oasr::schedule::steadyStrategyNames() {
@@ -286,6 +383,7 @@ oasr::schedule::lowerSteadyPlan(const SteadyPlan &plan, const Profile &profile,
            ready[at].layer <= g.lastLayer)
       ++at;
     out.plan.groupEnds.push_back(at);
+    out.plan.forms.push_back(g.send);
     out.pieces.push_back(g.pieces);
     out.scatter.push_back(g.form == Collective::ReduceScatterAllGather);
   }
@@ -294,6 +392,8 @@ oasr::schedule::lowerSteadyPlan(const SteadyPlan &plan, const Profile &profile,
                              plan.strategy +
                                  ": the groups do not cover the gradients in "
                                  "ready order");
+  if (!out.plan.compresses())
+    out.plan.forms.clear();
   SteadyTimeline tl = simulateSteady(profile, comm, plan);
   out.periodUs = tl.periodUs;
   // Start order; a unit's reduce-scatter starts before its all-gather.
@@ -306,9 +406,20 @@ oasr::schedule::lowerSteadyPlan(const SteadyPlan &plan, const Profile &profile,
   return out;
 }
 
-Expected<SteadyPlan> oasr::schedule::makeSteadyPlan(StringRef strategy,
-                                                    const Profile &profile,
-                                                    const SteadyComm &comm) {
+Expected<SteadyPlan>
+oasr::schedule::makeSteadyPlan(StringRef strategy, const Profile &profile,
+                               const SteadyComm &comm,
+                               const CompressPolicy &compress) {
+  if (!compress.off() && strategy != "oasr-step" &&
+      strategy != "oasr-barrier" && isSteadyStrategy(strategy))
+    return createStringError(
+        inconvertibleErrorCode(),
+        "strategy '" + strategy + "' " +
+            (strategy.starts_with("dear") ? "reduce-scatters" : "partitions") +
+            " its groups, and PowerSGD (compress=" + compress.name() +
+            ") sends a group whole; steady-state plans compress with "
+            "oasr-step or oasr-barrier");
+  const SteadyForms forms(profile, comm, compress);
   // Today's oasr plan at layer granularity: planned on the profile with
   // each layer's gradients as one tensor (a layer's tensors are ready
   // together, so a cut inside a layer only adds a start-up; the pack cost
@@ -325,11 +436,32 @@ Expected<SteadyPlan> oasr::schedule::makeSteadyPlan(StringRef strategy,
     }
     return layerGroups(merged, oasrPlan(merged, comm.allreduce));
   };
+  // Under compression: the backward-only optimum over groups and forms
+  // together, cut between layers only (a steady group is a range of
+  // layers; merging a layer split between two groups would change both),
+  // with auto's faithful forms. Past the quadratic program's size, the
+  // oasr plan's forms, its split layers merged.
+  std::vector<SteadyGroup> startGroups;
+  if (compress.off()) {
+    startGroups = oasrGroups();
+  } else if (profile.numGrads() <= kCompressionAwareMaxGrads) {
+    Plan p = compressionAwarePlan(profile, comm.allreduce, compress,
+                                  /*cutsBetweenLayers=*/true);
+    if (compress.mode == CompressPolicy::Mode::Auto && p.compresses())
+      p = faithfulForms(profile, comm.allreduce, compress, std::move(p));
+    startGroups = layerGroups(profile, p);
+  } else {
+    Expected<Plan> p =
+        makeCompressedPlan("oasr", profile, comm.allreduce, compress);
+    if (!p)
+      return p.takeError();
+    startGroups = layerGroups(profile, *p);
+  }
   if (strategy == "oasr-barrier") {
     SteadyPlan p;
     p.strategy = "oasr-barrier";
     p.barrier = true;
-    p.groups = oasrGroups();
+    p.groups = startGroups;
     return p;
   }
   if (strategy.starts_with("bytescheduler")) {
@@ -360,12 +492,12 @@ Expected<SteadyPlan> oasr::schedule::makeSteadyPlan(StringRef strategy,
   // Candidates: today's plan as today's runtime runs it (the fallback), the
   // same groups with per-layer waits under either priority and either
   // collective form, WFBP's groups, and the two baselines.
-  StepSearch search(profile, comm);
+  StepSearch search(profile, comm, forms);
   std::vector<SteadyPlan> cands;
   SteadyPlan barrier;
   barrier.strategy = "oasr-step";
   barrier.barrier = true;
-  barrier.groups = oasrGroups();
+  barrier.groups = startGroups;
   cands.push_back(barrier);
   for (Priority pr : {Priority::LayerIndex, Priority::ReadyOrder})
     for (Collective form :
@@ -376,14 +508,20 @@ Expected<SteadyPlan> oasr::schedule::makeSteadyPlan(StringRef strategy,
       c.barrier = false;
       c.priority = pr;
       for (SteadyGroup &g : c.groups)
-        g.form = form;
+        if (!g.send.compressed())
+          g.form = form;
       cands.push_back(c);
     }
-  SteadyPlan wfbp = byteschedulerPlan(profile, ~0ull);
-  cands.push_back(wfbp);
-  cands.push_back(byteschedulerPlan(profile, 4ull << 20));
-  if (comm.allowReduceScatter)
-    cands.push_back(dearPlan(profile, 25ull << 20));
+  // The baselines, each group in the policy's form.
+  for (SteadyPlan c : {byteschedulerPlan(profile, ~0ull),
+                       byteschedulerPlan(profile, 4ull << 20),
+                       comm.allowReduceScatter ? dearPlan(profile, 25ull << 20)
+                                               : SteadyPlan()}) {
+    if (c.groups.empty())
+      continue;
+    forms.applyAll(c);
+    cands.push_back(std::move(c));
+  }
   std::vector<std::pair<double, size_t>> ranked;
   for (size_t k = 0; k < cands.size(); ++k)
     ranked.push_back({search.score(cands[k]), k});
@@ -400,6 +538,8 @@ Expected<SteadyPlan> oasr::schedule::makeSteadyPlan(StringRef strategy,
       bestUs = us;
     }
   }
+  if (forms.chooses())
+    best = faithfulSteady(profile, comm, forms, std::move(best));
   // Scored again as reports score it (more iterations than the search):
   // today's plan stays the fallback.
   if (simulateSteady(profile, comm, best).periodUs >

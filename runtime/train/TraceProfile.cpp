@@ -238,6 +238,7 @@ double replay(Executor &exec, const schedule::Profile &profile,
     bool rs = g < st.scatter.size() && st.scatter[g];
     if (rs)
       sg.form = schedule::Collective::ReduceScatterAllGather;
+    sg.send = plan.form(g);
     sp.groups.insert(sp.groups.begin(), sg);
     for (unsigned p = 0; p < sg.pieces; ++p) {
       readyOrder.push_back({g, p, false});

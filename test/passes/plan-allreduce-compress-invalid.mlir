@@ -5,7 +5,8 @@
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 compress=auto:4-2000" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HIGH
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 compress=topk" -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 compress=auto grad-dtype=bf16" -o /dev/null 2>&1 | FileCheck %s --check-prefix=WIRE
-// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 compress=auto strategy=oasr-step" -o /dev/null 2>&1 | FileCheck %s --check-prefix=STEADY
+// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 compress=auto strategy=dear" -o /dev/null 2>&1 | FileCheck %s --check-prefix=DEAR
+// RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 compress=powersgd:2 strategy=bytescheduler:1MB" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PARTS
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="strategy=wfbp compress=auto" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOMODEL
 // RUN: not oasr-opt %S/Inputs/mlp3.mlir --oasr-autodiff --oasr-annotate-cost --oasr-plan-allreduce="alpha=1e-4 beta=1e-9 compress=auto compress-gmacs=0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=GMACS
 // The verifier: a rank below 1, and factors of a non-f32 gradient.
@@ -17,7 +18,8 @@
 // HIGH: error: 'compress='auto:4-2000': the highest rank must be at least 1 and at most 1024
 // UNKNOWN: error: 'compress='topk': unknown form
 // WIRE: error: 'compress=auto' sends PowerSGD's factors in f32; it does not combine with 'grad-dtype=bf16'
-// STEADY: error: 'compress=auto': strategy 'oasr-step' plans the steady-state step, which does not compress yet; use oasr, optimal, mgwfbp, wfbp, single, ddp, horovod or bucket:N
+// DEAR: error: strategy 'dear' reduce-scatters its groups, and PowerSGD (compress=auto:8) sends a group whole; steady-state plans compress with oasr-step or oasr-barrier
+// PARTS: error: strategy 'bytescheduler:1MB' partitions its groups, and PowerSGD (compress=powersgd:2) sends a group whole; steady-state plans compress with oasr-step or oasr-barrier
 // NOMODEL: error: 'compress=auto' chooses each group's form on the allreduce model, and strategy 'wfbp' was given none: give 'comm=', 'alpha' and 'beta', or 'compress=powersgd:R'
 // GMACS: error: 'compress-gmacs' must be > 0, got 0
 

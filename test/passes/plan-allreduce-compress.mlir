@@ -37,6 +37,22 @@
 // GMACS: compute 2.50e-05 us/multiply-add, 1.00e-03 us/element, from compress-gmacs)
 // DEFAULT: compress_from = "default"
 
+// The steady-state step compresses too: oasr-step starts from the same
+// compressed groups as a barrier plan (oasr-barrier: 118.9 ms, as oasr's
+// backward-only step) and, with per-layer waits and the groups cut where
+// the next forward needs them first, predicts a period of 113.6 ms; every
+// group is one allreduce of factors, and the IR records the forms.
+// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto:4 alpha=5e-4 beta=4e-8 strategy=oasr-barrier" --oasr-plan-report -o /dev/null | FileCheck %s --check-prefix=BARRIER
+// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="compress=auto:4 alpha=5e-4 beta=4e-8 strategy=oasr-step" --oasr-plan-report -o %t.steady.mlir | FileCheck %s --check-prefix=STEADY
+// RUN: FileCheck %s --check-prefix=STEADYIR < %t.steady.mlir
+// BARRIER: steady-state step: period 118864.99{{[0-9]}} us (the next forward waits for every group, 3 allreduce(s)
+// BARRIER: compression auto:4: 3 of 3 groups send PowerSGD factors
+// STEADY: oasr plan: model 'mlp8', strategy oasr-step, 5 groups
+// STEADY: steady-state step: period 113560.81{{[0-9]}} us (the next forward waits per layer, 5 allreduce(s) in the plan's order)
+// STEADY: compression auto:4: 5 of 5 groups send PowerSGD factors
+// STEADYIR: compressed_groups = 5 : i64{{.*}}steady = {forward_waits = true, {{.*}}pieces = array<i64: 1, 1, 1, 1, 1>, scatter = array<i64: 0, 0, 0, 0, 0>}
+// STEADYIR-COUNT-5: oasr.allreduce_start {{.*}}powersgd_rank = 4
+
 // Errors: plan-allreduce-compress-invalid.mlir.
 
 // SLOWREPORT: oasr plan: model 'mlp8', strategy oasr, 3 groups, 16 gradients, 145294376 bytes

@@ -297,19 +297,23 @@ Expected<SteadyComm> steadyComm(const CommModel &comm, std::string &how) {
   return sc;
 }
 
-/// Plans and scores the --steady strategies.
+/// Plans and scores the --steady strategies (under compression, `all` is
+/// those that compress: oasr-barrier and oasr-step).
 Expected<std::vector<SteadyScored>> scoreSteady(const Profile &profile,
-                                                const SteadyComm &sc) {
+                                                const SteadyComm &sc,
+                                                const CompressPolicy &policy) {
   std::vector<std::string> names;
-  if (steadyOpt.empty() || steadyOpt == "all")
-    names = steadyStrategyNames();
-  else
+  if (steadyOpt.empty() || steadyOpt == "all") {
+    for (const std::string &n : steadyStrategyNames())
+      if (policy.off() || n == "oasr-barrier" || n == "oasr-step")
+        names.push_back(n);
+  } else
     for (StringRef s : split(StringRef(steadyOpt), ','))
       names.push_back(s.trim().str());
   std::vector<SteadyScored> out;
   for (const std::string &name : names) {
     auto t0 = std::chrono::steady_clock::now();
-    Expected<SteadyPlan> plan = makeSteadyPlan(name, profile, sc);
+    Expected<SteadyPlan> plan = makeSteadyPlan(name, profile, sc, policy);
     if (!plan)
       return createStringError(inconvertibleErrorCode(),
                                "--steady: " + toString(plan.takeError()));
@@ -414,7 +418,8 @@ void printJson(raw_ostream &os, const Scores &r) {
                          {"pieces", int64_t(g.pieces)},
                          {"collective", g.form == Collective::AllReduce
                                             ? "allreduce"
-                                            : "reduce_scatter_all_gather"}});
+                                            : "reduce_scatter_all_gather"},
+                         {"form", g.send.name()}});
       const SteadyTimeline &t = s.timeline;
       plans.push_back(json::Object{
           {"name", s.plan.strategy},
@@ -432,10 +437,12 @@ void printJson(raw_ostream &os, const Scores &r) {
           {"plan_ms", s.planMs},
           {"groups", std::move(groups)}});
     }
-    doc["steady"] = json::Object{{"oasr_iteration_us", r.oasrUs},
-                                 {"lower_bound_us", r.steadyBound},
-                                 {"collectives", r.steadyCollectives},
-                                 {"strategies", std::move(plans)}};
+    doc["steady"] =
+        json::Object{{"oasr_iteration_us", r.oasrUs},
+                     {"lower_bound_us",
+                      r.policy.off() ? json::Value(r.steadyBound) : nullptr},
+                     {"collectives", r.steadyCollectives},
+                     {"strategies", std::move(plans)}};
   }
   os << formatv("{0:2}", json::Value(std::move(doc))) << "\n";
 }
@@ -476,8 +483,13 @@ void printText(raw_ostream &os, const Scores &r) {
   }
   if (!r.steady.empty()) {
     os << formatv("\nsteady state (the next forward waits per layer): "
-                  "lower bound {0:f1} us; {1}\n\n",
-                  r.steadyBound, r.steadyCollectives);
+                  "{0}; {1}\n\n",
+                  r.policy.off()
+                      ? formatv("lower bound {0:f1} us", r.steadyBound).str()
+                      : "compress " + r.policy.name() +
+                            ", vs_oasr against oasr's compressed plan, no "
+                            "lower bound",
+                  r.steadyCollectives);
     os << formatv("{0,-22} {1,7} {2,7} {3,13} {4,8} {5,8} {6,9}  {7}\n",
                   "strategy", "groups", "units", "period_us", "vs_oasr", "gap",
                   "plan_ms", "plan");
@@ -562,13 +574,17 @@ int main(int argc, char **argv) {
     Expected<SteadyComm> sc = steadyComm(r.comm, r.steadyCollectives);
     if (!sc)
       return fail(toString(sc.takeError()));
-    auto scoredSteady = scoreSteady(r.profile, *sc);
+    auto scoredSteady = scoreSteady(r.profile, *sc, r.policy);
     if (!scoredSteady)
       return fail(toString(scoredSteady.takeError()));
     r.steady = std::move(*scoredSteady);
-    r.steadyBound = steadyLowerBoundUs(r.profile, *sc);
-    r.oasrUs = simulate(r.profile, r.comm, *makePlan("oasr", r.profile, r.comm))
-                   .iterationUs;
+    // Against oasr's plan in the same policy; the bound carries every
+    // gradient byte, so none where groups compress.
+    r.steadyBound = r.policy.off() ? steadyLowerBoundUs(r.profile, *sc) : 0;
+    r.oasrUs =
+        simulate(r.profile, r.comm,
+                 *makeCompressedPlan("oasr", r.profile, r.comm, r.policy))
+            .iterationUs;
   }
   Plan wfbp = *makePlan("wfbp", r.profile, r.comm);
   r.wfbpUs = simulate(r.profile, r.comm, wfbp).iterationUs;

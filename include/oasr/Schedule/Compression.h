@@ -134,9 +134,12 @@ Plan chooseForms(const Profile &profile, const CommModel &comm,
 /// The exact minimum under `comm` of the iteration over grouping and forms
 /// together: the optimal program with each group's cost the smaller of its
 /// plain and PowerSGD channel times (powersgd:R: the PowerSGD one wherever
-/// it compresses). O(n^2) in the gradients.
+/// it compresses). O(n^2) in the gradients. `cutsBetweenLayers` keeps each
+/// layer's gradients in one group (the steady-state plans' groups are
+/// layer ranges).
 Plan compressionAwarePlan(const Profile &profile, const CommModel &comm,
-                          const CompressPolicy &policy);
+                          const CompressPolicy &policy,
+                          bool cutsBetweenLayers = false);
 /// Profiles with more gradients plan auto's forms on the strategy's
 /// grouping only (compressionAwarePlan is quadratic).
 constexpr unsigned kCompressionAwareMaxGrads = 4096;
@@ -147,6 +150,44 @@ constexpr unsigned kCompressionAwareMaxGrads = 4096;
 /// compresses at the rank.
 std::vector<GroupForm> fidelityLadder(llvm::ArrayRef<ReadyGrad> grads,
                                       const CompressPolicy &policy);
+
+/// The rule of faithfulForms on any plan of `groups` groups: `score()` is
+/// the plan's step, `get(k)` and `set(k, f)` group k's form, `ladder(k)`
+/// its fidelityLadder. First plain, group by group, where that keeps the
+/// step; then, in group order, the highest rank of the ladder that keeps
+/// it. Each choice keeps the step of the choices before it.
+template <typename Score, typename Get, typename Set, typename Ladder>
+void keepFaithfulForms(unsigned groups, Score score, Get get, Set set,
+                       Ladder ladder) {
+  double t = score();
+  // Whether group k sent as `f` keeps the step; if not, k keeps its form.
+  auto keeps = [&](unsigned k, GroupForm f) {
+    GroupForm was = get(k);
+    set(k, f);
+    double u = score();
+    if (u <= t * (1 + 1e-12)) {
+      t = u < t ? u : t;
+      return true;
+    }
+    set(k, was);
+    return false;
+  };
+  // Plain first, for every group: the most faithful form, and without a
+  // second pass a group sent early would spend on a higher rank the slack
+  // that lets a later group go plain.
+  for (unsigned k = 0; k < groups; ++k)
+    if (get(k).compressed())
+      keeps(k, GroupForm::plain());
+  // Then the slack left raises ranks, highest first.
+  for (unsigned k = 0; k < groups; ++k) {
+    if (!get(k).compressed())
+      continue;
+    const unsigned rank = get(k).rank;
+    for (GroupForm f : ladder(k))
+      if (f.compressed() && (f.rank <= rank || keeps(k, f)))
+        break;
+  }
+}
 
 /// Compression changes what a step learns, so auto gives each compressed
 /// group of `plan` the most faithful form of its fidelityLadder that does

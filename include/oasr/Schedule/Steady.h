@@ -20,6 +20,9 @@
 //    the unit is ready and an all-gather after it (DeAR); between them the
 //    channel's thread updates its 1/P shard of the parameters, so the
 //    compute lane applies no update for such a group.
+//  - What a group sends (Compression.h): plain, or PowerSGD factors, one
+//    unit whose work is formCost's channel time (two collectives and the
+//    compression's compute); such a group is one allreduce piece.
 //  - The channel progresses at `CommModel::overlapRate` while the compute
 //    lane runs a task and at full rate while the lane waits; the lane runs
 //    at `CommModel::computeRate` while the channel is busy (unless the
@@ -67,6 +70,8 @@ struct SteadyGroup {
   unsigned firstLayer = 0, lastLayer = 0;
   unsigned pieces = 1;
   Collective form = Collective::AllReduce;
+  /// Plain, or PowerSGD factors (then one allreduce piece).
+  GroupForm send = GroupForm::plain();
 };
 
 /// A plan of the steady-state model.
@@ -167,13 +172,21 @@ SteadyTimeline simulateSteady(const Profile &profile, const SteadyComm &comm,
 double steadyLowerBoundUs(const Profile &profile, const SteadyComm &comm,
                           bool withReduceScatter = true);
 
-/// The strategies of the wider model:
+/// The strategies of the wider model, each under a compression policy
+/// (`compress`, off by default; oasr-step and oasr-barrier only):
 ///  - "oasr-step": the best plan found (see docs/planner.md): candidates
 ///    from today's `oasr` (barrier and per-layer waits, both priorities,
 ///    both collective forms) improved by local search (merge, split,
 ///    re-partition) scored by simulateSteady; never worse than the barrier
 ///    `oasr` plan, which is a candidate.
-///  - "oasr-barrier": today's `oasr` plan as today's runtime runs it.
+///    Under a policy the forms are chosen with the groups: powersgd:R
+///    compresses every group holding a matrix it compresses; auto starts
+///    from the backward-only compressed plan (makeCompressedPlan), lets the
+///    search also switch a group's form, and then gives each compressed
+///    group the most faithful form that keeps the period (as faithfulForms
+///    does for the backward-only step).
+///  - "oasr-barrier": today's `oasr` plan as today's runtime runs it (under
+///    a policy, makeCompressedPlan's groups and forms).
 ///  - "bytescheduler[:<bytes>]": one group per layer, cut into partitions of
 ///    at most <bytes> (default 4 MiB), layer-index priority.
 ///  - "dear[:<bytes>]": reduce-scatter during backward and all-gather during
@@ -182,7 +195,8 @@ double steadyLowerBoundUs(const Profile &profile, const SteadyComm &comm,
 /// Errors name the strategy string.
 llvm::Expected<SteadyPlan> makeSteadyPlan(llvm::StringRef strategy,
                                           const Profile &profile,
-                                          const SteadyComm &comm);
+                                          const SteadyComm &comm,
+                                          const CompressPolicy &compress = {});
 /// The strategies above, in display order.
 std::vector<std::string> steadyStrategyNames();
 /// Whether `strategy` names one of them (with or without a size).

@@ -373,3 +373,158 @@ TEST(Strategies, EveryNameTheHelpListsPlans) {
 }
 
 } // namespace
+
+namespace {
+/// Three layers of 64 x 64 matrices (16 KiB each), forward 1, backward 2;
+/// alpha 10, beta 1 per byte: plain, a layer's allreduce takes 16394, its
+/// rank-4 factors (two collectives of 1 KiB) 2 * (10 + 1024) and the
+/// compute below.
+Profile threeMatrices() {
+  Profile p = makeProfile({2, 2, 2}, {16384, 16384, 16384}, /*forward=*/3);
+  for (Layer &l : p.layers) {
+    l.forwardUs = 1;
+    l.grads[0].rows = 64;
+  }
+  return p;
+}
+CommModel matrixModel() {
+  CommModel m = unitModel(10, 1);
+  m.compressUsPerMac = 1e-3;
+  m.compressUsPerElement = 1e-3;
+  return m;
+}
+} // namespace
+
+TEST(SteadyCompression, AGroupsFactorsAreOneUnitOfItsFormCost) {
+  // Per-layer groups, all compressed at rank 4, layer-index priority: each
+  // unit's work is formCost's channel time, its bytes the factors'.
+  Profile p = threeMatrices();
+  SteadyComm comm = SteadyComm::fromAllreduce(matrixModel());
+  SteadyPlan plan = perLayer(Priority::LayerIndex);
+  for (SteadyGroup &g : plan.groups)
+    g.send = GroupForm::powerSGD(4);
+  ASSERT_FALSE(bool(verifySteadyPlan(plan, p)));
+  FormCost c =
+      formCost(comm.allreduce, readyOrder(p).front(), GroupForm::powerSGD(4));
+  // 3 * 64 * 64 * 4 + 64 * 16 multiply-adds, 4096 elements, at 1e-3 us.
+  EXPECT_NEAR(c.computeUs, 1e-3 * (3 * 64 * 64 * 4 + 64 * 16 + 4096), 1e-9);
+  EXPECT_NEAR(c.channelUs, 2 * (10 + 1024) + c.computeUs, 1e-9);
+  SteadyTimeline t = simulateSteady(p, comm, plan);
+  ASSERT_EQ(t.units.size(), 3u);
+  for (const UnitTiming &u : t.units) {
+    EXPECT_EQ(u.bytes, 2048u);
+    EXPECT_NEAR(u.endUs - u.startUs, c.channelUs, 1e-6);
+  }
+  EXPECT_NEAR(t.commBusyUs, 3 * c.channelUs, 1e-6);
+  // Plain, the same plan's period is bound by 3 allreduces of 16394.
+  SteadyPlan plain = perLayer(Priority::LayerIndex);
+  EXPECT_GT(simulateSteady(p, comm, plain).periodUs, 3 * 16394 - 1e-6);
+  EXPECT_LT(t.periodUs, 3 * c.channelUs + 9 + 1e-6);
+}
+
+TEST(SteadyCompression, FactorsTravelAsOneAllreducePiece) {
+  Profile p = threeMatrices();
+  SteadyPlan plan = perLayer(Priority::LayerIndex);
+  plan.groups[1].send = GroupForm::powerSGD(4);
+  plan.groups[1].pieces = 2;
+  llvm::Error err = verifySteadyPlan(plan, p);
+  ASSERT_TRUE(bool(err));
+  EXPECT_EQ(llvm::toString(std::move(err)),
+            "plan 'per-layer': group 1 is sent as powersgd:4 and is not one "
+            "allreduce piece (PowerSGD sends a whole group)");
+  plan.groups[1].pieces = 1;
+  plan.groups[1].form = Collective::ReduceScatterAllGather;
+  EXPECT_TRUE(bool(verifySteadyPlan(plan, p)));
+  llvm::consumeError(verifySteadyPlan(plan, p));
+}
+
+TEST(SteadyCompression, StrategiesUnderAPolicy) {
+  Profile p = threeMatrices();
+  SteadyComm comm = SteadyComm::fromAllreduce(matrixModel());
+  comm.shardUpdate = false;
+  // powersgd:R: every group holds a matrix, so every group is compressed,
+  // and the lowered plan carries the forms.
+  CompressPolicy forced{CompressPolicy::Mode::PowerSGD, 4, 4};
+  for (const char *name : {"oasr-step", "oasr-barrier"}) {
+    auto plan = makeSteadyPlan(name, p, comm, forced);
+    ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+    ASSERT_FALSE(bool(verifySteadyPlan(*plan, p)));
+    for (const SteadyGroup &g : plan->groups)
+      EXPECT_EQ(g.send, GroupForm::powerSGD(4)) << name;
+    auto low = lowerSteadyPlan(*plan, p, comm);
+    ASSERT_TRUE(bool(low));
+    ASSERT_EQ(low->plan.forms.size(), low->plan.numGroups());
+    EXPECT_TRUE(low->plan.form(0).compressed());
+  }
+  // Partitioning and reduce-scattering strategies are refused.
+  for (const char *name : {"dear", "bytescheduler:1MB"}) {
+    auto plan = makeSteadyPlan(name, p, comm, forced);
+    ASSERT_FALSE(bool(plan));
+    EXPECT_NE(llvm::toString(plan.takeError())
+                  .find("PowerSGD (compress=powersgd:4) sends a group whole"),
+              std::string::npos)
+        << name;
+  }
+  // auto on a link where bytes cost nothing: nothing compressed.
+  SteadyComm fast = SteadyComm::fromAllreduce(unitModel(10, 1e-6));
+  fast.allreduce.compressUsPerMac = 1e-3;
+  fast.allreduce.compressUsPerElement = 1e-3;
+  auto none = makeSteadyPlan("oasr-step", p, fast,
+                             {CompressPolicy::Mode::Auto, 4, 1024});
+  ASSERT_TRUE(bool(none));
+  for (const SteadyGroup &g : none->groups)
+    EXPECT_FALSE(g.send.compressed());
+}
+
+TEST(SteadyCompression, StepNeverLaterThanTheCompressedBarrierAtRandom) {
+  // Random profiles of matrices and vectors: under auto, oasr-step's period
+  // is never above oasr-barrier's (today's runtime running the compressed
+  // backward-only plan), and every plan verifies.
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> time(0, 50), beta(0.001, 0.2);
+  std::uniform_int_distribution<uint64_t> rows(1, 64), cols(1, 64);
+  int compressing = 0, faster = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    Profile p;
+    p.model = "random";
+    p.forwardUs = 0;
+    unsigned layers = 1 + trial % 6;
+    for (unsigned l = 0; l < layers; ++l) {
+      Layer layer;
+      layer.name = "l" + std::to_string(l);
+      layer.backwardUs = time(rng);
+      layer.forwardUs = time(rng) / 2;
+      p.forwardUs += layer.forwardUs;
+      uint64_t r = rows(rng), c = cols(rng);
+      layer.grads.push_back({layer.name + ".w", r * c * 4, trial % 3 ? r : 0});
+      if (trial % 2)
+        layer.grads.push_back({layer.name + ".b", r * 4, 0});
+      p.layers.push_back(layer);
+    }
+    CommModel m = unitModel(time(rng), beta(rng));
+    m.compressUsPerMac = 1e-4;
+    m.compressUsPerElement = 1e-3;
+    SteadyComm comm = SteadyComm::fromAllreduce(m);
+    comm.shardUpdate = false;
+    CompressPolicy policy{CompressPolicy::Mode::Auto, 2, trial % 2 ? 2u : 64u};
+    auto step = makeSteadyPlan("oasr-step", p, comm, policy);
+    auto barrier = makeSteadyPlan("oasr-barrier", p, comm, policy);
+    ASSERT_TRUE(step && barrier);
+    ASSERT_FALSE(bool(verifySteadyPlan(*step, p)));
+    ASSERT_FALSE(bool(verifySteadyPlan(*barrier, p)));
+    double stepUs = simulateSteady(p, comm, *step).periodUs,
+           barrierUs = simulateSteady(p, comm, *barrier).periodUs;
+    EXPECT_LE(stepUs, barrierUs * (1 + 1e-9)) << "trial " << trial;
+    faster += stepUs < barrierUs * (1 - 1e-6);
+    bool any = false;
+    for (const SteadyGroup &g : step->groups)
+      if (g.send.compressed()) {
+        any = true;
+        EXPECT_TRUE(g.pieces == 1 && g.form == Collective::AllReduce);
+      }
+    compressing += any;
+  }
+  // The trials exercise both: compressed groups, and periods shortened.
+  EXPECT_GE(compressing, 10);
+  EXPECT_GE(faster, 5);
+}
