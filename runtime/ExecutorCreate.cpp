@@ -200,6 +200,7 @@ private:
     exec->overlapRate = P.overlapRate;
     exec->compressUsPerMac = P.compressUsPerMac;
     exec->compressUsPerElement = P.compressUsPerElement;
+    exec->compressPolicy = P.compress;
     exec->tier = P.tier;
     exec->wire = P.wire;
     exec->steadyExec = P.steady;

@@ -100,7 +100,8 @@ static llvm::Error place(Executor::Impl &I, Layout &L, GradWire wire,
   return llvm::Error::success();
 }
 
-llvm::Error Executor::regroup(llvm::ArrayRef<unsigned> groupEnds) {
+llvm::Error Executor::regroup(llvm::ArrayRef<unsigned> groupEnds,
+                              llvm::ArrayRef<unsigned> powerSgdRanks) {
   Impl &I = *impl;
   auto fail = regroupError;
   const size_t n = I.gradSlots.size();
@@ -116,6 +117,9 @@ llvm::Error Executor::regroup(llvm::ArrayRef<unsigned> groupEnds) {
     return fail("the groups must cover every gradient");
   if (steadyExec.hasScatter())
     return fail("the plan reduce-scatters; its groups are not regrouped");
+  if (!powerSgdRanks.empty() && powerSgdRanks.size() != groupEnds.size())
+    return fail(llvm::formatv("{0} PowerSGD rank(s) for {1} group(s)",
+                              powerSgdRanks.size(), groupEnds.size()));
 
   auto laid = layOut(I, groupEnds);
   if (!laid)
@@ -170,9 +174,14 @@ llvm::Error Executor::regroup(llvm::ArrayRef<unsigned> groupEnds) {
     gg.buffer.desc.shape = {
         int64_t(I.groupBufs[g].bytes / dtypeSize(I.groupBufs[g].dtype))};
     gg.bytes = dataBytes[g];
+    gg.powerSgdRank = powerSgdRanks.empty() ? 0 : powerSgdRanks[g];
     int last = -1;
     for (; i < groupEnds[g]; ++i) {
       gg.params.push_back(gradInfos[i].param);
+      const TensorDesc &d = I.values[size_t(I.gradSlots[i].slot)].desc;
+      if (d.dtype == DType::F32)
+        gg.spans.push_back(
+            {gradInfos[i].param, at[i].second / sizeof(float), d.shape});
       if (I.gradSlots[i].readyInstr >= last) {
         last = I.gradSlots[i].readyInstr;
         gg.layer = gradInfos[i].layer;

@@ -142,7 +142,7 @@ private:
         pf::CreateTier(b, p.tier.ranks, p.tier.ranksPerNode, p.tier.intraAlphaS,
                        p.tier.intraBetaS, p.tier.interAlphaS,
                        p.tier.interBetaS),
-        p.compressUsPerMac, p.compressUsPerElement);
+        p.compressUsPerMac, p.compressUsPerElement, str(p.compress));
     pf::FinishProgramBuffer(b, root);
     return std::string(reinterpret_cast<const char *>(b.GetBufferPointer()),
                        b.GetSize());
@@ -175,6 +175,7 @@ public:
     p.overlapRate = f.overlap_rate();
     p.compressUsPerMac = f.compress_us_per_mac();
     p.compressUsPerElement = f.compress_us_per_element();
+    p.compress = str(f.compress());
     if (const pf::Tier *t = f.tier())
       p.tier = {t->ranks(),        t->ranks_per_node(), t->intra_alpha_s(),
                 t->intra_beta_s(), t->inter_alpha_s(),  t->inter_beta_s()};

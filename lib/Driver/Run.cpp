@@ -336,10 +336,9 @@ void Run::checkTraining() {
         exec->groups(), [](const GradGroup &g) { return g.twoLevel; });
     if (auto r = replanFor(
             o, size, exec->planStrategy(),
-            anyCompressed(exec->groups())
-                ? "sends groups as PowerSGD factors (--compress)"
-            : twoLevel ? "sends groups as two-level allreduces (--two-level)"
-                       : ""))
+            twoLevel ? "sends groups as two-level allreduces (--two-level)"
+                     : "",
+            anyCompressed(exec->groups())))
       replanOptions = *r;
     else
       failure.set(r.takeError());

@@ -249,7 +249,8 @@ static llvm::Error runError(const llvm::Twine &message) {
 
 llvm::Expected<ReplanOptions> replanFor(const RunOptions &o, int ranks,
                                         llvm::StringRef planStrategy,
-                                        llvm::StringRef fixedForms) {
+                                        llvm::StringRef fixedForms,
+                                        bool compresses) {
   ReplanOptions r;
   const bool modelStrategy =
       oasr::schedule::strategyNeedsCommModel(planStrategy);
@@ -270,8 +271,8 @@ llvm::Expected<ReplanOptions> replanFor(const RunOptions &o, int ranks,
                       "re-planned from the run; give --replan=off");
     if (r.mode != ReplanOptions::Mode::Off && !fixedForms.empty())
       return runError("--replan=" + o.replan + ": the plan " + fixedForms +
-                      ", and re-planning does not choose forms or routes "
-                      "yet; give --replan=off");
+                      ", and re-planning does not choose routes yet; give "
+                      "--replan=off");
     if (r.mode != ReplanOptions::Mode::Off && !modelStrategy)
       return runError(
           "--replan=" + o.replan + ": the plan's strategy '" +
@@ -279,7 +280,7 @@ llvm::Expected<ReplanOptions> replanFor(const RunOptions &o, int ranks,
           "' groups without an allreduce model; re-planning "
           "applies to mgwfbp, optimal and oasr");
   } else if (o.algorithm == "sync-sgd" && ranks > 1 && o.device == "cpu" &&
-             modelStrategy && fixedForms.empty()) {
+             modelStrategy && fixedForms.empty() && !compresses) {
     // Not by default on a GPU: per-op times there measure kernel launches,
     // not the kernels (docs/runtime.md).
     r.mode = ReplanOptions::Mode::Once;

@@ -104,6 +104,8 @@ private:
       number("overlap_rate", P.overlapRate);
       number("compress_us_per_mac", P.compressUsPerMac);
       number("compress_us_per_element", P.compressUsPerElement);
+      if (auto s = plan.getAs<StringAttr>("compress"))
+        P.compress = s.getValue().str();
       if (auto t = plan.getAs<DictionaryAttr>("two_level")) {
         Executor::PlanTier &tier = P.tier;
         auto count = [&](StringRef key, int &out) {

@@ -145,19 +145,50 @@ double nowUs() {
 PowerSgd::Matrix &PowerSgd::matrixFor(const std::string &param, int64_t rows,
                                       int64_t cols, unsigned rank) {
   Matrix &m = matrices[param];
-  if (!m.started) {
-    // The first Q: standard normal, from the parameter's name and the
-    // run's seed, the same on every rank.
-    m.qt.resize(size_t(rank) * size_t(cols));
-    std::mt19937_64 rng(std::hash<std::string>()(param) ^
-                        (seed * 0x9e3779b97f4a7c15ull));
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    for (float &v : m.qt)
-      v = normal(rng);
+  const size_t want = size_t(rank) * size_t(cols);
+  if (m.started && m.qt.size() == want)
+    return m;
+  // The first Q, or the rows a higher rank adds: standard normal, from the
+  // parameter's name and the run's seed, the same on every rank (row k is
+  // the same whatever rank first needs it). A lower rank keeps the first
+  // rows; the error feedback stays.
+  const size_t kept = m.started ? std::min(m.qt.size(), want) : 0;
+  std::vector<float> first(want);
+  std::mt19937_64 rng(std::hash<std::string>()(param) ^
+                      (seed * 0x9e3779b97f4a7c15ull));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float &v : first)
+    v = normal(rng);
+  std::copy(m.qt.begin(), m.qt.begin() + long(kept), first.begin());
+  m.qt = std::move(first);
+  if (!m.started)
     m.error.assign(size_t(rows) * size_t(cols), 0.0f);
-    m.started = true;
-  }
+  m.rows = size_t(rows);
+  m.started = true;
   return m;
+}
+
+bool PowerSgd::flushInto(float *grad, const std::string &param, size_t n) {
+  auto it = matrices.find(param);
+  if (it == matrices.end())
+    return false;
+  const std::vector<float> &e = it->second.error;
+  for (size_t k = 0; k < n && k < e.size(); ++k)
+    grad[k] += e[k];
+  matrices.erase(it);
+  return true;
+}
+
+void PowerSgd::flushInto(const GradGroup &g) {
+  if (matrices.empty())
+    return;
+  float *buf = static_cast<float *>(g.buffer.data);
+  for (const GradGroup::Span &s : g.spans) {
+    size_t n = 1;
+    for (int64_t d : s.shape)
+      n *= size_t(d);
+    flushInto(buf + s.offset, s.param, n);
+  }
 }
 
 void PowerSgd::reduce(Communicator &c, const GradGroup &g) {
@@ -190,8 +221,10 @@ void PowerSgd::reduce(Communicator &c, const GradGroup &g) {
   // M = G + E in E's memory; P^T[k][i] = M[i] . Q^T[k].
   double t0 = nowUs();
   for (Item &it : items) {
-    const float *grad = buf + it.span->offset;
+    float *grad = buf + it.span->offset;
     if (!it.rows) {
+      // A matrix compressed under an earlier form sends its error too.
+      flushInto(grad, it.span->param, size_t(it.cols));
       std::memcpy(first.data() + it.atP, grad, size_t(it.cols) * 4);
       continue;
     }
@@ -243,94 +276,79 @@ void PowerSgd::reduce(Communicator &c, const GradGroup &g) {
   totals.computeUs += computeUs;
 }
 
-/// Calls `fn(span, rows, cols)` for every compressed matrix of `groups`, in
-/// group and buffer order.
-template <typename Fn>
-static void forEachMatrix(const std::vector<GradGroup> &groups, Fn fn) {
-  for (const GradGroup &g : groups) {
-    if (!g.powerSgdRank)
+std::vector<float>
+PowerSgd::saveShared(llvm::ArrayRef<std::string> params) const {
+  std::vector<float> out;
+  for (const std::string &p : params) {
+    auto it = matrices.find(p);
+    if (it == matrices.end()) {
+      out.push_back(0.0f);
       continue;
-    for (const GradGroup::Span &s : g.spans) {
-      auto [rows, cols] = matrixShape(s, g.powerSgdRank);
-      if (rows)
-        fn(s, g.powerSgdRank, rows, cols);
     }
+    const Matrix &m = it->second;
+    const size_t cols = m.error.size() / std::max<size_t>(m.rows, 1);
+    out.insert(out.end(), {1.0f, float(m.qt.size() / std::max<size_t>(cols, 1)),
+                           float(m.rows), float(cols)});
+    out.insert(out.end(), m.qt.begin(), m.qt.end());
   }
-}
-
-size_t PowerSgd::stateFloats(const std::vector<GradGroup> &groups) {
-  size_t n = 0;
-  forEachMatrix(groups, [&](const GradGroup::Span &, unsigned r, int64_t rows,
-                            int64_t cols) {
-    n += 1 + size_t(r) * size_t(cols) + size_t(rows) * size_t(cols);
-  });
-  return n;
-}
-
-std::vector<float>
-PowerSgd::saveShared(const std::vector<GradGroup> &groups) const {
-  std::vector<float> out;
-  forEachMatrix(
-      groups, [&](const GradGroup::Span &s, unsigned r, int64_t, int64_t cols) {
-        auto it = matrices.find(s.param);
-        bool started = it != matrices.end() && it->second.started;
-        out.push_back(started ? 1.0f : 0.0f);
-        if (started)
-          out.insert(out.end(), it->second.qt.begin(), it->second.qt.end());
-        else
-          out.resize(out.size() + size_t(r) * size_t(cols), 0.0f);
-      });
   return out;
 }
 
 std::vector<float>
-PowerSgd::saveLocal(const std::vector<GradGroup> &groups) const {
+PowerSgd::saveLocal(llvm::ArrayRef<std::string> params) const {
   std::vector<float> out;
-  forEachMatrix(groups, [&](const GradGroup::Span &s, unsigned, int64_t rows,
-                            int64_t cols) {
-    auto it = matrices.find(s.param);
-    if (it != matrices.end() && it->second.started)
+  for (const std::string &p : params)
+    if (auto it = matrices.find(p); it != matrices.end())
       out.insert(out.end(), it->second.error.begin(), it->second.error.end());
-    else
-      out.resize(out.size() + size_t(rows) * size_t(cols), 0.0f);
-  });
   return out;
 }
 
-llvm::Error PowerSgd::restore(const std::vector<GradGroup> &groups,
+llvm::Error PowerSgd::restore(llvm::ArrayRef<std::string> params,
+                              llvm::ArrayRef<uint64_t> elements,
                               const std::vector<float> &shared,
                               const std::vector<float> &local) {
   matrices.clear();
   if (shared.empty() && local.empty())
     return llvm::Error::success();
-  size_t wantShared = 0, wantLocal = 0;
-  forEachMatrix(groups, [&](const GradGroup::Span &, unsigned r, int64_t rows,
-                            int64_t cols) {
-    wantShared += 1 + size_t(r) * size_t(cols);
-    wantLocal += size_t(rows) * size_t(cols);
-  });
-  if (shared.size() != wantShared || local.size() != wantLocal)
+  auto misfit = [&](const std::string &why) {
+    matrices.clear();
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
-        llvm::formatv("the checkpoint's PowerSGD state holds {0} + {1} "
-                      "floats, and this plan's compressed groups keep {2} + "
-                      "{3}: it was written with another --compress or plan",
-                      shared.size(), local.size(), wantShared, wantLocal)
-            .str());
+        "the checkpoint's PowerSGD state does not fit this model's " +
+            std::to_string(params.size()) + " gradients: " + why);
+  };
   size_t at = 0, atLocal = 0;
-  forEachMatrix(groups, [&](const GradGroup::Span &s, unsigned r, int64_t rows,
-                            int64_t cols) {
-    bool started = shared[at++] != 0.0f;
-    size_t nq = size_t(r) * size_t(cols), ne = size_t(rows) * size_t(cols);
-    if (started) {
-      Matrix &m = matrices[s.param];
-      m.qt.assign(shared.begin() + at, shared.begin() + at + nq);
-      m.error.assign(local.begin() + atLocal, local.begin() + atLocal + ne);
-      m.started = true;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (at >= shared.size())
+      return misfit("it ends at gradient " + std::to_string(i));
+    if (shared[at] == 0.0f) {
+      ++at;
+      continue;
     }
+    if (at + 4 > shared.size())
+      return misfit("it ends at gradient " + std::to_string(i));
+    const float r = shared[at + 1], rows = shared[at + 2],
+                cols = shared[at + 3];
+    if (shared[at] != 1.0f || !(r >= 1) || !(rows >= 1) || !(cols >= 1) ||
+        double(rows) * double(cols) != double(elements[i]))
+      return misfit("'" + params[i] + "' has " + std::to_string(elements[i]) +
+                    " elements");
+    const size_t nq = size_t(r) * size_t(cols), ne = size_t(elements[i]);
+    at += 4;
+    if (at + nq > shared.size() || atLocal + ne > local.size())
+      return misfit("it ends in '" + params[i] + "'");
+    Matrix &m = matrices[params[i]];
+    m.rows = size_t(rows);
+    m.qt.assign(shared.begin() + long(at), shared.begin() + long(at + nq));
+    m.error.assign(local.begin() + long(atLocal),
+                   local.begin() + long(atLocal + ne));
+    m.started = true;
     at += nq;
     atLocal += ne;
-  });
+  }
+  if (at != shared.size() || atLocal != local.size())
+    return misfit(std::to_string(shared.size() - at + local.size() - atLocal) +
+                  " float(s) left over");
   return llvm::Error::success();
 }
 

@@ -364,10 +364,13 @@ void Replanner::recordStep(const OpTiming *times, bool warmup, bool alone) {
                                          std::max(times[k].startUs, e.startUs));
     }
   }
-  // This grouping's allreduces (group ids are unique over regroupings).
+  // This grouping's allreduces (group ids are unique over regroupings). A
+  // group sent as PowerSGD factors is two collectives and compression's
+  // compute, not an allreduce of its bytes: the fit leaves it out.
   std::map<unsigned, const GradGroup *> byId;
   for (const GradGroup &g : exec.groups())
-    byId[g.id] = &g;
+    if (!g.powerSgdRank)
+      byId[g.id] = &g;
   // The model's start: the group ready (queued) and the previous
   // allreduce done; a thread slow to wake beside compute is the overlap
   // rate's to charge.
@@ -423,11 +426,22 @@ llvm::Expected<GroupChoice> chooseGroups(const schedule::Profile &profile,
                                          const schedule::CommModel &model,
                                          llvm::ArrayRef<unsigned> oldSizes,
                                          llvm::ArrayRef<unsigned> newEnds,
-                                         llvm::StringRef strategy) {
+                                         llvm::StringRef strategy,
+                                         llvm::ArrayRef<unsigned> oldRanks,
+                                         llvm::ArrayRef<unsigned> newRanks) {
   schedule::Plan oldPlan = schedule::planFromSizes("current", oldSizes);
   schedule::Plan newPlan;
   newPlan.strategy = strategy.str();
   newPlan.groupEnds.assign(newEnds.begin(), newEnds.end());
+  auto setForms = [](schedule::Plan &p, llvm::ArrayRef<unsigned> ranks) {
+    for (unsigned r : ranks)
+      p.forms.push_back(r ? schedule::GroupForm::powerSGD(r)
+                          : schedule::GroupForm::plain());
+    if (!p.compresses())
+      p.forms.clear();
+  };
+  setForms(oldPlan, oldRanks);
+  setForms(newPlan, newRanks);
   if (auto err = schedule::verifyPlan(newPlan, profile.numGrads()))
     return std::move(err);
   GroupChoice c;
@@ -435,7 +449,8 @@ llvm::Expected<GroupChoice> chooseGroups(const schedule::Profile &profile,
   c.oldPredictedUs = schedule::simulate(profile, model, oldPlan).iterationUs;
   c.newPredictedUs = schedule::simulate(profile, model, newPlan).iterationUs;
   c.newGroups = newPlan.numGroups();
-  c.changed = newPlan.groupEnds != oldPlan.groupEnds;
+  c.changed = newPlan.groupEnds != oldPlan.groupEnds ||
+              !(newPlan.forms == oldPlan.forms);
   // A switch must be predicted to gain: under a compute rate below 1 the
   // strategy's plan is a local optimum and may lose to the groups in place
   // (the same decision on every rank: agreed profile, model and plan).
@@ -558,13 +573,26 @@ Replanner::agreeModel(ReplanEvent &ev,
   ev.sizes = unsigned(sizes.size());
   schedule::CommModel model;
   bool rateFitted = false;
-  if (!sameJobs || measured.empty())
+  if (ev.compresses) {
+    // The plan's model (a calibration's, where the plan had one): the
+    // groups sent as factors are two collectives and compression's compute,
+    // and the few plain ones left (vectors, mostly) do not fit a line (one
+    // small group fitted 2.5e-6 s/B on ResNet-18). Compression's compute
+    // at the rates the plan charged.
+    model = schedule::CommModel::alphaBeta(std::max(0.0, exec.planAlphaS()),
+                                           exec.planBetaSPerByte(), size);
+    model.overlapRate = exec.planOverlapRate();
+    model.compressUsPerMac = exec.planCompressUsPerMac();
+    model.compressUsPerElement = exec.planCompressUsPerElement();
+    rateFitted = false;
+  } else if (!sameJobs || measured.empty()) {
     ev.note = sameJobs ? "no allreduce was measured"
                        : "the ranks measured different allreduces";
-  else
+  } else {
     model =
         fitReplanModel(measured, size, exec.planAlphaS(),
                        exec.planOverlapRate(), rateFitted, ev.alphaFromPlan);
+  }
   model.groupOverheadUs = exec.planGroupOverheadUs();
   model.computeRate = ev.computeRate;
   // A call's start on compute: the mean over the ranks that measured one
@@ -582,7 +610,8 @@ Replanner::agreeModel(ReplanEvent &ev,
 
 std::vector<unsigned>
 Replanner::agreeGroupEnds(ReplanEvent &ev, const schedule::Profile &profile,
-                          const schedule::CommModel &model) {
+                          const schedule::CommModel &model,
+                          std::vector<unsigned> &ranks) {
   // Plan with the configured strategy; rank 0's plan is every rank's.
   ev.oldGroups = ev.newGroups = unsigned(exec.groups().size());
   std::vector<schedule::ReadyGrad> order = schedule::readyOrder(profile);
@@ -591,14 +620,29 @@ Replanner::agreeGroupEnds(ReplanEvent &ev, const schedule::Profile &profile,
     sameOrder = order[i].name == exec.gradients()[i].param;
   if (ev.note.empty() && !sameOrder)
     ev.note = "the measured layers do not give the plan's gradient order";
+  // Each group's end, then (under a policy) its PowerSGD rank.
   std::vector<double> ends;
   if (ev.note.empty()) {
-    auto plan = schedule::makePlan(exec.planStrategy(), profile, model);
+    schedule::CompressPolicy policy;
+    if (ev.compresses) {
+      if (auto p = schedule::parseCompressPolicy(exec.planCompress()))
+        policy = *p;
+      else
+        ev.note = "the plan's --compress=" + exec.planCompress() + ": " +
+                  llvm::toString(p.takeError());
+    }
+    auto plan = ev.note.empty()
+                    ? schedule::makeCompressedPlan(exec.planStrategy(), profile,
+                                                   model, policy)
+                    : llvm::Expected<schedule::Plan>(schedule::Plan());
     if (!plan) {
       ev.note = llvm::toString(plan.takeError());
-    } else {
+    } else if (ev.note.empty()) {
       for (unsigned e : plan->groupEnds)
         ends.push_back(double(e));
+      if (ev.compresses)
+        for (unsigned k = 0; k < plan->numGroups(); ++k)
+          ends.push_back(double(plan->form(k).rank));
     }
   }
   // Rank 0 decides: its plan (or its reason not to) is every rank's.
@@ -614,8 +658,9 @@ Replanner::agreeGroupEnds(ReplanEvent &ev, const schedule::Profile &profile,
     c.broadcast(ends.data(), ends.size() * sizeof(double), 0);
   });
   std::vector<unsigned> groupEnds;
-  for (double e : ends)
-    groupEnds.push_back(unsigned(e));
+  const size_t groups = ev.compresses ? ends.size() / 2 : ends.size();
+  for (size_t k = 0; k < ends.size(); ++k)
+    (k < groups ? groupEnds : ranks).push_back(unsigned(ends[k]));
   return groupEnds;
 }
 
@@ -649,20 +694,29 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
   profile.computeBesideComm =
       !ev.computeRateMeasured && besideCommunication(exec, size);
 
-  // The allreduce model, then rank 0's plan with the configured strategy.
+  // The allreduce model, then rank 0's plan with the configured strategy
+  // (under the plan's compression policy, its forms chosen again on the
+  // measured compute).
+  ev.compresses = !exec.planCompress().empty() && exec.planCompress() != "off";
   schedule::CommModel model = agreeModel(ev, measured, sameJobs);
   agreedProfile = profile;
   agreedProfile.comm = model;
-  std::vector<unsigned> groupEnds = agreeGroupEnds(ev, profile, model);
+  std::vector<unsigned> ranks;
+  std::vector<unsigned> groupEnds = agreeGroupEnds(ev, profile, model, ranks);
   if (groupEnds.empty()) {
     ev.planUs = nowUs() - t0;
     return finish();
   }
-  std::vector<unsigned> oldSizes;
-  for (const GradGroup &g : exec.groups())
+  std::vector<unsigned> oldSizes, oldRanks;
+  for (const GradGroup &g : exec.groups()) {
     oldSizes.push_back(unsigned(g.params.size()));
-  auto choice =
-      chooseGroups(profile, model, oldSizes, groupEnds, exec.planStrategy());
+    oldRanks.push_back(g.powerSgdRank);
+    ev.oldCompressed += g.powerSgdRank ? 1 : 0;
+  }
+  for (unsigned r : ranks)
+    ev.newCompressed += r ? 1 : 0;
+  auto choice = chooseGroups(profile, model, oldSizes, groupEnds,
+                             exec.planStrategy(), oldRanks, ranks);
   if (!choice)
     return choice.takeError();
   ev.oldPredictedUs = choice->oldPredictedUs;
@@ -673,8 +727,10 @@ llvm::Expected<ReplanEvent> Replanner::replan(int64_t stepsDone) {
   ev.notFasterUs = choice->notFasterUs;
   const double t1 = nowUs();
   ev.planUs = t1 - t0;
+  if (!ev.changed)
+    ev.newCompressed = ev.oldCompressed;
   if (ev.changed)
-    if (auto err = exec.regroup(groupEnds))
+    if (auto err = exec.regroup(groupEnds, ranks))
       return std::move(err);
   exec.setPlanModel(ev.newPredictedUs, model.alphaS, model.betaSPerByte,
                     model.groupOverheadUs, model.overlapRate);

@@ -23,14 +23,24 @@ std::string formatReplan(const ReplanEvent &ev,
   std::sort(sorted.begin(), sorted.end());
   double stepUs = sorted.empty() ? 0 : sorted[sorted.size() / 2];
   double costUs = ev.planUs + ev.switchUs;
-  std::string fitted = llvm::formatv(
-      "alpha {0:e2} s{1}, beta {2:e2} s/B, overlap rate {3:f2}{4}, fitted "
-      "to {5} allreduce(s) of {6} size(s), each from the last rank's start "
-      "to the last rank's return, clocks aligned within {7:f0} us",
-      ev.comm.alphaS, ev.alphaFromPlan ? " (the plan's)" : "",
-      ev.comm.betaSPerByte, ev.comm.overlapRate,
-      ev.overlapFromPlan ? " (the plan's)" : "", ev.jobs, ev.sizes,
-      ev.clockSkewUs);
+  std::string fitted =
+      ev.compresses
+          ? llvm::formatv("the plan's alpha {0:e2} s, beta {1:e2} s/B and "
+                          "overlap rate {2:f2}: groups sent as PowerSGD "
+                          "factors are not allreduces of their bytes to fit",
+                          ev.comm.alphaS, ev.comm.betaSPerByte,
+                          ev.comm.overlapRate)
+                .str()
+          : llvm::formatv(
+                "alpha {0:e2} s{1}, beta {2:e2} s/B, overlap rate {3:f2}{4}, "
+                "fitted to {5} allreduce(s) of {6} size(s), each from the "
+                "last rank's start to the last rank's return, clocks aligned "
+                "within {7:f0} us",
+                ev.comm.alphaS, ev.alphaFromPlan ? " (the plan's)" : "",
+                ev.comm.betaSPerByte, ev.comm.overlapRate,
+                ev.overlapFromPlan ? " (the plan's)" : "", ev.jobs, ev.sizes,
+                ev.clockSkewUs)
+                .str();
   if (ev.computeRateMeasured)
     fitted += llvm::formatv("; compute beside an allreduce at {0:f2} of its "
                             "speed in step {1}, whose allreduces waited for "
@@ -54,6 +64,15 @@ std::string formatReplan(const ReplanEvent &ev,
       llvm::formatv("planning {0:f2} ms + switch {1:f2} ms = {2:f2}% of a step",
                     ev.planUs * 1e-3, ev.switchUs * 1e-3,
                     stepUs > 0 ? 100 * costUs / stepUs : 0.0);
+  const std::string factors =
+      ev.compresses
+          ? (ev.changed
+                 ? llvm::formatv(" ({0} -> {1} as PowerSGD factors)",
+                                 ev.oldCompressed, ev.newCompressed)
+                       .str()
+                 : llvm::formatv(" ({0} as PowerSGD factors)", ev.oldCompressed)
+                       .str())
+          : "";
   if (!ev.changed) {
     std::string why =
         ev.notFasterGroups
@@ -62,19 +81,19 @@ std::string formatReplan(const ReplanEvent &ev,
                   .str()
             : "";
     return head +
-           llvm::formatv("kept {0} group(s){1}, predicted {2} per step from "
+           llvm::formatv("kept {0} group(s){5}{1}, predicted {2} per step from "
                          "this run's measurements ({3}); {4}",
                          ev.newGroups, why, formatMs(ev.newPredictedUs), fitted,
-                         cost)
+                         cost, factors)
                .str();
   }
   return head +
-         llvm::formatv("{0} -> {1} group(s), predicted {2} -> {3} per step "
+         llvm::formatv("{0} -> {1} group(s){7}, predicted {2} -> {3} per step "
                        "(gain {4}) from this run's measurements ({5}); {6}",
                        ev.oldGroups, ev.newGroups, formatMs(ev.oldPredictedUs),
                        formatMs(ev.newPredictedUs),
                        formatMs(ev.oldPredictedUs - ev.newPredictedUs), fitted,
-                       cost)
+                       cost, factors)
              .str();
 }
 

@@ -201,13 +201,15 @@ CommPriorityChoice chooseCommPriority(const RunOptions &options,
 /// Whether and when the run re-plans: --replan, checked against the
 /// algorithm and the plan's strategy, else once for sync-sgd on several CPU
 /// ranks with a strategy that plans with a model (mgwfbp, optimal, oasr)
-/// whose groups all travel as one plain collective (`fixedForms` says how
-/// some do not, e.g. "sends groups as PowerSGD factors (--compress)":
-/// re-planning neither chooses forms nor routes). Errors name --replan or
-/// --replan-profile.
+/// whose groups the re-planner can route (`fixedForms` says how some
+/// travel otherwise, e.g. "sends groups as two-level allreduces
+/// (--two-level)": refused). A plan that `compresses` re-plans its groups
+/// and forms on request only: a re-plan changes what a step learns
+/// (docs/compression.md). Errors name --replan or --replan-profile.
 llvm::Expected<ReplanOptions> replanFor(const RunOptions &options, int ranks,
                                         llvm::StringRef planStrategy,
-                                        llvm::StringRef fixedForms = {});
+                                        llvm::StringRef fixedForms = {},
+                                        bool compresses = false);
 
 /// The checkpoint schedule (--checkpoint-every, else once after the last
 /// step) and what a resumed run must match.

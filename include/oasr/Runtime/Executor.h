@@ -274,6 +274,8 @@ public:
   /// element of a compressed matrix, in microseconds (0 when absent).
   double planCompressUsPerMac() const { return compressUsPerMac; }
   double planCompressUsPerElement() const { return compressUsPerElement; }
+  /// The compression policy the plan's forms were chosen under ("" off).
+  const std::string &planCompress() const { return compressPolicy; }
   /// The steady-state plan's execution (empty for today's plans).
   const SteadyExecution &steady() const { return steadyExec; }
   /// Under `steady().forwardWaits` a step leaves its waits and updates to
@@ -309,7 +311,10 @@ public:
   /// update reading one; `steps()` and `groups()` change accordingly. Only
   /// between steps, with no communication in flight. Gradients are
   /// recomputed every step, so nothing is copied.
-  llvm::Error regroup(llvm::ArrayRef<unsigned> groupEnds);
+  /// `powerSgdRanks`, one per new group (empty: none compressed), gives
+  /// each group's PowerSGD rank (0: plain).
+  llvm::Error regroup(llvm::ArrayRef<unsigned> groupEnds,
+                      llvm::ArrayRef<unsigned> powerSgdRanks = {});
   /// Records the model of a plan installed by `regroup`: its predicted
   /// iteration and its allreduce model (what `plan*()` return).
   void setPlanModel(double predictedIterationUs, double alphaS,
@@ -372,6 +377,7 @@ private:
   double predictedUs = -1;
   double alphaS = -1, betaS = 0, groupOverheadUs = 0, overlapRate = 1;
   double compressUsPerMac = 0, compressUsPerElement = 0;
+  std::string compressPolicy;
   PlanTier tier;
   GradWire wire = GradWire::F32;
   SteadyExecution steadyExec;

@@ -26,6 +26,7 @@
 
 #include "oasr/Runtime/Executor.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
@@ -56,28 +57,39 @@ public:
   };
   Stats stats() const { return totals; }
 
-  /// The state a checkpoint carries, laid out by `groups` (every compressed
-  /// matrix in group and buffer order): every matrix's Q (the same on every
-  /// rank), and this rank's error feedback. A matrix not compressed yet
-  /// saves zeros and a flag.
-  std::vector<float> saveShared(const std::vector<GradGroup> &groups) const;
-  std::vector<float> saveLocal(const std::vector<GradGroup> &groups) const;
-  /// Restores what saveShared/saveLocal wrote for the same groups; an empty
-  /// `shared` (a checkpoint of a run that did not compress) starts fresh.
-  /// Errors say what does not fit.
-  llvm::Error restore(const std::vector<GradGroup> &groups,
+  /// Adds what the error feedback holds for `group`'s matrices to its
+  /// gradients and forgets their state: a group sent plain after a plan
+  /// change sends the error its matrices kept. On the communication thread,
+  /// before the group's allreduce.
+  void flushInto(const GradGroup &group);
+
+  /// The state a checkpoint carries, for the gradients `params` (the
+  /// executor's gradient order, the same under any plan): per gradient a
+  /// flag, and for a matrix with state its rank, rows, columns and Q (the
+  /// same on every rank); this rank's error feedback apart. It does not
+  /// depend on the groups, so a run resumes it under another plan or rank
+  /// (a matrix sent plain there sends its error; a higher rank adds Q's
+  /// rows, a lower keeps the first).
+  std::vector<float> saveShared(llvm::ArrayRef<std::string> params) const;
+  std::vector<float> saveLocal(llvm::ArrayRef<std::string> params) const;
+  /// Restores what saveShared/saveLocal wrote; `elements` is each
+  /// gradient's size. An empty `shared` (a checkpoint of a run that did
+  /// not compress) starts fresh. Errors say what does not fit.
+  llvm::Error restore(llvm::ArrayRef<std::string> params,
+                      llvm::ArrayRef<uint64_t> elements,
                       const std::vector<float> &shared,
                       const std::vector<float> &local);
-
-  /// Floats of state kept for `groups` (Q and error feedback).
-  static size_t stateFloats(const std::vector<GradGroup> &groups);
 
 private:
   struct Matrix {
     std::vector<float> qt;    ///< Q^T: r x m, the warm start
     std::vector<float> error; ///< E: n x m
+    size_t rows = 0;          ///< n
     bool started = false;
   };
+  /// flushInto for one gradient of `n` elements at `grad`; whether the
+  /// parameter had state.
+  bool flushInto(float *grad, const std::string &param, size_t n);
   Matrix &matrixFor(const std::string &param, int64_t rows, int64_t cols,
                     unsigned rank);
 

@@ -143,6 +143,8 @@ struct Program {
   /// What the plan charged compression's compute (oasr.plan's
   /// compress_us_per_mac, compress_us_per_element).
   double compressUsPerMac = 0, compressUsPerElement = 0;
+  /// oasr.plan's compress: the policy ("" when off).
+  std::string compress;
   Executor::PlanTier tier; ///< `two_level` of oasr.plan
   GradWire wire = GradWire::F32;
   SteadyExecution steady;

@@ -51,6 +51,10 @@ struct ReplanEvent {
   double atUs = 0;  ///< when it began (trace time, this rank)
   double endUs = 0; ///< when the new groups were in place
   unsigned oldGroups = 0, newGroups = 0;
+  /// Under compression: the groups sent as PowerSGD factors before and
+  /// after (both 0 without).
+  unsigned oldCompressed = 0, newCompressed = 0;
+  bool compresses = false; ///< the plan has a compression policy
   bool changed = false; ///< the plan's groups changed (else none switched)
   /// The strategy planned other groups, not predicted faster than those in
   /// place, so they were kept: their count and predicted time (else 0, -1).
@@ -218,11 +222,14 @@ struct GroupChoice {
   unsigned oldGroups = 0, newGroups = 0, notFasterGroups = 0;
   double oldPredictedUs = 0, newPredictedUs = 0, notFasterUs = 0;
 };
-llvm::Expected<GroupChoice> chooseGroups(const schedule::Profile &profile,
-                                         const schedule::CommModel &model,
-                                         llvm::ArrayRef<unsigned> oldSizes,
-                                         llvm::ArrayRef<unsigned> newEnds,
-                                         llvm::StringRef strategy);
+/// `oldRanks` and `newRanks` give each group's PowerSGD rank (0: plain;
+/// empty: none compressed): a change of form is a change too.
+llvm::Expected<GroupChoice>
+chooseGroups(const schedule::Profile &profile, const schedule::CommModel &model,
+             llvm::ArrayRef<unsigned> oldSizes,
+             llvm::ArrayRef<unsigned> newEnds, llvm::StringRef strategy,
+             llvm::ArrayRef<unsigned> oldRanks = {},
+             llvm::ArrayRef<unsigned> newRanks = {});
 
 /// Measures sync SGD's steps and re-plans (collective: every rank calls
 /// `recordStep` after the same steps and `replan` at the same step).
@@ -280,10 +287,12 @@ private:
              llvm::ArrayRef<schedule::MeasuredAllreduce> measured,
              bool sameJobs);
   /// Rank 0's new group ends, every rank's; empty (and `ev.note` saying
-  /// why) when there is none.
+  /// why) when there is none. Under the plan's compression policy, each
+  /// group's PowerSGD rank in `ranks` (0: plain; empty: none compressed).
   std::vector<unsigned> agreeGroupEnds(ReplanEvent &ev,
                                        const schedule::Profile &profile,
-                                       const schedule::CommModel &model);
+                                       const schedule::CommModel &model,
+                                       std::vector<unsigned> &ranks);
   /// Clears the measurements: the next re-plan measures the groups then
   /// in place from scratch.
   void forgetMeasurements();

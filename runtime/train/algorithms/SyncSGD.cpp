@@ -26,7 +26,7 @@ public:
     if (!powerSgd)
       return {};
     engine.drain(); // the state is the communication thread's
-    return powerSgd->saveShared(exec.groups());
+    return powerSgd->saveShared(params());
   }
   llvm::Error restoreAlgorithmState(const std::vector<float> &state) override {
     resumed = true;
@@ -39,12 +39,15 @@ public:
     if (!powerSgd)
       return {};
     engine.drain();
-    return powerSgd->saveLocal(exec.groups());
+    return powerSgd->saveLocal(params());
   }
   llvm::Error restoreRankState(const std::vector<float> &state) override {
     if (!powerSgd)
       return TrainingAlgorithm::restoreRankState(state);
-    return powerSgd->restore(exec.groups(), sharedState, state);
+    std::vector<uint64_t> elements;
+    for (const auto &g : exec.gradients())
+      elements.push_back(g.bytes / 4);
+    return powerSgd->restore(params(), elements, sharedState, state);
   }
   std::string report() const override {
     if (!powerSgd)
@@ -119,6 +122,13 @@ public:
   }
 
 private:
+  /// Every gradient's parameter, in the executor's order (any plan's).
+  std::vector<std::string> params() const {
+    std::vector<std::string> out;
+    for (const auto &g : exec.gradients())
+      out.push_back(g.param);
+    return out;
+  }
   /// Piece `piece` of `pieces` parts of the group (pieceSpan): its
   /// allreduce; for a reduce-scatter group, its reduce-scatter into the
   /// shard or (`gather`) the all-gather of the averaged shards back into
@@ -143,12 +153,18 @@ private:
       engine.communicator().markComputeReady();
     std::function<void(Communicator &)> job;
     if (g.powerSgdRank && exec.updateCount() >= compressStart) {
-      // Backward-only plans only: one piece per group, no regrouping.
+      // One allreduce piece per compressed group (the planners' rule).
       PowerSgd *ps = powerSgd.get();
       const GradGroup *group = &g;
       job = [ps, group](Communicator &c) { ps->reduce(c, *group); };
     } else if (!g.scatterRanks) {
+      // After a re-plan, a group sent plain whose matrices were compressed
+      // sends their error feedback too.
+      PowerSgd *ps = powerSgd.get();
+      const GradGroup *group = &g;
       job = [=](Communicator &c) {
+        if (ps && pieces == 1)
+          ps->flushInto(*group);
         c.allreduceGradients(data, count, dtype, wire, scratch, twoLevel);
       };
     } else {

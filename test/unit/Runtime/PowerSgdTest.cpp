@@ -92,7 +92,7 @@ TEST(PowerSgd, ErrorFeedbackKeepsWhatTheFactorsLeaveOut) {
   ps.reduce(*self, grp.g);
   std::vector<float> g1(grp.w(), grp.w() + m.size());
   // The error is M - G: sending a zero gradient next sends the error.
-  std::vector<float> e = ps.saveLocal({grp.g});
+  std::vector<float> e = ps.saveLocal({"w", "b"});
   ASSERT_EQ(e.size(), m.size());
   std::vector<float> sum(m.size());
   for (size_t k = 0; k < m.size(); ++k)
@@ -130,18 +130,89 @@ TEST(PowerSgd, SavedStateContinuesBitwise) {
   PowerSgd straight(9), resumed(9);
   step(straight, a, 0);
   step(straight, a, 1);
-  std::vector<float> shared = straight.saveShared({a.g}),
-                     local = straight.saveLocal({a.g});
-  EXPECT_EQ(shared.size() + local.size(), PowerSgd::stateFloats({a.g}));
-  ASSERT_FALSE(bool(resumed.restore({b.g}, shared, local)));
+  const std::vector<std::string> params = {"w", "b"};
+  const std::vector<uint64_t> elements = {1200, 7};
+  std::vector<float> shared = straight.saveShared(params),
+                     local = straight.saveLocal(params);
+  // "w": flag, rank, rows, columns and Q (3 x 30); "b": no state.
+  EXPECT_EQ(shared.size(), 4u + 90u + 1u);
+  EXPECT_EQ(local.size(), 1200u);
+  ASSERT_FALSE(bool(resumed.restore(params, elements, shared, local)));
   for (int s = 2; s < 4; ++s)
     EXPECT_EQ(step(straight, a, s), step(resumed, b, s)) << "step " << s;
-  // The state of a plan at another PowerSGD rank does not fit.
-  Group c(4);
-  llvm::Error err = resumed.restore({c.g}, shared, local);
+  // The state of another model does not fit, and the error says where.
+  llvm::Error err = resumed.restore(params, {1000, 7}, shared, local);
   ASSERT_TRUE(bool(err));
-  EXPECT_NE(llvm::toString(std::move(err)).find("another --compress or plan"),
+  EXPECT_EQ(llvm::toString(std::move(err)),
+            "the checkpoint's PowerSGD state does not fit this model's 2 "
+            "gradients: 'w' has 1000 elements");
+  llvm::Error shortErr =
+      resumed.restore(params, elements, shared,
+                      std::vector<float>(local.begin(), local.end() - 1));
+  ASSERT_TRUE(bool(shortErr));
+  EXPECT_NE(llvm::toString(std::move(shortErr)).find("it ends in 'w'"),
             std::string::npos);
+}
+
+TEST(PowerSgd, AnotherRankKeepsTheStateItCan) {
+  // A plan change (re-planning, or a resume under another --compress) that
+  // raises a matrix's rank keeps Q's rows and adds fresh ones, and one that
+  // lowers it keeps the first rows; the error feedback stays, so over the
+  // steps what was sent still approaches what was given.
+  auto self = createSelfCommunicator();
+  std::mt19937 rng(5);
+  std::vector<float> m = randomMatrix(rng, 40, 30, 30);
+  Group two(2), four(4);
+  PowerSgd ps(3);
+  std::copy(m.begin(), m.end(), two.w());
+  ps.reduce(*self, two.g);
+  std::vector<float> sent(two.w(), two.w() + 1200);
+  ASSERT_EQ(ps.saveShared({"w"}).size(), 4u + 2 * 30u);
+  for (int step = 0; step < 40; ++step) {
+    Group &g = step < 20 ? four : two;
+    std::fill(g.w(), g.w() + 1200, 0.0f);
+    ps.reduce(*self, g.g);
+    if (step == 0) {
+      std::vector<float> q = ps.saveShared({"w"});
+      ASSERT_EQ(q.size(), 4u + 4 * 30u);
+      EXPECT_EQ(q[1], 4.0f);
+    }
+    for (size_t k = 0; k < 1200; ++k)
+      sent[k] += g.w()[k];
+  }
+  EXPECT_EQ(ps.saveShared({"w"})[1], 2.0f);
+  std::vector<float> left(1200);
+  for (size_t k = 0; k < 1200; ++k)
+    left[k] = m[k] - sent[k];
+  EXPECT_LT(norm(left), 0.05 * norm(m));
+}
+
+TEST(PowerSgd, APlainGroupSendsTheErrorItsMatricesKept) {
+  // After a re-plan sends a compressed matrix plain, its first plain
+  // allreduce carries its error feedback: over the steps nothing is lost.
+  auto self = createSelfCommunicator();
+  std::mt19937 rng(6);
+  std::vector<float> m = randomMatrix(rng, 40, 30, 30);
+  Group grp(2);
+  std::copy(m.begin(), m.end(), grp.w());
+  PowerSgd ps(8);
+  ps.reduce(*self, grp.g);
+  std::vector<float> sent(grp.w(), grp.w() + 1200);
+  std::vector<float> e = ps.saveLocal({"w"});
+  ASSERT_GT(norm(e), 0.1 * norm(m));
+  // Plain now: a zero gradient sends exactly the error, once.
+  GradGroup plain = grp.g;
+  plain.powerSgdRank = 0;
+  std::fill(grp.w(), grp.w() + 1200, 0.0f);
+  ps.flushInto(plain);
+  std::vector<float> left(1200);
+  for (size_t k = 0; k < 1200; ++k)
+    left[k] = m[k] - sent[k] - grp.w()[k];
+  EXPECT_LT(norm(left), 1e-6 * norm(m));
+  EXPECT_TRUE(ps.saveLocal({"w"}).empty());
+  std::fill(grp.w(), grp.w() + 1200, 0.0f);
+  ps.flushInto(plain);
+  EXPECT_EQ(norm(std::vector<float>(grp.w(), grp.w() + 1200)), 0.0);
 }
 
 } // namespace

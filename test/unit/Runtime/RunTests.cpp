@@ -349,6 +349,21 @@ TEST(RunReplan, OnceByDefaultForSyncSgdOnSeveralCpuRanksWithAModel) {
   EXPECT_EQ(r->every, 5);
   o.replan = "off";
   EXPECT_EQ(mode(2, "oasr"), ReplanOptions::Mode::Off);
+  // A compressed plan re-plans its groups and forms on request only; a
+  // two-level one not at all.
+  o = RunOptions();
+  auto compressed = replanFor(o, 2, "oasr", "", /*compresses=*/true);
+  ASSERT_TRUE(bool(compressed));
+  EXPECT_EQ(compressed->mode, ReplanOptions::Mode::Off);
+  o.replan = "once";
+  compressed = replanFor(o, 2, "oasr", "", /*compresses=*/true);
+  ASSERT_TRUE(bool(compressed));
+  EXPECT_EQ(compressed->mode, ReplanOptions::Mode::Once);
+  auto tiers = replanFor(o, 2, "oasr", "sends groups two-level");
+  ASSERT_FALSE(bool(tiers));
+  EXPECT_EQ(errorOf(tiers.takeError()),
+            "--replan=once: the plan sends groups two-level, and re-planning "
+            "does not choose routes yet; give --replan=off");
 }
 
 TEST(RunReplan, ErrorsNameTheOption) {
