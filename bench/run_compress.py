@@ -49,8 +49,9 @@ tool's own summary: oasr-run's 'mean iteration', steps after its last
 re-plan; ddp_train.py's steps 2..N), and the time to the target accuracy:
 the seconds of the first evaluation at or above it. oasr-run's mean step
 covers steps 2..N, or the steps after its re-plan where it re-plans
-(uncompressed runs, once after their first few steps; none with
-compression); both sides' means hold the K uncompressed steps.
+(uncompressed runs, once after their first few steps; with compression
+only configs written C+replan, which add --replan=once); both sides'
+means hold the K uncompressed steps.
 
 --target A: a test accuracy in [0, 1]; rel:F (default rel:0.9): F times the
 median final accuracy of the uncompressed oasr runs (`oasr off`) at the same
@@ -510,7 +511,8 @@ def main():
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--oasr-configs", default="off,auto",
-                   help="oasr-run --compress values: off, auto, auto:R, powersgd:R")
+                   help="oasr-run --compress values: off, auto, auto:R, powersgd:R; "
+                        "VALUE+replan also passes --replan=once")
     p.add_argument("--ddp-hooks", default="powersgd:4",
                    help="ddp_train.py --hook values: powersgd:R, none, bf16, fp16")
     p.add_argument("--compress-start", type=int, default=10,
@@ -701,8 +703,13 @@ def run_all(a, rates, oasr_cfgs, ddp_cfgs, configs, oasr, work, name, md_path, j
             cmd.append(f"--comm={comm[rate]['file']}")
         if eval_every and not tokens:  # a token file has no test set
             cmd.append(f"--eval-every={eval_every}")
-        if cfg != "off":
-            cmd += [f"--compress={cfg}", f"--compress-start={a.compress_start}"]
+        # CFG+replan: also --replan=once (the groups and forms planned again
+        # on the run's measured compute after its first steps).
+        form, replan = (cfg[:-len("+replan")], True) if cfg.endswith("+replan") else (cfg, False)
+        if form != "off":
+            cmd += [f"--compress={form}", f"--compress-start={a.compress_start}"]
+        if replan:
+            cmd.append("--replan=once")
         return cmd + extra
 
     def ddp_cmd(hook, seed, steps, eval_every, port):
