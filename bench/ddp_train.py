@@ -6,7 +6,7 @@ on the emulated cluster (bench/run_compress.py drives both).
         --data DIR --master=10.77.0.1 [--init-onnx MODEL.onnx] [--model resnet18] \\
         [--batch 32] [--steps 300] [--eval-every 25] [--lr 0.01] \\
         [--optimizer momentum] [--momentum 0.9] [--seed 1] \\
-        [--hook none|bf16|fp16|powersgd:R] [--powersgd-start K]
+        [--hook none|bf16|fp16|powersgd:R[+bf16]] [--powersgd-start K]
     ... bench/ddp_train.py --model bert --data FILE ...    (token sequences)
 
 Launch and rendezvous as bench/ddp_step.py: one process per rank, rank and
@@ -255,17 +255,22 @@ def ordered_powersgd_hook(ordered, bucket):
 
 
 def parse_hook(text):
+    """(hook, rank, bf16): powersgd:R+bf16 wraps PowerSGD in
+    default_hooks.bf16_compress_wrapper (the bucket, and so the factors, in
+    bf16)."""
     if text in ("none", "bf16", "fp16"):
-        return text, None
-    if text.startswith("powersgd:"):
+        return text, None, False
+    wrapped = text.endswith("+bf16")
+    body = text[:-len("+bf16")] if wrapped else text
+    if body.startswith("powersgd:"):
         try:
-            rank = int(text.split(":", 1)[1])
+            rank = int(body.split(":", 1)[1])
         except ValueError:
             rank = 0
         if rank >= 1:
-            return "powersgd", rank
-    sys.exit(f"ddp_train.py: error: --hook={text}: expected none, bf16, fp16 or "
-             "powersgd:R (R >= 1, the matrix approximation rank)")
+            return "powersgd", rank, wrapped
+    sys.exit(f"ddp_train.py: error: --hook={text}: expected none, bf16, fp16, "
+             "powersgd:R or powersgd:R+bf16 (R >= 1, the matrix approximation rank)")
 
 
 def load_onnx_init(model, path):
@@ -321,12 +326,13 @@ def main():
     p.add_argument("--seed", type=int, default=1, help="the data order's seed (oasr-run --seed)")
     p.add_argument("--bucket-cap-mb", type=float, default=25.0)
     p.add_argument("--hook", default="none",
-                   help="none | bf16 | fp16 | powersgd:R (DDP's communication hooks)")
+                   help="none | bf16 | fp16 | powersgd:R | powersgd:R+bf16 (DDP's "
+                        "communication hooks)")
     p.add_argument("--powersgd-start", type=int, default=10,
                    help="PowerSGD's start_powerSGD_iter: steps allreduced uncompressed "
                         "first (>= 2)")
     a = p.parse_args()
-    hook, psgd_rank = parse_hook(a.hook)
+    hook, psgd_rank, psgd_bf16 = parse_hook(a.hook)
     rank, world = ddp_launch.rank_and_world("ddp_train.py", a)
     if a.steps < 1 or a.batch < 1 or a.eval_every < 0:
         sys.exit("ddp_train.py: error: --steps and --batch must be >= 1, --eval-every >= 0")
@@ -379,7 +385,12 @@ def main():
                                         matrix_approximation_rank=psgd_rank,
                                         start_powerSGD_iter=a.powersgd_start,
                                         use_error_feedback=True, warm_start=True)
-        ddp.register_comm_hook(OrderedPowerSGD(psgd_state), ordered_powersgd_hook)
+        if psgd_bf16:
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            ddp.register_comm_hook(OrderedPowerSGD(psgd_state),
+                                   default_hooks.bf16_compress_wrapper(ordered_powersgd_hook))
+        else:
+            ddp.register_comm_hook(OrderedPowerSGD(psgd_state), ordered_powersgd_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=a.lr,
                           momentum=a.momentum if a.optimizer == "momentum" else 0.0)
 

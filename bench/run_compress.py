@@ -512,9 +512,11 @@ def main():
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--oasr-configs", default="off,auto",
                    help="oasr-run --compress values: off, auto, auto:R, powersgd:R; "
-                        "VALUE+replan also passes --replan=once")
+                        "VALUE+replan also passes --replan=once, VALUE+bf16 "
+                        "--grad-dtype=bf16")
     p.add_argument("--ddp-hooks", default="powersgd:4",
-                   help="ddp_train.py --hook values: powersgd:R, none, bf16, fp16")
+                   help="ddp_train.py --hook values: powersgd:R, powersgd:R+bf16, none, "
+                        "bf16, fp16")
     p.add_argument("--compress-start", type=int, default=10,
                    help="steps sent uncompressed first, both sides (>= 2: PyTorch's minimum)")
     p.add_argument("--target", default="rel:0.9",
@@ -704,12 +706,15 @@ def run_all(a, rates, oasr_cfgs, ddp_cfgs, configs, oasr, work, name, md_path, j
         if eval_every and not tokens:  # a token file has no test set
             cmd.append(f"--eval-every={eval_every}")
         # CFG+replan: also --replan=once (the groups and forms planned again
-        # on the run's measured compute after its first steps).
-        form, replan = (cfg[:-len("+replan")], True) if cfg.endswith("+replan") else (cfg, False)
+        # on the run's measured compute after its first steps); CFG+bf16:
+        # also --grad-dtype=bf16 (the factors and plain groups in bf16).
+        form, *flags = cfg.split("+")
         if form != "off":
             cmd += [f"--compress={form}", f"--compress-start={a.compress_start}"]
-        if replan:
+        if "replan" in flags:
             cmd.append("--replan=once")
+        if "bf16" in flags:
+            cmd.append("--grad-dtype=bf16")
         return cmd + extra
 
     def ddp_cmd(hook, seed, steps, eval_every, port):

@@ -190,11 +190,11 @@ LogicalResult PlanAllreducePass::checkOptions(ModuleOp module, PlanChoice &c) {
     return failure();
   }
   c.policy = *policy;
-  if (!c.policy.off() && c.wireType) {
+  if (!c.policy.off() && c.wire == sched::WireDType::F16) {
     optionError(module) << "'compress=" << compress
-                        << "' sends PowerSGD's factors in f32; it does not "
-                           "combine with 'grad-dtype="
-                        << gradDtype << "'";
+                        << "': PowerSGD's factors are not scaled, and P = M "
+                           "Q can pass f16's range; send them in bf16 "
+                           "('grad-dtype=bf16') or f32";
     return failure();
   }
   llvm::Expected<sched::AllreduceRoute> route =

@@ -57,11 +57,11 @@ static llvm::Error checkOnnxOptions(const TrainingCompileOptions &o) {
             ::oasr::schedule::parseCompressPolicy(o.compress);
         !c)
       return fail("--compress=" + llvm::toString(c.takeError()));
-    else if (!c->off() && !o.gradDtype.empty() && o.gradDtype != "f32")
+    else if (!c->off() && o.gradDtype == "f16")
       return fail("--compress=" + o.compress +
-                  ": PowerSGD's factors travel in f32; it does not combine "
-                  "with --grad-dtype=" +
-                  o.gradDtype);
+                  ": PowerSGD's factors are not scaled, and P = M Q can "
+                  "pass f16's range; send them in bf16 (--grad-dtype=bf16) "
+                  "or f32");
     else if (!c->off() && o.precision == "f16")
       return fail("--compress=" + o.compress +
                   ": f16's loss scaler skips steps whose gradients "

@@ -211,8 +211,9 @@ LogicalResult AllreduceStartOp::verify() {
   if (std::optional<int64_t> rank = getPowersgdRank()) {
     if (*rank < 1)
       return emitOpError("powersgd_rank must be at least 1, got ") << *rank;
-    if (std::optional<Type> wire = getWireType(); wire && !wire->isF32())
-      return emitOpError("powersgd_rank sends f32 factors; wire_type is ")
+    if (std::optional<Type> wire = getWireType(); wire && wire->isF16())
+      return emitOpError("powersgd_rank sends f32 or bf16 factors; "
+                         "wire_type is ")
              << *wire;
     for (auto [i, grad] : llvm::enumerate(getGrads()))
       if (!cast<RankedTensorType>(grad.getType()).getElementType().isF32())

@@ -132,15 +132,14 @@ FormCost oasr::schedule::formCost(const CommModel &comm,
   }
   if (!c.compressed)
     return plain();
-  // Factors and vectors travel as f32 whatever the plain wire type.
-  CommModel f32 = comm;
-  f32.wire = WireDType::F32;
-  c.wireBytes = first + second;
+  // Factors and vectors travel in the wire type (f32 or bf16), as plain
+  // groups do.
+  c.wireBytes = uint64_t(double(first + second) * wireFactor(comm.wire));
   c.collectives = 2;
   c.computeUs =
       macs * comm.compressUsPerMac + elements * comm.compressUsPerElement;
-  c.channelUs = f32.groupTimeUs(first, firstTensors) +
-                f32.groupTimeUs(second, c.compressed) + c.computeUs;
+  c.channelUs = comm.groupTimeUs(first, firstTensors) +
+                comm.groupTimeUs(second, c.compressed) + c.computeUs;
   return c;
 }
 
@@ -249,8 +248,6 @@ Plan oasr::schedule::compressionAwarePlan(const Profile &profile,
     mats[i + 1] = mats[i] + (c ? 1 : 0);
     compute[i + 1] = compute[i] + one.computeUs;
   }
-  CommModel f32 = comm;
-  f32.wire = WireDType::F32;
   auto cost = [&](unsigned i, unsigned j, bool &compressed) {
     double plain = comm.groupTimeUs(uint64_t(bytes[j] - bytes[i]), j - i);
     compressed = false;
@@ -259,8 +256,8 @@ Plan oasr::schedule::compressionAwarePlan(const Profile &profile,
       return plain;
     double first = vecBytes[j] - vecBytes[i] + pBytes[j] - pBytes[i];
     unsigned firstTensors = unsigned(vecTensors[j] - vecTensors[i] + m);
-    double c = f32.groupTimeUs(uint64_t(first), firstTensors) +
-               f32.groupTimeUs(uint64_t(qBytes[j] - qBytes[i]), unsigned(m)) +
+    double c = comm.groupTimeUs(uint64_t(first), firstTensors) +
+               comm.groupTimeUs(uint64_t(qBytes[j] - qBytes[i]), unsigned(m)) +
                compute[j] - compute[i];
     if (policy.mode == CompressPolicy::Mode::PowerSGD || c < plain) {
       compressed = true;

@@ -238,7 +238,18 @@ void PowerSgd::reduce(Communicator &c, const GradGroup &g) {
          it.cols, first.data() + it.atP, it.rows);
   }
   double computeUs = nowUs() - t0;
-  c.allreduceAverage(first.data(), n1, DType::F32);
+  // The factors travel in the group's wire type (f32 or bf16: each rank's
+  // values rounded, summed in f32 and rounded back, the same on every
+  // rank).
+  auto average = [&](std::vector<float> &v, size_t n) {
+    if (g.wire == GradWire::F32) {
+      c.allreduceAverage(v.data(), n, DType::F32);
+      return;
+    }
+    wireScratch.resize(std::max(wireScratch.size(), n));
+    c.allreduceAverageWire(v.data(), n, g.wire, wireScratch.data());
+  };
+  average(first, n1);
 
   // P orthonormal; Q^T[k] = sum_i P^T[k][i] M[i].
   t0 = nowUs();
@@ -255,7 +266,7 @@ void PowerSgd::reduce(Communicator &c, const GradGroup &g) {
          it.cols, second.data() + it.atQ, it.cols);
   }
   computeUs += nowUs() - t0;
-  c.allreduceAverage(second.data(), n2, DType::F32);
+  average(second, n2);
 
   // G = P Q^T; E = M - G; Q kept for the next step.
   t0 = nowUs();
@@ -273,6 +284,8 @@ void PowerSgd::reduce(Communicator &c, const GradGroup &g) {
   computeUs += nowUs() - t0;
   ++totals.groups;
   totals.wireFloats += n1 + n2;
+  totals.wireBytes +=
+      (n1 + n2) * (g.wire == GradWire::F32 ? sizeof(float) : sizeof(uint16_t));
   totals.computeUs += computeUs;
 }
 

@@ -541,11 +541,10 @@ int main(int argc, char **argv) {
     return fail("--compress=" + toString(policy.takeError()));
   if (compressGmacsOpt.getNumOccurrences() && !(compressGmacsOpt > 0))
     return fail("--compress-gmacs must be > 0");
-  if (!policy->off() && comm->wire != WireDType::F32)
+  if (!policy->off() && comm->wire == WireDType::F16)
     return fail("--compress=" + compressOpt +
-                ": PowerSGD's factors travel in f32; it does not combine "
-                "with --grad-dtype=" +
-                gradDtypeOpt);
+                ": PowerSGD's factors are not scaled, and P = M Q can pass "
+                "f16's range; send them in bf16 (--grad-dtype=bf16) or f32");
   if (!policy->off())
     setCompressionCosts(*comm, compressGmacsOpt);
   Expected<AllreduceRoute> route = parseAllreduceRoute(twoLevelOpt);

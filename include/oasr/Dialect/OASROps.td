@@ -74,7 +74,9 @@ def OASR_AllreduceStartOp : OASR_Op<"allreduce_start"> {
     at that rank (`--oasr-plan-allreduce{compress=...}`,
     docs/compression.md): each f32 gradient matrix that compression pays
     for travels as rank-R factors with error feedback, the others as they
-    are. The gradients are then f32 and `wire_type` absent or f32.
+    are. The gradients are then f32, and the factors and the uncompressed
+    gradients travel in `wire_type`: absent or f32, or bf16 (f16 is
+    refused: the factors are not scaled into its range).
 
     `two_level`, when present, sends the group as a two-level allreduce
     where ranks share nodes (`--oasr-plan-allreduce{two-level=...}`): a

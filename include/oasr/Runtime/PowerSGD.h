@@ -52,6 +52,7 @@ public:
   struct Stats {
     uint64_t groups = 0;      ///< compressed reduces so far
     uint64_t wireFloats = 0;  ///< floats of their collectives
+    uint64_t wireBytes = 0;   ///< their bytes in the wire type
     uint64_t denseFloats = 0; ///< floats the groups hold
     double computeUs = 0;     ///< time in compression's own loops
   };
@@ -96,6 +97,7 @@ private:
   uint64_t seed;
   std::map<std::string, Matrix> matrices; ///< by parameter
   std::vector<float> first, second;       ///< the two collectives' buffers
+  std::vector<uint16_t> wireScratch;      ///< them in a 16-bit wire type
   Stats totals;
 };
 

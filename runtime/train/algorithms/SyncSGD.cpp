@@ -58,14 +58,22 @@ public:
                            "step(s) travel plain, --compress-start)",
                            compressStart)
           .str();
+    std::string wire =
+        exec.gradWire() == GradWire::F32
+            ? ""
+            : llvm::formatv(" (in {0}: {1:f1}x fewer bytes than their f32)",
+                            gradWireName(exec.gradWire()),
+                            4.0 * double(s.denseFloats) /
+                                double(std::max<uint64_t>(s.wireBytes, 1)))
+                  .str();
     return llvm::formatv(
                "powersgd: {0} compressed group allreduce(s), {1:f1}x fewer "
-               "floats on the wire than the groups hold, {2:f1} ms of "
+               "floats on the wire than the groups hold{3}, {2:f1} ms of "
                "compression compute per group on the communication thread",
                s.groups,
                double(s.denseFloats) /
                    double(std::max<uint64_t>(s.wireFloats, 1)),
-               s.computeUs * 1e-3 / double(s.groups))
+               s.computeUs * 1e-3 / double(s.groups), wire)
         .str();
   }
   const char *name() const override { return kSyncSGDName; }

@@ -97,6 +97,15 @@ TEST(Compression, FormCostCountsBytesCallsAndCompute) {
   EXPECT_EQ(cv.compressed, 0u);
   EXPECT_TRUE(
       close(cv.channelUs, formCost(m, v, GroupForm::plain()).channelUs));
+  // In bf16 the factors and the vector travel in half the bytes; the
+  // compute is the same.
+  CommModel b = m;
+  b.wire = WireDType::BF16;
+  FormCost cb = formCost(b, g, GroupForm::powerSGD(2));
+  EXPECT_EQ(cb.wireBytes, uint64_t(first + second) / 2);
+  EXPECT_TRUE(close(cb.computeUs, c.computeUs));
+  EXPECT_TRUE(close(cb.channelUs, (100 + 0.005 * first) +
+                                      (100 + 0.005 * second) + c.computeUs));
 }
 
 /// Every partition with every choice of form, scored by the simulator.
