@@ -89,8 +89,8 @@ static cl::opt<std::string> compress(
              "powersgd:R (every group with a matrix worth compressing as "
              "rank-R PowerSGD factors with error feedback) or auto[:R[-M]] "
              "(the planner chooses per group: plain, or rank R, 8 by "
-             "default, raised up to M where the step hides it); "
-             "docs/compression.md"),
+             "default, raised up to M where the step hides it); the factors "
+             "travel in --grad-dtype (f32 or bf16); docs/compression.md"),
     cl::init("off"), cl::cat(runCat));
 static cl::opt<std::string> twoLevel(
     "two-level",
