@@ -71,14 +71,20 @@ inline GroupInfo groupInfo(const Layers &L, const SteadyGroup &g) {
   return info;
 }
 
+/// Group `g`'s gradients, its layers in ready order.
+inline std::vector<ReadyGrad> groupGrads(const Layers &L,
+                                         const SteadyGroup &g) {
+  std::vector<ReadyGrad> grads;
+  for (unsigned l = g.lastLayer + 1; l-- > g.firstLayer;)
+    grads.insert(grads.end(), L.grads[l].begin(), L.grads[l].end());
+  return grads;
+}
+
 /// What group `g` costs sent as `form` (Compression.h's formCost over its
 /// layers' gradients).
 inline FormCost sendCost(const Layers &L, const SteadyGroup &g,
                          const CommModel &comm, GroupForm form) {
-  std::vector<ReadyGrad> grads;
-  for (unsigned l = g.lastLayer + 1; l-- > g.firstLayer;)
-    grads.insert(grads.end(), L.grads[l].begin(), L.grads[l].end());
-  return formCost(comm, grads, form);
+  return formCost(comm, groupGrads(L, g), form);
 }
 
 /// Bytes of piece `k` of `pieces` (the last takes the remainder).

@@ -174,10 +174,7 @@ public:
         apply(g);
   }
   std::vector<GroupForm> ladder(const SteadyGroup &g) const {
-    std::vector<ReadyGrad> grads;
-    for (unsigned l = g.firstLayer; l <= g.lastLayer; ++l)
-      grads.insert(grads.end(), L.grads[l].begin(), L.grads[l].end());
-    return fidelityLadder(grads, policy);
+    return fidelityLadder(groupGrads(L, g), policy);
   }
 
 private:
@@ -354,6 +351,10 @@ bool oasr::schedule::isSteadyStrategy(StringRef strategy) {
          (name == strategy || name == "bytescheduler" || name == "dear");
 }
 
+bool oasr::schedule::steadyStrategyCompresses(StringRef strategy) {
+  return strategy == "oasr-step" || strategy == "oasr-barrier";
+}
+
 Expected<LoweredSteadyPlan>
 oasr::schedule::lowerSteadyPlan(const SteadyPlan &plan, const Profile &profile,
                                 const SteadyComm &comm) {
@@ -410,8 +411,8 @@ Expected<SteadyPlan>
 oasr::schedule::makeSteadyPlan(StringRef strategy, const Profile &profile,
                                const SteadyComm &comm,
                                const CompressPolicy &compress) {
-  if (!compress.off() && strategy != "oasr-step" &&
-      strategy != "oasr-barrier" && isSteadyStrategy(strategy))
+  if (!compress.off() && !steadyStrategyCompresses(strategy) &&
+      isSteadyStrategy(strategy))
     return createStringError(
         inconvertibleErrorCode(),
         "strategy '" + strategy + "' " +

@@ -584,7 +584,6 @@ Replanner::agreeModel(ReplanEvent &ev,
     model.overlapRate = exec.planOverlapRate();
     model.compressUsPerMac = exec.planCompressUsPerMac();
     model.compressUsPerElement = exec.planCompressUsPerElement();
-    rateFitted = false;
   } else if (!sameJobs || measured.empty()) {
     ev.note = sameJobs ? "no allreduce was measured"
                        : "the ranks measured different allreduces";
@@ -623,21 +622,21 @@ Replanner::agreeGroupEnds(ReplanEvent &ev, const schedule::Profile &profile,
   // Each group's end, then (under a policy) its PowerSGD rank.
   std::vector<double> ends;
   if (ev.note.empty()) {
-    schedule::CompressPolicy policy;
-    if (ev.compresses) {
-      if (auto p = schedule::parseCompressPolicy(exec.planCompress()))
+    llvm::Expected<schedule::Plan> plan =
+        [&]() -> llvm::Expected<schedule::Plan> {
+      schedule::CompressPolicy policy;
+      if (ev.compresses) {
+        auto p = schedule::parseCompressPolicy(exec.planCompress());
+        if (!p)
+          return p.takeError();
         policy = *p;
-      else
-        ev.note = "the plan's --compress=" + exec.planCompress() + ": " +
-                  llvm::toString(p.takeError());
-    }
-    auto plan = ev.note.empty()
-                    ? schedule::makeCompressedPlan(exec.planStrategy(), profile,
-                                                   model, policy)
-                    : llvm::Expected<schedule::Plan>(schedule::Plan());
+      }
+      return schedule::makeCompressedPlan(exec.planStrategy(), profile, model,
+                                          policy);
+    }();
     if (!plan) {
       ev.note = llvm::toString(plan.takeError());
-    } else if (ev.note.empty()) {
+    } else {
       for (unsigned e : plan->groupEnds)
         ends.push_back(double(e));
       if (ev.compresses)

@@ -305,7 +305,7 @@ Expected<std::vector<SteadyScored>> scoreSteady(const Profile &profile,
   std::vector<std::string> names;
   if (steadyOpt.empty() || steadyOpt == "all") {
     for (const std::string &n : steadyStrategyNames())
-      if (policy.off() || n == "oasr-barrier" || n == "oasr-step")
+      if (policy.off() || steadyStrategyCompresses(n))
         names.push_back(n);
   } else
     for (StringRef s : split(StringRef(steadyOpt), ','))

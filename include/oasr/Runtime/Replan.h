@@ -55,7 +55,7 @@ struct ReplanEvent {
   /// after (both 0 without).
   unsigned oldCompressed = 0, newCompressed = 0;
   bool compresses = false; ///< the plan has a compression policy
-  bool changed = false; ///< the plan's groups changed (else none switched)
+  bool changed = false;    ///< the plan's groups changed (else none switched)
   /// The strategy planned other groups, not predicted faster than those in
   /// place, so they were kept: their count and predicted time (else 0, -1).
   unsigned notFasterGroups = 0;

@@ -201,6 +201,10 @@ llvm::Expected<SteadyPlan> makeSteadyPlan(llvm::StringRef strategy,
 std::vector<std::string> steadyStrategyNames();
 /// Whether `strategy` names one of them (with or without a size).
 bool isSteadyStrategy(llvm::StringRef strategy);
+/// Whether steady strategy `strategy` plans under a compression policy
+/// (oasr-step, oasr-barrier: the others partition or reduce-scatter their
+/// groups, and PowerSGD sends a group whole).
+bool steadyStrategyCompresses(llvm::StringRef strategy);
 
 /// One unit of a lowered plan: piece `piece` of group `group` (ready
 /// order), its allreduce or reduce-scatter, or (`gather`) its all-gather.
