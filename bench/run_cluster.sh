@@ -38,7 +38,8 @@
 # broadcast_buffers=False, as oasr does not broadcast BatchNorm's statistics.
 # A strategy written NAME+compress=C runs NAME with oasr-run --compress=C
 # (docs/compression.md), e.g. STRATEGIES="oasr oasr+compress=auto"; one
-# written NAME+two-level=R runs it with --two-level=R. RANKS (NODES) ranks
+# written NAME+two-level=R runs it with --two-level=R, and the suffixes
+# combine (oasr+compress=auto+two-level=flat). RANKS (NODES) ranks
 # run on the NODES nodes, round-robin (scripts/cluster.sh): with RANKS a
 # multiple of NODES above it, ranks share nodes, the calibration measures
 # the two-level allreduce's tiers, and plans may send groups two-level.
@@ -191,10 +192,11 @@ for rep in $(seq "$REPS"); do
       runs+=("{\"round\": $rep, \"strategy\": \"$S\", \"groups\": $groups, \"measured_ms\": $measured, \"mean_ms\": $mean, \"predicted_ms\": null, \"replayed_ms\": null, \"exposed_comm_ms\": $exposed, \"compute_only_ms\": $compute, \"load\": $load, \"torch\": \"$torch\"}")
       continue
     fi
-    # NAME+compress=C: the strategy with oasr-run --compress=C.
+    # NAME+compress=C+two-level=R: the strategy with oasr-run --compress=C
+    # --two-level=R (each +OPTION=VALUE becomes --OPTION=VALUE).
+    IFS='+' read -r -a parts <<<"$S"
     extra=()
-    [[ "$S" == *+compress=* ]] && extra=(--compress="${S#*+compress=}")
-    [[ "$S" == *+two-level=* ]] && extra=(--two-level="${S#*+two-level=}")
+    for p in "${parts[@]:1}"; do extra+=(--"$p"); done
     log=$($CLUSTER run "$RANKS" -- $BASE --steps="$STEPS" --strategy="${S%%+*}" \
       "${extra[@]}" "${PLAN_MODEL[@]}")
     measured=$(step_median "$log")

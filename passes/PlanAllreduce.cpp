@@ -204,15 +204,11 @@ LogicalResult PlanAllreducePass::checkOptions(ModuleOp module, PlanChoice &c) {
     return failure();
   }
   c.route = *route;
-  if (c.route == sched::AllreduceRoute::TwoLevel &&
-      (!c.policy.off() || c.steady)) {
-    optionError(module) << "'two-level=two-level' sends every group "
-                           "uncompressed as one allreduce; it does not "
-                           "combine with "
-                        << (!c.policy.off()
-                                ? "'compress=" + compress.getValue()
-                                : "'strategy=" + strategy.getValue())
-                        << "'";
+  if (c.route == sched::AllreduceRoute::TwoLevel && c.steady) {
+    optionError(module) << "'two-level=two-level' sends every group as a "
+                           "two-level allreduce; steady-state plans keep one "
+                           "tier, so it does not combine with 'strategy="
+                        << strategy.getValue() << "'";
     return failure();
   }
   if (compressGmacs != -1.0 && !(compressGmacs > 0)) {
@@ -257,9 +253,8 @@ PlanAllreducePass::analyze(ModuleOp module, func::FuncOp fn, PlanChoice &c) {
                            "nodes)";
     return failure();
   }
-  // Compression and the steady step's reduce-scatters keep one tier.
-  c.model.route =
-      c.policy.off() && !c.steady ? c.route : sched::AllreduceRoute::Flat;
+  // The steady step's reduce-scatters keep one tier.
+  c.model.route = !c.steady ? c.route : sched::AllreduceRoute::Flat;
   if (!c.policy.off())
     c.compressFrom = sched::setCompressionCosts(c.model, compressGmacs);
   if (c.wireType)

@@ -345,8 +345,11 @@ void PlanReportPass::writeText(llvm::raw_ostream &os, DictionaryAttr planAttr,
   if (R.cm.twoLevelUsable()) {
     unsigned n = llvm::count_if(
         R.starts, [](AllreduceStartOp s) { return bool(s.getTwoLevel()); });
+    unsigned factors = llvm::count_if(R.starts, [](AllreduceStartOp s) {
+      return s.getTwoLevel() && s.getPowersgdRank();
+    });
     os << llvm::formatv(
-        "two-level allreduce ({0}): {1} of {2} groups (marked *: a "
+        "two-level allreduce ({0}): {1} of {2} groups{5} (marked *: a "
         "reduce-scatter in each node of {3} ranks, an allreduce of 1/{3}{4} "
         "between the nodes, an all-gather in the node), the others one "
         "collective over every rank\n",
@@ -354,7 +357,12 @@ void PlanReportPass::writeText(llvm::raw_ostream &os, DictionaryAttr planAttr,
         R.cm.twoLevel.ranksPerNode,
         R.cm.wire == sched::WireDType::F32
             ? std::string()
-            : " in " + sched::wireDTypeName(R.cm.wire).str());
+            : " in " + sched::wireDTypeName(R.cm.wire).str(),
+        factors ? llvm::formatv(" ({0} of them PowerSGD factors, each of "
+                                "their two collectives so)",
+                                factors)
+                      .str()
+                : std::string());
   }
   if (R.steady)
     os << llvm::formatv(

@@ -221,10 +221,6 @@ LogicalResult AllreduceStartOp::verify() {
                << i << " is not f32: PowerSGD compresses f32 gradients";
   }
   if (getTwoLevel()) {
-    if (getPowersgdRank())
-      return emitOpError("two_level sends the gradients uncompressed; "
-                         "powersgd_rank is ")
-             << *getPowersgdRank();
     for (auto [i, grad] : llvm::enumerate(getGrads()))
       if (!cast<RankedTensorType>(grad.getType()).getElementType().isF32())
         return emitOpError("gradient #")

@@ -403,11 +403,16 @@ void Run::setUpTiers() {
       wire == GradWire::F32
           ? ""
           : std::string(", ") + gradWireName(wire) + " between the nodes";
+  unsigned factors = llvm::count_if(exec->groups(), [](const GradGroup &g) {
+    return g.twoLevel && g.powerSgdRank;
+  });
+  std::string asFactors =
+      factors ? " (" + std::to_string(factors) + " as PowerSGD factors)" : "";
   if (why.empty())
-    std::printf("oasr-run: two-level allreduce: %u of %zu groups, in %d "
+    std::printf("oasr-run: two-level allreduce: %u of %zu groups%s, in %d "
                 "nodes of %d ranks (%s)%s\n",
-                twoLevel, exec->groups().size(), size / comm->ranksPerNode(),
-                comm->ranksPerNode(),
+                twoLevel, exec->groups().size(), asFactors.c_str(),
+                size / comm->ranksPerNode(), comm->ranksPerNode(),
                 o.ranksPerNode ? "--ranks-per-node" : "ranks sharing memory",
                 narrow.c_str());
   else

@@ -71,10 +71,12 @@ bool CommModel::twoLevelUsable() const {
 }
 
 bool CommModel::sendsTwoLevel(uint64_t bytes) const {
-  if (bytes == 0 || !twoLevelUsable())
-    return false;
-  return route == AllreduceRoute::TwoLevel ||
-         twoLevelTimeUs(bytes) < flatTimeUs(bytes);
+  return bytes && prefersTwoLevel(flatTimeUs(bytes), twoLevelTimeUs(bytes));
+}
+
+bool CommModel::prefersTwoLevel(double flatUs, double twoUs) const {
+  return twoLevelUsable() &&
+         (route == AllreduceRoute::TwoLevel || twoUs < flatUs);
 }
 
 namespace {
@@ -157,13 +159,26 @@ Expected<AllreduceRoute> oasr::schedule::parseAllreduceRoute(StringRef name) {
                            "'" + name + "': expected auto, flat or two-level");
 }
 
-double CommModel::groupTimeUs(uint64_t bytes, unsigned numTensors) const {
+/// The channel's time for a group whose allreduce takes `allreduceUs`.
+static double withGroupCosts(const CommModel &m, double allreduceUs,
+                             uint64_t bytes, unsigned numTensors) {
   if (bytes == 0 || numTensors == 0)
     return 0;
-  double t = timeUs(bytes) + groupOverheadUs;
+  double t = allreduceUs + m.groupOverheadUs;
   if (numTensors > 1)
-    t += packUsPerByte * static_cast<double>(bytes);
+    t += m.packUsPerByte * static_cast<double>(bytes);
   return t;
+}
+
+double CommModel::groupTimeUs(uint64_t bytes, unsigned numTensors) const {
+  return withGroupCosts(*this, timeUs(bytes), bytes, numTensors);
+}
+
+double CommModel::groupTimeUs(uint64_t bytes, unsigned numTensors,
+                              bool twoLevel) const {
+  return withGroupCosts(*this,
+                        twoLevel ? twoLevelTimeUs(bytes) : flatTimeUs(bytes),
+                        bytes, numTensors);
 }
 
 CommModel CommModel::basic() const {

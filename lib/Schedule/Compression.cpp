@@ -96,6 +96,25 @@ Expected<CompressPolicy> oasr::schedule::parseCompressPolicy(StringRef text) {
   return p;
 }
 
+/// A compressed group's two collectives (P with the vectors, then Q), on
+/// the route they take together (`twoLevel` set to it).
+static double factorCollectivesUs(const CommModel &comm, uint64_t first,
+                                  unsigned firstTensors, uint64_t second,
+                                  unsigned matrices, bool &twoLevel) {
+  auto on = [&](bool two) {
+    return comm.groupTimeUs(first, firstTensors, two) +
+           comm.groupTimeUs(second, matrices, two);
+  };
+  const double flat = on(false);
+  if (!comm.twoLevelUsable()) {
+    twoLevel = false;
+    return flat;
+  }
+  const double two = on(true);
+  twoLevel = comm.prefersTwoLevel(flat, two);
+  return twoLevel ? two : flat;
+}
+
 FormCost oasr::schedule::formCost(const CommModel &comm,
                                   ArrayRef<ReadyGrad> grads, GroupForm form) {
   FormCost c;
@@ -106,6 +125,7 @@ FormCost oasr::schedule::formCost(const CommModel &comm,
     c.wireBytes = uint64_t(double(bytes) * wireFactor(comm.wire));
     c.collectives = bytes ? 1 : 0;
     c.channelUs = comm.groupTimeUs(bytes, grads.size());
+    c.twoLevel = comm.sendsTwoLevel(bytes);
     return c;
   };
   if (!form.compressed())
@@ -138,8 +158,9 @@ FormCost oasr::schedule::formCost(const CommModel &comm,
   c.collectives = 2;
   c.computeUs =
       macs * comm.compressUsPerMac + elements * comm.compressUsPerElement;
-  c.channelUs = comm.groupTimeUs(first, firstTensors) +
-                comm.groupTimeUs(second, c.compressed) + c.computeUs;
+  c.channelUs = factorCollectivesUs(comm, first, firstTensors, second,
+                                    c.compressed, c.twoLevel) +
+                c.computeUs;
   return c;
 }
 
@@ -151,10 +172,10 @@ std::vector<bool> oasr::schedule::twoLevelGroups(const Profile &profile,
     return out;
   std::vector<ReadyGrad> ready = readyOrder(profile);
   for (unsigned k = 0; k < plan.numGroups(); ++k) {
-    uint64_t bytes = 0;
-    for (unsigned i = plan.groupBegin(k); i < plan.groupEnds[k]; ++i)
-      bytes += ready[i].bytes;
-    out[k] = !plan.form(k).compressed() && comm.sendsTwoLevel(bytes);
+    unsigned b = plan.groupBegin(k);
+    out[k] = formCost(comm, ArrayRef(ready).slice(b, plan.groupEnds[k] - b),
+                      plan.form(k))
+                 .twoLevel;
   }
   return out;
 }
@@ -256,8 +277,10 @@ Plan oasr::schedule::compressionAwarePlan(const Profile &profile,
       return plain;
     double first = vecBytes[j] - vecBytes[i] + pBytes[j] - pBytes[i];
     unsigned firstTensors = unsigned(vecTensors[j] - vecTensors[i] + m);
-    double c = comm.groupTimeUs(uint64_t(first), firstTensors) +
-               comm.groupTimeUs(uint64_t(qBytes[j] - qBytes[i]), unsigned(m)) +
+    bool twoLevel;
+    double c = factorCollectivesUs(comm, uint64_t(first), firstTensors,
+                                   uint64_t(qBytes[j] - qBytes[i]), unsigned(m),
+                                   twoLevel) +
                compute[j] - compute[i];
     if (policy.mode == CompressPolicy::Mode::PowerSGD || c < plain) {
       compressed = true;

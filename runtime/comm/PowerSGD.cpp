@@ -238,16 +238,15 @@ void PowerSgd::reduce(Communicator &c, const GradGroup &g) {
          it.cols, first.data() + it.atP, it.rows);
   }
   double computeUs = nowUs() - t0;
-  // The factors travel in the group's wire type (f32 or bf16: each rank's
-  // values rounded, summed in f32 and rounded back, the same on every
-  // rank).
+  // The factors travel as the group's gradients would: in its wire type
+  // (f32 or bf16: each rank's values rounded, summed in f32 and rounded
+  // back, the same on every rank) and on its route (two-level: summed in
+  // the node, then between the nodes, each local rank a share).
   auto average = [&](std::vector<float> &v, size_t n) {
-    if (g.wire == GradWire::F32) {
-      c.allreduceAverage(v.data(), n, DType::F32);
-      return;
-    }
-    wireScratch.resize(std::max(wireScratch.size(), n));
-    c.allreduceAverageWire(v.data(), n, g.wire, wireScratch.data());
+    if (g.wire != GradWire::F32)
+      wireScratch.resize(std::max(wireScratch.size(), n));
+    c.allreduceGradients(v.data(), n, DType::F32, g.wire, wireScratch.data(),
+                         g.twoLevel);
   };
   average(first, n1);
 

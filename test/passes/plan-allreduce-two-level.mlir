@@ -20,6 +20,16 @@
 // RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="strategy=wfbp comm=%S/Inputs/comm-two-level.json grad-dtype=bf16" --oasr-plan-report -o %t.wire.mlir | FileCheck %s --check-prefix=WIREREPORT
 // RUN: FileCheck %s --check-prefix=WIRE < %t.wire.mlir
 // RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="strategy=oasr-step comm=%S/Inputs/comm-two-level.json" | FileCheck %s --check-prefix=FLAT
+// PowerSGD's factors take a route too, chosen on both collectives' times
+// together: fc5's 53 kB of factors go flat, the four largest groups'
+// two-level.
+// RUN: oasr-opt %t.step.mlir --oasr-plan-allreduce="strategy=wfbp comm=%S/Inputs/comm-two-level.json compress=powersgd:4" --oasr-plan-report -o %t.psgd.mlir | FileCheck %s --check-prefix=PSGDREPORT
+// RUN: FileCheck %s --check-prefix=PSGD < %t.psgd.mlir
+// PSGDREPORT: two-level allreduce (auto): 4 of 8 groups (4 of them PowerSGD factors, each of their two collectives so)
+// PSGDREPORT: {{^}}    3      2      8392704
+// PSGDREPORT-NEXT: {{^}}   *4      2     16785408
+// PSGD: oasr.allreduce_start {{.*}} {group = 3 : i64, powersgd_rank = 4 : i64} : tensor<1024x2048xf32>
+// PSGD: oasr.allreduce_start {{.*}} {group = 4 : i64, powersgd_rank = 4 : i64, two_level} : tensor<2048x2048xf32>
 // The pipeline option reaches the pass, and the layout keeps the attribute.
 // RUN: oasr-opt %S/Inputs/mlp8.mlir --oasr-train-pipeline="profile=%S/Inputs/mlp8.profile.json comm=%S/Inputs/comm-two-level.json strategy=wfbp" | FileCheck %s --check-prefix=PIPELINE
 // RUN: oasr-opt %S/Inputs/mlp8.mlir --oasr-train-pipeline="profile=%S/Inputs/mlp8.profile.json comm=%S/Inputs/comm-two-level.json strategy=wfbp two-level=flat" | FileCheck %s --check-prefix=FLAT

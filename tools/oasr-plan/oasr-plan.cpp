@@ -269,7 +269,10 @@ struct SteadyScored {
 /// of the --comm calibration where `oasr-bench comm` measured them (and no
 /// --alpha/--beta replaced its allreduce), else halves of the allreduce.
 /// `how` says which, for the report.
-Expected<SteadyComm> steadyComm(const CommModel &comm, std::string &how) {
+Expected<SteadyComm> steadyComm(const CommModel &twoTiers, std::string &how) {
+  // Steady-state plans keep one tier, as the pipeline plans them.
+  CommModel comm = twoTiers;
+  comm.route = AllreduceRoute::Flat;
   if (steadyUpdateOpt != "lane" && steadyUpdateOpt != "shard")
     return createStringError(inconvertibleErrorCode(),
                              "--steady-update=" + steadyUpdateOpt +
@@ -371,6 +374,14 @@ void printJson(raw_ostream &os, const Scores &r) {
         f.push_back(s.plan.form(k).name());
       forms = std::move(f);
     }
+    // Each group's route, where the model has a usable second tier.
+    json::Value routes = nullptr;
+    if (r.comm.twoLevelUsable()) {
+      json::Array a;
+      for (bool two : twoLevelGroups(r.profile, r.comm, s.plan))
+        a.push_back(two ? "two-level" : "flat");
+      routes = std::move(a);
+    }
     const Timeline &t = s.timeline;
     list.push_back(
         json::Object{{"name", s.plan.strategy},
@@ -385,7 +396,8 @@ void printJson(raw_ostream &os, const Scores &r) {
                      {"compressed_groups", int64_t(s.plan.numCompressed())},
                      {"two_level_groups", int64_t(countTwoLevel(r, s.plan))},
                      {"groups", std::move(groups)},
-                     {"forms", std::move(forms)}});
+                     {"forms", std::move(forms)},
+                     {"routes", std::move(routes)}});
   }
   json::Object doc{
       {"model", r.profile.model},
@@ -556,8 +568,7 @@ int main(int argc, char **argv) {
                 ": the communication model has no second tier (a "
                 "calibration's 'two_level', which `oasr-bench comm` writes "
                 "where ranks share nodes)");
-  // Compression keeps one tier (docs/compression.md).
-  comm->route = policy->off() ? *route : AllreduceRoute::Flat;
+  comm->route = *route;
   Scores r;
   r.profile = std::move(profile);
   r.comm = *comm;

@@ -81,10 +81,11 @@ def OASR_AllreduceStartOp : OASR_Op<"allreduce_start"> {
     `two_level`, when present, sends the group as a two-level allreduce
     where ranks share nodes (`--oasr-plan-allreduce{two-level=...}`): a
     reduce-scatter inside each node, an allreduce of each node's share
-    between the nodes, then an all-gather inside the node. It sums in
-    another order than one collective (the same on every rank), so it
-    sends f32 gradients uncompressed. A job whose ranks do not form equal
-    nodes of two or more sends it as one collective.
+    between the nodes, then an all-gather inside the node. It sums f32 in
+    another order than one collective (the same on every rank). With
+    `powersgd_rank`, each of the factors' two collectives takes that
+    route. A job whose ranks do not form equal nodes of two or more sends
+    it as one collective.
 
     The returned token must be awaited exactly once by `oasr.allreduce_wait`.
 

@@ -90,11 +90,15 @@ struct FormCost {
   double computeUs = 0;     ///< compression's own compute (channel)
   double channelUs = 0;     ///< the whole: collectives plus compute
   unsigned compressed = 0;  ///< tensors sent as factors
+  bool twoLevel = false;    ///< its collectives travel two-level
 };
 
 /// The cost of sending the ready-ordered gradients `grads` (one group) in
 /// `form` under `comm`. PowerSGD's factors and the group's vectors travel
-/// as f32 (the model's wire type applies to plain groups); its compute is
+/// in the model's wire type, as plain groups do, and both collectives take
+/// one route: two-level where CommModel::prefersTwoLevel says so of their
+/// times together (the factors' sums are linear, so either route averages
+/// them; only the order of the sums differs). Its compute is
 /// charged at CommModel::compressUsPerMac per multiply-add (P = M Q,
 /// Q = M^T P, the product P Q^T, and the orthogonalisation) and
 /// CommModel::compressUsPerElement per element of the compressed matrices

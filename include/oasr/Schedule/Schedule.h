@@ -195,6 +195,10 @@ struct CommModel {
   /// A group of `bytes` travels two-level: the tier is usable and either
   /// the route says two-level or (auto) its time is the smaller.
   bool sendsTwoLevel(uint64_t bytes) const;
+  /// Of collectives that take `flatUs` over every rank and `twoUs` in
+  /// two tiers, whether they travel two-level: the tier is usable and the
+  /// route says two-level or (auto) `twoUs` is the smaller.
+  bool prefersTwoLevel(double flatUs, double twoUs) const;
   /// The per-call and per-byte terms of the cost line groups take: the
   /// flat one, the two-level one, or (auto, where neither line is below
   /// the other everywhere) none: `timeUs` is then the lower of two lines,
@@ -210,6 +214,9 @@ struct CommModel {
   /// tensors totalling `bytes`: `timeUs` plus the extra costs. 0 for an
   /// empty group.
   double groupTimeUs(uint64_t bytes, unsigned numTensors) const;
+  /// groupTimeUs on a given route: the flat time, or with `twoLevel` the
+  /// two-level time (flat where the model has no second tier).
+  double groupTimeUs(uint64_t bytes, unsigned numTensors, bool twoLevel) const;
   /// alpha in microseconds.
   double alphaUs() const { return alphaS * 1e6; }
   /// beta in microseconds per gradient (f32) byte: the calibrated beta
@@ -460,8 +467,9 @@ struct Timeline {
 };
 
 /// Per group of `plan` over `profile`: whether `comm` sends it as a
-/// two-level allreduce (a plain group whose bytes take the two-level line,
-/// CommModel::sendsTwoLevel).
+/// two-level allreduce (formCost's route: a plain group whose bytes take
+/// the two-level line, CommModel::sendsTwoLevel; a compressed group whose
+/// two collectives together end sooner so).
 std::vector<bool> twoLevelGroups(const Profile &profile, const CommModel &comm,
                                  const Plan &plan);
 

@@ -108,6 +108,58 @@ TEST(Compression, FormCostCountsBytesCallsAndCompute) {
                                       (100 + 0.005 * second) + c.computeUs));
 }
 
+TEST(Compression, FactorsTakeOneRouteTogether) {
+  // 2 nodes of 2 ranks: flat alpha 100 us; two-level alpha 10 + 150 us,
+  // per byte 0.001 inside the node and 0.01 / 2 between the nodes.
+  CommModel m = unitModel(100, 0.01);
+  m.ranks = 4;
+  m.twoLevel = {2, 10e-6, 0.001e-6, 150e-6, 0.01e-6};
+  m.compressUsPerMac = 1e-3;
+  m.compressUsPerElement = 1e-2;
+  auto flatUs = [](double b) { return 100 + 0.01 * b; };
+  auto twoUs = [](double b) { return 160 + 0.001 * b + 0.005 * b; };
+  // A 4000 x 250 matrix at rank 4: P 64000 bytes, Q 4000. Flat 740 + 140
+  // us against two-level 544 + 184 us: both go two-level, though Q alone
+  // would be 44 us sooner flat.
+  std::vector<ReadyGrad> g = {{0, 0, "w", 4000 * 250 * 4, 0, 4000}};
+  FormCost c = formCost(m, g, GroupForm::powerSGD(4));
+  ASSERT_EQ(c.compressed, 1u);
+  EXPECT_TRUE(c.twoLevel);
+  EXPECT_LT(flatUs(4000), twoUs(4000));
+  EXPECT_TRUE(close(c.channelUs, twoUs(64000) + twoUs(4000) + c.computeUs));
+  // A 40 x 30 matrix at rank 1: 160 and 120 bytes, flat together.
+  std::vector<ReadyGrad> s = {{0, 0, "w", 40 * 30 * 4, 0, 40}};
+  FormCost cs = formCost(m, s, GroupForm::powerSGD(1));
+  ASSERT_EQ(cs.compressed, 1u);
+  EXPECT_FALSE(cs.twoLevel);
+  EXPECT_TRUE(close(cs.channelUs, flatUs(160) + flatUs(120) + cs.computeUs));
+  // The route option forces it; without a usable tier it is flat.
+  CommModel forced = m;
+  forced.route = AllreduceRoute::TwoLevel;
+  EXPECT_TRUE(formCost(forced, s, GroupForm::powerSGD(1)).twoLevel);
+  forced.route = AllreduceRoute::Flat;
+  EXPECT_FALSE(formCost(forced, g, GroupForm::powerSGD(4)).twoLevel);
+  CommModel oneNode = m;
+  oneNode.ranks = 2;
+  EXPECT_FALSE(formCost(oneNode, g, GroupForm::powerSGD(4)).twoLevel);
+  // twoLevelGroups reports each group's route, compressed or plain.
+  Profile p;
+  p.layers.push_back({"big", 10, 0, {{"big.w", 4000 * 250 * 4, 4000}}});
+  p.layers.push_back({"small", 10, 0, {{"small.w", 40 * 30 * 4, 40}}});
+  Plan plan;
+  plan.groupEnds = {1, 2};
+  plan.forms = {GroupForm::powerSGD(4), GroupForm::powerSGD(4)};
+  std::vector<bool> routes = twoLevelGroups(p, m, plan);
+  ASSERT_EQ(routes.size(), 2u);
+  // Ready in backward order: the small layer's group first.
+  EXPECT_FALSE(routes[0]);
+  EXPECT_TRUE(routes[1]);
+  plan.forms.clear(); // plain: 4800 bytes flat, 4 MB two-level
+  routes = twoLevelGroups(p, m, plan);
+  EXPECT_FALSE(routes[0]);
+  EXPECT_TRUE(routes[1]);
+}
+
 /// Every partition with every choice of form, scored by the simulator.
 double bruteForce(const Profile &p, const CommModel &m,
                   const CompressPolicy &policy) {
@@ -183,6 +235,11 @@ TEST(Compression, JointPlanIsTheOptimum) {
     CommModel m = unitModel(time(rng), beta(rng));
     m.compressUsPerMac = 1e-4;
     m.compressUsPerElement = 1e-3;
+    if (trial % 2) { // a second tier: 2 nodes of 2 ranks
+      m.ranks = 4;
+      m.twoLevel = {2, time(rng) * 1e-6, beta(rng) * 1e-7, time(rng) * 1e-6,
+                    beta(rng) * 1e-6};
+    }
     CompressPolicy auto2{CompressPolicy::Mode::Auto, 2};
     Plan joint = compressionAwarePlan(p, m, auto2);
     ASSERT_FALSE(bool(verifyPlan(joint, p.numGrads())));
