@@ -273,6 +273,11 @@ llvm::Expected<ReplanOptions> replanFor(const RunOptions &o, int ranks,
       return runError("--replan=" + o.replan + ": the plan " + fixedForms +
                       ", and re-planning does not choose routes yet; give "
                       "--replan=off");
+    if (r.mode != ReplanOptions::Mode::Off && compresses && o.device != "cpu")
+      return runError("--replan=" + o.replan + ": a re-plan may send a " +
+                      "compressed matrix plain with its error feedback, " +
+                      "which PowerSGD keeps in host memory; with --device=" +
+                      o.device + " give --replan=off");
     if (r.mode != ReplanOptions::Mode::Off && !modelStrategy)
       return runError(
           "--replan=" + o.replan + ": the plan's strategy '" +

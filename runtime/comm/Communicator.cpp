@@ -52,6 +52,18 @@ std::string Communicator::setUpTiers(int) {
   return std::string("the ") + name() + " communicator has one tier";
 }
 
+void Communicator::copyGradientsToHost(void *, const void *, size_t) {
+  abort(std::string("oasr: error: the ") + name() +
+            " communicator has no device memory to copy gradients from",
+        1);
+}
+
+void Communicator::copyGradientsToDevice(void *, const void *, size_t) {
+  abort(std::string("oasr: error: the ") + name() +
+            " communicator has no device memory to copy gradients to",
+        1);
+}
+
 void Communicator::reduceScatterAverage(const float *, float *, size_t) {
   abort(std::string("oasr: error: the ") + name() +
             " communicator has no reduce-scatter",

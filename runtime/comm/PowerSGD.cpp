@@ -179,6 +179,13 @@ bool PowerSgd::flushInto(float *grad, const std::string &param, size_t n) {
   return true;
 }
 
+bool PowerSgd::holds(const GradGroup &g) const {
+  for (const GradGroup::Span &s : g.spans)
+    if (matrices.count(s.param))
+      return true;
+  return false;
+}
+
 void PowerSgd::flushInto(const GradGroup &g) {
   if (matrices.empty())
     return;
@@ -192,8 +199,19 @@ void PowerSgd::flushInto(const GradGroup &g) {
 }
 
 void PowerSgd::reduce(Communicator &c, const GradGroup &g) {
+  reduceAt(c, g, static_cast<float *>(g.buffer.data));
+}
+
+void PowerSgd::reduceStaged(Communicator &c, const GradGroup &g) {
+  const size_t bytes = g.buffer.desc.bytes();
+  staged.resize(bytes / sizeof(float));
+  c.copyGradientsToHost(staged.data(), g.buffer.data, bytes);
+  reduceAt(c, g, staged.data());
+  c.copyGradientsToDevice(g.buffer.data, staged.data(), bytes);
+}
+
+void PowerSgd::reduceAt(Communicator &c, const GradGroup &g, float *buf) {
   const unsigned r = g.powerSgdRank;
-  float *buf = static_cast<float *>(g.buffer.data);
   struct Item {
     const GradGroup::Span *span;
     int64_t rows, cols;  // rows 0: sent as it is, cols elements

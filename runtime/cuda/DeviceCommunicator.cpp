@@ -12,6 +12,49 @@ void DeviceCommunicator::abort(const std::string &message, int code) {
   std::abort(); // not reached: a virtual call does not carry [[noreturn]]
 }
 
+DeviceCommunicator::~DeviceCommunicator() {
+  if (copyStream)
+    cudaStreamDestroy(copyStream);
+}
+
+bool DeviceCommunicator::onDevice(const void *p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError(); // an unregistered host pointer on old runtimes
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+void DeviceCommunicator::copyAndWait(void *to, const void *from, size_t bytes,
+                                     cudaMemcpyKind kind, const char *what) {
+  cudaError_t s = cudaMemcpyAsync(to, from, bytes, kind, copyStream);
+  if (s == cudaSuccess)
+    s = cudaStreamSynchronize(copyStream);
+  if (s != cudaSuccess)
+    mpi->abort("oasr: rank " + std::to_string(rank()) + " (host " + host() +
+                   "): " + what + ": " + cudaGetErrorString(s),
+               1);
+}
+
+void DeviceCommunicator::copyGradientsToHost(void *host, const void *device,
+                                             size_t bytes) {
+  check(cudaSetDevice(this->device), "cudaSetDevice");
+  if (!copyStream)
+    check(cudaStreamCreateWithFlags(&copyStream, cudaStreamNonBlocking),
+          "create the gradient copy stream");
+  marks.waitOldest(copyStream);
+  copyAndWait(host, device, bytes, cudaMemcpyDeviceToHost,
+              "copy a gradient group to the host");
+}
+
+void DeviceCommunicator::copyGradientsToDevice(void *device, const void *host,
+                                               size_t bytes) {
+  check(cudaSetDevice(this->device), "cudaSetDevice");
+  copyAndWait(device, host, bytes, cudaMemcpyHostToDevice,
+              "copy a gradient group back to the device");
+}
+
 ComputeMarks::ComputeMarks(int device, cudaStream_t computeStream)
     : device(device), computeStream(computeStream) {
   check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming),

@@ -62,7 +62,7 @@ class DeviceCommunicator : public Communicator {
 public:
   DeviceCommunicator(std::unique_ptr<Communicator> mpi, int device,
                      cudaStream_t computeStream)
-      : mpi(std::move(mpi)), marks(device, computeStream) {}
+      : mpi(std::move(mpi)), marks(device, computeStream), device(device) {}
 
   int rank() const override { return mpi->rank(); }
   int size() const override { return mpi->size(); }
@@ -83,10 +83,28 @@ public:
   }
   [[noreturn]] void abort(const std::string &message, int code) override;
   void finalize() override { mpi->finalize(); }
+  /// PowerSGD's groups: copied on a stream of their own, the copy to the
+  /// host after the group's compute mark.
+  bool copiesDeviceGradients() const override { return true; }
+  void copyGradientsToHost(void *host, const void *device,
+                           size_t bytes) override;
+  void copyGradientsToDevice(void *device, const void *host,
+                             size_t bytes) override;
+  ~DeviceCommunicator() override;
 
 protected:
+  /// Whether `p` is device (or managed) memory; host memory, pinned or
+  /// not, is not. Host memory given to a collective goes to `mpi`.
+  static bool onDevice(const void *p);
+
   std::unique_ptr<Communicator> mpi;
   ComputeMarks marks;
+
+private:
+  void copyAndWait(void *to, const void *from, size_t bytes,
+                   cudaMemcpyKind kind, const char *what);
+  cudaStream_t copyStream = nullptr; ///< created at the first copy
+  int device = 0;
 };
 
 } // namespace oasr::rt::cuda

@@ -41,6 +41,9 @@ public:
   const char *name() const override { return "nccl"; }
 
   void allreduceAverage(void *data, size_t count, DType dtype) override {
+    // Host memory (PowerSGD's factors) is MPI's.
+    if (!onDevice(data))
+      return mpi->allreduceAverage(data, count, dtype);
     ncclDataType_t type = ncclFloat32;
     switch (dtype) {
     case DType::F32:
@@ -68,6 +71,8 @@ public:
   }
   void allreduceAverageWire(float *data, size_t count, GradWire wire,
                             void *scratch) override {
+    if (!onDevice(data))
+      return mpi->allreduceAverageWire(data, count, wire, scratch);
     if (wire == GradWire::F32)
       return allreduceAverage(data, count, DType::F32);
     // On the NCCL stream, after the group's kernels: round into the

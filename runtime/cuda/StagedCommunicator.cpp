@@ -193,16 +193,6 @@ public:
   }
 
 private:
-  /// Whether `p` is device (or managed) memory, which goes through the
-  /// host slots; host memory, pinned or not, goes to MPI as it is.
-  bool onDevice(const void *p) const {
-    cudaPointerAttributes a{};
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-      cudaGetLastError(); // an unregistered host pointer on old runtimes
-      return false;
-    }
-    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
-  }
   void stage(void *data, size_t count, size_t elemBytes,
              const std::function<void(void *, size_t)> &reduce) {
     cuda::check(cudaSetDevice(device), "cudaSetDevice");

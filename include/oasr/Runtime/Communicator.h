@@ -118,6 +118,18 @@ public:
   virtual void allreduceMax(double *data, size_t count) = 0;
   /// Copies `bytes` at `data` from `root` to every rank.
   virtual void broadcast(void *data, size_t bytes, int root) = 0;
+  /// For a fused group in device memory that a job reduces on the host
+  /// (PowerSGD): whether this communicator copies it there and back.
+  virtual bool copiesDeviceGradients() const { return false; }
+  /// Copies `bytes` of a group's device memory at `device` into `host` once
+  /// the compute work marked for the group is done (consuming its
+  /// markComputeReady, as the group's collective would), and back. The
+  /// calls return when the copy is done. The default aborts naming the
+  /// communicator (it has no device memory).
+  virtual void copyGradientsToHost(void *host, const void *device,
+                                   size_t bytes);
+  virtual void copyGradientsToDevice(void *device, const void *host,
+                                     size_t bytes);
   virtual void barrier() = 0;
   /// Gathers a variable number of bytes from every rank to `root`, which
   /// receives them concatenated in rank order in `out` (with `counts[r]`

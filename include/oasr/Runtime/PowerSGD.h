@@ -47,6 +47,13 @@ public:
   /// its matrices as rank `g.powerSgdRank` factors. Called on the
   /// communication thread, one group at a time.
   void reduce(Communicator &c, const GradGroup &g);
+  /// reduce of a group in device memory, on a host copy: `c` copies the
+  /// group's buffer to the host after its compute mark
+  /// (Communicator::copyGradientsToHost), the factors' collectives run on
+  /// host memory (the device communicators send it through MPI), and the
+  /// averaged group is copied back. The arithmetic is the host's, so the
+  /// same gradients give the CPU backend's result bit for bit.
+  void reduceStaged(Communicator &c, const GradGroup &g);
 
   /// Bytes sent per rank by the last reduce of each kind, for reports.
   struct Stats {
@@ -63,6 +70,8 @@ public:
   /// change sends the error its matrices kept. On the communication thread,
   /// before the group's allreduce.
   void flushInto(const GradGroup &group);
+  /// Whether any of `group`'s matrices has state (flushInto would add).
+  bool holds(const GradGroup &group) const;
 
   /// The state a checkpoint carries, for the gradients `params` (the
   /// executor's gradient order, the same under any plan): per gradient a
@@ -91,6 +100,9 @@ private:
   /// flushInto for one gradient of `n` elements at `grad`; whether the
   /// parameter had state.
   bool flushInto(float *grad, const std::string &param, size_t n);
+  /// reduce with the group's f32 elements at `buf` (its buffer, or a host
+  /// copy of it).
+  void reduceAt(Communicator &c, const GradGroup &g, float *buf);
   Matrix &matrixFor(const std::string &param, int64_t rows, int64_t cols,
                     unsigned rank);
 
@@ -98,6 +110,7 @@ private:
   std::map<std::string, Matrix> matrices; ///< by parameter
   std::vector<float> first, second;       ///< the two collectives' buffers
   std::vector<uint16_t> wireScratch;      ///< them in a 16-bit wire type
+  std::vector<float> staged;              ///< reduceStaged's host copy
   Stats totals;
 };
 

@@ -48,11 +48,13 @@ llvm::Error checkTrainingAlgorithm(llvm::StringRef name,
       return fail("--compress: --algo=" + name +
                   " does not run the planned allreduces that PowerSGD "
                   "compresses (sync-sgd does)");
-    if (!exec->backend().hostAddressable())
+    if (!exec->backend().hostAddressable() && !comm.copiesDeviceGradients())
       return fail("--compress: PowerSGD runs on host memory, and the " +
                   llvm::Twine(exec->backend().name()) +
-                  " backend's gradients are on the device (not yet "
-                  "supported; use --device=cpu)");
+                  " backend's gradients are on the device, which the " +
+                  comm.name() +
+                  " communicator does not copy to the host (run on "
+                  "several ranks, or use --device=cpu)");
   }
   if (o.compressStart < 0)
     return fail("--compress-start=" + llvm::Twine(o.compressStart) +

@@ -161,18 +161,30 @@ private:
       engine.communicator().markComputeReady();
     std::function<void(Communicator &)> job;
     if (g.powerSgdRank && exec.updateCount() >= compressStart) {
-      // One allreduce piece per compressed group (the planners' rule).
+      // One allreduce piece per compressed group (the planners' rule);
+      // from device memory through a host copy.
       PowerSgd *ps = powerSgd.get();
       const GradGroup *group = &g;
-      job = [ps, group](Communicator &c) { ps->reduce(c, *group); };
+      if (exec.backend().hostAddressable())
+        job = [ps, group](Communicator &c) { ps->reduce(c, *group); };
+      else
+        job = [ps, group](Communicator &c) { ps->reduceStaged(c, *group); };
     } else if (!g.scatterRanks) {
       // After a re-plan, a group sent plain whose matrices were compressed
       // sends their error feedback too.
       PowerSgd *ps = powerSgd.get();
       const GradGroup *group = &g;
+      const bool host = exec.backend().hostAddressable();
       job = [=](Communicator &c) {
-        if (ps && pieces == 1)
+        if (ps && pieces == 1 && host)
           ps->flushInto(*group);
+        else if (ps && pieces == 1 && ps->holds(*group))
+          c.abort("oasr-run: rank " + std::to_string(c.rank()) +
+                      ": error: PowerSGD's error feedback of a group now "
+                      "sent plain is in host memory, the group on the "
+                      "device (a resume before --compress-start); resume "
+                      "at or after it, or use --device=cpu",
+                  1);
         c.allreduceGradients(data, count, dtype, wire, scratch, twoLevel);
       };
     } else {

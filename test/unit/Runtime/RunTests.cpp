@@ -359,6 +359,16 @@ TEST(RunReplan, OnceByDefaultForSyncSgdOnSeveralCpuRanksWithAModel) {
   compressed = replanFor(o, 2, "oasr", "", /*compresses=*/true);
   ASSERT_TRUE(bool(compressed));
   EXPECT_EQ(compressed->mode, ReplanOptions::Mode::Once);
+  // On a device PowerSGD's error feedback stays in host memory, which a
+  // re-plan that sends a matrix plain would have to add on the device.
+  o.device = "cuda";
+  auto onDevice = replanFor(o, 2, "oasr", "", /*compresses=*/true);
+  ASSERT_FALSE(bool(onDevice));
+  EXPECT_EQ(errorOf(onDevice.takeError()),
+            "--replan=once: a re-plan may send a compressed matrix plain "
+            "with its error feedback, which PowerSGD keeps in host memory; "
+            "with --device=cuda give --replan=off");
+  o.device = "cpu";
   auto tiers = replanFor(o, 2, "oasr", "sends groups two-level");
   ASSERT_FALSE(bool(tiers));
   EXPECT_EQ(errorOf(tiers.takeError()),
