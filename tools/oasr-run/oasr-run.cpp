@@ -90,7 +90,9 @@ static cl::opt<std::string> compress(
              "rank-R PowerSGD factors with error feedback) or auto[:R[-M]] "
              "(the planner chooses per group: plain, or rank R, 8 by "
              "default, raised up to M where the step hides it); the factors "
-             "travel in --grad-dtype (f32 or bf16); docs/compression.md"),
+             "travel in --grad-dtype (f32 or bf16) and on the group's "
+             "--two-level route; on --device=cuda through host memory; "
+             "docs/compression.md"),
     cl::init("off"), cl::cat(runCat));
 static cl::opt<std::string> twoLevel(
     "two-level",
