@@ -196,13 +196,10 @@ LogicalResult PlanReportPass::readPlan(ModuleOp module, func::FuncOp fn,
       end = std::max(end, readyIndex.lookup(g) + 1);
     plan.groupEnds.push_back(end);
   }
+  std::vector<unsigned> ranks;
   for (AllreduceStartOp start : R.starts)
-    plan.forms.push_back(
-        start.getPowersgdRank()
-            ? sched::GroupForm::powerSGD(unsigned(*start.getPowersgdRank()))
-            : sched::GroupForm::plain());
-  if (!plan.compresses())
-    plan.forms.clear();
+    ranks.push_back(unsigned(start.getPowersgdRank().value_or(0)));
+  plan.forms = sched::formsFromRanks(ranks);
   cm.compressUsPerMac = getF64(planAttr, "compress_us_per_mac");
   cm.compressUsPerElement = getF64(planAttr, "compress_us_per_element");
   if (llvm::Error e = sched::verifyPlan(plan, order.size())) {

@@ -96,6 +96,16 @@ Expected<CompressPolicy> oasr::schedule::parseCompressPolicy(StringRef text) {
   return p;
 }
 
+std::vector<GroupForm>
+oasr::schedule::formsFromRanks(ArrayRef<unsigned> ranks) {
+  if (llvm::all_of(ranks, [](unsigned r) { return r == 0; }))
+    return {};
+  std::vector<GroupForm> forms;
+  for (unsigned r : ranks)
+    forms.push_back(r ? GroupForm::powerSGD(r) : GroupForm::plain());
+  return forms;
+}
+
 /// A compressed group's two collectives (P with the vectors, then Q), on
 /// the route they take together (`twoLevel` set to it).
 static double factorCollectivesUs(const CommModel &comm, uint64_t first,

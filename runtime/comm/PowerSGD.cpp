@@ -100,13 +100,19 @@ void orthogonalize(float *pt, unsigned r, size_t n) {
   }
 }
 
+/// The elements of a span's gradient.
+int64_t spanElements(const GradGroup::Span &s) {
+  int64_t numel = 1;
+  for (int64_t d : s.shape)
+    numel *= d;
+  return numel;
+}
+
 /// A span's matrix shape under PowerSGD at `rank`: rows and columns, or
 /// {0, numel} when it travels as it is.
 std::pair<int64_t, int64_t> matrixShape(const GradGroup::Span &s,
                                         unsigned rank) {
-  int64_t numel = 1;
-  for (int64_t d : s.shape)
-    numel *= d;
+  const int64_t numel = spanElements(s);
   if (s.shape.size() >= 2 &&
       schedule::powerSgdCompresses(uint64_t(s.shape[0]), uint64_t(numel), rank))
     return {s.shape[0], numel / s.shape[0]};
@@ -190,12 +196,8 @@ void PowerSgd::flushInto(const GradGroup &g) {
   if (matrices.empty())
     return;
   float *buf = static_cast<float *>(g.buffer.data);
-  for (const GradGroup::Span &s : g.spans) {
-    size_t n = 1;
-    for (int64_t d : s.shape)
-      n *= size_t(d);
-    flushInto(buf + s.offset, s.param, n);
-  }
+  for (const GradGroup::Span &s : g.spans)
+    flushInto(buf + s.offset, s.param, size_t(spanElements(s)));
 }
 
 void PowerSgd::reduce(Communicator &c, const GradGroup &g) {

@@ -99,12 +99,12 @@ protected:
 
   std::unique_ptr<Communicator> mpi;
   ComputeMarks marks;
+  int device = 0; ///< the CUDA device of this rank
 
 private:
   void copyAndWait(void *to, const void *from, size_t bytes,
                    cudaMemcpyKind kind, const char *what);
   cudaStream_t copyStream = nullptr; ///< created at the first copy
-  int device = 0;
 };
 
 } // namespace oasr::rt::cuda

@@ -146,7 +146,7 @@ public:
                      std::unique_ptr<CudaStaging> staging, int device,
                      cudaStream_t computeStream)
       : DeviceCommunicator(std::move(mpi), device, computeStream),
-        staging(std::move(staging)), device(device) {}
+        staging(std::move(staging)) {}
 
   const char *name() const override { return "mpi-staged"; }
 
@@ -201,7 +201,6 @@ private:
   }
 
   std::unique_ptr<CudaStaging> staging;
-  int device = 0;
   std::vector<uint16_t> wireScratch; ///< a chunk's 16-bit copy, reused
 };
 

@@ -433,15 +433,8 @@ llvm::Expected<GroupChoice> chooseGroups(const schedule::Profile &profile,
   schedule::Plan newPlan;
   newPlan.strategy = strategy.str();
   newPlan.groupEnds.assign(newEnds.begin(), newEnds.end());
-  auto setForms = [](schedule::Plan &p, llvm::ArrayRef<unsigned> ranks) {
-    for (unsigned r : ranks)
-      p.forms.push_back(r ? schedule::GroupForm::powerSGD(r)
-                          : schedule::GroupForm::plain());
-    if (!p.compresses())
-      p.forms.clear();
-  };
-  setForms(oldPlan, oldRanks);
-  setForms(newPlan, newRanks);
+  oldPlan.forms = schedule::formsFromRanks(oldRanks);
+  newPlan.forms = schedule::formsFromRanks(newRanks);
   if (auto err = schedule::verifyPlan(newPlan, profile.numGrads()))
     return std::move(err);
   GroupChoice c;

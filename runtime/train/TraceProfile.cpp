@@ -188,12 +188,10 @@ double replay(Executor &exec, const schedule::Profile &profile,
     sizes.push_back(unsigned(g.params.size()));
   schedule::Plan plan = schedule::planFromSizes("replay", sizes);
   // Compressed groups are charged their factors and compute, as planned.
+  std::vector<unsigned> ranks;
   for (const GradGroup &g : exec.groups())
-    plan.forms.push_back(g.powerSgdRank
-                             ? schedule::GroupForm::powerSGD(g.powerSgdRank)
-                             : schedule::GroupForm::plain());
-  if (!plan.compresses())
-    plan.forms.clear();
+    ranks.push_back(g.powerSgdRank);
+  plan.forms = schedule::formsFromRanks(ranks);
   if (auto err = schedule::verifyPlan(plan, profile.numGrads())) {
     llvm::consumeError(std::move(err));
     return -1;

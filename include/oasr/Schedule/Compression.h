@@ -93,6 +93,10 @@ struct FormCost {
   bool twoLevel = false;    ///< its collectives travel two-level
 };
 
+/// Plan::forms from each group's PowerSGD rank (0: plain), as the IR and
+/// the executor's groups record them: empty when none compresses.
+std::vector<GroupForm> formsFromRanks(llvm::ArrayRef<unsigned> ranks);
+
 /// The cost of sending the ready-ordered gradients `grads` (one group) in
 /// `form` under `comm`. PowerSGD's factors and the group's vectors travel
 /// in the model's wire type, as plain groups do, and both collectives take
