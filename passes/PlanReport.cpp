@@ -18,6 +18,7 @@
 namespace mlir::oasr {
 #define GEN_PASS_DEF_PLANREPORT
 #include "oasr/Passes/Passes.h.inc"
+#include "oasr/Support/JSON.h"
 } // namespace mlir::oasr
 
 using namespace mlir;
@@ -298,7 +299,7 @@ void PlanReportPass::writeJson(llvm::raw_ostream &os, DictionaryAttr planAttr,
         {"forward_waits", R.forwardWaits},
         {"pieces", R.pieces + R.scattered},
         {"reduce_scatters", R.scattered}};
-  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(doc))) << "\n";
+  os << ::oasr::formatJSON(std::move(doc), 2) << "\n";
 }
 
 void PlanReportPass::writeText(llvm::raw_ostream &os, DictionaryAttr planAttr,

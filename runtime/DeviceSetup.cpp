@@ -4,6 +4,7 @@
 
 #include "oasr/Config.h"
 #include "oasr/Runtime/Cuda.h"
+#include "oasr/Runtime/Kernel.h"
 #include "oasr/Runtime/StagedAllreduce.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -29,7 +30,7 @@ int localRankIndex() {
 }
 
 void printDevices(std::FILE *out) {
-  std::fprintf(out, "cpu: oneDNN\n");
+  std::fprintf(out, "cpu: %s\n", describeCpu().c_str());
 #if OASR_ENABLE_CUDA
   std::string why;
   int count = cudaDeviceCount(why);

@@ -484,7 +484,18 @@ cmd_run() {
     --mca coll_libnbc_iallreduce_algorithm 3)
   [ -n "$plain" ] && coll=()
   export OASR_CLUSTER_CPUS="$cpus" OASR_CLUSTER_NAME="$name"
-  exec ip netns exec "$name-n0" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$name-n0" \
+  # oasr-run's failure reports (the step, the newest checkpoint, the
+  # --resume command) go to a file that this launcher prints once the job
+  # has ended: mpirun may end before it forwards a loaded rank's last line.
+  # A launcher above this one (oasr-run --max-restarts) that named the file
+  # prints it itself.
+  local report="" status=0 pid
+  if [ -z "${OASR_REPORT_FILE:-}" ]; then
+    report=$statedir/report-$$
+    rm -f "$report"
+    export OASR_REPORT_FILE=$report
+  fi
+  ip netns exec "$name-n0" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$name-n0" \
     mpirun "${root[@]}" -np "$np" --hostfile "$statedir/hostfile" \
     --oversubscribe --map-by node --bind-to none \
     --mca plm_rsh_agent "$statedir/agent" --mca plm_rsh_no_tree_spawn 1 \
@@ -492,8 +503,25 @@ cmd_run() {
     "${coll[@]}" \
     --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 5 \
     --mca oob_tcp_keepalive_probes 3 \
-    -x OASR_CLUSTER_CPUS -x OASR_CLUSTER_NAME \
-    "${launch[@]}" "$@"
+    -x OASR_CLUSTER_CPUS -x OASR_CLUSTER_NAME -x OASR_REPORT_FILE \
+    "${launch[@]}" "$@" &
+  pid=$!
+  # Signals to this launcher reach the job (mpirun passes them on).
+  trap 'kill -TERM $pid 2>/dev/null' TERM
+  trap 'kill -INT $pid 2>/dev/null' INT
+  trap 'kill -HUP $pid 2>/dev/null' HUP
+  # `wait` returns early (above 128) when a trapped signal arrives.
+  while :; do
+    wait "$pid"
+    status=$?
+    kill -0 "$pid" 2>/dev/null || break
+  done
+  trap - TERM INT HUP
+  if [ -n "$report" ]; then
+    [ -s "$report" ] && cat "$report" >&2
+    rm -f "$report"
+  fi
+  return "$status"
 }
 
 case "$cmd" in

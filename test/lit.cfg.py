@@ -22,6 +22,13 @@ llvm_config.with_environment("PATH", config.oasr_tools_dir, append_path=True)
 llvm_config.with_environment("OMPI_ALLOW_RUN_AS_ROOT", "1")
 llvm_config.with_environment("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
 
+# scripts/check.sh's ISA-capped pass caps oneDNN (and with it oasr's own
+# vector loops, runtime/cpu/VectorSums.h) below the machine's ISA for every
+# test, PyTorch's references included.
+for var in ["ONEDNN_MAX_CPU_ISA"]:
+    if var in os.environ:
+        config.environment[var] = os.environ[var]
+
 # Ahead of lit's own %python (the interpreter running lit): tests need
 # Debian's python with onnx/torch.
 config.substitutions.insert(0, ("%python", config.oasr_python))

@@ -272,7 +272,81 @@ llvm::Expected<int> runAttempt(const std::vector<std::string> &argv) {
     return 128 + WTERMSIG(status);
   return 1;
 }
+
+/// While it lives, SIGINT, SIGTERM and SIGHUP reach onLauncherSignal.
+class ForwardSignals {
+public:
+  ForwardSignals() {
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = onLauncherSignal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    for (int k = 0; k < 3; ++k)
+      ::sigaction(kSignals[k], &sa, &old[k]);
+  }
+  ~ForwardSignals() {
+    for (int k = 0; k < 3; ++k)
+      ::sigaction(kSignals[k], &old[k], nullptr);
+  }
+
+private:
+  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction old[3];
+};
+
+/// The file the ranks' failure reports go to (OASR_REPORT_FILE, read by
+/// oasr-run and handed to installFailureReport): a fresh one under TMPDIR
+/// unless a launcher above this one named it already, which then prints
+/// it. mpirun passes the variable to the ranks it starts on this host
+/// (and with -x, which launchCommand adds, on others).
+class ReportFile {
+public:
+  ReportFile() {
+    if (const char *given = std::getenv(kReportFileVariable); given && *given)
+      return;
+    llvm::SmallString<256> name;
+    llvm::sys::path::system_temp_directory(/*ErasedOnReboot=*/true, name);
+    llvm::sys::path::append(name,
+                            llvm::formatv("oasr-report-{0}", ::getpid()).str());
+    path = name.str().str();
+    llvm::sys::fs::remove(path);
+    ::setenv(kReportFileVariable, path.c_str(), 1);
+  }
+  ~ReportFile() {
+    if (path.empty())
+      return;
+    llvm::sys::fs::remove(path);
+    ::unsetenv(kReportFileVariable);
+  }
+  /// Prints the lines the ranks wrote since the last call, on stderr.
+  void flush() {
+    if (path.empty())
+      return;
+    if (auto text = llvm::MemoryBuffer::getFile(path)) {
+      llvm::errs() << (*text)->getBuffer();
+      llvm::errs().flush();
+    }
+    llvm::sys::fs::remove(path);
+  }
+
+private:
+  std::string path; ///< empty: not this launcher's to print
+};
 } // namespace
+
+int runLaunched(const std::vector<std::string> &argv) {
+  ReportFile report;
+  ForwardSignals forward;
+  llvm::Expected<int> ran = runAttempt(argv);
+  report.flush();
+  if (!ran) {
+    llvm::errs() << "oasr-run: error: " << llvm::toString(ran.takeError())
+                 << "\n";
+    return 1;
+  }
+  return *ran;
+}
 
 int runWithRestarts(const RestartPlan &plan) {
   namespace fs = llvm::sys::fs;
@@ -286,15 +360,8 @@ int runWithRestarts(const RestartPlan &plan) {
     return 1;
   }
 
-  struct sigaction sa, old[3];
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = onLauncherSignal;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  const int signals[3] = {SIGINT, SIGTERM, SIGHUP};
-  for (int k = 0; k < 3; ++k)
-    ::sigaction(signals[k], &sa, &old[k]);
-
+  ReportFile report;
+  ForwardSignals forward;
   std::vector<Attempt> attempts;
   std::string resumeDir;
   int code = 0;
@@ -312,6 +379,7 @@ int runWithRestarts(const RestartPlan &plan) {
     a.launchedS = secondsNow();
     llvm::Expected<int> ran = runAttempt(argv);
     a.endedS = secondsNow();
+    report.flush();
     if (!ran) {
       llvm::errs() << "oasr-run: error: " << llvm::toString(ran.takeError())
                    << "\n";
@@ -364,8 +432,6 @@ int runWithRestarts(const RestartPlan &plan) {
                    << " yet)\n";
     }
   }
-  for (int k = 0; k < 3; ++k)
-    ::sigaction(signals[k], &old[k], nullptr);
   if (attempts.size() > 1) {
     llvm::outs() << formatRestarts(attempts, plan.maxRestarts);
     llvm::outs().flush();

@@ -142,6 +142,9 @@ private:
   ReplanOptions replanOptions;
   CheckpointOptions checkpointOptions;
   CheckpointBytes resumeBytes;
+  /// --dump-grads (JSON): |each rank's gradient| of the last step, summed
+  /// over the ranks once training ends.
+  std::optional<GradientMagnitudes> magnitudes;
 };
 
 void Run::keepGlobalBatch() {
@@ -689,7 +692,8 @@ void Run::report(const TrainSummary &summary, const TrainingAlgorithm &algo) {
   }
 
   if (!o.dumpGrads.empty())
-    if (auto err = writeGradientDump(o.dumpGrads, *exec))
+    if (auto err = writeGradientDump(o.dumpGrads, *exec,
+                                     magnitudes ? &*magnitudes : nullptr))
       abortRun(*comm, "oasr-run: error: " + llvm::toString(std::move(err)));
   if (!o.savePath.empty()) {
     auto saved = source->save(*exec, o.savePath);
@@ -805,7 +809,7 @@ int Run::run(int *argc, char ***argv) {
   std::vector<float> resumedAlgorithmState, resumedRankState;
   if (!o.resumeDir.empty())
     startStep = resume(resumedAlgorithmState, resumedRankState);
-  installFailureReport(*engine);
+  installFailureReport(*engine, o.reportFile);
   if (size > 1)
     engine->setWatchdog(watchdogS,
                         [this](const CommEngine::Stall &s) { stalled(s); });
@@ -839,6 +843,15 @@ int Run::run(int *argc, char ***argv) {
   to.allowNonFinite = o.allowNonFinite;
   to.replan = replanOptions;
   to.replanProfilePath = o.replanProfile;
+  if (!o.dumpGrads.empty() &&
+      llvm::sys::path::extension(o.dumpGrads) != ".npz") {
+    // Every rank sums every parameter's entry, trained here or not.
+    magnitudes.emplace();
+    for (const auto &g : exec->gradients())
+      magnitudes->abs[g.param].assign(size_t(exec->gradient(g.param).numel()),
+                                      0.0f);
+    to.magnitudes = &*magnitudes;
+  }
   TrainSummary summary;
   waitsBefore = backend->hostWaits();
   if (rank == 0)
@@ -848,6 +861,15 @@ int Run::run(int *argc, char ***argv) {
                         ": error: " + llvm::toString(std::move(err)));
 
   memoryPoint(o, "training");
+  if (magnitudes) {
+    magnitudes->ranks = size;
+    for (auto &[name, abs] : magnitudes->abs) {
+      std::vector<double> sum(abs.begin(), abs.end());
+      engine->run(
+          [&](Communicator &c) { c.allreduceSum(sum.data(), sum.size()); });
+      abs.assign(sum.begin(), sum.end());
+    }
+  }
   if (rank == 0)
     report(summary, *algo);
   engine->run([](Communicator &c) { c.barrier(); });

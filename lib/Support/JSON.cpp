@@ -348,3 +348,38 @@ json::Value JSONValue::toLLVM() const {
   }
   return nullptr;
 }
+
+//===----------------------------------------------------------------------===//
+// Writing
+//===----------------------------------------------------------------------===//
+
+StringRef oasr::nonFiniteJSONName(double x) {
+  if (std::isnan(x))
+    return "NaN";
+  return x > 0 ? "Infinity" : "-Infinity";
+}
+
+/// Replaces the non-finite numbers of `v`, in place.
+static void replaceNonFinite(json::Value &v) {
+  if (std::optional<double> d = v.getAsNumber()) {
+    if (!std::isfinite(*d))
+      v = json::Value(nonFiniteJSONName(*d).str());
+    return;
+  }
+  if (json::Array *a = v.getAsArray()) {
+    for (json::Value &e : *a)
+      replaceNonFinite(e);
+    return;
+  }
+  if (json::Object *o = v.getAsObject())
+    for (auto &kv : *o)
+      replaceNonFinite(kv.second);
+}
+
+std::string oasr::formatJSON(json::Value value, unsigned indent) {
+  replaceNonFinite(value);
+  std::string text;
+  raw_string_ostream os(text);
+  json::OStream(os, indent).value(value);
+  return text;
+}

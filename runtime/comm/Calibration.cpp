@@ -15,6 +15,7 @@
 
 #include "oasr/Runtime/PowerSGD.h"
 #include "oasr/Schedule/Schedule.h"
+#include "oasr/Support/JSON.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -820,7 +821,7 @@ private:
                    << ec.message() << "\n";
       return 1;
     }
-    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(doc))) << "\n";
+    os << formatJSON(std::move(doc), 2) << "\n";
     report(a, b, halfFits, compression);
     return 0;
   }

@@ -394,14 +394,66 @@ static KernelOr createNeg(const OpSpec &spec) {
 
 namespace {
 
+/// What ReduceSumTo's vector loops read: dY's merged dims, the reduced
+/// and the kept ones (size, stride), and the inner dimension apart.
+struct SumToGeom {
+  float scale = 1.0f;
+  int64_t inner = 1, redCount = 1, outerKept = 1;
+  std::vector<std::pair<int64_t, int64_t>> keptDims, redDims; // (size, stride)
+
+  static int64_t offsetOf(int64_t idx,
+                          const std::vector<std::pair<int64_t, int64_t>> &ds) {
+    int64_t off = 0;
+    for (size_t d = ds.size(); d-- > 0;) {
+      off += (idx % ds[d].first) * ds[d].second;
+      idx /= ds[d].first;
+    }
+    return off;
+  }
+};
+
+} // namespace
+
+/// Result element `o` (the inner dimension reduced): the sum of its
+/// `redCount` contiguous runs of `inner` values.
+OASR_VECTOR_KERNEL(float, sumRuns,
+                   (const SumToGeom &k, const float *dy, int64_t o), {
+                     const int64_t base = k.offsetOf(o, k.keptDims);
+                     double acc = 0;
+                     for (int64_t r = 0; r < k.redCount; ++r) {
+                       const float *p = dy + base + k.offsetOf(r, k.redDims);
+                       acc += blockSum(k.inner, [&](int64_t i) { return p[i]; });
+                     }
+                     return float(acc * k.scale);
+                   })
+/// Result elements [c0, c0 + kSumBlock) of row `o` (the inner dimension
+/// kept).
+OASR_VECTOR_KERNEL(void, sumColumns,
+                   (const SumToGeom &k, const float *dy, float *dx, int64_t o,
+                    int64_t c0),
+                   {
+                     const int64_t w = std::min(k.inner, c0 + kSumBlock) - c0;
+                     const int64_t base = k.offsetOf(o, k.keptDims) + c0;
+                     double tot[kSumBlock] = {0};
+                     columnSums(k.redCount, w, tot, [&](int64_t r) {
+                       const float *p = dy + base + k.offsetOf(r, k.redDims);
+                       return [p](int64_t c) { return p[c]; };
+                     });
+                     for (int64_t c = 0; c < w; ++c)
+                       dx[o * k.inner + c0 + c] = float(tot[c] * k.scale);
+                   })
+
+namespace {
+
 /// ReduceSumTo: dY -> dX, summing dY over the axes along which dX's shape
 /// broadcasts to dY's, times `scale` (ReduceSum/ReduceMean reuse it with
 /// the reduced axes kept as 1).
-class ReduceSumToKernel final : public CpuKernel {
+class ReduceSumToKernel final : public CpuKernel, SumToGeom {
 public:
   ReduceSumToKernel(const OpSpec &spec, const std::vector<int64_t> &ys,
                     std::vector<int64_t> xs, float scale = 1.0f)
-      : CpuKernel(spec), scale(scale) {
+      : CpuKernel(spec) {
+    this->scale = scale;
     xs.insert(xs.begin(), ys.size() - xs.size(), 1);
     // Merge runs of (reduced | kept) dims, dropping size-1 dims of dY.
     std::vector<int64_t> dims;
@@ -462,16 +514,6 @@ public:
   }
 
 private:
-  static int64_t offsetOf(int64_t idx,
-                          const std::vector<std::pair<int64_t, int64_t>> &ds) {
-    int64_t off = 0;
-    for (size_t d = ds.size(); d-- > 0;) {
-      off += (idx % ds[d].first) * ds[d].second;
-      idx /= ds[d].first;
-    }
-    return off;
-  }
-
   void reduceInner(const float *dy, float *dx) const {
     const int64_t outs = outerKept;
 #pragma omp parallel for schedule(static)
@@ -489,37 +531,8 @@ private:
       sumColumns(*this, dy, dx, u / blocks, (u % blocks) * kSumBlock);
   }
 
-  /// Result element `o` (reduceInner): the sum of its `redCount`
-  /// contiguous runs of `inner` values.
-  OASR_VECTOR_CLONES static float sumRuns(const ReduceSumToKernel &k,
-                                          const float *dy, int64_t o) {
-    const int64_t base = offsetOf(o, k.keptDims);
-    double acc = 0;
-    for (int64_t r = 0; r < k.redCount; ++r) {
-      const float *p = dy + base + offsetOf(r, k.redDims);
-      acc += blockSum(k.inner, [&](int64_t i) { return p[i]; });
-    }
-    return float(acc * k.scale);
-  }
-  /// Result elements [c0, c0 + kSumBlock) of row `o` (reduceOuter).
-  OASR_VECTOR_CLONES static void sumColumns(const ReduceSumToKernel &k,
-                                            const float *dy, float *dx,
-                                            int64_t o, int64_t c0) {
-    const int64_t w = std::min(k.inner, c0 + kSumBlock) - c0;
-    const int64_t base = offsetOf(o, k.keptDims) + c0;
-    double tot[kSumBlock] = {0};
-    columnSums(k.redCount, w, tot, [&](int64_t r) {
-      const float *p = dy + base + offsetOf(r, k.redDims);
-      return [p](int64_t c) { return p[c]; };
-    });
-    for (int64_t c = 0; c < w; ++c)
-      dx[o * k.inner + c0 + c] = float(tot[c] * k.scale);
-  }
-
-  float scale;
   bool copyOnly = false, lastReduced = false;
-  int64_t total = 0, inner = 1, redCount = 1, outerKept = 1;
-  std::vector<std::pair<int64_t, int64_t>> keptDims, redDims; // (size, stride)
+  int64_t total = 0;
 };
 
 } // namespace

@@ -6,6 +6,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
+#include "VectorSums.h"
+
+#include "llvm/Support/FormatVariadic.h"
 
 #include <omp.h>
 
@@ -15,6 +18,37 @@
 #include <cstring>
 
 namespace oasr::rt::cpu {
+
+/// Whether oneDNN's effective ISA includes `isa`: the values are bit masks
+/// of features (AVX2-VNNI's is numerically above AVX-512's).
+static bool dispatchesTo(dnnl::cpu_isa isa) {
+  unsigned have = unsigned(dnnl::get_effective_cpu_isa());
+  return (have & unsigned(isa)) == unsigned(isa);
+}
+
+VectorIsa vectorIsa() {
+  static const VectorIsa isa = [] {
+    if (dispatchesTo(dnnl::cpu_isa::avx512_core) &&
+        __builtin_cpu_supports("avx512f"))
+      return VectorIsa::Avx512;
+    if (dispatchesTo(dnnl::cpu_isa::avx2) && __builtin_cpu_supports("avx2"))
+      return VectorIsa::Avx2;
+    return VectorIsa::Baseline;
+  }();
+  return isa;
+}
+
+const char *vectorIsaName(VectorIsa isa) {
+  switch (isa) {
+  case VectorIsa::Avx512:
+    return "avx512";
+  case VectorIsa::Avx2:
+    return "avx2";
+  case VectorIsa::Baseline:
+    break;
+  }
+  return "baseline";
+}
 
 dnnl::engine &engine() {
   static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
@@ -196,7 +230,7 @@ public:
           "arithmetic; use --precision=bf16 for mixed precision on the "
           "CPU, or --device=cuda");
     if (precision == "bf16") {
-      if (dnnl::get_effective_cpu_isa() < dnnl::cpu_isa::avx512_core_bf16)
+      if (!dispatchesTo(dnnl::cpu_isa::avx512_core_bf16))
         warning = "this CPU has no AVX512-BF16 or AMX: oneDNN emulates bf16 "
                   "products with f32 arithmetic, about as fast as f32 or "
                   "slower; the memory saving remains";
@@ -239,6 +273,28 @@ private:
 namespace oasr::rt {
 std::unique_ptr<KernelBackend> createCpuBackend() {
   return std::make_unique<cpu::CpuBackend>();
+}
+
+std::string describeCpu() {
+  using dnnl::cpu_isa;
+  static const std::pair<cpu_isa, const char *> names[] = {
+      {cpu_isa::sse41, "sse41"},
+      {cpu_isa::avx, "avx"},
+      {cpu_isa::avx2, "avx2"},
+      {cpu_isa::avx2_vnni, "avx2_vnni"},
+      {cpu_isa::avx512_core, "avx512_core"},
+      {cpu_isa::avx512_core_vnni, "avx512_core_vnni"},
+      {cpu_isa::avx512_core_bf16, "avx512_core_bf16"},
+      {cpu_isa::avx512_core_amx, "avx512_core_amx"}};
+  const char *isa = "other";
+  for (const auto &[value, name] : names)
+    if (value == dnnl::get_effective_cpu_isa())
+      isa = name;
+  const dnnl_version_t *v = dnnl_version();
+  return llvm::formatv("oneDNN {0}.{1}.{2}, ISA {3}; vector loops {4}",
+                       v->major, v->minor, v->patch, isa,
+                       cpu::vectorIsaName(cpu::vectorIsa()))
+      .str();
 }
 
 std::vector<std::string> cpuKernelOps() {

@@ -543,31 +543,24 @@ paramGradColumns(const LnArgs &a, float *dScale, float *dB, int64_t c0,
   }
 }
 
-// The entry points the clones are made of, one per element type.
-OASR_VECTOR_CLONES static void forwardF32(const LnArgs &a, int64_t r0,
-                                          int64_t r1) {
-  forwardRows<float>(a, r0, r1);
-}
-OASR_VECTOR_CLONES static void forwardBF16(const LnArgs &a, int64_t r0,
-                                           int64_t r1) {
-  forwardRows<uint16_t>(a, r0, r1);
-}
-OASR_VECTOR_CLONES static void gradF32(const LnArgs &a, int64_t r0,
-                                       int64_t r1) {
-  gradRows<float>(a, r0, r1);
-}
-OASR_VECTOR_CLONES static void gradBF16(const LnArgs &a, int64_t r0,
-                                        int64_t r1) {
-  gradRows<uint16_t>(a, r0, r1);
-}
-OASR_VECTOR_CLONES static void paramGradF32(const LnArgs &a, float *ds,
-                                            float *db, int64_t c0, int64_t c1) {
-  paramGradColumns<float>(a, ds, db, c0, c1);
-}
-OASR_VECTOR_CLONES static void
-paramGradBF16(const LnArgs &a, float *ds, float *db, int64_t c0, int64_t c1) {
-  paramGradColumns<uint16_t>(a, ds, db, c0, c1);
-}
+// The entry points the vector variants are made of, one per element type.
+OASR_VECTOR_KERNEL(void, forwardF32, (const LnArgs &a, int64_t r0, int64_t r1),
+                   { forwardRows<float>(a, r0, r1); })
+OASR_VECTOR_KERNEL(void, forwardBF16,
+                   (const LnArgs &a, int64_t r0, int64_t r1),
+                   { forwardRows<uint16_t>(a, r0, r1); })
+OASR_VECTOR_KERNEL(void, gradF32, (const LnArgs &a, int64_t r0, int64_t r1),
+                   { gradRows<float>(a, r0, r1); })
+OASR_VECTOR_KERNEL(void, gradBF16, (const LnArgs &a, int64_t r0, int64_t r1),
+                   { gradRows<uint16_t>(a, r0, r1); })
+OASR_VECTOR_KERNEL(void, paramGradF32,
+                   (const LnArgs &a, float *ds, float *db, int64_t c0,
+                    int64_t c1),
+                   { paramGradColumns<float>(a, ds, db, c0, c1); })
+OASR_VECTOR_KERNEL(void, paramGradBF16,
+                   (const LnArgs &a, float *ds, float *db, int64_t c0,
+                    int64_t c1),
+                   { paramGradColumns<uint16_t>(a, ds, db, c0, c1); })
 
 using RowFn = void (*)(const LnArgs &, int64_t, int64_t);
 

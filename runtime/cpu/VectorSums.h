@@ -4,8 +4,12 @@
 // Up to kSumBlock elements (or kRowBlock rows) collect in f32 vector lanes,
 // the blocks in double, so no sum is one long running f32 sum
 // (docs/precision.md). The build targets plain x86-64, so a kernel's hot
-// loop is a function marked OASR_VECTOR_CLONES: GCC compiles it for
-// AVX-512, AVX2 and the baseline and picks one when the program loads.
+// loop is defined with OASR_VECTOR_KERNEL: GCC compiles it for AVX-512,
+// AVX2 and the baseline, and the first call picks the variant of the
+// vector ISA oneDNN dispatches to (dnnl::get_effective_cpu_isa), so
+// ONEDNN_MAX_CPU_ISA caps oasr's own loops as it caps oneDNN's kernels:
+// ONEDNN_MAX_CPU_ISA=AVX2 computes on an AVX-512 machine what an AVX2
+// machine computes, and SSE41 runs the baseline variants.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,12 +21,52 @@
 #include <algorithm>
 #include <cstdint>
 
+namespace oasr::rt::cpu {
+
+/// The vector variants OASR_VECTOR_KERNEL compiles.
+enum class VectorIsa { Baseline, Avx2, Avx512 };
+
+/// The variant this process runs: the best the CPU has, capped by
+/// ONEDNN_MAX_CPU_ISA (through oneDNN's effective ISA). Decided once.
+VectorIsa vectorIsa();
+
+/// `avx512`, `avx2` or `baseline` (the start line names it).
+const char *vectorIsaName(VectorIsa isa);
+
+/// The variant of `isa` among three compilations of one function.
+template <typename Fn>
+Fn pickVectorVariant(Fn avx512, Fn avx2, Fn baseline) {
+  switch (vectorIsa()) {
+  case VectorIsa::Avx512:
+    return avx512;
+  case VectorIsa::Avx2:
+    return avx2;
+  case VectorIsa::Baseline:
+    break;
+  }
+  return baseline;
+}
+
+} // namespace oasr::rt::cpu
+
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define OASR_VECTOR_CLONES                                                     \
-  __attribute__((target_clones("avx512f", "avx2", "default")))
+#define OASR_TARGET_AVX512 __attribute__((target("avx512f")))
+#define OASR_TARGET_AVX2 __attribute__((target("avx2")))
 #else
-#define OASR_VECTOR_CLONES
+#define OASR_TARGET_AVX512
+#define OASR_TARGET_AVX2
 #endif
+
+/// Defines `name` as a function pointer of type `ret (*) params` to the
+/// body `...` compiled three times (AVX-512, AVX2, baseline), the variant
+/// chosen at static initialisation by vectorIsa(). The body may contain
+/// commas.
+#define OASR_VECTOR_KERNEL(ret, name, params, ...)                             \
+  OASR_TARGET_AVX512 static ret name##Avx512 params __VA_ARGS__                \
+  OASR_TARGET_AVX2 static ret name##Avx2 params __VA_ARGS__                    \
+  static ret name##Baseline params __VA_ARGS__                                 \
+  static ret(*const name) params = ::oasr::rt::cpu::pickVectorVariant(         \
+      &name##Avx512, &name##Avx2, &name##Baseline);
 
 namespace oasr::rt::cpu {
 

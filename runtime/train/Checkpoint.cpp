@@ -351,8 +351,7 @@ llvm::Error writeStepDirectory(const CheckpointOptions &options,
   path::append(manifestPath, "manifest.json");
   path::append(blobPath, "tensors.bin");
   std::string text =
-      llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))).str() +
-      "\n";
+      formatJSON(std::move(manifest), 2) + "\n";
   // A write that fails (a full disk, say) leaves the older checkpoints as
   // they were: the error names the one to resume from.
   auto fail = [&](llvm::Error err) -> llvm::Error {

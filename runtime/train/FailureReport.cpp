@@ -61,6 +61,7 @@ std::atomic<int> current{-1};
 std::atomic<bool> silenced{false};
 int noteSocket = -1; ///< this rank's abstract datagram socket
 int progressFd = -1; ///< rank 0's --progress-file, once training began
+int reportFd = -1;   ///< the launcher's report file (any rank), if given
 
 /// Appends to a fixed buffer without allocating (usable in the handler).
 struct Line {
@@ -172,12 +173,19 @@ void onTerminate(int sig) {
     else
       line << "no checkpoint written (--checkpoint=DIR --checkpoint-every=N)";
     line << "\n";
-    ssize_t ignored = ::write(2, line.text, line.n);
-    (void)ignored;
-    // mpirun forwards a rank's stderr while the rank runs; a rank that ends
-    // right after writing sometimes loses the line. Give it time to pass.
-    struct timespec pause = {0, 300 * 1000 * 1000};
-    ::nanosleep(&pause, nullptr);
+    if (reportFd >= 0) {
+      // The launcher prints it once the job has ended: mpirun may end
+      // before it forwards a loaded rank's last stderr line.
+      ssize_t ignored = ::write(reportFd, line.text, line.n);
+      (void)ignored;
+    } else {
+      ssize_t ignored = ::write(2, line.text, line.n);
+      (void)ignored;
+      // mpirun forwards a rank's stderr while the rank runs; a rank that
+      // ends right after writing sometimes loses the line. Give it time.
+      struct timespec pause = {0, 300 * 1000 * 1000};
+      ::nanosleep(&pause, nullptr);
+    }
   }
   struct sigaction dfl;
   std::memset(&dfl, 0, sizeof dfl);
@@ -251,8 +259,11 @@ void noteCheckpoint(const std::string &path) {
   current.store(next);
 }
 
-void installFailureReport(CommEngine &engine) {
+void installFailureReport(CommEngine &engine, const std::string &reportFile) {
   Communicator &comm = engine.communicator();
+  if (!reportFile.empty())
+    reportFd = ::open(reportFile.c_str(),
+                      O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   const int size = comm.size();
   myRank = comm.rank();
   // "pid host\0" of every rank, gathered on rank 0 and broadcast.

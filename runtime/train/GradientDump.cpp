@@ -9,6 +9,7 @@
 
 #include "oasr/Runtime/GradientDump.h"
 #include "oasr/Runtime/Executor.h"
+#include "oasr/Support/JSON.h"
 
 #include "llvm/Support/CRC.h"
 #include "llvm/Support/FileSystem.h"
@@ -182,7 +183,8 @@ llvm::json::Array jsonFloats(const std::vector<float> &v) {
   return a;
 }
 
-void writeJson(llvm::raw_fd_ostream &os, Executor &exec) {
+void writeJson(llvm::raw_fd_ostream &os, Executor &exec,
+               const GradientMagnitudes *magnitudes) {
   llvm::json::Object params, state;
   for (const PersistentTensor &t : exec.persistent()) {
     if (t.kind == PersistentTensor::State && t.ref.desc.dtype == DType::F32)
@@ -194,23 +196,28 @@ void writeJson(llvm::raw_fd_ostream &os, Executor &exec) {
     llvm::json::Array shape;
     for (int64_t d : t.ref.desc.shape)
       shape.push_back(d);
-    params[t.name] =
-        llvm::json::Object{{"shape", std::move(shape)},
-                           {"grad", g.data ? jsonFloats(hostFloats(exec, g))
-                                           : llvm::json::Array()},
-                           {"value", jsonFloats(hostFloats(exec, t.ref))}};
+    llvm::json::Object p{{"shape", std::move(shape)},
+                         {"grad", g.data ? jsonFloats(hostFloats(exec, g))
+                                         : llvm::json::Array()},
+                         {"value", jsonFloats(hostFloats(exec, t.ref))}};
+    if (magnitudes)
+      if (auto it = magnitudes->abs.find(t.name); it != magnitudes->abs.end())
+        p["grad_abs_sum"] = jsonFloats(it->second);
+    params[t.name] = std::move(p);
   }
-  os << llvm::formatv("{0}", llvm::json::Value(llvm::json::Object{
-                                 {"loss", double(exec.loss())},
-                                 {"params", std::move(params)},
-                                 {"state", std::move(state)}}))
-     << "\n";
+  llvm::json::Object doc{{"loss", double(exec.loss())},
+                         {"params", std::move(params)},
+                         {"state", std::move(state)}};
+  if (magnitudes)
+    doc["ranks"] = int64_t(magnitudes->ranks);
+  os << oasr::formatJSON(std::move(doc)) << "\n";
 }
 
 } // namespace
 
 llvm::Error oasr::rt::writeGradientDump(const std::string &path,
-                                        Executor &exec) {
+                                        Executor &exec,
+                                        const GradientMagnitudes *magnitudes) {
   bool npz = llvm::sys::path::extension(path) == ".npz";
   std::error_code ec;
   llvm::raw_fd_ostream os(
@@ -223,7 +230,7 @@ llvm::Error oasr::rt::writeGradientDump(const std::string &path,
       return llvm::createStringError("%s: %s", path.c_str(),
                                      llvm::toString(std::move(err)).c_str());
   } else {
-    writeJson(os, exec);
+    writeJson(os, exec, magnitudes);
   }
   os.close();
   if (os.has_error())

@@ -1,6 +1,7 @@
 //===- TraceProfile.cpp - Chrome traces, profiles, replay -----------------===//
 
 #include "TrainImpl.h"
+#include "oasr/Support/JSON.h"
 
 namespace oasr::rt {
 
@@ -12,7 +13,7 @@ llvm::Error writeJson(const std::string &path, llvm::json::Value value) {
   if (ec)
     return llvm::createStringError(ec, "cannot write %s: %s", path.c_str(),
                                    ec.message().c_str());
-  os << llvm::formatv("{0:2}", value) << "\n";
+  os << formatJSON(std::move(value), 2) << "\n";
   return llvm::Error::success();
 }
 

@@ -65,6 +65,39 @@ static void injectFailure(const TrainOptions &options, Communicator &comm,
 
 /// The next batch of the data loader into the model's input and label
 /// tensors, converted to their element types.
+namespace {
+/// The algorithm's hooks, recording |this rank's gradient| of each of a
+/// group's parameters before the algorithm starts averaging it
+/// (TrainOptions::magnitudes).
+class MagnitudeRecorder final : public StepHooks {
+public:
+  MagnitudeRecorder(Executor &exec, StepHooks &inner, GradientMagnitudes &out)
+      : exec(exec), inner(inner), out(out) {}
+  void gradientsReady(unsigned group) override {
+    if (inner.ordersAfterDevice())
+      exec.backend().synchronize();
+    for (const std::string &name : exec.groups()[group].params) {
+      TensorRef g = exec.gradient(name);
+      std::vector<float> &abs = out.abs[name];
+      abs.resize(size_t(g.numel()));
+      exec.backend().copyToHost(abs.data(), g.data, abs.size() * sizeof(float));
+      for (float &x : abs)
+        x = std::fabs(x);
+    }
+    inner.gradientsReady(group);
+  }
+  void gradientsNeeded(unsigned group) override {
+    inner.gradientsNeeded(group);
+  }
+  bool ordersAfterDevice() const override { return inner.ordersAfterDevice(); }
+
+private:
+  Executor &exec;
+  StepHooks &inner;
+  GradientMagnitudes &out;
+};
+} // namespace
+
 class BatchFeeder {
 public:
   BatchFeeder(DataLoader &data, const TensorRef &in, const TensorRef &lab,
@@ -295,7 +328,12 @@ private:
                            algo.holdCommunication(true);
     replanner.beginStep();
     int64_t t0 = steadyNs();
-    exec.runStep(algo, times.data(), epochNs);
+    if (options.magnitudes) {
+      MagnitudeRecorder recorder(exec, algo, *options.magnitudes);
+      exec.runStep(recorder, times.data(), epochNs);
+    } else {
+      exec.runStep(algo, times.data(), epochNs);
+    }
     algo.afterStep(exec, engine, step);
     int64_t t1 = steadyNs();
     double blocked = algo.takeBlockedUs();

@@ -14,6 +14,7 @@
 #include "oasr/Schedule/Render.h"
 #include "oasr/Schedule/Schedule.h"
 #include "oasr/Schedule/Steady.h"
+#include "oasr/Support/JSON.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -456,7 +457,7 @@ void printJson(raw_ostream &os, const Scores &r) {
                      {"collectives", r.steadyCollectives},
                      {"strategies", std::move(plans)}};
   }
-  os << formatv("{0:2}", json::Value(std::move(doc))) << "\n";
+  os << oasr::formatJSON(std::move(doc), 2) << "\n";
 }
 
 void printText(raw_ostream &os, const Scores &r) {
@@ -612,7 +613,7 @@ int main(int argc, char **argv) {
   if (!traceOpt.empty()) {
     std::string text;
     raw_string_ostream ts(text);
-    ts << chromeTrace(r.profile, timelines) << "\n";
+    ts << oasr::formatJSON(chromeTrace(r.profile, timelines)) << "\n";
     if (Error e = writeFile(traceOpt, "trace", text))
       return fail(toString(std::move(e)));
   }

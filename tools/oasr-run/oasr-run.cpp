@@ -392,7 +392,8 @@ std::optional<std::vector<std::string>> launchCommand(const char *argv0) {
       // would put each rank's compute threads and communication thread on
       // one core.
       command = {*mpirun,           "-np",       std::to_string(np),
-                 "--oversubscribe", "--bind-to", "none"};
+                 "--oversubscribe", "--bind-to", "none",
+                 "-x",              kReportFileVariable};
     }
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
@@ -410,7 +411,7 @@ std::vector<std::string> rankArguments(int argc, char **argv) {
   return args;
 }
 
-/// Re-executes under mpirun (launchCommand).
+/// Runs the job under mpirun (launchCommand) once.
 int relaunch(int argc, char **argv) {
   std::optional<std::vector<std::string>> command = launchCommand(argv[0]);
   if (!command)
@@ -418,14 +419,7 @@ int relaunch(int argc, char **argv) {
   std::vector<std::string> args = *command;
   for (std::string &a : rankArguments(argc, argv))
     args.push_back(std::move(a));
-  std::vector<char *> cargs;
-  for (std::string &a : args)
-    cargs.push_back(a.data());
-  cargs.push_back(nullptr);
-  execv(cargs[0], cargs.data());
-  llvm::errs() << "oasr-run: error: cannot execute " << args[0] << ": "
-               << std::strerror(errno) << "\n";
-  return 1;
+  return runLaunched(args);
 }
 
 /// --max-restarts: runs the job (launchCommand) until it succeeds or the
@@ -539,6 +533,8 @@ RunOptions runOptions() {
   o.allowResize = allowResize;
   o.keepGlobalBatch = keepGlobalBatch;
   o.progressFile = progressFile;
+  if (const char *report = std::getenv(kReportFileVariable))
+    o.reportFile = report;
   o.replan = replan;
   o.replanProfile = replanProfile;
   o.debugMemory = debugMemory;

@@ -108,6 +108,9 @@ struct RunOptions {
   /// --progress-file (hidden): where rank 0 tells a --max-restarts
   /// launcher how far training got (startProgressLog).
   std::string progressFile;
+  /// $OASR_REPORT_FILE: where a launcher collects the ranks' failure
+  /// reports (installFailureReport).
+  std::string reportFile;
   // Re-planning.
   std::string replan; ///< off | once | every:N; empty: replanFor's default
   std::string replanProfile;
@@ -379,6 +382,16 @@ struct RestartPlan {
 /// each restart happens, and on stdout at the end where each happened and
 /// what it cost. Returns the last attempt's exit code.
 int runWithRestarts(const RestartPlan &plan);
+
+/// The environment variable that names the launcher's report file to the
+/// ranks (installFailureReport; oasr-run reads it).
+constexpr const char *kReportFileVariable = "OASR_REPORT_FILE";
+
+/// `oasr-run --np P` without restarts: runs `argv` (mpirun and the ranks)
+/// once, passing SIGINT, SIGTERM and SIGHUP on, then prints the failure
+/// reports the ranks wrote (their lines may never reach mpirun's stderr
+/// when the job ends under load). Returns its exit code.
+int runLaunched(const std::vector<std::string> &argv);
 
 } // namespace oasr::rt
 

@@ -275,6 +275,10 @@ public:
 std::unique_ptr<KernelBackend> createCpuBackend();
 /// The op types the CPU backend has kernels for (no backend is created).
 std::vector<std::string> cpuKernelOps();
+/// "oneDNN 2.6.3, ISA avx512_core_bf16; vector loops avx512": the oneDNN
+/// build, the ISA it dispatches to (ONEDNN_MAX_CPU_ISA caps it) and the
+/// variant of oasr's own vector loops that follows it.
+std::string describeCpu();
 #if OASR_ENABLE_CUDA
 /// The cuDNN/cuBLAS backend on the current CUDA device (see
 /// oasr/Runtime/Cuda.h to pick one). On failure (no device, driver or

@@ -22,6 +22,7 @@
 #include "oasr/Runtime/Communicator.h"
 #include "oasr/Runtime/DataLoader.h"
 #include "oasr/Runtime/Executor.h"
+#include "oasr/Runtime/GradientDump.h"
 #include "oasr/Runtime/Replan.h"
 
 #include "llvm/Support/Error.h"
@@ -259,6 +260,10 @@ struct TrainOptions {
   ReplanOptions replan;
   /// Where rank 0 writes the last re-plan's profile and model, if anywhere.
   std::string replanProfilePath;
+  /// When set, every step records |this rank's gradient| of each
+  /// parameter as its group becomes ready, before averaging (the last
+  /// step's stays): --dump-grads' magnitudes.
+  GradientMagnitudes *magnitudes = nullptr;
 };
 
 /// What the run measured (rank 0's view; times in microseconds).
@@ -325,9 +330,13 @@ std::pair<int64_t, int64_t> evaluate(Executor &exec, DataLoader &data,
 /// which ranks are gone (a rank's process that no longer exists on its host,
 /// or a rank on another host, which cannot be checked from here), the last
 /// completed step and the newest checkpoint. Only the lowest rank still
-/// alive on this host prints. Collective: every rank's host and pid are
-/// exchanged; call once on every rank before training.
-void installFailureReport(CommEngine &engine);
+/// alive on this host prints. With `reportFile` (a launcher's: it prints the
+/// file's lines once the job has ended) the line is appended there instead
+/// of to stderr, which mpirun may stop forwarding before a loaded rank's
+/// handler runs. Collective: every rank's host and pid are exchanged; call
+/// once on every rank before training.
+void installFailureReport(CommEngine &engine,
+                          const std::string &reportFile = "");
 /// Rank 0: opens `path` for appending and writes "start `startStep`"; from
 /// then on noteProgress appends each completed step. Nothing when `path`
 /// is empty or cannot be opened (the launcher then knows less). The

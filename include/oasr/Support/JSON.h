@@ -168,6 +168,16 @@ llvm::Expected<llvm::json::Value> parseJSON(llvm::StringRef text,
                                             llvm::StringRef fileNameForErrors,
                                             unsigned maxDepth = kMaxJSONDepth);
 
+/// The text of `value` as every JSON parser reads it: llvm::json prints a
+/// non-finite number as the bare word `nan`, `inf` or `-inf`, which is not
+/// JSON, so each is written as the string "NaN", "Infinity" or "-Infinity"
+/// (the words Python's float() and JavaScript's Number() take). `indent` 0
+/// writes one line. Every JSON file oasr writes goes through this.
+std::string formatJSON(llvm::json::Value value, unsigned indent = 0);
+
+/// The string formatJSON writes for the non-finite number `x`.
+llvm::StringRef nonFiniteJSONName(double x);
+
 } // namespace oasr
 
 #endif // OASR_SUPPORT_JSON_H

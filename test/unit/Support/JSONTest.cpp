@@ -5,6 +5,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "gtest/gtest.h"
 
+#include <cmath>
 #include <functional>
 #include <random>
 #include <string>
@@ -290,6 +291,22 @@ TEST(JSON, NestingIsBoundedWithoutRecursingPastTheLimit) {
   ASSERT_FALSE(bool(v));
   EXPECT_NE(llvm::toString(v.takeError()).find("m.json: invalid JSON: arrays"),
             std::string::npos);
+}
+
+TEST(JSON, NonFiniteNumbersAreWrittenAsStrings) {
+  // llvm::json prints a bare `-inf`, which no JSON parser accepts.
+  llvm::json::Value v = llvm::json::Object{
+      {"mask", llvm::json::Array{0.0, -INFINITY, 1.5}},
+      {"loss", std::nan("")},
+      {"nested", llvm::json::Object{{"big", INFINITY}, {"n", int64_t(3)}}}};
+  std::string text = formatJSON(v);
+  EXPECT_EQ(text, R"({"loss":"NaN","mask":[0,"-Infinity",1.5],)"
+                  R"("nested":{"big":"Infinity","n":3}})");
+  // What is written is JSON, for oasr's own reader too.
+  llvm::Expected<llvm::json::Value> back = parseJSON(text, "w.json");
+  ASSERT_TRUE(bool(back)) << llvm::toString(back.takeError());
+  EXPECT_EQ(*back->getAsObject()->getString("loss"), "NaN");
+  EXPECT_EQ(formatJSON(llvm::json::Array{1.0}, 2), "[\n  1\n]");
 }
 
 } // namespace
