@@ -20,7 +20,7 @@ OUT=$ROOT/bench/results/$NAME.md
 LIT=/usr/lib/llvm-19/build/utils/lit/lit.py
 BUILD=$ROOT/build
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-FAULTS=(blip-cluster watchdog-cluster rank-failure restart-cluster watchdog)
+FAULTS=(blip-cluster watchdog-cluster rank-failure)
 LOAD=(model-zoo-grads torch-grads-onnx strategy-invariance-onnx steady-plans)
 log=$(mktemp -d)
 declare -A passed
