@@ -29,7 +29,8 @@ bool TrainingCompileOptions::anyCompileOption() const {
          overlapRate.has_value() || !commFile.empty() || !profile.empty() ||
          !optimizer.empty() || momentum >= 0 || !dims.empty() ||
          !gradDtype.empty() || !compress.empty() || !precision.empty() ||
-         !twoLevel.empty() || !fuseAttention;
+         !twoLevel.empty() || !fuseAttention || !trainable.empty() ||
+         !freeze.empty();
 }
 
 static llvm::Error fail(const llvm::Twine &msg) {
@@ -184,7 +185,7 @@ mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
       return fail("--strategy/--alpha/--beta/--overlap-rate/--comm/"
                   "--plan-profile/--grad-dtype/--compress/--two-level/"
                   "--precision/--optimizer/"
-                  "--momentum/"
+                  "--momentum/--trainable/--freeze/"
                   "--dim "
                   "apply to .onnx "
                   "inputs; a .mlir module carries its plan (recompile it with "
@@ -198,6 +199,8 @@ mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
 #if OASR_HAVE_IMPORT
   ::oasr::onnximport::ImportOptions io;
   io.batch = o.batch;
+  io.trainable = o.trainable;
+  io.freeze = o.freeze;
   for (const std::string &d : o.dims) {
     std::string error;
     if (!::oasr::onnximport::parseDimOption(d, io, error))

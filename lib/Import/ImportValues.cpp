@@ -7,6 +7,13 @@
 
 #include "ImporterImpl.h"
 
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Regex.h"
+
+#include <cstring>
+#include <tuple>
+
 // The importer's namespace; its detail namespace brings mlir, llvm's
 // SmallVector/StringRef and the ops alias.
 using namespace ::oasr::onnximport;
@@ -196,7 +203,7 @@ bool ONNXImporter::isTrainableUse(const onnx::NodeProto &node, size_t position,
   return false;
 }
 
-void ONNXImporter::classifyInitializers() {
+LogicalResult ONNXImporter::classifyInitializers() {
   // Consumers of every value.
   llvm::StringMap<SmallVector<std::pair<const onnx::NodeProto *, size_t>, 2>>
       users;
@@ -250,6 +257,185 @@ void ONNXImporter::classifyInitializers() {
       role = InitRole::Constant;
     roles[init.name()] = role;
   }
+  return decideTrained();
+}
+
+/// Whether the float tensor `data` of ONNX type `type` holds a NaN or an
+/// infinity (the exponent bits all set).
+static bool hasNonFinite(int32_t type, llvm::ArrayRef<uint8_t> data) {
+  auto any = [&](auto bits, auto mask) {
+    using T = decltype(bits);
+    for (size_t i = 0; i + sizeof(T) <= data.size(); i += sizeof(T)) {
+      std::memcpy(&bits, data.data() + i, sizeof(T));
+      if ((bits & mask) == mask)
+        return true;
+    }
+    return false;
+  };
+  switch (DataType(type)) {
+  case DataType::Float:
+    return any(uint32_t(0), uint32_t(0x7f800000u));
+  case DataType::Double:
+    return any(uint64_t(0), uint64_t(0x7ff0000000000000ull));
+  case DataType::Float16:
+    return any(uint16_t(0), uint16_t(0x7c00u));
+  case DataType::BFloat16:
+    return any(uint16_t(0), uint16_t(0x7f80u));
+  default:
+    return false;
+  }
+}
+
+/// Whether a trained float initializer looks like a buffer by its name:
+/// the names PyTorch models give masks and rotary or position tables.
+static bool bufferLikeName(StringRef name) {
+  StringRef last = name.rsplit('.').second.empty() ? name : name.rsplit('.').second;
+  std::string lower = last.lower();
+  for (StringRef word : {"mask", "causal", "rope", "rotary", "inv_freq",
+                         "freqs", "cos_cached", "sin_cached", "position_ids"})
+    if (StringRef(lower).contains(word))
+      return true;
+  return false;
+}
+
+LogicalResult ONNXImporter::decideTrained() {
+  // oasr.export's record: the module's named_parameters() that require
+  // gradients, as a JSON array (docs/pytorch.md).
+  std::optional<llvm::StringSet<>> recorded;
+  for (const onnx::StringStringEntryProto &kv : model.proto().metadata_props())
+    if (kv.key() == kParametersMetadataKey) {
+      llvm::Expected<llvm::json::Value> v = llvm::json::parse(kv.value());
+      const llvm::json::Array *a = v ? v->getAsArray() : nullptr;
+      if (!a) {
+        if (!v)
+          llvm::consumeError(v.takeError());
+        emitModelError() << "metadata '" << kParametersMetadataKey
+                         << "' is not a JSON array of initializer names";
+        return failure();
+      }
+      recorded.emplace();
+      for (const llvm::json::Value &e : *a)
+        if (std::optional<StringRef> name = e.getAsString())
+          recorded->insert(*name);
+    }
+  std::optional<llvm::Regex> trainable, freeze;
+  for (auto [text, re, flag] :
+       {std::tuple(&options.trainable, &trainable, "--trainable"),
+        std::tuple(&options.freeze, &freeze, "--freeze")}) {
+    if (text->empty())
+      continue;
+    re->emplace(*text);
+    std::string why;
+    if (!(*re)->isValid(why)) {
+      emitModelError() << flag << "='" << *text
+                       << "': not a regular expression: " << why;
+      return failure();
+    }
+  }
+  InitializerRoles &r = initializerRoles;
+  r.recorded = recorded.has_value();
+  unsigned matchedTrainable = 0, matchedFreeze = 0, candidates = 0;
+  for (const onnx::TensorProto &init : graph.initializer()) {
+    InitRole &role = roles[init.name()];
+    bool isFloat = isFloatType(init.data_type());
+    if (!isFloat || role == InitRole::Unused)
+      continue;
+    const bool wasParam = role == InitRole::Param;
+    auto hold = [&] {
+      role = InitRole::State;
+      // Nor is it in the training info's list of trained tensors.
+      if (trained.erase(init.name()))
+        llvm::erase(trainedOrder, init.name());
+    };
+    if (recorded && !hasTrainingInfo)
+      role = recorded->count(init.name()) ? InitRole::Param
+             : role == InitRole::Param    ? InitRole::State
+                                          : role;
+    if (role == InitRole::Param) {
+      ++candidates;
+      // A NaN or an infinity (a causal mask's -inf) is never trained: an
+      // update would turn it into NaN, and the next forward every weight.
+      int64_t numel = 1;
+      for (int64_t d : init.dims())
+        numel *= d;
+      if (numel <= kNonFiniteScanLimit) {
+        auto data = model.readTensor(init);
+        if (!data)
+          llvm::consumeError(data.takeError()); // reported where it is read
+        else if (hasNonFinite(init.data_type(), data->bytes)) {
+          r.nonFinite.push_back(init.name());
+          hold();
+        }
+      }
+    }
+    if (role == InitRole::Param && trainable) {
+      if (trainable->match(init.name()))
+        ++matchedTrainable;
+      else
+        hold();
+    }
+    if (role == InitRole::Param && freeze && freeze->match(init.name())) {
+      ++matchedFreeze;
+      hold();
+    }
+    if (role == InitRole::Param) {
+      ++r.trained;
+      if (!recorded && !hasTrainingInfo && bufferLikeName(init.name()))
+        r.bufferLike.push_back(init.name());
+    } else if (role == InitRole::State && (wasParam || recorded)) {
+      ++r.constant;
+    }
+  }
+  if (trainable && !matchedTrainable) {
+    emitModelError() << "--trainable='" << options.trainable
+                     << "' matches none of the model's " << candidates
+                     << " parameters";
+    return failure();
+  }
+  if (freeze && !matchedFreeze) {
+    emitModelError() << "--freeze='" << options.freeze
+                     << "' matches none of the model's " << candidates
+                     << " parameters";
+    return failure();
+  }
+  if ((trainable || freeze) && r.trained == 0) {
+    emitModelError() << (freeze ? "--freeze='" + options.freeze + "'"
+                                : "--trainable='" + options.trainable + "'")
+                     << " leaves none of the model's " << candidates
+                     << " parameters trained";
+    return failure();
+  }
+  // What was decided, as remarks (oasr-run prints them before training).
+  auto list = [](const std::vector<std::string> &names) {
+    std::string out;
+    for (size_t i = 0; i < names.size() && i < 8; ++i)
+      out += (i ? ", '" : "'") + names[i] + "'";
+    if (names.size() > 8)
+      out += llvm::formatv(" and {0} more", names.size() - 8).str();
+    return out;
+  };
+  if (recorded || trainable || freeze || !r.nonFinite.empty())
+    emitRemark(fileLoc) << "trains " << r.trained << " of the model's float "
+                        << "initializers and holds " << r.constant
+                        << " constant ("
+                        << (recorded ? "oasr.export's record of the "
+                                       "parameters"
+                                     : "parameters by use")
+                        << (freeze ? ", --freeze" : "")
+                        << (trainable ? ", --trainable" : "") << ")";
+  if (!r.nonFinite.empty())
+    emitRemark(fileLoc) << list(r.nonFinite)
+                        << (r.nonFinite.size() == 1 ? " holds" : " hold")
+                        << " NaN or infinity: held constant, as a buffer (an "
+                           "update would make it NaN)";
+  for (const std::string &name : r.bufferLike)
+    emitRemark(fileLoc) << "warning: '" << name
+                        << "' looks like a buffer by its name but is trained "
+                           "as a parameter; export with oasr.export (which "
+                           "records the parameters) or hold it with "
+                           "--freeze='^"
+                        << llvm::Regex::escape(name) << "$'";
+  return success();
 }
 
 FailureOr<Attribute>

@@ -55,6 +55,12 @@ inline constexpr int64_t kMinOpset = 11, kMaxOpset = 21;
 /// Non-parameter initializers with at most this many elements become
 /// `Constant` nodes; bigger float ones become state, others resource blobs.
 inline constexpr int64_t kSmallConstant = 16;
+/// Initializers up to this many elements are scanned for NaN and infinity
+/// before they are trained (a mask or a table; larger tensors are weights).
+inline constexpr int64_t kNonFiniteScanLimit = int64_t(1) << 24;
+/// The ONNX metadata key oasr.export writes: a JSON array of the names of
+/// the initializers that are trained parameters (python/oasr/_export.py).
+inline constexpr llvm::StringLiteral kParametersMetadataKey = "oasr.parameters";
 /// Integer tensors up to this size are folded for shape computations.
 inline constexpr int64_t kFoldLimit = 4096;
 /// Tensor attributes bigger than this are kept as resource blobs.
@@ -138,7 +144,10 @@ private:
                                     TensorInfo &info);
 
   // Initializers.
-  void classifyInitializers();
+  LogicalResult classifyInitializers();
+  /// The roles' second pass: the exporter's record, the trainable and
+  /// freeze patterns, non-finite values; remarks say what was decided.
+  LogicalResult decideTrained();
   bool isTrainableUse(const onnx::NodeProto &node, size_t position,
                       const onnx::TensorProto &init);
   FailureOr<Attribute> getTensorAttr(const onnx::TensorProto &tensor,
@@ -210,6 +219,7 @@ private:
   SmallVector<std::string> trainedOrder;
   llvm::StringSet<> trained;
   bool hasTrainingInfo = false;
+  InitializerRoles initializerRoles;
   int64_t defaultOpset = 0;
   Block *body = nullptr;
 };

@@ -197,8 +197,7 @@ LogicalResult ONNXImporter::readInitializers() {
         SmallVector<int64_t>(init.dims().begin(), init.dims().end()));
     foldInitializer(init);
   }
-  classifyInitializers();
-  return success();
+  return classifyInitializers();
 }
 
 OwningOpRef<ModuleOp> ONNXImporter::run() {

@@ -143,6 +143,32 @@ def _export_onnx(torch, model, inputs, path, input_name, opset):
                           dynamic_axes=axes, **exporter_args(torch))
 
 
+PARAMETERS_KEY = "oasr.parameters"  # lib/Import/ImporterImpl.h
+
+
+def _record_parameters(model, path):
+    """Writes the names of `model`'s trained parameters (named_parameters()
+    that require gradients) into the ONNX file's metadata, so oasr-run
+    trains exactly those and holds every buffer (a causal mask, rotary
+    tables) and frozen parameter constant. Metadata and not TrainingInfo:
+    a TrainingInfoProto would also have to carry an optimizer graph, which
+    oasr-run takes from its own options."""
+    try:
+        import onnx
+    except ImportError:
+        raise ExportError("oasr.export needs the onnx package to record "
+                          "which initializers are parameters (pip install "
+                          "onnx, or Debian's python3-onnx)")
+    m = onnx.load(path, load_external_data=False)
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    kept = [e for e in m.metadata_props if e.key != PARAMETERS_KEY]
+    del m.metadata_props[:]
+    m.metadata_props.extend(kept)
+    entry = m.metadata_props.add()
+    entry.key, entry.value = PARAMETERS_KEY, json.dumps(names)
+    onnx.save(m, path)
+
+
 def export(model, example_inputs, path, *, check=True, oasr_run=None,
            data_dir=None, labels=None, opset=OPSET, quiet=False):
     """Exports `model` (an nn.Module) called on `example_inputs` (a tensor or
@@ -195,6 +221,7 @@ def export(model, example_inputs, path, *, check=True, oasr_run=None,
         # statistics, which the user's model keeps as they were.
         _export_onnx(torch, copy.deepcopy(model), inputs, path,
                      "ids" if integer else "input", opset)
+        _record_parameters(model, path)
     finally:
         model.train(was_training)
     data_spec = _write_data(x, labels, data_dir)
@@ -218,6 +245,7 @@ def export(model, example_inputs, path, *, check=True, oasr_run=None,
             checked = os.path.join(tmp, "check.onnx")
             _export_onnx(torch, ref, inputs, checked, "ids" if integer else "input",
                          opset)
+            _record_parameters(ref, checked)
         with torch.no_grad():
             torch_loss = float(torch.nn.functional.cross_entropy(ref(x), labels))
         dump = os.path.join(tmp, "grads.json")

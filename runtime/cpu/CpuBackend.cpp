@@ -8,8 +8,6 @@
 #include "CpuKernels.h"
 #include "VectorSums.h"
 
-#include "llvm/Support/FormatVariadic.h"
-
 #include <omp.h>
 
 #include <atomic>
@@ -291,10 +289,9 @@ std::string describeCpu() {
     if (value == dnnl::get_effective_cpu_isa())
       isa = name;
   const dnnl_version_t *v = dnnl_version();
-  return llvm::formatv("oneDNN {0}.{1}.{2}, ISA {3}; vector loops {4}",
-                       v->major, v->minor, v->patch, isa,
-                       cpu::vectorIsaName(cpu::vectorIsa()))
-      .str();
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) +
+         "." + std::to_string(v->patch) + ", ISA " + isa + "; vector loops " +
+         cpu::vectorIsaName(cpu::vectorIsa());
 }
 
 std::vector<std::string> cpuKernelOps() {

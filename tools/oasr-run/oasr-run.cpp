@@ -130,6 +130,19 @@ static cl::opt<bool> fuseAttention(
              "FusedAttention, which saves no attention probabilities for "
              "backward (default true; docs/passes.md)"),
     cl::init(true), cl::cat(runCat));
+static cl::opt<std::string> trainable(
+    "trainable",
+    cl::desc("For an .onnx input: train only the parameters whose name "
+             "matches this regular expression (searched); the others are "
+             "held constant (docs/pytorch.md, \"Parameters and buffers\")"),
+    cl::value_desc("regex"), cl::cat(runCat));
+static cl::opt<std::string> freeze(
+    "freeze",
+    cl::desc("For an .onnx input: hold the parameters whose name matches "
+             "this regular expression constant (fine-tuning: "
+             "--freeze='^features\\.'); they get no gradient and send no "
+             "bytes"),
+    cl::value_desc("regex"), cl::cat(runCat));
 static cl::opt<bool> allowInferenceGraph(
     "allow-inference-graph",
     cl::desc("Train an .onnx model that looks exported for inference "
@@ -558,7 +571,8 @@ llvm::Expected<RunModule> loadModule(mlir::MLIRContext &ctx,
         &gradDtype,     &compress,
         &twoLevel,      &precision,
         &fuseAttention, &optimizer,
-        &momentum,      static_cast<const cl::Option *>(std::addressof(dims))};
+        &momentum,      &trainable,
+        &freeze,        static_cast<const cl::Option *>(std::addressof(dims))};
     for (const cl::Option *opt : compileOptions)
       if (opt->getNumOccurrences())
         return llvm::createStringError(
@@ -593,6 +607,8 @@ llvm::Expected<RunModule> loadModule(mlir::MLIRContext &ctx,
   o.optimizer = ro.optimizer;
   o.momentum = ro.momentum.value_or(-1);
   o.lr = ro.lr.value_or(-1);
+  o.trainable = trainable;
+  o.freeze = freeze;
   auto compiled = mlir::oasr::compileForTraining(ctx, ro.modelPath, o);
   if (!compiled)
     return compiled.takeError();

@@ -56,6 +56,8 @@ struct TrainingCompileOptions {
   bool allowInferenceGraph = false;
   /// Fold attention into FusedAttention (--fuse-attention).
   bool fuseAttention = true;
+  /// Which parameters are trained (onnximport::ImportOptions).
+  std::string trainable, freeze;
   // The optimizer.
   std::string optimizer;
   double momentum = -1, lr = -1;

@@ -42,6 +42,26 @@ struct ImportOptions {
   /// one (by default libonnx goes first up to the opset it knows). For
   /// cross-checking the two.
   bool preferOwnShapeRules = false;
+  /// Which float initializers are trained (docs/pytorch.md, "Parameters
+  /// and buffers"): when not empty, only parameters whose name matches
+  /// `trainable` (an llvm::Regex, searched) are trained; those matching
+  /// `freeze` are held constant. A pattern that matches no parameter, or a
+  /// set of options that leaves none trained, is an error.
+  std::string trainable, freeze;
+};
+
+/// How the importer decided the roles of a model's initializers.
+struct InitializerRoles {
+  /// The model carries oasr.export's record of its parameters.
+  bool recorded = false;
+  unsigned trained = 0; ///< parameters that get gradients
+  /// Float initializers held constant: buffers, frozen parameters, and
+  /// those holding a non-finite value.
+  unsigned constant = 0;
+  std::vector<std::string> nonFinite; ///< never trained: NaN or Inf inside
+  /// Trained parameters that look like buffers (name or values; without a
+  /// record only), for a warning.
+  std::vector<std::string> bufferLike;
 };
 
 /// Parses `--dim` values of the form `name=value` into `options.dims`.
