@@ -13,7 +13,10 @@ config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
 config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
-config.test_exec_root = os.path.join(config.oasr_obj_root, "test")
+# OASR_LIT_EXEC_ROOT: another place for the tests' outputs, so that two lit
+# runs of the same tests can go side by side (bench/run_fault_soak.sh).
+config.test_exec_root = os.environ.get("OASR_LIT_EXEC_ROOT") or \
+    os.path.join(config.oasr_obj_root, "test")
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
