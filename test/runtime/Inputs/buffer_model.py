@@ -46,21 +46,28 @@ class MaskedAttention(nn.Module):
         return self.head(y.mean(1))
 
 
-p = argparse.ArgumentParser()
-p.add_argument("out")
-p.add_argument("--record", action="store_true")
-p.add_argument("--seed", type=int, default=0)
-a = p.parse_args()
-torch.manual_seed(a.seed)
-model = MaskedAttention()
-x = torch.randn(4, T, D)
-if a.record:
-    from oasr import export
-    export(model, x, a.out, check=False)
-else:
-    torch.onnx.export(model, x, a.out, training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False, opset_version=17,
-                      input_names=["input"], output_names=["logits"],
-                      dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
-                      **torchscript_exporter())
-print(f"wrote {a.out}")
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("out")
+    p.add_argument("--record", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args()
+    torch.manual_seed(a.seed)
+    model = MaskedAttention()
+    x = torch.randn(4, T, D)
+    if a.record:
+        from oasr import export
+        export(model, x, a.out, check=False)
+    else:
+        torch.onnx.export(model, x, a.out,
+                          training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False, opset_version=17,
+                          input_names=["input"], output_names=["logits"],
+                          dynamic_axes={"input": {0: "batch"},
+                                        "logits": {0: "batch"}},
+                          **torchscript_exporter())
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()
