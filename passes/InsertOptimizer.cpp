@@ -11,6 +11,7 @@
 #include "oasr/Passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/Regex.h"
 
 #include <charconv>
 #include <cstdlib>
@@ -64,6 +65,10 @@ struct Hyper {
   double lr = 0.01, momentum = 0, weightDecay = 0, dampening = 0, lrDecay = 0,
          beta1 = 0.9, beta2 = 0.999, epsilon = 1e-6, weightDecayPost = 0;
   bool nesterov = false;
+  /// The decay is a recipe's (the option's, adamw's default), which leaves
+  /// biases and normalisation weights out; a model's training info decays
+  /// every parameter, as ONNX Runtime does.
+  bool recipeDecay = false;
 };
 } // namespace
 
@@ -114,8 +119,12 @@ LogicalResult InsertOptimizerPass::chooseHyper(ModuleOp module,
     module.emitError("unknown optimizer '")
         << algoName << "'"
         << (algo.empty() ? " in the model's training info" : "")
-        << ", expected 'sgd', 'momentum', 'adagrad' or 'adam'";
+        << ", expected 'sgd', 'momentum', 'adagrad', 'adam' or 'adamw'";
     return failure();
+  }
+  if (algoName == "adamw") { // torch.optim.AdamW's defaults
+    hyper.weightDecay = 0.01;
+    hyper.epsilon = 1e-8;
   }
   if (algoName == "momentum")
     hyper.momentum = 0.9;
@@ -133,6 +142,8 @@ LogicalResult InsertOptimizerPass::chooseHyper(ModuleOp module,
   opt(lr, hyper.lr);
   opt(momentum, hyper.momentum);
   opt(weightDecay, hyper.weightDecay);
+  hyper.recipeDecay = weightDecay >= 0 || (algoName == "adamw" &&
+                                           algoName != modelAlgo);
   opt(dampening, hyper.dampening);
   opt(lrDecay, hyper.lrDecay);
   opt(beta1, hyper.beta1);
@@ -167,6 +178,26 @@ void InsertOptimizerPass::runOnOperation() {
   Hyper hyper;
   if (failed(chooseHyper(module, algoName, numState, hyper)))
     return signalPassFailure();
+  // Which parameters go without decay: rank <= 1 (biases, normalisation
+  // weights), none, or those whose name the pattern finds.
+  std::optional<llvm::Regex> exclude;
+  if (decayExclude != "1d" && decayExclude != "none") {
+    exclude.emplace(decayExclude);
+    std::string why;
+    if (!exclude->isValid(why)) {
+      module.emitError("decay-exclude '")
+          << decayExclude << "' is not a regular expression: " << why;
+      return signalPassFailure();
+    }
+  }
+  auto decays = [&](StringRef name, Type type) {
+    if (decayExclude == "none" || !hyper.recipeDecay)
+      return true;
+    if (exclude)
+      return !exclude->match(name);
+    auto t = dyn_cast<RankedTensorType>(type);
+    return !t || t.getRank() > 1;
+  };
 
   MLIRContext *ctx = module.getContext();
   OpBuilder b(ctx);
@@ -226,7 +257,9 @@ void InsertOptimizerPass::runOnOperation() {
         value.getLoc(), param.getType(), ValueRange(state).getTypes(),
         b.getStringAttr(algoName), param, value, state,
         b.getF64FloatAttr(hyper.lr), b.getF64FloatAttr(hyper.momentum),
-        b.getF64FloatAttr(hyper.weightDecay),
+        b.getF64FloatAttr(decays(gradName.getValue(), param.getType())
+                              ? hyper.weightDecay
+                              : 0.0),
         b.getF64FloatAttr(hyper.dampening), b.getBoolAttr(hyper.nesterov),
         b.getF64FloatAttr(hyper.lrDecay), b.getF64FloatAttr(hyper.beta1),
         b.getF64FloatAttr(hyper.beta2), b.getF64FloatAttr(hyper.epsilon),

@@ -63,6 +63,10 @@ void mlir::oasr::populateTrainPipeline(OpPassManager &pm,
   optimizer.lr = opts.lr;
   optimizer.momentum = opts.momentum;
   optimizer.weightDecay = opts.weightDecay;
+  optimizer.beta1 = opts.beta1;
+  optimizer.beta2 = opts.beta2;
+  optimizer.epsilon = opts.epsilon;
+  optimizer.decayExclude = opts.decayExclude;
   pm.addPass(createInsertOptimizer(optimizer));
 
   if (opts.report) {

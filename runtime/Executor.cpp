@@ -55,13 +55,17 @@ void Executor::Impl::decideScaledStep(StepHooks &hooks) {
       hooks.gradientsNeeded(unsigned(g));
       stepWaited[g] = 1;
     }
+  stepDecided = true;
+  if (lossScaleValue < 0) {
+    clipGradients();
+    return;
+  }
   bool finite = true;
   for (const GroupBuf &b : groupBufs) {
     const float *f = static_cast<const float *>(b.ptr);
     for (size_t i = 0, n = b.bytes / sizeof(float); i < n; ++i)
       finite &= std::isfinite(f[i]);
   }
-  stepDecided = true;
   stepSkipped = !finite;
   if (stepSkipped)
     return;
@@ -71,6 +75,60 @@ void Executor::Impl::decideScaledStep(StepHooks &hooks) {
     for (size_t i = 0, n = b.bytes / sizeof(float); i < n; ++i)
       f[i] *= unscale;
   }
+  clipGradients();
+}
+
+void Executor::Impl::clipGradients() {
+  gradNorm = -1;
+  if (scalars.clipNorm <= 0)
+    return;
+  // The groups hold every gradient once (padding is zeros): the sum of
+  // squares in blocks of f32 added in double, as the norm kernels sum.
+  const bool host = backend->hostAddressable();
+  std::vector<float> staged;
+  double sum = 0;
+  for (const GroupBuf &b : groupBufs) {
+    const size_t n = b.bytes / sizeof(float);
+    const float *f = static_cast<const float *>(b.ptr);
+    if (!host) {
+      staged.resize(n);
+      backend->copyToHost(staged.data(), b.ptr, b.bytes);
+      f = staged.data();
+    }
+    for (size_t i0 = 0; i0 < n; i0 += 256) {
+      float acc = 0;
+      for (size_t i = i0, i1 = std::min(n, i0 + 256); i < i1; ++i)
+        acc += f[i] * f[i];
+      sum += acc;
+    }
+  }
+  gradNorm = std::sqrt(sum);
+  const double coef = scalars.clipNorm / (gradNorm + 1e-6);
+  if (!(coef < 1))
+    return;
+  const float c = float(coef);
+  for (const GroupBuf &b : groupBufs) {
+    const size_t n = b.bytes / sizeof(float);
+    float *f = static_cast<float *>(b.ptr);
+    if (!host) {
+      staged.resize(n);
+      backend->copyToHost(staged.data(), b.ptr, b.bytes);
+      f = staged.data();
+    }
+    for (size_t i = 0; i < n; ++i)
+      f[i] *= c;
+    if (!host)
+      backend->copyToDevice(b.ptr, staged.data(), b.bytes);
+  }
+}
+
+void Executor::setStepScalars(const StepScalars &s) { impl->scalars = s; }
+double Executor::lastGradNorm() const { return impl->gradNorm; }
+double Executor::baseLearningRate() const {
+  for (const Instr &in : impl->instrs)
+    if (in.op == InstrOp::Update)
+      return in.rule.lr;
+  return 0;
 }
 
 std::pair<size_t, size_t> pieceSpan(const GradGroup &g, unsigned piece,
@@ -107,10 +165,14 @@ void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
   I.refreshCopies();
   const bool defer = I.deferUpdates;
   const bool scaling = I.lossScaleValue >= 0;
+  const bool deciding = I.decidesStep();
   if (scaling) {
     float s = float(I.scaler.scale);
     I.backend->copyToDevice(I.ref(I.lossScaleValue).data, &s, sizeof s);
+  }
+  if (deciding) {
     I.stepDecided = false;
+    I.stepSkipped = false;
     I.stepWaited.assign(I.groupBufs.size(), 0);
   }
   if (defer && timings) {
@@ -168,20 +230,20 @@ void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
       hooks.gradientsReady(instr.group);
       break;
     case InstrOp::Wait:
-      if (scaling && I.stepWaited[instr.group])
+      if (deciding && I.stepWaited[instr.group])
         break; // waited for to decide the step
       hooks.gradientsNeeded(instr.group);
-      if (scaling)
+      if (deciding)
         I.stepWaited[instr.group] = 1;
       break;
     case InstrOp::Update:
-      if (scaling && !I.stepDecided)
+      if (deciding && !I.stepDecided)
         I.decideScaledStep(hooks);
       if (scaling && I.stepSkipped)
         keepState(instr);
       else
-        I.backend->update(instr.rule, I.updatesDone, instr.inRefs,
-                          instr.outRefs);
+        I.backend->update(I.scaledRule(instr.rule), I.updatesDone,
+                          instr.inRefs, instr.outRefs);
       break;
     }
     if (timings) {
@@ -234,7 +296,8 @@ void Executor::Impl::runDeferredUpdate(StepHooks &hooks, unsigned u,
   }
   double t0 = timings ? (*now)() : 0;
   Instr &instr = instrs[u];
-  backend->update(instr.rule, pendingT, instr.inRefs, instr.outRefs);
+  backend->update(scaledRule(instr.rule), pendingT, instr.inRefs,
+                  instr.outRefs);
   if (timings)
     timings[u] = {t0, (*now)()};
 }

@@ -128,7 +128,7 @@ private:
       if (in.op == InstrOp::Update) {
         // param, grad[, state...] -> param'[, state'...], all alike.
         size_t states =
-            in.rule.algo == "adam"                                    ? 2
+            in.rule.algo == "adam" || in.rule.algo == "adamw"         ? 2
             : in.rule.algo == "momentum" || in.rule.algo == "adagrad" ? 1
                                                                       : 0;
         ok = ok && in.ins.size() >= 2 + states && in.outs.size() >= 1 + states;

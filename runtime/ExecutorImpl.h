@@ -114,9 +114,27 @@ struct Executor::Impl {
   LossScaler scaler;
   bool stepDecided = false, stepSkipped = false;
   std::vector<char> stepWaited;
+  /// The host's per-step scalars (Executor::setStepScalars) and the last
+  /// step's gradient norm (-1: not measured).
+  Executor::StepScalars scalars;
+  double gradNorm = -1;
+  /// Whether this step decides at its first update, once every group is
+  /// averaged (loss scaling, clipping).
+  bool decidesStep() const {
+    return lossScaleValue >= 0 || scalars.clipNorm > 0;
+  }
+  /// `rule` with the step's learning-rate factor.
+  UpdateRule scaledRule(const UpdateRule &rule) const {
+    UpdateRule r = rule;
+    r.lr *= scalars.lrScale;
+    return r;
+  }
+  /// The global L2 norm of the averaged gradients and, when above
+  /// `scalars.clipNorm`, their scaling to it.
+  void clipGradients();
   /// Waits for every group and checks the averaged gradients for Inf/NaN:
   /// sets stepSkipped, or divides the gradients by the scale (once, where
-  /// every update and `gradient()` read them).
+  /// every update and `gradient()` read them); then clips them.
   void decideScaledStep(StepHooks &hooks);
   int64_t pendingT = 0; ///< the update count the pending updates use
   std::vector<std::vector<unsigned>> updatesBefore;

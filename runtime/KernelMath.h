@@ -400,7 +400,7 @@ OASR_HOST_DEVICE inline int64_t indexAt(const void *p, bool is64, int64_t i) {
 // Optimizer updates
 //===----------------------------------------------------------------------===//
 
-enum class UpdateAlgo : int { Sgd, Momentum, Adagrad, Adam };
+enum class UpdateAlgo : int { Sgd, Momentum, Adagrad, Adam, AdamW };
 
 /// One update's scalars as the ONNX preview-training rules derive them
 /// (docs/runtime.md, "Optimizers"), in float: the learning rate, weight
@@ -432,6 +432,15 @@ inline UpdateScalars updateScalars(const UpdateRule &rule, int64_t t) {
   } else if (rule.algo == "adagrad") {
     u.algo = UpdateAlgo::Adagrad;
     u.r = float(rule.lr / (1.0 + double(t) * rule.lrDecay));
+  } else if (rule.algo == "adamw") {
+    // torch.optim.AdamW: the decay scales the weight by 1 - lr wd first;
+    // the step is lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps), t counted
+    // from 1.
+    u.algo = UpdateAlgo::AdamW;
+    const double step = double(t + 1);
+    u.keep = float(1.0 - rule.lr * rule.weightDecay);
+    u.r = float(rule.lr / (1.0 - std::pow(rule.beta1, step)));
+    u.c = float(std::sqrt(1.0 - std::pow(rule.beta2, step)));
   } else {
     u.algo = UpdateAlgo::Adam;
     u.r = t > 0 ? float(rule.lr *
@@ -480,6 +489,20 @@ OASR_HOST_DEVICE inline void adamStep(const UpdateScalars &u, float p, float g,
   nv = vi;
   nh = hi;
   np = u.keep * (p - u.r * vi / (math::sqrt(hi) + u.eps));
+}
+
+/// adamw (torch.optim.AdamW's single-tensor form): p' = (1 - lr wd) p; m' =
+/// lerp(m, g, 1 - b1); v' = b2 v + (1 - b2) g^2; p'' = p' - r m' / (sqrt(v')
+/// / c + eps) with r = lr / (1 - b1^t) and c = sqrt(1 - b2^t).
+OASR_HOST_DEVICE inline void adamwStep(const UpdateScalars &u, float p, float g,
+                                       float v, float h, float &np, float &nv,
+                                       float &nh) {
+  const float w = 1.0f - u.b1; // lerp's weight (< 0.5: from the start)
+  const float m = w < 0.5f ? v + w * (g - v) : g - (g - v) * (1.0f - w);
+  const float s = u.b2 * h + (1.0f - u.b2) * g * g;
+  nv = m;
+  nh = s;
+  np = u.keep * p - u.r * (m / (math::sqrt(s) / u.c + u.eps));
 }
 
 } // namespace oasr::rt

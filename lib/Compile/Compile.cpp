@@ -16,6 +16,10 @@
 #include "mlir/Pass/PassManager.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+#include <cstdio>
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -30,17 +34,44 @@ bool TrainingCompileOptions::anyCompileOption() const {
          !optimizer.empty() || momentum >= 0 || !dims.empty() ||
          !gradDtype.empty() || !compress.empty() || !precision.empty() ||
          !twoLevel.empty() || !fuseAttention || !trainable.empty() ||
-         !freeze.empty();
+         !freeze.empty() || weightDecay || epsilon || !betas.empty() ||
+         decayExclude != "1d";
 }
 
 static llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
+/// `x` as %g writes it, for messages that repeat an option's value.
+static std::string gNum(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
 #if OASR_HAVE_IMPORT
 /// The planning and precision options of an .onnx input, checked before
 /// anything is imported.
 static llvm::Error checkOnnxOptions(const TrainingCompileOptions &o) {
+  if (o.weightDecay && !(std::isfinite(*o.weightDecay) && *o.weightDecay >= 0))
+    return fail("--weight-decay=" + gNum(*o.weightDecay) +
+                ": expected a finite decay >= 0");
+  if (o.epsilon && !(std::isfinite(*o.epsilon) && *o.epsilon > 0))
+    return fail("--eps=" + gNum(*o.epsilon) +
+                ": expected a finite epsilon > 0");
+  if (!o.betas.empty()) {
+    auto [b1, b2] = llvm::StringRef(o.betas).split(',');
+    double v1, v2;
+    if (b1.getAsDouble(v1) || b2.getAsDouble(v2) || !(v1 >= 0 && v1 < 1) ||
+        !(v2 >= 0 && v2 < 1))
+      return fail("--betas=" + o.betas +
+                  ": expected B1,B2 with each in [0, 1) (0.9,0.999)");
+  }
+  if (!o.betas.empty() || o.epsilon)
+    if (o.optimizer != "adam" && o.optimizer != "adamw")
+      return fail(std::string(o.betas.empty() ? "--eps" : "--betas") +
+                  " applies to --optimizer=adam or adamw" +
+                  (o.optimizer.empty() ? "" : ", not " + o.optimizer));
   if (o.overlapRate && !(*o.overlapRate >= 0 && *o.overlapRate <= 1))
     return fail("--overlap-rate must be in [0, 1] (the rate communication "
                 "progresses while backward computes)");
@@ -142,6 +173,19 @@ static void setPipelineOptions(const TrainingCompileOptions &o,
     po.momentum = o.momentum;
   if (o.lr >= 0)
     po.lr = o.lr;
+  if (o.weightDecay)
+    po.weightDecay = *o.weightDecay;
+  if (o.epsilon)
+    po.epsilon = *o.epsilon;
+  if (!o.betas.empty()) {
+    auto [b1, b2] = llvm::StringRef(o.betas).split(',');
+    double v1 = 0, v2 = 0;
+    (void)b1.getAsDouble(v1);
+    (void)b2.getAsDouble(v2);
+    po.beta1 = v1;
+    po.beta2 = v2;
+  }
+  po.decayExclude = o.decayExclude;
 }
 #endif
 
@@ -185,7 +229,8 @@ mlir::oasr::compileForTraining(MLIRContext &ctx, llvm::StringRef path,
       return fail("--strategy/--alpha/--beta/--overlap-rate/--comm/"
                   "--plan-profile/--grad-dtype/--compress/--two-level/"
                   "--precision/--optimizer/"
-                  "--momentum/--trainable/--freeze/"
+                  "--momentum/--trainable/--freeze/--weight-decay/"
+                  "--decay-exclude/--betas/--eps/"
                   "--dim "
                   "apply to .onnx "
                   "inputs; a .mlir module carries its plan (recompile it with "

@@ -255,6 +255,7 @@ int OptimizerUpdateOp::numStateTensors(StringRef algo) {
       .Case("momentum", 1)
       .Case("adagrad", 1)
       .Case("adam", 2)
+      .Case("adamw", 2)
       .Default(-1);
 }
 
@@ -262,7 +263,8 @@ LogicalResult OptimizerUpdateOp::verify() {
   int expectedState = numStateTensors(getAlgo());
   if (expectedState < 0)
     return emitOpError("unknown algo '")
-           << getAlgo() << "', expected 'sgd', 'momentum', 'adagrad' or 'adam'";
+           << getAlgo()
+           << "', expected 'sgd', 'momentum', 'adagrad', 'adam' or 'adamw'";
   if (getState().size() != size_t(expectedState))
     return emitOpError("'") << getAlgo() << "' takes " << expectedState
                             << " state tensor(s), got " << getState().size();

@@ -109,6 +109,7 @@ private:
   int64_t resume(std::vector<float> &algorithmState,
                  std::vector<float> &rankState);
   void report(const TrainSummary &summary, const TrainingAlgorithm &algo);
+  TrainRecipe recipe();
   void stalled(const CommEngine::Stall &s);
   bool onSeveralHosts();
   bool severalHosts = false; ///< onSeveralHosts(), asked once at start
@@ -423,6 +424,42 @@ void Run::setUpTiers() {
                  << " two-level group(s) are sent as one allreduce over "
                     "every rank: "
                  << why << "\n";
+}
+
+/// The recipe's per-step scalars, checked against the compiled step.
+TrainRecipe Run::recipe() {
+  TrainRecipe r;
+  const RunOptions::Recipe &g = o.recipe;
+  const double base = exec->baseLearningRate();
+  if (g.lrSchedule != "constant" || g.warmup != 0 || g.warmupStart != 0 ||
+      g.minLr != 0) {
+    auto s = parseLrSchedule(g.lrSchedule, g.warmup, g.warmupStart, g.minLr,
+                             o.steps, base);
+    if (!s)
+      abortRun(*comm,
+               "oasr-run: error: " + llvm::toString(s.takeError()));
+    r.schedule = *s;
+  }
+  if (!(std::isfinite(g.clipGradNorm) && g.clipGradNorm >= 0)) {
+    char given[32];
+    std::snprintf(given, sizeof given, "%g", g.clipGradNorm);
+    abortRun(*comm, std::string("oasr-run: error: --clip-grad-norm=") + given +
+                        ": expected a finite norm >= 0 (0: off)");
+  }
+  if (g.clipGradNorm > 0 && exec->steady().forwardWaits)
+    abortRun(*comm,
+             "oasr-run: error: --clip-grad-norm needs every group averaged "
+             "before the first update, and the plan '" +
+                 exec->planStrategy() +
+                 "' applies each group's update in the next forward; plan "
+                 "with a strategy whose updates follow backward (oasr, "
+                 "optimal, wfbp, ...)");
+  r.clipGradNorm = g.clipGradNorm;
+  r.metricsPath = g.metricsPath;
+  if (rank == 0 && !o.quiet && r.schedule)
+    std::printf("oasr-run: learning rate %s\n",
+                r.schedule->describe(base).c_str());
+  return r;
 }
 
 void Run::describe() {
@@ -843,6 +880,7 @@ int Run::run(int *argc, char ***argv) {
   to.allowNonFinite = o.allowNonFinite;
   to.replan = replanOptions;
   to.replanProfilePath = o.replanProfile;
+  to.recipe = recipe();
   if (!o.dumpGrads.empty() &&
       llvm::sys::path::extension(o.dumpGrads) != ".npz") {
     // Every rank sums every parameter's entry, trained here or not.

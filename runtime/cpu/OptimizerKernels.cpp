@@ -50,6 +50,10 @@ static void applyRule(const UpdateScalars &u, const UpdateSpan &s, int64_t n) {
     for (int64_t i = 0; i < n; ++i)
       adamStep(u, p[i], g[i], v[i], h[i], np[i], nv[i], nh[i]);
     return;
+  case UpdateAlgo::AdamW:
+    for (int64_t i = 0; i < n; ++i)
+      adamwStep(u, p[i], g[i], v[i], h[i], np[i], nv[i], nh[i]);
+    return;
   }
 }
 

@@ -643,6 +643,9 @@ __global__ void updateKernel(UpdateScalars u, int64_t n, const float *p,
     case UpdateAlgo::Adam:
       adamStep(u, pi, gi, v[i], h[i], np[i], nv[i], nh[i]);
       break;
+    case UpdateAlgo::AdamW:
+      adamwStep(u, pi, gi, v[i], h[i], np[i], nv[i], nh[i]);
+      break;
     }
   }
 }

@@ -229,6 +229,12 @@ void printSummary(std::FILE *out, const TrainSummary &s,
                  "  loss scale       %9.0f (f16, dynamic: %lld step(s) "
                  "skipped for non-finite gradients)\n",
                  s.lossScale, (long long)s.skippedSteps);
+  if (s.medianGradNorm >= 0)
+    std::fprintf(out,
+                 "  gradient norm    %9.4f (median before clipping; %lld of "
+                 "%lld step(s) clipped to %g)\n",
+                 s.medianGradNorm, (long long)s.clippedSteps,
+                 (long long)s.normSteps, s.clipGradNorm);
   if (s.trainAccuracy >= 0)
     std::fprintf(out, "  train accuracy   %8.1f%%\n", 100 * s.trainAccuracy);
   if (s.testAccuracy >= 0)

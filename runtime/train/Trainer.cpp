@@ -8,6 +8,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "TrainImpl.h"
+#include "oasr/Support/JSON.h"
+
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <optional>
 
@@ -148,6 +151,13 @@ public:
       : options(options), algo(algo), engine(engine), tokens(tokens),
         labelled(labelled), first(first), runStartNs(runStartNs),
         intervalStartNs(runStartNs) {}
+  /// The step's host scalars and exposed communication, for the line and
+  /// the metrics file.
+  void facts(double lr, double gradNorm, double blockedUs) {
+    lastLr = lr;
+    lastNorm = gradNorm;
+    intervalBlockedUs += blockedUs;
+  }
   void add(double loss, double correct, double samples, double labels) {
     intervalLoss += loss;
     intervalCorrect += correct;
@@ -159,7 +169,9 @@ public:
   /// summary's loss and accuracy to the interval's.
   void stepDone(int64_t step, TrainSummary &summary) {
     bool last = step + 1 == options.steps;
-    if (options.quiet ||
+    // Every rank decides alike: the sums below are collective.
+    const bool records = !options.recipe.metricsPath.empty();
+    if ((options.quiet && !records) ||
         ((step + 1) % std::max<int64_t>(options.logEvery, 1) != 0 && !last))
       return;
     double agg[5] = {intervalLoss, intervalCorrect, intervalSamples,
@@ -179,18 +191,39 @@ public:
                    double(options.steps - step - 1);
       const char *who = algo.lockstep() ? "" : "  [rank 0]";
       const char *unit = tokens ? "seq" : "img";
-      if (labelled)
-        std::printf("step %lld/%lld  loss %.4f  acc %5.1f%%  %.1f %s/s  "
-                    "ETA %s%s\n",
+      std::string extra;
+      if (options.recipe.schedule)
+        extra += llvm::formatv("  lr {0:e3}", lastLr).str();
+      if (lastNorm >= 0)
+        extra += llvm::formatv("  |g| {0:f4}", lastNorm).str();
+      if (!options.quiet) {
+        std::string acc100 =
+            labelled ? llvm::formatv("  acc {0,5:f1}%", 100.0 * acc).str() : "";
+        std::printf("step %lld/%lld  loss %.4f%s%s  %.1f %s/s  ETA %s%s\n",
                     (long long)(step + 1), (long long)options.steps, meanLoss,
-                    100.0 * acc, ips, unit, formatDuration(eta).c_str(), who);
-      else
-        std::printf("step %lld/%lld  loss %.4f  %.1f %s/s  ETA %s%s\n",
-                    (long long)(step + 1), (long long)options.steps, meanLoss,
-                    ips, unit, formatDuration(eta).c_str(), who);
-      std::fflush(stdout);
+                    acc100.c_str(), extra.c_str(), ips, unit,
+                    formatDuration(eta).c_str(), who);
+        std::fflush(stdout);
+      }
+      if (metrics) {
+        llvm::json::Object line{
+            {"step", step + 1},
+            {"loss", meanLoss},
+            {"lr", lastLr},
+            {"samples_per_s", ips},
+            {"step_ms", secs * 1e3 / std::max(agg[3], 1.0)},
+            {"exposed_comm_ms",
+             intervalBlockedUs * 1e-3 / double(std::max<int64_t>(intervalSteps, 1))}};
+        if (labelled)
+          line["accuracy"] = acc;
+        if (lastNorm >= 0)
+          line["grad_norm"] = lastNorm;
+        *metrics << formatJSON(std::move(line)) << "\n";
+        metrics->flush();
+      }
     }
     intervalLoss = intervalCorrect = intervalSamples = intervalLabels = 0;
+    intervalBlockedUs = 0;
     intervalSteps = 0;
     intervalStartNs = steadyNs();
   }
@@ -202,9 +235,45 @@ private:
   bool tokens, labelled;
   int64_t first, runStartNs, intervalStartNs;
   double intervalLoss = 0, intervalCorrect = 0, intervalSamples = 0,
-         intervalLabels = 0;
+         intervalLabels = 0, intervalBlockedUs = 0;
   int64_t intervalSteps = 0;
+  double lastLr = 0, lastNorm = -1;
+
+public:
+  /// The metrics file (rank 0), when one is written.
+  std::unique_ptr<llvm::raw_fd_ostream> metrics;
 };
+
+/// Opens --metrics for appending after `startStep` completed steps: a line
+/// of a later step (a run that went on past the checkpoint it resumes
+/// from) is dropped, so a resumed run has no step twice.
+static llvm::Expected<std::unique_ptr<llvm::raw_fd_ostream>>
+openMetrics(const std::string &path, int64_t startStep) {
+  std::string kept;
+  if (auto old = llvm::MemoryBuffer::getFile(path)) {
+    llvm::SmallVector<llvm::StringRef> lines;
+    (*old)->getBuffer().split(lines, '\n', -1, false);
+    for (llvm::StringRef l : lines) {
+      llvm::Expected<llvm::json::Value> v = llvm::json::parse(l);
+      if (!v) {
+        llvm::consumeError(v.takeError());
+        continue; // a line cut short by a crash
+      }
+      const llvm::json::Object *o = v->getAsObject();
+      std::optional<int64_t> at = o ? o->getInteger("step") : std::nullopt;
+      if (at && *at <= startStep)
+        kept += l.str() + "\n";
+    }
+  }
+  std::error_code ec;
+  auto os = std::make_unique<llvm::raw_fd_ostream>(path, ec,
+                                                   llvm::sys::fs::OF_Text);
+  if (ec)
+    return llvm::createStringError(ec, "--metrics=%s: cannot write: %s",
+                                   path.c_str(), ec.message().c_str());
+  *os << kept;
+  return std::move(os);
+}
 
 /// A non-finite loss stops the run (unless --allow-nonfinite, or the f16
 /// loss scaler skipped the step, which changed nothing): the error names
@@ -254,6 +323,12 @@ public:
           return err;
     progress.emplace(options, algo, engine, tokens, lab.data != nullptr, first,
                      runStartNs);
+    if (rank == 0 && !options.recipe.metricsPath.empty()) {
+      auto m = openMetrics(options.recipe.metricsPath, first);
+      if (!m)
+        return m.takeError();
+      progress->metrics = std::move(*m);
+    }
     for (int64_t step = first; step < mySteps; ++step)
       if (llvm::Error err = runOne(step))
         return err;
@@ -327,6 +402,16 @@ private:
                            replanner.wantsAloneStep() &&
                            algo.holdCommunication(true);
     replanner.beginStep();
+    // The step's host scalars: the schedule's rate, the clipping bound.
+    Executor::StepScalars scalars;
+    const double base = exec.baseLearningRate();
+    const double lr = options.recipe.schedule && base > 0
+                          ? options.recipe.schedule->rate(step, base)
+                          : base;
+    if (base > 0)
+      scalars.lrScale = lr / base;
+    scalars.clipNorm = options.recipe.clipGradNorm;
+    exec.setStepScalars(scalars);
     int64_t t0 = steadyNs();
     if (options.magnitudes) {
       MagnitudeRecorder recorder(exec, algo, *options.magnitudes);
@@ -338,6 +423,12 @@ private:
     int64_t t1 = steadyNs();
     double blocked = algo.takeBlockedUs();
     record(step, double(t1 - t0) * 1e-3, blocked, aloneStep);
+    const double norm = exec.lastGradNorm();
+    if (norm >= 0) {
+      gradNorms.push_back(norm);
+      clipped += norm > options.recipe.clipGradNorm;
+    }
+    progress->facts(lr, norm, blocked);
 
     double loss = exec.loss();
     if (exec.scalesLoss()) {
@@ -589,6 +680,12 @@ private:
     summary.predictedUs = exec.predictedIterationUs();
     summary.beforeSteps = int64_t(beforeUs.size());
     summary.beforeMedianIterationUs = median(beforeUs);
+    if (!gradNorms.empty()) {
+      summary.medianGradNorm = median(gradNorms);
+      summary.normSteps = int64_t(gradNorms.size());
+      summary.clippedSteps = clipped;
+      summary.clipGradNorm = options.recipe.clipGradNorm;
+    }
     if (!options.tracePath.empty())
       if (auto err = writeTrace(options.tracePath, engine, trace, history,
                                 summary.replans))
@@ -634,6 +731,8 @@ private:
   Replanner replanner;
   PlanHistory history;
   std::vector<double> iterationsUs, beforeUs;
+  std::vector<double> gradNorms; ///< each step's, before clipping
+  int64_t clipped = 0;
   int64_t warmupStep = -1; ///< the first step after a switch
   std::vector<Rec> trace;
   int64_t epochNs = 0, runStartNs = 0, evalNs = 0, first = 0;

@@ -164,7 +164,8 @@ static cl::opt<std::string>
                 cl::init(""), cl::cat(runCat));
 static cl::opt<std::string>
     optimizer("optimizer",
-              cl::desc("sgd | momentum | adagrad | adam, for an .onnx input"),
+              cl::desc("sgd | momentum | adagrad | adam | adamw (decoupled weight "
+                       "decay, as torch.optim.AdamW), for an .onnx input"),
               cl::init(""), cl::cat(runCat));
 static cl::opt<double> momentum("momentum",
                                 cl::desc("Momentum, for an .onnx input"),
@@ -193,6 +194,53 @@ static cl::opt<double> lr("lr",
                           cl::desc("Learning rate (overrides the "
                                    "module's)"),
                           cl::init(-1), cl::cat(runCat));
+// The recipe (docs/runtime.md, "Recipes").
+static cl::opt<std::string> lrSchedule(
+    "lr-schedule",
+    cl::desc("The learning rate of each step, as torch.optim.lr_scheduler: "
+             "constant | step:MILESTONES:GAMMA | cosine | linear | poly:P | "
+             "onecycle (default constant)"),
+    cl::init("constant"), cl::cat(runCat));
+static cl::opt<int64_t> warmup(
+    "warmup", cl::desc("Steps of linear warmup before the schedule"),
+    cl::init(0), cl::cat(runCat));
+static cl::opt<double> warmupStart(
+    "warmup-start",
+    cl::desc("The warmup's first rate as a factor of --lr (default 0)"),
+    cl::init(0), cl::cat(runCat));
+static cl::opt<double> minLr(
+    "min-lr", cl::desc("The last rate of cosine and linear (default 0)"),
+    cl::init(0), cl::cat(runCat));
+static cl::opt<double> clipGradNorm(
+    "clip-grad-norm",
+    cl::desc("Clip the averaged gradients to this global L2 norm before "
+             "the update, as torch.nn.utils.clip_grad_norm_ (0: off)"),
+    cl::init(0), cl::cat(runCat));
+static cl::opt<std::string> metricsPath(
+    "metrics",
+    cl::desc("Write one JSON line per logged step (step, loss, lr, gradient "
+             "norm, samples/s, step ms, exposed communication) to FILE"),
+    cl::value_desc("FILE.jsonl"), cl::cat(runCat));
+static cl::opt<double> weightDecay(
+    "weight-decay",
+    cl::desc("For an .onnx input: weight decay, coupled L2 for sgd, "
+             "momentum, adagrad and adam (as torch.optim.SGD), decoupled for "
+             "adamw (as torch.optim.AdamW, default 0.01 there)"),
+    cl::init(-1), cl::cat(runCat));
+static cl::opt<std::string> decayExclude(
+    "decay-exclude",
+    cl::desc("For an .onnx input: parameters without weight decay: 1d "
+             "(default: biases and normalisation weights, every tensor of "
+             "rank <= 1), none, or a regular expression on their names"),
+    cl::init("1d"), cl::cat(runCat));
+static cl::opt<std::string> betas(
+    "betas", cl::desc("For an .onnx input: adam and adamw's B1,B2 (default "
+                      "0.9,0.999)"),
+    cl::cat(runCat));
+static cl::opt<double> eps(
+    "eps", cl::desc("For an .onnx input: adam and adamw's epsilon (default "
+                    "1e-8 for adamw)"),
+    cl::init(-1), cl::cat(runCat));
 static cl::opt<uint64_t> seed("seed", cl::desc("Seed for data and init"),
                               cl::init(1), cl::cat(runCat));
 // `--threads=N` is taken out of argv before llvm::cl sees it: libLLVM
@@ -516,6 +564,12 @@ RunOptions runOptions() {
   o.vocab = given(vocab);
   o.steps = steps;
   o.lr = given(lr);
+  o.recipe.lrSchedule = lrSchedule;
+  o.recipe.warmup = warmup;
+  o.recipe.warmupStart = warmupStart;
+  o.recipe.minLr = minLr;
+  o.recipe.clipGradNorm = clipGradNorm;
+  o.recipe.metricsPath = metricsPath;
   o.seed = seed;
   o.threads = threads;
   o.logEvery = logEvery;
@@ -572,7 +626,9 @@ llvm::Expected<RunModule> loadModule(mlir::MLIRContext &ctx,
         &twoLevel,      &precision,
         &fuseAttention, &optimizer,
         &momentum,      &trainable,
-        &freeze,        static_cast<const cl::Option *>(std::addressof(dims))};
+        &freeze,        &weightDecay,
+        &decayExclude,  &betas,
+        &eps,           static_cast<const cl::Option *>(std::addressof(dims))};
     for (const cl::Option *opt : compileOptions)
       if (opt->getNumOccurrences())
         return llvm::createStringError(
@@ -609,6 +665,10 @@ llvm::Expected<RunModule> loadModule(mlir::MLIRContext &ctx,
   o.lr = ro.lr.value_or(-1);
   o.trainable = trainable;
   o.freeze = freeze;
+  o.weightDecay = given(weightDecay);
+  o.decayExclude = decayExclude;
+  o.betas = betas;
+  o.epsilon = given(eps);
   auto compiled = mlir::oasr::compileForTraining(ctx, ro.modelPath, o);
   if (!compiled)
     return compiled.takeError();

@@ -61,6 +61,11 @@ struct TrainingCompileOptions {
   // The optimizer.
   std::string optimizer;
   double momentum = -1, lr = -1;
+  /// Weight decay (none: the optimizer's default), which parameters go
+  /// without it ("1d", "none" or a regex), adam's "B1,B2" (empty: default)
+  /// and epsilon (none: default).
+  std::optional<double> weightDecay, epsilon;
+  std::string decayExclude = "1d", betas;
 
   /// Whether any planning or import option was given (a .mlir module
   /// carries its plan, so these are refused for one).

@@ -69,6 +69,14 @@ struct RunOptions {
   std::optional<int64_t> vocab;
   int64_t steps = 10;
   std::optional<double> lr;
+  /// The recipe's per-step options, as given (Run parses them into
+  /// TrainRecipe once the step's base rate is known).
+  struct Recipe {
+    std::string lrSchedule = "constant";
+    int64_t warmup = 0;
+    double warmupStart = 0, minLr = 0, clipGradNorm = 0;
+    std::string metricsPath;
+  } recipe;
   uint64_t seed = 1;
   int threads = 0; ///< compute threads per rank; 0: defaultThreads()
   int64_t logEvery = 1;

@@ -96,7 +96,7 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   // --oasr-insert-optimizer
   Option<std::string> algo{
       *this, "algo",
-      llvm::cl::desc("Optimizer: sgd, momentum, adagrad or adam")};
+      llvm::cl::desc("Optimizer: sgd, momentum, adagrad, adam or adamw")};
   Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"),
                     llvm::cl::init(-1.0)};
   Option<double> momentum{*this, "momentum", llvm::cl::desc("Momentum"),
@@ -104,6 +104,16 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
   Option<double> weightDecay{*this, "weight-decay",
                              llvm::cl::desc("Weight decay"),
                              llvm::cl::init(-1.0)};
+  Option<double> beta1{*this, "beta1", llvm::cl::desc("Adam's beta1"),
+                       llvm::cl::init(-1.0)};
+  Option<double> beta2{*this, "beta2", llvm::cl::desc("Adam's beta2"),
+                       llvm::cl::init(-1.0)};
+  Option<double> epsilon{*this, "epsilon", llvm::cl::desc("Adam's epsilon"),
+                         llvm::cl::init(-1.0)};
+  Option<std::string> decayExclude{
+      *this, "decay-exclude",
+      llvm::cl::desc("Parameters without weight decay: 1d, none or a regex"),
+      llvm::cl::init("1d")};
   // --oasr-plan-report
   Option<bool> report{*this, "report",
                       llvm::cl::desc("Print the plan report at the end"),

@@ -401,7 +401,7 @@ def InsertOptimizer : Pass<"oasr-insert-optimizer", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::oasr::OASRDialect"];
   let options = [
     Option<"algo", "algo", "std::string", "\"\"",
-           "sgd, momentum, adagrad or adam">,
+           "sgd, momentum, adagrad, adam or adamw">,
     Option<"lr", "lr", "double", "-1.0", "Learning rate">,
     Option<"momentum", "momentum", "double", "-1.0", "Momentum (momentum)">,
     Option<"weightDecay", "weight-decay", "double", "-1.0",
@@ -417,7 +417,11 @@ def InsertOptimizer : Pass<"oasr-insert-optimizer", "::mlir::ModuleOp"> {
     Option<"beta2", "beta2", "double", "-1.0",
            "Second-moment decay (adam)">,
     Option<"epsilon", "epsilon", "double", "-1.0",
-           "Denominator term (adagrad, adam)">
+           "Denominator term (adagrad, adam, adamw)">,
+    Option<"decayExclude", "decay-exclude", "std::string", "\"1d\"",
+           "Parameters without weight decay: 1d (every tensor of rank <= 1: "
+           "biases, normalisation weights), none, or a regular expression "
+           "searched in their names">
   ];
   let statistics = [
     Statistic<"numUpdates", "updates", "Parameter updates inserted">

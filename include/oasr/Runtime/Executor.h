@@ -298,6 +298,23 @@ public:
   GraphStats graphStats() const;
   LossScaler &lossScaler();
   bool lastStepSkipped() const;
+
+  /// Scalars the next steps' updates take from the host: changing them
+  /// never recompiles (a schedule's rate, a clipping bound).
+  struct StepScalars {
+    double lrScale = 1; ///< every update's learning rate times this
+    /// > 0: before the first update, the averaged gradients are scaled to
+    /// a global L2 norm of at most this (torch.nn.utils.clip_grad_norm_:
+    /// by max_norm / (norm + 1e-6) when above it).
+    double clipNorm = 0;
+  };
+  void setStepScalars(const StepScalars &s);
+  /// The last step's global L2 norm of the averaged gradients, before
+  /// clipping; -1 when the step did not measure it (no clipping).
+  double lastGradNorm() const;
+  /// The learning rate the first update was compiled with (what a
+  /// schedule's factor multiplies); 0 without updates.
+  double baseLearningRate() const;
   /// Where the compiler's per-op costs came from (`oasr.cost_model`'s
   /// source and file: "roofline", "profile p.json"); empty when unknown.
   const std::string &costSource() const { return costs; }

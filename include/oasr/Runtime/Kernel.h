@@ -168,7 +168,7 @@ using KernelOr = StatusOr<std::unique_ptr<Kernel>>;
 /// One oasr.optimizer_update: the algorithm and its hyper-parameters (the
 /// ONNX preview-training rules; docs/runtime.md "Optimizers").
 struct UpdateRule {
-  std::string algo; ///< sgd | momentum | adagrad | adam
+  std::string algo; ///< sgd | momentum | adagrad | adam | adamw
   double lr = 0, momentum = 0, weightDecay = 0, dampening = 0, lrDecay = 0,
          beta1 = 0, beta2 = 0, epsilon = 0, weightDecayPost = 0;
   bool nesterov = false;
@@ -179,7 +179,7 @@ struct UpdateRule {
 /// momentum, adagrad, adam.
 inline bool isStandardUpdate(const std::string &algo) {
   return algo == "sgd" || algo == "momentum" || algo == "adagrad" ||
-         algo == "adam";
+         algo == "adam" || algo == "adamw";
 }
 
 class KernelBackend {

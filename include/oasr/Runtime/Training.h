@@ -23,11 +23,13 @@
 #include "oasr/Runtime/DataLoader.h"
 #include "oasr/Runtime/Executor.h"
 #include "oasr/Runtime/GradientDump.h"
+#include "oasr/Runtime/LrSchedule.h"
 #include "oasr/Runtime/Replan.h"
 
 #include "llvm/Support/Error.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -234,6 +236,19 @@ createTrainingAlgorithm(llvm::StringRef name, Executor &exec,
                         CommEngine &engine, const AlgorithmOptions &options);
 
 /// Options of the training loop.
+/// How the steps train beyond what the compiled step fixes (docs/runtime.md,
+/// "Recipes"): per-step host scalars and what is recorded.
+struct TrainRecipe {
+  /// The learning rate of each step; none: the compiled rate throughout.
+  std::optional<LrSchedule> schedule;
+  /// > 0: the averaged gradients are clipped to this global L2 norm before
+  /// any update (torch.nn.utils.clip_grad_norm_).
+  double clipGradNorm = 0;
+  /// JSON lines, one per logged step and evaluation (rank 0 writes; a
+  /// resumed run drops the lines after its checkpoint's step).
+  std::string metricsPath;
+};
+
 struct TrainOptions {
   int64_t steps = 10;
   int64_t logEvery = 1;    ///< progress line every N steps (rank 0)
@@ -264,6 +279,7 @@ struct TrainOptions {
   /// parameter as its group becomes ready, before averaging (the last
   /// step's stays): --dump-grads' magnitudes.
   GradientMagnitudes *magnitudes = nullptr;
+  TrainRecipe recipe;
 };
 
 /// What the run measured (rank 0's view; times in microseconds).
@@ -308,6 +324,11 @@ struct TrainSummary {
   /// and the steps skipped for non-finite gradients.
   double lossScale = -1;
   int64_t skippedSteps = 0;
+  /// --clip-grad-norm: the median global gradient norm before clipping,
+  /// and how many of the run's steps were clipped (-1: not measured).
+  double medianGradNorm = -1;
+  int64_t clippedSteps = 0, normSteps = 0;
+  double clipGradNorm = 0;
   double trainAccuracy = -1; ///< over the last logging interval
   double testAccuracy = -1;  ///< -1 when there is no test split
   int64_t testSamples = 0;

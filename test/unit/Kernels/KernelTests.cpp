@@ -378,6 +378,92 @@ protected:
   std::string backendName, precision;
 };
 
+/// The optimizer updates (KernelBackend::update) against torch.optim on
+/// the same gradients: 20 steps of each case of scripts/
+/// optimizer_reference.py, the parameter within 1e-6 of its largest
+/// magnitude (float32 arithmetic in both; the rules' order of operations
+/// is PyTorch's).
+TEST_P(KernelsVsTorch, Optimizers) {
+  // (Updates run on f32 masters at every precision: the bf16 instance
+  // checks the same.)
+  std::string dir = ::testing::TempDir() + "oasr-optimizers-" + backendName +
+                    "-" + precision + "-" + std::to_string(::getpid());
+  std::string cmd = fromEnv("OASR_PYTHON", OASR_PYTHON) + " " +
+                    fromEnv("OASR_SOURCE_DIR", OASR_SOURCE_DIR) +
+                    "/scripts/optimizer_reference.py --out " + dir;
+  int rc = std::system(cmd.c_str());
+  if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77)
+    GTEST_SKIP() << "PyTorch is not available to " << OASR_PYTHON;
+  ASSERT_EQ(rc, 0) << "reference generation failed: " << cmd;
+  std::ifstream manifest(dir + "/manifest.txt");
+  std::string line;
+  int cases = 0;
+  while (std::getline(manifest, line)) {
+    std::istringstream is(line);
+    std::string kw, name;
+    UpdateRule rule;
+    int steps = 0, nesterov = 0;
+    size_t n = 0;
+    is >> kw >> name >> rule.algo >> steps >> n >> rule.lr >> rule.momentum >>
+        rule.weightDecay >> nesterov >> rule.beta1 >> rule.beta2 >>
+        rule.epsilon;
+    rule.nesterov = nesterov != 0;
+    ASSERT_FALSE(is.fail()) << "malformed line: " << line;
+    const size_t bytes = n * sizeof(float);
+    const int states = rule.algo == "adamw" ? 2 : rule.algo == "momentum";
+    Buffer p(*backend, bytes), g(*backend, bytes);
+    std::vector<Buffer> state;
+    std::vector<float> zeros(n, 0.0f);
+    for (int k = 0; k < states; ++k) {
+      state.emplace_back(*backend, bytes);
+      backend->copyToDevice(state.back().data, zeros.data(), bytes);
+    }
+    std::vector<char> p0 = readFile(dir + "/" + name + ".p0");
+    ASSERT_EQ(p0.size(), bytes);
+    backend->copyToDevice(p.data, p0.data(), bytes);
+    auto ref = [&](Buffer &b) {
+      return TensorRef{b.data, TensorDesc{DType::F32, {int64_t(n)}}};
+    };
+    for (int t = 0; t < steps; ++t) {
+      std::vector<char> gt = readFile(dir + "/" + name + ".g" +
+                                      std::to_string(t));
+      ASSERT_EQ(gt.size(), bytes);
+      backend->copyToDevice(g.data, gt.data(), bytes);
+      std::vector<TensorRef> in{ref(p), ref(g)}, out{ref(p)};
+      for (Buffer &b : state) {
+        in.push_back(ref(b));
+        out.push_back(ref(b));
+      }
+      backend->update(rule, t, in, out);
+    }
+    backend->synchronize();
+    std::vector<float> got(n), want(n);
+    backend->copyToHost(got.data(), p.data, bytes);
+    std::vector<char> w = readFile(dir + "/" + name + ".p" +
+                                   std::to_string(steps));
+    ASSERT_EQ(w.size(), bytes);
+    std::memcpy(want.data(), w.data(), bytes);
+    double maxRef = 0, worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; ++i)
+      maxRef = std::max(maxRef, std::fabs(double(want[i])));
+    for (size_t i = 0; i < n; ++i) {
+      double e = std::fabs(double(got[i]) - double(want[i]));
+      if (e > worst) {
+        worst = e;
+        at = i;
+      }
+    }
+    EXPECT_LE(worst, 1e-6 * maxRef)
+        << name << " (" << rule.algo << ") after " << steps << " steps: "
+        << "element " << at << " is " << got[at] << ", torch.optim says "
+        << want[at];
+    ++cases;
+  }
+  EXPECT_EQ(cases, 4);
+  std::system(("rm -rf " + dir).c_str());
+}
+
 TEST_P(KernelsVsTorch, Conv) { checkGroup("conv"); }
 TEST_P(KernelsVsTorch, BatchNorm) { checkGroup("bn"); }
 TEST_P(KernelsVsTorch, Eltwise) { checkGroup("eltwise"); }
