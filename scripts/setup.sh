@@ -64,6 +64,12 @@ else
          "the ORT comparison tests will be unsupported"
   fi
 fi
+# PyPI's safetensors in the same environment: the tests read oasr-run's
+# --save=FILE.safetensors with it (lit feature `py-safetensors`).
+if [ -x "$ORT_VENV/bin/python" ] && ! "$ORT_VENV/bin/python" -c "import safetensors" >/dev/null 2>&1; then
+  "$ORT_VENV/bin/pip" install -q "safetensors==0.8.0" ||
+    echo "setup: warning: could not install safetensors into $ORT_VENV"
+fi
 # oasr's Python package (python/oasr: `python3 -m oasr.export`, `from oasr
 # import export`) for Debian's python3 and the virtual environments made from
 # it: a .pth file pointing at this checkout. In a virtual environment of your

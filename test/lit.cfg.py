@@ -143,6 +143,10 @@ if os.path.exists(ort_python):
                        stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL) == 0:
         config.available_features.add("ort-training")
+    if subprocess.call([ort_python, "-c", "import safetensors, torch"],
+                       stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL) == 0:
+        config.available_features.add("py-safetensors")
 llvm_config.with_environment("ORT_LOGGING_LEVEL", "3")
 
 # A PyTorch >= 2.9 whose torch.onnx.export defaults to the dynamo exporter

@@ -7,6 +7,7 @@
 #include "oasr/Runtime/GradientDump.h"
 #include "oasr/Runtime/Report.h"
 #include "oasr/Runtime/Training.h"
+#include "oasr/Runtime/WeightsFile.h"
 #include "oasr/Schedule/Schedule.h"
 #include "oasr/Schedule/Steady.h"
 
@@ -324,9 +325,14 @@ void Run::checkTraining() {
   if (o.easgdAlpha && !(*o.easgdAlpha > 0 && *o.easgdAlpha <= 1))
     failure.set("--easgd-alpha=" + std::to_string(*o.easgdAlpha) +
                 ": must be in (0, 1]");
-  if (!o.savePath.empty() && !failure.failed && !source)
+  if (!o.savePath.empty() && !failure.failed &&
+      llvm::sys::fs::is_directory(o.savePath))
+    failure.set("--save=" + o.savePath + ": is a directory");
+  if (!o.savePath.empty() && !failure.failed && !source &&
+      !isSafetensorsPath(o.savePath))
     failure.set("--save needs the model's ONNX source (module attribute "
-                "oasr.source naming an existing .onnx file)");
+                "oasr.source naming an existing .onnx file), or a "
+                ".safetensors path");
   if (!o.saveOrtPath.empty() && !failure.failed &&
       (!source || source->ortCheckpoint().empty()))
     failure.set("--save-ort needs an ONNX Runtime training model whose "
@@ -732,7 +738,14 @@ void Run::report(const TrainSummary &summary, const TrainingAlgorithm &algo) {
     if (auto err = writeGradientDump(o.dumpGrads, *exec,
                                      magnitudes ? &*magnitudes : nullptr))
       abortRun(*comm, "oasr-run: error: " + llvm::toString(std::move(err)));
-  if (!o.savePath.empty()) {
+  if (!o.savePath.empty() && isSafetensorsPath(o.savePath)) {
+    auto saved = writeSafetensors(o.savePath, *exec);
+    if (!saved)
+      abortRun(*comm,
+               "oasr-run: error: --save: " + llvm::toString(saved.takeError()));
+    std::printf("saved %s (%zu parameters and buffers, safetensors)\n",
+                o.savePath.c_str(), *saved);
+  } else if (!o.savePath.empty()) {
     auto saved = source->save(*exec, o.savePath);
     if (!saved)
       abortRun(*comm,

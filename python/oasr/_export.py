@@ -79,9 +79,19 @@ def exporter_args(torch):
 
 
 def _write_data(x, y, data_dir):
-    """One batch in oasr-run's formats under data_dir; its --data value."""
+    """One batch in oasr-run's formats under data_dir; its --data value. With
+    `y` None (a language model), the ids as one stream of next-token
+    windows: the rows back to back and the first id once more."""
     import numpy as np
     x = x.detach().cpu().numpy()
+    if y is None:
+        stream = np.concatenate([x.reshape(-1), x.reshape(-1)[:1]])
+        path = os.path.join(data_dir, "tokens.bin")
+        os.makedirs(data_dir, exist_ok=True)
+        stream.astype("<u2").tofile(path)
+        if os.path.exists(path + ".labels"):
+            os.remove(path + ".labels")
+        return f"tokens:{path}"
     y = y.detach().cpu().numpy()
     if np.issubdtype(x.dtype, np.floating):
         if x.ndim < 2:
@@ -200,19 +210,40 @@ def export(model, example_inputs, path, *, check=True, oasr_run=None,
             probe = copy.deepcopy(model)
             with _dropout_off(probe):
                 logits = probe(x)
-        if not torch.is_tensor(logits) or logits.dim() != 2 or logits.shape[0] != x.shape[0]:
+        # Classification logits [batch, classes], or a language model's
+        # per-position logits [batch, seq, vocab] for token ids [batch, seq]
+        # (oasr-run's loss is then the mean cross-entropy over positions).
+        per_position = (torch.is_tensor(logits) and integer and x.dim() == 2
+                        and logits.dim() == 3 and logits.shape[:2] == x.shape)
+        if not torch.is_tensor(logits) or logits.shape[0] != x.shape[0] or \
+                (logits.dim() != 2 and not per_position):
             shape = list(logits.shape) if torch.is_tensor(logits) else type(logits).__name__
-            raise ExportError(f"the model must return logits [batch, classes] "
+            raise ExportError(f"the model must return logits [batch, classes], or "
+                              f"[batch, seq, vocab] for token ids [batch, seq] "
                               f"(oasr-run adds the softmax cross-entropy loss); "
                               f"it returned {shape}")
-        classes = int(logits.shape[1])
+        classes = int(logits.shape[-1])
+        want = tuple(x.shape) if per_position else (x.shape[0],)
+        if per_position:
+            # oasr-run reads a token stream in windows of seq + 1 at stride
+            # seq: the rows of the batch back to back and one more token,
+            # each position's label the token after it.
+            if labels is not None:
+                raise ExportError("a language model's labels are the next "
+                                  "tokens of the stream; pass no labels")
+            if x.max() >= classes or x.min() < 0:
+                raise ExportError(f"token ids must lie in [0, {classes}), the "
+                                  f"vocabulary of the logits; the input holds "
+                                  f"{int(x.min())}..{int(x.max())}")
+            stream = torch.cat([x.reshape(-1), x.reshape(-1)[:1]])
+            labels = stream[1:].reshape(x.shape)
         if labels is None:
             g = torch.Generator().manual_seed(0)
             limit = classes if integer else min(classes, 256)
-            labels = torch.randint(0, limit, (x.shape[0],), generator=g)
+            labels = torch.randint(0, limit, want, generator=g)
         labels = torch.as_tensor(labels, dtype=torch.int64)
-        if labels.shape != (x.shape[0],) or labels.min() < 0 or labels.max() >= classes:
-            raise ExportError(f"labels must be {x.shape[0]} class indices in "
+        if tuple(labels.shape) != want or labels.min() < 0 or labels.max() >= classes:
+            raise ExportError(f"labels must be {list(want)} class indices in "
                               f"[0, {classes})")
         if not integer and labels.max() > 255:
             raise ExportError("image labels above 255 do not fit oasr-run's IDX "
@@ -224,7 +255,7 @@ def export(model, example_inputs, path, *, check=True, oasr_run=None,
         _record_parameters(model, path)
     finally:
         model.train(was_training)
-    data_spec = _write_data(x, labels, data_dir)
+    data_spec = _write_data(x, None if per_position else labels, data_dir)
     command = f"oasr-run {path} --batch={x.shape[0]} --data={data_spec}"
     result = Exported(path, data_spec, command)
     if not check:
@@ -247,7 +278,9 @@ def export(model, example_inputs, path, *, check=True, oasr_run=None,
                          opset)
             _record_parameters(ref, checked)
         with torch.no_grad():
-            torch_loss = float(torch.nn.functional.cross_entropy(ref(x), labels))
+            out = ref(x)
+            torch_loss = float(torch.nn.functional.cross_entropy(
+                out.reshape(-1, out.shape[-1]), labels.reshape(-1)))
         dump = os.path.join(tmp, "grads.json")
         cmd = [binary, checked, f"--batch={x.shape[0]}", f"--data={data_spec}",
                "--steps=1", "--lr=0", "--quiet", f"--dump-grads={dump}"]

@@ -146,7 +146,7 @@ func.func @offsets_dynamic(%a: tensor<?xf32>) {
 // -----
 
 func.func @unknown_algo(%p: tensor<2xf32>, %g: tensor<2xf32>) -> tensor<2xf32> {
-  // expected-error @+1 {{'oasr.optimizer_update' op unknown algo 'lamb', expected 'sgd', 'momentum', 'adagrad' or 'adam'}}
+  // expected-error @+1 {{'oasr.optimizer_update' op unknown algo 'lamb', expected 'sgd', 'momentum', 'adagrad', 'adam' or 'adamw'}}
   %r = oasr.optimizer_update "lamb" %p, %g {lr = 0.1 : f64} : tensor<2xf32>
   return %r : tensor<2xf32>
 }

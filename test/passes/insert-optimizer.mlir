@@ -18,7 +18,7 @@
 // MOM: oasr.optimizer_update "momentum" %[[B]], %{{.*}}, %[[VB]] {lr = 1.000000e-01 : f64, momentum = 8.000000e-01 : f64, weight_decay = 1.000000e-04 : f64}
 // MOM: oasr.optimizer_update "momentum" %[[A]], %{{.*}}, %[[VA]]
 
-// BAD: error: unknown optimizer 'lamb', expected 'sgd', 'momentum', 'adagrad' or 'adam'
+// BAD: error: unknown optimizer 'lamb', expected 'sgd', 'momentum', 'adagrad', 'adam' or 'adamw'
 module {
   func.func @train_step(%x: tensor<4xf32> {oasr.input = "x"},
                         %a: tensor<4xf32> {oasr.param = "a"},

@@ -161,6 +161,10 @@ def OASR_OptimizerUpdateOp : OASR_Op<"optimizer_update", [Pure,
       `p' = (1 - weight_decay_post) * (p - r * v' / (sqrt(h') + epsilon))`.
       This is ONNX's rule, not PyTorch's: no bias correction on the first
       update, and epsilon added before the correction scale.
+    * `adamw` (moments `v`, `h`; torch.optim.AdamW, decoupled decay, `t`
+      counted from 1): `p1 = (1 - lr * weight_decay) p`,
+      `v' = lerp(v, g, 1 - beta1)`, `h' = beta2 h + (1 - beta2) g^2`,
+      `p' = p1 - lr / (1 - beta1^t) * v' / (sqrt(h') / sqrt(1 - beta2^t) + epsilon)`.
 
     ```mlir
     %p1, %v1 = oasr.optimizer_update "momentum" %p, %g, %v

@@ -112,8 +112,8 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
                          llvm::cl::init(-1.0)};
   Option<std::string> decayExclude{
       *this, "decay-exclude",
-      llvm::cl::desc("Parameters without weight decay: 1d, none or a regex"),
-      llvm::cl::init("1d")};
+      llvm::cl::desc("Parameters without weight decay: none, 1d or a regex"),
+      llvm::cl::init("none")};
   // --oasr-plan-report
   Option<bool> report{*this, "report",
                       llvm::cl::desc("Print the plan report at the end"),

@@ -418,10 +418,11 @@ def InsertOptimizer : Pass<"oasr-insert-optimizer", "::mlir::ModuleOp"> {
            "Second-moment decay (adam)">,
     Option<"epsilon", "epsilon", "double", "-1.0",
            "Denominator term (adagrad, adam, adamw)">,
-    Option<"decayExclude", "decay-exclude", "std::string", "\"1d\"",
-           "Parameters without weight decay: 1d (every tensor of rank <= 1: "
-           "biases, normalisation weights), none, or a regular expression "
-           "searched in their names">
+    Option<"decayExclude", "decay-exclude", "std::string", "\"none\"",
+           "Parameters without weight decay: none (the default: every "
+           "parameter decays), 1d (every tensor of rank <= 1: biases, "
+           "normalisation weights; oasr-run's default), or a regular "
+           "expression searched in their names">
   ];
   let statistics = [
     Statistic<"numUpdates", "updates", "Parameter updates inserted">

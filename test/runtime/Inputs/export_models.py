@@ -51,6 +51,12 @@ def per_token_logits():
     return nn.Embedding(100, 8)
 
 
+def feature_map():
+    """Float input [batch, 3, 8] to [batch, 5, 8]: no logits of either kind."""
+    torch.manual_seed(0)
+    return nn.Conv1d(3, 5, 1)
+
+
 def write(kind, path):
     """Writes an export as PyTorch users make one without oasr.export."""
     import onnx
