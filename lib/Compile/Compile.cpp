@@ -42,6 +42,17 @@ static llvm::Error fail(const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
 }
 
+/// Adam's "B1,B2", each in [0, 1); none when malformed or empty.
+static std::optional<std::pair<double, double>>
+parseBetas(llvm::StringRef text) {
+  auto [b1, b2] = text.split(',');
+  double v1, v2;
+  if (b1.getAsDouble(v1) || b2.getAsDouble(v2) || !(v1 >= 0 && v1 < 1) ||
+      !(v2 >= 0 && v2 < 1))
+    return std::nullopt;
+  return std::make_pair(v1, v2);
+}
+
 /// `x` as %g writes it, for messages that repeat an option's value.
 static std::string gNum(double x) {
   char buf[32];
@@ -59,14 +70,9 @@ static llvm::Error checkOnnxOptions(const TrainingCompileOptions &o) {
   if (o.epsilon && !(std::isfinite(*o.epsilon) && *o.epsilon > 0))
     return fail("--eps=" + gNum(*o.epsilon) +
                 ": expected a finite epsilon > 0");
-  if (!o.betas.empty()) {
-    auto [b1, b2] = llvm::StringRef(o.betas).split(',');
-    double v1, v2;
-    if (b1.getAsDouble(v1) || b2.getAsDouble(v2) || !(v1 >= 0 && v1 < 1) ||
-        !(v2 >= 0 && v2 < 1))
-      return fail("--betas=" + o.betas +
-                  ": expected B1,B2 with each in [0, 1) (0.9,0.999)");
-  }
+  if (!o.betas.empty() && !parseBetas(o.betas))
+    return fail("--betas=" + o.betas +
+                ": expected B1,B2 with each in [0, 1) (0.9,0.999)");
   if (!o.betas.empty() || o.epsilon)
     if (o.optimizer != "adam" && o.optimizer != "adamw")
       return fail(std::string(o.betas.empty() ? "--eps" : "--betas") +
@@ -177,13 +183,9 @@ static void setPipelineOptions(const TrainingCompileOptions &o,
     po.weightDecay = *o.weightDecay;
   if (o.epsilon)
     po.epsilon = *o.epsilon;
-  if (!o.betas.empty()) {
-    auto [b1, b2] = llvm::StringRef(o.betas).split(',');
-    double v1 = 0, v2 = 0;
-    (void)b1.getAsDouble(v1);
-    (void)b2.getAsDouble(v2);
-    po.beta1 = v1;
-    po.beta2 = v2;
+  if (auto b = parseBetas(o.betas)) {
+    po.beta1 = b->first;
+    po.beta2 = b->second;
   }
   po.decayExclude = o.decayExclude;
 }
