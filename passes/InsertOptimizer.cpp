@@ -142,8 +142,8 @@ LogicalResult InsertOptimizerPass::chooseHyper(ModuleOp module,
   opt(lr, hyper.lr);
   opt(momentum, hyper.momentum);
   opt(weightDecay, hyper.weightDecay);
-  hyper.recipeDecay = weightDecay >= 0 || (algoName == "adamw" &&
-                                           algoName != modelAlgo);
+  hyper.recipeDecay =
+      weightDecay >= 0 || (algoName == "adamw" && algoName != modelAlgo);
   opt(dampening, hyper.dampening);
   opt(lrDecay, hyper.lrDecay);
   opt(beta1, hyper.beta1);

@@ -242,8 +242,8 @@ void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
       if (scaling && I.stepSkipped)
         keepState(instr);
       else
-        I.backend->update(I.scaledRule(instr.rule), I.updatesDone,
-                          instr.inRefs, instr.outRefs);
+        I.backend->update(I.scaledRule(instr.rule), I.updatesDone, instr.inRefs,
+                          instr.outRefs);
       break;
     }
     if (timings) {

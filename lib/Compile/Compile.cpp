@@ -18,10 +18,10 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 
-#include <cmath>
-#include <cstdio>
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+#include <cmath>
+#include <cstdio>
 
 #include <cstdlib>
 

@@ -442,8 +442,7 @@ TrainRecipe Run::recipe() {
     auto s = parseLrSchedule(g.lrSchedule, g.warmup, g.warmupStart, g.minLr,
                              o.steps, base);
     if (!s)
-      abortRun(*comm,
-               "oasr-run: error: " + llvm::toString(s.takeError()));
+      abortRun(*comm, "oasr-run: error: " + llvm::toString(s.takeError()));
     r.schedule = *s;
   }
   if (!(std::isfinite(g.clipGradNorm) && g.clipGradNorm >= 0)) {

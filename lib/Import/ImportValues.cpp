@@ -289,7 +289,8 @@ static bool hasNonFinite(int32_t type, llvm::ArrayRef<uint8_t> data) {
 /// Whether a trained float initializer looks like a buffer by its name:
 /// the names PyTorch models give masks and rotary or position tables.
 static bool bufferLikeName(StringRef name) {
-  StringRef last = name.rsplit('.').second.empty() ? name : name.rsplit('.').second;
+  StringRef last =
+      name.rsplit('.').second.empty() ? name : name.rsplit('.').second;
   std::string lower = last.lower();
   for (StringRef word : {"mask", "causal", "rope", "rotary", "inv_freq",
                          "freqs", "cos_cached", "sin_cached", "position_ids"})
@@ -332,8 +333,12 @@ LogicalResult ONNXImporter::decideTrained() {
       return failure();
     }
   }
-  InitializerRoles &r = initializerRoles;
-  r.recorded = recorded.has_value();
+  // What was decided, for the remarks below.
+  struct {
+    unsigned trained = 0, constant = 0;
+    std::vector<std::string> nonFinite;  ///< never trained: NaN or Inf inside
+    std::vector<std::string> bufferLike; ///< trained, named like a buffer
+  } r;
   unsigned matchedTrainable = 0, matchedFreeze = 0, candidates = 0;
   for (const onnx::TensorProto &init : graph.initializer()) {
     InitRole &role = roles[init.name()];

@@ -219,7 +219,6 @@ private:
   SmallVector<std::string> trainedOrder;
   llvm::StringSet<> trained;
   bool hasTrainingInfo = false;
-  InitializerRoles initializerRoles;
   int64_t defaultOpset = 0;
   Block *body = nullptr;
 };

@@ -422,7 +422,8 @@ OASR_VECTOR_KERNEL(float, sumRuns,
                      double acc = 0;
                      for (int64_t r = 0; r < k.redCount; ++r) {
                        const float *p = dy + base + k.offsetOf(r, k.redDims);
-                       acc += blockSum(k.inner, [&](int64_t i) { return p[i]; });
+                       acc +=
+                           blockSum(k.inner, [&](int64_t i) { return p[i]; });
                      }
                      return float(acc * k.scale);
                    })

@@ -546,8 +546,7 @@ paramGradColumns(const LnArgs &a, float *dScale, float *dB, int64_t c0,
 // The entry points the vector variants are made of, one per element type.
 OASR_VECTOR_KERNEL(void, forwardF32, (const LnArgs &a, int64_t r0, int64_t r1),
                    { forwardRows<float>(a, r0, r1); })
-OASR_VECTOR_KERNEL(void, forwardBF16,
-                   (const LnArgs &a, int64_t r0, int64_t r1),
+OASR_VECTOR_KERNEL(void, forwardBF16, (const LnArgs &a, int64_t r0, int64_t r1),
                    { forwardRows<uint16_t>(a, r0, r1); })
 OASR_VECTOR_KERNEL(void, gradF32, (const LnArgs &a, int64_t r0, int64_t r1),
                    { gradRows<float>(a, r0, r1); })

@@ -34,8 +34,7 @@ VectorIsa vectorIsa();
 const char *vectorIsaName(VectorIsa isa);
 
 /// The variant of `isa` among three compilations of one function.
-template <typename Fn>
-Fn pickVectorVariant(Fn avx512, Fn avx2, Fn baseline) {
+template <typename Fn> Fn pickVectorVariant(Fn avx512, Fn avx2, Fn baseline) {
   switch (vectorIsa()) {
   case VectorIsa::Avx512:
     return avx512;
@@ -61,12 +60,14 @@ Fn pickVectorVariant(Fn avx512, Fn avx2, Fn baseline) {
 /// body `...` compiled three times (AVX-512, AVX2, baseline), the variant
 /// chosen at static initialisation by vectorIsa(). The body may contain
 /// commas.
+// clang-format off
 #define OASR_VECTOR_KERNEL(ret, name, params, ...)                             \
   OASR_TARGET_AVX512 static ret name##Avx512 params __VA_ARGS__                \
   OASR_TARGET_AVX2 static ret name##Avx2 params __VA_ARGS__                    \
   static ret name##Baseline params __VA_ARGS__                                 \
   static ret(*const name) params = ::oasr::rt::cpu::pickVectorVariant(         \
       &name##Avx512, &name##Avx2, &name##Baseline);
+// clang-format on
 
 namespace oasr::rt::cpu {
 

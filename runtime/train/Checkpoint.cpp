@@ -350,8 +350,7 @@ llvm::Error writeStepDirectory(const CheckpointOptions &options,
   llvm::SmallString<256> manifestPath(tmp), blobPath(tmp);
   path::append(manifestPath, "manifest.json");
   path::append(blobPath, "tensors.bin");
-  std::string text =
-      formatJSON(std::move(manifest), 2) + "\n";
+  std::string text = formatJSON(std::move(manifest), 2) + "\n";
   // A write that fails (a full disk, say) leaves the older checkpoints as
   // they were: the error names the one to resume from.
   auto fail = [&](llvm::Error err) -> llvm::Error {

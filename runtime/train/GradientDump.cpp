@@ -215,8 +215,7 @@ void writeJson(llvm::raw_fd_ostream &os, Executor &exec,
 
 } // namespace
 
-llvm::Error oasr::rt::writeGradientDump(const std::string &path,
-                                        Executor &exec,
+llvm::Error oasr::rt::writeGradientDump(const std::string &path, Executor &exec,
                                         const GradientMagnitudes *magnitudes) {
   bool npz = llvm::sys::path::extension(path) == ".npz";
   std::error_code ec;

@@ -24,8 +24,8 @@ static llvm::Error scheduleError(const llvm::Twine &message) {
 
 double LrSchedule::rate(int64_t step, double base) const {
   if (step < warmup) // LinearLR(start_factor, 1.0, total_iters=warmup)
-    return base * (warmupStart + (1.0 - warmupStart) * double(step) /
-                                     double(warmup));
+    return base *
+           (warmupStart + (1.0 - warmupStart) * double(step) / double(warmup));
   const double t = double(step - warmup);
   const double span = double(std::max<int64_t>(steps - warmup, 1));
   constexpr double pi = 3.14159265358979323846;
@@ -33,9 +33,9 @@ double LrSchedule::rate(int64_t step, double base) const {
   case LrScheduleKind::Constant:
     return base;
   case LrScheduleKind::Step: { // MultiStepLR
-    auto passed = std::upper_bound(milestones.begin(), milestones.end(),
-                                   step - warmup) -
-                  milestones.begin();
+    auto passed =
+        std::upper_bound(milestones.begin(), milestones.end(), step - warmup) -
+        milestones.begin();
     return base * std::pow(gamma, double(passed));
   }
   case LrScheduleKind::Cosine: // CosineAnnealingLR(T_max=span, eta_min)
@@ -93,8 +93,8 @@ std::string LrSchedule::describe(double base) const {
     break;
   }
   if (warmup)
-    s += ", after " + std::to_string(warmup) +
-         " linear warmup step(s) from " + num(base * warmupStart);
+    s += ", after " + std::to_string(warmup) + " linear warmup step(s) from " +
+         num(base * warmupStart);
   return s;
 }
 
@@ -131,8 +131,8 @@ llvm::Expected<LrSchedule> parseLrSchedule(const std::string &spec,
       int64_t v;
       if (m.getAsInteger(10, v) || v <= 0 ||
           (!s.milestones.empty() && v <= s.milestones.back()))
-        return bad("milestones must be rising step counts above 0, got '" +
-                   m + "'");
+        return bad("milestones must be rising step counts above 0, got '" + m +
+                   "'");
       s.milestones.push_back(v);
     }
     if (parts[2].getAsDouble(s.gamma) || !std::isfinite(s.gamma) ||

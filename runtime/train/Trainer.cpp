@@ -151,6 +151,8 @@ public:
       : options(options), algo(algo), engine(engine), tokens(tokens),
         labelled(labelled), first(first), runStartNs(runStartNs),
         intervalStartNs(runStartNs) {}
+  /// The metrics file (rank 0), when one is written.
+  std::unique_ptr<llvm::raw_fd_ostream> metrics;
   /// The step's host scalars and exposed communication, for the line and
   /// the metrics file.
   void facts(double lr, double gradNorm, double blockedUs) {
@@ -213,7 +215,8 @@ public:
             {"samples_per_s", ips},
             {"step_ms", secs * 1e3 / std::max(agg[3], 1.0)},
             {"exposed_comm_ms",
-             intervalBlockedUs * 1e-3 / double(std::max<int64_t>(intervalSteps, 1))}};
+             intervalBlockedUs * 1e-3 /
+                 double(std::max<int64_t>(intervalSteps, 1))}};
         if (labelled)
           line["accuracy"] = acc;
         if (lastNorm >= 0)
@@ -238,10 +241,6 @@ private:
          intervalLabels = 0, intervalBlockedUs = 0;
   int64_t intervalSteps = 0;
   double lastLr = 0, lastNorm = -1;
-
-public:
-  /// The metrics file (rank 0), when one is written.
-  std::unique_ptr<llvm::raw_fd_ostream> metrics;
 };
 
 /// Opens --metrics for appending after `startStep` completed steps: a line
@@ -266,8 +265,8 @@ openMetrics(const std::string &path, int64_t startStep) {
     }
   }
   std::error_code ec;
-  auto os = std::make_unique<llvm::raw_fd_ostream>(path, ec,
-                                                   llvm::sys::fs::OF_Text);
+  auto os =
+      std::make_unique<llvm::raw_fd_ostream>(path, ec, llvm::sys::fs::OF_Text);
   if (ec)
     return llvm::createStringError(ec, "--metrics=%s: cannot write: %s",
                                    path.c_str(), ec.message().c_str());

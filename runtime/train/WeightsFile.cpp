@@ -50,8 +50,8 @@ llvm::Expected<size_t> writeSafetensors(const std::string &path,
               return a->name < b->name;
             });
   llvm::json::Object header{
-      {"__metadata__", llvm::json::Object{{"format", "pt"},
-                                          {"producer", "oasr-run"}}}};
+      {"__metadata__",
+       llvm::json::Object{{"format", "pt"}, {"producer", "oasr-run"}}}};
   size_t offset = 0;
   for (const PersistentTensor *t : tensors) {
     llvm::json::Array shape;
@@ -61,8 +61,8 @@ llvm::Expected<size_t> writeSafetensors(const std::string &path,
     header[t->name] = llvm::json::Object{
         {"dtype", safetensorsDType(t->ref.desc.dtype)},
         {"shape", std::move(shape)},
-        {"data_offsets", llvm::json::Array{int64_t(offset),
-                                           int64_t(offset + bytes)}}};
+        {"data_offsets",
+         llvm::json::Array{int64_t(offset), int64_t(offset + bytes)}}};
     offset += bytes;
   }
   std::string text = formatJSON(std::move(header));
@@ -71,8 +71,8 @@ llvm::Expected<size_t> writeSafetensors(const std::string &path,
   std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   auto fail = [&](const std::string &why) {
     llvm::sys::fs::remove(tmp);
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "%s: %s", path.c_str(), why.c_str());
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "%s: %s",
+                                   path.c_str(), why.c_str());
   };
   {
     std::error_code ec;

@@ -162,11 +162,11 @@ static cl::opt<std::string>
                 cl::desc("Measured oasr-profile-v1 the .onnx plan uses for "
                          "its costs (e.g. from an earlier --profile)"),
                 cl::init(""), cl::cat(runCat));
-static cl::opt<std::string>
-    optimizer("optimizer",
-              cl::desc("sgd | momentum | adagrad | adam | adamw (decoupled weight "
-                       "decay, as torch.optim.AdamW), for an .onnx input"),
-              cl::init(""), cl::cat(runCat));
+static cl::opt<std::string> optimizer(
+    "optimizer",
+    cl::desc("sgd | momentum | adagrad | adam | adamw (decoupled weight "
+             "decay, as torch.optim.AdamW), for an .onnx input"),
+    cl::init(""), cl::cat(runCat));
 static cl::opt<double> momentum("momentum",
                                 cl::desc("Momentum, for an .onnx input"),
                                 cl::init(-1), cl::cat(runCat));
@@ -201,16 +201,16 @@ static cl::opt<std::string> lrSchedule(
              "constant | step:MILESTONES:GAMMA | cosine | linear | poly:P | "
              "onecycle (default constant)"),
     cl::init("constant"), cl::cat(runCat));
-static cl::opt<int64_t> warmup(
-    "warmup", cl::desc("Steps of linear warmup before the schedule"),
-    cl::init(0), cl::cat(runCat));
+static cl::opt<int64_t>
+    warmup("warmup", cl::desc("Steps of linear warmup before the schedule"),
+           cl::init(0), cl::cat(runCat));
 static cl::opt<double> warmupStart(
     "warmup-start",
     cl::desc("The warmup's first rate as a factor of --lr (default 0)"),
     cl::init(0), cl::cat(runCat));
-static cl::opt<double> minLr(
-    "min-lr", cl::desc("The last rate of cosine and linear (default 0)"),
-    cl::init(0), cl::cat(runCat));
+static cl::opt<double>
+    minLr("min-lr", cl::desc("The last rate of cosine and linear (default 0)"),
+          cl::init(0), cl::cat(runCat));
 static cl::opt<double> clipGradNorm(
     "clip-grad-norm",
     cl::desc("Clip the averaged gradients to this global L2 norm before "
@@ -233,14 +233,16 @@ static cl::opt<std::string> decayExclude(
              "(default: biases and normalisation weights, every tensor of "
              "rank <= 1), none, or a regular expression on their names"),
     cl::init("1d"), cl::cat(runCat));
-static cl::opt<std::string> betas(
-    "betas", cl::desc("For an .onnx input: adam and adamw's B1,B2 (default "
-                      "0.9,0.999)"),
-    cl::cat(runCat));
-static cl::opt<double> eps(
-    "eps", cl::desc("For an .onnx input: adam and adamw's epsilon (default "
-                    "1e-8 for adamw)"),
-    cl::init(-1), cl::cat(runCat));
+static cl::opt<std::string>
+    betas("betas",
+          cl::desc("For an .onnx input: adam and adamw's B1,B2 (default "
+                   "0.9,0.999)"),
+          cl::cat(runCat));
+static cl::opt<double>
+    eps("eps",
+        cl::desc("For an .onnx input: adam and adamw's epsilon (default "
+                 "1e-8 for adamw)"),
+        cl::init(-1), cl::cat(runCat));
 static cl::opt<uint64_t> seed("seed", cl::desc("Seed for data and init"),
                               cl::init(1), cl::cat(runCat));
 // `--threads=N` is taken out of argv before llvm::cl sees it: libLLVM
@@ -452,9 +454,9 @@ std::optional<std::vector<std::string>> launchCommand(const char *argv0) {
       // Unbound ranks: mpirun's default (--bind-to core for up to 2 ranks)
       // would put each rank's compute threads and communication thread on
       // one core.
-      command = {*mpirun,           "-np",       std::to_string(np),
-                 "--oversubscribe", "--bind-to", "none",
-                 "-x",              kReportFileVariable};
+      command = {
+          *mpirun, "-np", std::to_string(np), "--oversubscribe", "--bind-to",
+          "none",  "-x",  kReportFileVariable};
     }
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);

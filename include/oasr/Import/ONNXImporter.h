@@ -50,20 +50,6 @@ struct ImportOptions {
   std::string trainable, freeze;
 };
 
-/// How the importer decided the roles of a model's initializers.
-struct InitializerRoles {
-  /// The model carries oasr.export's record of its parameters.
-  bool recorded = false;
-  unsigned trained = 0; ///< parameters that get gradients
-  /// Float initializers held constant: buffers, frozen parameters, and
-  /// those holding a non-finite value.
-  unsigned constant = 0;
-  std::vector<std::string> nonFinite; ///< never trained: NaN or Inf inside
-  /// Trained parameters that look like buffers (name or values; without a
-  /// record only), for a warning.
-  std::vector<std::string> bufferLike;
-};
-
 /// Parses `--dim` values of the form `name=value` into `options.dims`.
 /// Returns false (and leaves `error` set) on a malformed entry.
 bool parseDimOption(llvm::StringRef spec, ImportOptions &options,

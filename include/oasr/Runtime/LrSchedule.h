@@ -39,9 +39,6 @@ struct LrSchedule {
   double rate(int64_t step, double base) const;
   /// "cosine to 1e-05 after 30 warmup steps from 0" for the start line.
   std::string describe(double base) const;
-  bool isConstant() const {
-    return kind == LrScheduleKind::Constant && warmup == 0;
-  }
 };
 
 /// Parses `spec` (constant | step:M1,M2,...:GAMMA | cosine | linear |

@@ -425,8 +425,8 @@ TEST_P(KernelsVsTorch, Optimizers) {
       return TensorRef{b.data, TensorDesc{DType::F32, {int64_t(n)}}};
     };
     for (int t = 0; t < steps; ++t) {
-      std::vector<char> gt = readFile(dir + "/" + name + ".g" +
-                                      std::to_string(t));
+      std::vector<char> gt =
+          readFile(dir + "/" + name + ".g" + std::to_string(t));
       ASSERT_EQ(gt.size(), bytes);
       backend->copyToDevice(g.data, gt.data(), bytes);
       std::vector<TensorRef> in{ref(p), ref(g)}, out{ref(p)};
@@ -439,8 +439,8 @@ TEST_P(KernelsVsTorch, Optimizers) {
     backend->synchronize();
     std::vector<float> got(n), want(n);
     backend->copyToHost(got.data(), p.data, bytes);
-    std::vector<char> w = readFile(dir + "/" + name + ".p" +
-                                   std::to_string(steps));
+    std::vector<char> w =
+        readFile(dir + "/" + name + ".p" + std::to_string(steps));
     ASSERT_EQ(w.size(), bytes);
     std::memcpy(want.data(), w.data(), bytes);
     double maxRef = 0, worst = 0;
