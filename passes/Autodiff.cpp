@@ -410,6 +410,8 @@ Value AutodiffPass::appendLoss(StepBuild &sb, NodeBuilder &nb) {
                 {b.getNamedAttr("reduction", b.getStringAttr("mean"))});
     if (ignoreIndex >= 0)
       sce->setAttr("ignore_index", b.getI64IntegerAttr(ignoreIndex));
+    if (labelSmoothing != 0)
+      sce->setAttr("label_smoothing", b.getF32FloatAttr(labelSmoothing));
     loss = sce->getResult(0);
   }
 

@@ -30,6 +30,7 @@ void mlir::oasr::populateTrainPipeline(OpPassManager &pm,
   autodiff.lossName = opts.loss;
   autodiff.labelName = opts.label;
   autodiff.ignoreIndex = opts.ignoreIndex;
+  autodiff.labelSmoothing = opts.labelSmoothing;
   pm.addPass(createAutodiff(autodiff));
   if (opts.precision == "bf16" || opts.precision == "f16") {
     pm.addPass(createFuseMatMulTranspose());

@@ -122,6 +122,99 @@ void Executor::Impl::clipGradients() {
   }
 }
 
+/// Runs `fn` on the f32 elements of `bytes` at `dev` (backend memory)
+/// and, for a device backend, `acc` (host staging copies both ways).
+template <typename Fn>
+static void onHost(Executor::Impl &I, void *dev, void *acc, size_t bytes,
+                   std::vector<float> &a, std::vector<float> &b, Fn fn) {
+  const size_t n = bytes / sizeof(float);
+  if (I.hostMemory)
+    return fn(static_cast<float *>(dev), static_cast<float *>(acc), n);
+  a.resize(n);
+  b.resize(n);
+  I.backend->copyToHost(a.data(), dev, bytes);
+  I.backend->copyToHost(b.data(), acc, bytes);
+  fn(a.data(), b.data(), n);
+  I.backend->copyToDevice(dev, a.data(), bytes);
+  I.backend->copyToDevice(acc, b.data(), bytes);
+}
+
+void Executor::Impl::accumulateGroups() {
+  const bool first = microBatches == 0;
+  std::vector<float> a, b;
+  for (const GroupBuf &g : groupBufs) {
+    void *acc = static_cast<char *>(accSlab) +
+                (static_cast<char *>(g.ptr) - static_cast<char *>(gradSlab));
+    onHost(*this, g.ptr, acc, g.bytes, a, b,
+           [&](float *grad, float *sum, size_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+             for (size_t i = 0; i < n; ++i)
+               sum[i] = first ? grad[i] : sum[i] + grad[i];
+           });
+  }
+  ++microBatches;
+}
+
+void Executor::Impl::foldAccumulated(unsigned group) {
+  const GroupBuf &g = groupBufs[group];
+  void *acc = static_cast<char *>(accSlab) +
+              (static_cast<char *>(g.ptr) - static_cast<char *>(gradSlab));
+  const float scale = 1.0f / float(microBatches + 1);
+  std::vector<float> a, b;
+  onHost(*this, g.ptr, acc, g.bytes, a, b,
+         [&](float *grad, float *sum, size_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+           for (size_t i = 0; i < n; ++i)
+             grad[i] = (sum[i] + grad[i]) * scale;
+         });
+}
+
+llvm::Error Executor::runMicroBatch() {
+  Impl &I = *impl;
+  if (I.deferUpdates)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "gradient accumulation needs each step's updates inside the step; "
+        "this steady-state plan runs them inside the next forward (plan "
+        "without per-layer forward waits)");
+  for (const GroupBuf &g : I.groupBufs)
+    if (g.dtype != DType::F32)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "gradient accumulation sums f32 gradient groups; this program's "
+          "groups hold %s",
+          dtypeName(g.dtype));
+  if (I.accBytes < I.gradSlabBytes) {
+    if (I.accSlab)
+      I.backend->deallocate(I.accSlab);
+    I.accSlab = I.backend->allocate(I.gradSlabBytes);
+    if (!I.accSlab)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "cannot allocate %zu bytes for the accumulated gradients",
+          I.gradSlabBytes);
+    I.accBytes = I.gradSlabBytes;
+  }
+  I.uploadBatch();
+  I.refreshCopies();
+  if (I.lossScaleValue >= 0) {
+    float scale = float(I.scaler.scale);
+    I.backend->copyToDevice(I.ref(I.lossScaleValue).data, &scale, sizeof scale);
+  }
+  for (Instr &instr : I.instrs) {
+    if (instr.op == InstrOp::Kernel)
+      instr.kernel->run(instr.inRefs, instr.outRefs);
+    else if (instr.op == InstrOp::Copy)
+      for (auto [dst, src] : instr.copies)
+        I.copy(dst, src);
+  }
+  I.backend->synchronize();
+  I.accumulateGroups();
+  return llvm::Error::success();
+}
+
+int64_t Executor::accumulatedMicroBatches() const { return impl->microBatches; }
+
 void Executor::setStepScalars(const StepScalars &s) { impl->scalars = s; }
 double Executor::lastGradNorm() const { return impl->gradNorm; }
 double Executor::baseLearningRate() const {
@@ -225,8 +318,10 @@ void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
     case InstrOp::Start:
       // A device communicator that waits on an event needs no host sync
       // here: one per group would stall the GPU 40-100 times a step.
-      if (!hooks.ordersAfterDevice())
+      if (!hooks.ordersAfterDevice() || I.microBatches)
         I.backend->synchronize();
+      if (I.microBatches)
+        I.foldAccumulated(instr.group);
       hooks.gradientsReady(instr.group);
       break;
     case InstrOp::Wait:
@@ -251,6 +346,7 @@ void Executor::runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs) {
       timings[k].endUs = now();
     }
   }
+  I.microBatches = 0;
   if (defer) {
     I.updatesPending = true;
     I.pendingT = I.updatesDone;
@@ -470,16 +566,29 @@ std::vector<PersistentTensor> &Executor::persistent() {
   return persistentTensors;
 }
 
-void Executor::runForward() {
+void Executor::runForward(ForwardMode mode) {
   Impl &I = *impl;
   I.uploadBatch();
   I.refreshCopies();
+  const bool eval = mode == ForwardMode::Eval;
   for (unsigned k = 0; k < I.forwardEnd && k < I.instrs.size(); ++k) {
     Instr &instr = I.instrs[k];
-    if (instr.op == InstrOp::Kernel)
+    if (instr.op != InstrOp::Kernel)
+      continue;
+    if (eval && instr.evalKernel) {
+      std::vector<TensorRef> ins(instr.inRefs.begin(),
+                                 instr.inRefs.begin() + instr.evalIns),
+          outs(instr.outRefs.begin(), instr.outRefs.begin() + instr.evalOuts);
+      instr.evalKernel->run(ins, outs);
+    } else {
       instr.kernel->run(instr.inRefs, instr.outRefs);
+    }
   }
   I.backend->synchronize();
+}
+
+const std::vector<std::string> &Executor::evalFallbacks() const {
+  return impl->evalFallbacks;
 }
 
 void Executor::setPlanModel(double predictedIterationUs, double alpha,

@@ -371,6 +371,24 @@ private:
     return llvm::Error::success();
   }
 
+  /// The inference form of a forward node, where it has one; it shares the
+  /// node's workspace.
+  void createEvalKernel(Instr &instr, const OpSpec &spec) {
+    std::optional<InferenceForm> form = inferenceForm(spec);
+    if (!form)
+      return;
+    KernelOr kernel = backend.createKernel(form->spec);
+    if (!kernel.ok()) {
+      I.evalFallbacks.push_back(spec.name + ": " + kernel.status().message());
+      return;
+    }
+    instr.evalKernel = std::move(*kernel);
+    instr.evalIns = form->inputs;
+    instr.evalOuts = form->outputs;
+    instr.workspaceBytes =
+        std::max(instr.workspaceBytes, instr.evalKernel->workspaceBytes());
+  }
+
   /// One backend kernel per node.
   llvm::Error createKernels() {
     // Kernels, now that every output's use is known; their workspaces join
@@ -401,6 +419,9 @@ private:
         return toError(kernel.status(), nodeContext(instr));
       instr.kernel = std::move(*kernel);
       instr.workspaceBytes = instr.kernel->workspaceBytes();
+      if (I.forwardEnd == 0 ||
+          &instr - I.instrs.data() < std::ptrdiff_t(I.forwardEnd))
+        createEvalKernel(instr, spec);
       return llvm::Error::success();
     };
     for (Instr &instr : I.instrs)
@@ -587,9 +608,9 @@ private:
     for (Instr &cast : I.copyCasts)
       I.bindRefs(cast);
     for (Instr &instr : I.instrs) {
-      if (instr.workspaceBytes)
-        instr.kernel->setWorkspace(static_cast<char *>(I.arena) +
-                                   instr.workspaceOffset);
+      for (Kernel *k : {instr.kernel.get(), instr.evalKernel.get()})
+        if (k && k->workspaceBytes())
+          k->setWorkspace(static_cast<char *>(I.arena) + instr.workspaceOffset);
       I.bindRefs(instr);
       if (instr.op == InstrOp::Update &&
           !backend.supportsUpdate(instr.rule.algo))

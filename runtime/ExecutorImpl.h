@@ -41,6 +41,10 @@ namespace oasr::rt {
 struct Instr : ProgramInstr {
   std::unique_ptr<Kernel> kernel;
   std::vector<TensorRef> inRefs, outRefs;
+  /// A forward node's inference form (inferenceForm), which evaluation
+  /// runs in its place on the first `evalIns` / `evalOuts` views.
+  std::unique_ptr<Kernel> evalKernel;
+  size_t evalIns = 0, evalOuts = 0;
   // Kernel scratch in the arena.
   size_t workspaceBytes = 0, workspaceOffset = 0;
 };
@@ -96,6 +100,9 @@ struct Executor::Impl {
   int lossValue = -1, scoresValue = -1, labelValue = -1, inputValue = -1;
   int64_t inputVocab = 0;
   unsigned forwardEnd = 0; ///< instructions [0, forwardEnd) are the forward
+  /// Forward nodes whose inference form the backend could not build: they
+  /// evaluate in their training form ("node: reason").
+  std::vector<std::string> evalFallbacks;
   std::map<std::string, int> gradOfParam; ///< param name -> averaged value
   int64_t updatesDone = 0;                ///< optimizer steps so far (ONNX's T)
   /// Steady plans with per-layer forward waits (SteadyExecution): each
@@ -123,6 +130,16 @@ struct Executor::Impl {
   bool decidesStep() const {
     return lossScaleValue >= 0 || scalars.clipNorm > 0;
   }
+  /// Gradient accumulation: the sum of the step's earlier micro-batches'
+  /// group buffers, laid out as the gradient slab (`accBytes` long), and
+  /// how many it holds.
+  void *accSlab = nullptr;
+  size_t accBytes = 0;
+  int64_t microBatches = 0;
+  /// Adds the group buffers into accSlab (the first micro-batch copies).
+  void accumulateGroups();
+  /// Group `g` becomes the mean of its accumulated and current gradients.
+  void foldAccumulated(unsigned g);
   /// `rule` with the step's learning-rate factor.
   UpdateRule scaledRule(const UpdateRule &rule) const {
     UpdateRule r = rule;
@@ -197,6 +214,8 @@ struct Executor::Impl {
       backend->deallocate(shardSlab);
     if (wireSlab)
       backend->deallocate(wireSlab);
+    if (accSlab)
+      backend->deallocate(accSlab);
   }
   /// Makes the wire copy hold at least `bytes`; false when it cannot.
   bool reserveWire(size_t bytes) {

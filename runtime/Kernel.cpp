@@ -7,6 +7,7 @@
 
 #include "oasr/Runtime/Kernel.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -108,6 +109,24 @@ AttrMap::getStrings(const std::string &name,
   if (auto *s = std::get_if<std::string>(&it->second))
     return {*s};
   return dflt;
+}
+
+std::optional<InferenceForm> inferenceForm(const OpSpec &spec) {
+  auto keep = [&](size_t ins, size_t outs) {
+    InferenceForm f{spec, std::min(ins, spec.inputs.size()),
+                    std::min(outs, spec.outputs.size())};
+    f.spec.inputs.resize(f.inputs);
+    f.spec.inputValues.resize(std::min(f.inputs, spec.inputValues.size()));
+    f.spec.outputs.resize(f.outputs);
+    f.spec.outputUsed.resize(std::min(f.outputs, spec.outputUsed.size()));
+    f.spec.attrs.set("training_mode", int64_t(0));
+    return f;
+  };
+  if (spec.opType == "BatchNormalization" && spec.outputs.size() > 1)
+    return keep(spec.inputs.size(), 1);
+  if (spec.opType == "Dropout" && spec.inputs.size() + spec.outputs.size() > 2)
+    return keep(1, 1);
+  return std::nullopt;
 }
 
 Kernel::~Kernel() = default;

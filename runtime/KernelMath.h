@@ -373,8 +373,24 @@ OASR_HOST_DEVICE inline float dropoutValue(bool keep, const float *x, int64_t i,
 /// dScores of one class from its log-probability: (softmax - onehot) times
 /// the loss gradient's share `scale`.
 OASR_HOST_DEVICE inline float sceGradAt(float logProb, bool isLabel,
-                                        float scale) {
-  return (math::exp(logProb) - (isLabel ? 1.0f : 0.0f)) * scale;
+                                        float scale, float smoothing = 0,
+                                        int64_t classes = 1) {
+  float target = smoothing == 0 ? (isLabel ? 1.0f : 0.0f)
+                                : (isLabel ? 1.0f - smoothing : 0.0f) +
+                                      smoothing / float(classes);
+  return (math::exp(logProb) - target) * scale;
+}
+
+/// A row's cross-entropy with label smoothing `smoothing` over `classes`
+/// (torch.nn.CrossEntropyLoss's label_smoothing): the target is
+/// (1 - smoothing) on the label plus smoothing / classes everywhere, so the
+/// loss is -(1 - smoothing) logp[label] - smoothing / classes * sum logp.
+OASR_HOST_DEVICE inline float sceLossAt(float labelLogProb, double logProbSum,
+                                        float smoothing, int64_t classes) {
+  if (smoothing == 0)
+    return -labelLogProb;
+  return -(1.0f - smoothing) * labelLogProb -
+         float(double(smoothing) * logProbSum / double(classes));
 }
 
 /// Trilu keeps element (row, col) of a matrix when it is on or above the

@@ -574,6 +574,11 @@ Status sceGeom(const OpSpec &spec, bool grad, SceGeom &g) {
   g.hasIgnore = spec.attrs.has("ignore_index");
   g.ignoreIndex = spec.attrs.getInt("ignore_index", -100);
   g.labels64 = labels.dtype == DType::I64;
+  double smoothing = spec.attrs.getFloat("label_smoothing", 0);
+  if (!(smoothing >= 0 && smoothing < 1))
+    return nodeError(spec, "label_smoothing " + std::to_string(smoothing) +
+                               " is outside [0, 1)");
+  g.labelSmoothing = float(smoothing);
   int64_t want = g.reduction == SceReduction::None ? g.n * g.d : 1;
   if (!grad && (spec.outputs[0].numel() != want ||
                 (spec.outputs.size() > 1 &&

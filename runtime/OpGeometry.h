@@ -280,6 +280,8 @@ struct SceGeom {
   bool hasIgnore = false;
   int64_t ignoreIndex = -100;
   bool labels64 = true; ///< labels are i64 (else i32)
+  /// oasr's `label_smoothing` attribute in [0, 1) (sceLossAt).
+  float labelSmoothing = 0;
 };
 /// SoftmaxCrossEntropyLoss (scores, labels -> loss[, log_prob]) or, with
 /// `grad`, its gradient (dLoss, log_prob, labels -> dScores): the geometry,

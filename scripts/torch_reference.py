@@ -11,6 +11,7 @@ Run with Debian's interpreter (python3-torch, python3-onnx):
       labels) for `oasr-run --data=mnist:DIR`.
   torch_reference.py check DUMP.json --model {mlp,cnn} --data DIR
                      [--seed S | --weights-from-dump] [--rtol 1e-4]
+                     [--label-smoothing E]
       Recomputes the loss and every parameter gradient of the batch in DIR
       with PyTorch on the same weights (the seeded model, or the values in
       the dump), compares with `oasr-run --steps=1 --lr=0 --dump-grads=DUMP`
@@ -137,7 +138,8 @@ def cmd_check(a):
     x = torch.from_numpy(read_idx(os.path.join(a.data, "train-images-idx3-ubyte")).astype(np.float32))
     y = torch.from_numpy(read_idx(os.path.join(a.data, "train-labels-idx1-ubyte")).astype(np.int64))
     x = x.reshape((x.shape[0],) + SHAPES[a.model])
-    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss = torch.nn.functional.cross_entropy(model(x), y,
+                                             label_smoothing=a.label_smoothing)
     loss.backward()
     worst = 0.0
     ok = True
@@ -181,6 +183,7 @@ def main():
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--weights-from-dump", action="store_true")
     c.add_argument("--rtol", type=float, default=1e-4)
+    c.add_argument("--label-smoothing", type=float, default=0.0)
     a = p.parse_args()
     return {"export": cmd_export, "batch": cmd_batch, "check": cmd_check}[a.cmd](a) or 0
 

@@ -124,6 +124,7 @@ static void setPipelineOptions(const TrainingCompileOptions &o,
                                CompiledTraining &out,
                                TrainPipelineOptions &po) {
   po.ignoreIndex = o.ignoreIndex;
+  po.labelSmoothing = o.labelSmoothing;
   if (!o.strategy.empty())
     po.strategy = o.strategy;
   if (o.alpha >= 0)

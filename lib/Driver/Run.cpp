@@ -140,6 +140,7 @@ private:
   std::unique_ptr<Executor> exec;
   std::unique_ptr<RunSourceModel> source;
   std::unique_ptr<DataLoader> data;
+  std::unique_ptr<DataLoader> evalData; ///< --eval-data
   AlgorithmOptions algoOptions;
   ReplanOptions replanOptions;
   CheckpointOptions checkpointOptions;
@@ -307,6 +308,24 @@ void Run::openData() {
     failure.set(loader.takeError());
   else
     data = std::move(*loader);
+  if (o.evalDataSpec.empty() || failure.failed)
+    return;
+  auto held =
+      createDataLoader(o.evalDataSpec, shape, shard.index, shard.count, o.seed);
+  if (!held) {
+    std::string why = llvm::toString(held.takeError());
+    llvm::StringRef rest(why);
+    rest.consume_front("--data=" + o.evalDataSpec + ": ");
+    failure.set("--eval-data=" + o.evalDataSpec + ": " + rest);
+    return;
+  }
+  evalData = std::move(*held);
+  if (!evalData->testSet() && evalData->trainSize() == 0)
+    failure.set("--eval-data=" + o.evalDataSpec +
+                ": holds no fixed samples to evaluate on");
+  else if (!exec->label().data)
+    failure.set("--eval-data=" + o.evalDataSpec +
+                ": the model has no label to evaluate against");
 }
 
 void Run::checkTraining() {
@@ -461,6 +480,37 @@ TrainRecipe Run::recipe() {
                  "optimal, wfbp, ...)");
   r.clipGradNorm = g.clipGradNorm;
   r.metricsPath = g.metricsPath;
+  r.accumulate = g.accumulate;
+  if (g.accumulate < 1)
+    abortRun(*comm,
+             "oasr-run: error: --accumulate=" + std::to_string(g.accumulate) +
+                 ": expected a positive number of micro-batches");
+  if (g.accumulate > 1 && exec->steady().forwardWaits)
+    abortRun(*comm, "oasr-run: error: --accumulate needs each step's updates "
+                    "inside the step, and the plan '" +
+                        exec->planStrategy() +
+                        "' applies each group's update in the next forward; "
+                        "plan with a strategy whose updates follow backward");
+  for (const GradGroup &grp : exec->groups())
+    if (g.accumulate > 1 && grp.buffer.desc.dtype != DType::F32)
+      abortRun(*comm, std::string("oasr-run: error: --accumulate sums f32 "
+                                  "gradient groups; group ") +
+                          std::to_string(grp.id) + " holds " +
+                          dtypeName(grp.buffer.desc.dtype));
+  if (rank == 0 && !exec->evalFallbacks().empty())
+    llvm::errs() << "oasr-run: note: evaluation runs "
+                 << exec->evalFallbacks().size()
+                 << " node(s) in their training form (no inference kernel "
+                    "on this backend), the first "
+                 << exec->evalFallbacks().front() << "\n";
+  if (rank == 0 && !o.quiet && g.accumulate > 1)
+    std::printf(
+        "oasr-run: accumulate %lld micro-batches of %lld per step (%lld "
+        "samples per rank): one exchange per step, during the last "
+        "micro-batch's backward; sending the earlier micro-batches' sum "
+        "ahead would add an exchange and cannot shorten the last one\n",
+        (long long)g.accumulate, (long long)exec->batch(),
+        (long long)(g.accumulate * exec->batch()));
   if (rank == 0 && !o.quiet && r.schedule)
     std::printf("oasr-run: learning rate %s\n",
                 r.schedule->describe(base).c_str());
@@ -738,7 +788,8 @@ void Run::report(const TrainSummary &summary, const TrainingAlgorithm &algo) {
                                      magnitudes ? &*magnitudes : nullptr))
       abortRun(*comm, "oasr-run: error: " + llvm::toString(std::move(err)));
   if (!o.savePath.empty() && isSafetensorsPath(o.savePath)) {
-    auto saved = writeSafetensors(o.savePath, *exec);
+    auto saved = writeSafetensors(o.savePath, *exec,
+                                  exec->updateCount() * o.recipe.accumulate);
     if (!saved)
       abortRun(*comm,
                "oasr-run: error: --save: " + llvm::toString(saved.takeError()));
@@ -881,6 +932,10 @@ int Run::run(int *argc, char ***argv) {
   to.steps = o.steps;
   to.logEvery = o.logEvery;
   to.evalEvery = o.evalEvery.value_or(0);
+  if (evalData) {
+    to.eval.data = evalData.get();
+    to.eval.startState = evalData->saveState();
+  }
   to.quiet = o.quiet;
   to.tracePath = o.tracePath;
   to.profilePath = o.profilePath;

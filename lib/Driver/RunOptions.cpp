@@ -91,6 +91,9 @@ static std::string runOptionsProblem(const RunOptions &o) {
   if (o.logEvery < 1)
     return name("log-every", std::to_string(o.logEvery)) +
            "expected a positive number of steps";
+  if (!(o.labelSmoothing >= 0 && o.labelSmoothing < 1))
+    return name("label-smoothing", numberText(o.labelSmoothing)) +
+           "must be in [0, 1)";
   if (o.evalEvery && *o.evalEvery < 1)
     return name("eval-every", std::to_string(*o.evalEvery)) +
            "expected a positive number of steps";

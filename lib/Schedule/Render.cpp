@@ -80,7 +80,7 @@ json::Value oasr::schedule::chromeTrace(const Profile &profile,
 /// control characters even as character references (only tab, LF and CR
 /// are allowed), and U+FFFE/U+FFFF: those, and bytes that are not UTF-8,
 /// become U+FFFD, so any layer name gives a well-formed document.
-static std::string xml(StringRef s) {
+std::string oasr::schedule::xmlText(StringRef s) {
   static const char kReplacement[] = "\xEF\xBF\xBD"; // U+FFFD
   std::string out;
   const auto *p = reinterpret_cast<const UTF8 *>(s.data());
@@ -161,7 +161,7 @@ std::string oasr::schedule::ganttSVG(const Profile &profile,
   os << formatv("<text x=\"10\" y=\"22\" font-size=\"15\" "
                 "font-weight=\"bold\">{0}: compute (blue) and allreduce "
                 "(green) per strategy</text>\n",
-                xml(profile.model.empty() ? "profile" : profile.model));
+                xmlText(profile.model.empty() ? "profile" : profile.model));
 
   auto rect = [&](double y, double a, double b, StringRef fill,
                   const std::string &tip) {
@@ -169,7 +169,7 @@ std::string oasr::schedule::ganttSVG(const Profile &profile,
     os << formatv("<rect x=\"{0:f2}\" y=\"{1:f1}\" width=\"{2:f2}\" "
                   "height=\"{3}\" fill=\"{4}\" stroke=\"white\" "
                   "stroke-width=\"0.3\"><title>{5}</title></rect>\n",
-                  x(a), y, w, laneH, fill, xml(tip));
+                  x(a), y, w, laneH, fill, xmlText(tip));
   };
 
   for (size_t k = 0; k < timelines.size(); ++k) {
@@ -177,7 +177,7 @@ std::string oasr::schedule::ganttSVG(const Profile &profile,
     double y0 = top + blockH * k;
     os << formatv(
         "<text x=\"10\" y=\"{0:f1}\" font-weight=\"bold\">{1}</text>\n",
-        y0 + 14, xml(t.strategy));
+        y0 + 14, xmlText(t.strategy));
     os << formatv("<text x=\"10\" y=\"{0:f1}\">{1}, {2} groups</text>\n",
                   y0 + 30, fmtTime(t.iterationUs), t.groups.size());
     os << formatv("<text x=\"{0}\" y=\"{1:f1}\" fill=\"#555\" "

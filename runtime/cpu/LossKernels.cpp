@@ -2,7 +2,8 @@
 //
 // SoftmaxCrossEntropyLoss and SoftmaxCrossEntropyLossGrad, the ops of the
 // CUDA backend's LossKernels.cpp: log-softmax over the classes with the sum
-// in double, the mean, sum or per-element loss, and ignore_index.
+// in double, the mean, sum or per-element loss, ignore_index and label
+// smoothing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -62,7 +63,11 @@ public:
         rowLoss[r] = 0;
         continue;
       }
-      rowLoss[r] = -lr[lab * p.d];
+      double lpSum = 0;
+      if (p.labelSmoothing > 0)
+        for (int64_t c = 0; c < p.c; ++c)
+          lpSum += double(lr[c * p.d]);
+      rowLoss[r] = sceLossAt(lr[lab * p.d], lpSum, p.labelSmoothing, p.c);
       ++count;
     }
     if (badLabel >= 0)
@@ -127,7 +132,8 @@ public:
       }
       float s = p.reduction == SceReduction::None ? dl[r] : scale;
       for (int64_t c = 0; c < p.c; ++c)
-        dr[c * p.d] = sceGradAt(lr[c * p.d], c == lab, s);
+        dr[c * p.d] =
+            sceGradAt(lr[c * p.d], c == lab, s, p.labelSmoothing, p.c);
     }
   }
 

@@ -261,8 +261,13 @@ __global__ void sceRowKernel(SceGeom p, const float *x, const void *labels,
     s += exp(double(xr[c * p.d] - mx));
   s = blockSum(s);
   float lse = mx + float(log(s));
-  for (int64_t c = threadIdx.x; c < p.c; c += blockDim.x)
+  double lpSum = 0;
+  for (int64_t c = threadIdx.x; c < p.c; c += blockDim.x) {
     lr[c * p.d] = xr[c * p.d] - lse;
+    lpSum += double(xr[c * p.d] - lse);
+  }
+  if (p.labelSmoothing > 0)
+    lpSum = blockSum(lpSum);
   __syncthreads();
   if (threadIdx.x != 0)
     return;
@@ -271,7 +276,7 @@ __global__ void sceRowKernel(SceGeom p, const float *x, const void *labels,
   int counted = 0;
   // Labels outside [0, C) count as ignored (the CPU backend stops there).
   if (!(p.hasIgnore && lab == p.ignoreIndex) && lab >= 0 && lab < p.c) {
-    loss = -lr[lab * p.d];
+    loss = sceLossAt(lr[lab * p.d], lpSum, p.labelSmoothing, p.c);
     counted = 1;
   }
   rowLoss[r] = loss;
@@ -326,7 +331,7 @@ __global__ void sceGradKernel(SceGeom p, const float *dl, const float *lp,
       s = count[0] ? dl[0] / float(count[0]) : 0.0f;
     else
       s = dl[0];
-    dx[e] = sceGradAt(lp[e], c == lab, s);
+    dx[e] = sceGradAt(lp[e], c == lab, s, p.labelSmoothing, p.c);
   }
 }
 

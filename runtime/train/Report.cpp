@@ -235,11 +235,21 @@ void printSummary(std::FILE *out, const TrainSummary &s,
                  "%lld step(s) clipped to %g)\n",
                  s.medianGradNorm, (long long)s.clippedSteps,
                  (long long)s.normSteps, s.clipGradNorm);
+  if (s.accumulate > 1)
+    std::fprintf(out,
+                 "  accumulation     %9lld micro-batches per step: the first "
+                 "%lld took %.3f ms (median), the last is the step above\n",
+                 (long long)s.accumulate, (long long)(s.accumulate - 1),
+                 s.microBatchesUs * 1e-3);
   if (s.trainAccuracy >= 0)
     std::fprintf(out, "  train accuracy   %8.1f%%\n", 100 * s.trainAccuracy);
   if (s.testAccuracy >= 0)
     std::fprintf(out, "  test accuracy    %8.1f%% (%lld samples)\n",
                  100 * s.testAccuracy, (long long)s.testSamples);
+  if (s.testLoss >= 0)
+    std::fprintf(out, "  test loss        %9.4f (eval mode)\n", s.testLoss);
+  if (s.perplexity >= 0)
+    std::fprintf(out, "  perplexity       %9.3f\n", s.perplexity);
   std::fflush(out);
 }
 

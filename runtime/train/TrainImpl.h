@@ -50,6 +50,47 @@ void broadcastPersistent(Executor &exec, CommEngine &engine);
 /// Runs `fn` on the communication thread as a recorded exchange and waits.
 void runExchange(CommEngine &engine, std::function<void(Communicator &)> fn);
 
+/// The next batch of a data loader into the model's input and label
+/// tensors, converted to their element types.
+class BatchFeeder {
+public:
+  BatchFeeder(DataLoader &data, const TensorRef &in, const TensorRef &lab,
+              int64_t n, bool tokens)
+      : data(data), in(in), lab(lab), n(n), tokens(tokens),
+        labelCount(lab.data ? lab.numel() : n),
+        labels(static_cast<size_t>(labelCount)),
+        ids(tokens ? size_t(in.numel()) : 0) {}
+  /// Labels per batch: one per sample, or one per token.
+  int64_t labelsPerBatch() const { return labelCount; }
+  void next() {
+    if (tokens) {
+      data.nextTokens(ids.data(), labels.data(), n);
+      if (in.desc.dtype == DType::I64)
+        std::copy(ids.begin(), ids.end(), in.as<int64_t>());
+      else
+        for (size_t k = 0; k < ids.size(); ++k)
+          in.as<int32_t>()[k] = int32_t(ids[k]);
+    } else {
+      data.nextBatch(in.as<float>(), labels.data(), n);
+    }
+    if (lab.data) {
+      if (lab.desc.dtype == DType::I64)
+        std::copy(labels.begin(), labels.end(), lab.as<int64_t>());
+      else
+        for (int64_t k = 0; k < labelCount; ++k)
+          lab.as<int32_t>()[k] = int32_t(labels[size_t(k)]);
+    }
+  }
+
+private:
+  DataLoader &data;
+  const TensorRef &in, &lab;
+  int64_t n;
+  bool tokens;
+  int64_t labelCount;
+  std::vector<int64_t> labels, ids;
+};
+
 /// One trace record, sent as plain doubles between ranks.
 struct Rec {
   double lane, name, start, end;

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TrainImpl.h"
+#include "oasr/Runtime/MetricsPlot.h"
 #include "oasr/Support/JSON.h"
 
 #include "llvm/Support/MemoryBuffer.h"
@@ -66,8 +67,6 @@ static void injectFailure(const TrainOptions &options, Communicator &comm,
              3);
 }
 
-/// The next batch of the data loader into the model's input and label
-/// tensors, converted to their element types.
 namespace {
 /// The algorithm's hooks, recording |this rank's gradient| of each of a
 /// group's parameters before the algorithm starts averaging it
@@ -100,45 +99,6 @@ private:
   GradientMagnitudes &out;
 };
 } // namespace
-
-class BatchFeeder {
-public:
-  BatchFeeder(DataLoader &data, const TensorRef &in, const TensorRef &lab,
-              int64_t n, bool tokens)
-      : data(data), in(in), lab(lab), n(n), tokens(tokens),
-        labelCount(lab.data ? lab.numel() : n),
-        labels(static_cast<size_t>(labelCount)),
-        ids(tokens ? size_t(in.numel()) : 0) {}
-  /// Labels per batch: one per sample, or one per token.
-  int64_t labelsPerBatch() const { return labelCount; }
-  void next() {
-    if (tokens) {
-      data.nextTokens(ids.data(), labels.data(), n);
-      if (in.desc.dtype == DType::I64)
-        std::copy(ids.begin(), ids.end(), in.as<int64_t>());
-      else
-        for (size_t k = 0; k < ids.size(); ++k)
-          in.as<int32_t>()[k] = int32_t(ids[k]);
-    } else {
-      data.nextBatch(in.as<float>(), labels.data(), n);
-    }
-    if (lab.data) {
-      if (lab.desc.dtype == DType::I64)
-        std::copy(labels.begin(), labels.end(), lab.as<int64_t>());
-      else
-        for (int64_t k = 0; k < labelCount; ++k)
-          lab.as<int32_t>()[k] = int32_t(labels[size_t(k)]);
-    }
-  }
-
-private:
-  DataLoader &data;
-  const TensorRef &in, &lab;
-  int64_t n;
-  bool tokens;
-  int64_t labelCount;
-  std::vector<int64_t> labels, ids;
-};
 
 /// The progress lines (every --log-every steps and after the last): the
 /// interval's mean loss, accuracy and throughput, summed over the ranks of
@@ -334,7 +294,10 @@ public:
     exec.completeUpdates(algo);
     algo.finish(exec, engine);
     engine.drain();
-    return summarize();
+    llvm::Error err = summarize();
+    if (!err && progress && progress->metrics)
+      plotMetrics();
+    return err;
   }
 
 private:
@@ -394,6 +357,20 @@ private:
   /// One training step and what follows it.
   llvm::Error runOne(int64_t step) {
     injectFailure(options, comm, step);
+    // Gradient accumulation: the step's earlier micro-batches, then the
+    // last one as the step.
+    double microLoss = 0, microCorrect = 0;
+    const int64_t micro = std::max<int64_t>(options.recipe.accumulate, 1);
+    int64_t m0 = steadyNs();
+    for (int64_t k = 0; k + 1 < micro; ++k) {
+      feeder->next();
+      if (llvm::Error err = exec.runMicroBatch())
+        return err;
+      microLoss += exec.loss();
+      microCorrect += double(exec.correct());
+    }
+    if (micro > 1)
+      microUs.push_back(double(steadyNs() - m0) * 1e-3);
     feeder->next();
     // The step re-planning measures compute alone in (its allreduces held
     // until backward ended); not one of the plan's steps in the summary.
@@ -429,7 +406,7 @@ private:
     }
     progress->facts(lr, norm, blocked);
 
-    double loss = exec.loss();
+    double loss = (microLoss + exec.loss()) / double(micro);
     if (exec.scalesLoss()) {
       summary.lossScale = exec.lossScaler().scale;
       summary.skippedSteps = exec.lossScaler().skipped;
@@ -437,11 +414,12 @@ private:
     if (llvm::Error err = checkFinite(exec, algo, options, step, loss))
       return err;
     noteProgress(step + 1);
-    if (llvm::Error err = afterStep(step + 1))
-      return err;
-    progress->add(loss, double(exec.correct()), double(n), double(labelCount));
+    progress->add(loss, microCorrect + double(exec.correct()),
+                  double(n * micro), double(labelCount * micro));
     summary.lastLoss = loss;
     progress->stepDone(step, summary);
+    if (llvm::Error err = afterStep(step + 1))
+      return err;
     return replanAfter(step);
   }
 
@@ -486,7 +464,7 @@ private:
       if (llvm::Error err = writeCheckpoint(completed))
         return err;
     if (options.evalEvery > 0 && completed % options.evalEvery == 0 &&
-        options.evaluate && data.testSet() && lab.data)
+        evaluates())
       evaluateNow(completed);
     return llvm::Error::success();
   }
@@ -531,7 +509,8 @@ private:
         bnState.emplace_back(t.ref.as<char>(),
                              t.ref.as<char>() + t.ref.bytes());
     algo.beginEvaluation(exec, engine);
-    auto [ok, total] = evaluate(exec, data, engine, algo.trainsOn(rank));
+    EvalResult r =
+        evaluate(exec, data, engine, options.eval, algo.trainsOn(rank));
     algo.endEvaluation(exec, engine);
     size_t k = 0;
     for (const PersistentTensor &t : exec.persistent())
@@ -539,15 +518,52 @@ private:
         std::copy(bnState[k].begin(), bnState[k].end(), t.ref.as<char>());
         ++k;
       }
-    if (rank == 0 && total) {
+    if (rank == 0 && r.batches) {
+      std::string ppl =
+          r.tokens ? llvm::formatv("  perplexity {0:f2}", r.perplexity()).str()
+                   : "";
       std::printf("eval step %lld  time %.3f s  test accuracy %.2f%% "
-                  "(%lld/%lld)\n",
+                  "(%lld/%lld)  loss %.4f%s\n",
                   (long long)completed, double(e0 - runStartNs - evalNs) * 1e-9,
-                  100.0 * double(ok) / double(total), (long long)ok,
-                  (long long)total);
+                  100.0 * r.accuracy(), (long long)r.correct,
+                  (long long)r.labels, r.loss, ppl.c_str());
       std::fflush(stdout);
+      recordEvaluation(completed, r);
     }
     evalNs += steadyNs() - e0;
+  }
+
+  /// The metrics file's plot beside it (rank 0); a failure only warns.
+  void plotMetrics() {
+    progress->metrics->close();
+    std::string svg;
+    if (llvm::Error err = writeMetricsPlot(options.recipe.metricsPath, &svg))
+      llvm::errs() << "oasr-run: warning: --metrics: "
+                   << llvm::toString(std::move(err)) << "\n";
+    else if (!options.quiet)
+      std::printf("metrics %s, plotted in %s\n",
+                  options.recipe.metricsPath.c_str(), svg.c_str());
+  }
+
+  /// An evaluation's line in the metrics file (rank 0).
+  void recordEvaluation(int64_t completed, const EvalResult &r) {
+    if (!progress || !progress->metrics || !r.batches)
+      return;
+    llvm::json::Object line{{"step", completed},
+                            {"eval_loss", r.loss},
+                            {"eval_accuracy", r.accuracy()},
+                            {"eval_samples", r.samples}};
+    if (r.tokens)
+      line["perplexity"] = r.perplexity();
+    *progress->metrics << formatJSON(std::move(line)) << "\n";
+    progress->metrics->flush();
+  }
+
+  /// Whether the run evaluates: a model with labels, and --eval-data or
+  /// the training data's held-out split.
+  bool evaluates() const {
+    return options.evaluate && lab.data &&
+           (options.eval.data || data.testSet());
   }
 
   /// At a step boundary on every rank alike: measure, agree, re-plan,
@@ -679,6 +695,9 @@ private:
     summary.predictedUs = exec.predictedIterationUs();
     summary.beforeSteps = int64_t(beforeUs.size());
     summary.beforeMedianIterationUs = median(beforeUs);
+    summary.accumulate = std::max<int64_t>(options.recipe.accumulate, 1);
+    if (!microUs.empty())
+      summary.microBatchesUs = median(microUs);
     if (!gradNorms.empty()) {
       summary.medianGradNorm = median(gradNorms);
       summary.normSteps = int64_t(gradNorms.size());
@@ -689,12 +708,19 @@ private:
       if (auto err = writeTrace(options.tracePath, engine, trace, history,
                                 summary.replans))
         return err;
-    if (options.evaluate && data.testSet() && lab.data) {
-      auto [ok, total] = evaluate(exec, data, engine, algo.trainsOn(rank));
-      if (total) {
-        summary.testAccuracy = double(ok) / double(total);
-        summary.testSamples = total;
+    if (evaluates()) {
+      EvalResult r =
+          evaluate(exec, data, engine, options.eval, algo.trainsOn(rank));
+      if (r.batches) {
+        summary.testAccuracy = r.accuracy();
+        summary.testSamples = r.samples;
+        summary.testLoss = r.loss;
+        summary.perplexity = r.perplexity();
       }
+      const bool logged =
+          options.evalEvery > 0 && options.steps % options.evalEvery == 0;
+      if (rank == 0 && !logged)
+        recordEvaluation(options.steps, r);
     }
     return llvm::Error::success();
   }
@@ -731,6 +757,7 @@ private:
   PlanHistory history;
   std::vector<double> iterationsUs, beforeUs;
   std::vector<double> gradNorms; ///< each step's, before clipping
+  std::vector<double> microUs;   ///< each step's earlier micro-batches
   int64_t clipped = 0;
   int64_t warmupStep = -1; ///< the first step after a switch
   std::vector<Rec> trace;

@@ -185,6 +185,12 @@ static cl::opt<int64_t> ignoreIndex(
     cl::desc("Label value the appended loss ignores (padding; compiling an "
              ".onnx only)"),
     cl::init(-1), cl::cat(runCat));
+static cl::opt<double> labelSmoothing(
+    "label-smoothing",
+    cl::desc("Label smoothing E of the appended cross-entropy, in [0, 1), "
+             "as torch.nn.CrossEntropyLoss(label_smoothing=E); compiling "
+             "an .onnx only"),
+    cl::init(0), cl::cat(runCat));
 static cl::opt<int> batch("batch",
                           cl::desc("Per-rank batch (must match the module)"),
                           cl::init(0), cl::cat(runCat));
@@ -216,6 +222,11 @@ static cl::opt<double> clipGradNorm(
     cl::desc("Clip the averaged gradients to this global L2 norm before "
              "the update, as torch.nn.utils.clip_grad_norm_ (0: off)"),
     cl::init(0), cl::cat(runCat));
+static cl::opt<int64_t> accumulate(
+    "accumulate",
+    cl::desc("Micro-batches per optimizer step (gradient accumulation; the "
+             "gradients are their mean, exchanged once per step)"),
+    cl::init(1), cl::cat(runCat));
 static cl::opt<std::string> metricsPath(
     "metrics",
     cl::desc("Write one JSON line per logged step (step, loss, lr, gradient "
@@ -273,10 +284,16 @@ static cl::opt<int64_t> logEvery("log-every",
                                  cl::init(1), cl::cat(runCat));
 static cl::opt<int64_t> evalEvery(
     "eval-every",
-    cl::desc("Test accuracy after every N-th step (rank 0 prints 'eval step "
-             "S  time T s  test accuracy A%': T is the wall time of training "
-             "so far, without the evaluations)"),
+    cl::desc("Evaluate after every N-th step (rank 0 prints 'eval step "
+             "S  time T s  test accuracy A% (ok/n)  loss L': T is the wall "
+             "time of training so far, without the evaluations)"),
     cl::init(0), cl::cat(runCat));
+static cl::opt<std::string> evalDataSpec(
+    "eval-data",
+    cl::desc("Evaluate on this data (a --data spec: its held-out split, "
+             "else all its samples; default: --data's held-out split), in "
+             "eval mode, sharded over the ranks"),
+    cl::init(""), cl::cat(runCat));
 static cl::opt<std::string>
     commKind("communicator",
              cl::desc("mpi | self (default: mpi under mpirun, else self)"),
@@ -561,6 +578,7 @@ RunOptions runOptions() {
   o.optimizer = optimizer;
   o.momentum = given(momentum);
   o.ignoreIndex = ignoreIndex;
+  o.labelSmoothing = labelSmoothing;
   o.batch = given(batch);
   o.dataSpec = dataSpec;
   o.vocab = given(vocab);
@@ -571,11 +589,13 @@ RunOptions runOptions() {
   o.recipe.warmupStart = warmupStart;
   o.recipe.minLr = minLr;
   o.recipe.clipGradNorm = clipGradNorm;
+  o.recipe.accumulate = accumulate;
   o.recipe.metricsPath = metricsPath;
   o.seed = seed;
   o.threads = threads;
   o.logEvery = logEvery;
   o.evalEvery = given(evalEvery);
+  o.evalDataSpec = evalDataSpec;
   o.quiet = quiet;
   o.allowNonFinite = allowNonFinite;
   o.tracePath = tracePath;
@@ -630,7 +650,8 @@ llvm::Expected<RunModule> loadModule(mlir::MLIRContext &ctx,
         &momentum,      &trainable,
         &freeze,        &weightDecay,
         &decayExclude,  &betas,
-        &eps,           static_cast<const cl::Option *>(std::addressof(dims))};
+        &eps,           &labelSmoothing,
+        &ignoreIndex,   static_cast<const cl::Option *>(std::addressof(dims))};
     for (const cl::Option *opt : compileOptions)
       if (opt->getNumOccurrences())
         return llvm::createStringError(
@@ -650,6 +671,7 @@ llvm::Expected<RunModule> loadModule(mlir::MLIRContext &ctx,
   o.batch = ro.batch.value_or(0);
   o.dims = ro.dims;
   o.ignoreIndex = ro.ignoreIndex;
+  o.labelSmoothing = ro.labelSmoothing;
   o.strategy = ro.strategy;
   o.alpha = ro.alpha.value_or(-1);
   o.beta = ro.beta.value_or(-1);

@@ -36,6 +36,7 @@ struct TrainingCompileOptions {
   int64_t batch = 0;             ///< > 0: dimension 0 of every input
   std::vector<std::string> dims; ///< `name=value` for symbolic dimensions
   int64_t ignoreIndex = -1;      ///< label the loss ignores (negative: none)
+  double labelSmoothing = 0;     ///< of the appended loss, in [0, 1)
   // Planning.
   std::string strategy;
   double alpha = -1, beta = -1;      ///< seconds, seconds/byte

@@ -63,6 +63,7 @@ struct RunOptions {
   std::string optimizer;
   std::optional<double> momentum;
   int64_t ignoreIndex = -1;
+  double labelSmoothing = 0; ///< --label-smoothing
   // Training.
   std::optional<int64_t> batch; ///< per rank; must match the module
   std::string dataSpec = "synthetic";
@@ -75,13 +76,16 @@ struct RunOptions {
     std::string lrSchedule = "constant";
     int64_t warmup = 0;
     double warmupStart = 0, minLr = 0, clipGradNorm = 0;
+    int64_t accumulate = 1; ///< --accumulate
     std::string metricsPath;
   } recipe;
   uint64_t seed = 1;
   int threads = 0; ///< compute threads per rank; 0: defaultThreads()
   int64_t logEvery = 1;
-  /// --eval-every: the test accuracy after every N-th step.
+  /// --eval-every: the evaluation after every N-th step.
   std::optional<int64_t> evalEvery;
+  /// --eval-data: what evaluation reads (empty: --data's held-out split).
+  std::string evalDataSpec;
   bool quiet = false;
   bool allowNonFinite = false;
   // Outputs (rank 0 writes them).

@@ -48,6 +48,10 @@ struct TrainPipelineOptions : public PassPipelineOptions<TrainPipelineOptions> {
       *this, "ignore-index",
       llvm::cl::desc("Label value the loss ignores (negative: none)"),
       llvm::cl::init(-1)};
+  Option<double> labelSmoothing{
+      *this, "label-smoothing",
+      llvm::cl::desc("Label smoothing of the appended loss, in [0, 1)"),
+      llvm::cl::init(0.0)};
   // --oasr-annotate-cost
   Option<std::string> device{*this, "device", llvm::cl::desc("Roofline device"),
                              llvm::cl::init("cpu")};

@@ -36,7 +36,9 @@ def Autodiff : Pass<"oasr-autodiff", "::mlir::ModuleOp"> {
       sequence model, `[N, T, V]` from an integer `[N, T]` input, get a
       token-level loss: both are reshaped to `[N*T, V]` and `[N*T]`, the
       label argument is `[N, T]` (next-token labels), and `ignore-index=`
-      excludes a label value (padding) from the mean. A model's own
+      excludes a label value (padding) from the mean. `label-smoothing=E`
+      gives the appended loss oasr's `label_smoothing` attribute: the
+      target is 1 - E on the label plus E / C on every class. A model's own
       `SoftmaxCrossEntropyLoss` reading an i64 graph input as labels gets
       that argument retagged `oasr.label`, so the runtime feeds it.
     * Backward nodes are explicit `oasr.node`s named after ONNX Runtime's
@@ -60,7 +62,10 @@ def Autodiff : Pass<"oasr-autodiff", "::mlir::ModuleOp"> {
     Option<"labelName", "label", "std::string", "\"label\"",
            "Name of the appended integer label argument">,
     Option<"ignoreIndex", "ignore-index", "int64_t", "-1",
-           "Label value the appended loss ignores (a negative value: none)">
+           "Label value the appended loss ignores (a negative value: none)">,
+    Option<"labelSmoothing", "label-smoothing", "double", "0.0",
+           "Label smoothing of the appended loss, in [0, 1) (as "
+           "torch.nn.CrossEntropyLoss's label_smoothing)">
   ];
   let statistics = [
     Statistic<"numForwardNodes", "forward-nodes", "Forward nodes in the step">,

@@ -309,6 +309,16 @@ public:
     double clipNorm = 0;
   };
   void setStepScalars(const StepScalars &s);
+  /// Gradient accumulation (--accumulate=K): runs the forward and backward
+  /// of one micro-batch, without communication or updates, and adds its
+  /// gradients to the step's sum. The next runStep is the last micro-batch:
+  /// each group's gradients become the mean over the step's micro-batches
+  /// before the algorithm exchanges them (one exchange per step, as
+  /// DDP's no_sync). Refused under per-layer forward waits (the step's
+  /// updates then run inside the next forward); an error names why.
+  llvm::Error runMicroBatch();
+  /// Micro-batches accumulated since the last step (0: none).
+  int64_t accumulatedMicroBatches() const;
   /// The last step's global L2 norm of the averaged gradients, before
   /// clipping; -1 when the step did not measure it (no clipping).
   double lastGradNorm() const;
@@ -342,8 +352,16 @@ public:
   /// per plan step (see `steps()`), filled with times in microseconds since
   /// `epochNs` on the steady clock.
   void runStep(StepHooks &hooks, OpTiming *timings, int64_t epochNs);
-  /// Runs the forward ops only (no state written back): for evaluation.
-  void runForward();
+  /// Runs the forward ops only (no weight or optimizer state written).
+  /// `Training`: every node as the step runs it (batch statistics, Dropout
+  /// drawing; BatchNormalization writes its running statistics). `Eval`:
+  /// each node that has one in its inference form (inferenceForm, Kernel.h),
+  /// as PyTorch's `model.eval()`: nothing but activations is written.
+  enum class ForwardMode { Training, Eval };
+  void runForward(ForwardMode mode = ForwardMode::Training);
+  /// Forward nodes that evaluate in their training form because the
+  /// backend has no kernel for their inference form ("node: reason").
+  const std::vector<std::string> &evalFallbacks() const;
 
   /// Optimizer updates applied so far (ONNX's update count T, which Adam's
   /// bias correction, Adagrad's decay and momentum's dampening read).

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -126,6 +127,19 @@ struct OpSpec {
   /// instead of copying the operand back to the host every step.
   std::vector<std::vector<char>> inputValues;
 };
+
+/// How a node runs in evaluation (eval mode, PyTorch's `model.eval()`):
+/// BatchNormalization's training form normalises with its running
+/// statistics and writes none (Y only); Dropout passes its input through.
+/// The form reads the first `inputs` operands and writes the first
+/// `outputs` results of the training node.
+struct InferenceForm {
+  OpSpec spec;
+  size_t inputs = 0, outputs = 0;
+};
+/// The inference form of a training-form node, or none where the node runs
+/// alike in training and evaluation.
+std::optional<InferenceForm> inferenceForm(const OpSpec &spec);
 
 /// True when a tensor of the node is bf16 or f16.
 inline bool hasLowFloat(const OpSpec &spec) {

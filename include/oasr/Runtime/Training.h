@@ -235,6 +235,26 @@ std::unique_ptr<TrainingAlgorithm>
 createTrainingAlgorithm(llvm::StringRef name, Executor &exec,
                         CommEngine &engine, const AlgorithmOptions &options);
 
+/// What an evaluation measured, summed over the ranks.
+struct EvalResult {
+  int64_t samples = 0, batches = 0;
+  double loss = 0; ///< the model's loss, mean over the batches
+  /// Top-1 counts: per sample, or per position for token models.
+  int64_t correct = 0, labels = 0;
+  bool tokens = false;
+  double accuracy() const;   ///< -1 without labels
+  double perplexity() const; ///< exp(loss) for token models, else -1
+};
+
+/// Where evaluation reads. `data` (--eval-data; null: the training data's
+/// held-out split) evaluates on its held-out split when it has one, else on
+/// every sample of this rank's shard, read from `startState` (its
+/// saveState() when it was opened).
+struct EvalOptions {
+  DataLoader *data = nullptr;
+  std::string startState;
+};
+
 /// Options of the training loop.
 /// How the steps train beyond what the compiled step fixes (docs/runtime.md,
 /// "Recipes"): per-step host scalars and what is recorded.
@@ -247,6 +267,9 @@ struct TrainRecipe {
   /// JSON lines, one per logged step and evaluation (rank 0 writes; a
   /// resumed run drops the lines after its checkpoint's step).
   std::string metricsPath;
+  /// Micro-batches per optimizer step (Executor::runMicroBatch): the
+  /// gradients are their mean, exchanged once per step.
+  int64_t accumulate = 1;
 };
 
 struct TrainOptions {
@@ -260,9 +283,10 @@ struct TrainOptions {
   int failRank = -1;
   int failSignal = 0;   ///< testing: die by this signal instead of aborting
   bool evaluate = true; ///< test accuracy at the end when data has a test split
-  /// > 0: after every N-th step, the test accuracy as the end-of-run
-  /// evaluation measures it, one line from rank 0 (also when quiet).
+  /// > 0: after every N-th step, the evaluation the end of the run makes,
+  /// one line from rank 0 (also when quiet).
   int64_t evalEvery = 0;
+  EvalOptions eval;
   /// Steps already completed (a resumed run continues at this step; `steps`
   /// stays the total).
   int64_t startStep = 0;
@@ -329,9 +353,14 @@ struct TrainSummary {
   double medianGradNorm = -1;
   int64_t clippedSteps = 0, normSteps = 0;
   double clipGradNorm = 0;
+  /// --accumulate: micro-batches per step, and the median time per step of
+  /// the ones before the last (which exchange nothing).
+  int64_t accumulate = 1;
+  double microBatchesUs = 0;
   double trainAccuracy = -1; ///< over the last logging interval
   double testAccuracy = -1;  ///< -1 when there is no test split
   int64_t testSamples = 0;
+  double testLoss = -1, perplexity = -1; ///< -1 when not evaluated
 };
 
 /// Runs `options.steps` training steps on every rank. Collective: every rank
@@ -340,11 +369,11 @@ llvm::Error train(Executor &exec, DataLoader &data, TrainingAlgorithm &algo,
                   CommEngine &engine, const TrainOptions &options,
                   TrainSummary &summary);
 
-/// Evaluates accuracy of the current weights on this rank's test shard and
-/// sums over ranks. Returns {correct, total}. A rank with `counts` false
-/// only joins the sum.
-std::pair<int64_t, int64_t> evaluate(Executor &exec, DataLoader &data,
-                                     CommEngine &engine, bool counts = true);
+/// Evaluates the current weights in eval mode on this rank's shard of the
+/// evaluation samples (full batches) and sums over ranks. Collective; a rank
+/// with `mine` false only joins the sum.
+EvalResult evaluate(Executor &exec, DataLoader &data, CommEngine &engine,
+                    const EvalOptions &options, bool mine = true);
 
 /// When this rank is ended by a signal (mpirun's SIGTERM after another
 /// rank died, a batch scheduler's, Ctrl-C), prints one line before dying:

@@ -17,6 +17,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <cstdint>
 #include <string>
 
 namespace oasr::rt {
@@ -24,9 +25,12 @@ namespace oasr::rt {
 class Executor;
 
 /// Writes `exec`'s parameters and buffers to `path` (atomically: a
-/// temporary file renamed over it). Returns the number of tensors written.
-llvm::Expected<size_t> writeSafetensors(const std::string &path,
-                                        Executor &exec);
+/// temporary file renamed over it), and for each BatchNorm statistic
+/// `M.running_mean`, PyTorch's `M.num_batches_tracked` (an int64 scalar
+/// the ONNX graph does not hold) as `batchesTracked`, the training forwards
+/// run. Returns the number of tensors written.
+llvm::Expected<size_t> writeSafetensors(const std::string &path, Executor &exec,
+                                        int64_t batchesTracked);
 
 /// Whether `path` names a safetensors file (by its extension).
 bool isSafetensorsPath(const std::string &path);

@@ -32,6 +32,11 @@ llvm::json::Value chromeTrace(const Profile &profile,
 std::string ganttSVG(const Profile &profile,
                      llvm::ArrayRef<Timeline> timelines);
 
+/// `s` as SVG/XML text or attribute content: markup characters as entities,
+/// characters XML 1.0 does not allow and bytes that are not UTF-8 as
+/// U+FFFD, so any text gives a well-formed document.
+std::string xmlText(llvm::StringRef s);
+
 } // namespace schedule
 } // namespace oasr
 
