@@ -62,7 +62,14 @@ enum class UnaryOp : int {
   Reciprocal,
   GeluErf,
   GeluTanh,
-  Clip ///< min(max(x, lo), hi), NaN kept (clipValue)
+  Clip, ///< min(max(x, lo), hi), NaN kept (clipValue)
+  Softplus,
+  Softsign,
+  Sin,
+  Cos,
+  Selu,           ///< alpha, gamma
+  Celu,           ///< alpha
+  ThresholdedRelu ///< alpha
 };
 
 /// An activation's gradient dX = f'(dY, z), z being the forward's result
@@ -94,7 +101,9 @@ enum class CmpOp : int {
 };
 
 /// Broadcast arithmetic of two operands (Sum folds Add over its operands).
-enum class BinOp : int { Add, Sub, Mul, Div, Pow };
+/// PRelu is x > 0 ? x : slope x with the slope broadcast; Max and Min keep
+/// a NaN operand (torch.maximum's convention).
+enum class BinOp : int { Add, Sub, Mul, Div, Pow, PRelu, Max, Min };
 
 /// One row of an op-name table.
 template <typename Kind> struct NamedOp {
@@ -119,7 +128,14 @@ inline constexpr NamedOp<UnaryOp> kUnaryOps[] = {
     {"HardSwish", UnaryOp::HardSwish},
     {"Mish", UnaryOp::Mish},
     {"Reciprocal", UnaryOp::Reciprocal},
-    {"Gelu", UnaryOp::GeluErf}};
+    {"Gelu", UnaryOp::GeluErf},
+    {"Softplus", UnaryOp::Softplus},
+    {"Softsign", UnaryOp::Softsign},
+    {"Sin", UnaryOp::Sin},
+    {"Cos", UnaryOp::Cos},
+    {"Selu", UnaryOp::Selu},
+    {"Celu", UnaryOp::Celu},
+    {"ThresholdedRelu", UnaryOp::ThresholdedRelu}};
 
 /// The gradient ops by name (GeluGrad as Gelu).
 inline constexpr NamedOp<GradOp> kGradOps[] = {
@@ -143,11 +159,10 @@ inline constexpr NamedOp<CmpOp> kCmpOps[] = {
     {"Or", CmpOp::Or},
     {"Xor", CmpOp::Xor}};
 
-inline constexpr NamedOp<BinOp> kBinOps[] = {{"Add", BinOp::Add},
-                                             {"Sub", BinOp::Sub},
-                                             {"Mul", BinOp::Mul},
-                                             {"Div", BinOp::Div},
-                                             {"Pow", BinOp::Pow}};
+inline constexpr NamedOp<BinOp> kBinOps[] = {
+    {"Add", BinOp::Add}, {"Sub", BinOp::Sub}, {"Mul", BinOp::Mul},
+    {"Div", BinOp::Div}, {"Pow", BinOp::Pow}, {"PRelu", BinOp::PRelu},
+    {"Max", BinOp::Max}, {"Min", BinOp::Min}};
 
 /// The kind of op `name` in `table`; none when it is not there.
 template <typename Kind, size_t N>
@@ -165,9 +180,13 @@ constexpr bool isLogic(CmpOp op) {
 }
 
 /// ONNX's defaults of the activations' attributes: alpha (LeakyRelu's
-/// slope, Elu's scale, HardSigmoid's slope) and HardSigmoid's beta.
+/// slope, Elu's scale, HardSigmoid's slope) and HardSigmoid's beta; Selu's
+/// alpha and gamma, Celu's and ThresholdedRelu's alpha.
 constexpr double kLeakyReluAlpha = 0.01, kEluAlpha = 1.0,
                  kHardSigmoidAlpha = 0.2, kHardSigmoidBeta = 0.5;
+constexpr double kSeluAlpha = 1.67326319217681884765625,
+                 kSeluGamma = 1.05070102214813232421875, kCeluAlpha = 1.0,
+                 kThresholdedReluAlpha = 1.0;
 
 /// Gelu's constants: 1/sqrt(2), 1/sqrt(2 pi), sqrt(2/pi) and the tanh
 /// form's cubic coefficient.
@@ -196,6 +215,18 @@ OASR_HOST_DEVICE inline float log1p(float x) {
 }
 OASR_HOST_DEVICE inline float tanh(float x) {
   OASR_MATH_F(std::tanh(x), tanhf(x));
+}
+OASR_HOST_DEVICE inline float sin(float x) {
+  OASR_MATH_F(std::sin(x), sinf(x));
+}
+OASR_HOST_DEVICE inline float cos(float x) {
+  OASR_MATH_F(std::cos(x), cosf(x));
+}
+OASR_HOST_DEVICE inline float fabs(float x) {
+  OASR_MATH_F(std::fabs(x), fabsf(x));
+}
+OASR_HOST_DEVICE inline float expm1(float x) {
+  OASR_MATH_F(std::expm1(x), expm1f(x));
 }
 OASR_HOST_DEVICE inline float sqrt(float x) {
   OASR_MATH_F(std::sqrt(x), sqrtf(x));
@@ -239,6 +270,48 @@ OASR_HOST_DEVICE inline float mish(float x) {
 }
 
 OASR_HOST_DEVICE inline float reciprocal(float x) { return 1.0f / x; }
+
+OASR_HOST_DEVICE inline float softsign(float x) {
+  return x / (1.0f + math::fabs(x));
+}
+
+/// Selu: gamma (x > 0 ? x : alpha (e^x - 1)).
+OASR_HOST_DEVICE inline float selu(float x, float alpha, float gamma) {
+  return gamma * (x > 0.0f ? x : alpha * math::expm1(x));
+}
+
+/// Celu: max(0, x) + min(0, alpha (e^(x / alpha) - 1)).
+OASR_HOST_DEVICE inline float celu(float x, float alpha) {
+  return x > 0.0f ? x : alpha * math::expm1(x / alpha);
+}
+
+OASR_HOST_DEVICE inline float thresholdedRelu(float x, float alpha) {
+  return x > alpha ? x : 0.0f;
+}
+
+/// The activations of KernelMath's table that both backends compute here:
+/// y = f(x) with the op's two parameters (activationParams, OpGeometry.h).
+OASR_HOST_DEVICE inline float sharedUnary(UnaryOp op, float x, float a,
+                                          float b) {
+  switch (op) {
+  case UnaryOp::Softplus:
+    return softplus(x);
+  case UnaryOp::Softsign:
+    return softsign(x);
+  case UnaryOp::Sin:
+    return math::sin(x);
+  case UnaryOp::Cos:
+    return math::cos(x);
+  case UnaryOp::Selu:
+    return selu(x, a, b);
+  case UnaryOp::Celu:
+    return celu(x, a);
+  case UnaryOp::ThresholdedRelu:
+    return thresholdedRelu(x, a);
+  default:
+    return x;
+  }
+}
 
 /// dX of HardSigmoid at input x.
 OASR_HOST_DEVICE inline float hardSigmoidGrad(float dy, float x, float alpha,
@@ -310,6 +383,12 @@ OASR_HOST_DEVICE inline T applyBinary(T a, T b) {
     return a * b;
   else if constexpr (Op == BinOp::Div)
     return a / b;
+  else if constexpr (Op == BinOp::PRelu)
+    return a > T(0) ? a : a * b;
+  else if constexpr (Op == BinOp::Max)
+    return a != a ? a : (b != b || b > a) ? b : a;
+  else if constexpr (Op == BinOp::Min)
+    return a != a ? a : (b != b || b < a) ? b : a;
   else if constexpr (std::is_floating_point_v<T>)
     return b == T(2) ? a * a : T(math::pow(a, b));
   else
@@ -328,6 +407,12 @@ OASR_HOST_DEVICE inline T applyBinary(BinOp op, T a, T b) {
     return applyBinary<BinOp::Mul, T>(a, b);
   case BinOp::Div:
     return applyBinary<BinOp::Div, T>(a, b);
+  case BinOp::PRelu:
+    return applyBinary<BinOp::PRelu, T>(a, b);
+  case BinOp::Max:
+    return applyBinary<BinOp::Max, T>(a, b);
+  case BinOp::Min:
+    return applyBinary<BinOp::Min, T>(a, b);
   case BinOp::Pow:
     break;
   }

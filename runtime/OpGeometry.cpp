@@ -543,6 +543,34 @@ Status matMulShapes(const OpSpec &spec, std::vector<int64_t> &ad,
   return Status::success();
 }
 
+std::pair<float, float> activationParams(const OpSpec &spec, UnaryOp op) {
+  double alpha = kEluAlpha, second = kHardSigmoidBeta;
+  const char *secondName = "beta";
+  switch (op) {
+  case UnaryOp::LeakyRelu:
+    alpha = kLeakyReluAlpha;
+    break;
+  case UnaryOp::HardSigmoid:
+    alpha = kHardSigmoidAlpha;
+    break;
+  case UnaryOp::Selu:
+    alpha = kSeluAlpha;
+    second = kSeluGamma;
+    secondName = "gamma";
+    break;
+  case UnaryOp::Celu:
+    alpha = kCeluAlpha;
+    break;
+  case UnaryOp::ThresholdedRelu:
+    alpha = kThresholdedReluAlpha;
+    break;
+  default:
+    break;
+  }
+  return {float(spec.attrs.getFloat("alpha", alpha)),
+          float(spec.attrs.getFloat(secondName, second))};
+}
+
 Status sceGeom(const OpSpec &spec, bool grad, SceGeom &g) {
   const TensorDesc &scores = spec.inputs[grad ? 1 : 0];
   const TensorDesc &labels = spec.inputs[grad ? 2 : 1];

@@ -270,6 +270,12 @@ Status gemmBiasError(const OpSpec &spec, const TensorDesc &c, int64_t m,
 Status matMulShapes(const OpSpec &spec, std::vector<int64_t> &a,
                     std::vector<int64_t> &b, std::vector<int64_t> &y);
 
+/// An activation's two parameters as the kernels take them, with ONNX's
+/// defaults: 'alpha' (LeakyRelu's slope; HardSigmoid's; Elu's, Selu's,
+/// Celu's and ThresholdedRelu's alpha) and the second (HardSigmoid's beta,
+/// Selu's gamma); ops without parameters ignore them.
+std::pair<float, float> activationParams(const OpSpec &spec, UnaryOp op);
+
 enum class SceReduction : int { Mean, Sum, None };
 
 /// Softmax cross-entropy over scores [N, C, D...] (d = product of the

@@ -722,6 +722,27 @@ def g_pointwise():
         cs.append(Case(op.lower() + "_grad", op + "Grad", attrs).inp(dy, x).out(dx))
     x = rnd(4, 7, lo=0.5, hi=3)
     cs.append(Case("reciprocal", "Reciprocal").inp(x).out(f64(1.0 / x)))
+    # The activations computed by KernelMath.h's sharedUnary on both
+    # backends (their gradients are built from other ops).
+    x = rnd(*shape, lo=-25, hi=25)
+    for op, fn, attrs in [
+        ("Softplus", F.softplus, {}),
+        ("Softsign", F.softsign, {}),
+        ("Sin", torch.sin, {}),
+        ("Cos", torch.cos, {}),
+        ("Selu", F.selu, {}),
+        ("Celu", lambda v: F.celu(v, alpha=0.5), {"alpha": 0.5}),
+        ("ThresholdedRelu", lambda v: torch.where(v > 1.5, v, 0.0), {"alpha": 1.5}),
+    ]:
+        cs.append(Case(op.lower(), op, attrs).inp(x).out(f64(fn(x))))
+    a, s = rnd(2, 3, 4, 5), rnd(3, 1, 1)
+    cs.append(Case("prelu", "PRelu").inp(a, s).out(f64(torch.where(a > 0, a, a * s))))
+    b = rnd(3, 1, 5)
+    b[0, 0, 0] = float("nan")
+    cs.append(Case("max_nan", "Max").inp(a, b).out(f64(torch.maximum(a, b))))
+    cs.append(Case("min_nan", "Min").inp(a, b).out(f64(torch.minimum(a, b))))
+    ia, ib = torch.randint(-9, 9, (2, 3)), torch.randint(-9, 9, (3,))
+    cs.append(Case("max_i64", "Max").inp(ia, ib).out(torch.maximum(ia, ib)))
     a, b = torch.randint(0, 4, (3, 1, 5)), torch.randint(0, 4, (4, 1))
     for op, fn in [("Equal", torch.eq), ("Less", torch.lt), ("Greater", torch.gt),
                    ("LessOrEqual", torch.le), ("GreaterOrEqual", torch.ge)]:

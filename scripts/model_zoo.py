@@ -44,6 +44,7 @@ python3-torchvision):
 The gradient dump is oasr-run's --dump-grads output (.json or .npz).
 """
 import argparse
+import math
 import json
 import os
 import struct
@@ -253,8 +254,159 @@ def swin_tiny():
                            stochastic_depth_prob=0.0, num_classes=CLASSES)
 
 
+class ActivationCNN(nn.Module):
+    """The activations beyond ReLU that CNNs and MLP heads use: PReLU (a
+    learned slope per channel), Softplus, Softsign, SELU, CELU, and
+    elementwise maximum/minimum of two branches."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.prelu = nn.PReLU(8, init=0.2)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.conv3 = nn.Conv2d(8, 8, 3, padding=1)
+        self.fc = nn.Linear(8, 16)
+        self.head = nn.Linear(16, CLASSES)
+
+    def forward(self, x):
+        x = self.prelu(self.conv1(x))
+        a = F.softplus(self.conv2(x))
+        b = F.softsign(self.conv3(x)) * 2
+        x = torch.maximum(a, b) + 0.5 * torch.minimum(a, b)
+        x = F.selu(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+        return self.head(F.celu(self.fc(x), alpha=0.5))
+
+
+class GroupNormBlock(nn.Module):
+    """ResNet's basic block with GroupNorm in place of BatchNorm."""
+
+    def __init__(self, c, groups=4):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.gn1 = nn.GroupNorm(groups, c)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.gn2 = nn.GroupNorm(groups, c)
+
+    def forward(self, x):
+        y = F.relu(self.gn1(self.conv1(x)))
+        return F.relu(x + self.gn2(self.conv2(y)))
+
+
+class GroupNormResNet(nn.Module):
+    """A small ResNet with GroupNorm (exported at opset 17 as
+    InstanceNormalization over the groups, then a per-channel affine)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1, bias=False),
+                                  nn.GroupNorm(4, 16), nn.ReLU())
+        self.block1 = GroupNormBlock(16)
+        self.block2 = GroupNormBlock(16, groups=8)
+        self.head = nn.Linear(16, CLASSES)
+
+    def forward(self, x):
+        x = self.block2(self.block1(self.stem(x)))
+        return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def sinusoidal(t, dim):
+    """Transformer/diffusion timestep embedding: sin and cos of t times
+    geometric frequencies, computed in the graph."""
+    freqs = torch.exp(-math.log(10000.0) * torch.arange(dim // 2) / (dim // 2))
+    angles = t[:, None] * freqs[None, :]
+    return torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
+
+
+class DiffusionBlock(nn.Module):
+    """A diffusion UNet's residual block: GroupNorm, SiLU, conv, and the
+    timestep embedding added per channel."""
+
+    def __init__(self, c, tdim):
+        super().__init__()
+        self.norm1 = nn.GroupNorm(4, c)
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1)
+        self.temb = nn.Linear(tdim, c)
+        self.norm2 = nn.GroupNorm(4, c)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1)
+
+    def forward(self, x, emb):
+        h = self.conv1(F.silu(self.norm1(x)))
+        h = h + self.temb(emb)[:, :, None, None]
+        return x + self.conv2(F.silu(self.norm2(h)))
+
+
+class DiffusionUNetTiny(nn.Module):
+    """Diffusion-style UNet: sinusoidal timestep embedding (Sin, Cos) of a
+    timestep derived from the input, GroupNorm + SiLU residual blocks, a
+    self-attention block at the low resolution, ConvTranspose up, Concat
+    skip, classifier head."""
+
+    def __init__(self):
+        super().__init__()
+        self.tdim = 16
+        self.tmlp = nn.Sequential(nn.Linear(16, 32), nn.SiLU(),
+                                  nn.Linear(32, 16))
+        self.inp = nn.Conv2d(3, 16, 3, padding=1)
+        self.down = DiffusionBlock(16, 16)
+        self.pool = nn.Conv2d(16, 16, 3, stride=2, padding=1)
+        self.mid = DiffusionBlock(16, 16)
+        self.attn_norm = nn.GroupNorm(4, 16)
+        self.attn = nn.MultiheadAttention(16, 2, batch_first=True)
+        self.up = nn.ConvTranspose2d(16, 16, 2, stride=2)
+        self.dec = DiffusionBlock(32, 16)
+        self.head = nn.Linear(32, CLASSES)
+
+    def forward(self, x):
+        t = x.mean((1, 2, 3)) * 100.0
+        emb = self.tmlp(sinusoidal(t, self.tdim))
+        h1 = self.down(self.inp(x), emb)
+        h = self.mid(self.pool(h1), emb)
+        b, c, hh, ww = h.shape
+        s = self.attn_norm(h).flatten(2).transpose(1, 2)
+        a, _ = self.attn(s, s, s, need_weights=False)
+        h = h + a.transpose(1, 2).reshape(b, c, hh, ww)
+        h = self.dec(torch.cat([self.up(h), h1], 1), emb)
+        return self.head(torch.flatten(F.adaptive_avg_pool2d(h, 1), 1))
+
+
+class EinsumMixer(nn.Module):
+    """Token and channel mixing written with torch.einsum, as T5-style and
+    Mixer code does: batched products with a contraction ('btc,cd->btd'),
+    an ellipsis ('...tc,st->...sc'), attention scores and weights over
+    heads ('bhqd,bhkd->bhqk', 'bhqk,bhkd->bhqd'), a summed-away label
+    ('btc->bc') and an outer-product gate ('bc,bd->bcd')."""
+
+    def __init__(self):
+        super().__init__()
+        t, c, h = 6, 8, 2
+        self.embed = nn.Parameter(torch.randn(8, c) * 0.3)
+        self.mix = nn.Parameter(torch.randn(t, t) * 0.3)
+        self.qk = nn.Parameter(torch.randn(c, 2 * c) * 0.3)
+        self.gate = nn.Parameter(torch.randn(c, 4) * 0.3)
+        self.head = nn.Linear(c * 4, CLASSES)
+        self.h = h
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        x = torch.einsum("btc,cd->btd", x, self.embed)
+        x = x + torch.einsum("...tc,st->...sc", x, self.mix)
+        q, k = torch.einsum("btc,cd->btd", x, self.qk).chunk(2, dim=-1)
+        q = q.reshape(b, t, self.h, -1).transpose(1, 2)
+        k = k.reshape(b, t, self.h, -1).transpose(1, 2)
+        att = torch.einsum("bhqd,bhkd->bhqk", q, k).softmax(-1)
+        v = x.reshape(b, t, self.h, -1).transpose(1, 2)
+        y = torch.einsum("bhqk,bhkd->bhqd", att, v)
+        pooled = torch.einsum("btc->bc", y.transpose(1, 2).reshape(b, t, -1))
+        g = torch.einsum("bc,bd->bcd", pooled, pooled @ self.gate)
+        return self.head(g.reshape(b, -1))
+
+
 # name -> (constructor, input kind, input shape per sample)
 MODELS = {
+    "einsum": (EinsumMixer, "image", (6, 8)),
+    "activations": (ActivationCNN, "image", (3, 8, 8)),
+    "groupnorm-resnet": (GroupNormResNet, "image", (3, 8, 8)),
+    "diffusion-unet": (DiffusionUNetTiny, "image", (3, 8, 8)),
     "efficientnet": (EfficientNetTiny, "image", (3, 16, 16)),
     "unet": (UNetTiny, "image", (3, 16, 16)),
     "lstm": (lambda: RecurrentClassifier(nn.LSTM), "image", (6, 8)),
@@ -310,7 +462,7 @@ def build(name, seed):
             m.p = 0.0
     with torch.no_grad():
         for m in model.modules():
-            if isinstance(m, (nn.BatchNorm2d, nn.LayerNorm)):
+            if isinstance(m, (nn.BatchNorm2d, nn.LayerNorm, nn.GroupNorm)):
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.5, 0.5)
             # torchvision zero-initialises ViT's head (and class token), which
@@ -434,6 +586,13 @@ def reference(name, seed, params, x, y, dtype, jitter=None, autocast=False,
     if xt.is_floating_point():
         xt = xt.to(dtype)
     if autocast:
+        # Some torch releases' CPU autocast hands GroupNorm a bf16 input
+        # with f32 weights and fails; run it in float32, as autocast's
+        # CUDA policy lists group_norm.
+        for m in model.modules():
+            if isinstance(m, nn.GroupNorm):
+                m.forward = (lambda g: lambda v: F.group_norm(
+                    v.float(), g.num_groups, g.weight, g.bias, g.eps))(m)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             logits = model(xt)
         logits = logits.float()

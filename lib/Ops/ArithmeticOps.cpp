@@ -304,6 +304,158 @@ static LogicalResult gradReciprocal(GradContext &c) {
   return success();
 }
 
+/// The element type of `t` as a rank-0 tensor type.
+static Type scalarType(Type t) {
+  return RankedTensorType::get({}, cast<RankedTensorType>(t).getElementType());
+}
+
+/// `t`'s shape with bool elements (comparison results).
+static Type boolLike(GradContext &c, Type t) {
+  return cast<RankedTensorType>(t).clone(c.b().getI1Type());
+}
+
+/// dx = g · f'(x) for y = f(x), f'(x) built by `deriv` from x and y.
+template <typename F> static LogicalResult gradTimes(GradContext &c, F deriv) {
+  Type t = typeOf(c, 0);
+  c.dIns = {c.node1("Mul", t, {c.dOut(), deriv(t, c.in(0), c.out(0))})};
+  return success();
+}
+
+static LogicalResult gradAbs(GradContext &c) {
+  // dx = g sign(x), 0 at 0 (PyTorch's sgn).
+  Type t = typeOf(c, 0);
+  Value x = c.in(0), g = c.dOut(), zero = c.splat(scalarType(t), 0.0);
+  Value below = c.node1("Where", t,
+                        {c.node1("Less", boolLike(c, t), {x, zero}),
+                         c.node1("Neg", t, {g}), zero});
+  c.dIns = {c.node1("Where", t,
+                    {c.node1("Greater", boolLike(c, t), {x, zero}), g, below})};
+  return success();
+}
+
+static LogicalResult gradSoftplus(GradContext &c) {
+  // y = log(1 + e^x): dx = g · sigmoid(x).
+  return gradTimes(
+      c, [&](Type t, Value x, Value) { return c.node1("Sigmoid", t, {x}); });
+}
+
+static LogicalResult gradSoftsign(GradContext &c) {
+  // y = x / (1 + |x|): dx = g / (1 + |x|)^2.
+  Type t = typeOf(c, 0);
+  Value d = c.node1(
+      "Add", t, {c.node1("Abs", t, {c.in(0)}), c.splat(scalarType(t), 1.0)});
+  c.dIns = {c.node1("Div", t, {c.dOut(), c.node1("Mul", t, {d, d})})};
+  return success();
+}
+
+static LogicalResult gradSin(GradContext &c) {
+  return gradTimes(
+      c, [&](Type t, Value x, Value) { return c.node1("Cos", t, {x}); });
+}
+
+static LogicalResult gradCos(GradContext &c) {
+  return gradTimes(c, [&](Type t, Value x, Value) {
+    return c.node1("Neg", t, {c.node1("Sin", t, {x})});
+  });
+}
+
+/// Where(x > threshold, above, below) of x's shape.
+static Value piecewise(GradContext &c, Type t, Value x, double threshold,
+                       Value above, Value below) {
+  Value cond = c.node1("Greater", boolLike(c, t),
+                       {x, c.splat(scalarType(t), threshold)});
+  return c.node1("Where", t, {cond, above, below});
+}
+
+static LogicalResult gradSelu(GradContext &c) {
+  // x > 0: gamma; else gamma alpha e^x = y + gamma alpha.
+  double alpha = floatAttr(c.fwd, "alpha").value_or(1.67326319217681884765625);
+  double gamma = floatAttr(c.fwd, "gamma").value_or(1.05070102214813232421875);
+  return gradTimes(c, [&](Type t, Value x, Value y) {
+    Value below = c.node1("Add", t, {y, c.splat(scalarType(t), gamma * alpha)});
+    return piecewise(c, t, x, 0, c.splat(scalarType(t), gamma), below);
+  });
+}
+
+static LogicalResult gradCelu(GradContext &c) {
+  // x > 0: 1; else e^(x / alpha) = y / alpha + 1.
+  double alpha = floatAttr(c.fwd, "alpha").value_or(1.0);
+  return gradTimes(c, [&](Type t, Value x, Value y) {
+    Value scaled = c.node1("Mul", t, {y, c.splat(scalarType(t), 1.0 / alpha)});
+    Value below = c.node1("Add", t, {scaled, c.splat(scalarType(t), 1.0)});
+    return piecewise(c, t, x, 0, c.splat(scalarType(t), 1.0), below);
+  });
+}
+
+static LogicalResult gradThresholdedRelu(GradContext &c) {
+  double alpha = floatAttr(c.fwd, "alpha").value_or(1.0);
+  return gradTimes(c, [&](Type t, Value x, Value) {
+    return piecewise(c, t, x, alpha, c.splat(scalarType(t), 1.0),
+                     c.splat(scalarType(t), 0.0));
+  });
+}
+
+static LogicalResult gradPRelu(GradContext &c) {
+  // y = x > 0 ? x : s x: dx = g (x > 0 ? 1 : s), ds = sum g (x > 0 ? 0 : x).
+  Type t = c.dOut().getType();
+  Value x = c.in(0), g = c.dOut();
+  c.dIns.assign(2, Value());
+  if (c.wants(0)) {
+    Value slope = piecewise(c, t, x, 0, c.splat(scalarType(t), 1.0), c.in(1));
+    c.dIns[0] = c.sumTo(c.node1("Mul", t, {g, slope}), typeOf(c, 0));
+  }
+  if (c.wants(1)) {
+    Value neg = piecewise(c, t, x, 0, c.splat(scalarType(t), 0.0), x);
+    c.dIns[1] = c.sumTo(c.node1("Mul", t, {g, neg}), typeOf(c, 1));
+  }
+  return success();
+}
+
+/// Max and Min of two operands: the gradient goes to the operand that was
+/// taken, halved where they tie (torch.maximum's and minimum's rule).
+template <bool IsMax> static LogicalResult gradMaxMin(GradContext &c) {
+  if (c.fwd->getNumOperands() != 2)
+    return c.fail("gradients of more than two operands are not supported");
+  Value g = c.dOut();
+  Type t = g.getType();
+  Value zero = c.splat(scalarType(t), 0.0);
+  Value half = c.node1("Mul", t, {g, c.splat(scalarType(t), 0.5)});
+  Value tie = c.node1("Equal", boolLike(c, t), {c.in(0), c.in(1)});
+  c.dIns.assign(2, Value());
+  for (unsigned i : {0u, 1u})
+    if (c.wants(i)) {
+      Value won = c.node1(IsMax ? "Greater" : "Less", boolLike(c, t),
+                          {c.in(i), c.in(1 - i)});
+      Value part = c.node1("Where", t, {tie, half, zero});
+      c.dIns[i] = c.sumTo(c.node1("Where", t, {won, g, part}), typeOf(c, i));
+    }
+  return success();
+}
+
+static LogicalResult gradSum(GradContext &c) {
+  unsigned n = c.fwd->getNumOperands();
+  c.dIns.assign(n, Value());
+  for (unsigned i = 0; i < n; ++i)
+    if (c.wants(i))
+      c.dIns[i] = c.sumTo(c.dOut(), typeOf(c, i));
+  return success();
+}
+
+/// Mean of n operands as Sum times 1/n, which run and differentiate it.
+static LogicalResult formMean(NodeOp node) {
+  OpBuilder b(node);
+  NodeBuilder nb{b};
+  Location loc = node.getLoc();
+  Type t = node->getResult(0).getType();
+  Value sum = nb.node(loc, "Sum", {t}, SmallVector<Value>(node->getOperands()))
+                  ->getResult(0);
+  Value scale = nb.splat(loc, scalarType(t), 1.0 / node->getNumOperands());
+  node->getResult(0).replaceAllUsesWith(
+      nb.node(loc, "Mul", {t}, {sum, scale})->getResult(0));
+  node->erase();
+  return success();
+}
+
 static LogicalResult gradWhere(GradContext &c) {
   // y = cond ? a : b: da = cond ? g : 0, db = cond ? 0 : g.
   if (c.wants(0))
@@ -413,7 +565,11 @@ static void registerActivationOps(OpRegistry &r) {
       .shape(shapeUnary)
       .fold(foldElementwise)
       .grad(gradNeg);
-  r.add("Abs").traits(Elementwise).shape(shapeUnary).fold(foldElementwise);
+  r.add("Abs")
+      .traits(Elementwise)
+      .shape(shapeUnary)
+      .fold(foldElementwise)
+      .grad(gradAbs);
   r.add("Reciprocal")
       .precision(Precision::F32)
       .traits(Elementwise)
@@ -435,6 +591,32 @@ static void registerActivationOps(OpRegistry &r) {
       .cost(costPerOutput<12>);
   r.add("Clip").traits(Elementwise).shape(shapeUnary).grad(gradClip);
   r.add("ClipGrad").traits(Gradient | Elementwise);
+  // Activations whose gradient is built from the ops above.
+  r.add("Softplus")
+      .precision(Precision::F32)
+      .traits(Elementwise)
+      .shape(shapeUnary)
+      .grad(gradSoftplus)
+      .cost(costPerInput<8>);
+  r.add("Softsign").traits(Elementwise).shape(shapeUnary).grad(gradSoftsign);
+  r.add("Sin", 7)
+      .precision(Precision::F32)
+      .traits(Elementwise)
+      .shape(shapeUnary)
+      .grad(gradSin)
+      .cost(costPerInput<8>);
+  r.add("Cos", 7)
+      .precision(Precision::F32)
+      .traits(Elementwise)
+      .shape(shapeUnary)
+      .grad(gradCos)
+      .cost(costPerInput<8>);
+  r.add("Selu").traits(Elementwise).shape(shapeUnary).grad(gradSelu);
+  r.add("Celu", 12).traits(Elementwise).shape(shapeUnary).grad(gradCelu);
+  r.add("ThresholdedRelu", 10)
+      .traits(Elementwise)
+      .shape(shapeUnary)
+      .grad(gradThresholdedRelu);
 }
 
 /// Broadcast arithmetic, Cast, comparisons and the shape-only entries.
@@ -455,7 +637,23 @@ static void registerBroadcastOps(OpRegistry &r) {
       .shape(shapeBroadcast)
       .grad(gradPow)
       .cost(costPerInput<8>);
-  r.add("Sum").traits(kEw).shape(shapeBroadcast);
+  r.add("Sum").traits(kEw).shape(shapeBroadcast).grad(gradSum);
+  r.add("PRelu").traits(Elementwise).shape(shapeBroadcast).grad(gradPRelu);
+  r.add("Max")
+      .traits(Elementwise)
+      .shape(shapeBroadcast)
+      .fold(foldElementwise)
+      .grad(gradMaxMin<true>);
+  r.add("Min")
+      .traits(Elementwise)
+      .shape(shapeBroadcast)
+      .fold(foldElementwise)
+      .grad(gradMaxMin<false>);
+  r.add("Mean")
+      .traits(Elementwise)
+      .shape(shapeBroadcast)
+      .trainingForm(formMean)
+      .noKernels("training form: Sum and Mul, which run and differentiate it");
   r.add("Where", 9)
       .traits(Elementwise)
       .shape(shapeWhere)
@@ -479,21 +677,17 @@ static void registerBroadcastOps(OpRegistry &r) {
   // Shape rules for import and planning only.
   constexpr const char *kNoKernel =
       "shape rule for import and planning; no kernel yet";
-  for (const char *op :
-       {"Softplus", "Softsign", "Floor", "Ceil", "Round", "PRelu", "Sin", "Cos",
-        "Celu", "Selu", "ThresholdedRelu", "Hardmax", "Sign"})
+  for (const char *op : {"Floor", "Ceil", "Round", "Hardmax", "Sign"})
     r.add(op).traits(Elementwise).shape(shapeUnary).noKernels(kNoKernel);
   for (const char *op : {"IsNaN", "IsInf"})
     r.add(op).traits(Elementwise).shape(shapeUnary).noKernels(kNoKernel);
   for (const char *op : {"FastGelu", "BiasGelu"})
     r.add(op, 1, "com.microsoft").shape(shapeUnary).noKernels(kNoKernel);
-  for (const char *op : {"Max", "Min", "Mod"})
-    r.add(op)
-        .traits(Elementwise)
-        .shape(shapeBroadcast)
-        .fold(foldElementwise)
-        .noKernels(kNoKernel);
-  r.add("Mean").traits(Elementwise).shape(shapeBroadcast).noKernels(kNoKernel);
+  r.add("Mod")
+      .traits(Elementwise)
+      .shape(shapeBroadcast)
+      .fold(foldElementwise)
+      .noKernels(kNoKernel);
   r.add("BitShift")
       .traits(Elementwise)
       .shape(shapeBroadcast)

@@ -11,6 +11,7 @@
 #include "RuleSupport.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
@@ -376,6 +377,396 @@ static LogicalResult formLayerNorm(NodeOp node) {
     statShape[i] = 1;
   auto stat = RankedTensorType::get(statShape, b.getF32Type());
   rebuildNode(node, {x, stat, stat}, SmallVector<Value>(node->getOperands()));
+  return success();
+}
+
+/// Normalises x over its axes from `axis` on with LayerNormalization in
+/// training form (formLayerNorm's results Y, Mean, InvStdDev; a constant
+/// scale of ones), before `node`, whose location the new nodes keep.
+static Value layerNormTraining(NodeOp node, Value x, int64_t axis,
+                               double epsilon) {
+  OpBuilder b(node);
+  NodeBuilder nb{b};
+  Location loc = node.getLoc();
+  auto xt = cast<RankedTensorType>(x.getType());
+  auto ones = RankedTensorType::get(xt.getShape().drop_front(axis),
+                                    xt.getElementType());
+  SmallVector<int64_t> statShape(xt.getShape());
+  for (int64_t i = axis; i < xt.getRank(); ++i)
+    statShape[i] = 1;
+  auto stat = RankedTensorType::get(statShape, b.getF32Type());
+  return nb
+      .node(loc, "LayerNormalization", {xt, stat, stat},
+            {x, nb.splat(loc, ones, 1.0)},
+            {b.getNamedAttr("axis", b.getI64IntegerAttr(axis)),
+             b.getNamedAttr("epsilon", b.getF32FloatAttr(epsilon))})
+      ->getResult(0);
+}
+
+/// `v` reshaped to `shape`, before `node`.
+static Value reshapeBefore(NodeOp node, Value v, ArrayRef<int64_t> shape) {
+  OpBuilder b(node);
+  NodeBuilder nb{b};
+  auto t = cast<RankedTensorType>(v.getType()).clone(shape);
+  return nb
+      .node(node.getLoc(), "Reshape", {t},
+            {v, nb.shapeConstant(node.getLoc(), shape)})
+      ->getResult(0);
+}
+
+/// y * scale + bias with scale and bias [C] broadcast over axis 1 of y.
+static Value affinePerChannel(NodeOp node, Value y, Value scale, Value bias) {
+  OpBuilder b(node);
+  NodeBuilder nb{b};
+  auto yt = cast<RankedTensorType>(y.getType());
+  SmallVector<int64_t> perChannel(yt.getRank() - 1, 1);
+  perChannel[0] = yt.getDimSize(1);
+  Value s = reshapeBefore(node, scale, perChannel);
+  Value sb = reshapeBefore(node, bias, perChannel);
+  Value scaled = nb.node(node.getLoc(), "Mul", {yt}, {y, s})->getResult(0);
+  return nb.node(node.getLoc(), "Add", {yt}, {scaled, sb})->getResult(0);
+}
+
+/// InstanceNormalization (X [N, C, D...], scale [C], B [C]): each (n, c)
+/// normalised over D..., as LayerNormalization over axes 2.. times scale
+/// plus B per channel, which the gradient rules of those ops differentiate
+/// (PyTorch exports GroupNorm at opset 17 through it).
+static LogicalResult formInstanceNorm(NodeOp node) {
+  auto xt = cast<RankedTensorType>(node->getOperand(0).getType());
+  if (node->getNumOperands() != 3 || xt.getRank() < 3)
+    return node.emitError("'InstanceNormalization' node \"")
+           << mlir::oasr::nodeName(node.getLoc()).value_or("")
+           << "\" needs X of rank 3 or more, scale and B";
+  double eps = floatAttr(node, "epsilon").value_or(1e-5);
+  Value y = layerNormTraining(node, node->getOperand(0), 2, eps);
+  y = affinePerChannel(node, y, node->getOperand(1), node->getOperand(2));
+  node->getResult(0).replaceAllUsesWith(y);
+  node->erase();
+  return success();
+}
+
+/// GroupNormalization (X [N, C, D...], scale, bias, num_groups): X as
+/// [N, G, C/G * D...] normalised over its last axis, then scale and bias
+/// per channel (opset 21) or per group (opset 18).
+static LogicalResult formGroupNorm(NodeOp node) {
+  auto xt = cast<RankedTensorType>(node->getOperand(0).getType());
+  int64_t groups = intAttr(node, "num_groups", 0);
+  std::string name = mlir::oasr::nodeName(node.getLoc()).value_or("");
+  if (node->getNumOperands() != 3 || xt.getRank() < 3)
+    return node.emitError("'GroupNormalization' node \"")
+           << name << "\" needs X of rank 3 or more, scale and bias";
+  int64_t c = xt.getDimSize(1);
+  if (groups <= 0 || c % groups != 0)
+    return node.emitError("'GroupNormalization' node \"")
+           << name << "\": num_groups " << groups << " does not divide the "
+           << c << " channels";
+  double eps = floatAttr(node, "epsilon").value_or(1e-5);
+  int64_t n = xt.getDimSize(0), rest = xt.getNumElements() / (n * groups);
+  Value grouped = reshapeBefore(node, node->getOperand(0), {n, groups, rest});
+  Value y = layerNormTraining(node, grouped, 2, eps);
+  auto scaleT = cast<RankedTensorType>(node->getOperand(1).getType());
+  if (scaleT.getNumElements() == c) {
+    y = reshapeBefore(node, y, xt.getShape());
+    y = affinePerChannel(node, y, node->getOperand(1), node->getOperand(2));
+  } else if (scaleT.getNumElements() == groups) {
+    // Per group: [N, G, rest] times scale [G, 1].
+    y = affinePerChannel(node, y, node->getOperand(1), node->getOperand(2));
+    y = reshapeBefore(node, y, xt.getShape());
+  } else {
+    return node.emitError("'GroupNormalization' node \"")
+           << name << "\": scale has " << scaleT.getNumElements()
+           << " values; expected " << c << " (channels) or " << groups
+           << " (groups)";
+  }
+  node->getResult(0).replaceAllUsesWith(y);
+  node->erase();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Einsum
+//===----------------------------------------------------------------------===//
+
+/// The string attribute `name` of `node` ("" when it has none).
+static std::string equationOf(Operation *node) {
+  if (auto a = node->getAttrOfType<StringAttr>("equation"))
+    return a.str();
+  return "";
+}
+
+namespace {
+/// An Einsum equation over operand ranks: one label string per operand and
+/// the output's, each ellipsis spelt out as labels of its own ('A', 'B',
+/// ...; the equation's labels are lower and upper case letters, so the
+/// ellipsis labels come from characters no equation uses: '0' on).
+struct EinsumSpec {
+  SmallVector<std::string> ins;
+  std::string out;
+};
+} // namespace
+
+/// Parses `equation` for operands of `ranks`; the error says what is wrong.
+static std::optional<EinsumSpec>
+parseEinsum(StringRef equation, ArrayRef<int64_t> ranks, std::string &why) {
+  std::string eq;
+  for (char ch : equation)
+    if (ch != ' ')
+      eq += ch;
+  StringRef text(eq);
+  auto [lhs, rhs] = text.split("->");
+  bool implicit = !text.contains("->");
+  SmallVector<StringRef> terms;
+  lhs.split(terms, ',');
+  if (terms.size() != ranks.size()) {
+    why = llvm::formatv("{0} operand term(s) for {1} operand(s)", terms.size(),
+                        ranks.size());
+    return std::nullopt;
+  }
+  EinsumSpec spec;
+  int64_t ellipsisRank = -1;
+  auto expand = [&](StringRef term, int64_t rank, std::string &labels) -> bool {
+    size_t dots = term.find("...");
+    std::string letters =
+        (term.substr(0, dots) +
+         (dots == StringRef::npos ? StringRef() : term.substr(dots + 3)))
+            .str();
+    for (char ch : letters)
+      if (!llvm::isAlpha(ch)) {
+        why = llvm::formatv("'{0}' is not a label (letters and one '...')", ch);
+        return false;
+      }
+    int64_t extra = rank - int64_t(letters.size());
+    if (dots == StringRef::npos ? extra != 0 : extra < 0) {
+      why = llvm::formatv("term '{0}' has {1} label(s) for an operand of rank "
+                          "{2}",
+                          term, letters.size(), rank);
+      return false;
+    }
+    if (dots != StringRef::npos) {
+      if (ellipsisRank >= 0 && ellipsisRank != extra) {
+        why = "the '...' of the operands cover different ranks";
+        return false;
+      }
+      ellipsisRank = std::max(ellipsisRank, extra);
+    }
+    std::string ell;
+    for (int64_t k = 0; k < (dots == StringRef::npos ? 0 : extra); ++k)
+      ell += char('0' + k);
+    labels = dots == StringRef::npos
+                 ? letters
+                 : (term.substr(0, dots) + ell + term.substr(dots + 3)).str();
+    return true;
+  };
+  for (auto [term, rank] : llvm::zip(terms, ranks)) {
+    spec.ins.emplace_back();
+    if (!expand(term, rank, spec.ins.back()))
+      return std::nullopt;
+    for (size_t i = 0; i < spec.ins.back().size(); ++i)
+      if (spec.ins.back().find(spec.ins.back()[i], i + 1) !=
+          std::string::npos) {
+        why = llvm::formatv("label '{0}' repeats in one operand (diagonals "
+                            "are not supported)",
+                            spec.ins.back()[i]);
+        return std::nullopt;
+      }
+  }
+  if (implicit) {
+    // The ellipsis first, then the labels that appear once, sorted.
+    std::string once;
+    for (char ch = 'A'; ch <= 'z'; ++ch) {
+      int count = 0;
+      for (const std::string &in : spec.ins)
+        count += int(llvm::count(in, ch));
+      if (count == 1 && llvm::isAlpha(ch))
+        once += ch;
+    }
+    for (int64_t k = 0; k < std::max<int64_t>(ellipsisRank, 0); ++k)
+      spec.out += char('0' + k);
+    spec.out += once;
+  } else {
+    if (!expand(
+            rhs,
+            int64_t(rhs.size()) - (rhs.contains("...") ? 3 : 0) +
+                (rhs.contains("...") ? std::max<int64_t>(ellipsisRank, 0) : 0),
+            spec.out))
+      return std::nullopt;
+    for (char ch : spec.out)
+      if (llvm::none_of(spec.ins, [&](const std::string &in) {
+            return in.find(ch) != std::string::npos;
+          })) {
+        why = llvm::formatv("output label '{0}' is in no operand", ch);
+        return std::nullopt;
+      }
+  }
+  return spec;
+}
+
+/// Each label's size over the operands' dims; false (with `why`) when a
+/// label has two sizes.
+static bool einsumSizes(const EinsumSpec &spec,
+                        ArrayRef<SmallVector<int64_t>> dims,
+                        llvm::DenseMap<char, int64_t> &size, std::string &why) {
+  for (auto [labels, d] : llvm::zip(spec.ins, dims))
+    for (auto [ch, n] : llvm::zip(labels, d)) {
+      auto [it, fresh] = size.try_emplace(ch, n);
+      if (!fresh && it->second != n) {
+        why = llvm::formatv("label '{0}' has sizes {1} and {2}", ch, it->second,
+                            n);
+        return false;
+      }
+    }
+  return true;
+}
+
+static bool shapeEinsum(ShapeContext &c) {
+  if (!c.needInputs(c.numInputs()))
+    return false;
+  SmallVector<int64_t> ranks;
+  SmallVector<SmallVector<int64_t>> dims;
+  for (unsigned i = 0; i < c.numInputs(); ++i) {
+    const auto &d = c.input(i)->dims;
+    ranks.push_back(int64_t(d.size()));
+    dims.emplace_back(d.begin(), d.end());
+  }
+  std::string why;
+  std::optional<EinsumSpec> spec =
+      parseEinsum(c.attrs.getString("equation", ""), ranks, why);
+  llvm::DenseMap<char, int64_t> size;
+  if (!spec || !einsumSizes(*spec, dims, size, why))
+    return c.fail("equation '" + c.attrs.getString("equation", "") +
+                  "': " + why);
+  SmallVector<int64_t> out;
+  for (char ch : spec->out)
+    out.push_back(size[ch]);
+  c.out[0] = TensorFacts::get(c.input(0)->elemType, out);
+  return true;
+}
+
+/// Einsum of one or two operands as the ops that differentiate it: labels
+/// only one operand has and the output lacks are summed away (ReduceSum),
+/// the rest transposed to [batch, kept, contracted] and [batch, contracted,
+/// kept], multiplied as [B, M, K] x [B, K, N] (MatMul), and reshaped and
+/// transposed to the output's order.
+static LogicalResult formEinsum(NodeOp node) {
+  std::string name = mlir::oasr::nodeName(node.getLoc()).value_or("");
+  auto fail = [&](const Twine &why) {
+    return node.emitError("'Einsum' node \"")
+           << name << "\": equation '" << equationOf(node) << "': " << why;
+  };
+  unsigned n = node->getNumOperands();
+  if (n < 1 || n > 2)
+    return fail("only one or two operands are supported");
+  SmallVector<int64_t> ranks;
+  SmallVector<SmallVector<int64_t>> dims;
+  for (Value v : node->getOperands()) {
+    auto t = cast<RankedTensorType>(v.getType());
+    ranks.push_back(t.getRank());
+    dims.emplace_back(t.getShape());
+  }
+  std::string why;
+  std::optional<EinsumSpec> spec = parseEinsum(equationOf(node), ranks, why);
+  llvm::DenseMap<char, int64_t> size;
+  if (!spec || !einsumSizes(*spec, dims, size, why))
+    return fail(why);
+  OpBuilder b(node);
+  NodeBuilder nb{b};
+  Location loc = node.getLoc();
+  Type elem =
+      cast<RankedTensorType>(node->getResult(0).getType()).getElementType();
+  auto typeFor = [&](StringRef labels) {
+    SmallVector<int64_t> shape;
+    for (char ch : labels)
+      shape.push_back(size[ch]);
+    return RankedTensorType::get(shape, elem);
+  };
+  auto transposeTo = [&](Value v, StringRef from, StringRef to) -> Value {
+    if (from == to)
+      return v;
+    SmallVector<int64_t> perm;
+    for (char ch : to)
+      perm.push_back(int64_t(from.find(ch)));
+    return nb
+        .node(loc, "Transpose", {typeFor(to)}, {v},
+              {b.getNamedAttr("perm", b.getI64ArrayAttr(perm))})
+        ->getResult(0);
+  };
+  auto reshapeTo = [&](Value v, ArrayRef<int64_t> shape) -> Value {
+    auto t = RankedTensorType::get(shape, elem);
+    if (cast<RankedTensorType>(v.getType()) == t)
+      return v;
+    return nb.node(loc, "Reshape", {t}, {v, nb.shapeConstant(loc, shape)})
+        ->getResult(0);
+  };
+  // Sum away what only this operand has and the output lacks.
+  SmallVector<Value> operands(node->getOperands());
+  SmallVector<std::string> labels(spec->ins);
+  for (unsigned i = 0; i < n; ++i) {
+    std::string kept;
+    SmallVector<int64_t> axes;
+    for (auto [k, ch] : llvm::enumerate(labels[i])) {
+      bool elsewhere = spec->out.find(ch) != std::string::npos ||
+                       (n == 2 && labels[1 - i].find(ch) != std::string::npos);
+      if (elsewhere)
+        kept += ch;
+      else
+        axes.push_back(int64_t(k));
+    }
+    if (axes.empty())
+      continue;
+    auto axesType =
+        RankedTensorType::get({int64_t(axes.size())}, b.getI64Type());
+    SmallVector<int64_t> keptDims(typeFor(labels[i]).getShape());
+    for (int64_t a : axes)
+      keptDims[size_t(a)] = 1;
+    Value summed =
+        nb.node(loc, "ReduceSum", {RankedTensorType::get(keptDims, elem)},
+                {operands[i], nb.constant(loc, DenseElementsAttr::get(
+                                                   axesType, ArrayRef(axes)))},
+                {b.getNamedAttr("keepdims", b.getI64IntegerAttr(1))})
+            ->getResult(0);
+    operands[i] = reshapeTo(summed, typeFor(kept).getShape());
+    labels[i] = kept;
+  }
+  Value y;
+  std::string have;
+  if (n == 1) {
+    y = operands[0];
+    have = labels[0];
+  } else {
+    std::string batch, left, right, contract;
+    for (char ch : labels[0]) {
+      bool inB = labels[1].find(ch) != std::string::npos;
+      bool inOut = spec->out.find(ch) != std::string::npos;
+      (inB ? (inOut ? batch : contract) : left) += ch;
+    }
+    for (char ch : labels[1])
+      if (labels[0].find(ch) == std::string::npos)
+        right += ch;
+    auto prod = [&](StringRef ls) {
+      int64_t p = 1;
+      for (char ch : ls)
+        p *= size[ch];
+      return p;
+    };
+    int64_t bs = prod(batch), m = prod(left), k = prod(contract),
+            nn = prod(right);
+    Value a =
+        reshapeTo(transposeTo(operands[0], labels[0], batch + left + contract),
+                  {bs, m, k});
+    Value c =
+        reshapeTo(transposeTo(operands[1], labels[1], batch + contract + right),
+                  {bs, k, nn});
+    y = nb.node(loc, "MatMul", {RankedTensorType::get({bs, m, nn}, elem)},
+                {a, c})
+            ->getResult(0);
+    have = batch + left + right;
+    y = reshapeTo(y, typeFor(have).getShape());
+  }
+  y = transposeTo(y, have, spec->out);
+  y = reshapeTo(
+      y, cast<RankedTensorType>(node->getResult(0).getType()).getShape());
+  node->getResult(0).replaceAllUsesWith(y);
+  node->erase();
   return success();
 }
 
@@ -905,10 +1296,19 @@ static void registerNormOps(OpRegistry &r) {
       .traits(Gradient)
       .shape(shapeNormGrad)
       .cost(costNormGrad);
+  constexpr const char *kDecomposed =
+      "training form: LayerNormalization, Mul and Add, which run and "
+      "differentiate it";
   r.add("InstanceNormalization")
       .precision(Precision::Normalize)
       .shape(shapeNormalization)
-      .noKernels("shape rule for import and planning; no kernel yet");
+      .trainingForm(formInstanceNorm)
+      .noKernels(kDecomposed);
+  r.add("GroupNormalization", 18)
+      .precision(Precision::Normalize)
+      .shape(shapeNormalization)
+      .trainingForm(formGroupNorm)
+      .noKernels(kDecomposed);
   r.add("LayerNormalization")
       .precision(Precision::Normalize)
       .shape(shapeLayerNorm)
@@ -941,6 +1341,12 @@ static void registerProductAndLossOps(OpRegistry &r) {
       .shape(shapeMatMul)
       .grad(gradMatMul)
       .cost(costMatMul);
+  r.add("Einsum", 12)
+      .precision(Precision::Lower)
+      .shape(shapeEinsum)
+      .trainingForm(formEinsum)
+      .noKernels("training form: ReduceSum, Transpose, Reshape and MatMul, "
+                 "which run and differentiate it");
   r.add("FusedMatMul", 1, "com.microsoft")
       .traits(WideResults)
       .precision(Precision::Lower)

@@ -824,7 +824,8 @@ static LogicalResult gradGather(GradContext &c) {
   return success();
 }
 
-static LogicalResult gradReduceMean(GradContext &c) {
+/// ReduceMean (`mean`) or ReduceSum: dY broadcast back to X, over n values.
+static LogicalResult gradReduce(GradContext &c, bool mean) {
   auto x = cast<RankedTensorType>(typeOf(c, 0));
   std::optional<SmallVector<int64_t>> axes = intsOf(c.fwd->getAttr("axes"));
   if (c.fwd->getNumOperands() > 1) {
@@ -852,8 +853,17 @@ static LogicalResult gradReduceMean(GradContext &c) {
   Value e = c.node1("Expand", x, {g, c.shape(x.getShape())});
   auto scalar = RankedTensorType::get({}, x.getElementType());
   c.dIns.assign(c.fwd->getNumOperands(), Value());
-  c.dIns[0] = c.node1("Mul", x, {e, c.splat(scalar, 1.0 / double(count))});
+  c.dIns[0] =
+      mean ? c.node1("Mul", x, {e, c.splat(scalar, 1.0 / double(count))}) : e;
   return success();
+}
+
+static LogicalResult gradReduceMean(GradContext &c) {
+  return gradReduce(c, /*mean=*/true);
+}
+
+static LogicalResult gradReduceSum(GradContext &c) {
+  return gradReduce(c, /*mean=*/false);
 }
 
 static LogicalResult gradSplit(GradContext &c) {
@@ -995,10 +1005,12 @@ void ::oasr::ops::registerShapeOps(OpRegistry &r) {
   r.add("ReduceSum", 1)
       .precision(Precision::F32)
       .shape(shapeReduce)
+      .grad(gradReduceSum)
       .cost(costReduce);
   r.add("ReduceSum", 13)
       .precision(Precision::F32)
       .shape(shapeReduce)
+      .grad(gradReduceSum)
       .cost(costReduce);
   r.add("ReduceSumTo")
       .precision(Precision::F32)

@@ -223,6 +223,12 @@ static void binaryDispatch(BinOp op, const BroadcastPlan &p, const void *a,
     return binaryLoop<T, BinOp::Div>(p, ta, tb, ty);
   case BinOp::Pow:
     return binaryLoop<T, BinOp::Pow>(p, ta, tb, ty);
+  case BinOp::PRelu:
+    return binaryLoop<T, BinOp::PRelu>(p, ta, tb, ty);
+  case BinOp::Max:
+    return binaryLoop<T, BinOp::Max>(p, ta, tb, ty);
+  case BinOp::Min:
+    return binaryLoop<T, BinOp::Min>(p, ta, tb, ty);
   }
 }
 
@@ -263,13 +269,16 @@ private:
 } // namespace
 
 static KernelOr createBinary(const OpSpec &spec) {
-  if (spec.opType != "Pow" && spec.outputs.size() == 1 &&
+  const std::optional<BinOp> named = opNamed(kBinOps, spec.opType);
+  const bool dnnlOp = named && *named <= BinOp::Div;
+  if (dnnlOp && spec.outputs.size() == 1 &&
       spec.outputs[0].dtype == DType::BF16)
     return createDnnlBinary(spec);
   OASR_RETURN_IF_ERROR(checkArity(spec, 2, 2, 1, 1));
   OASR_RETURN_IF_ERROR(checkBroadcastOperands(spec));
-  BinOp op = opNamed(kBinOps, spec.opType).value_or(BinOp::Pow);
-  return std::make_unique<BinaryKernel>(spec, op);
+  if (named && *named == BinOp::PRelu && spec.outputs[0].dtype != DType::F32)
+    return nodeError(spec, "PRelu runs on f32 tensors");
+  return std::make_unique<BinaryKernel>(spec, named.value_or(BinOp::Pow));
 }
 
 namespace {

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <tuple>
 
 namespace oasr::rt::cpu {
 
@@ -37,9 +38,10 @@ namespace {
 class ActivationKernel final : public CpuKernel {
 public:
   ActivationKernel(const OpSpec &spec, UnaryOp op, std::optional<GradOp> grad)
-      : CpuKernel(spec), op(op), grad(grad), n(spec.outputs[0].numel()),
-        alpha(float(spec.attrs.getFloat("alpha", kHardSigmoidAlpha))),
-        beta(float(spec.attrs.getFloat("beta", kHardSigmoidBeta))) {}
+      : CpuKernel(spec), op(op), grad(grad), n(spec.outputs[0].numel()) {
+    std::tie(alpha, beta) = activationParams(
+        spec, grad == GradOp::HardSigmoid ? UnaryOp::HardSigmoid : op);
+  }
 
   void compute(const std::vector<TensorRef> &in,
                const std::vector<TensorRef> &out) override {
@@ -73,7 +75,9 @@ public:
     case UnaryOp::Reciprocal:
       return forEach(n, y, [&](int64_t i) { return reciprocal(a[i]); });
     default:
-      return;
+      return forEach(n, y, [&, o = op](int64_t i) {
+        return sharedUnary(o, a[i], al, be);
+      });
     }
   }
 
@@ -597,6 +601,9 @@ void registerPointwiseKernels(KernelRegistry &r) {
     if (e.bwd != dnnl::algorithm::undef)
       r[std::string(e.op) + "Grad"] = createEltwiseGrad;
   }
+  for (const char *op : {"Softplus", "Softsign", "Sin", "Cos", "Selu", "Celu",
+                         "ThresholdedRelu"})
+    r[op] = createActivation;
   for (const char *op : {"HardSigmoid", "HardSwish", "Mish", "Reciprocal",
                          "HardSigmoidGrad", "HardSwishGrad", "MishGrad"})
     r[op] = createActivation;

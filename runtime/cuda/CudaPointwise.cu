@@ -61,8 +61,9 @@ __device__ float unary(UnaryOp op, float x, float a, float b) {
   }
   case UnaryOp::Clip:
     return clipValue(x, a, b);
+  default:
+    return sharedUnary(op, x, a, b);
   }
-  return 0.0f;
 }
 
 /// dX from dY and z (the forward result Y or input X, per op).

@@ -38,18 +38,6 @@ static KernelOr createRelu(CudaBackend &be, const OpSpec &spec) {
                 });
 }
 
-/// The activations' two parameters as the kernels take them: 'alpha'
-/// (LeakyRelu's slope, 0.01 by default; HardSigmoid's, 0.2; Elu's, 1) and
-/// 'beta' (HardSigmoid's offset, 0.5); the other ops ignore them.
-static std::pair<float, float>
-activationParams(const OpSpec &spec, bool leakyRelu, bool hardSigmoid) {
-  double dfltA = leakyRelu     ? kLeakyReluAlpha
-                 : hardSigmoid ? kHardSigmoidAlpha
-                               : kEluAlpha;
-  return {float(spec.attrs.getFloat("alpha", dfltA)),
-          float(spec.attrs.getFloat("beta", kHardSigmoidBeta))};
-}
-
 static KernelOr createUnary(CudaBackend &be, const OpSpec &spec) {
   UnaryOp op = *opNamed(kUnaryOps, spec.opType);
   bool tanh = false;
@@ -58,9 +46,7 @@ static KernelOr createUnary(CudaBackend &be, const OpSpec &spec) {
   if (tanh)
     op = UnaryOp::GeluTanh;
   OASR_RETURN_IF_ERROR(checkSameShapeF32(bf16AsF32(spec), 1));
-  std::pair<float, float> ab = activationParams(spec, op == UnaryOp::LeakyRelu,
-                                                op == UnaryOp::HardSigmoid);
-  float a = ab.first, b = ab.second;
+  auto [a, b] = activationParams(spec, op);
   int64_t n = spec.outputs[0].numel();
   return lambda(be, spec,
                 [op, a, b, n](cudaStream_t s, const auto &in, const auto &out) {
@@ -81,8 +67,10 @@ static KernelOr createGradOp(CudaBackend &be, const OpSpec &spec) {
       op == GradOp::Clip
           ? std::pair{float(spec.attrs.getFloat("min", -INFINITY)),
                       float(spec.attrs.getFloat("max", INFINITY))}
-          : activationParams(spec, op == GradOp::LeakyRelu,
-                             op == GradOp::HardSigmoid);
+          : activationParams(spec, op == GradOp::LeakyRelu ? UnaryOp::LeakyRelu
+                                   : op == GradOp::HardSigmoid
+                                       ? UnaryOp::HardSigmoid
+                                       : UnaryOp::Elu);
   float a = ab.first, b = ab.second;
   int64_t n = spec.outputs[0].numel();
   return lambda(be, spec,
