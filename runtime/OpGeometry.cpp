@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <optional>
 #include <sstream>
 #include <variant>
 
@@ -169,8 +171,18 @@ Status reduceGeom(const OpSpec &spec, std::vector<int64_t> &kept,
   int64_t r = int64_t(xs.size());
   bool keep = spec.attrs.getInt("keepdims", 1) != 0;
   kept = xs;
-  if (spec.attrs.has("axes")) {
-    for (int64_t a : spec.attrs.getInts("axes")) {
+  // The axes: an attribute, or an operand the program holds as a constant.
+  std::optional<std::vector<int64_t>> axes;
+  if (spec.attrs.has("axes"))
+    axes = spec.attrs.getInts("axes");
+  else if (spec.inputs.size() > 1 && spec.inputValues.size() > 1 &&
+           !spec.inputValues[1].empty() && spec.inputs[1].dtype == DType::I64) {
+    const std::vector<char> &raw = spec.inputValues[1];
+    axes.emplace(raw.size() / sizeof(int64_t));
+    std::memcpy(axes->data(), raw.data(), axes->size() * sizeof(int64_t));
+  }
+  if (axes && !axes->empty()) {
+    for (int64_t a : *axes) {
       if (a < 0)
         a += r;
       if (a < 0 || a >= r) {
@@ -178,10 +190,11 @@ Status reduceGeom(const OpSpec &spec, std::vector<int64_t> &kept,
       }
       kept[a] = 1;
     }
-  } else if (keep && spec.inputs.size() > 1) {
+  } else if (keep && spec.inputs.size() > 1 && !axes) {
     kept = spec.outputs[0].shape;
-  } else if (spec.inputs.size() > 1) {
-    return nodeError(spec, "axes as an operand need keepdims = 1");
+  } else if (spec.inputs.size() > 1 && !axes) {
+    return nodeError(spec, "axes as an operand that is not a constant need "
+                           "keepdims = 1");
   } else if (spec.attrs.getInt("noop_with_empty_axes", 0) == 0) {
     kept.assign(xs.size(), 1);
   }

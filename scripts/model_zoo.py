@@ -401,8 +401,34 @@ class EinsumMixer(nn.Module):
         return self.head(g.reshape(b, -1))
 
 
+class SuperResolution(nn.Module):
+    """Super-resolution style: sub-pixel upsampling (PixelShuffle as
+    DepthToSpace) and its inverse (PixelUnshuffle as SpaceToDepth), global
+    max pooling, a repeated (Tile) feature and L2/L1 norms of features
+    (ReduceL2, ReduceL1) in the head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.shuffle = nn.PixelShuffle(2)
+        self.conv2 = nn.Conv2d(4, 8, 3, padding=1)
+        self.unshuffle = nn.PixelUnshuffle(2)
+        self.conv3 = nn.Conv2d(32, 8, 1)
+        self.head = nn.Linear(8 * 2 + 2, CLASSES)
+
+    def forward(self, x):
+        y = self.conv2(torch.relu(self.shuffle(self.conv1(x))))
+        y = self.conv3(self.unshuffle(torch.relu(y)))
+        g = F.adaptive_max_pool2d(y, 1).flatten(1)
+        l2 = torch.linalg.vector_norm(y, 2, dim=(1, 2, 3)).unsqueeze(1)
+        l1 = y.abs().sum((1, 2, 3)).unsqueeze(1) * 0.01
+        feat = torch.cat([g.repeat(1, 2), l2, l1], 1)
+        return self.head(feat)
+
+
 # name -> (constructor, input kind, input shape per sample)
 MODELS = {
+    "superres": (SuperResolution, "image", (3, 6, 6)),
     "einsum": (EinsumMixer, "image", (6, 8)),
     "activations": (ActivationCNN, "image", (3, 8, 8)),
     "groupnorm-resnet": (GroupNormResNet, "image", (3, 8, 8)),

@@ -337,6 +337,27 @@ static LogicalResult formMaxPool(NodeOp node) {
   return success();
 }
 
+/// GlobalMaxPool as MaxPool over the whole spatial extent, in training form
+/// (with the indices its gradient scatters to).
+static LogicalResult formGlobalMaxPool(NodeOp node) {
+  auto xt = cast<RankedTensorType>(node->getOperand(0).getType());
+  if (xt.getRank() < 3)
+    return node.emitError("'GlobalMaxPool' node \"")
+           << mlir::oasr::nodeName(node.getLoc()).value_or("")
+           << "\" needs X of rank 3 or more";
+  OpBuilder b(node);
+  NodeBuilder nb{b};
+  Type y = node->getResult(0).getType();
+  SmallVector<int64_t> window(xt.getShape().drop_front(2));
+  NodeOp pool =
+      nb.node(node.getLoc(), "MaxPool", {y, withElementType(y, b.getI64Type())},
+              {node->getOperand(0)},
+              {b.getNamedAttr("kernel_shape", b.getI64ArrayAttr(window))});
+  node->getResult(0).replaceAllUsesWith(pool->getResult(0));
+  node->erase();
+  return success();
+}
+
 static LogicalResult formDropout(NodeOp node) {
   OpBuilder b(node);
   NodeBuilder nb{b};
@@ -1264,10 +1285,13 @@ static void registerWindowOps(OpRegistry &r) {
       .grad(gradGlobalAveragePool)
       .cost(costPerInput<1>);
   r.add("GlobalAveragePoolGrad").traits(Gradient);
-  for (const char *op : {"GlobalMaxPool", "GlobalLpPool"})
-    r.add(op)
-        .shape(shapeGlobalPool)
-        .noKernels("shape rule for import and planning; no kernel yet");
+  r.add("GlobalMaxPool")
+      .shape(shapeGlobalPool)
+      .trainingForm(formGlobalMaxPool)
+      .noKernels("training form: MaxPool over the whole spatial extent");
+  r.add("GlobalLpPool")
+      .shape(shapeGlobalPool)
+      .noKernels("shape rule for import and planning; no kernel yet");
 }
 
 /// The normalizations and their gradients.

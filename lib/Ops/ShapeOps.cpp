@@ -915,6 +915,162 @@ static bool shapeGatherGrad(ShapeContext &c) {
   return c.setAll(TensorFacts::get(c.input(2)->elemType, shape->values));
 }
 
+//===----------------------------------------------------------------------===//
+// Ops that train as other ops (training forms)
+//===----------------------------------------------------------------------===//
+
+/// `v` reshaped to `shape` before `node`, at its location.
+static Value reshapeAt(NodeOp node, Value v, ArrayRef<int64_t> shape) {
+  OpBuilder b(node);
+  NodeBuilder nb{b};
+  auto t = cast<RankedTensorType>(v.getType()).clone(shape);
+  if (t == v.getType())
+    return v;
+  return nb
+      .node(node.getLoc(), "Reshape", {t},
+            {v, nb.shapeConstant(node.getLoc(), shape)})
+      ->getResult(0);
+}
+
+/// `v` transposed by `perm` before `node`.
+static Value transposeAt(NodeOp node, Value v, ArrayRef<int64_t> perm) {
+  OpBuilder b(node);
+  NodeBuilder nb{b};
+  auto t = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm)
+    shape.push_back(t.getDimSize(p));
+  return nb
+      .node(node.getLoc(), "Transpose", {t.clone(shape)}, {v},
+            {b.getNamedAttr("perm", b.getI64ArrayAttr(perm))})
+      ->getResult(0);
+}
+
+/// Replaces `node`'s result by `v` and erases it.
+static LogicalResult replaceBy(NodeOp node, Value v) {
+  node->getResult(0).replaceAllUsesWith(v);
+  node->erase();
+  return success();
+}
+
+static InFlightDiagnostic nodeFailure(NodeOp node) {
+  return node.emitError("'")
+         << node.getOpType() << "' node \""
+         << mlir::oasr::nodeName(node.getLoc()).value_or("") << "\": ";
+}
+
+/// Tile by constant repeats: X [d...] as [1, d0, 1, d1, ...], expanded to
+/// [r0, d0, r1, d1, ...] and reshaped to [r0 d0, r1 d1, ...].
+static LogicalResult formTile(NodeOp node) {
+  auto xt = cast<RankedTensorType>(node->getOperand(0).getType());
+  std::optional<SmallVector<int64_t>> repeats =
+      intsOf(constantOf(node->getOperand(1)));
+  if (!repeats || int64_t(repeats->size()) != xt.getRank())
+    return nodeFailure(node) << "repeats must be a constant with one value "
+                                "per axis of the input";
+  SmallVector<int64_t> spread, expanded;
+  for (auto [d, r] : llvm::zip(xt.getShape(), *repeats)) {
+    spread.append({1, d});
+    expanded.append({r, d});
+  }
+  OpBuilder b(node);
+  NodeBuilder nb{b};
+  Value x = reshapeAt(node, node->getOperand(0), spread);
+  Value e = nb.node(node.getLoc(), "Expand", {xt.clone(expanded)},
+                    {x, nb.shapeConstant(node.getLoc(), expanded)})
+                ->getResult(0);
+  return replaceBy(
+      node,
+      reshapeAt(
+          node, e,
+          cast<RankedTensorType>(node->getResult(0).getType()).getShape()));
+}
+
+/// DepthToSpace (DCR, the default, or CRD) and SpaceToDepth of X
+/// [N, C, H, W] as Reshape, Transpose, Reshape (PyTorch's pixel_shuffle
+/// and pixel_unshuffle).
+static LogicalResult formDepthSpace(NodeOp node, bool toSpace) {
+  auto xt = cast<RankedTensorType>(node->getOperand(0).getType());
+  int64_t bs = intAttr(node, "blocksize", 0);
+  if (xt.getRank() != 4 || bs < 1)
+    return nodeFailure(node) << "needs X [N, C, H, W] and a blocksize >= 1";
+  int64_t n = xt.getDimSize(0), c = xt.getDimSize(1), h = xt.getDimSize(2),
+          w = xt.getDimSize(3);
+  auto out = cast<RankedTensorType>(node->getResult(0).getType()).getShape();
+  Value x = node->getOperand(0), y;
+  if (toSpace) {
+    if (c % (bs * bs))
+      return nodeFailure(node) << c << " channels are not a multiple of "
+                               << "blocksize^2 = " << bs * bs;
+    bool crd = false;
+    if (auto m = node->getAttrOfType<StringAttr>("mode"))
+      crd = m.getValue() == "CRD";
+    int64_t cc = c / (bs * bs);
+    y = crd ? transposeAt(node, reshapeAt(node, x, {n, cc, bs, bs, h, w}),
+                          {0, 1, 4, 2, 5, 3})
+            : transposeAt(node, reshapeAt(node, x, {n, bs, bs, cc, h, w}),
+                          {0, 3, 4, 1, 5, 2});
+  } else {
+    if (h % bs || w % bs)
+      return nodeFailure(node) << "H " << h << " and W " << w
+                               << " must be multiples of the blocksize " << bs;
+    y = transposeAt(node, reshapeAt(node, x, {n, c, h / bs, bs, w / bs, bs}),
+                    {0, 3, 5, 1, 2, 4});
+  }
+  return replaceBy(node, reshapeAt(node, y, out));
+}
+
+static bool shapeDepthToSpace(ShapeContext &c) {
+  if (!c.needInputs(1))
+    return false;
+  TensorFacts y = *c.input(0);
+  int64_t bs = c.attrs.getInt("blocksize", 0);
+  if (y.dims.size() != 4 || bs < 1)
+    return c.fail("needs X [N, C, H, W] and a blocksize >= 1");
+  bool toSpace = c.op == "DepthToSpace";
+  if (y.dims[1] >= 0)
+    y.dims[1] = toSpace ? y.dims[1] / (bs * bs) : y.dims[1] * bs * bs;
+  for (int i : {2, 3})
+    if (y.dims[i] >= 0)
+      y.dims[i] = toSpace ? y.dims[i] * bs : y.dims[i] / bs;
+  return c.setAll(y);
+}
+
+/// The reductions built on ReduceSum: L1 (of |x|), L2 (the square root of
+/// the sum of squares), SumSquare and LogSum, with the node's axes and
+/// keepdims.
+static LogicalResult formReduceViaSum(NodeOp node) {
+  StringRef op = node.getOpType();
+  OpBuilder b(node);
+  NodeBuilder nb{b};
+  Location loc = node.getLoc();
+  Value x = node->getOperand(0);
+  Type xt = x.getType(), yt = node->getResult(0).getType();
+  if (op == "ReduceL1")
+    x = nb.node(loc, "Abs", {xt}, {x})->getResult(0);
+  else if (op == "ReduceL2" || op == "ReduceSumSquare")
+    x = nb.node(loc, "Mul", {xt}, {x, x})->getResult(0);
+  SmallVector<Value> operands{x};
+  SmallVector<NamedAttribute> attrs;
+  for (StringRef a : {"keepdims", "noop_with_empty_axes"})
+    if (Attribute v = node->getAttr(a))
+      attrs.push_back(b.getNamedAttr(a, v));
+  if (node->getNumOperands() > 1) {
+    operands.push_back(node->getOperand(1));
+  } else if (std::optional<SmallVector<int64_t>> axes =
+                 intsOf(node->getAttr("axes"))) {
+    auto t = RankedTensorType::get({int64_t(axes->size())}, b.getI64Type());
+    operands.push_back(
+        nb.constant(loc, DenseElementsAttr::get(t, ArrayRef(*axes))));
+  }
+  Value s = nb.node(loc, "ReduceSum", {yt}, operands, attrs)->getResult(0);
+  if (op == "ReduceL2")
+    s = nb.node(loc, "Sqrt", {yt}, {s})->getResult(0);
+  else if (op == "ReduceLogSum")
+    s = nb.node(loc, "Log", {yt}, {s})->getResult(0);
+  return replaceBy(node, s);
+}
+
 void ::oasr::ops::registerShapeOps(OpRegistry &r) {
   OpRoles constant;
   constant.constant = true;
@@ -985,7 +1141,18 @@ void ::oasr::ops::registerShapeOps(OpRegistry &r) {
       .precision(Precision::Keep)
       .shape(shapeRange)
       .fold(foldRange);
-  r.add("Tile").shape(shapeTile).noKernels("no model oasr trains needs it yet");
+  constexpr const char *kViaShape =
+      "training form: Reshape, Transpose and Expand, which run and "
+      "differentiate it";
+  r.add("Tile").shape(shapeTile).trainingForm(formTile).noKernels(kViaShape);
+  r.add("DepthToSpace")
+      .shape(shapeDepthToSpace)
+      .trainingForm([](NodeOp n) { return formDepthSpace(n, true); })
+      .noKernels(kViaShape);
+  r.add("SpaceToDepth")
+      .shape(shapeDepthToSpace)
+      .trainingForm([](NodeOp n) { return formDepthSpace(n, false); })
+      .noKernels(kViaShape);
   r.add("Trilu", 14).shape(shapeSameAsInput);
   // Mask building (Swin's shifted windows); no gradient rule yet.
   r.add("ScatterND", 11).shape(shapeSameAsInput);
@@ -1017,9 +1184,24 @@ void ::oasr::ops::registerShapeOps(OpRegistry &r) {
       .traits(Gradient)
       .cost(costReduce)
       .summary("sums a broadcast gradient back to an operand's shape");
+  constexpr const char *kViaSum =
+      "training form: ReduceSum of Abs(x) or x * x, then Sqrt or Log, "
+      "which run and differentiate it";
   for (const char *op :
-       {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-        "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"}) {
+       {"ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceSumSquare"}) {
+    r.add(op, 1)
+        .precision(Precision::F32)
+        .shape(shapeReduce)
+        .trainingForm(formReduceViaSum)
+        .noKernels(kViaSum);
+    r.add(op, 18)
+        .precision(Precision::F32)
+        .shape(shapeReduce)
+        .trainingForm(formReduceViaSum)
+        .noKernels(kViaSum);
+  }
+  for (const char *op :
+       {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceLogSumExp"}) {
     r.add(op, 1)
         .shape(shapeReduce)
         .noKernels("shape rule for import and planning; no kernel yet");

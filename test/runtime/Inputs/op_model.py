@@ -9,6 +9,9 @@ model with that op can get:
         (scale and bias per channel at opset 21, per group at 18)
     op_model.py mean OUT.onnx N
         X [B, 6, 4, 4] -> N convolutions -> Mean of them and X -> logits
+    op_model.py node OUT.onnx "OP key=value ... [| OP ...]" [--opset N]
+        X [B, 8, 4, 4] -> Conv -> each OP in turn, with the attributes (an int, a float
+        with a '.', a list of ints a,b or a, ; else a string) -> logits
     op_model.py check MODEL.onnx DATA_DIR DUMP.json
         Writes one batch of 2 under DATA_DIR on the first call (no DUMP
         yet); then compares oasr-run's first-step loss (--dump-grads at
@@ -70,10 +73,10 @@ def main():
     if sys.argv[1] == "check":
         return check(*sys.argv[2:5])
     p = argparse.ArgumentParser()
-    p.add_argument("op", choices=["einsum", "groupnorm", "mean"])
+    p.add_argument("op", choices=["einsum", "groupnorm", "mean", "node"])
     p.add_argument("out")
     p.add_argument("arg")
-    p.add_argument("--opset", type=int, default=21)
+    p.add_argument("--opset", type=int, default=17)
     a = p.parse_args()
     nodes, inits = [], []
     if a.op == "einsum":
@@ -83,6 +86,42 @@ def main():
                                       name="einsum", equation=a.arg))
         head(nodes, inits, "y", 20)
         opset = 12
+    elif a.op == "node":
+        x = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 8, 4, 4])
+        inits.append(init("conv.weight", (8, 8, 3, 3), 1))
+        nodes.append(helper.make_node("Conv", ["input", "conv.weight"], ["c"],
+                                      name="conv", pads=[1, 1, 1, 1]))
+        ops = [s.split() for s in a.arg.split("|")]
+        for i, (op, *kvs) in enumerate(ops):
+            attrs = {}
+            for kv in kvs:
+                k, v = kv.split("=")
+                if "," in v:
+                    attrs[k] = [int(t) for t in v.split(",") if t]
+                elif "." in v:
+                    attrs[k] = float(v)
+                else:
+                    attrs[k] = int(v) if v.lstrip("-").isdigit() else v
+            nodes.append(helper.make_node(
+                op, ["c" if i == 0 else f"t{i}"],
+                ["y" if i + 1 == len(ops) else f"t{i + 1}"],
+                name="op" if i + 1 == len(ops) else f"op{i}", **attrs))
+        probe = helper.make_model(
+            helper.make_graph(nodes, "probe", [helper.make_tensor_value_info(
+                "input", TensorProto.FLOAT, [2, 8, 4, 4])], [], inits),
+            opset_imports=[helper.make_opsetid("", a.opset)])
+        shapes = onnx.shape_inference.infer_shapes(probe).graph.value_info
+        dims = [d.dim_value for v in shapes if v.name == "y"
+                for d in v.type.tensor_type.shape.dim]
+        features = int(np.prod(dims[1:])) if len(dims) > 1 else 1
+        if len(dims) < 2:
+            nodes.append(helper.make_node("Unsqueeze", ["y", "one"], ["y2"],
+                                          name="unsqueeze"))
+            inits.append(numpy_helper.from_array(np.array([1], np.int64), "one"))
+            head(nodes, inits, "y2", features)
+        else:
+            head(nodes, inits, "y", features)
+        opset = a.opset
     elif a.op == "mean":
         x = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 6, 4, 4])
         terms = ["input"]
@@ -101,6 +140,7 @@ def main():
         nodes.append(helper.make_node("Conv", ["input", "conv.weight"], ["c"],
                                       name="conv", pads=[1, 1, 1, 1]))
         g = int(a.arg)
+        a.opset = 21 if a.opset == 17 else a.opset
         n = 6 if a.opset >= 21 else max(g, 1)
         inits.append(init("gn.weight", (n,), 2))
         inits.append(init("gn.bias", (n,), 3))
