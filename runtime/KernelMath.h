@@ -478,6 +478,21 @@ OASR_HOST_DEVICE inline float sceLossAt(float labelLogProb, double logProbSum,
          float(double(smoothing) * logProbSum / double(classes));
 }
 
+/// GatherElements/ScatterElements (ElementsGeom, OpGeometry.h): the data
+/// offset that element `i` of the indices names with index value `index`
+/// (already within [0, axisDim)).
+template <typename Geom>
+OASR_HOST_DEVICE inline int64_t elementsOffset(const Geom &g, int64_t i,
+                                               int64_t index) {
+  int64_t off = 0;
+  for (int d = g.rank - 1; d >= 0; --d) {
+    int64_t coord = i % g.idxDims[d];
+    i /= g.idxDims[d];
+    off += (d == g.axis ? index : coord) * g.dataStrides[d];
+  }
+  return off;
+}
+
 /// Trilu keeps element (row, col) of a matrix when it is on or above the
 /// k-th diagonal (upper) or on or below it (lower).
 OASR_HOST_DEVICE inline bool triluKeeps(bool upper, int64_t row, int64_t col,

@@ -635,6 +635,68 @@ Status sceGeom(const OpSpec &spec, bool grad, SceGeom &g) {
   return Status::success();
 }
 
+Status elementsGeom(const OpSpec &spec, ElementsGeom &g) {
+  const bool scatter = spec.opType == "ScatterElements";
+  OASR_RETURN_IF_ERROR(
+      checkArity(spec, scatter ? 3 : 2, scatter ? 3 : 2, 1, 1));
+  const TensorDesc &data = spec.inputs[0], &idx = spec.inputs[1];
+  if (idx.dtype != DType::I64 && idx.dtype != DType::I32)
+    return nodeError(spec, "indices must be i64 or i32");
+  if (data.rank() == 0 || data.rank() > 8 || idx.rank() != data.rank())
+    return nodeError(spec, "indices must have the data's rank (1 to 8), got " +
+                               shapeStr(idx.shape) + " for " +
+                               shapeStr(data.shape));
+  int64_t axis;
+  OASR_RETURN_IF_ERROR(normAxis(spec, int64_t(data.rank()), 0, axis));
+  for (size_t d = 0; d < data.rank(); ++d)
+    if (int64_t(d) != axis && idx.shape[d] > data.shape[d])
+      return nodeError(spec, "indices " + shapeStr(idx.shape) +
+                                 " exceed the data " + shapeStr(data.shape) +
+                                 " outside the axis");
+  const TensorDesc &y = spec.outputs[0];
+  if (y.dtype != data.dtype || y.shape != (scatter ? data.shape : idx.shape))
+    return nodeError(spec, "result " + shapeStr(y.shape) + " should be " +
+                               shapeStr(scatter ? data.shape : idx.shape));
+  if (scatter &&
+      (spec.inputs[2].shape != idx.shape || spec.inputs[2].dtype != data.dtype))
+    return nodeError(spec, "updates must have the indices' shape and the "
+                           "data's element type");
+  std::string red = spec.attrs.getString("reduction", "none");
+  if (red != "none" && red != "add")
+    return nodeError(spec, "reduction '" + red + "' is not supported");
+  g.add = red == "add";
+  if (g.add && data.dtype != DType::F32)
+    return nodeError(spec, "reduction 'add' runs on f32 data");
+  g.rank = int(data.rank());
+  g.axis = int(axis);
+  g.axisDim = data.shape[size_t(axis)];
+  g.count = idx.numel();
+  g.i64 = idx.dtype == DType::I64;
+  std::vector<int64_t> strides = rowMajorStrides(data.shape);
+  for (int d = 0; d < g.rank; ++d) {
+    g.idxDims[d] = idx.shape[size_t(d)];
+    g.dataStrides[d] = strides[size_t(d)];
+  }
+  // Indices the program holds as a constant are checked now.
+  if (spec.inputValues.size() > 1 && spec.inputValues[1].size() == idx.bytes())
+    for (int64_t i = 0; i < g.count; ++i) {
+      int64_t v;
+      if (g.i64) {
+        std::memcpy(&v, spec.inputValues[1].data() + i * 8, 8);
+      } else {
+        int32_t w;
+        std::memcpy(&w, spec.inputValues[1].data() + i * 4, 4);
+        v = w;
+      }
+      if (v < -g.axisDim || v >= g.axisDim)
+        return nodeError(spec, "index " + std::to_string(v) + " at " +
+                                   std::to_string(i) + " is outside [" +
+                                   std::to_string(-g.axisDim) + ", " +
+                                   std::to_string(g.axisDim) + ")");
+    }
+  return Status::success();
+}
+
 Status scatterNDGeom(const OpSpec &spec, ScatterNDGeom &g) {
   OASR_RETURN_IF_ERROR(checkArity(spec, 3, 3, 1, 1));
   OASR_RETURN_IF_ERROR(checkDType(spec, true, 1, DType::I64));

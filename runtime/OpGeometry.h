@@ -309,6 +309,23 @@ struct ScatterNDGeom {
 /// indices.shape[:-1] + data.shape[k:], the reduction attribute).
 Status scatterNDGeom(const OpSpec &spec, ScatterNDGeom &g);
 
+/// GatherElements (data, indices -> Y of indices' shape) and ScatterElements
+/// (data, indices, updates -> Y of data's shape) along `axis`: element i of
+/// indices (and of Y or updates) names the data element whose coordinates
+/// are i's with the axis one replaced by the index (elementsOffset,
+/// KernelMath.h). `indices` are i64 or i32; negative ones count from the
+/// end of the axis.
+struct ElementsGeom {
+  int rank = 0, axis = 0;
+  int64_t count = 0, axisDim = 1;
+  int64_t idxDims[8] = {}, dataStrides[8] = {};
+  bool i64 = true;
+  bool add = false; ///< ScatterElements {reduction = "add"}
+};
+/// Validates GatherElements' or ScatterElements' operands and the
+/// reduction (none or add), and constant indices against the axis.
+Status elementsGeom(const OpSpec &spec, ElementsGeom &g);
+
 /// For one spatial axis: each result index reads `taps` source indices with
 /// weights (1 tap for nearest, 2 for linear).
 struct ResizeAxis {

@@ -588,6 +588,15 @@ def g_transformer():
     cs.append(Case("gather_ax1_grad", "GatherGrad", {"axis": 1}).inp(torch.tensor([3, 7, 5]), i1, dy).out(dx))
     shp = torch.tensor([16, 8, 128])
     cs.append(Case("gather_scalar_i64", "Gather", {"axis": 0}).inp(shp, torch.tensor(2)).out(shp[2]))
+    # GatherElements / ScatterElements along an axis, negative indices and
+    # repeats (scatter-add); the replacing scatter writes each element once.
+    x = rnd(3, 7, 5)
+    ix = torch.randint(-7, 7, (3, 4, 5))
+    cs.append(Case("gather_elements", "GatherElements", {"axis": 1}).inp(x, ix).out(f64(torch.gather(x, 1, ix % 7))))
+    upd = rnd(3, 4, 5)
+    cs.append(Case("scatter_elements_add", "ScatterElements", {"axis": 1, "reduction": "add"}).inp(x, ix, upd).out(f64(x.scatter_add(1, ix % 7, upd))))
+    perm = torch.stack([torch.randperm(7)[:4] for _ in range(15)]).reshape(3, 5, 4).transpose(1, 2).contiguous()
+    cs.append(Case("scatter_elements", "ScatterElements", {"axis": 1}).inp(x, perm, upd).out(f64(x.scatter(1, perm, upd))))
     x = rnd(4, 6, 9)
     y = torch.from_numpy(x.numpy()[:, 1:5, 8:1:-3].copy())  # torch has no negative steps
     cs.append(Case("slice_operands", "Slice").inp(x, torch.tensor([1, -1]), torch.tensor([5, 1]), torch.tensor([1, 2]), torch.tensor([1, -3])).out(f64(y.contiguous())))

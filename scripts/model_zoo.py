@@ -426,8 +426,39 @@ class SuperResolution(nn.Module):
         return self.head(feat)
 
 
+class GatherScatter(nn.Module):
+    """torch.gather and scatter along an axis, as routing, relative-position
+    and pooling code uses them: gather by a fixed index table (with
+    repeats), scatter_add into buckets (several elements per bucket) and a
+    scatter that replaces elements (GatherElements, ScatterElements with and
+    without reduction)."""
+
+    def __init__(self):
+        super().__init__()
+        t, c = 6, 8
+        g = torch.Generator().manual_seed(5)
+        self.register_buffer("route", torch.randint(0, c, (1, t, c), generator=g))
+        self.register_buffer("bucket", torch.randint(0, 4, (1, t, c), generator=g))
+        self.register_buffer("place", torch.randperm(t, generator=g)[:3].reshape(1, 3, 1).expand(1, 3, c).clone())
+        self.proj = nn.Linear(c, c)
+        self.src = nn.Parameter(torch.randn(1, 3, c) * 0.5)
+        self.head = nn.Linear(t * c + t * 4, CLASSES)
+
+    def forward(self, x):
+        b = x.shape[0]
+        h = torch.tanh(self.proj(x))
+        routed = torch.gather(h, 2, self.route.expand(b, -1, -1))
+        weighted = h * routed
+        pooled = weighted.new_zeros(b, h.shape[1], 4).scatter_add(
+            2, self.bucket.expand(b, -1, -1), weighted)
+        placed = routed.scatter(1, self.place.expand(b, -1, -1),
+                                self.src.expand(b, -1, -1).to(routed.dtype))
+        return self.head(torch.cat([placed.flatten(1), pooled.flatten(1)], 1))
+
+
 # name -> (constructor, input kind, input shape per sample)
 MODELS = {
+    "gather-scatter": (GatherScatter, "image", (6, 8)),
     "superres": (SuperResolution, "image", (3, 6, 6)),
     "einsum": (EinsumMixer, "image", (6, 8)),
     "activations": (ActivationCNN, "image", (3, 8, 8)),

@@ -183,8 +183,10 @@ bool ONNXImporter::isTrainableUse(const onnx::NodeProto &node, size_t position,
       op == "LayerNormalization" || op == "GroupNormalization" ||
       op == "SimplifiedLayerNormalization" || op == "SkipLayerNormalization")
     return position == 1 || position == 2;
-  if (op == "Gather")
+  if (op == "Gather" || op == "GatherElements")
     return position == 0;
+  if (op == "ScatterElements") // learned updates written into a tensor
+    return position == 2;
   if (op == "LSTM" || op == "GRU" || op == "RNN")
     return position >= 1 && position <= 3;
   // A non-scalar tensor added to or multiplied with an activation: a bias

@@ -416,6 +416,31 @@ static bool shapeRange(ShapeContext &c) {
   return c.setAll(TensorFacts::get(s->elemType, {std::max<int64_t>(n, 0)}));
 }
 
+/// GatherElements (the indices' shape, the data's element type) and
+/// ScatterElements (the data's type): indices of the data's rank, and
+/// constant indices within the axis.
+static bool shapeElements(ShapeContext &c) {
+  if (!c.needInputs(2))
+    return false;
+  const TensorFacts &data = *c.input(0);
+  if (c.input(1)->dims.size() != data.dims.size())
+    return c.fail("indices must have the data's rank");
+  int64_t rank = int64_t(data.dims.size());
+  int64_t axis = c.attrs.getInt("axis", 0);
+  if (axis < -rank || axis >= rank)
+    return c.fail(llvm::formatv("axis {0} is outside [-{1}, {1})", axis, rank));
+  int64_t dim = data.dims[size_t(axis < 0 ? axis + rank : axis)];
+  if (const FoldedInts *idx = c.getFolded(1); idx && dim >= 0)
+    for (auto [i, v] : llvm::enumerate(idx->values))
+      if (v < -dim || v >= dim)
+        return c.fail(
+            llvm::formatv("index {0} at {1} is outside [-{2}, {2}) (axis {3})",
+                          v, i, dim, axis));
+  TensorFacts y = c.op == "GatherElements" ? *c.input(1) : data;
+  y.elemType = data.elemType;
+  return c.setAll(y);
+}
+
 static bool shapeTile(ShapeContext &c) {
   if (!c.needInputs(1))
     return false;
@@ -824,6 +849,75 @@ static LogicalResult gradGather(GradContext &c) {
   return success();
 }
 
+/// GatherElements and ScatterElements keep their form; constant indices
+/// outside the axis are an error naming the node before anything runs
+/// (the kernels check the others as they run).
+static LogicalResult checkElements(NodeOp node) {
+  auto data = cast<RankedTensorType>(node->getOperand(0).getType());
+  int64_t axis = intAttr(node, "axis", 0);
+  if (axis < 0)
+    axis += data.getRank();
+  DenseElementsAttr idx = constantOf(node->getOperand(1));
+  if (!idx || axis < 0 || axis >= data.getRank() ||
+      !isa<IntegerType>(idx.getElementType()))
+    return success();
+  int64_t dim = data.getDimSize(axis), i = 0;
+  for (APInt v : idx.getValues<APInt>()) {
+    int64_t k = v.getSExtValue();
+    if (k < -dim || k >= dim)
+      return node.emitError("'")
+             << node.getOpType() << "' node \""
+             << mlir::oasr::nodeName(node.getLoc()).value_or("") << "\": index "
+             << k << " at " << i << " is outside [" << -dim << ", " << dim
+             << ") (axis " << axis << ")";
+    ++i;
+  }
+  return success();
+}
+
+/// GatherElements: dData is dY added into zeros where the indices point.
+static LogicalResult gradGatherElements(GradContext &c) {
+  if (c.wants(1))
+    return c.fail("indices cannot carry a gradient");
+  auto &b = c.b();
+  Type x = typeOf(c, 0);
+  SmallVector<NamedAttribute> attrs = onnxAttrs(c.fwd);
+  attrs.push_back(b.getNamedAttr("reduction", b.getStringAttr("add")));
+  c.dIns = {c.node1("ScatterElements", x, {c.splat(x, 0.0), c.in(1), c.dOut()},
+                    attrs),
+            Value()};
+  return success();
+}
+
+/// ScatterElements (none or add): dUpdates gathers dY where the indices
+/// point; dData is dY, with those elements zeroed when they were replaced.
+static LogicalResult gradScatterElements(GradContext &c) {
+  if (c.wants(1))
+    return c.fail("indices cannot carry a gradient");
+  auto red = c.fwd->getAttrOfType<StringAttr>("reduction");
+  bool add = red && red.getValue() == "add";
+  if (red && !add && red.getValue() != "none")
+    return c.fail("gradients of reduction '" + red.getValue() +
+                  "' are not supported");
+  auto &b = c.b();
+  SmallVector<NamedAttribute> axis;
+  if (Attribute a = c.fwd->getAttr("axis"))
+    axis.push_back(b.getNamedAttr("axis", a));
+  c.dIns.assign(3, Value());
+  if (c.wants(0)) {
+    SmallVector<NamedAttribute> none(axis);
+    none.push_back(b.getNamedAttr("reduction", b.getStringAttr("none")));
+    c.dIns[0] =
+        add ? c.dOut()
+            : c.node1("ScatterElements", typeOf(c, 0),
+                      {c.dOut(), c.in(1), c.splat(typeOf(c, 2), 0.0)}, none);
+  }
+  if (c.wants(2))
+    c.dIns[2] =
+        c.node1("GatherElements", typeOf(c, 2), {c.dOut(), c.in(1)}, axis);
+  return success();
+}
+
 /// ReduceMean (`mean`) or ReduceSum: dY broadcast back to X, over n values.
 static LogicalResult gradReduce(GradContext &c, bool mean) {
   auto x = cast<RankedTensorType>(typeOf(c, 0));
@@ -1154,6 +1248,14 @@ void ::oasr::ops::registerShapeOps(OpRegistry &r) {
       .trainingForm([](NodeOp n) { return formDepthSpace(n, false); })
       .noKernels(kViaShape);
   r.add("Trilu", 14).shape(shapeSameAsInput);
+  r.add("GatherElements", 11)
+      .shape(shapeElements)
+      .trainingForm(checkElements)
+      .grad(gradGatherElements);
+  r.add("ScatterElements", 11)
+      .shape(shapeElements)
+      .trainingForm(checkElements)
+      .grad(gradScatterElements);
   // Mask building (Swin's shifted windows); no gradient rule yet.
   r.add("ScatterND", 11).shape(shapeSameAsInput);
   r.add("ScatterND", 16).shape(shapeSameAsInput);

@@ -746,6 +746,74 @@ static KernelOr createGatherGrad(const OpSpec &spec) {
 }
 
 //===----------------------------------------------------------------------===//
+// GatherElements / ScatterElements
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// GatherElements {axis}: data, indices -> Y; ScatterElements {axis,
+/// reduction none|add}: data, indices, updates -> a copy of data with the
+/// updates written (or added) where the indices point. Scatters run in
+/// index order on one thread, so repeated indices add deterministically
+/// (and the last write wins without a reduction).
+class ElementsKernel final : public CpuKernel {
+public:
+  ElementsKernel(const OpSpec &spec, const ElementsGeom &g)
+      : CpuKernel(spec), g(g), scatter(spec.opType == "ScatterElements"),
+        esize(dtypeSize(spec.inputs[0].dtype)) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const ElementsGeom p = g;
+    std::vector<int64_t> offs(size_t(p.count));
+    for (int64_t i = 0; i < p.count; ++i) {
+      int64_t v = labelAt(in[1], i);
+      int64_t j = v < 0 ? v + p.axisDim : v;
+      if (j < 0 || j >= p.axisDim)
+        fatalKernelError(nodeName, op,
+                         "index " + std::to_string(v) + " at " +
+                             std::to_string(i) + " is outside [" +
+                             std::to_string(-p.axisDim) + ", " +
+                             std::to_string(p.axisDim) + ")");
+      offs[size_t(i)] = elementsOffset(p, i, j);
+    }
+    const char *x = static_cast<const char *>(in[0].data);
+    char *y = static_cast<char *>(out[0].data);
+    const size_t e = esize;
+    if (!scatter) {
+#pragma omp parallel for schedule(static) if (p.count > 16384)
+      for (int64_t i = 0; i < p.count; ++i)
+        std::memcpy(y + size_t(i) * e, x + size_t(offs[size_t(i)]) * e, e);
+      return;
+    }
+    if (y != x)
+      std::memcpy(y, x, out[0].bytes());
+    const char *u = static_cast<const char *>(in[2].data);
+    if (p.add) {
+      float *yf = reinterpret_cast<float *>(y);
+      const float *uf = reinterpret_cast<const float *>(u);
+      for (int64_t i = 0; i < p.count; ++i)
+        yf[offs[size_t(i)]] += uf[i];
+      return;
+    }
+    for (int64_t i = 0; i < p.count; ++i)
+      std::memcpy(y + size_t(offs[size_t(i)]) * e, u + size_t(i) * e, e);
+  }
+
+private:
+  ElementsGeom g;
+  bool scatter;
+  size_t esize;
+};
+
+} // namespace
+
+static KernelOr createElements(const OpSpec &spec) {
+  ElementsGeom g;
+  OASR_RETURN_IF_ERROR(elementsGeom(spec, g));
+  return std::make_unique<ElementsKernel>(spec, g);
+}
+
+//===----------------------------------------------------------------------===//
 // Mask builders
 //===----------------------------------------------------------------------===//
 
@@ -1052,6 +1120,8 @@ void registerShapeKernels(KernelRegistry &r) {
   r["Gather"] = createGather;
   r["GatherGrad"] = createGatherGrad;
   r["ScatterND"] = createScatterND;
+  r["GatherElements"] = createElements;
+  r["ScatterElements"] = createElements;
   r["ConstantOfShape"] = createConstantOfShape;
   r["Range"] = createRange;
   r["Trilu"] = createTrilu;

@@ -252,6 +252,13 @@ void launchTranspose(const TransposeParams &p, const void *x, void *y,
                      size_t elem, int64_t n, cudaStream_t stream);
 /// ScatterND: y (already a copy of data) gets update slices at the index
 /// tuples (geometry from OpGeometry's scatterNDGeom).
+/// GatherElements (`updates` null: y[i] = data[offset(i)]) or
+/// ScatterElements (y, already a copy of data, gets updates[i] written or,
+/// with g.add, added atomically at offset(i)). Indices outside the axis are
+/// skipped (the CPU backend stops there; constant ones are refused at load).
+void launchElements(const ElementsGeom &g, const void *data,
+                    const void *indices, const void *updates, void *y,
+                    size_t elem, cudaStream_t stream);
 void launchScatterND(const ScatterNDGeom &g, const int64_t *indices,
                      const void *updates, void *y, size_t elem,
                      cudaStream_t stream);

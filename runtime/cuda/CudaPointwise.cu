@@ -754,6 +754,39 @@ void launchTranspose(const TransposeParams &given, const void *x, void *y,
   launched("Transpose");
 }
 
+__global__ void elementsKernel(ElementsGeom g, const char *data,
+                               const void *indices, const char *updates,
+                               char *y, size_t elem) {
+  OASR_GRID_LOOP(i, g.count) {
+    int64_t j = g.i64 ? static_cast<const int64_t *>(indices)[i]
+                      : static_cast<const int32_t *>(indices)[i];
+    if (j < 0)
+      j += g.axisDim;
+    if (j < 0 || j >= g.axisDim)
+      continue;
+    int64_t off = elementsOffset(g, i, j);
+    if (!updates) {
+      for (size_t b = 0; b < elem; ++b)
+        y[i * elem + b] = data[off * elem + b];
+    } else if (g.add) {
+      atomicAdd(reinterpret_cast<float *>(y) + off,
+                reinterpret_cast<const float *>(updates)[i]);
+    } else {
+      for (size_t b = 0; b < elem; ++b)
+        y[off * elem + b] = updates[i * elem + b];
+    }
+  }
+}
+
+void launchElements(const ElementsGeom &g, const void *data,
+                    const void *indices, const void *updates, void *y,
+                    size_t elem, cudaStream_t s) {
+  elementsKernel<<<blocksFor(g.count), kThreads, 0, s>>>(
+      g, static_cast<const char *>(data), indices,
+      static_cast<const char *>(updates), static_cast<char *>(y), elem);
+  launched(updates ? "ScatterElements" : "GatherElements");
+}
+
 void launchGather(const GatherParams &p, const void *data, const void *indices,
                   bool i64, void *y, size_t elem, int64_t n, cudaStream_t s) {
   gatherKernel<<<blocksFor(n), kThreads, 0, s>>>(

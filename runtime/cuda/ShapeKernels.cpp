@@ -456,6 +456,24 @@ static KernelOr createScatterND(CudaBackend &be, const OpSpec &spec) {
   });
 }
 
+/// GatherElements {axis}: data, indices -> Y; ScatterElements {axis,
+/// reduction}: data, indices, updates -> a copy of data with the updates
+/// written or added.
+static KernelOr createElements(CudaBackend &be, const OpSpec &spec) {
+  ElementsGeom g;
+  OASR_RETURN_IF_ERROR(elementsGeom(spec, g));
+  const bool scatter = spec.opType == "ScatterElements";
+  size_t elem = dtypeSize(spec.inputs[0].dtype), bytes = spec.inputs[0].bytes();
+  return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
+    if (scatter && out[0].data != in[0].data)
+      check(cudaMemcpyAsync(out[0].data, in[0].data, bytes,
+                            cudaMemcpyDeviceToDevice, s),
+            "ScatterElements copy");
+    launchElements(g, in[0].data, in[1].data, scatter ? in[2].data : nullptr,
+                   out[0].data, elem, s);
+  });
+}
+
 /// Expand (f32): the operand broadcast onto the result; the shape operand
 /// is not read.
 static KernelOr createExpand(CudaBackend &be, const OpSpec &spec) {
@@ -627,6 +645,8 @@ void registerShapeKernels(FactoryRegistry &r) {
   r["Gather"] = createGather;
   r["GatherGrad"] = createGather;
   r["ScatterND"] = createScatterND;
+  r["GatherElements"] = createElements;
+  r["ScatterElements"] = createElements;
   r["Expand"] = createExpand;
   r["Concat"] = createConcatSplit;
   r["Split"] = createConcatSplit;

@@ -12,6 +12,9 @@ model with that op can get:
     op_model.py node OUT.onnx "OP key=value ... [| OP ...]" [--opset N]
         X [B, 8, 4, 4] -> Conv -> each OP in turn, with the attributes (an int, a float
         with a '.', a list of ints a,b or a, ; else a string) -> logits
+    op_model.py gather OUT.onnx BAD_INDEX
+        X [2, 8, 4, 4] -> Conv -> GatherElements along axis 1 with constant
+        indices [2, 2, 4, 4], one of them BAD_INDEX -> logits
     op_model.py check MODEL.onnx DATA_DIR DUMP.json
         Writes one batch of 2 under DATA_DIR on the first call (no DUMP
         yet); then compares oasr-run's first-step loss (--dump-grads at
@@ -73,7 +76,8 @@ def main():
     if sys.argv[1] == "check":
         return check(*sys.argv[2:5])
     p = argparse.ArgumentParser()
-    p.add_argument("op", choices=["einsum", "groupnorm", "mean", "node"])
+    p.add_argument("op", choices=["einsum", "groupnorm", "mean", "node",
+                                  "gather"])
     p.add_argument("out")
     p.add_argument("arg")
     p.add_argument("--opset", type=int, default=17)
@@ -122,6 +126,18 @@ def main():
         else:
             head(nodes, inits, "y", features)
         opset = a.opset
+    elif a.op == "gather":
+        x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [2, 8, 4, 4])
+        inits.append(init("conv.weight", (8, 8, 3, 3), 1))
+        nodes.append(helper.make_node("Conv", ["input", "conv.weight"], ["c"],
+                                      name="conv", pads=[1, 1, 1, 1]))
+        idx = np.random.default_rng(4).integers(0, 8, (2, 2, 4, 4))
+        idx[1, 1, 2, 3] = int(a.arg)
+        inits.append(numpy_helper.from_array(idx.astype(np.int64), "idx"))
+        nodes.append(helper.make_node("GatherElements", ["c", "idx"], ["y"],
+                                      name="gather", axis=1))
+        head(nodes, inits, "y", 32)
+        opset = 13
     elif a.op == "mean":
         x = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 6, 4, 4])
         terms = ["input"]
