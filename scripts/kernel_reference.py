@@ -588,6 +588,11 @@ def g_transformer():
     cs.append(Case("gather_ax1_grad", "GatherGrad", {"axis": 1}).inp(torch.tensor([3, 7, 5]), i1, dy).out(dx))
     shp = torch.tensor([16, 8, 128])
     cs.append(Case("gather_scalar_i64", "Gather", {"axis": 0}).inp(shp, torch.tensor(2)).out(shp[2]))
+    # ReduceMax / ReduceMin, a NaN kept as torch.amax keeps it.
+    x = rnd(3, 4, 5)
+    x[1, 2, 3] = float("nan")
+    cs.append(Case("reduce_max", "ReduceMax", {"axes": [1], "keepdims": 0}).inp(x).out(f64(torch.amax(x, 1))))
+    cs.append(Case("reduce_min", "ReduceMin", {"axes": [0, 2], "keepdims": 1}).inp(x).out(f64(torch.amin(x, (0, 2), keepdim=True))))
     # GatherElements / ScatterElements along an axis, negative indices and
     # repeats (scatter-add); the replacing scatter writes each element once.
     x = rnd(3, 7, 5)

@@ -456,8 +456,28 @@ class GatherScatter(nn.Module):
         return self.head(torch.cat([placed.flatten(1), pooled.flatten(1)], 1))
 
 
+class Reductions(nn.Module):
+    """Max, min and log-sum-exp reductions (torch.amax, amin, logsumexp),
+    the max over ReLU outputs full of tied zeros, whose gradient is shared
+    among the ties."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.head = nn.Linear(8 * 3 + 6, CLASSES)
+
+    def forward(self, x):
+        h = self.conv(x)
+        r = torch.relu(h - 0.3)
+        feat = [torch.amax(r, dim=(2, 3)), torch.amin(h, dim=(2, 3)),
+                torch.logsumexp(h.flatten(2), dim=2),
+                torch.amax(r, dim=1).flatten(1)[:, :6]]
+        return self.head(torch.cat(feat, 1))
+
+
 # name -> (constructor, input kind, input shape per sample)
 MODELS = {
+    "reductions": (Reductions, "image", (3, 6, 6)),
     "gather-scatter": (GatherScatter, "image", (6, 8)),
     "superres": (SuperResolution, "image", (3, 6, 6)),
     "einsum": (EinsumMixer, "image", (6, 8)),

@@ -919,7 +919,11 @@ static LogicalResult gradScatterElements(GradContext &c) {
 }
 
 /// ReduceMean (`mean`) or ReduceSum: dY broadcast back to X, over n values.
-static LogicalResult gradReduce(GradContext &c, bool mean) {
+/// A reduction's input shape with its reduced axes as 1 (and how many
+/// elements each result reduces), from the axes attribute or constant
+/// operand.
+static LogicalResult reducedShape(GradContext &c, SmallVector<int64_t> &kept,
+                                  int64_t &count) {
   auto x = cast<RankedTensorType>(typeOf(c, 0));
   std::optional<SmallVector<int64_t>> axes = intsOf(c.fwd->getAttr("axes"));
   if (c.fwd->getNumOperands() > 1) {
@@ -934,14 +938,55 @@ static LogicalResult gradReduce(GradContext &c, bool mean) {
       return c.fail("noop_with_empty_axes is not supported");
     axes = all;
   }
-  SmallVector<int64_t> kept(x.getShape());
-  int64_t count = 1;
+  kept.assign(x.getShape().begin(), x.getShape().end());
+  count = 1;
   for (int64_t a : *axes) {
     if (a < 0)
       a += x.getRank();
     count *= x.getDimSize(a);
     kept[a] = 1;
   }
+  return success();
+}
+
+/// ReduceMax and ReduceMin: dY to the elements equal to the result, shared
+/// evenly among ties (torch.amax's rule).
+static LogicalResult gradReduceExtreme(GradContext &c) {
+  auto x = cast<RankedTensorType>(typeOf(c, 0));
+  SmallVector<int64_t> kept;
+  int64_t count;
+  if (failed(reducedShape(c, kept, count)))
+    return failure();
+  auto keptT = x.clone(kept);
+  auto full = [&](Value v) {
+    return c.node1("Expand", x, {c.reshape(v, keptT), c.shape(x.getShape())});
+  };
+  auto boolT = x.clone(c.b().getI1Type());
+  Value hit = c.node1("Equal", boolT, {c.in(0), full(c.out(0))});
+  Value ones = c.node1(
+      "Cast", x, {hit},
+      {c.b().getNamedAttr(
+          "to", c.b().getI64IntegerAttr(onnxFloatType(x.getElementType())))});
+  SmallVector<int64_t> axes;
+  for (auto [i, k] : llvm::enumerate(kept))
+    if (k == 1 && x.getDimSize(int64_t(i)) != 1)
+      axes.push_back(int64_t(i));
+  Value ties =
+      c.node1("ReduceSum", keptT, {ones, c.shape(axes)},
+              {c.b().getNamedAttr("keepdims", c.b().getI64IntegerAttr(1))});
+  Value share = c.node1("Div", keptT, {c.reshape(c.dOut(), keptT), ties});
+  auto scalar = RankedTensorType::get({}, x.getElementType());
+  c.dIns.assign(c.fwd->getNumOperands(), Value());
+  c.dIns[0] = c.node1("Where", x, {hit, full(share), c.splat(scalar, 0.0)});
+  return success();
+}
+
+static LogicalResult gradReduce(GradContext &c, bool mean) {
+  auto x = cast<RankedTensorType>(typeOf(c, 0));
+  SmallVector<int64_t> kept;
+  int64_t count;
+  if (failed(reducedShape(c, kept, count)))
+    return failure();
   // Broadcast dY (with the reduced axes kept as 1) back to X, scaled by 1/n.
   Value g = c.reshape(c.dOut(), x.clone(kept));
   Value e = c.node1("Expand", x, {g, c.shape(x.getShape())});
@@ -1165,6 +1210,48 @@ static LogicalResult formReduceViaSum(NodeOp node) {
   return replaceBy(node, s);
 }
 
+/// ReduceLogSumExp as max + log(sum(exp(x - max))), the max per result
+/// (ReduceMax, kept dims) so no exp overflows.
+static LogicalResult formReduceLogSumExp(NodeOp node) {
+  OpBuilder b(node);
+  NodeBuilder nb{b};
+  Location loc = node.getLoc();
+  Value x = node->getOperand(0);
+  auto xt = cast<RankedTensorType>(x.getType());
+  Type yt = node->getResult(0).getType();
+  SmallVector<Value> axesOperand;
+  SmallVector<NamedAttribute> keep{
+      b.getNamedAttr("keepdims", b.getI64IntegerAttr(1))};
+  std::optional<SmallVector<int64_t>> axes = intsOf(node->getAttr("axes"));
+  if (node->getNumOperands() > 1)
+    axes = intsOf(constantOf(node->getOperand(1)));
+  SmallVector<int64_t> kept(xt.getShape());
+  if (!axes || axes->empty())
+    kept.assign(kept.size(), 1);
+  for (int64_t a : axes.value_or(SmallVector<int64_t>{}))
+    kept[size_t(a < 0 ? a + xt.getRank() : a)] = 1;
+  if (axes && !axes->empty()) {
+    auto t = RankedTensorType::get({int64_t(axes->size())}, b.getI64Type());
+    axesOperand.push_back(
+        nb.constant(loc, DenseElementsAttr::get(t, ArrayRef(*axes))));
+  }
+  auto keptT = xt.clone(kept);
+  auto reduce = [&](StringRef op, Value v) {
+    SmallVector<Value> ops{v};
+    ops.append(axesOperand);
+    return nb.node(loc, op, {keptT}, ops, keep)->getResult(0);
+  };
+  Value m = reduce("ReduceMax", x);
+  Value shifted = nb.node(loc, "Sub", {xt}, {x, m})->getResult(0);
+  Value e = nb.node(loc, "Exp", {xt}, {shifted})->getResult(0);
+  Value l =
+      nb.node(loc, "Log", {keptT}, {reduce("ReduceSum", e)})->getResult(0);
+  Value y = nb.node(loc, "Add", {keptT}, {l, m})->getResult(0);
+  if (keptT != yt)
+    y = reshapeAt(node, y, cast<RankedTensorType>(yt).getShape());
+  return replaceBy(node, y);
+}
+
 void ::oasr::ops::registerShapeOps(OpRegistry &r) {
   OpRoles constant;
   constant.constant = true;
@@ -1302,8 +1389,24 @@ void ::oasr::ops::registerShapeOps(OpRegistry &r) {
         .trainingForm(formReduceViaSum)
         .noKernels(kViaSum);
   }
-  for (const char *op :
-       {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceLogSumExp"}) {
+  for (const char *op : {"ReduceMax", "ReduceMin"}) {
+    r.add(op, 1)
+        .precision(Precision::F32)
+        .shape(shapeReduce)
+        .grad(gradReduceExtreme);
+    r.add(op, 18)
+        .precision(Precision::F32)
+        .shape(shapeReduce)
+        .grad(gradReduceExtreme);
+  }
+  for (int opset : {1, 18})
+    r.add("ReduceLogSumExp", opset)
+        .precision(Precision::F32)
+        .shape(shapeReduce)
+        .trainingForm(formReduceLogSumExp)
+        .noKernels("training form: ReduceMax, Sub, Exp, ReduceSum, Log and "
+                   "Add, which run and differentiate it");
+  for (const char *op : {"ReduceProd"}) {
     r.add(op, 1)
         .shape(shapeReduce)
         .noKernels("shape rule for import and planning; no kernel yet");

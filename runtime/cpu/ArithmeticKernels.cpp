@@ -564,11 +564,59 @@ static KernelOr createReduceSumTo(const OpSpec &spec) {
 
 /// ReduceMean / ReduceSum {axes, keepdims}: axes from the attribute, else
 /// (keepdims = 1) from where the result has 1s, else all axes.
+namespace {
+
+/// ReduceMax / ReduceMin (f32): each result element the largest (smallest)
+/// of its reduced elements; a NaN among them is the result (torch.amax).
+class ReduceExtremeKernel final : public CpuKernel {
+public:
+  ReduceExtremeKernel(const OpSpec &spec, const std::vector<int64_t> &kept,
+                      bool max)
+      : CpuKernel(spec), max(max) {
+    const std::vector<int64_t> &xs = spec.inputs[0].shape;
+    std::vector<int64_t> st = rowMajorStrides(xs);
+    for (size_t d = 0; d < xs.size(); ++d)
+      (kept[d] == 1 && xs[d] != 1 ? red : out).push_back({xs[d], st[d]});
+    outputs = spec.outputs[0].numel();
+    for (auto [n, s] : red)
+      count *= n;
+  }
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &outRefs) override {
+    const float *x = in[0].as<float>();
+    float *y = outRefs[0].as<float>();
+#pragma omp parallel for schedule(static) if (outputs * count > 16384)
+    for (int64_t o = 0; o < outputs; ++o) {
+      const int64_t base = SumToGeom::offsetOf(o, out);
+      float best = max ? -INFINITY : INFINITY;
+      for (int64_t r = 0; r < count; ++r) {
+        float v = x[base + SumToGeom::offsetOf(r, red)];
+        if (v != v) {
+          best = v;
+          break;
+        }
+        best = max ? std::max(best, v) : std::min(best, v);
+      }
+      y[o] = best;
+    }
+  }
+
+private:
+  bool max;
+  std::vector<std::pair<int64_t, int64_t>> out, red; // (size, stride)
+  int64_t outputs = 1, count = 1;
+};
+
+} // namespace
+
 static KernelOr createReduce(const OpSpec &spec) {
   std::vector<int64_t> kept;
   float scale = 1.0f;
   OASR_RETURN_IF_ERROR(checkSpec(spec, 1, 2, 1, 1, {0}, {0}));
   OASR_RETURN_IF_ERROR(reduceGeom(spec, kept, scale));
+  if (spec.opType == "ReduceMax" || spec.opType == "ReduceMin")
+    return std::make_unique<ReduceExtremeKernel>(spec, kept,
+                                                 spec.opType == "ReduceMax");
   return std::make_unique<ReduceSumToKernel>(spec, spec.inputs[0].shape, kept,
                                              scale);
 }
@@ -581,6 +629,8 @@ void registerArithmeticKernels(KernelRegistry &r) {
   r["ReduceSumTo"] = createReduceSumTo;
   r["ReduceMean"] = createReduce;
   r["ReduceSum"] = createReduce;
+  r["ReduceMax"] = createReduce;
+  r["ReduceMin"] = createReduce;
 }
 
 } // namespace oasr::rt::cpu

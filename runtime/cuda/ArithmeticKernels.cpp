@@ -136,6 +136,15 @@ static KernelOr createReduce(CudaBackend &be, const OpSpec &spec) {
                                shapeStr(xs));
   }
   int64_t keptNumel = spec.outputs[0].numel();
+  if (spec.opType == "ReduceMax" || spec.opType == "ReduceMin") {
+    bool max = spec.opType == "ReduceMax";
+    return lambda(
+        be, spec,
+        [r, max, keptNumel](cudaStream_t s, const auto &in, const auto &out) {
+          launchReduceExtreme(r, in[0].template as<float>(),
+                              out[0].template as<float>(), keptNumel, max, s);
+        });
+  }
   return lambda(
       be, spec,
       [r, scale, keptNumel](cudaStream_t s, const auto &in, const auto &out) {
@@ -185,6 +194,8 @@ void registerArithmeticKernels(FactoryRegistry &r) {
   r["Neg"] = createNeg;
   r["ReduceMean"] = createReduce;
   r["ReduceSum"] = createReduce;
+  r["ReduceMax"] = createReduce;
+  r["ReduceMin"] = createReduce;
   r["ReduceSumTo"] = createReduceSumTo;
 }
 

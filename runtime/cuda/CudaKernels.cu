@@ -206,6 +206,32 @@ __global__ void reduceKernel(Reduction r, FloatPtr x, float scale, FloatPtr y) {
     storeF(y, blockIdx.x, scale * float(acc));
 }
 
+__global__ void reduceExtremeKernel(Reduction r, const float *x, float *y,
+                                    bool max) {
+  int64_t o = blockIdx.x, base = 0;
+  for (int d = r.outRank - 1; d >= 0; --d) {
+    base += (o % r.outDims[d]) * r.outStrides[d];
+    o /= r.outDims[d];
+  }
+  float best = -INFINITY, nan = 0;
+  for (int64_t i = threadIdx.x; i < r.inner; i += blockDim.x) {
+    int64_t k = i, off = base;
+    for (int d = r.redRank - 1; d >= 0; --d) {
+      off += (k % r.redDims[d]) * r.redStrides[d];
+      k /= r.redDims[d];
+    }
+    float v = x[off];
+    if (v != v)
+      nan = 1;
+    else
+      best = fmaxf(best, max ? v : -v);
+  }
+  best = blockMax(best);
+  nan = blockMax(nan);
+  if (threadIdx.x == 0)
+    y[blockIdx.x] = nan > 0 ? NAN : (max ? best : -best);
+}
+
 /// A block of 32x32 threads per 32 columns: thread (x, y) sums rows y,
 /// y + 32, ...; then the 32 partial sums of each column in order.
 __global__ void sumRowsKernel(int64_t rows, int64_t cols, FloatPtr x,
@@ -688,6 +714,15 @@ void launchExpand(const Broadcast &b, float scale, float *y, int64_t n,
                   cudaStream_t stream) {
   expandKernel<<<blocksFor(n), kThreads, 0, stream>>>(b, scale, y, n);
   launched("expand");
+}
+
+void launchReduceExtreme(const Reduction &r, const float *x, float *y,
+                         int64_t outputs, bool max, cudaStream_t stream) {
+  if (outputs <= 0)
+    return;
+  unsigned threads = r.inner >= 256 ? 256 : r.inner >= 64 ? 64 : 32;
+  reduceExtremeKernel<<<unsigned(outputs), threads, 0, stream>>>(r, x, y, max);
+  launched("reduction");
 }
 
 void launchReduce(const Reduction &r, FloatPtr x, float scale, FloatPtr y,

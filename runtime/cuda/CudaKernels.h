@@ -82,6 +82,10 @@ struct Reduction {
   int64_t redDims[kMaxRank] = {}, redStrides[kMaxRank] = {};
   int64_t inner = 1;
 };
+/// y[o] = the largest (`max`) or smallest x of result element o's; a NaN
+/// among them is the result.
+void launchReduceExtreme(const Reduction &r, const float *x, float *y,
+                         int64_t outputs, bool max, cudaStream_t stream);
 /// y[o] = scale * sum x (f32 sums, one block per result element, fixed
 /// order).
 void launchReduce(const Reduction &r, FloatPtr x, float scale, FloatPtr y,
