@@ -478,6 +478,27 @@ OASR_HOST_DEVICE inline float sceLossAt(float labelLogProb, double logProbSum,
          float(double(smoothing) * logProbSum / double(classes));
 }
 
+/// CumSum of line `line` of a [outer, n, inner] tensor (CumSumGeom,
+/// OpGeometry.h): running sums in T along the axis, from its end when
+/// `reverse`, each without its own element when `exclusive`.
+template <typename Geom, typename T>
+OASR_HOST_DEVICE inline void cumSumLine(const Geom &g, const T *x, T *y,
+                                        int64_t line) {
+  const int64_t o = line / g.inner, i = line % g.inner;
+  const T *xl = x + o * g.n * g.inner + i;
+  T *yl = y + o * g.n * g.inner + i;
+  T acc = T(0);
+  for (int64_t k = 0; k < g.n; ++k) {
+    int64_t at = (g.reverse ? g.n - 1 - k : k) * g.inner;
+    T v = xl[at];
+    if (!g.exclusive)
+      acc += v;
+    yl[at] = acc;
+    if (g.exclusive)
+      acc += v;
+  }
+}
+
 /// GatherElements/ScatterElements (ElementsGeom, OpGeometry.h): the data
 /// offset that element `i` of the indices names with index value `index`
 /// (already within [0, axisDim)).

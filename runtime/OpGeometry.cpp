@@ -697,6 +697,42 @@ Status elementsGeom(const OpSpec &spec, ElementsGeom &g) {
   return Status::success();
 }
 
+Status cumSumGeom(const OpSpec &spec, CumSumGeom &g) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 2, 2, 1, 1));
+  const TensorDesc &x = spec.inputs[0];
+  if (spec.outputs[0].shape != x.shape || spec.outputs[0].dtype != x.dtype ||
+      (x.dtype != DType::F32 && x.dtype != DType::I64))
+    return nodeError(spec, "expects X and Y of one shape, f32 or i64");
+  const TensorDesc &a = spec.inputs[1];
+  if (a.numel() != 1 || spec.inputValues.size() < 2 ||
+      spec.inputValues[1].size() != a.bytes() ||
+      (a.dtype != DType::I64 && a.dtype != DType::I32))
+    return nodeError(spec, "the axis must be an integer constant");
+  int64_t axis;
+  if (a.dtype == DType::I64) {
+    std::memcpy(&axis, spec.inputValues[1].data(), 8);
+  } else {
+    int32_t w;
+    std::memcpy(&w, spec.inputValues[1].data(), 4);
+    axis = w;
+  }
+  int64_t r = int64_t(x.rank());
+  if (axis < -r || axis >= r)
+    return nodeError(spec, "axis " + std::to_string(axis) + " is outside [" +
+                               std::to_string(-r) + ", " + std::to_string(r) +
+                               ")");
+  if (axis < 0)
+    axis += r;
+  for (int64_t d = 0; d < axis; ++d)
+    g.outer *= x.shape[size_t(d)];
+  g.n = x.shape[size_t(axis)];
+  for (int64_t d = axis + 1; d < r; ++d)
+    g.inner *= x.shape[size_t(d)];
+  g.exclusive = spec.attrs.getInt("exclusive", 0) != 0;
+  g.reverse = spec.attrs.getInt("reverse", 0) != 0;
+  return Status::success();
+}
+
 Status scatterNDGeom(const OpSpec &spec, ScatterNDGeom &g) {
   OASR_RETURN_IF_ERROR(checkArity(spec, 3, 3, 1, 1));
   OASR_RETURN_IF_ERROR(checkDType(spec, true, 1, DType::I64));

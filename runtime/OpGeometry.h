@@ -326,6 +326,15 @@ struct ElementsGeom {
 /// reduction (none or add), and constant indices against the axis.
 Status elementsGeom(const OpSpec &spec, ElementsGeom &g);
 
+/// CumSum (X, axis -> Y of X's shape) over lines of `n` elements at stride
+/// `inner`: X viewed as [outer, n, inner]; the axis must be a constant of
+/// the program.
+struct CumSumGeom {
+  int64_t outer = 1, n = 1, inner = 1;
+  bool exclusive = false, reverse = false;
+};
+Status cumSumGeom(const OpSpec &spec, CumSumGeom &g);
+
 /// For one spatial axis: each result index reads `taps` source indices with
 /// weights (1 tap for nearest, 2 for linear).
 struct ResizeAxis {

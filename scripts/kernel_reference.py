@@ -588,6 +588,15 @@ def g_transformer():
     cs.append(Case("gather_ax1_grad", "GatherGrad", {"axis": 1}).inp(torch.tensor([3, 7, 5]), i1, dy).out(dx))
     shp = torch.tensor([16, 8, 128])
     cs.append(Case("gather_scalar_i64", "Gather", {"axis": 0}).inp(shp, torch.tensor(2)).out(shp[2]))
+    # CumSum: inclusive, exclusive, reversed (ONNX's attributes).
+    x = rnd(3, 6, 4)
+    cs.append(Case("cumsum", "CumSum").inp(x, torch.tensor(1)).out(f64(torch.cumsum(x, 1))))
+    excl = torch.cumsum(x, 2) - x
+    cs.append(Case("cumsum_excl", "CumSum", {"exclusive": 1}).inp(x, torch.tensor(-1)).out(f64(excl)))
+    rev = torch.flip(torch.cumsum(torch.flip(x, [1]), 1), [1])
+    cs.append(Case("cumsum_rev", "CumSum", {"reverse": 1}).inp(x, torch.tensor(1)).out(f64(rev)))
+    ci = torch.randint(-5, 5, (4, 7))
+    cs.append(Case("cumsum_i64", "CumSum").inp(ci, torch.tensor(1)).out(torch.cumsum(ci, 1)))
     # ReduceMax / ReduceMin, a NaN kept as torch.amax keeps it.
     x = rnd(3, 4, 5)
     x[1, 2, 3] = float("nan")

@@ -459,18 +459,19 @@ class GatherScatter(nn.Module):
 class Reductions(nn.Module):
     """Max, min and log-sum-exp reductions (torch.amax, amin, logsumexp),
     the max over ReLU outputs full of tied zeros, whose gradient is shared
-    among the ties."""
+    among the ties, and running sums (torch.cumsum)."""
 
     def __init__(self):
         super().__init__()
         self.conv = nn.Conv2d(3, 8, 3, padding=1)
-        self.head = nn.Linear(8 * 3 + 6, CLASSES)
+        self.head = nn.Linear(8 * 4 + 6, CLASSES)
 
     def forward(self, x):
         h = self.conv(x)
         r = torch.relu(h - 0.3)
         feat = [torch.amax(r, dim=(2, 3)), torch.amin(h, dim=(2, 3)),
                 torch.logsumexp(h.flatten(2), dim=2),
+                torch.cumsum(h, dim=2).mean((2, 3)),
                 torch.amax(r, dim=1).flatten(1)[:, :6]]
         return self.head(torch.cat(feat, 1))
 

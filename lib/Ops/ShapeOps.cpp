@@ -875,6 +875,20 @@ static LogicalResult checkElements(NodeOp node) {
   return success();
 }
 
+/// CumSum: dX is the running sum of dY the other way along the axis.
+static LogicalResult gradCumSum(GradContext &c) {
+  if (!scalarOf(c.in(1)))
+    return c.fail("the axis is not a constant");
+  auto &b = c.b();
+  c.dIns = {c.node1("CumSum", typeOf(c, 0), {c.dOut(), c.in(1)},
+                    {b.getNamedAttr("exclusive", b.getI64IntegerAttr(intAttr(
+                                                     c.fwd, "exclusive", 0))),
+                     b.getNamedAttr("reverse", b.getI64IntegerAttr(!intAttr(
+                                                   c.fwd, "reverse", 0)))}),
+            Value()};
+  return success();
+}
+
 /// GatherElements: dData is dY added into zeros where the indices point.
 static LogicalResult gradGatherElements(GradContext &c) {
   if (c.wants(1))
@@ -1335,6 +1349,7 @@ void ::oasr::ops::registerShapeOps(OpRegistry &r) {
       .trainingForm([](NodeOp n) { return formDepthSpace(n, false); })
       .noKernels(kViaShape);
   r.add("Trilu", 14).shape(shapeSameAsInput);
+  r.add("CumSum", 11).shape(shapeSameAsInput).grad(gradCumSum);
   r.add("GatherElements", 11)
       .shape(shapeElements)
       .trainingForm(checkElements)

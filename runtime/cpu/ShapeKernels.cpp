@@ -807,6 +807,40 @@ private:
 
 } // namespace
 
+namespace {
+
+/// CumSum {exclusive, reverse}: X, axis -> running sums along the axis
+/// (cumSumLine), one line per thread.
+class CumSumKernel final : public CpuKernel {
+public:
+  CumSumKernel(const OpSpec &spec, const CumSumGeom &g)
+      : CpuKernel(spec), g(g), i64(spec.inputs[0].dtype == DType::I64) {}
+  void compute(const std::vector<TensorRef> &in,
+               const std::vector<TensorRef> &out) override {
+    const CumSumGeom p = g;
+    const int64_t lines = p.outer * p.inner;
+#pragma omp parallel for schedule(static) if (lines * p.n > 16384)
+    for (int64_t l = 0; l < lines; ++l) {
+      if (i64)
+        cumSumLine(p, in[0].as<int64_t>(), out[0].as<int64_t>(), l);
+      else
+        cumSumLine(p, in[0].as<float>(), out[0].as<float>(), l);
+    }
+  }
+
+private:
+  CumSumGeom g;
+  bool i64;
+};
+
+} // namespace
+
+static KernelOr createCumSum(const OpSpec &spec) {
+  CumSumGeom g;
+  OASR_RETURN_IF_ERROR(cumSumGeom(spec, g));
+  return std::make_unique<CumSumKernel>(spec, g);
+}
+
 static KernelOr createElements(const OpSpec &spec) {
   ElementsGeom g;
   OASR_RETURN_IF_ERROR(elementsGeom(spec, g));
@@ -1121,6 +1155,7 @@ void registerShapeKernels(KernelRegistry &r) {
   r["GatherGrad"] = createGatherGrad;
   r["ScatterND"] = createScatterND;
   r["GatherElements"] = createElements;
+  r["CumSum"] = createCumSum;
   r["ScatterElements"] = createElements;
   r["ConstantOfShape"] = createConstantOfShape;
   r["Range"] = createRange;

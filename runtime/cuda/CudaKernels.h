@@ -256,6 +256,9 @@ void launchTranspose(const TransposeParams &p, const void *x, void *y,
                      size_t elem, int64_t n, cudaStream_t stream);
 /// ScatterND: y (already a copy of data) gets update slices at the index
 /// tuples (geometry from OpGeometry's scatterNDGeom).
+/// CumSum along [outer, n, inner] lines (f32 or i64), one thread a line.
+void launchCumSum(const CumSumGeom &g, const void *x, void *y, bool i64,
+                  cudaStream_t stream);
 /// GatherElements (`updates` null: y[i] = data[offset(i)]) or
 /// ScatterElements (y, already a copy of data, gets updates[i] written or,
 /// with g.add, added atomically at offset(i)). Indices outside the axis are

@@ -754,6 +754,23 @@ void launchTranspose(const TransposeParams &given, const void *x, void *y,
   launched("Transpose");
 }
 
+template <typename T>
+__global__ void cumSumKernel(CumSumGeom g, const T *x, T *y) {
+  OASR_GRID_LOOP(l, g.outer * g.inner) { cumSumLine(g, x, y, l); }
+}
+
+void launchCumSum(const CumSumGeom &g, const void *x, void *y, bool i64,
+                  cudaStream_t s) {
+  int64_t lines = g.outer * g.inner;
+  if (i64)
+    cumSumKernel<<<blocksFor(lines), kThreads, 0, s>>>(
+        g, static_cast<const int64_t *>(x), static_cast<int64_t *>(y));
+  else
+    cumSumKernel<<<blocksFor(lines), kThreads, 0, s>>>(
+        g, static_cast<const float *>(x), static_cast<float *>(y));
+  launched("CumSum");
+}
+
 __global__ void elementsKernel(ElementsGeom g, const char *data,
                                const void *indices, const char *updates,
                                char *y, size_t elem) {

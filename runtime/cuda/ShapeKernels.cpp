@@ -456,6 +456,16 @@ static KernelOr createScatterND(CudaBackend &be, const OpSpec &spec) {
   });
 }
 
+/// CumSum {exclusive, reverse}: X, axis (a constant) -> running sums.
+static KernelOr createCumSum(CudaBackend &be, const OpSpec &spec) {
+  CumSumGeom g;
+  OASR_RETURN_IF_ERROR(cumSumGeom(spec, g));
+  bool i64 = spec.inputs[0].dtype == DType::I64;
+  return lambda(be, spec, [=](cudaStream_t s, const auto &in, const auto &out) {
+    launchCumSum(g, in[0].data, out[0].data, i64, s);
+  });
+}
+
 /// GatherElements {axis}: data, indices -> Y; ScatterElements {axis,
 /// reduction}: data, indices, updates -> a copy of data with the updates
 /// written or added.
@@ -646,6 +656,7 @@ void registerShapeKernels(FactoryRegistry &r) {
   r["GatherGrad"] = createGather;
   r["ScatterND"] = createScatterND;
   r["GatherElements"] = createElements;
+  r["CumSum"] = createCumSum;
   r["ScatterElements"] = createElements;
   r["Expand"] = createExpand;
   r["Concat"] = createConcatSplit;

@@ -280,8 +280,16 @@ protected:
     spec.name = "/test/" + c.name;
     spec.attrs = c.attrs;
     spec.seed = c.seed;
-    for (const auto &t : c.ins)
+    for (const auto &t : c.ins) {
       spec.inputs.push_back(t.file == "-" ? TensorDesc{} : t.desc);
+      // Small integer operands (axes, k, shapes) reach the kernel as the
+      // executor hands a program's constants over (OpSpec::inputValues).
+      const bool small =
+          t.file != "-" && t.desc.numel() <= 8 &&
+          (t.desc.dtype == DType::I64 || t.desc.dtype == DType::I32);
+      spec.inputValues.push_back(small ? readFile(dir + "/" + t.file)
+                                       : std::vector<char>{});
+    }
     for (const auto &t : c.outs) {
       spec.outputs.push_back(t.desc);
       spec.outputUsed.push_back(t.used);
@@ -891,6 +899,46 @@ TEST_F(BadSpec, InconsistentShapes) {
   a.inputs = {{DType::F32, {3, 4}}, {DType::F32, {5}}};
   a.outputs = {{DType::F32, {3, 4}}};
   expectError(a, "does not broadcast");
+}
+
+/// CumSum's axis must be an integer constant on the tensor; GatherElements'
+/// and ScatterElements' indices of the data's rank, constant ones within
+/// the axis; a reduction other than none or add is refused.
+TEST_F(BadSpec, CumSumAndElements) {
+  auto i64 = [](int64_t v) {
+    std::vector<char> b(8);
+    std::memcpy(b.data(), &v, 8);
+    return b;
+  };
+  OpSpec c;
+  c.opType = "CumSum";
+  c.name = "/cumsum";
+  c.inputs = {{DType::F32, {3, 4}}, {DType::I64, {}}};
+  c.outputs = {{DType::F32, {3, 4}}};
+  expectError(c, "the axis must be an integer constant");
+  c.inputValues = {{}, i64(2)};
+  expectError(c, "axis 2 is outside [-2, 2)");
+  OpSpec g;
+  g.opType = "GatherElements";
+  g.name = "/gather";
+  g.attrs.set("axis", int64_t(1));
+  g.inputs = {{DType::F32, {3, 4}}, {DType::I64, {3}}};
+  g.outputs = {{DType::F32, {3}}};
+  expectError(g, "indices must have the data's rank");
+  g.inputs[1] = {DType::I64, {1, 2}};
+  g.outputs[0] = {DType::F32, {1, 2}};
+  std::vector<char> idx(16);
+  int64_t vals[2] = {1, 4};
+  std::memcpy(idx.data(), vals, 16);
+  g.inputValues = {{}, idx};
+  expectError(g, "index 4 at 1 is outside [-4, 4)");
+  OpSpec s;
+  s.opType = "ScatterElements";
+  s.name = "/scatter";
+  s.attrs.set("reduction", std::string("max"));
+  s.inputs = {{DType::F32, {3, 4}}, {DType::I64, {1, 2}}, {DType::F32, {1, 2}}};
+  s.outputs = {{DType::F32, {3, 4}}};
+  expectError(s, "reduction 'max' is not supported");
 }
 
 /// Each malformed FusedAttention(Grad) a module could carry is refused at
