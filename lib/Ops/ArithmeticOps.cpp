@@ -450,10 +450,7 @@ static LogicalResult formMean(NodeOp node) {
   Value sum = nb.node(loc, "Sum", {t}, SmallVector<Value>(node->getOperands()))
                   ->getResult(0);
   Value scale = nb.splat(loc, scalarType(t), 1.0 / node->getNumOperands());
-  node->getResult(0).replaceAllUsesWith(
-      nb.node(loc, "Mul", {t}, {sum, scale})->getResult(0));
-  node->erase();
-  return success();
+  return replaceBy(node, nb.node(loc, "Mul", {t}, {sum, scale})->getResult(0));
 }
 
 static LogicalResult gradWhere(GradContext &c) {

@@ -353,9 +353,7 @@ static LogicalResult formGlobalMaxPool(NodeOp node) {
       nb.node(node.getLoc(), "MaxPool", {y, withElementType(y, b.getI64Type())},
               {node->getOperand(0)},
               {b.getNamedAttr("kernel_shape", b.getI64ArrayAttr(window))});
-  node->getResult(0).replaceAllUsesWith(pool->getResult(0));
-  node->erase();
-  return success();
+  return replaceBy(node, pool->getResult(0));
 }
 
 static LogicalResult formDropout(NodeOp node) {
@@ -424,17 +422,6 @@ static Value layerNormTraining(NodeOp node, Value x, int64_t axis,
       ->getResult(0);
 }
 
-/// `v` reshaped to `shape`, before `node`.
-static Value reshapeBefore(NodeOp node, Value v, ArrayRef<int64_t> shape) {
-  OpBuilder b(node);
-  NodeBuilder nb{b};
-  auto t = cast<RankedTensorType>(v.getType()).clone(shape);
-  return nb
-      .node(node.getLoc(), "Reshape", {t},
-            {v, nb.shapeConstant(node.getLoc(), shape)})
-      ->getResult(0);
-}
-
 /// y * scale + bias with scale and bias [C] broadcast over axis 1 of y.
 static Value affinePerChannel(NodeOp node, Value y, Value scale, Value bias) {
   OpBuilder b(node);
@@ -442,8 +429,8 @@ static Value affinePerChannel(NodeOp node, Value y, Value scale, Value bias) {
   auto yt = cast<RankedTensorType>(y.getType());
   SmallVector<int64_t> perChannel(yt.getRank() - 1, 1);
   perChannel[0] = yt.getDimSize(1);
-  Value s = reshapeBefore(node, scale, perChannel);
-  Value sb = reshapeBefore(node, bias, perChannel);
+  Value s = reshapeAt(node, scale, perChannel);
+  Value sb = reshapeAt(node, bias, perChannel);
   Value scaled = nb.node(node.getLoc(), "Mul", {yt}, {y, s})->getResult(0);
   return nb.node(node.getLoc(), "Add", {yt}, {scaled, sb})->getResult(0);
 }
@@ -461,9 +448,7 @@ static LogicalResult formInstanceNorm(NodeOp node) {
   double eps = floatAttr(node, "epsilon").value_or(1e-5);
   Value y = layerNormTraining(node, node->getOperand(0), 2, eps);
   y = affinePerChannel(node, y, node->getOperand(1), node->getOperand(2));
-  node->getResult(0).replaceAllUsesWith(y);
-  node->erase();
-  return success();
+  return replaceBy(node, y);
 }
 
 /// GroupNormalization (X [N, C, D...], scale, bias, num_groups): X as
@@ -483,25 +468,23 @@ static LogicalResult formGroupNorm(NodeOp node) {
            << c << " channels";
   double eps = floatAttr(node, "epsilon").value_or(1e-5);
   int64_t n = xt.getDimSize(0), rest = xt.getNumElements() / (n * groups);
-  Value grouped = reshapeBefore(node, node->getOperand(0), {n, groups, rest});
+  Value grouped = reshapeAt(node, node->getOperand(0), {n, groups, rest});
   Value y = layerNormTraining(node, grouped, 2, eps);
   auto scaleT = cast<RankedTensorType>(node->getOperand(1).getType());
   if (scaleT.getNumElements() == c) {
-    y = reshapeBefore(node, y, xt.getShape());
+    y = reshapeAt(node, y, xt.getShape());
     y = affinePerChannel(node, y, node->getOperand(1), node->getOperand(2));
   } else if (scaleT.getNumElements() == groups) {
     // Per group: [N, G, rest] times scale [G, 1].
     y = affinePerChannel(node, y, node->getOperand(1), node->getOperand(2));
-    y = reshapeBefore(node, y, xt.getShape());
+    y = reshapeAt(node, y, xt.getShape());
   } else {
     return node.emitError("'GroupNormalization' node \"")
            << name << "\": scale has " << scaleT.getNumElements()
            << " values; expected " << c << " (channels) or " << groups
            << " (groups)";
   }
-  node->getResult(0).replaceAllUsesWith(y);
-  node->erase();
-  return success();
+  return replaceBy(node, y);
 }
 
 //===----------------------------------------------------------------------===//
@@ -706,17 +689,10 @@ static LogicalResult formEinsum(NodeOp node) {
     SmallVector<int64_t> perm;
     for (char ch : to)
       perm.push_back(int64_t(from.find(ch)));
-    return nb
-        .node(loc, "Transpose", {typeFor(to)}, {v},
-              {b.getNamedAttr("perm", b.getI64ArrayAttr(perm))})
-        ->getResult(0);
+    return transposeAt(node, v, perm);
   };
-  auto reshapeTo = [&](Value v, ArrayRef<int64_t> shape) -> Value {
-    auto t = RankedTensorType::get(shape, elem);
-    if (cast<RankedTensorType>(v.getType()) == t)
-      return v;
-    return nb.node(loc, "Reshape", {t}, {v, nb.shapeConstant(loc, shape)})
-        ->getResult(0);
+  auto reshapeTo = [&](Value v, ArrayRef<int64_t> shape) {
+    return reshapeAt(node, v, shape);
   };
   // Sum away what only this operand has and the output lacks.
   SmallVector<Value> operands(node->getOperands());
@@ -786,9 +762,7 @@ static LogicalResult formEinsum(NodeOp node) {
   y = transposeTo(y, have, spec->out);
   y = reshapeTo(
       y, cast<RankedTensorType>(node->getResult(0).getType()).getShape());
-  node->getResult(0).replaceAllUsesWith(y);
-  node->erase();
-  return success();
+  return replaceBy(node, y);
 }
 
 static LogicalResult formSoftmaxCrossEntropy(NodeOp node) {

@@ -583,6 +583,37 @@ NodeOp rebuildNode(NodeOp op, TypeRange types, ValueRange operands,
   return fresh;
 }
 
+Value reshapeAt(NodeOp node, Value v, ArrayRef<int64_t> shape) {
+  OpBuilder b(node);
+  NodeBuilder nb{b};
+  auto t = cast<RankedTensorType>(v.getType()).clone(shape);
+  if (t == v.getType())
+    return v;
+  return nb
+      .node(node.getLoc(), "Reshape", {t},
+            {v, nb.shapeConstant(node.getLoc(), shape)})
+      ->getResult(0);
+}
+
+Value transposeAt(NodeOp node, Value v, ArrayRef<int64_t> perm) {
+  OpBuilder b(node);
+  NodeBuilder nb{b};
+  auto t = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm)
+    shape.push_back(t.getDimSize(p));
+  return nb
+      .node(node.getLoc(), "Transpose", {t.clone(shape)}, {v},
+            {b.getNamedAttr("perm", b.getI64ArrayAttr(perm))})
+      ->getResult(0);
+}
+
+LogicalResult replaceBy(NodeOp node, Value v) {
+  node->getResult(0).replaceAllUsesWith(v);
+  node->erase();
+  return success();
+}
+
 NodeOp GradContext::node(StringRef type, TypeRange results, ValueRange operands,
                          ArrayRef<NamedAttribute> attrs, StringRef domain) {
   if (!OpRegistry::get().lookup(domain, type))

@@ -1072,40 +1072,6 @@ static bool shapeGatherGrad(ShapeContext &c) {
 // Ops that train as other ops (training forms)
 //===----------------------------------------------------------------------===//
 
-/// `v` reshaped to `shape` before `node`, at its location.
-static Value reshapeAt(NodeOp node, Value v, ArrayRef<int64_t> shape) {
-  OpBuilder b(node);
-  NodeBuilder nb{b};
-  auto t = cast<RankedTensorType>(v.getType()).clone(shape);
-  if (t == v.getType())
-    return v;
-  return nb
-      .node(node.getLoc(), "Reshape", {t},
-            {v, nb.shapeConstant(node.getLoc(), shape)})
-      ->getResult(0);
-}
-
-/// `v` transposed by `perm` before `node`.
-static Value transposeAt(NodeOp node, Value v, ArrayRef<int64_t> perm) {
-  OpBuilder b(node);
-  NodeBuilder nb{b};
-  auto t = cast<RankedTensorType>(v.getType());
-  SmallVector<int64_t> shape;
-  for (int64_t p : perm)
-    shape.push_back(t.getDimSize(p));
-  return nb
-      .node(node.getLoc(), "Transpose", {t.clone(shape)}, {v},
-            {b.getNamedAttr("perm", b.getI64ArrayAttr(perm))})
-      ->getResult(0);
-}
-
-/// Replaces `node`'s result by `v` and erases it.
-static LogicalResult replaceBy(NodeOp node, Value v) {
-  node->getResult(0).replaceAllUsesWith(v);
-  node->erase();
-  return success();
-}
-
 static InFlightDiagnostic nodeFailure(NodeOp node) {
   return node.emitError("'")
          << node.getOpType() << "' node \""

@@ -132,6 +132,14 @@ struct NodeBuilder {
 NodeOp rebuildNode(NodeOp op, TypeRange types, ValueRange operands,
                    ArrayRef<NamedAttribute> extraAttrs = {});
 
+/// Training forms that replace a node by other ops build them before it,
+/// at its location: `v` reshaped to `shape` (itself when it has that
+/// shape), `v` transposed by `perm`, and `node`'s one result replaced by
+/// `v`, the node erased.
+Value reshapeAt(NodeOp node, Value v, ArrayRef<int64_t> shape);
+Value transposeAt(NodeOp node, Value v, ArrayRef<int64_t> perm);
+LogicalResult replaceBy(NodeOp node, Value v);
+
 //===----------------------------------------------------------------------===//
 // The gradient rule's context
 //===----------------------------------------------------------------------===//
