@@ -52,8 +52,7 @@ PyTorch, oasr, PyTorch ...), one process at a time.
 Timing: the training wall time at each evaluation, without the
 evaluations (oasr: its `eval step S  time T s` lines; PyTorch: the summed
 wall time of its steps), and the median step (oasr: its metrics file's
-step_ms, times the ranks on --np 2, whose metrics divide by the steps
-summed over the ranks; PyTorch: its own per-step wall time; on both the
+step_ms, the interval's wall time over its steps; PyTorch: its own per-step wall time; on both the
 first step and each right after an evaluation left out, as oasr's metrics
 interval of such a step holds the evaluation). Time to PyTorch's final
 validation loss: the first evaluation at which a side's loss is at most
@@ -503,11 +502,7 @@ def run_oasr(cfg, seed, onnx, ranks=1):
     r["losses"] = [l["loss"] for l in steps]
     r["lrs"] = [l["lr"] for l in steps]
     r["grad_norms"] = [l.get("grad_norm") for l in steps]
-    # A lockstep run's metrics divide the interval by the steps summed over
-    # the ranks (ProgressLog::stepDone's agg[3]): times the ranks, the
-    # step's wall time.
-    r["step_ms"] = [l["step_ms"] * ranks for l in steps]
-    r["step_ms_scaled_by"] = ranks
+    r["step_ms"] = [l["step_ms"] for l in steps]
     r["evals"] = [{"step": int(m.group(1)), "time_s": float(m.group(2)),
                    "loss": eloss.get(int(m.group(1)), float(m.group(3)))}
                   for m in EVAL_RE.finditer(out)]
@@ -722,10 +717,7 @@ def write_md(path, res):
           f"{' and with '.join(map(str, tt))} thread(s) (the latter the same cores as "
           f"oasr's 2 ranks), the same initial weights and windows; all evaluated on oasr's "
           f"2-rank val batches (each rank's full batches of {cfg['batch'] // 2} of its half "
-          f"of the val windows). oasr-run's metrics file gives step_ms divided by the number "
-          f"of ranks on a multi-rank run (its interval over the steps summed over the "
-          f"ranks); the step times here are those values times 2, which agrees with the "
-          f"training time of its `eval step` lines. A PyTorch run with 2 threads on this "
+          f"of the val windows). A PyTorch run with 2 threads on this "
           f"2-core host stalls badly whenever another process takes a core (OpenMP threads "
           f"waiting for each other): see its 'cores busy with other work'.\n")
         names = [f"PyTorch {n} thr" for n in tt]

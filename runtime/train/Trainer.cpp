@@ -173,7 +173,8 @@ public:
             {"loss", meanLoss},
             {"lr", lastLr},
             {"samples_per_s", ips},
-            {"step_ms", secs * 1e3 / std::max(agg[3], 1.0)},
+            {"step_ms",
+             secs * 1e3 / double(std::max<int64_t>(intervalSteps, 1))},
             {"exposed_comm_ms",
              intervalBlockedUs * 1e-3 /
                  double(std::max<int64_t>(intervalSteps, 1))}};

@@ -41,6 +41,9 @@ c.add_argument("metrics")
 c.add_argument("--max-norm", type=float, required=True)
 s = sub.add_parser("steps")
 s.add_argument("metrics")
+t = sub.add_parser("interval")
+t.add_argument("metrics")
+t.add_argument("--global-batch", type=int, required=True)
 a = p.parse_args()
 
 if a.cmd == "decay":
@@ -72,6 +75,16 @@ elif a.cmd == "clip":
         if err > 1e-6:
             sys.exit(f"{name}: clipped gradient off by {err:.2e}")
     print(f"clip: norm {norm:.4f} scaled by {coef:.4f} in every parameter")
+elif a.cmd == "interval":
+    # samples_per_s counts every rank's samples over the interval and
+    # step_ms is the interval over its steps: their product is the global
+    # batch, whatever the timings.
+    for l in (json.loads(l) for l in open(a.metrics) if l.strip()):
+        samples = l["samples_per_s"] * l["step_ms"] * 1e-3
+        if abs(samples - a.global_batch) > 1e-6 * a.global_batch:
+            sys.exit(f"step {l['step']}: step_ms x samples_per_s is {samples} "
+                     f"samples a step, not {a.global_batch}")
+    print(f"interval: {a.global_batch} samples a step")
 else:
     steps = [json.loads(l)["step"] for l in open(a.metrics) if l.strip()]
     if steps != list(range(1, len(steps) + 1)):
