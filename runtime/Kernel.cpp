@@ -175,6 +175,15 @@ void fatalKernelError(const std::string &node, const std::string &op,
   std::abort();
 }
 
+void fatalDataError(const std::string &node, const std::string &op,
+                    const std::string &message) {
+  std::fprintf(stderr, "oasr: error: node '%s' (%s): %s\n", node.c_str(),
+               op.c_str(), message.c_str());
+  std::fflush(nullptr);
+  // Other threads may be inside kernels: no destructors run.
+  std::_Exit(1);
+}
+
 void fatalKernelError(const std::string &message) {
   if (gNode)
     fatalKernelError(*gNode, *gOp, message);

@@ -67,9 +67,13 @@ enum class UnaryOp : int {
   Softsign,
   Sin,
   Cos,
-  Selu,           ///< alpha, gamma
-  Celu,           ///< alpha
-  ThresholdedRelu ///< alpha
+  Selu,            ///< alpha, gamma
+  Celu,            ///< alpha
+  ThresholdedRelu, ///< alpha
+  Floor,
+  Ceil,
+  Round, ///< half to even
+  Sign
 };
 
 /// An activation's gradient dX = f'(dY, z), z being the forward's result
@@ -102,8 +106,10 @@ enum class CmpOp : int {
 
 /// Broadcast arithmetic of two operands (Sum folds Add over its operands).
 /// PRelu is x > 0 ? x : slope x with the slope broadcast; Max and Min keep
-/// a NaN operand (torch.maximum's convention).
-enum class BinOp : int { Add, Sub, Mul, Div, Pow, PRelu, Max, Min };
+/// a NaN operand (torch.maximum's convention). Mod takes the divisor's sign
+/// (ONNX Mod with fmod 0, Python's %), Fmod the dividend's (fmod 1, C's
+/// fmod); an integer divisor of zero gives zero.
+enum class BinOp : int { Add, Sub, Mul, Div, Pow, PRelu, Max, Min, Mod, Fmod };
 
 /// One row of an op-name table.
 template <typename Kind> struct NamedOp {
@@ -135,7 +141,11 @@ inline constexpr NamedOp<UnaryOp> kUnaryOps[] = {
     {"Cos", UnaryOp::Cos},
     {"Selu", UnaryOp::Selu},
     {"Celu", UnaryOp::Celu},
-    {"ThresholdedRelu", UnaryOp::ThresholdedRelu}};
+    {"ThresholdedRelu", UnaryOp::ThresholdedRelu},
+    {"Floor", UnaryOp::Floor},
+    {"Ceil", UnaryOp::Ceil},
+    {"Round", UnaryOp::Round},
+    {"Sign", UnaryOp::Sign}};
 
 /// The gradient ops by name (GeluGrad as Gelu).
 inline constexpr NamedOp<GradOp> kGradOps[] = {
@@ -162,7 +172,7 @@ inline constexpr NamedOp<CmpOp> kCmpOps[] = {
 inline constexpr NamedOp<BinOp> kBinOps[] = {
     {"Add", BinOp::Add}, {"Sub", BinOp::Sub}, {"Mul", BinOp::Mul},
     {"Div", BinOp::Div}, {"Pow", BinOp::Pow}, {"PRelu", BinOp::PRelu},
-    {"Max", BinOp::Max}, {"Min", BinOp::Min}};
+    {"Max", BinOp::Max}, {"Min", BinOp::Min}, {"Mod", BinOp::Mod}};
 
 /// The kind of op `name` in `table`; none when it is not there.
 template <typename Kind, size_t N>
@@ -237,6 +247,18 @@ OASR_HOST_DEVICE inline float fmin(float a, float b) {
 OASR_HOST_DEVICE inline float fmax(float a, float b) {
   OASR_MATH_F(std::fmax(a, b), fmaxf(a, b));
 }
+OASR_HOST_DEVICE inline float floor(float x) {
+  OASR_MATH_F(std::floor(x), floorf(x));
+}
+OASR_HOST_DEVICE inline float ceil(float x) {
+  OASR_MATH_F(std::ceil(x), ceilf(x));
+}
+OASR_HOST_DEVICE inline float rint(float x) {
+  OASR_MATH_F(std::nearbyint(x), rintf(x));
+}
+OASR_HOST_DEVICE inline float fmod(float a, float b) {
+  OASR_MATH_F(std::fmod(a, b), fmodf(a, b));
+}
 OASR_HOST_DEVICE inline float pow(float a, float b) {
   OASR_MATH_F(std::pow(a, b), powf(a, b));
 }
@@ -308,6 +330,14 @@ OASR_HOST_DEVICE inline float sharedUnary(UnaryOp op, float x, float a,
     return celu(x, a);
   case UnaryOp::ThresholdedRelu:
     return thresholdedRelu(x, a);
+  case UnaryOp::Floor:
+    return math::floor(x);
+  case UnaryOp::Ceil:
+    return math::ceil(x);
+  case UnaryOp::Round:
+    return math::rint(x);
+  case UnaryOp::Sign:
+    return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x; // NaN and 0 kept
   default:
     return x;
   }
@@ -389,7 +419,19 @@ OASR_HOST_DEVICE inline T applyBinary(T a, T b) {
     return a != a ? a : (b != b || b > a) ? b : a;
   else if constexpr (Op == BinOp::Min)
     return a != a ? a : (b != b || b < a) ? b : a;
-  else if constexpr (std::is_floating_point_v<T>)
+  else if constexpr (Op == BinOp::Mod || Op == BinOp::Fmod) {
+    if constexpr (std::is_floating_point_v<T>) {
+      T r = T(math::fmod(float(a), float(b)));
+      return Op == BinOp::Mod && r != T(0) && ((r < T(0)) != (b < T(0))) ? r + b
+                                                                         : r;
+    } else {
+      if (b == T(0))
+        return T(0);
+      T r = a % b;
+      return Op == BinOp::Mod && r != T(0) && ((r < T(0)) != (b < T(0))) ? r + b
+                                                                         : r;
+    }
+  } else if constexpr (std::is_floating_point_v<T>)
     return b == T(2) ? a * a : T(math::pow(a, b));
   else
     return T(math::pow(double(a), double(b)));
@@ -413,6 +455,10 @@ OASR_HOST_DEVICE inline T applyBinary(BinOp op, T a, T b) {
     return applyBinary<BinOp::Max, T>(a, b);
   case BinOp::Min:
     return applyBinary<BinOp::Min, T>(a, b);
+  case BinOp::Mod:
+    return applyBinary<BinOp::Mod, T>(a, b);
+  case BinOp::Fmod:
+    return applyBinary<BinOp::Fmod, T>(a, b);
   case BinOp::Pow:
     break;
   }
@@ -496,6 +542,98 @@ OASR_HOST_DEVICE inline void cumSumLine(const Geom &g, const T *x, T *y,
     yl[at] = acc;
     if (g.exclusive)
       acc += v;
+  }
+}
+
+/// ReduceMax, ReduceMin and ReduceProd: a fold over the reduced elements.
+enum class FoldKind : int { Max, Min, Prod };
+
+inline std::optional<FoldKind> foldKindOf(std::string_view op) {
+  if (op == "ReduceMax")
+    return FoldKind::Max;
+  if (op == "ReduceMin")
+    return FoldKind::Min;
+  if (op == "ReduceProd")
+    return FoldKind::Prod;
+  return std::nullopt;
+}
+
+OASR_HOST_DEVICE inline float foldStart(FoldKind k) {
+  return k == FoldKind::Max ? -INFINITY : k == FoldKind::Min ? INFINITY : 1.0f;
+}
+
+/// One step of the fold (NaN handling is the caller's).
+OASR_HOST_DEVICE inline float foldStep(FoldKind k, float acc, float v) {
+  return k == FoldKind::Max   ? math::fmax(acc, v)
+         : k == FoldKind::Min ? math::fmin(acc, v)
+                              : acc * v;
+}
+
+/// ArgMax/ArgMin of line `line` (ArgGeom, OpGeometry.h): the index of its
+/// largest (smallest) element, the first or (`last`) the last of equals; the
+/// first NaN wins.
+template <typename Geom>
+OASR_HOST_DEVICE inline int64_t argExtremeLine(const Geom &g, const float *x,
+                                               int64_t line) {
+  const int64_t o = line / g.inner, i = line % g.inner;
+  const float *xl = x + o * g.n * g.inner + i;
+  int64_t best = 0;
+  float bv = xl[0];
+  for (int64_t k = 1; k < g.n && bv == bv; ++k) {
+    float v = xl[k * g.inner];
+    bool better = v != v || (g.max ? v > bv : v < bv) || (g.last && v == bv);
+    if (better) {
+      best = k;
+      bv = v;
+    }
+  }
+  return best;
+}
+
+/// TopK's order (TopKGeom, OpGeometry.h): element (a, ia) comes before (b,
+/// ib) when it is larger (smaller), a NaN being larger than any number, or
+/// equal with a lower index.
+OASR_HOST_DEVICE inline bool topKBefore(bool largest, float a, int64_t ia,
+                                        float b, int64_t ib) {
+  bool an = a != a, bn = b != b;
+  if (an || bn) {
+    if (an && bn)
+      return ia < ib;
+    return largest ? an : bn;
+  }
+  if (a == b)
+    return ia < ib;
+  return largest ? a > b : a < b;
+}
+
+/// TopK of line `line`: the k first elements in topKBefore's order, each
+/// found by a pass over the line (k passes, no scratch memory).
+template <typename Geom>
+OASR_HOST_DEVICE inline void topKLine(const Geom &g, const float *x,
+                                      float *values, int64_t *indices,
+                                      int64_t line) {
+  const int64_t o = line / g.inner, i = line % g.inner;
+  const float *xl = x + o * g.n * g.inner + i;
+  float *vl = values + o * g.k * g.inner + i;
+  int64_t *il = indices + o * g.k * g.inner + i;
+  float pv = 0.0f;
+  int64_t pi = -1;
+  for (int64_t j = 0; j < g.k; ++j) {
+    int64_t best = -1;
+    float bv = 0.0f;
+    for (int64_t m = 0; m < g.n; ++m) {
+      float v = xl[m * g.inner];
+      if (pi >= 0 && !topKBefore(g.largest, pv, pi, v, m))
+        continue;
+      if (best < 0 || topKBefore(g.largest, v, m, bv, best)) {
+        best = m;
+        bv = v;
+      }
+    }
+    vl[j * g.inner] = bv;
+    il[j * g.inner] = best;
+    pv = bv;
+    pi = best;
   }
 }
 

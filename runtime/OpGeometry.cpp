@@ -556,6 +556,13 @@ Status matMulShapes(const OpSpec &spec, std::vector<int64_t> &ad,
   return Status::success();
 }
 
+std::optional<BinOp> binaryOpOf(const OpSpec &spec) {
+  std::optional<BinOp> op = opNamed(kBinOps, spec.opType);
+  if (op == BinOp::Mod && spec.attrs.getInt("fmod", 0) != 0)
+    return BinOp::Fmod;
+  return op;
+}
+
 std::pair<float, float> activationParams(const OpSpec &spec, UnaryOp op) {
   double alpha = kEluAlpha, second = kHardSigmoidBeta;
   const char *secondName = "beta";
@@ -697,6 +704,26 @@ Status elementsGeom(const OpSpec &spec, ElementsGeom &g) {
   return Status::success();
 }
 
+/// X viewed as [outer, n, inner] around `axis` (checked against X's rank).
+static Status splitAtAxis(const OpSpec &spec, const std::vector<int64_t> &x,
+                          int64_t axis, int64_t &outer, int64_t &n,
+                          int64_t &inner) {
+  int64_t r = int64_t(x.size());
+  if (axis < -r || axis >= r)
+    return nodeError(spec, "axis " + std::to_string(axis) + " is outside [" +
+                               std::to_string(-r) + ", " + std::to_string(r) +
+                               ")");
+  if (axis < 0)
+    axis += r;
+  outer = inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= x[size_t(d)];
+  n = x[size_t(axis)];
+  for (int64_t d = axis + 1; d < r; ++d)
+    inner *= x[size_t(d)];
+  return Status::success();
+}
+
 Status cumSumGeom(const OpSpec &spec, CumSumGeom &g) {
   OASR_RETURN_IF_ERROR(checkArity(spec, 2, 2, 1, 1));
   const TensorDesc &x = spec.inputs[0];
@@ -716,20 +743,136 @@ Status cumSumGeom(const OpSpec &spec, CumSumGeom &g) {
     std::memcpy(&w, spec.inputValues[1].data(), 4);
     axis = w;
   }
-  int64_t r = int64_t(x.rank());
-  if (axis < -r || axis >= r)
-    return nodeError(spec, "axis " + std::to_string(axis) + " is outside [" +
-                               std::to_string(-r) + ", " + std::to_string(r) +
-                               ")");
-  if (axis < 0)
-    axis += r;
-  for (int64_t d = 0; d < axis; ++d)
-    g.outer *= x.shape[size_t(d)];
-  g.n = x.shape[size_t(axis)];
-  for (int64_t d = axis + 1; d < r; ++d)
-    g.inner *= x.shape[size_t(d)];
+  OASR_RETURN_IF_ERROR(splitAtAxis(spec, x.shape, axis, g.outer, g.n, g.inner));
   g.exclusive = spec.attrs.getInt("exclusive", 0) != 0;
   g.reverse = spec.attrs.getInt("reverse", 0) != 0;
+  return Status::success();
+}
+
+/// The tuples of GatherND/ScatterND: data and indices of shapes `data` and
+/// `idx`, `b` batch dimensions; `slices` is the shape of what the tuples
+/// name, indices.shape[:-1] + data.shape[b + k:].
+static Status ndGeom(const OpSpec &spec, const std::vector<int64_t> &data,
+                     const std::vector<int64_t> &idx, ScatterNDGeom &g,
+                     std::vector<int64_t> &slices) {
+  const int64_t b = spec.attrs.getInt("batch_dims", 0);
+  const int64_t r = int64_t(data.size()), q = int64_t(idx.size());
+  if (q < 1 || b < 0 || b >= std::min(r, q))
+    return nodeError(spec, "batch_dims " + std::to_string(b) +
+                               " must be below the ranks of data " +
+                               shapeStr(data) + " and indices " +
+                               shapeStr(idx));
+  g.k = idx.back();
+  if (g.k < 1 || g.k > r - b || g.k > 8) {
+    return nodeError(spec, "the indices' last dimension (" +
+                               std::to_string(g.k) + ") must be in [1, " +
+                               std::to_string(std::min<int64_t>(r - b, 8)) +
+                               "]");
+  }
+  for (int64_t d = 0; d < b; ++d)
+    if (data[size_t(d)] != idx[size_t(d)])
+      return nodeError(spec, "data " + shapeStr(data) + " and indices " +
+                                 shapeStr(idx) + " differ in batch dimension " +
+                                 std::to_string(d));
+  slices.assign(idx.begin(), idx.end() - 1);
+  slices.insert(slices.end(), data.begin() + b + g.k, data.end());
+  g.batchDims = b;
+  g.count = 1;
+  for (int64_t i = 0; i + 1 < q; ++i)
+    g.count *= idx[size_t(i)];
+  int64_t batches = 1;
+  for (int64_t i = 0; i < b; ++i)
+    batches *= idx[size_t(i)];
+  g.perBatch = batches > 0 ? std::max<int64_t>(g.count / batches, 1) : 1;
+  g.slice = 1;
+  for (int64_t i = b + g.k; i < r; ++i)
+    g.slice *= data[size_t(i)];
+  int64_t stride = g.slice;
+  for (int64_t d = g.k - 1; d >= 0; --d) {
+    g.dims[d] = data[size_t(b + d)];
+    g.strides[d] = stride;
+    stride *= data[size_t(b + d)];
+  }
+  g.batchStride = b > 0 ? stride : 0;
+  return Status::success();
+}
+
+Status gatherNDGeom(const OpSpec &spec, ScatterNDGeom &g) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 2, 2, 1, 1));
+  OASR_RETURN_IF_ERROR(checkDType(spec, true, 1, DType::I64));
+  OASR_RETURN_IF_ERROR(checkDType(spec, false, 0, spec.inputs[0].dtype));
+  std::vector<int64_t> want;
+  OASR_RETURN_IF_ERROR(
+      ndGeom(spec, spec.inputs[0].shape, spec.inputs[1].shape, g, want));
+  if (spec.outputs[0].shape != want)
+    return nodeError(spec, "result " + shapeStr(spec.outputs[0].shape) +
+                               "; indices " + shapeStr(spec.inputs[1].shape) +
+                               " and data " + shapeStr(spec.inputs[0].shape) +
+                               " give " + shapeStr(want));
+  return Status::success();
+}
+
+Status argGeom(const OpSpec &spec, ArgGeom &g) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 1, 1, 1, 1));
+  OASR_RETURN_IF_ERROR(checkDType(spec, true, 0, DType::F32));
+  OASR_RETURN_IF_ERROR(checkDType(spec, false, 0, DType::I64));
+  const TensorDesc &x = spec.inputs[0];
+  OASR_RETURN_IF_ERROR(splitAtAxis(spec, x.shape, spec.attrs.getInt("axis", 0),
+                                   g.outer, g.n, g.inner));
+  if (spec.outputs[0].numel() != g.outer * g.inner || g.n < 1)
+    return nodeError(spec, "result " + shapeStr(spec.outputs[0].shape) +
+                               " is not X " + shapeStr(x.shape) +
+                               " without its axis");
+  g.max = spec.opType == "ArgMax";
+  g.last = spec.attrs.getInt("select_last_index", 0) != 0;
+  return Status::success();
+}
+
+Status topKGeom(const OpSpec &spec, TopKGeom &g) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 2, 2, 2, 2));
+  OASR_RETURN_IF_ERROR(checkDType(spec, true, 0, DType::F32));
+  OASR_RETURN_IF_ERROR(checkDType(spec, false, 0, DType::F32));
+  OASR_RETURN_IF_ERROR(checkDType(spec, false, 1, DType::I64));
+  const TensorDesc &x = spec.inputs[0];
+  int64_t axis = spec.attrs.getInt("axis", -1);
+  OASR_RETURN_IF_ERROR(splitAtAxis(spec, x.shape, axis, g.outer, g.n, g.inner));
+  std::vector<int64_t> ys = x.shape;
+  size_t a = size_t(axis < 0 ? axis + int64_t(x.rank()) : axis);
+  g.k = spec.outputs[0].rank() == x.rank() ? spec.outputs[0].shape[a] : -1;
+  if (g.k < 0 || g.k > g.n)
+    return nodeError(spec, "k " + std::to_string(g.k) +
+                               " is larger than the axis (" +
+                               std::to_string(g.n) + ")");
+  ys[a] = g.k;
+  for (size_t i = 0; i < 2; ++i)
+    if (spec.outputs[i].shape != ys)
+      return nodeError(spec, "result " + std::to_string(i) + " is " +
+                                 shapeStr(spec.outputs[i].shape) +
+                                 ", expected " + shapeStr(ys));
+  g.largest = spec.attrs.getInt("largest", 1) != 0;
+  return Status::success();
+}
+
+Status oneHotGeom(const OpSpec &spec, OneHotGeom &g) {
+  OASR_RETURN_IF_ERROR(checkArity(spec, 3, 3, 1, 1));
+  const TensorDesc &idx = spec.inputs[0], &values = spec.inputs[2];
+  g.indexType = idx.dtype;
+  if (g.indexType != DType::I64 && g.indexType != DType::I32 &&
+      g.indexType != DType::F32)
+    return nodeError(spec, std::string("indices of type ") +
+                               dtypeName(idx.dtype) +
+                               ", expected i64, i32 or f32");
+  if (values.numel() != 2)
+    return nodeError(spec, "values must hold two elements [off, on], not " +
+                               shapeStr(values.shape));
+  OASR_RETURN_IF_ERROR(checkDType(spec, false, 0, values.dtype));
+  const std::vector<int64_t> &ys = spec.outputs[0].shape;
+  int64_t r = int64_t(ys.size()), axis = spec.attrs.getInt("axis", -1);
+  if (r != int64_t(idx.rank()) + 1)
+    return nodeError(spec, "result " + shapeStr(ys) + " must have one more " +
+                               "dimension than the indices " +
+                               shapeStr(idx.shape));
+  OASR_RETURN_IF_ERROR(splitAtAxis(spec, ys, axis, g.outer, g.depth, g.inner));
   return Status::success();
 }
 
@@ -744,31 +887,12 @@ Status scatterNDGeom(const OpSpec &spec, ScatterNDGeom &g) {
     return nodeError(spec, "expects indices of rank >= 1 and a result of the "
                            "data's shape");
   }
-  g.k = idx.back();
-  if (g.k < 1 || g.k > int64_t(data.size()) || g.k > 8) {
-    return nodeError(
-        spec, "the indices' last dimension (" + std::to_string(g.k) +
-                  ") must be in [1, " +
-                  std::to_string(std::min<size_t>(data.size(), 8)) + "]");
-  }
-  std::vector<int64_t> want(idx.begin(), idx.end() - 1);
-  want.insert(want.end(), data.begin() + g.k, data.end());
+  std::vector<int64_t> want;
+  OASR_RETURN_IF_ERROR(ndGeom(spec, data, idx, g, want));
   if (upd != want) {
     return nodeError(spec, "updates have shape " + shapeStr(upd) +
                                "; indices " + shapeStr(idx) + " and data " +
                                shapeStr(data) + " need " + shapeStr(want));
-  }
-  g.count = 1;
-  for (size_t i = 0; i + 1 < idx.size(); ++i)
-    g.count *= idx[i];
-  g.slice = 1;
-  for (size_t i = g.k; i < data.size(); ++i)
-    g.slice *= data[i];
-  int64_t stride = g.slice;
-  for (int64_t d = g.k - 1; d >= 0; --d) {
-    g.dims[d] = data[d];
-    g.strides[d] = stride;
-    stride *= data[d];
   }
   std::string r = spec.attrs.getString("reduction", "none");
   if (r == "none")

@@ -276,6 +276,10 @@ Status matMulShapes(const OpSpec &spec, std::vector<int64_t> &a,
 /// Selu's gamma); ops without parameters ignore them.
 std::pair<float, float> activationParams(const OpSpec &spec, UnaryOp op);
 
+/// The broadcast arithmetic `spec` runs (kBinOps by name; Mod with fmod 1 is
+/// Fmod); none for another op.
+std::optional<BinOp> binaryOpOf(const OpSpec &spec);
+
 enum class SceReduction : int { Mean, Sum, None };
 
 /// Softmax cross-entropy over scores [N, C, D...] (d = product of the
@@ -300,14 +304,71 @@ enum class ScatterReduction : int { None, Add, Mul, Max, Min };
 /// replaced (or reduced into): tuple t writes `slice` contiguous elements at
 /// element offset sum_d indices[t, d] * strides[d] (negative indices count
 /// from the end of dims[d]).
+/// With `batchDims` b > 0 (GatherND's batch_dims; ScatterND's as
+/// GatherND's gradient builds it), the first b dimensions of data and
+/// indices are one batch: tuple t indexes batch t / perBatch, which starts
+/// at element (t / perBatch) * batchStride.
 struct ScatterNDGeom {
   int64_t count = 0, k = 0, slice = 1;
   int64_t dims[8] = {}, strides[8] = {};
+  int64_t batchDims = 0, perBatch = 1, batchStride = 0;
   ScatterReduction reduction = ScatterReduction::None;
 };
 /// Validates ScatterND's operands (i64 indices, updates of shape
-/// indices.shape[:-1] + data.shape[k:], the reduction attribute).
+/// indices.shape[:-1] + data.shape[b + k:], the reduction attribute).
 Status scatterNDGeom(const OpSpec &spec, ScatterNDGeom &g);
+/// GatherND {batch_dims}: data, indices -> the slices the tuples name, of
+/// shape indices.shape[:-1] + data.shape[b + k:].
+Status gatherNDGeom(const OpSpec &spec, ScatterNDGeom &g);
+
+/// The data offset of tuple `t` of a GatherND/ScatterND, or -1 when an
+/// index is outside its dimension (negative ones count from its end); the
+/// outside index in `bad`.
+OASR_HOST_DEVICE inline int64_t ndTupleOffset(const ScatterNDGeom &g,
+                                              const int64_t *idx, int64_t t,
+                                              int64_t *bad = nullptr) {
+  int64_t off = (t / g.perBatch) * g.batchStride;
+  for (int64_t d = 0; d < g.k; ++d) {
+    int64_t i = idx[t * g.k + d];
+    int64_t j = i < 0 ? i + g.dims[d] : i;
+    if (j < 0 || j >= g.dims[d]) {
+      if (bad)
+        *bad = i;
+      return -1;
+    }
+    off += j * g.strides[d];
+  }
+  return off;
+}
+
+/// ArgMax / ArgMin {axis, keepdims, select_last_index}: X (f32) viewed as
+/// [outer, n, inner] -> the i64 index of the extreme along n per (outer,
+/// inner); a NaN is the extreme (torch.argmax).
+struct ArgGeom {
+  int64_t outer = 1, n = 1, inner = 1;
+  bool max = true, last = false;
+};
+Status argGeom(const OpSpec &spec, ArgGeom &g);
+
+/// TopK {axis, largest, sorted}: X (f32) viewed as [outer, n, inner] -> the
+/// k largest (smallest) values along n and their i64 indices, best first,
+/// ties by lower index; a NaN counts as larger than any number (torch.topk).
+/// K must be a constant of the program, at most n.
+struct TopKGeom {
+  int64_t outer = 1, n = 1, inner = 1, k = 0;
+  bool largest = true;
+};
+Status topKGeom(const OpSpec &spec, TopKGeom &g);
+
+/// OneHot {axis}: indices (i64, i32 or f32), depth, values [off, on] -> the
+/// result viewed as [outer, depth, inner], element (o, d, i) `on` where
+/// indices[o, i] (negative ones plus depth) is d; an index outside
+/// [-depth, depth) gives a line of `off`.
+struct OneHotGeom {
+  int64_t outer = 1, depth = 1, inner = 1;
+  DType indexType = DType::I64;
+};
+Status oneHotGeom(const OpSpec &spec, OneHotGeom &g);
 
 /// GatherElements (data, indices -> Y of indices' shape) and ScatterElements
 /// (data, indices, updates -> Y of data's shape) along `axis`: element i of

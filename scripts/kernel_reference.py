@@ -602,6 +602,49 @@ def g_transformer():
     x[1, 2, 3] = float("nan")
     cs.append(Case("reduce_max", "ReduceMax", {"axes": [1], "keepdims": 0}).inp(x).out(f64(torch.amax(x, 1))))
     cs.append(Case("reduce_min", "ReduceMin", {"axes": [0, 2], "keepdims": 1}).inp(x).out(f64(torch.amin(x, (0, 2), keepdim=True))))
+    # ReduceProd, with a zero in one of the products.
+    x = rnd(3, 4, 5, lo=0.5, hi=1.5)
+    x[0, 1, 2] = 0.0
+    cs.append(Case("reduce_prod", "ReduceProd", {"axes": [1], "keepdims": 0}).inp(x).out(f64(torch.prod(x, 1))))
+    cs.append(Case("reduce_prod_all", "ReduceProd", {"keepdims": 1}).inp(x[1:]).out(f64(torch.prod(x[1:]).reshape(1, 1, 1))))
+    # ArgMax/ArgMin: ties go to the first (or, select_last_index, the last)
+    # index; a NaN wins (torch.argmax).
+    x = rnd(4, 6, 5)
+    x[0, 2, 1] = x[0, 4, 1] = 9.0
+    x[2, 3, 3] = float("nan")
+    cs.append(Case("argmax", "ArgMax", {"axis": 1, "keepdims": 0}).inp(x).out(torch.argmax(x, 1)))
+    cs.append(Case("argmin_keep", "ArgMin", {"axis": -1}).inp(x[:, :4]).out(torch.argmin(x[:, :4], -1, keepdim=True)))
+    xs = x[0:1, :, 1:2]
+    last = 5 - torch.argmax(torch.flip(xs, [1]), 1, keepdim=True)
+    cs.append(Case("argmax_last", "ArgMax", {"axis": 1, "select_last_index": 1}).inp(xs).out(last))
+    # TopK: largest and smallest along an inner axis, on distinct values
+    # that bf16 holds exactly (torch.topk leaves the order of ties open).
+    x = torch.randperm(108).reshape(3, 9, 4).double() / 16 - 3
+    v, i = torch.topk(x, 3, dim=1)
+    cs.append(Case("topk", "TopK", {"axis": 1}).inp(x, torch.tensor([3])).out(f64(v), i))
+    v, i = torch.topk(x, 4, dim=-1, largest=False)
+    cs.append(Case("topk_smallest", "TopK", {"largest": 0}).inp(x, torch.tensor([4])).out(f64(v), i))
+    # OneHot: negative indices count from the end, values in their type.
+    ids = torch.tensor([[0, 3, -1], [2, -4, 1]])
+    depth = 4
+    oh = F.one_hot(ids % depth, depth)
+    cs.append(Case("onehot", "OneHot").inp(ids, torch.tensor(depth), torch.tensor([0.0, 1.0]).double()).out(f64(oh.double())))
+    cs.append(Case("onehot_ax0_i64", "OneHot", {"axis": 0}).inp(ids, torch.tensor([depth]), torch.tensor([-1, 5])).out((oh * 6 - 1).permute(2, 0, 1).contiguous()))
+    # GatherND with and without batch dimensions; ScatterND adds into zeros
+    # with the same tuples (GatherND's gradient).
+    data = rnd(2, 5, 4, 3)
+    nd = torch.stack([torch.randint(0, 2, (2, 3)), torch.randint(-5, 5, (2, 3))], -1)
+    g0 = data[nd[..., 0], nd[..., 1] % 5]
+    cs.append(Case("gathernd", "GatherND").inp(data, nd).out(f64(g0)))
+    bi = torch.stack([torch.randint(0, 5, (2, 6)), torch.randint(0, 4, (2, 6))], -1)
+    g1 = torch.stack([data[b][bi[b, :, 0], bi[b, :, 1]] for b in range(2)])
+    cs.append(Case("gathernd_batch", "GatherND", {"batch_dims": 1}).inp(data, bi).out(f64(g1)))
+    dy = rnd(*g1.shape)
+    acc = torch.zeros_like(data)
+    for b in range(2):
+        for t in range(6):
+            acc[b, bi[b, t, 0], bi[b, t, 1]] += dy[b, t]
+    cs.append(Case("scatternd_batch_add", "ScatterND", {"batch_dims": 1, "reduction": "add"}).inp(torch.zeros_like(data), bi, dy).out(f64(acc)))
     # GatherElements / ScatterElements along an axis, negative indices and
     # repeats (scatter-add); the replacing scatter writes each element once.
     x = rnd(3, 7, 5)
@@ -758,6 +801,18 @@ def g_pointwise():
         ("ThresholdedRelu", lambda v: torch.where(v > 1.5, v, 0.0), {"alpha": 1.5}),
     ]:
         cs.append(Case(op.lower(), op, attrs).inp(x).out(f64(fn(x))))
+    # Piecewise constant ones; Round is half to even, as torch.round.
+    xr = torch.cat([x.flatten()[:64], torch.tensor([-2.5, -0.5, 0.5, 1.5, 2.5, 0.0, -0.0]).double()])
+    for op, fn in [("Floor", torch.floor), ("Ceil", torch.ceil), ("Round", torch.round), ("Sign", torch.sign)]:
+        cs.append(Case(op.lower(), op).inp(xr).out(f64(fn(xr))))
+    # Mod: fmod 1 takes the dividend's sign (torch.fmod), fmod 0 the
+    # divisor's (torch.remainder), on floats and integers.
+    a, b = rnd(3, 8, lo=-9, hi=9), rnd(8, lo=0.5, hi=3) * torch.where(torch.arange(8) % 2 == 0, 1.0, -1.0).double()
+    cs.append(Case("fmod_f32", "Mod", {"fmod": 1}).inp(a, b).out(f64(torch.fmod(a.float(), b.float()))))
+    cs.append(Case("mod_f32", "Mod").inp(a, b).out(f64(torch.remainder(a.float(), b.float()))))
+    ia, ib = torch.randint(-20, 20, (3, 8)), torch.tensor([3, -3, 5, -5, 7, -7, 2, -2])
+    cs.append(Case("mod_i64", "Mod").inp(ia, ib).out(torch.remainder(ia, ib)))
+    cs.append(Case("fmod_i64", "Mod", {"fmod": 1}).inp(ia, ib).out(torch.fmod(ia, ib)))
     a, s = rnd(2, 3, 4, 5), rnd(3, 1, 1)
     cs.append(Case("prelu", "PRelu").inp(a, s).out(f64(torch.where(a > 0, a, a * s))))
     b = rnd(3, 1, 5)

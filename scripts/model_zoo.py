@@ -476,10 +476,44 @@ class Reductions(nn.Module):
         return self.head(torch.cat(feat, 1))
 
 
+class IndexSelect(nn.Module):
+    """Selection by index: top-k routing scores whose values train
+    (torch.topk, TopK), advanced indexing by two index tensors, products
+    (torch.prod, ReduceProd, one with a zero in each column), fmod and
+    remainder, floor and round (Mod, Floor, Round: no gradient through the
+    rounding), and the one-hot of an argmax as a mask (ArgMax, OneHot)."""
+
+    def __init__(self):
+        super().__init__()
+        t, c = 6, 8
+        g = torch.Generator().manual_seed(7)
+        self.register_buffer("rows", torch.randint(0, t, (5,), generator=g))
+        self.register_buffer("cols", torch.randint(0, c, (5,), generator=g))
+        self.proj = nn.Linear(c, c)
+        # Starts at zero: its gradient is the product of the others.
+        self.zero = nn.Parameter(torch.zeros(1, 1, c))
+        self.head = nn.Linear(t * 3 + 5 + c + t * c + t, CLASSES)
+
+    def forward(self, x):
+        h = torch.tanh(self.proj(x))
+        top, _ = torch.topk(h, 3, dim=2)
+        picked = h[:, self.rows, self.cols]
+        z = self.zero.expand(h.shape[0], -1, -1)
+        prod = torch.prod(1 + 0.5 * h, dim=1) + \
+            torch.prod(torch.cat([1 + 0.5 * h[:, 1:], z], 1), dim=1)
+        wrapped = torch.fmod(h * 3, 0.7) + torch.remainder(h * 3, 0.7) + \
+            0.1 * torch.floor(h * 4) + 0.1 * torch.round(h * 4)
+        mask = F.one_hot(torch.argmax(h, dim=2), h.shape[2]).to(h.dtype)
+        chosen = (mask * h).sum(2)
+        return self.head(torch.cat([top.flatten(1), picked, prod,
+                                    wrapped.flatten(1), chosen], 1))
+
+
 # name -> (constructor, input kind, input shape per sample)
 MODELS = {
     "reductions": (Reductions, "image", (3, 6, 6)),
     "gather-scatter": (GatherScatter, "image", (6, 8)),
+    "index-select": (IndexSelect, "image", (6, 8)),
     "superres": (SuperResolution, "image", (3, 6, 6)),
     "einsum": (EinsumMixer, "image", (6, 8)),
     "activations": (ActivationCNN, "image", (3, 8, 8)),

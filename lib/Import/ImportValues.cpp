@@ -181,11 +181,13 @@ bool ONNXImporter::isTrainableUse(const onnx::NodeProto &node, size_t position,
     return true;
   if (op == "BatchNormalization" || op == "InstanceNormalization" ||
       op == "LayerNormalization" || op == "GroupNormalization" ||
-      op == "SimplifiedLayerNormalization" || op == "SkipLayerNormalization")
+      op == "SimplifiedLayerNormalization" || op == "SkipLayerNormalization" ||
+      op == "RMSNormalization")
     return position == 1 || position == 2;
-  if (op == "Gather" || op == "GatherElements")
+  if (op == "Gather" || op == "GatherElements" || op == "GatherND")
     return position == 0;
-  if (op == "ScatterElements") // learned updates written into a tensor
+  // Learned updates written into a tensor.
+  if (op == "ScatterElements" || op == "ScatterND")
     return position == 2;
   if (op == "LSTM" || op == "GRU" || op == "RNN")
     return position >= 1 && position <= 3;

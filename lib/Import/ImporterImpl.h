@@ -51,7 +51,7 @@ using llvm::StringRef;
 
 /// Supported ranges (see docs/importer.md).
 inline constexpr int64_t kMinIRVersion = 3, kMaxIRVersion = 11;
-inline constexpr int64_t kMinOpset = 11, kMaxOpset = 21;
+inline constexpr int64_t kMinOpset = 11, kMaxOpset = 23;
 /// Non-parameter initializers with at most this many elements become
 /// `Constant` nodes; bigger float ones become state, others resource blobs.
 inline constexpr int64_t kSmallConstant = 16;

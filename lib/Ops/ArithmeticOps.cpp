@@ -101,6 +101,10 @@ static bool foldElementwise(FoldContext &c) {
       if (b == 0)
         return false;
       r = op == "Div" ? a / b : a % b;
+      // Mod without fmod takes the divisor's sign (Python's %).
+      if (op == "Mod" && !c.attrs.getInt("fmod", 0) && r != 0 &&
+          (r < 0) != (b < 0))
+        r += b;
     } else if (op == "Equal")
       r = a == b;
     else if (op == "Less")
@@ -137,10 +141,6 @@ static bool foldElementwise(FoldContext &c) {
 //===----------------------------------------------------------------------===//
 // Gradient rules
 //===----------------------------------------------------------------------===//
-
-static Type typeOf(GradContext &c, unsigned operand) {
-  return c.in(operand).getType();
-}
 
 /// <Op>Grad(dY, Y) -> dX, from the forward result (ONNX Runtime's
 /// SigmoidGrad/TanhGrad convention), keeping the forward's attributes.
@@ -330,6 +330,28 @@ static LogicalResult gradAbs(GradContext &c) {
                          c.node1("Neg", t, {g}), zero});
   c.dIns = {c.node1("Where", t,
                     {c.node1("Greater", boolLike(c, t), {x, zero}), g, below})};
+  return success();
+}
+
+static LogicalResult gradNone(GradContext &) { return success(); }
+
+static LogicalResult gradMod(GradContext &c) {
+  // y = a - q b with q = floor(a / b) (fmod 0) or trunc(a / b) (fmod 1),
+  // piecewise constant: da = g, db = -g q (torch.remainder's and
+  // torch.fmod's rules).
+  Type t = c.out(0).getType();
+  Value g = c.dOut();
+  if (c.wants(0))
+    c.dIns.push_back(c.sumTo(g, c.in(0).getType()));
+  else
+    c.dIns.push_back(Value());
+  if (c.wants(1)) {
+    Value q =
+        c.node1("Div", t, {c.node1("Sub", t, {c.in(0), c.out(0)}), c.in(1)});
+    q = c.node1("Round", t, {q});
+    c.dIns.push_back(c.sumTo(c.node1("Neg", t, {c.node1("Mul", t, {g, q})}),
+                             c.in(1).getType()));
+  }
   return success();
 }
 
@@ -674,8 +696,10 @@ static void registerBroadcastOps(OpRegistry &r) {
   // Shape rules for import and planning only.
   constexpr const char *kNoKernel =
       "shape rule for import and planning; no kernel yet";
-  for (const char *op : {"Floor", "Ceil", "Round", "Hardmax", "Sign"})
-    r.add(op).traits(Elementwise).shape(shapeUnary).noKernels(kNoKernel);
+  // Piecewise constant: no gradient flows back (PyTorch's zeros).
+  for (const char *op : {"Floor", "Ceil", "Round", "Sign"})
+    r.add(op).traits(Elementwise).shape(shapeUnary).grad(gradNone);
+  r.add("Hardmax").traits(Elementwise).shape(shapeUnary).noKernels(kNoKernel);
   for (const char *op : {"IsNaN", "IsInf"})
     r.add(op).traits(Elementwise).shape(shapeUnary).noKernels(kNoKernel);
   for (const char *op : {"FastGelu", "BiasGelu"})
@@ -684,7 +708,7 @@ static void registerBroadcastOps(OpRegistry &r) {
       .traits(Elementwise)
       .shape(shapeBroadcast)
       .fold(foldElementwise)
-      .noKernels(kNoKernel);
+      .grad(gradMod);
   r.add("BitShift")
       .traits(Elementwise)
       .shape(shapeBroadcast)

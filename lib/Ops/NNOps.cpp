@@ -778,10 +778,6 @@ static LogicalResult formSoftmaxCrossEntropy(NodeOp node) {
 // Gradient rules
 //===----------------------------------------------------------------------===//
 
-static Type typeOf(GradContext &c, unsigned operand) {
-  return c.in(operand).getType();
-}
-
 static LogicalResult gradConv(GradContext &c) {
   SmallVector<Type> types = {typeOf(c, 0), typeOf(c, 1)};
   if (c.fwd->getNumOperands() > 2)
@@ -977,21 +973,6 @@ static LogicalResult gradResize(GradContext &c) {
   c.dIns.assign(c.fwd->getNumOperands(), Value());
   c.dIns[0] = c.node1("ResizeGrad", typeOf(c, 0), operands, attrs);
   return success();
-}
-
-/// The ONNX position of each operand of `node` (absent optional inputs
-/// left out in the middle are recorded in oasr.absent_inputs).
-static SmallVector<int64_t> onnxPositions(NodeOp node) {
-  SmallVector<int64_t> absent;
-  if (auto a =
-          node->getAttrOfType<DenseI64ArrayAttr>(mlir::oasr::kAbsentInputsAttr))
-    absent.assign(a.asArrayRef().begin(), a.asArrayRef().end());
-  SmallVector<int64_t> positions;
-  for (int64_t pos = 0; int64_t(positions.size()) < node->getNumOperands();
-       ++pos)
-    if (!llvm::is_contained(absent, pos))
-      positions.push_back(pos);
-  return positions;
 }
 
 /// LSTM/GRU: <Op>Grad(X, W, R, B, initial_h[, initial_c], dY, dY_h[, dY_c])

@@ -49,6 +49,8 @@ const OpRegistry &OpRegistry::get() {
     registerArithmeticOps(r);
     registerNNOps(r);
     registerShapeOps(r);
+    registerIndexOps(r);
+    registerFunctionOps(r);
     for (OpDef &d : r.defs)
       for (const CpuOnlyMark &m : kCpuOnly)
         if (d.domain.empty() && d.name == m.op && d.kernels == Kernels::All) {
@@ -606,6 +608,27 @@ Value transposeAt(NodeOp node, Value v, ArrayRef<int64_t> perm) {
       .node(node.getLoc(), "Transpose", {t.clone(shape)}, {v},
             {b.getNamedAttr("perm", b.getI64ArrayAttr(perm))})
       ->getResult(0);
+}
+
+SmallVector<int64_t> onnxPositions(NodeOp node) {
+  SmallVector<int64_t> absent;
+  if (auto a =
+          node->getAttrOfType<DenseI64ArrayAttr>(mlir::oasr::kAbsentInputsAttr))
+    absent.assign(a.asArrayRef().begin(), a.asArrayRef().end());
+  SmallVector<int64_t> positions;
+  for (int64_t pos = 0; int64_t(positions.size()) < node->getNumOperands();
+       ++pos)
+    if (!llvm::is_contained(absent, pos))
+      positions.push_back(pos);
+  return positions;
+}
+
+Value onnxOperand(NodeOp node, int64_t position) {
+  SmallVector<int64_t> positions = onnxPositions(node);
+  auto it = llvm::find(positions, position);
+  return it == positions.end()
+             ? Value()
+             : node->getOperand(unsigned(it - positions.begin()));
 }
 
 LogicalResult replaceBy(NodeOp node, Value v) {

@@ -54,6 +54,10 @@ int64_t windowOutput(int64_t in, int64_t kernel, int64_t stride,
 
 /// Every result like input 0.
 bool shapeSameAsInput(ShapeContext &c);
+/// The type of the forward node's operand `operand` (gradient rules).
+inline mlir::Type typeOf(GradContext &c, unsigned operand) {
+  return c.in(operand).getType();
+}
 /// Every result the numpy broadcast of all inputs, with input 0's type.
 bool shapeBroadcast(ShapeContext &c);
 

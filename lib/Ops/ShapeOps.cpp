@@ -705,10 +705,6 @@ static bool foldTranspose(FoldContext &c) {
 // Gradient rules
 //===----------------------------------------------------------------------===//
 
-static Type typeOf(GradContext &c, unsigned operand) {
-  return c.in(operand).getType();
-}
-
 static LogicalResult gradConcat(GradContext &c) {
   int64_t axis = intAttr(c.fwd, "axis", 0);
   auto y = cast<RankedTensorType>(c.out(0).getType());
@@ -963,35 +959,89 @@ static LogicalResult reducedShape(GradContext &c, SmallVector<int64_t> &kept,
   return success();
 }
 
-/// ReduceMax and ReduceMin: dY to the elements equal to the result, shared
-/// evenly among ties (torch.amax's rule).
-static LogicalResult gradReduceExtreme(GradContext &c) {
+namespace {
+/// What the elementwise reduction rules build on: X's type, the result's
+/// type with the reduced axes kept as 1, the reduced axes, and values of
+/// the kept shape broadcast back to X.
+struct KeptReduction {
+  GradContext &c;
+  RankedTensorType x, kept;
+  SmallVector<int64_t> axes;
+
+  Value full(Value v) {
+    return c.node1("Expand", x, {c.reshape(v, kept), c.shape(x.getShape())});
+  }
+  /// `op` over the reduced axes, keepdims 1.
+  Value reduce(StringRef op, Value v) {
+    return c.node1(
+        op, kept, {v, c.shape(axes)},
+        {c.b().getNamedAttr("keepdims", c.b().getI64IntegerAttr(1))});
+  }
+  /// 1 where `mask` holds, else 0, in X's type.
+  Value ones(Value mask) {
+    return c.node1(
+        "Cast", x, {mask},
+        {c.b().getNamedAttr(
+            "to", c.b().getI64IntegerAttr(onnxFloatType(x.getElementType())))});
+  }
+  Value scalar(double v) {
+    return c.splat(RankedTensorType::get({}, x.getElementType()), v);
+  }
+};
+} // namespace
+
+static FailureOr<KeptReduction> keptReduction(GradContext &c) {
   auto x = cast<RankedTensorType>(typeOf(c, 0));
   SmallVector<int64_t> kept;
   int64_t count;
   if (failed(reducedShape(c, kept, count)))
     return failure();
-  auto keptT = x.clone(kept);
-  auto full = [&](Value v) {
-    return c.node1("Expand", x, {c.reshape(v, keptT), c.shape(x.getShape())});
-  };
-  auto boolT = x.clone(c.b().getI1Type());
-  Value hit = c.node1("Equal", boolT, {c.in(0), full(c.out(0))});
-  Value ones = c.node1(
-      "Cast", x, {hit},
-      {c.b().getNamedAttr(
-          "to", c.b().getI64IntegerAttr(onnxFloatType(x.getElementType())))});
-  SmallVector<int64_t> axes;
+  KeptReduction r{c, x, x.clone(kept), {}};
   for (auto [i, k] : llvm::enumerate(kept))
     if (k == 1 && x.getDimSize(int64_t(i)) != 1)
-      axes.push_back(int64_t(i));
-  Value ties =
-      c.node1("ReduceSum", keptT, {ones, c.shape(axes)},
-              {c.b().getNamedAttr("keepdims", c.b().getI64IntegerAttr(1))});
-  Value share = c.node1("Div", keptT, {c.reshape(c.dOut(), keptT), ties});
-  auto scalar = RankedTensorType::get({}, x.getElementType());
+      r.axes.push_back(int64_t(i));
+  return r;
+}
+
+/// ReduceMax and ReduceMin: dY to the elements equal to the result, shared
+/// evenly among ties (torch.amax's rule).
+static LogicalResult gradReduceExtreme(GradContext &c) {
+  FailureOr<KeptReduction> r = keptReduction(c);
+  if (failed(r))
+    return failure();
+  Value hit = c.node1("Equal", r->x.clone(c.b().getI1Type()),
+                      {c.in(0), r->full(c.out(0))});
+  Value ties = r->reduce("ReduceSum", r->ones(hit));
+  Value share = c.node1("Div", r->kept, {c.reshape(c.dOut(), r->kept), ties});
   c.dIns.assign(c.fwd->getNumOperands(), Value());
-  c.dIns[0] = c.node1("Where", x, {hit, full(share), c.splat(scalar, 0.0)});
+  c.dIns[0] = c.node1("Where", r->x, {hit, r->full(share), r->scalar(0.0)});
+  return success();
+}
+
+/// ReduceProd: dX = dY * prod / x where x is not zero; at a zero, dY times
+/// the product of the others, which is not zero only when it is the one
+/// zero (torch.prod's rule, without dividing by zero).
+static LogicalResult gradReduceProd(GradContext &c) {
+  FailureOr<KeptReduction> r = keptReduction(c);
+  if (failed(r))
+    return failure();
+  RankedTensorType x = r->x, keptT = r->kept;
+  auto i1 = c.b().getI1Type();
+  Value zero = r->scalar(0.0), one = r->scalar(1.0);
+  Value isZero = c.node1("Equal", x.clone(i1), {c.in(0), zero});
+  Value zeros = r->reduce("ReduceSum", r->ones(isZero));
+  Value others =
+      r->reduce("ReduceProd", c.node1("Where", x, {isZero, one, c.in(0)}));
+  Value g = c.reshape(c.dOut(), keptT);
+  Value onlyZero = c.node1("Equal", keptT.clone(i1), {zeros, one});
+  Value atZero = c.node1(
+      "Mul", keptT, {g, c.node1("Where", keptT, {onlyZero, others, zero})});
+  Value elsewhere =
+      c.node1("Div", x,
+              {r->full(c.node1("Mul", keptT, {g, c.reshape(c.out(0), keptT)})),
+               c.in(0)});
+  c.dIns.assign(c.fwd->getNumOperands(), Value());
+  c.dIns[0] = c.node1("Where", x, {isZero, r->full(atZero), elsewhere});
   return success();
 }
 
@@ -1324,9 +1374,6 @@ void ::oasr::ops::registerShapeOps(OpRegistry &r) {
       .shape(shapeElements)
       .trainingForm(checkElements)
       .grad(gradScatterElements);
-  // Mask building (Swin's shifted windows); no gradient rule yet.
-  r.add("ScatterND", 11).shape(shapeSameAsInput);
-  r.add("ScatterND", 16).shape(shapeSameAsInput);
   // Reductions: axes moved from an attribute to an input at opset 13 for
   // ReduceSum and at opset 18 for the others.
   r.add("ReduceMean", 1)
@@ -1387,16 +1434,11 @@ void ::oasr::ops::registerShapeOps(OpRegistry &r) {
         .trainingForm(formReduceLogSumExp)
         .noKernels("training form: ReduceMax, Sub, Exp, ReduceSum, Log and "
                    "Add, which run and differentiate it");
-  for (const char *op : {"ReduceProd"}) {
-    r.add(op, 1)
+  for (int opset : {1, 18})
+    r.add("ReduceProd", opset)
+        .precision(Precision::F32)
         .shape(shapeReduce)
-        .noKernels("shape rule for import and planning; no kernel yet");
-    r.add(op, 18)
-        .shape(shapeReduce)
-        .noKernels("shape rule for import and planning; no kernel yet");
-  }
+        .grad(gradReduceProd);
   for (const char *op : {"ArgMax", "ArgMin"})
-    r.add(op)
-        .shape(shapeReduce)
-        .noKernels("not differentiable; used only after training (evaluation)");
+    r.add(op).shape(shapeReduce);
 }

@@ -229,6 +229,10 @@ static void binaryDispatch(BinOp op, const BroadcastPlan &p, const void *a,
     return binaryLoop<T, BinOp::Max>(p, ta, tb, ty);
   case BinOp::Min:
     return binaryLoop<T, BinOp::Min>(p, ta, tb, ty);
+  case BinOp::Mod:
+    return binaryLoop<T, BinOp::Mod>(p, ta, tb, ty);
+  case BinOp::Fmod:
+    return binaryLoop<T, BinOp::Fmod>(p, ta, tb, ty);
   }
 }
 
@@ -278,7 +282,10 @@ static KernelOr createBinary(const OpSpec &spec) {
   OASR_RETURN_IF_ERROR(checkBroadcastOperands(spec));
   if (named && *named == BinOp::PRelu && spec.outputs[0].dtype != DType::F32)
     return nodeError(spec, "PRelu runs on f32 tensors");
-  return std::make_unique<BinaryKernel>(spec, named.value_or(BinOp::Pow));
+  if (named && *named == BinOp::Mod && spec.outputs[0].dtype == DType::BF16)
+    return nodeError(spec, "Mod runs on f32 and integer tensors");
+  return std::make_unique<BinaryKernel>(spec,
+                                        binaryOpOf(spec).value_or(BinOp::Pow));
 }
 
 namespace {
@@ -568,11 +575,12 @@ namespace {
 
 /// ReduceMax / ReduceMin (f32): each result element the largest (smallest)
 /// of its reduced elements; a NaN among them is the result (torch.amax).
-class ReduceExtremeKernel final : public CpuKernel {
+/// ReduceProd: their product, in order.
+class ReduceFoldKernel final : public CpuKernel {
 public:
-  ReduceExtremeKernel(const OpSpec &spec, const std::vector<int64_t> &kept,
-                      bool max)
-      : CpuKernel(spec), max(max) {
+  ReduceFoldKernel(const OpSpec &spec, const std::vector<int64_t> &kept,
+                   FoldKind kind)
+      : CpuKernel(spec), kind(kind) {
     const std::vector<int64_t> &xs = spec.inputs[0].shape;
     std::vector<int64_t> st = rowMajorStrides(xs);
     for (size_t d = 0; d < xs.size(); ++d)
@@ -585,24 +593,25 @@ public:
                const std::vector<TensorRef> &outRefs) override {
     const float *x = in[0].as<float>();
     float *y = outRefs[0].as<float>();
+    const FoldKind k = kind;
 #pragma omp parallel for schedule(static) if (outputs * count > 16384)
     for (int64_t o = 0; o < outputs; ++o) {
       const int64_t base = SumToGeom::offsetOf(o, out);
-      float best = max ? -INFINITY : INFINITY;
+      float acc = foldStart(k);
       for (int64_t r = 0; r < count; ++r) {
         float v = x[base + SumToGeom::offsetOf(r, red)];
-        if (v != v) {
-          best = v;
+        if (k != FoldKind::Prod && v != v) {
+          acc = v;
           break;
         }
-        best = max ? std::max(best, v) : std::min(best, v);
+        acc = foldStep(k, acc, v);
       }
-      y[o] = best;
+      y[o] = acc;
     }
   }
 
 private:
-  bool max;
+  FoldKind kind;
   std::vector<std::pair<int64_t, int64_t>> out, red; // (size, stride)
   int64_t outputs = 1, count = 1;
 };
@@ -614,9 +623,8 @@ static KernelOr createReduce(const OpSpec &spec) {
   float scale = 1.0f;
   OASR_RETURN_IF_ERROR(checkSpec(spec, 1, 2, 1, 1, {0}, {0}));
   OASR_RETURN_IF_ERROR(reduceGeom(spec, kept, scale));
-  if (spec.opType == "ReduceMax" || spec.opType == "ReduceMin")
-    return std::make_unique<ReduceExtremeKernel>(spec, kept,
-                                                 spec.opType == "ReduceMax");
+  if (std::optional<FoldKind> k = foldKindOf(spec.opType))
+    return std::make_unique<ReduceFoldKernel>(spec, kept, *k);
   return std::make_unique<ReduceSumToKernel>(spec, spec.inputs[0].shape, kept,
                                              scale);
 }
@@ -631,6 +639,7 @@ void registerArithmeticKernels(KernelRegistry &r) {
   r["ReduceSum"] = createReduce;
   r["ReduceMax"] = createReduce;
   r["ReduceMin"] = createReduce;
+  r["ReduceProd"] = createReduce;
 }
 
 } // namespace oasr::rt::cpu

@@ -180,6 +180,7 @@ static void registerCpuKernels(KernelRegistry &registry) {
   registerDropoutKernels(registry);
   registerLossKernels(registry);
   registerPointwiseKernels(registry);
+  registerIndexKernels(registry);
   registerShapeKernels(registry);
   registerArithmeticKernels(registry);
   registerLowPrecisionKernels(registry);

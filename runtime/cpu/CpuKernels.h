@@ -52,6 +52,7 @@ void registerArithmeticKernels(KernelRegistry &registry);
 void registerLowPrecisionKernels(KernelRegistry &registry);
 void registerRecurrentKernels(KernelRegistry &registry);
 void registerAttentionKernels(KernelRegistry &registry);
+void registerIndexKernels(KernelRegistry &registry);
 
 /// The kernel of a node with bf16/f16 tensors (LowPrecision.cpp): the
 /// factory's own when it takes them, else the f32 kernel between widening

@@ -71,10 +71,10 @@ public:
       ++count;
     }
     if (badLabel >= 0)
-      fatalKernelError(nodeName, op,
-                       "label " + std::to_string(labelAt(in[1], badLabel)) +
-                           " at " + std::to_string(badLabel) +
-                           " is outside [0, " + std::to_string(p.c) + ")");
+      fatalDataError(nodeName, op,
+                     "label " + std::to_string(labelAt(in[1], badLabel)) +
+                         " at " + std::to_string(badLabel) +
+                         " is outside [0, " + std::to_string(p.c) + ")");
     if (p.reduction == SceReduction::None) {
       std::copy(rowLoss.begin(), rowLoss.end(), loss);
       return;

@@ -602,7 +602,7 @@ void registerPointwiseKernels(KernelRegistry &r) {
       r[std::string(e.op) + "Grad"] = createEltwiseGrad;
   }
   for (const char *op : {"Softplus", "Softsign", "Sin", "Cos", "Selu", "Celu",
-                         "ThresholdedRelu"})
+                         "ThresholdedRelu", "Floor", "Ceil", "Round", "Sign"})
     r[op] = createActivation;
   for (const char *op : {"HardSigmoid", "HardSwish", "Mish", "Reciprocal",
                          "HardSigmoidGrad", "HardSwishGrad", "MishGrad"})

@@ -680,10 +680,10 @@ public:
       if (v < 0)
         v += p.axisDim;
       if (v < 0 || v >= p.axisDim)
-        fatalKernelError(nodeName, op,
-                         "index " + std::to_string(labelAt(idx, i)) +
-                             " is outside [0, " + std::to_string(p.axisDim) +
-                             ")");
+        fatalDataError(nodeName, op,
+                       "index " + std::to_string(labelAt(idx, i)) +
+                           " is outside [0, " + std::to_string(p.axisDim) +
+                           ")");
       ix[size_t(i)] = v;
     }
     if (!grad) {
@@ -769,11 +769,11 @@ public:
       int64_t v = labelAt(in[1], i);
       int64_t j = v < 0 ? v + p.axisDim : v;
       if (j < 0 || j >= p.axisDim)
-        fatalKernelError(nodeName, op,
-                         "index " + std::to_string(v) + " at " +
-                             std::to_string(i) + " is outside [" +
-                             std::to_string(-p.axisDim) + ", " +
-                             std::to_string(p.axisDim) + ")");
+        fatalDataError(nodeName, op,
+                       "index " + std::to_string(v) + " at " +
+                           std::to_string(i) + " is outside [" +
+                           std::to_string(-p.axisDim) + ", " +
+                           std::to_string(p.axisDim) + ")");
       offs[size_t(i)] = elementsOffset(p, i, j);
     }
     const char *x = static_cast<const char *>(in[0].data);
@@ -1013,17 +1013,11 @@ public:
     const int64_t *idx = static_cast<const int64_t *>(in[1].data);
     const char *upd = static_cast<const char *>(in[2].data);
     for (int64_t t = 0; t < g.count; ++t) {
-      int64_t offset = 0;
-      for (int64_t d = 0; d < g.k; ++d) {
-        int64_t i = idx[t * g.k + d];
-        i = i < 0 ? i + g.dims[d] : i;
-        if (i < 0 || i >= g.dims[d])
-          fatalKernelError(nodeName, "ScatterND",
-                           "index " + std::to_string(idx[t * g.k + d]) +
-                               " is outside a dimension of " +
-                               std::to_string(g.dims[d]));
-        offset += i * g.strides[d];
-      }
+      int64_t bad = 0, offset = ndTupleOffset(g, idx, t, &bad);
+      if (offset < 0)
+        fatalDataError(nodeName, op,
+                       "index " + std::to_string(bad) + " of tuple " +
+                           std::to_string(t) + " is outside its dimension");
       const char *src = upd + size_t(t * g.slice) * elem;
       char *dst = y + size_t(offset) * elem;
       if (g.reduction == ScatterReduction::None) {

@@ -71,7 +71,7 @@ static KernelOr createNary(CudaBackend &be, const OpSpec &spec) {
   OASR_RETURN_IF_ERROR(makeBroadcast(spec, spec.outputs[0].shape, b));
   for (size_t j = 0; j < spec.inputs.size(); ++j)
     b.bf16[j] = spec.inputs[j].dtype == DType::BF16;
-  BinOp op = opNamed(kBinOps, spec.opType).value_or(BinOp::Add); // Sum
+  BinOp op = binaryOpOf(spec).value_or(BinOp::Add); // Sum
   int64_t n = spec.outputs[0].numel();
   return lambda(
       be, spec,
@@ -136,6 +136,13 @@ static KernelOr createReduce(CudaBackend &be, const OpSpec &spec) {
                                shapeStr(xs));
   }
   int64_t keptNumel = spec.outputs[0].numel();
+  if (spec.opType == "ReduceProd")
+    return lambda(
+        be, spec,
+        [r, keptNumel](cudaStream_t s, const auto &in, const auto &out) {
+          launchReduceProd(r, in[0].template as<float>(),
+                           out[0].template as<float>(), keptNumel, s);
+        });
   if (spec.opType == "ReduceMax" || spec.opType == "ReduceMin") {
     bool max = spec.opType == "ReduceMax";
     return lambda(
@@ -196,6 +203,7 @@ void registerArithmeticKernels(FactoryRegistry &r) {
   r["ReduceSum"] = createReduce;
   r["ReduceMax"] = createReduce;
   r["ReduceMin"] = createReduce;
+  r["ReduceProd"] = createReduce;
   r["ReduceSumTo"] = createReduceSumTo;
 }
 

@@ -61,6 +61,7 @@ static void registerCudaKernels(FactoryRegistry &registry) {
   registerArithmeticKernels(registry);
   registerLowPrecisionKernels(registry);
   registerAttentionKernels(registry);
+  registerIndexKernels(registry);
 }
 
 CudaBackend::CudaBackend(cudaStream_t stream, cublasHandle_t blas,

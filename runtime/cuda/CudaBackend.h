@@ -488,6 +488,7 @@ void registerShapeKernels(FactoryRegistry &registry);
 void registerArithmeticKernels(FactoryRegistry &registry);
 void registerLowPrecisionKernels(FactoryRegistry &registry);
 void registerAttentionKernels(FactoryRegistry &registry);
+void registerIndexKernels(FactoryRegistry &registry);
 
 } // namespace oasr::rt::cuda
 

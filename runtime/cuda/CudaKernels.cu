@@ -232,6 +232,27 @@ __global__ void reduceExtremeKernel(Reduction r, const float *x, float *y,
     y[blockIdx.x] = nan > 0 ? NAN : (max ? best : -best);
 }
 
+__global__ void reduceProdKernel(Reduction r, const float *x, float *y,
+                                 int64_t outputs) {
+  OASR_GRID_LOOP(o, outputs) {
+    int64_t rem = o, base = 0;
+    for (int d = r.outRank - 1; d >= 0; --d) {
+      base += (rem % r.outDims[d]) * r.outStrides[d];
+      rem /= r.outDims[d];
+    }
+    float acc = 1.0f;
+    for (int64_t i = 0; i < r.inner; ++i) {
+      int64_t k = i, off = base;
+      for (int d = r.redRank - 1; d >= 0; --d) {
+        off += (k % r.redDims[d]) * r.redStrides[d];
+        k /= r.redDims[d];
+      }
+      acc *= x[off];
+    }
+    y[o] = acc;
+  }
+}
+
 /// A block of 32x32 threads per 32 columns: thread (x, y) sums rows y,
 /// y + 32, ...; then the 32 partial sums of each column in order.
 __global__ void sumRowsKernel(int64_t rows, int64_t cols, FloatPtr x,
@@ -723,6 +744,15 @@ void launchReduceExtreme(const Reduction &r, const float *x, float *y,
   unsigned threads = r.inner >= 256 ? 256 : r.inner >= 64 ? 64 : 32;
   reduceExtremeKernel<<<unsigned(outputs), threads, 0, stream>>>(r, x, y, max);
   launched("reduction");
+}
+
+void launchReduceProd(const Reduction &r, const float *x, float *y,
+                      int64_t outputs, cudaStream_t stream) {
+  if (outputs <= 0)
+    return;
+  reduceProdKernel<<<blocksFor(outputs), kThreads, 0, stream>>>(r, x, y,
+                                                                outputs);
+  launched("ReduceProd");
 }
 
 void launchReduce(const Reduction &r, FloatPtr x, float scale, FloatPtr y,

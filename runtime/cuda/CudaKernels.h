@@ -86,6 +86,9 @@ struct Reduction {
 /// among them is the result.
 void launchReduceExtreme(const Reduction &r, const float *x, float *y,
                          int64_t outputs, bool max, cudaStream_t stream);
+/// y[o] = the product of result element o's x, in order, one thread each.
+void launchReduceProd(const Reduction &r, const float *x, float *y,
+                      int64_t outputs, cudaStream_t stream);
 /// y[o] = scale * sum x (f32 sums, one block per result element, fixed
 /// order).
 void launchReduce(const Reduction &r, FloatPtr x, float scale, FloatPtr y,
@@ -269,6 +272,19 @@ void launchElements(const ElementsGeom &g, const void *data,
 void launchScatterND(const ScatterNDGeom &g, const int64_t *indices,
                      const void *updates, void *y, size_t elem,
                      cudaStream_t stream);
+/// Selection by index (IndexKernels.cpp), one thread per line or result
+/// element: ArgMax/ArgMin, TopK (k passes over each line), OneHot (`values`
+/// the two [off, on] elements in device memory), GatherND (an outside index
+/// gives zeros: the CPU backend stops there).
+void launchArg(const ArgGeom &g, const float *x, int64_t *y,
+               cudaStream_t stream);
+void launchTopK(const TopKGeom &g, const float *x, float *values,
+                int64_t *indices, cudaStream_t stream);
+void launchOneHot(const OneHotGeom &g, const void *indices, const void *values,
+                  void *y, size_t elem, cudaStream_t stream);
+void launchGatherND(const ScatterNDGeom &g, const void *data,
+                    const int64_t *indices, void *y, size_t elem,
+                    cudaStream_t stream);
 /// Data viewed as [outer, axisDim, inner]; `count` indices.
 struct GatherParams {
   int64_t outer = 1, axisDim = 1, inner = 1, count = 1;

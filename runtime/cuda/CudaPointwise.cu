@@ -237,16 +237,8 @@ __global__ void triluKernel(const char *x, char *y, size_t elem, int64_t rows,
 __global__ void scatterNDKernel(ScatterNDGeom g, const int64_t *idx,
                                 const char *upd, char *y, size_t elem) {
   OASR_GRID_LOOP(e, g.count * g.slice) {
-    int64_t t = e / g.slice, j = e % g.slice, off = 0;
-    for (int64_t d = 0; d < g.k; ++d) {
-      int64_t i = idx[t * g.k + d];
-      i = i < 0 ? i + g.dims[d] : i;
-      if (i < 0 || i >= g.dims[d]) {
-        off = -1;
-        break;
-      }
-      off += i * g.strides[d];
-    }
+    int64_t t = e / g.slice, j = e % g.slice;
+    int64_t off = ndTupleOffset(g, idx, t);
     if (off < 0)
       continue;
     off += j;
@@ -708,6 +700,79 @@ void launchScatterND(const ScatterNDGeom &g, const int64_t *indices,
       g, indices, static_cast<const char *>(updates), static_cast<char *>(y),
       elem);
   launched("ScatterND");
+}
+
+__global__ void argKernel(ArgGeom g, const float *x, int64_t *y) {
+  OASR_GRID_LOOP(l, g.outer * g.inner) { y[l] = argExtremeLine(g, x, l); }
+}
+
+__global__ void topKKernel(TopKGeom g, const float *x, float *v, int64_t *ix) {
+  OASR_GRID_LOOP(l, g.outer * g.inner) { topKLine(g, x, v, ix, l); }
+}
+
+__global__ void oneHotKernel(OneHotGeom g, const void *indices,
+                             const char *values, char *y, size_t elem) {
+  OASR_GRID_LOOP(e, g.outer * g.depth * g.inner) {
+    int64_t i = e % g.inner, d = (e / g.inner) % g.depth,
+            o = e / (g.inner * g.depth), l = o * g.inner + i;
+    int64_t k = g.indexType == DType::F32
+                    ? int64_t(static_cast<const float *>(indices)[l])
+                    : indexAt(indices, g.indexType == DType::I64, l);
+    k = k < 0 ? k + g.depth : k;
+    const char *src = values + (k == d ? elem : 0);
+    for (size_t b = 0; b < elem; ++b)
+      y[e * elem + b] = src[b];
+  }
+}
+
+__global__ void gatherNDKernel(ScatterNDGeom g, const char *x,
+                               const int64_t *idx, char *y, size_t elem) {
+  OASR_GRID_LOOP(e, g.count * g.slice) {
+    int64_t t = e / g.slice, j = e % g.slice;
+    int64_t off = ndTupleOffset(g, idx, t);
+    for (size_t b = 0; b < elem; ++b)
+      y[e * elem + b] = off < 0 ? 0 : x[(off + j) * elem + b];
+  }
+}
+
+void launchArg(const ArgGeom &g, const float *x, int64_t *y, cudaStream_t s) {
+  int64_t n = g.outer * g.inner;
+  if (n == 0)
+    return;
+  argKernel<<<blocksFor(n), kThreads, 0, s>>>(g, x, y);
+  launched("ArgMax/ArgMin");
+}
+
+void launchTopK(const TopKGeom &g, const float *x, float *values,
+                int64_t *indices, cudaStream_t s) {
+  int64_t n = g.outer * g.inner;
+  if (n == 0 || g.k == 0)
+    return;
+  topKKernel<<<blocksFor(n), kThreads, 0, s>>>(g, x, values, indices);
+  launched("TopK");
+}
+
+void launchOneHot(const OneHotGeom &g, const void *indices, const void *values,
+                  void *y, size_t elem, cudaStream_t s) {
+  int64_t n = g.outer * g.depth * g.inner;
+  if (n == 0)
+    return;
+  oneHotKernel<<<blocksFor(n), kThreads, 0, s>>>(
+      g, indices, static_cast<const char *>(values), static_cast<char *>(y),
+      elem);
+  launched("OneHot");
+}
+
+void launchGatherND(const ScatterNDGeom &g, const void *data,
+                    const int64_t *indices, void *y, size_t elem,
+                    cudaStream_t s) {
+  int64_t n = g.count * g.slice;
+  if (n == 0)
+    return;
+  gatherNDKernel<<<blocksFor(n), kThreads, 0, s>>>(
+      g, static_cast<const char *>(data), indices, static_cast<char *>(y),
+      elem);
+  launched("GatherND");
 }
 
 void launchTranspose(const TransposeParams &given, const void *x, void *y,

@@ -140,6 +140,12 @@ Value reshapeAt(NodeOp node, Value v, ArrayRef<int64_t> shape);
 Value transposeAt(NodeOp node, Value v, ArrayRef<int64_t> perm);
 LogicalResult replaceBy(NodeOp node, Value v);
 
+/// The ONNX position of each operand of `node` (absent optional inputs
+/// left out in the middle are recorded in oasr.absent_inputs), and the
+/// operand at ONNX position `position` (null when absent).
+SmallVector<int64_t> onnxPositions(NodeOp node);
+Value onnxOperand(NodeOp node, int64_t position);
+
 //===----------------------------------------------------------------------===//
 // The gradient rule's context
 //===----------------------------------------------------------------------===//

@@ -361,6 +361,8 @@ Work analyticCost(mlir::oasr::NodeOp node);
 void registerArithmeticOps(OpRegistry &r);
 void registerNNOps(OpRegistry &r);
 void registerShapeOps(OpRegistry &r);
+void registerIndexOps(OpRegistry &r);
+void registerFunctionOps(OpRegistry &r);
 
 } // namespace oasr::ops
 

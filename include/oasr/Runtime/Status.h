@@ -99,6 +99,11 @@ private:
 [[noreturn]] void fatalKernelError(const std::string &node,
                                    const std::string &op,
                                    const std::string &message);
+/// The same report, then exit status 1 instead of an abort: an operand's
+/// value the step's input put there (a label or index outside its range),
+/// a fault of the data, not of oasr.
+[[noreturn]] void fatalDataError(const std::string &node, const std::string &op,
+                                 const std::string &message);
 
 /// Names the kernel that runs on this thread while it lives, for
 /// fatalKernelError (a vendor check deep in a launch knows no node).
