@@ -564,8 +564,8 @@ OASR_HOST_DEVICE inline float foldStart(FoldKind k) {
 
 /// One step of the fold (NaN handling is the caller's).
 OASR_HOST_DEVICE inline float foldStep(FoldKind k, float acc, float v) {
-  return k == FoldKind::Max   ? math::fmax(acc, v)
-         : k == FoldKind::Min ? math::fmin(acc, v)
+  return k == FoldKind::Max   ? (v > acc ? v : acc)
+         : k == FoldKind::Min ? (v < acc ? v : acc)
                               : acc * v;
 }
 

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BenchClock.h"
 #include "oasr/Runtime/Kernel.h"
 
 #include <chrono>
@@ -25,6 +26,8 @@
 #include <vector>
 
 using namespace oasr::rt;
+using oasr::bench::gCpuClock;
+using oasr::bench::timeIt;
 
 namespace {
 
@@ -44,32 +47,6 @@ const Layer kLayers[] = {
     {"l4_3x3_512", 512, 7, 512, 3, 1, 1},
     {"l4_1x1_2048", 512, 7, 2048, 1, 1, 0},
 };
-
-bool gCpuClock = false;
-
-double seconds() {
-  if (gCpuClock) {
-    timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-  }
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-template <typename F> double timeIt(F &&f, double minTime) {
-  f(); // warm-up (first-touch, reorders' buffers)
-  f();
-  int iters = 0;
-  double start = seconds(), now = start;
-  while (iters < 3 || now - start < minTime) {
-    f();
-    ++iters;
-    now = seconds();
-  }
-  return (now - start) / iters;
-}
 
 struct Buf {
   KernelBackend &b;

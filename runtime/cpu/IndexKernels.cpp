@@ -9,6 +9,7 @@
 
 #include "CpuKernels.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -35,7 +36,10 @@ private:
   ArgGeom g;
 };
 
-/// TopK: values and indices of the k best of each line.
+/// TopK: values and indices of the k best of each line. Small k keeps a
+/// sorted buffer while it walks the line once (the order of topKBefore:
+/// an element scanned later goes after equals); a large k runs the shared
+/// k-pass rule.
 class TopKKernel final : public CpuKernel {
 public:
   TopKKernel(const OpSpec &spec, const TopKGeom &g) : CpuKernel(spec), g(g) {}
@@ -46,12 +50,40 @@ public:
     float *v = out[0].as<float>();
     int64_t *ix = out[1].as<int64_t>();
     const int64_t lines = p.outer * p.inner;
-#pragma omp parallel for schedule(static) if (lines * p.n * p.k > 16384)
-    for (int64_t l = 0; l < lines; ++l)
-      topKLine(p, x, v, ix, l);
+#pragma omp parallel for schedule(static) if (lines * p.n > 16384)
+    for (int64_t l = 0; l < lines; ++l) {
+      if (p.k > kBuffered) {
+        topKLine(p, x, v, ix, l);
+        continue;
+      }
+      const int64_t o = l / p.inner, i = l % p.inner;
+      const float *xl = x + o * p.n * p.inner + i;
+      float bv[kBuffered];
+      int64_t bi[kBuffered];
+      int64_t cnt = 0;
+      for (int64_t m = 0; m < p.n; ++m) {
+        const float e = xl[m * p.inner];
+        if (cnt == p.k &&
+            !topKBefore(p.largest, e, m, bv[cnt - 1], bi[cnt - 1]))
+          continue;
+        int64_t at = cnt < p.k ? cnt++ : cnt - 1;
+        for (; at > 0 && topKBefore(p.largest, e, m, bv[at - 1], bi[at - 1]);
+             --at) {
+          bv[at] = bv[at - 1];
+          bi[at] = bi[at - 1];
+        }
+        bv[at] = e;
+        bi[at] = m;
+      }
+      for (int64_t j = 0; j < p.k; ++j) {
+        v[(o * p.k + j) * p.inner + i] = bv[j];
+        ix[(o * p.k + j) * p.inner + i] = bi[j];
+      }
+    }
   }
 
 private:
+  static constexpr int64_t kBuffered = 64;
   TopKGeom g;
 };
 
@@ -67,6 +99,17 @@ public:
     char *y = static_cast<char *>(out[0].data);
     const size_t e = elem;
     const int64_t lines = p.outer * p.inner;
+    if (e == 4) {
+      uint32_t vals[2];
+      std::memcpy(vals, values, 8);
+      uint32_t *y4 = reinterpret_cast<uint32_t *>(y);
+      std::fill(y4, y4 + lines * p.depth, vals[0]);
+#pragma omp parallel for schedule(static) if (lines > 16384)
+      for (int64_t l = 0; l < lines; ++l)
+        if (int64_t k = oneHotIndex(in[0], l, p.depth); k >= 0)
+          y4[((l / p.inner) * p.depth + k) * p.inner + l % p.inner] = vals[1];
+      return;
+    }
 #pragma omp parallel for schedule(static) if (lines * p.depth > 16384)
     for (int64_t l = 0; l < lines; ++l) {
       const int64_t o = l / p.inner, i = l % p.inner;

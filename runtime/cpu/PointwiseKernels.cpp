@@ -12,6 +12,9 @@
 
 #include "Dnnl.h"
 
+#include "VectorMath.h"
+#include "VectorSums.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -30,6 +33,36 @@ template <typename F> static void forEach(int64_t n, float *y, F &&f) {
   for (int64_t i = 0; i < n; ++i)
     y[i] = f(i);
 }
+
+/// The sharedUnary ops without a libm call in their formula, as loops the
+/// compiler vectorises (one per op: the op is fixed for the whole loop).
+OASR_VECTOR_KERNEL(bool, arithmeticUnary,
+                   (UnaryOp op, const float *x, float *y, int64_t n, float a), {
+                     switch (op) {
+                     case UnaryOp::Floor:
+                     case UnaryOp::Ceil:
+                     case UnaryOp::Round:
+                       vectorMath(op == UnaryOp::Floor  ? VecFn::Floor
+                                  : op == UnaryOp::Ceil ? VecFn::Ceil
+                                                        : VecFn::Round,
+                                  x, y, n);
+                       return true;
+                     case UnaryOp::Softsign:
+                       for (int64_t i = 0; i < n; ++i)
+                         y[i] = x[i] / (1.0f + std::fabs(x[i]));
+                       return true;
+                     case UnaryOp::Sign:
+                       for (int64_t i = 0; i < n; ++i)
+                         y[i] = sharedUnary(UnaryOp::Sign, x[i], a, 0.0f);
+                       return true;
+                     case UnaryOp::ThresholdedRelu:
+                       for (int64_t i = 0; i < n; ++i)
+                         y[i] = x[i] > a ? x[i] : 0.0f;
+                       return true;
+                     default:
+                       return false;
+                     }
+                   })
 
 namespace {
 
@@ -74,14 +107,66 @@ public:
       return forEach(n, y, [&](int64_t i) { return mish(a[i]); });
     case UnaryOp::Reciprocal:
       return forEach(n, y, [&](int64_t i) { return reciprocal(a[i]); });
-    default:
+    case UnaryOp::Sin:
+    case UnaryOp::Cos:
+    case UnaryOp::Softplus:
+    case UnaryOp::Selu:
+    case UnaryOp::Celu:
+      return transcendental(op, a, y, n, al, be);
+    default: {
+      // Chunks of arithmeticUnary across threads, else the scalar formula.
+      constexpr int64_t kChunk = 16384;
+      if (arithmeticUnary(op, a, y, 0, al)) {
+#pragma omp parallel for schedule(static) if (n > kChunk)
+        for (int64_t c = 0; c < n; c += kChunk)
+          arithmeticUnary(op, a + c, y + c, std::min(kChunk, n - c), al);
+        return;
+      }
       return forEach(n, y, [&, o = op](int64_t i) {
         return sharedUnary(o, a[i], al, be);
       });
     }
+    }
   }
 
 private:
+  /// The activations whose formula calls libm: libmvec over chunks
+  /// (VectorMath.h), then the formula's selects; sharedUnary's formulas.
+  static void transcendental(UnaryOp op, const float *x, float *y, int64_t n,
+                             float al, float be) {
+    constexpr int64_t kChunk = 4096;
+#pragma omp parallel for schedule(static) if (n > 4 * kChunk)
+    for (int64_t c = 0; c < n; c += kChunk) {
+      const int64_t m = std::min(kChunk, n - c);
+      const float *xc = x + c;
+      float *yc = y + c, t[kChunk];
+      switch (op) {
+      case UnaryOp::Sin:
+      case UnaryOp::Cos:
+        vectorMath(op == UnaryOp::Sin ? VecFn::Sin : VecFn::Cos, xc, yc, m);
+        break;
+      case UnaryOp::Softplus:
+        vectorMath(VecFn::Exp, xc, t, m);
+        vectorMath(VecFn::Log1p, t, t, m);
+        for (int64_t i = 0; i < m; ++i)
+          yc[i] = xc[i] > 20.0f ? xc[i] : t[i];
+        break;
+      case UnaryOp::Selu:
+        vectorMath(VecFn::Expm1, xc, t, m);
+        for (int64_t i = 0; i < m; ++i)
+          yc[i] = be * (xc[i] > 0.0f ? xc[i] : al * t[i]);
+        break;
+      default: // Celu
+        for (int64_t i = 0; i < m; ++i)
+          t[i] = xc[i] / al;
+        vectorMath(VecFn::Expm1, t, t, m);
+        for (int64_t i = 0; i < m; ++i)
+          yc[i] = xc[i] > 0.0f ? xc[i] : al * t[i];
+        break;
+      }
+    }
+  }
+
   UnaryOp op;
   std::optional<GradOp> grad;
   int64_t n;

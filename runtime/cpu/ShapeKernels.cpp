@@ -765,6 +765,7 @@ public:
                const std::vector<TensorRef> &out) override {
     const ElementsGeom p = g;
     std::vector<int64_t> offs(size_t(p.count));
+#pragma omp parallel for schedule(static) if (p.count > 16384)
     for (int64_t i = 0; i < p.count; ++i) {
       int64_t v = labelAt(in[1], i);
       int64_t j = v < 0 ? v + p.axisDim : v;
@@ -779,6 +780,14 @@ public:
     const char *x = static_cast<const char *>(in[0].data);
     char *y = static_cast<char *>(out[0].data);
     const size_t e = esize;
+    if (!scatter && e == 4) {
+      const uint32_t *x4 = reinterpret_cast<const uint32_t *>(x);
+      uint32_t *y4 = reinterpret_cast<uint32_t *>(y);
+#pragma omp parallel for schedule(static) if (p.count > 16384)
+      for (int64_t i = 0; i < p.count; ++i)
+        y4[i] = x4[offs[size_t(i)]];
+      return;
+    }
     if (!scatter) {
 #pragma omp parallel for schedule(static) if (p.count > 16384)
       for (int64_t i = 0; i < p.count; ++i)
