@@ -33,9 +33,10 @@ clipping and accumulation, and evaluate on the same validation windows:
     --steps optimizer steps, f32, --threads threads on each side;
   * data order: oasr's token loader cuts a file into windows of T + 1 tokens
     at stride T and shuffles them per epoch with a Fisher-Yates over
-    std::mt19937_64(seed * 0x9E3779B97F4A7C15 + epoch) (runtime/data/
-    DataLoader.cpp, epochShard); this script replays that in pure Python
-    (mt19937_64 checked against the standard's 10000th output), so PyTorch
+    a keyed 4-round Feistel permutation of the windows per (seed, epoch)
+    (runtime/data/DataLoader.cpp, ImplicitOrder; its results file of
+    2026-12-02 ran the earlier std::mt19937_64 shuffle); this script replays
+    it in pure Python, so PyTorch
     sees the same micro-batches in the same order;
   * evaluation: every --eval-every steps, in eval mode, oasr evaluates its
     --eval-data loader's full batches (the val windows in that loader's own
@@ -102,65 +103,49 @@ DEBIAN_PY = "/usr/bin/python3"
 TORCH_VENV_PY = "/root/venv-torch/bin/python"
 
 # ---------------------------------------------------------------------------
-# std::mt19937_64 and oasr's window order
+# oasr's window order
 
 
 M64 = (1 << 64) - 1
 
 
-class MT19937_64:
-    """The standard 64-bit Mersenne Twister, seeded as std::mt19937_64(s)
-    (init_genrand64)."""
-
-    def __init__(self, seed=5489):
-        mt = [0] * 312
-        mt[0] = seed & M64
-        for i in range(1, 312):
-            x = mt[i - 1]
-            mt[i] = (6364136223846793005 * (x ^ (x >> 62)) + i) & M64
-        self.mt, self.i = mt, 312
-
-    def _twist(self):
-        mt = self.mt
-        for k in range(312):
-            y = (mt[k] & 0xFFFFFFFF80000000) | (mt[(k + 1) % 312] & 0x7FFFFFFF)
-            v = mt[(k + 156) % 312] ^ (y >> 1)
-            if y & 1:
-                v ^= 0xB5026F5AA96619E9
-            mt[k] = v
-        self.i = 0
-
-    def __call__(self):
-        if self.i >= 312:
-            self._twist()
-        x = self.mt[self.i]
-        self.i += 1
-        x ^= (x >> 29) & 0x5555555555555555
-        x ^= (x << 17) & 0x71D67FFFEDA60000
-        x ^= (x << 37) & 0xFFF7EEE000000000
-        x ^= x >> 43
-        return x & M64
+def mix64(x):
+    """runtime/data/DataLoader.cpp's mix64 (splitmix64)."""
+    x = (x + 0x9E3779B97F4A7C15) & M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
+    return x ^ (x >> 31)
 
 
-def check_mt19937_64():
-    r = MT19937_64()
-    for _ in range(9999):
-        r()
-    v = r()
-    if v != 9981545732273789042:
-        raise SystemExit(f"run_lm_recipe.py: mt19937_64's 10000th output is {v}, "
-                         f"not 9981545732273789042")
+def implicit_order(count, seed, epoch):
+    """runtime/data/DataLoader.cpp's ImplicitOrder, the order of a token
+    file's windows: a 4-round Feistel network, cycle-walked into
+    [0, count)."""
+    half = 1
+    while (1 << (2 * half)) < count:
+        half += 1
+    mask = (1 << half) - 1
+    keys = [mix64((seed * 0x9E3779B97F4A7C15 + epoch * 4 + r) & M64)
+            for r in range(4)]
+
+    def at(i):
+        x = i
+        while True:
+            left, right = x >> half, x & mask
+            for k in keys:
+                left, right = right, left ^ (mix64(right ^ k) & mask)
+            x = (left << half) | right
+            if x < count:
+                return x
+    return at
 
 
 def epoch_shard(count, rank, size, seed, epoch, start=0):
-    """runtime/data/DataLoader.cpp's epochShard: this rank's windows of one
-    epoch."""
-    order = list(range(count))
-    rng = MT19937_64((seed * 0x9E3779B97F4A7C15 + epoch) & M64)
-    for i in range(count, 1, -1):
-        j = rng() % i
-        order[i - 1], order[j] = order[j], order[i - 1]
-    return order[start + rank::size]
+    """runtime/data/DataLoader.cpp's EpochWalk over a token file: this
+    rank's windows of one epoch, element start + rank + k * size of the
+    epoch's implicit order."""
+    at = implicit_order(count, seed, epoch)
+    return [at(i) for i in range(start + rank, count, size)]
 
 
 def epoch_walk(count, rank, size, seed, n):
@@ -865,7 +850,6 @@ def main():
         p.error(f"no oasr-run at {oasr}")
     if a.batch % 2 and a.np2:
         p.error("--np2 needs an even --batch")
-    check_mt19937_64()
     info = torch_info(a.torch_python)
     if not info:
         p.error(f"{a.torch_python} has no torch")

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -197,6 +198,51 @@ static llvm::Error parseRngState(llvm::StringRef what, llvm::StringRef state,
   return llvm::Error::success();
 }
 
+/// splitmix64: a counter-based hash, so a value depends only on its index.
+static uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+/// A permutation of [0, count) drawn from (seed, epoch) without storing
+/// it, for sources of many samples (a token corpus's windows): element i is
+/// i through a 4-round Feistel network on the even number of bits that
+/// holds count, walked again while it lands at or past count (a bijection
+/// of [0, count), under 4 walks expected).
+class ImplicitOrder {
+public:
+  ImplicitOrder(int64_t count, uint64_t seed, uint64_t epoch) : count(count) {
+    while ((int64_t(1) << (2 * half)) < count)
+      ++half;
+    for (int r = 0; r < 4; ++r)
+      keys[r] = mix64(seed * 0x9E3779B97F4A7C15ull + epoch * 4 + uint64_t(r));
+  }
+  int64_t at(int64_t i) const {
+    uint64_t x = uint64_t(i);
+    do
+      x = round4(x);
+    while (x >= uint64_t(count));
+    return int64_t(x);
+  }
+
+private:
+  uint64_t round4(uint64_t x) const {
+    const uint64_t mask = (uint64_t(1) << half) - 1;
+    uint64_t l = x >> half, r = x & mask;
+    for (uint64_t k : keys) {
+      uint64_t t = l ^ (mix64(r ^ k) & mask);
+      l = r;
+      r = t;
+    }
+    return (l << half) | r;
+  }
+  int64_t count;
+  int half = 1;
+  uint64_t keys[4];
+};
+
 /// This rank's samples of one epoch: a permutation of [0, count) drawn from
 /// (seed, epoch), the same on every rank; from its `from`-th element on,
 /// element from + i goes to rank i % size.
@@ -218,17 +264,22 @@ std::vector<int64_t> epochShard(int64_t count, int rank, int size,
 /// a new shuffled shard (epochShard); its position is the loader's state.
 class EpochWalk {
 public:
-  EpochWalk(int64_t count, int rank, int size, uint64_t seed)
-      : count(count), rank(rank), size(size), seed(seed) {
+  /// `implicit`: the order is an ImplicitOrder, computed as it is read
+  /// (no memory per sample), instead of epochShard's stored shuffle.
+  EpochWalk(int64_t count, int rank, int size, uint64_t seed,
+            bool implicit = false)
+      : count(count), rank(rank), size(size), seed(seed), implicit(implicit) {
     newEpoch();
   }
   /// The next sample index, starting a new epoch when this one is done.
   int64_t next() {
-    while (pos >= mine.size()) {
+    while (pos >= shardSize) {
       ++epoch;
       from = 0;
       newEpoch();
     }
+    if (implicit)
+      return order->at(int64_t(from) + rank + int64_t(pos++) * size);
     return mine[pos++];
   }
   /// Samples per epoch on this rank.
@@ -244,7 +295,7 @@ public:
     epoch = e;
     from = g;
     newEpoch();
-    if (p > mine.size())
+    if (p > shardSize)
       return badState(what, state);
     pos = p;
     return llvm::Error::success();
@@ -280,16 +331,25 @@ public:
 
 private:
   void newEpoch() {
-    mine = epochShard(count, rank, size, seed, epoch, from);
     pos = 0;
+    if (implicit) {
+      order.emplace(count, seed, epoch);
+      int64_t left = count - int64_t(from) - rank;
+      shardSize = left > 0 ? size_t((left + size - 1) / size) : 0;
+      return;
+    }
+    mine = epochShard(count, rank, size, seed, epoch, from);
+    shardSize = mine.size();
   }
 
   int64_t count;
   int rank, size;
   uint64_t seed, epoch = 0;
+  bool implicit;
   size_t from = 0; ///< the sample of the epoch its shards start at
   std::vector<int64_t> mine;
-  size_t pos = 0;
+  std::optional<ImplicitOrder> order;
+  size_t shardSize = 0, pos = 0;
 };
 
 /// Shared logic: per-epoch shuffled order over the whole train split,
@@ -331,14 +391,6 @@ private:
   EpochWalk walk;
   std::vector<int64_t> shard;
 };
-
-/// splitmix64: a counter-based hash, so a value depends only on its index.
-static uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 /// Seeded synthetic classification data that is learnable: sample = its
 /// class's prototype (the same on every rank) + N(0, 1) noise, each rank
@@ -537,18 +589,36 @@ private:
   std::mt19937_64 rng;
 };
 
+/// A token file read where it lies: the file is mapped (llvm::MemoryBuffer)
+/// and ids are decoded as windows are drawn, so memory stays flat however
+/// large the corpus (nanoGPT's .bin of little-endian u16 or u32 ids).
+struct TokenFile {
+  std::unique_ptr<llvm::MemoryBuffer> buf;
+  size_t width = 2;
+  int64_t count = 0;
+
+  uint32_t at(int64_t i) const {
+    const auto *q =
+        reinterpret_cast<const unsigned char *>(buf->getBufferStart()) +
+        size_t(i) * width;
+    return width == 2 ? uint32_t(q[0] | q[1] << 8)
+                      : uint32_t(q[0] | q[1] << 8 | q[2] << 16 |
+                                 uint32_t(q[3]) << 24);
+  }
+};
+
 /// Windows of a token file, shuffled per epoch and sharded by rank as the
 /// image loaders do: T + 1 tokens at stride T with next-token labels, or
 /// (with one label per sequence) T tokens at stride T and `classes[k]`.
 class TokenFileLoader : public DataLoader {
 public:
-  TokenFileLoader(std::string what, std::vector<uint32_t> tokens,
+  TokenFileLoader(std::string what, TokenFile file,
                   std::vector<int64_t> classes, const SampleShape &shape,
                   int rank, int size, uint64_t seed)
-      : what(std::move(what)), tokens(std::move(tokens)),
+      : what(std::move(what)), file(std::move(file)),
         classes(std::move(classes)), shape(shape),
-        walk(windowCount(this->tokens, this->classes, shape), rank, size,
-             seed) {}
+        walk(windowCount(this->file, this->classes, shape), rank, size, seed,
+             /*implicit=*/true) {}
   std::string describe() const override { return what; }
   int64_t trainSize() const override { return walk.perRank(); }
   void nextBatch(float *, int64_t *, int64_t) override {}
@@ -556,15 +626,14 @@ public:
   void nextTokens(int64_t *ids, int64_t *labels, int64_t n) override {
     const int64_t t = shape.features;
     for (int64_t k = 0; k < n; ++k) {
-      int64_t window = walk.next();
-      const uint32_t *w = tokens.data() + window * t;
+      const int64_t w = walk.next() * t;
       for (int64_t i = 0; i < t; ++i)
-        ids[k * t + i] = w[i];
+        ids[k * t + i] = file.at(w + i);
       if (!classes.empty())
-        labels[k] = classes[size_t(window)];
+        labels[k] = classes[size_t(w / t)];
       else
         for (int64_t i = 0; i < t; ++i)
-          labels[k * t + i] = w[i + 1];
+          labels[k * t + i] = file.at(w + i + 1);
     }
   }
 
@@ -580,15 +649,15 @@ public:
 private:
   /// T + 1 tokens at stride T with next-token labels, or one window per
   /// class label.
-  static int64_t windowCount(const std::vector<uint32_t> &tokens,
+  static int64_t windowCount(const TokenFile &file,
                              const std::vector<int64_t> &classes,
                              const SampleShape &shape) {
-    return classes.empty() ? (int64_t(tokens.size()) - 1) / shape.features
+    return classes.empty() ? (file.count - 1) / shape.features
                            : int64_t(classes.size());
   }
 
   std::string what;
-  std::vector<uint32_t> tokens;
+  TokenFile file;
   std::vector<int64_t> classes;
   SampleShape shape;
   EpochWalk walk;
@@ -626,20 +695,15 @@ llvm::Expected<std::unique_ptr<DataLoader>> loadTokens(llvm::StringRef arg,
                 " token(s), fewer than one window of " + llvm::Twine(window) +
                 " (the model's sequence length" +
                 (shape.labelsPerSample == 1 ? "" : " + 1") + ")");
-  std::vector<uint32_t> tokens(count);
-  const auto *p = reinterpret_cast<const unsigned char *>(data.data());
-  for (size_t i = 0; i < count; ++i) {
-    const unsigned char *q = p + i * width;
-    tokens[i] =
-        width == 2
-            ? uint32_t(q[0] | q[1] << 8)
-            : uint32_t(q[0] | q[1] << 8 | q[2] << 16 | uint32_t(q[3]) << 24);
-    if (shape.vocab > 0 && int64_t(tokens[i]) >= shape.vocab)
-      return fail(path + ": token id " + llvm::Twine(tokens[i]) +
-                  " at byte offset " + llvm::Twine(i * width) +
-                  " is outside the model's vocabulary of " +
-                  llvm::Twine(shape.vocab));
-  }
+  TokenFile file{std::move(*buf), width, int64_t(count)};
+  // One streaming pass over the mapping: every id within the vocabulary.
+  if (shape.vocab > 0)
+    for (int64_t i = 0; i < file.count; ++i)
+      if (int64_t id = file.at(i); id >= shape.vocab)
+        return fail(path + ": token id " + llvm::Twine(id) +
+                    " at byte offset " + llvm::Twine(uint64_t(i) * width) +
+                    " is outside the model's vocabulary of " +
+                    llvm::Twine(shape.vocab));
   // One label per sequence: sequences of T tokens, labels in FILE.labels.
   std::vector<int64_t> classes;
   if (shape.labelsPerSample == 1) {
@@ -669,9 +733,9 @@ llvm::Expected<std::unique_ptr<DataLoader>> loadTokens(llvm::StringRef arg,
                     ") is outside the model's " + llvm::Twine(shape.classes) +
                     " classes");
   }
-  return std::make_unique<TokenFileLoader>(
-      ("tokens:" + arg).str(), std::move(tokens), std::move(classes), shape,
-      rank, size, seed);
+  return std::make_unique<TokenFileLoader>(("tokens:" + arg).str(),
+                                           std::move(file), std::move(classes),
+                                           shape, rank, size, seed);
 }
 
 } // namespace

@@ -642,6 +642,63 @@ TEST(DataLoader, ShardsAreDisjointCoverTheDataAndAreSeeded) {
   EXPECT_NE(first(5), first(6));
 }
 
+/// A token file's windows come in an order computed as it is read (no
+/// stored shuffle): over 2 ranks every window of an epoch exactly once, the
+/// next epoch another order, the same seed the same order, and a saved
+/// position continues where it was.
+TEST(DataLoader, TokenFileWindowsOncePerEpochWithoutAStoredOrder) {
+  TempDir d;
+  const int64_t t = 4, windows = 1000; // windows * t + 1 tokens
+  {
+    std::ofstream f(d.file("c.bin"), std::ios::binary);
+    for (int64_t i = 0; i <= windows * t; ++i) {
+      uint16_t v = uint16_t(i / t % 997); // a window's first id names it
+      f.write(reinterpret_cast<const char *>(&v), 2);
+    }
+  }
+  SampleShape shape{t, 0, true, 1000, t};
+  auto spec = "tokens:" + d.file("c.bin");
+  auto draw = [&](DataLoader &l, int64_t n) {
+    std::vector<int64_t> ids(size_t(n * t)), labels(size_t(n * t));
+    l.nextTokens(ids.data(), labels.data(), n);
+    std::vector<int64_t> first;
+    for (int64_t k = 0; k < n; ++k) {
+      EXPECT_EQ(labels[size_t(k * t)], ids[size_t(k * t + 1)]);
+      first.push_back(ids[size_t(k * t)]);
+    }
+    return first;
+  };
+  std::multiset<int64_t> epoch0, epoch1;
+  std::vector<int64_t> rank0epoch0;
+  for (int rank = 0; rank < 2; ++rank) {
+    auto l = createDataLoader(spec, shape, rank, 2, 7);
+    ASSERT_TRUE(bool(l)) << llvm::toString(l.takeError());
+    EXPECT_EQ((*l)->trainSize(), windows / 2);
+    auto e0 = draw(**l, windows / 2), e1 = draw(**l, windows / 2);
+    epoch0.insert(e0.begin(), e0.end());
+    epoch1.insert(e1.begin(), e1.end());
+    if (rank == 0)
+      rank0epoch0 = e0;
+    EXPECT_NE(e0, e1);
+  }
+  std::multiset<int64_t> all;
+  for (int64_t w = 0; w < windows; ++w)
+    all.insert(w % 997);
+  EXPECT_EQ(epoch0, all);
+  EXPECT_EQ(epoch1, all);
+  auto again = createDataLoader(spec, shape, 0, 2, 7);
+  EXPECT_EQ(draw(**again, windows / 2), rank0epoch0);
+  auto other = createDataLoader(spec, shape, 0, 2, 8);
+  EXPECT_NE(draw(**other, windows / 2), rank0epoch0);
+  // Save after 123 windows; a new loader restored there reads the rest.
+  auto a = createDataLoader(spec, shape, 0, 2, 7);
+  draw(**a, 123);
+  std::string state = (*a)->saveState();
+  auto b = createDataLoader(spec, shape, 0, 2, 7);
+  ASSERT_FALSE(bool((*b)->restoreState(state)));
+  EXPECT_EQ(draw(**b, 200), draw(**a, 200));
+}
+
 TEST(DataLoader, ErrorsNameTheFileAndTheProblem) {
   TempDir d;
   writeMnist(d, 4, 5);
