@@ -184,6 +184,12 @@ void fatalDataError(const std::string &node, const std::string &op,
   std::_Exit(1);
 }
 
+void fatalDataError(const std::string &message) {
+  std::fprintf(stderr, "oasr: error: %s\n", message.c_str());
+  std::fflush(nullptr);
+  std::_Exit(1);
+}
+
 void fatalKernelError(const std::string &message) {
   if (gNode)
     fatalKernelError(*gNode, *gOp, message);

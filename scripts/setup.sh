@@ -16,6 +16,8 @@ PKGS=(
   libopenmpi-dev openmpi-bin libdnnl-dev ocl-icd-opencl-dev opencl-headers
   # JSON input files (profiles, calibrations, checkpoint manifests)
   libsimdjson-dev
+  # image folders: JPEG (libjpeg-turbo's TurboJPEG API) and PNG decoding
+  libturbojpeg0-dev libpng-dev pkg-config
   # build tools
   cmake ninja-build ccache g++ libgtest-dev libbenchmark-dev zlib1g-dev libzstd-dev libedit-dev libcurl4-openssl-dev libxml2-dev
   # the libFuzzer targets (scripts/fuzz.sh): clang with its runtimes

@@ -301,17 +301,22 @@ void Run::openData() {
   if (exec->label().data)
     shape.labelsPerSample =
         exec->label().numel() / std::max<int64_t>(exec->batch(), 1);
+  const std::vector<int64_t> &inShape = exec->input().desc.shape;
+  shape.dims.assign(inShape.begin() + (inShape.empty() ? 0 : 1),
+                    inShape.end());
   DataShard shard = dataShardFor(o, rank, size);
-  auto loader =
-      createDataLoader(o.dataSpec, shape, shard.index, shard.count, o.seed);
+  auto loader = createDataLoader(o.dataSpec, shape, shard.index, shard.count,
+                                 o.seed, o.images);
   if (!loader)
     failure.set(loader.takeError());
   else
     data = std::move(*loader);
   if (o.evalDataSpec.empty() || failure.failed)
     return;
-  auto held =
-      createDataLoader(o.evalDataSpec, shape, shard.index, shard.count, o.seed);
+  ImageOptions evalImages = o.images;
+  evalImages.eval = true;
+  auto held = createDataLoader(o.evalDataSpec, shape, shard.index,
+                               shard.count, o.seed, evalImages);
   if (!held) {
     std::string why = llvm::toString(held.takeError());
     llvm::StringRef rest(why);

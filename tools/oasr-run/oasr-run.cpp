@@ -173,8 +173,19 @@ static cl::opt<double> momentum("momentum",
 static cl::opt<std::string>
     dataSpec("data",
              cl::desc("synthetic | tokens:FILE[:u16|:u32] | mnist:DIR | "
-                      "cifar10:DIR"),
+                      "cifar10:DIR | imagefolder:DIR"),
              cl::init("synthetic"), cl::cat(runCat));
+static cl::opt<std::string>
+    augment("augment",
+            cl::desc("Training transforms of image data: none, or a comma "
+                     "list of resized-crop, crop:PAD and flip (evaluation "
+                     "resizes and centre-crops)"),
+            cl::init("none"), cl::cat(runCat));
+static cl::opt<std::string>
+    normalize("normalize",
+              cl::desc("Per-channel normalisation of image data: none, "
+                       "imagenet, or M1,M2,M3/S1,S2,S3"),
+              cl::init("none"), cl::cat(runCat));
 static cl::opt<int64_t>
     vocab("vocab",
           cl::desc("Token ids lie in [0, N) (default: the rows of the "
@@ -581,6 +592,8 @@ RunOptions runOptions() {
   o.labelSmoothing = labelSmoothing;
   o.batch = given(batch);
   o.dataSpec = dataSpec;
+  o.images.augment = augment;
+  o.images.normalize = normalize;
   o.vocab = given(vocab);
   o.steps = steps;
   o.lr = given(lr);

@@ -14,6 +14,7 @@
 #ifndef OASR_DRIVER_RUN_H
 #define OASR_DRIVER_RUN_H
 
+#include "oasr/Runtime/DataLoader.h"
 #include "oasr/Runtime/Checkpoint.h"
 #include "oasr/Runtime/Communicator.h"
 #include "oasr/Runtime/Executor.h"
@@ -67,6 +68,8 @@ struct RunOptions {
   // Training.
   std::optional<int64_t> batch; ///< per rank; must match the module
   std::string dataSpec = "synthetic";
+  /// --augment, --normalize: how image data becomes samples.
+  rt::ImageOptions images;
   std::optional<int64_t> vocab;
   int64_t steps = 10;
   std::optional<double> lr;

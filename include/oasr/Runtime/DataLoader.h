@@ -30,6 +30,22 @@ struct SampleShape {
   /// Labels per sample: 1 (a class per sample or sequence) or T (the next
   /// token at every position, for causal language models).
   int64_t labelsPerSample = 1;
+  /// The per-sample input dimensions ([C, H, W] for images; empty when
+  /// unknown), which decoded images are fitted to.
+  std::vector<int64_t> dims;
+};
+
+/// How image sources turn a file into a sample (docs/runtime.md, "Data").
+struct ImageOptions {
+  /// --augment: "none", or a comma list of `resized-crop` (torchvision's
+  /// RandomResizedCrop to the model's size), `crop:PAD` (a random crop of
+  /// the image padded by PAD) and `flip` (horizontal, p = 0.5).
+  std::string augment = "none";
+  /// --normalize: "none" (values in [0, 1]), "imagenet", or
+  /// "M1,M2,M3/S1,S2,S3": (x - mean) / std per channel.
+  std::string normalize = "none";
+  /// Evaluation: no augmentation, whatever `augment` says.
+  bool eval = false;
 };
 
 /// A dataset split held in memory: `count` samples, each `features` values
@@ -102,7 +118,7 @@ private:
 /// errors name the file and what is wrong.
 llvm::Expected<std::unique_ptr<DataLoader>>
 createDataLoader(llvm::StringRef spec, const SampleShape &shape, int rank,
-                 int size, uint64_t seed);
+                 int size, uint64_t seed, const ImageOptions &images = {});
 
 /// Reads an IDX file (unsigned byte or float data) into `data` (samples x
 /// features) or `labels` (1-D). Exposed for tests.

@@ -104,6 +104,9 @@ private:
 /// a fault of the data, not of oasr.
 [[noreturn]] void fatalDataError(const std::string &node, const std::string &op,
                                  const std::string &message);
+/// "oasr: error: MESSAGE", exit status 1: a sample the data source cannot
+/// read (the message names the file).
+[[noreturn]] void fatalDataError(const std::string &message);
 
 /// Names the kernel that runs on this thread while it lives, for
 /// fatalKernelError (a vendor check deep in a launch knows no node).
