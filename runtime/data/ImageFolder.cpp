@@ -5,8 +5,8 @@
 // PNG files in each (sorted). Each sample is decoded when it is drawn --
 // JPEG with libjpeg-turbo's TurboJPEG API, PNG with libpng's simplified API
 // -- converted to the model's channels (gray or RGB, as PIL's convert),
-// cropped and resampled to the model's size with oneDNN's bilinear
-// resampling, flipped, scaled to [0, 1] and normalised. A batch decodes in
+// cropped and resampled to the model's size (PIL's antialiased bilinear
+// filter), flipped, scaled to [0, 1] and normalised. A batch decodes in
 // parallel (OpenMP, the step's threads, idle while it waits for data).
 //
 // Transforms are drawn from (seed, epoch, sample): a run is reproducible,
@@ -25,7 +25,6 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
-#include <dnnl.hpp>
 #include <png.h>
 #include <turbojpeg.h>
 
@@ -194,41 +193,92 @@ Crop centerCrop(int64_t h, int64_t w, int64_t oh, int64_t ow) {
   return {(double(h) - ch) / 2, (double(w) - cw) / 2, ch, cw};
 }
 
-/// The crop of `px` resampled to [c, oh, ow] f32 in [0, 1] (bilinear,
-/// half-pixel centres, oneDNN's resampling).
+/// One axis of a resampling: output index i reads inputs [first[i],
+/// first[i] + count[i]) with weights w[i * taps ...] (PIL's
+/// precompute_coeffs for its bilinear filter: a triangle of support
+/// max(scale, 1), so downscaling averages, as PIL and torchvision's
+/// antialiased resize do).
+struct AxisWeights {
+  int64_t taps = 0;
+  std::vector<int64_t> first, count;
+  std::vector<float> w;
+};
+
+AxisWeights axisWeights(double start, double size, int64_t in, int64_t out) {
+  AxisWeights a;
+  const double scale = size / double(out), support = std::max(scale, 1.0);
+  a.taps = int64_t(std::ceil(support)) * 2 + 1;
+  a.first.resize(size_t(out));
+  a.count.resize(size_t(out));
+  a.w.assign(size_t(out * a.taps), 0.0f);
+  for (int64_t i = 0; i < out; ++i) {
+    const double center = start + (double(i) + 0.5) * scale;
+    int64_t lo = std::max<int64_t>(0, int64_t(center - support + 0.5));
+    int64_t hi = std::min<int64_t>(in, int64_t(center + support + 0.5));
+    hi = std::min(hi, lo + a.taps);
+    double total = 0;
+    std::vector<double> ws(size_t(std::max<int64_t>(hi - lo, 0)));
+    for (int64_t j = lo; j < hi; ++j) {
+      double t = std::fabs((double(j) + 0.5 - center) / support);
+      ws[size_t(j - lo)] = t < 1.0 ? 1.0 - t : 0.0;
+      total += ws[size_t(j - lo)];
+    }
+    if (total <= 0) { // a crop narrower than a pixel: its nearest input
+      lo = std::min<int64_t>(in - 1, std::max<int64_t>(0, int64_t(center)));
+      hi = lo + 1;
+      ws.assign(1, 1.0);
+      total = 1.0;
+    }
+    a.first[size_t(i)] = lo;
+    a.count[size_t(i)] = hi - lo;
+    for (int64_t j = 0; j < hi - lo; ++j)
+      a.w[size_t(i * a.taps + j)] = float(ws[size_t(j)] / total);
+  }
+  return a;
+}
+
+/// The crop of `px` resampled to [c, oh, ow] f32 in [0, 1]: separable
+/// triangle-filter resampling (PIL's bilinear resize with a box), rows
+/// first. oneDNN's resampling compiles a kernel per shape, which random
+/// crops make per image, and does not antialias.
 void resample(const Pixels &px, int64_t c, Crop crop, int64_t oh, int64_t ow,
               float *dst) {
-  int64_t y0 = int64_t(std::floor(crop.y)), x0 = int64_t(std::floor(crop.x));
-  int64_t ch = std::max<int64_t>(1, std::llround(crop.h)),
-          cw = std::max<int64_t>(1, std::llround(crop.w));
-  ch = std::min(ch, px.h - y0);
-  cw = std::min(cw, px.w - x0);
-  std::vector<float> src(size_t(c * ch * cw));
-  for (int64_t k = 0; k < c; ++k)
-    for (int64_t y = 0; y < ch; ++y)
-      for (int64_t x = 0; x < cw; ++x)
-        src[size_t((k * ch + y) * cw + x)] =
-            float(px.data[size_t(((y0 + y) * px.w + x0 + x) * c + k)]) *
-            (1.0f / 255.0f);
-  if (ch == oh && cw == ow) {
-    std::copy(src.begin(), src.end(), dst);
-    return;
+  AxisWeights ax = axisWeights(crop.x, crop.w, px.w, ow),
+              ay = axisWeights(crop.y, crop.h, px.h, oh);
+  const int64_t y0 = ay.first.front(), y1 = ay.first.back() + ay.count.back();
+  // Horizontal pass over the rows the vertical one reads: [y1 - y0, ow, c].
+  std::vector<float> rows(size_t((y1 - y0) * ow * c));
+  for (int64_t y = y0; y < y1; ++y) {
+    const uint8_t *line = px.data.data() + size_t(y * px.w * c);
+    float *out = rows.data() + size_t((y - y0) * ow * c);
+    for (int64_t x = 0; x < ow; ++x) {
+      const float *w = ax.w.data() + x * ax.taps;
+      const uint8_t *p = line + ax.first[size_t(x)] * c;
+      float acc[3] = {0, 0, 0};
+      for (int64_t j = 0; j < ax.count[size_t(x)]; ++j)
+        for (int64_t k = 0; k < c; ++k)
+          acc[k] += w[j] * float(p[j * c + k]);
+      for (int64_t k = 0; k < c; ++k)
+        out[x * c + k] = acc[k];
+    }
   }
-  using tag = dnnl::memory::format_tag;
-  using dt = dnnl::memory::data_type;
-  static thread_local dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  static thread_local dnnl::stream strm(eng);
-  dnnl::memory::desc sd({1, c, ch, cw}, dt::f32, tag::nchw),
-      dd({1, c, oh, ow}, dt::f32, tag::nchw);
-  dnnl::resampling_forward::primitive_desc pd(
-      dnnl::resampling_forward::desc(dnnl::prop_kind::forward_inference,
-                                     dnnl::algorithm::resampling_linear, sd,
-                                     dd),
-      eng);
-  dnnl::memory sm(sd, eng, src.data()), dm(dd, eng, dst);
-  dnnl::resampling_forward(pd).execute(
-      strm, {{DNNL_ARG_SRC, sm}, {DNNL_ARG_DST, dm}});
-  strm.wait();
+  // Vertical pass: whole rows at a time (contiguous, vectorisable), then
+  // the interleaved row split into the channel planes.
+  std::vector<float> line(size_t(ow * c));
+  for (int64_t y = 0; y < oh; ++y) {
+    const float *w = ay.w.data() + y * ay.taps;
+    const int64_t f = ay.first[size_t(y)] - y0, n = ay.count[size_t(y)];
+    std::fill(line.begin(), line.end(), 0.0f);
+    for (int64_t j = 0; j < n; ++j) {
+      const float *r = rows.data() + size_t((f + j) * ow * c);
+      const float wj = w[j] * (1.0f / 255.0f);
+      for (int64_t e = 0; e < ow * c; ++e)
+        line[size_t(e)] += wj * r[e];
+    }
+    for (int64_t x = 0; x < ow; ++x)
+      for (int64_t k = 0; k < c; ++k)
+        dst[(k * oh + y) * ow + x] = line[size_t(x * c + k)];
+  }
 }
 
 struct ImageFile {
