@@ -15,6 +15,10 @@
 #   oasr-fuzz-profile  a JSON document: the profile and calibration readers,
 #                      toJSON round trip, the wfbp timeline's SVG. Seeds:
 #                      test/fuzz/corpus/profile/.
+#   oasr-fuzz-image    an image folder's file: the JPEG and PNG decoders to
+#                      3 and 1 channels, a random and the evaluation crop
+#                      resampled (values in [0, 1]). Seeds:
+#                      test/fuzz/corpus/image/.
 # Prints one line per target (mutants run, corpus size, crashes) and exits 1
 # when a target crashed, leaked, timed out or ran out of memory; the input
 # that did is kept under $OASR_FUZZ_BUILD_DIR/fuzz-out/<target>/ (a crash
@@ -45,7 +49,7 @@ ninja -C "$BUILD" -j"$JOBS" oasr-fuzzers >"$BUILD/build.log" 2>&1 ||
 # ASan: LLVM's and protobuf's static objects are alive at exit by design.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 failed=0
-for target in import profile; do
+for target in import profile image; do
   bin="$BUILD/bin/oasr-fuzz-$target"
   out="$BUILD/fuzz-out/oasr-fuzz-$target"
   rm -rf "$out" && mkdir -p "$out/corpus"

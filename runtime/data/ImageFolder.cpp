@@ -93,15 +93,10 @@ llvm::Expected<Transform> parseTransform(const ImageOptions &o, int64_t c) {
   return t;
 }
 
-/// An image decoded to `c` interleaved 8-bit channels.
-struct Pixels {
-  int64_t w = 0, h = 0;
-  std::vector<uint8_t> data;
-};
+} // namespace
 
 /// The error text of a decode, or empty.
-std::string decodeJpeg(const std::string &path, llvm::StringRef bytes,
-                       int64_t c, Pixels &out) {
+static std::string decodeJpeg(llvm::StringRef bytes, int64_t c, Pixels &out) {
   tjhandle tj = tjInitDecompress();
   if (!tj)
     return "cannot start the JPEG decoder";
@@ -122,11 +117,10 @@ std::string decodeJpeg(const std::string &path, llvm::StringRef bytes,
   if (tjDecompress2(tj, buf, (unsigned long)bytes.size(), out.data.data(), w, 0,
                     h, c == 1 ? TJPF_GRAY : TJPF_RGB, 0) != 0)
     return std::string("a damaged JPEG: ") + tjGetErrorStr2(tj);
-  (void)path;
   return "";
 }
 
-std::string decodePng(llvm::StringRef bytes, int64_t c, Pixels &out) {
+static std::string decodePng(llvm::StringRef bytes, int64_t c, Pixels &out) {
   png_image img;
   std::memset(&img, 0, sizeof img);
   img.version = PNG_IMAGE_VERSION;
@@ -147,10 +141,14 @@ std::string decodePng(llvm::StringRef bytes, int64_t c, Pixels &out) {
   return "";
 }
 
-/// A crop [y, y + ch) x [x, x + cw) of the source, in source pixels.
-struct Crop {
-  double y = 0, x = 0, h = 0, w = 0;
-};
+std::string decodeImage(llvm::StringRef bytes, int64_t c, Pixels &out) {
+  if (bytes.size() >= 3 && uint8_t(bytes[0]) == 0xFF &&
+      uint8_t(bytes[1]) == 0xD8)
+    return decodeJpeg(bytes, c, out);
+  if (bytes.size() >= 8 && bytes.starts_with("\x89PNG"))
+    return decodePng(bytes, c, out);
+  return "neither a JPEG nor a PNG image";
+}
 
 /// torchvision's RandomResizedCrop.get_params: scale (0.08, 1), ratio
 /// (3/4, 4/3), 10 tries, then the central crop of the nearest ratio.
@@ -198,13 +196,17 @@ Crop centerCrop(int64_t h, int64_t w, int64_t oh, int64_t ow) {
 /// precompute_coeffs for its bilinear filter: a triangle of support
 /// max(scale, 1), so downscaling averages, as PIL and torchvision's
 /// antialiased resize do).
+namespace {
 struct AxisWeights {
   int64_t taps = 0;
   std::vector<int64_t> first, count;
   std::vector<float> w;
 };
 
-AxisWeights axisWeights(double start, double size, int64_t in, int64_t out) {
+} // namespace
+
+static AxisWeights axisWeights(double start, double size, int64_t in,
+                               int64_t out) {
   AxisWeights a;
   const double scale = size / double(out), support = std::max(scale, 1.0);
   a.taps = int64_t(std::ceil(support)) * 2 + 1;
@@ -281,6 +283,8 @@ void resample(const Pixels &px, int64_t c, Crop crop, int64_t oh, int64_t ow,
   }
 }
 
+namespace {
+
 struct ImageFile {
   std::string path;
   int64_t label;
@@ -325,15 +329,7 @@ private:
       return llvm::toString(buf.takeError());
     llvm::StringRef bytes = (*buf)->getBuffer();
     Pixels px;
-    std::string err;
-    if (bytes.size() >= 3 && uint8_t(bytes[0]) == 0xFF &&
-        uint8_t(bytes[1]) == 0xD8)
-      err = decodeJpeg(files[size_t(i)].path, bytes, c, px);
-    else if (bytes.size() >= 8 && bytes.starts_with("\x89PNG"))
-      err = decodePng(bytes, c, px);
-    else
-      return "neither a JPEG nor a PNG image";
-    if (!err.empty())
+    if (std::string err = decodeImage(bytes, c, px); !err.empty())
       return err;
     std::mt19937_64 rng(
         mix64(seed ^ mix64(epoch * 0x9E3779B97F4A7C15ull + uint64_t(i))));

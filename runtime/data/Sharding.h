@@ -275,6 +275,27 @@ protected:
   EpochWalk walk;
 };
 
+/// An image decoded to `c` interleaved 8-bit channels.
+struct Pixels {
+  int64_t w = 0, h = 0;
+  std::vector<uint8_t> data;
+};
+
+/// A JPEG or PNG file's bytes decoded to `c` (1 or 3) channels; the error
+/// (what is wrong with the file), or empty (ImageFolder.cpp).
+std::string decodeImage(llvm::StringRef bytes, int64_t c, Pixels &out);
+
+/// A crop [y, y + h) x [x, x + w) of an image, in its pixels.
+struct Crop {
+  double y = 0, x = 0, h = 0, w = 0;
+};
+/// torchvision's RandomResizedCrop.get_params, and the evaluation crop.
+Crop randomResizedCrop(int64_t h, int64_t w, std::mt19937_64 &rng);
+Crop centerCrop(int64_t h, int64_t w, int64_t oh, int64_t ow);
+/// The crop of `px` resampled to [c, oh, ow] f32 in [0, 1].
+void resample(const Pixels &px, int64_t c, Crop crop, int64_t oh, int64_t ow,
+              float *dst);
+
 /// --data=imagefolder:DIR (ImageFolder.cpp).
 llvm::Expected<std::unique_ptr<DataLoader>>
 loadImageFolder(llvm::StringRef dir, const SampleShape &shape, int rank,
