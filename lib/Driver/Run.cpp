@@ -762,6 +762,8 @@ void Run::report(const TrainSummary &summary, const TrainingAlgorithm &algo) {
                           : exec->costSource() + " costs";
   sc.predictedFrom =
       module.commSource.empty() ? costs : costs + ", " + module.commSource;
+  if (data)
+    sc.dataReport = data->report();
   printSummary(stdout, summary, sc);
   // A device backend's stalls of the host: the loss on --log-every steps,
   // the NaN check and host communication's synchronizations are expected;

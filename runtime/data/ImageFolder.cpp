@@ -29,7 +29,9 @@
 #include <turbojpeg.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 namespace oasr::rt::data {
@@ -295,10 +297,11 @@ class ImageFolderLoader : public WalkedLoader {
 public:
   ImageFolderLoader(std::string what, std::vector<ImageFile> files,
                     const SampleShape &shape, Transform t, int rank, int size,
-                    uint64_t seed)
+                    uint64_t seed, bool skipBad)
       : WalkedLoader(std::move(what),
                      EpochWalk(int64_t(files.size()), rank, size, seed)),
-        files(std::move(files)), shape(shape), t(t), seed(seed) {}
+        files(std::move(files)), shape(shape), t(t), seed(seed),
+        skipBad(skipBad) {}
   void nextBatch(float *images, int64_t *labels, int64_t n) override {
     std::vector<int64_t> index(static_cast<size_t>(n));
     std::vector<uint64_t> epoch(static_cast<size_t>(n));
@@ -307,17 +310,42 @@ public:
       epoch[size_t(k)] = walk.currentEpoch();
     }
     std::vector<std::string> errors(static_cast<size_t>(n));
+    auto start = std::chrono::steady_clock::now();
 #pragma omp parallel for schedule(dynamic)
     for (int64_t k = 0; k < n; ++k)
       errors[size_t(k)] =
           load(index[size_t(k)], epoch[size_t(k)], images + k * shape.features);
     for (int64_t k = 0; k < n; ++k) {
-      const ImageFile &f = files[size_t(index[size_t(k)])];
-      if (!errors[size_t(k)].empty())
-        fatalDataError("--data=" + what + ": " + f.path + ": " +
-                       errors[size_t(k)]);
-      labels[k] = f.label;
+      // A bad sample stops the run, or (skip) gives way to the next one.
+      for (int64_t tries = 0; !errors[size_t(k)].empty(); ++tries) {
+        const ImageFile &bad = files[size_t(index[size_t(k)])];
+        if (!skipBad || tries > int64_t(files.size()))
+          fatalDataError("--data=" + what + ": " + bad.path + ": " +
+                         errors[size_t(k)] +
+                         (skipBad ? " (every sample tried)" : ""));
+        std::fprintf(stderr, "oasr-run: warning: --data=%s: skipped %s: %s\n",
+                     what.c_str(), bad.path.c_str(), errors[size_t(k)].c_str());
+        ++skipped;
+        index[size_t(k)] = walk.next();
+        errors[size_t(k)] = load(index[size_t(k)], walk.currentEpoch(),
+                                 images + k * shape.features);
+      }
+      labels[k] = files[size_t(index[size_t(k)])].label;
     }
+    decodeSeconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    decoded += n;
+  }
+  std::string report() const override {
+    std::string line = std::to_string(decoded) + " images decoded in ";
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.2f s", decodeSeconds);
+    line += secs;
+    line += " of the run's time";
+    if (skipped)
+      line += ", " + std::to_string(skipped) + " bad sample(s) skipped";
+    return line;
   }
 
 private:
@@ -367,6 +395,9 @@ private:
   SampleShape shape;
   Transform t;
   uint64_t seed;
+  bool skipBad;
+  int64_t decoded = 0, skipped = 0;
+  double decodeSeconds = 0;
 };
 
 bool isImageName(llvm::StringRef name) {
@@ -447,8 +478,12 @@ loadImageFolder(llvm::StringRef arg, const SampleShape &shape, int rank,
                                 std::to_string(classes.size() - 1)
                           : std::string()) +
       ")";
+  if (options.badSamples != "error" && options.badSamples != "skip")
+    return fail("--bad-samples=" + options.badSamples +
+                ": expected error or skip");
   return std::make_unique<ImageFolderLoader>(what, std::move(files), shape, *t,
-                                             rank, size, seed);
+                                             rank, size, seed,
+                                             options.badSamples == "skip");
 }
 
 } // namespace oasr::rt::data

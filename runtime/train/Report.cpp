@@ -223,6 +223,8 @@ void printSummary(std::FILE *out, const TrainSummary &s,
   std::fprintf(out, "  algorithm        %s\n", c.algorithm.c_str());
   if (!c.algorithmReport.empty())
     std::fprintf(out, "                   %s\n", c.algorithmReport.c_str());
+  if (!c.dataReport.empty())
+    std::fprintf(out, "  data             %s\n", c.dataReport.c_str());
   std::fprintf(out, "  final loss       %9.4f\n", s.lastLoss);
   if (s.lossScale > 0)
     std::fprintf(out,

@@ -182,6 +182,11 @@ static cl::opt<std::string>
                      "resizes and centre-crops)"),
             cl::init("none"), cl::cat(runCat));
 static cl::opt<std::string>
+    badSamples("bad-samples",
+               cl::desc("An image that cannot be read: error (stop the run) "
+                        "or skip (warn and draw the next sample)"),
+               cl::init("error"), cl::cat(runCat));
+static cl::opt<std::string>
     normalize("normalize",
               cl::desc("Per-channel normalisation of image data: none, "
                        "imagenet, or M1,M2,M3/S1,S2,S3"),
@@ -594,6 +599,7 @@ RunOptions runOptions() {
   o.dataSpec = dataSpec;
   o.images.augment = augment;
   o.images.normalize = normalize;
+  o.images.badSamples = badSamples;
   o.vocab = given(vocab);
   o.steps = steps;
   o.lr = given(lr);

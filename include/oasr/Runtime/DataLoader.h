@@ -46,6 +46,9 @@ struct ImageOptions {
   std::string normalize = "none";
   /// Evaluation: no augmentation, whatever `augment` says.
   bool eval = false;
+  /// --bad-samples: a file that cannot be read stops the run ("error"), or
+  /// is skipped with a warning and the next sample drawn ("skip").
+  std::string badSamples = "error";
 };
 
 /// A dataset split held in memory: `count` samples, each `features` values
@@ -98,6 +101,9 @@ public:
       return restoreState(states[size_t(rank)]);
     return llvm::Error::success();
   }
+  /// One line for the run's summary on what reading the data cost (empty
+  /// when there is nothing to say).
+  virtual std::string report() const { return ""; }
   /// The held-out split of this rank (null when the source has none).
   virtual const Dataset *testSet() const { return nullptr; }
   /// Test samples of this rank's shard: indices into testSet().

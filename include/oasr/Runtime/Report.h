@@ -32,6 +32,8 @@ struct SummaryContext {
   /// What the compiled plan's prediction came from: the compiler's costs and
   /// the allreduce model ("roofline costs, default allreduce model").
   std::string predictedFrom;
+  /// The data source's line (DataLoader::report; empty: none).
+  std::string dataReport;
 };
 
 /// The one line a re-plan prints: the old and new group counts, the
