@@ -311,26 +311,34 @@ void Run::openData() {
     failure.set(loader.takeError());
   else
     data = std::move(*loader);
-  if (o.evalDataSpec.empty() || failure.failed)
+  if (failure.failed)
     return;
+  // The held-out split: --eval-data, else the source's own (DIR/val).
+  std::string evalSpec = o.evalDataSpec;
+  if (evalSpec.empty() && exec->label().data)
+    evalSpec = data->heldOutSpec();
+  if (evalSpec.empty())
+    return;
+  std::string option =
+      o.evalDataSpec.empty()
+          ? "--data=" + o.dataSpec + "'s held-out split " + evalSpec
+          : "--eval-data=" + evalSpec;
   ImageOptions evalImages = o.images;
   evalImages.eval = true;
-  auto held = createDataLoader(o.evalDataSpec, shape, shard.index,
-                               shard.count, o.seed, evalImages);
+  auto held = createDataLoader(evalSpec, shape, shard.index, shard.count,
+                               o.seed, evalImages);
   if (!held) {
     std::string why = llvm::toString(held.takeError());
     llvm::StringRef rest(why);
-    rest.consume_front("--data=" + o.evalDataSpec + ": ");
-    failure.set("--eval-data=" + o.evalDataSpec + ": " + rest);
+    rest.consume_front("--data=" + evalSpec + ": ");
+    failure.set(option + ": " + rest);
     return;
   }
   evalData = std::move(*held);
   if (!evalData->testSet() && evalData->trainSize() == 0)
-    failure.set("--eval-data=" + o.evalDataSpec +
-                ": holds no fixed samples to evaluate on");
+    failure.set(option + ": holds no fixed samples to evaluate on");
   else if (!exec->label().data)
-    failure.set("--eval-data=" + o.evalDataSpec +
-                ": the model has no label to evaluate against");
+    failure.set(option + ": the model has no label to evaluate against");
 }
 
 void Run::checkTraining() {

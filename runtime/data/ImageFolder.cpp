@@ -302,6 +302,7 @@ public:
                      EpochWalk(int64_t(files.size()), rank, size, seed)),
         files(std::move(files)), shape(shape), t(t), seed(seed),
         skipBad(skipBad) {}
+  void setHeldOut(std::string spec) { heldOut = std::move(spec); }
   void nextBatch(float *images, int64_t *labels, int64_t n) override {
     std::vector<int64_t> index(static_cast<size_t>(n));
     std::vector<uint64_t> epoch(static_cast<size_t>(n));
@@ -337,6 +338,7 @@ public:
             .count();
     decoded += n;
   }
+  std::string heldOutSpec() const override { return heldOut; }
   std::string report() const override {
     std::string line = std::to_string(decoded) + " images decoded in ";
     char secs[32];
@@ -396,6 +398,7 @@ private:
   Transform t;
   uint64_t seed;
   bool skipBad;
+  std::string heldOut; ///< imagefolder:DIR/val when DIR/train was used
   int64_t decoded = 0, skipped = 0;
   double decodeSeconds = 0;
 };
@@ -481,9 +484,13 @@ loadImageFolder(llvm::StringRef arg, const SampleShape &shape, int rank,
   if (options.badSamples != "error" && options.badSamples != "skip")
     return fail("--bad-samples=" + options.badSamples +
                 ": expected error or skip");
-  return std::make_unique<ImageFolderLoader>(what, std::move(files), shape, *t,
-                                             rank, size, seed,
-                                             options.badSamples == "skip");
+  auto loader = std::make_unique<ImageFolderLoader>(
+      what, std::move(files), shape, *t, rank, size, seed,
+      options.badSamples == "skip");
+  if (llvm::StringRef(dir).ends_with("/train") &&
+      llvm::sys::fs::is_directory(arg.str() + "/val"))
+    loader->setHeldOut("imagefolder:" + arg.str() + "/val");
+  return loader;
 }
 
 } // namespace oasr::rt::data

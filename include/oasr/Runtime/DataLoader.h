@@ -104,6 +104,10 @@ public:
   /// One line for the run's summary on what reading the data cost (empty
   /// when there is nothing to say).
   virtual std::string report() const { return ""; }
+  /// A --data spec of this source's held-out split read as a source of its
+  /// own (imagefolder's DIR/val), for evaluation when --eval-data is not
+  /// given; empty when there is none or testSet() holds it.
+  virtual std::string heldOutSpec() const { return ""; }
   /// The held-out split of this rank (null when the source has none).
   virtual const Dataset *testSet() const { return nullptr; }
   /// Test samples of this rank's shard: indices into testSet().
