@@ -161,6 +161,36 @@ static LogicalResult gradScatterND(GradContext &c) {
 }
 
 //===----------------------------------------------------------------------===//
+// Training forms
+//===----------------------------------------------------------------------===//
+
+/// GatherND and ScatterND keep their form; constant index tuples outside
+/// the data's dimensions are an error naming the node before anything runs
+/// (the kernels check the others as they run).
+static LogicalResult checkNDIndices(NodeOp node) {
+  auto data = cast<RankedTensorType>(node->getOperand(0).getType());
+  DenseElementsAttr idx = constantOf(node->getOperand(1));
+  if (!idx || !isa<IntegerType>(idx.getElementType()))
+    return success();
+  auto it = cast<RankedTensorType>(idx.getType());
+  int64_t b = intAttr(node, "batch_dims", 0), k = it.getShape().back();
+  if (k < 1 || b + k > data.getRank())
+    return success(); // the kernels' geometry reports it
+  int64_t i = 0;
+  for (APInt v : idx.getValues<APInt>()) {
+    int64_t d = b + i % k, dim = data.getDimSize(d), x = v.getSExtValue();
+    if (x < -dim || x >= dim)
+      return node.emitError("'")
+             << node.getOpType() << "' node \""
+             << mlir::oasr::nodeName(node.getLoc()).value_or("") << "\": index "
+             << x << " of tuple " << i / k << " is outside dimension " << d
+             << " of the data (size " << dim << ")";
+    ++i;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Registration
 //===----------------------------------------------------------------------===//
 
@@ -170,8 +200,14 @@ void ::oasr::ops::registerIndexOps(OpRegistry &r) {
   for (int opset : {9, 11})
     r.add("OneHot", opset).precision(Precision::Keep).shape(shapeOneHot);
   for (int opset : {11, 12, 13})
-    r.add("GatherND", opset).shape(shapeGatherND).grad(gradGatherND);
+    r.add("GatherND", opset)
+        .shape(shapeGatherND)
+        .trainingForm(checkNDIndices)
+        .grad(gradGatherND);
   // Swin builds its shifted-window mask with ScatterND.
   for (int opset : {11, 16, 18})
-    r.add("ScatterND", opset).shape(shapeSameAsInput).grad(gradScatterND);
+    r.add("ScatterND", opset)
+        .shape(shapeSameAsInput)
+        .trainingForm(checkNDIndices)
+        .grad(gradScatterND);
 }

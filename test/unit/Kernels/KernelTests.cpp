@@ -941,6 +941,26 @@ TEST_F(BadSpec, CumSumAndElements) {
   expectError(s, "reduction 'max' is not supported");
 }
 
+/// An index a step's input carries outside its dimension ends the run with
+/// exit status 1 and a message naming the node (not an abort).
+TEST_F(BadSpec, RunTimeIndexOutsideItsDimensionExitsNamingTheNode) {
+  OpSpec g;
+  g.opType = "GatherND";
+  g.name = "/gather_nd";
+  g.inputs = {{DType::F32, {3, 4}}, {DType::I64, {2, 2}}};
+  g.outputs = {{DType::F32, {2}}};
+  std::string err;
+  auto k = backend->create(g, err);
+  ASSERT_TRUE(k) << err;
+  std::vector<float> data(12, 1.0f), y(2);
+  std::vector<int64_t> idx = {0, 1, 2, 9};
+  TensorRef in0{data.data(), g.inputs[0]}, in1{idx.data(), g.inputs[1]},
+      out{y.data(), g.outputs[0]};
+  EXPECT_EXIT(k->run({in0, in1}, {out}), ::testing::ExitedWithCode(1),
+              "oasr: error: node '/gather_nd' \\(GatherND\\): index 9 of "
+              "tuple 1 is outside its dimension");
+}
+
 /// Each malformed FusedAttention(Grad) a module could carry is refused at
 /// creation, naming the node and the fault.
 TEST_F(BadSpec, AttentionShapesTypesAndMask) {
