@@ -10,24 +10,17 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../kernels/BenchClock.h"
 #include "oasr/Runtime/DataLoader.h"
 
 #include "llvm/ADT/StringExtras.h"
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <string>
 #include <vector>
 
 using namespace oasr::rt;
-
-static double cpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
 
 int main(int argc, char **argv) {
   std::string spec, shapeArg = "3,224,224";
@@ -69,14 +62,16 @@ int main(int argc, char **argv) {
   std::vector<float> x(static_cast<size_t>(batch * shape.features));
   std::vector<int64_t> y(static_cast<size_t>(batch));
   (*loader)->nextBatch(x.data(), y.data(), batch);
-  double c0 = cpuSeconds();
-  auto w0 = std::chrono::steady_clock::now();
+  using oasr::bench::gCpuClock, oasr::bench::seconds;
+  gCpuClock = true;
+  double c0 = seconds();
+  gCpuClock = false;
+  double w0 = seconds();
   for (int64_t b = 0; b < batches; ++b)
     (*loader)->nextBatch(x.data(), y.data(), batch);
-  double cpu = cpuSeconds() - c0;
-  double wall =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - w0)
-          .count();
+  double wall = seconds() - w0;
+  gCpuClock = true;
+  double cpu = seconds() - c0;
   double n = double(batch * batches);
   std::printf("%s: %.0f images, %.1f images/s per CPU second, %.1f images/s "
               "wall\n",

@@ -302,8 +302,7 @@ void Run::openData() {
     shape.labelsPerSample =
         exec->label().numel() / std::max<int64_t>(exec->batch(), 1);
   const std::vector<int64_t> &inShape = exec->input().desc.shape;
-  shape.dims.assign(inShape.begin() + (inShape.empty() ? 0 : 1),
-                    inShape.end());
+  shape.dims.assign(inShape.begin() + (inShape.empty() ? 0 : 1), inShape.end());
   DataShard shard = dataShardFor(o, rank, size);
   auto loader = createDataLoader(o.dataSpec, shape, shard.index, shard.count,
                                  o.seed, o.images);

@@ -363,8 +363,6 @@ private:
       return err;
     std::mt19937_64 rng(
         mix64(seed ^ mix64(epoch * 0x9E3779B97F4A7C15ull + uint64_t(i))));
-    Crop crop = t.resizedCrop ? randomResizedCrop(px.h, px.w, rng)
-                              : centerCrop(px.h, px.w, oh, ow);
     if (t.pad >= 0) {
       // Fit to the model's size, pad, crop at random (CIFAR's recipe).
       std::vector<float> fitted(size_t(c * oh * ow));
@@ -381,7 +379,10 @@ private:
                     : 0.0f;
           }
     } else {
-      resample(px, c, crop, oh, ow, dst);
+      resample(px, c,
+               t.resizedCrop ? randomResizedCrop(px.h, px.w, rng)
+                             : centerCrop(px.h, px.w, oh, ow),
+               oh, ow, dst);
     }
     if (t.flip && (rng() >> 63))
       for (int64_t k = 0; k < c; ++k)

@@ -14,9 +14,9 @@
 #ifndef OASR_DRIVER_RUN_H
 #define OASR_DRIVER_RUN_H
 
-#include "oasr/Runtime/DataLoader.h"
 #include "oasr/Runtime/Checkpoint.h"
 #include "oasr/Runtime/Communicator.h"
+#include "oasr/Runtime/DataLoader.h"
 #include "oasr/Runtime/Executor.h"
 #include "oasr/Runtime/Program.h"
 #include "oasr/Runtime/Replan.h"
